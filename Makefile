@@ -1,0 +1,60 @@
+# bert.c build. `make` builds ./bert and the test binaries; `make test` runs the whole
+# suite, once in the optimised build and once under AddressSanitizer + UBSan.
+CC      ?= gcc
+BUILD   ?= build
+SANITIZE ?= 0
+
+BLAS_INC := /usr/include/x86_64-linux-gnu/openblas-openmp
+BLAS_LIB := /usr/lib/x86_64-linux-gnu/openblas-openmp
+HDF5_CFLAGS := $(shell pkg-config --cflags hdf5-serial 2>/dev/null)
+HDF5_LIBS   := $(shell pkg-config --libs hdf5-serial 2>/dev/null)
+
+WARN    := -Wall -Wextra -Wshadow -Wno-unused-parameter
+CFLAGS  := -std=c11 -D_GNU_SOURCE $(WARN) -Isrc -I$(BLAS_INC) $(HDF5_CFLAGS) -fopenmp -MMD -MP
+LDLIBS  := -L$(BLAS_LIB) -Wl,-rpath,$(BLAS_LIB) -lopenblas $(HDF5_LIBS) -lutf8proc -lcjson -lbz2 -lexpat -lm -fopenmp
+ifeq ($(SANITIZE),1)
+  CFLAGS += -O1 -g -march=native -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+  LDLIBS += -fsanitize=address,undefined
+else
+  CFLAGS += -O3 -march=native -g
+endif
+
+LIB_SRC  := $(filter-out src/cli/main.c,$(shell find src -name '*.c' | sort))
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+TEST_SRC := $(sort $(wildcard tests/test_*.c))
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+BERT     := $(if $(filter build,$(BUILD)),bert,$(BUILD)/bert)
+
+.PHONY: all test test-fast clean
+all: $(BERT) $(TEST_BIN)
+
+$(BUILD)/libbert.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BERT): $(BUILD)/src/cli/main.o $(BUILD)/libbert.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c tests/test.h $(BUILD)/libbert.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -o $@ $< $(BUILD)/libbert.a $(LDLIBS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+# The whole suite: optimised build, then the sanitizer build, then one summary line.
+test:
+	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory all BUILD=build-asan SANITIZE=1
+	@bash tests/run.sh build build-asan
+
+# Optimised build only (quick iteration).
+test-fast:
+	@$(MAKE) --no-print-directory all
+	@bash tests/run.sh build
+
+clean:
+	rm -rf build build-asan bert
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs bert.c's Debian dependencies when they are missing. Idempotent; needs root
+# (or sudo) only when something is actually missing.
+set -euo pipefail
+
+BUILD_PKGS=(
+  build-essential pkg-config
+  libopenblas-openmp-dev   # cblas sgemm, built on OpenMP so there is one thread pool
+  libutf8proc-dev          # Unicode categories, NFD, case folding for the tokenizer
+  libhdf5-dev              # pre-training shards in NVIDIA's HDF5 layout
+  libopenmpi-dev openmpi-bin  # data parallelism
+  libcjson-dev             # config.json, safetensors headers, SQuAD json
+  libbz2-dev libexpat1-dev # Wikipedia .xml.bz2 dumps
+)
+TEST_PKGS=(
+  python3 python3-numpy python3-torch python3-h5py   # reference oracles (tools/, tests that read shards)
+)
+
+missing=()
+for p in "${BUILD_PKGS[@]}" "${TEST_PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all dependencies present"
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

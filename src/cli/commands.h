@@ -1,0 +1,14 @@
+/* One function per `bert` subcommand; each lives in its own cli/cmd_<name>.c.
+ * argv[0] is the first argument after the subcommand name. Returns the exit status. */
+#ifndef BERT_COMMANDS_H
+#define BERT_COMMANDS_H
+
+int cmd_tokenize(int argc, char **argv);
+int cmd_vocab(int argc, char **argv);
+int cmd_format(int argc, char **argv);
+int cmd_create_pretraining_data(int argc, char **argv);
+int cmd_prepare(int argc, char **argv);
+int cmd_train_demo(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+
+#endif

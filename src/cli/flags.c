@@ -1,0 +1,107 @@
+#include "cli/flags.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const Flag *find_flag(const FlagSpec *spec, const char *name, size_t len) {
+    for (int i = 0; i < spec->nflags; i++)
+        if (strlen(spec->flags[i].name) == len && strncmp(spec->flags[i].name, name, len) == 0)
+            return &spec->flags[i];
+    return NULL;
+}
+
+static int parse_bool(const char *s, bool *out) {
+    if (!strcmp(s, "true") || !strcmp(s, "True") || !strcmp(s, "1") || !strcmp(s, "yes")) { *out = true; return 0; }
+    if (!strcmp(s, "false") || !strcmp(s, "False") || !strcmp(s, "0") || !strcmp(s, "no")) { *out = false; return 0; }
+    return -1;
+}
+
+static int set_value(const FlagSpec *spec, const Flag *f, const char *v) {
+    char *end = NULL;
+    errno = 0;
+    switch (f->kind) {
+    case FLAG_STRING: *(const char **)f->dest = v; return 0;
+    case FLAG_BOOL:
+        if (parse_bool(v, (bool *)f->dest) == 0) return 0;
+        break;
+    case FLAG_INT: {
+        long x = strtol(v, &end, 10);
+        if (*v && !*end && errno == 0 && x >= INT_MIN && x <= INT_MAX) { *(int *)f->dest = (int)x; return 0; }
+        break;
+    }
+    case FLAG_INT64: {
+        long long x = strtoll(v, &end, 10);
+        if (*v && !*end && errno == 0) { *(long long *)f->dest = x; return 0; }
+        break;
+    }
+    case FLAG_FLOAT: case FLAG_DOUBLE: {
+        double x = strtod(v, &end);
+        if (*v && !*end && errno == 0 && isfinite(x)) {
+            if (f->kind == FLAG_FLOAT) *(float *)f->dest = (float)x; else *(double *)f->dest = x;
+            return 0;
+        }
+        break;
+    }
+    }
+    static const char *kinds[] = {"a string", "an integer", "an integer", "a number", "a number", "true or false"};
+    fprintf(stderr, "bert %s: --%s expects %s, got '%s'\n", spec->command, f->name, kinds[f->kind], v);
+    return -1;
+}
+
+int flags_parse(const FlagSpec *spec, int argc, char **argv, char **positional, int *npositional) {
+    int npos = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (a[0] != '-' || a[1] == 0) {
+            if (npos >= spec->max_positional) {
+                fprintf(stderr, "bert %s: unexpected argument '%s' (see 'bert %s --help')\n", spec->command, a, spec->command);
+                return -1;
+            }
+            positional[npos++] = argv[i];
+            continue;
+        }
+        const char *name = a + (a[1] == '-' ? 2 : 1);
+        if (!strcmp(name, "help") || !strcmp(name, "h")) { flags_usage(spec, stdout); return 1; }
+        const char *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        const Flag *f = find_flag(spec, name, len);
+        if (!f) {
+            fprintf(stderr, "bert %s: unknown flag '%s' (see 'bert %s --help')\n", spec->command, a, spec->command);
+            return -1;
+        }
+        const char *value;
+        if (eq) {
+            value = eq + 1;
+        } else if (f->kind == FLAG_BOOL) {
+            bool b;  /* a following true/false is consumed, otherwise the flag alone means true */
+            if (i + 1 < argc && parse_bool(argv[i + 1], &b) == 0) value = argv[++i];
+            else value = "true";
+        } else {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "bert %s: --%s needs a value\n", spec->command, f->name);
+                return -1;
+            }
+            value = argv[++i];
+        }
+        if (set_value(spec, f, value) != 0) return -1;
+    }
+    if (npos < spec->min_positional) {
+        fprintf(stderr, "bert %s: missing argument (see 'bert %s --help')\n", spec->command, spec->command);
+        return -1;
+    }
+    if (npositional) *npositional = npos;
+    return 0;
+}
+
+void flags_usage(const FlagSpec *spec, FILE *out) {
+    fprintf(out, "usage: bert %s\n\n", spec->synopsis);
+    for (int i = 0; i < spec->nflags; i++) {
+        const Flag *f = &spec->flags[i];
+        char left[64];
+        snprintf(left, sizeof left, "%s%s", strlen(f->name) == 1 ? "-" : "--", f->name);
+        fprintf(out, "  %-30s %s\n", left, f->help);
+    }
+}

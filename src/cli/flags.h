@@ -1,0 +1,35 @@
+/* Command-line flags in the style of NVIDIA's / Google's Python scripts:
+ *   --name=value, --name value, -o value; booleans as --flag, --flag=true|false|1|0.
+ * Unknown flags, missing values and malformed numbers are clear errors. */
+#ifndef BERT_FLAGS_H
+#define BERT_FLAGS_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+typedef enum { FLAG_STRING, FLAG_INT, FLAG_INT64, FLAG_FLOAT, FLAG_DOUBLE, FLAG_BOOL } FlagKind;
+
+typedef struct {
+    const char *name;   /* without dashes, e.g. "vocab_file" or "o" */
+    FlagKind kind;
+    void *dest;         /* const char **, int *, long long *, float *, double *, bool * */
+    const char *help;
+} Flag;
+
+typedef struct {
+    const char *command;   /* "tokenize" */
+    const char *synopsis;  /* one line shown under usage */
+    const Flag *flags;
+    int nflags;
+    int min_positional, max_positional;
+} FlagSpec;
+
+/* Parses argv[0..argc) (argv[0] is the first argument after the subcommand name).
+ * Positional arguments are stored in positional[] (at most spec->max_positional).
+ * Returns 0 on success, 1 if --help was given (usage printed to stdout), -1 on error
+ * (message and usage hint printed to stderr). */
+int flags_parse(const FlagSpec *spec, int argc, char **argv, char **positional, int *npositional);
+
+void flags_usage(const FlagSpec *spec, FILE *out);
+
+#endif

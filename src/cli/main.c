@@ -1,0 +1,41 @@
+/* The `bert` program: one binary, one subcommand per stage of the BERT system. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/commands.h"
+
+typedef struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} Command;
+
+static const Command COMMANDS[] = {
+    {"tokenize", cmd_tokenize, "BERT BasicTokenizer + WordPiece: text on stdin -> tokens or ids"},
+    {"vocab", cmd_vocab, "learn a WordPiece vocabulary from a corpus"},
+    {"format", cmd_format, "Wikipedia XML dump or a folder of books -> plain-text documents"},
+    {"create_pretraining_data", cmd_create_pretraining_data, "Google's MLM+NSP example creation -> HDF5 shard"},
+    {"prepare", cmd_prepare, "corpus -> sentences -> shards -> phase-1/phase-2 HDF5 (the whole chain)"},
+    {"train_demo", cmd_train_demo, "short training run of a small model on generated data"},
+    {"bench", cmd_bench, "training and inference throughput of a preset (seq/s, GFLOP/s, memory)"},
+};
+static const int NCOMMANDS = (int)(sizeof COMMANDS / sizeof COMMANDS[0]);
+
+static void print_help(FILE *out) {
+    fprintf(out, "bert.c: BERT data preparation, pre-training, fine-tuning and inference in C\n\n"
+                 "usage: bert <command> [flags]   (bert <command> --help for its flags)\n\ncommands:\n");
+    for (int i = 0; i < NCOMMANDS; i++) fprintf(out, "  %-26s %s\n", COMMANDS[i].name, COMMANDS[i].summary);
+    fprintf(out, "  %-26s %s\n", "help", "this list");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        print_help(stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (int i = 0; i < NCOMMANDS; i++)
+        if (!strcmp(argv[1], COMMANDS[i].name)) return COMMANDS[i].run(argc - 2, argv + 2);
+    fprintf(stderr, "bert: unknown command '%s'\n\n", argv[1]);
+    print_help(stderr);
+    return 2;
+}

@@ -1,0 +1,130 @@
+#define _GNU_SOURCE
+#include "core/common.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+int bert_fail(BertError *err, const char *fmt, ...) {
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+void die(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("bert: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(1);
+}
+
+void *xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) die("out of memory allocating %zu bytes", n);
+    return p;
+}
+
+void *xcalloc(size_t count, size_t size) {
+    void *p = calloc(count ? count : 1, size ? size : 1);
+    if (!p) die("out of memory allocating %zu x %zu bytes", count, size);
+    return p;
+}
+
+void *xrealloc(void *p, size_t n) {
+    void *q = realloc(p, n ? n : 1);
+    if (!q) die("out of memory reallocating %zu bytes", n);
+    return q;
+}
+
+char *xstrdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = xmalloc(n);
+    memcpy(d, s, n);
+    return d;
+}
+
+double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+size_t peak_rss_bytes(void) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+    return (size_t)ru.ru_maxrss * 1024;  /* Linux reports KiB */
+}
+
+void atomic_tmp_name(const char *path, char *out, size_t outlen) {
+    snprintf(out, outlen, "%s.tmp.%ld", path, (long)getpid());
+}
+
+int atomic_publish(const char *tmp_path, const char *path, BertError *err) {
+    if (rename(tmp_path, path) != 0) {
+        int e = errno;
+        unlink(tmp_path);
+        return bert_fail(err, "cannot rename %s to %s: %s", tmp_path, path, strerror(e));
+    }
+    return 0;
+}
+
+int atomic_open(AtomicFile *af, const char *path, BertError *err) {
+    if (strlen(path) >= sizeof af->path) return bert_fail(err, "output path too long: %s", path);
+    snprintf(af->path, sizeof af->path, "%s", path);
+    atomic_tmp_name(path, af->tmp_path, sizeof af->tmp_path);
+    af->fp = fopen(af->tmp_path, "wb");
+    if (!af->fp) return bert_fail(err, "cannot write %s: %s", af->tmp_path, strerror(errno));
+    return 0;
+}
+
+int atomic_commit(AtomicFile *af, BertError *err) {
+    int bad = ferror(af->fp);
+    if (fflush(af->fp) != 0) bad = 1;
+    if (!bad && fsync(fileno(af->fp)) != 0 && errno != EINVAL) bad = 1;
+    int e = errno;
+    if (fclose(af->fp) != 0) bad = 1;
+    af->fp = NULL;
+    if (bad) {
+        unlink(af->tmp_path);
+        return bert_fail(err, "error writing %s: %s", af->path, strerror(e));
+    }
+    return atomic_publish(af->tmp_path, af->path, err);
+}
+
+void atomic_abort(AtomicFile *af) {
+    if (af->fp) fclose(af->fp);
+    af->fp = NULL;
+    unlink(af->tmp_path);
+}
+
+int read_file(const char *path, char **data, size_t *len, BertError *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return bert_fail(err, "cannot open %s: %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *buf = xmalloc(cap + 1);
+    for (;;) {
+        if (n == cap) { cap *= 2; buf = xrealloc(buf, cap + 1); }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0) break;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) { free(buf); return bert_fail(err, "error reading %s", path); }
+    buf[n] = 0;
+    *data = buf;
+    if (len) *len = n;
+    return 0;
+}

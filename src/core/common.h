@@ -1,0 +1,54 @@
+/* Small shared pieces: error reporting, checked allocation, timing, atomic file output.
+ * Every fallible function in bert.c returns 0 on success and -1 on failure, filling a
+ * caller-owned BertError with a message that names the thing that went wrong. */
+#ifndef BERT_COMMON_H
+#define BERT_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct {
+    char msg[1024];
+} BertError;
+
+/* Formats the message into err (if non-NULL) and returns -1, so callers can write
+ * `return bert_fail(err, "...", ...);`. */
+int bert_fail(BertError *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Allocation that never returns NULL: out of memory is reported and the process exits,
+ * since no caller could do anything better. */
+void *xmalloc(size_t n);
+void *xcalloc(size_t count, size_t size);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+
+/* Prints "bert: <msg>" to stderr and exits with status 1. */
+void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+/* Monotonic wall-clock seconds. */
+double now_seconds(void);
+
+/* Peak resident set size of this process in bytes (0 if unknown). */
+size_t peak_rss_bytes(void);
+
+/* Atomic output: data goes to "<path>.tmp.<pid>" and is renamed over <path> only on
+ * commit, so a crash or kill leaves any previous <path> whole. */
+typedef struct {
+    char path[4096];
+    char tmp_path[4096 + 32];
+    FILE *fp;
+} AtomicFile;
+
+int atomic_open(AtomicFile *af, const char *path, BertError *err);  /* af->fp is ready */
+int atomic_commit(AtomicFile *af, BertError *err);                  /* flush, fsync, rename */
+void atomic_abort(AtomicFile *af);                                  /* close and unlink tmp */
+/* For writers that open files by name themselves (libhdf5): the temporary name to write,
+ * and the rename that publishes it. */
+void atomic_tmp_name(const char *path, char *out, size_t outlen);
+int atomic_publish(const char *tmp_path, const char *path, BertError *err);
+
+/* Reads a whole file into a NUL-terminated buffer (caller frees). */
+int read_file(const char *path, char **data, size_t *len, BertError *err);
+
+#endif
