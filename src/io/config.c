@@ -1,0 +1,163 @@
+#include "io/config.h"
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const char *name;
+    int layers, hidden, heads;
+} Preset;
+
+static const Preset PRESETS[] = {
+    {"bert-tiny", 2, 128, 2},   {"bert-mini", 4, 256, 4},    {"bert-small", 4, 512, 8},
+    {"bert-medium", 8, 512, 8}, {"bert-base", 12, 768, 12}, {"bert-large", 24, 1024, 16},
+};
+#define NPRESETS ((int)(sizeof PRESETS / sizeof PRESETS[0]))
+
+static BertConfig base_defaults(void) {
+    return (BertConfig){
+        .vocab_size = 30522, .hidden_size = 768, .num_hidden_layers = 12, .num_attention_heads = 12,
+        .intermediate_size = 3072, .hidden_act = ACT_GELU, .max_position_embeddings = 512,
+        .type_vocab_size = 2, .layer_norm_eps = 1e-12f, .hidden_dropout_prob = 0.1f,
+        .attention_probs_dropout_prob = 0.1f, .initializer_range = 0.02f,
+    };
+}
+
+const char *const *bert_config_preset_names(int *n) {
+    static const char *const names[] = {"bert-tiny", "bert-mini", "bert-small", "bert-medium", "bert-base", "bert-large"};
+    *n = NPRESETS;
+    return names;
+}
+
+int bert_config_preset(const char *name, BertConfig *cfg, BertError *err) {
+    for (int i = 0; i < NPRESETS; i++) {
+        if (strcmp(PRESETS[i].name, name) != 0) continue;
+        *cfg = base_defaults();
+        cfg->num_hidden_layers = PRESETS[i].layers;
+        cfg->hidden_size = PRESETS[i].hidden;
+        cfg->num_attention_heads = PRESETS[i].heads;
+        cfg->intermediate_size = 4 * PRESETS[i].hidden;
+        return 0;
+    }
+    return bert_fail(err, "unknown preset '%s' (known: bert-tiny, bert-mini, bert-small, bert-medium, bert-base, bert-large)", name);
+}
+
+int bert_config_validate(const BertConfig *c, BertError *err) {
+    if (c->vocab_size < 1) return bert_fail(err, "config: vocab_size must be positive (got %d)", c->vocab_size);
+    if (c->hidden_size < 1) return bert_fail(err, "config: hidden_size must be positive (got %d)", c->hidden_size);
+    if (c->num_hidden_layers < 1) return bert_fail(err, "config: num_hidden_layers must be positive (got %d)", c->num_hidden_layers);
+    if (c->num_attention_heads < 1 || c->hidden_size % c->num_attention_heads != 0)
+        return bert_fail(err, "config: hidden_size %d is not a multiple of num_attention_heads %d", c->hidden_size, c->num_attention_heads);
+    if (c->intermediate_size < 1) return bert_fail(err, "config: intermediate_size must be positive (got %d)", c->intermediate_size);
+    if (c->max_position_embeddings < 1) return bert_fail(err, "config: max_position_embeddings must be positive (got %d)", c->max_position_embeddings);
+    if (c->type_vocab_size < 1) return bert_fail(err, "config: type_vocab_size must be positive (got %d)", c->type_vocab_size);
+    if (!(c->layer_norm_eps > 0)) return bert_fail(err, "config: layer_norm_eps must be positive");
+    if (!(c->hidden_dropout_prob >= 0 && c->hidden_dropout_prob < 1)) return bert_fail(err, "config: hidden_dropout_prob must be in [0, 1)");
+    if (!(c->attention_probs_dropout_prob >= 0 && c->attention_probs_dropout_prob < 1)) return bert_fail(err, "config: attention_probs_dropout_prob must be in [0, 1)");
+    if (!(c->initializer_range > 0)) return bert_fail(err, "config: initializer_range must be positive");
+    return 0;
+}
+
+/* Reads an optional integer key; a present key of the wrong type is an error. */
+static int get_int(const cJSON *root, const char *key, int *dst, const char *path, BertError *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!v) return 0;
+    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int)v->valuedouble)
+        return bert_fail(err, "%s: \"%s\" must be an integer", path, key);
+    *dst = (int)v->valuedouble;
+    return 0;
+}
+
+static int get_float(const cJSON *root, const char *key, float *dst, const char *path, BertError *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!v) return 0;
+    if (!cJSON_IsNumber(v)) return bert_fail(err, "%s: \"%s\" must be a number", path, key);
+    *dst = (float)v->valuedouble;
+    return 0;
+}
+
+static int get_activation(const cJSON *root, Activation *dst, const char *path, BertError *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
+    if (!v) return 0;
+    if (!cJSON_IsString(v)) return bert_fail(err, "%s: \"hidden_act\" must be a string", path);
+    if (!strcmp(v->valuestring, "gelu")) *dst = ACT_GELU;
+    else if (!strcmp(v->valuestring, "gelu_new") || !strcmp(v->valuestring, "gelu_pytorch_tanh")) *dst = ACT_GELU_NEW;
+    else return bert_fail(err, "%s: hidden_act \"%s\" is not supported (gelu, gelu_new)", path, v->valuestring);
+    return 0;
+}
+
+int bert_config_load(const char *path, BertConfig *cfg, BertError *err) {
+    char *text = NULL;
+    if (read_file(path, &text, NULL, err) != 0) return -1;
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    if (!root || !cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return bert_fail(err, "%s: not a JSON object", path);
+    }
+    BertConfig c = base_defaults();
+    int rc = 0;
+    rc |= get_int(root, "vocab_size", &c.vocab_size, path, err);
+    rc |= get_int(root, "hidden_size", &c.hidden_size, path, err);
+    rc |= get_int(root, "num_hidden_layers", &c.num_hidden_layers, path, err);
+    rc |= get_int(root, "num_attention_heads", &c.num_attention_heads, path, err);
+    rc |= get_int(root, "intermediate_size", &c.intermediate_size, path, err);
+    rc |= get_int(root, "max_position_embeddings", &c.max_position_embeddings, path, err);
+    rc |= get_int(root, "type_vocab_size", &c.type_vocab_size, path, err);
+    rc |= get_float(root, "layer_norm_eps", &c.layer_norm_eps, path, err);
+    rc |= get_float(root, "hidden_dropout_prob", &c.hidden_dropout_prob, path, err);
+    rc |= get_float(root, "attention_probs_dropout_prob", &c.attention_probs_dropout_prob, path, err);
+    rc |= get_float(root, "initializer_range", &c.initializer_range, path, err);
+    rc |= get_activation(root, &c.hidden_act, path, err);
+    cJSON_Delete(root);
+    if (rc) return -1;
+    if (bert_config_validate(&c, err) != 0) return -1;
+    *cfg = c;
+    return 0;
+}
+
+int bert_config_resolve(const char *name_or_path, BertConfig *cfg, BertError *err) {
+    for (int i = 0; i < NPRESETS; i++)
+        if (!strcmp(PRESETS[i].name, name_or_path)) return bert_config_preset(name_or_path, cfg, err);
+    return bert_config_load(name_or_path, cfg, err);
+}
+
+/* The shortest decimal that reads back as the same float, so 0.1f is written as 0.1
+ * rather than 0.10000000149011612. */
+static double clean_float(float f) {
+    char buf[32];
+    for (int prec = 6; prec <= 9; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, (double)f);
+        if ((float)strtod(buf, NULL) == f) break;
+    }
+    return strtod(buf, NULL);
+}
+
+int bert_config_save(const char *path, const BertConfig *c, BertError *err) {
+    if (bert_config_validate(c, err) != 0) return -1;
+    cJSON *root = cJSON_CreateObject();
+    cJSON *arch = cJSON_AddArrayToObject(root, "architectures");
+    cJSON_AddItemToArray(arch, cJSON_CreateString("BertForPreTraining"));
+    cJSON_AddStringToObject(root, "model_type", "bert");
+    cJSON_AddNumberToObject(root, "vocab_size", c->vocab_size);
+    cJSON_AddNumberToObject(root, "hidden_size", c->hidden_size);
+    cJSON_AddNumberToObject(root, "num_hidden_layers", c->num_hidden_layers);
+    cJSON_AddNumberToObject(root, "num_attention_heads", c->num_attention_heads);
+    cJSON_AddNumberToObject(root, "intermediate_size", c->intermediate_size);
+    cJSON_AddStringToObject(root, "hidden_act", c->hidden_act == ACT_GELU ? "gelu" : "gelu_new");
+    cJSON_AddNumberToObject(root, "max_position_embeddings", c->max_position_embeddings);
+    cJSON_AddNumberToObject(root, "type_vocab_size", c->type_vocab_size);
+    cJSON_AddNumberToObject(root, "layer_norm_eps", clean_float(c->layer_norm_eps));
+    cJSON_AddNumberToObject(root, "hidden_dropout_prob", clean_float(c->hidden_dropout_prob));
+    cJSON_AddNumberToObject(root, "attention_probs_dropout_prob", clean_float(c->attention_probs_dropout_prob));
+    cJSON_AddNumberToObject(root, "initializer_range", clean_float(c->initializer_range));
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    AtomicFile af;
+    if (atomic_open(&af, path, err) != 0) { free(text); return -1; }
+    fputs(text, af.fp);
+    fputc('\n', af.fp);
+    free(text);
+    return atomic_commit(&af, err);
+}

@@ -1,0 +1,178 @@
+/* io/: config.json and presets, safetensors reading (against a file written by the
+ * official safetensors package, tools/make_io_fixtures.py) and writing, and the errors
+ * for missing tensors, wrong shapes and truncated or corrupt files. */
+#include <unistd.h>
+
+#include "io/config.h"
+#include "io/safetensors.h"
+#include "test.h"
+
+static void write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    fputs(text, f);
+    fclose(f);
+}
+
+static void write_bytes(const char *path, const char *bytes, size_t n) {
+    FILE *f = fopen(path, "wb");
+    fwrite(bytes, 1, n, f);
+    fclose(f);
+}
+
+static void test_presets(void) {
+    static const struct { const char *name; int L, H, A; } want[] = {
+        {"bert-tiny", 2, 128, 2}, {"bert-mini", 4, 256, 4}, {"bert-small", 4, 512, 8},
+        {"bert-medium", 8, 512, 8}, {"bert-base", 12, 768, 12}, {"bert-large", 24, 1024, 16}};
+    BertError err;
+    for (int i = 0; i < 6; i++) {
+        BertConfig c;
+        CHECK(bert_config_preset(want[i].name, &c, &err) == 0);
+        CHECKF(c.num_hidden_layers == want[i].L && c.hidden_size == want[i].H && c.num_attention_heads == want[i].A &&
+                   c.intermediate_size == 4 * want[i].H && c.vocab_size == 30522,
+               "preset %s", want[i].name);
+        CHECK(bert_config_validate(&c, &err) == 0);
+    }
+    BertConfig c;
+    CHECK(bert_config_preset("bert-huge", &c, &err) == -1 && strstr(err.msg, "bert-huge"));
+}
+
+static void test_config_json_load_save(void) {
+    BertError err;
+    BertConfig c;
+    write_text("build/test_config.json",
+               "{\"architectures\": [\"BertModel\"], \"hidden_size\": 384, \"num_hidden_layers\": 6,"
+               " \"num_attention_heads\": 12, \"intermediate_size\": 1536, \"hidden_act\": \"gelu_new\","
+               " \"layer_norm_eps\": 1e-12, \"vocab_size\": 30522, \"max_position_embeddings\": 512,"
+               " \"type_vocab_size\": 2, \"hidden_dropout_prob\": 0.1, \"attention_probs_dropout_prob\": 0.1,"
+               " \"initializer_range\": 0.02, \"model_type\": \"bert\", \"transformers_version\": \"4.8\"}");
+    CHECK(bert_config_load("build/test_config.json", &c, &err) == 0);
+    CHECK(c.hidden_size == 384 && c.num_hidden_layers == 6 && c.num_attention_heads == 12);
+    CHECK(c.intermediate_size == 1536 && c.hidden_act == ACT_GELU_NEW && c.layer_norm_eps == 1e-12f);
+    CHECK(bert_config_save("build/test_config2.json", &c, &err) == 0);
+    BertConfig d;
+    CHECK(bert_config_load("build/test_config2.json", &d, &err) == 0);
+    CHECK(memcmp(&c, &d, sizeof c) == 0);
+    char *text = NULL;
+    CHECK(read_file("build/test_config2.json", &text, NULL, &err) == 0);
+    CHECK(text && strstr(text, "\"hidden_dropout_prob\":\t0.1,"));  /* written as 0.1, not 0.100000001 */
+    free(text);
+    unlink("build/test_config.json");
+    unlink("build/test_config2.json");
+}
+
+static void test_config_errors(void) {
+    BertError err;
+    BertConfig c;
+    CHECK(bert_config_load("build/no-such-config.json", &c, &err) == -1 && strstr(err.msg, "no-such-config"));
+    write_text("build/test_bad.json", "{\"hidden_size\": \"big\"}");
+    CHECK(bert_config_load("build/test_bad.json", &c, &err) == -1 && strstr(err.msg, "hidden_size"));
+    write_text("build/test_bad.json", "{\"hidden_size\": 100, \"num_attention_heads\": 12}");
+    CHECK(bert_config_load("build/test_bad.json", &c, &err) == -1 && strstr(err.msg, "multiple"));
+    write_text("build/test_bad.json", "{\"hidden_act\": \"relu6\"}");
+    CHECK(bert_config_load("build/test_bad.json", &c, &err) == -1 && strstr(err.msg, "relu6"));
+    write_text("build/test_bad.json", "{\"hidden_size\": 768,");
+    CHECK(bert_config_load("build/test_bad.json", &c, &err) == -1 && strstr(err.msg, "JSON"));
+    CHECK(bert_config_resolve("bert-mini", &c, &err) == 0 && c.hidden_size == 256);
+    unlink("build/test_bad.json");
+}
+
+static void test_reads_official_safetensors(void) {
+    SafeTensors st;
+    BertError err;
+    CHECKF(safetensors_open(&st, "tests/data/io/reference.safetensors", &err) == 0, "%s", err.msg);
+    CHECK(st.n == 6);
+    float f32[6];
+    CHECK(safetensors_read_f32(&st, "bert.f32", (int64_t[]){2, 3}, 2, f32, &err) == 0);
+    for (int i = 0; i < 6; i++) CHECK(f32[i] == (float)(i - 3) * 0.25f);
+    float f16[4];
+    CHECK(safetensors_read_f32(&st, "bert.f16", (int64_t[]){4}, 1, f16, &err) == 0);
+    CHECK(f16[0] == 1.5f && f16[1] == -2.0f && f16[2] == 6.103515625e-05f / 4 && f16[3] == 0.0f && signbit(f16[3]));
+    float bf16[3];
+    CHECK(safetensors_read_f32(&st, "bert.bf16", (int64_t[]){3}, 1, bf16, &err) == 0);
+    CHECK(bf16[0] == 1.0f && bf16[1] == -3.5f && bf16[2] == 256.0f);
+    float f64[2];
+    CHECK(safetensors_read_f32(&st, "bert.f64", (int64_t[]){2}, 1, f64, &err) == 0);
+    CHECK(f64[0] == 0.1f && f64[1] == -1e-3f);
+    int32_t i64[5];
+    CHECK(safetensors_read_i32(&st, "bert.i64", (int64_t[]){5}, 1, i64, &err) == 0);
+    CHECK(i64[0] == 0 && i64[1] == -1 && i64[2] == 2 && i64[3] == -3 && i64[4] == 4);
+    const StTensor *e = safetensors_find(&st, "bert.empty");
+    CHECK(e && e->ndim == 2 && st_numel(e) == 0);
+    /* errors name the tensor */
+    CHECK(safetensors_read_f32(&st, "bert.missing", (int64_t[]){1}, 1, f32, &err) == -1 && strstr(err.msg, "bert.missing"));
+    CHECK(safetensors_read_f32(&st, "bert.f32", (int64_t[]){3, 2}, 2, f32, &err) == -1 && strstr(err.msg, "bert.f32") &&
+          strstr(err.msg, "[2, 3]"));
+    CHECK(safetensors_read_f32(&st, "bert.i64", (int64_t[]){5}, 1, f32, &err) == -1 && strstr(err.msg, "I64"));
+    safetensors_close(&st);
+}
+
+static void test_write_read_roundtrip(void) {
+    BertError err;
+    float a[12];
+    for (int i = 0; i < 12; i++) a[i] = 0.5f * (float)i - 1.0f;
+    int32_t ids[3] = {7, -8, 9};
+    StWriteTensor t[2] = {
+        {.name = "encoder.weight", .dtype = ST_F32, .ndim = 2, .shape = {3, 4}, .data = a},
+        {.name = "ids", .dtype = ST_I32, .ndim = 1, .shape = {3}, .data = ids},
+    };
+    const char *meta[] = {"format", "pt", NULL};
+    CHECK(safetensors_write("build/test_rt.safetensors", t, 2, meta, &err) == 0);
+    SafeTensors st;
+    CHECK(safetensors_open(&st, "build/test_rt.safetensors", &err) == 0);
+    CHECK(st.n == 2);
+    CHECK(((uintptr_t)st.data & 7) == 0);  /* data section 8-byte aligned */
+    float b[12];
+    int32_t ids2[3];
+    CHECK(safetensors_read_f32(&st, "encoder.weight", (int64_t[]){3, 4}, 2, b, &err) == 0 && !memcmp(a, b, sizeof a));
+    CHECK(safetensors_read_i32(&st, "ids", (int64_t[]){3}, 1, ids2, &err) == 0 && !memcmp(ids, ids2, sizeof ids));
+    safetensors_close(&st);
+}
+
+/* Copies the first n bytes of src to dst. */
+static void truncate_copy(const char *src, const char *dst, long n) {
+    char *data = NULL;
+    size_t len = 0;
+    BertError err;
+    read_file(src, &data, &len, &err);
+    FILE *f = fopen(dst, "wb");
+    fwrite(data, 1, (size_t)n < len ? (size_t)n : len, f);
+    fclose(f);
+    free(data);
+}
+
+static void test_truncated_and_corrupt_files(void) {
+    BertError err;
+    SafeTensors st;
+    char *data = NULL;
+    size_t len = 0;
+    CHECK(read_file("tests/data/io/reference.safetensors", &data, &len, &err) == 0);
+    free(data);
+    /* every truncation point is an error, never a crash */
+    int all_fail = 1;
+    for (long n = 0; n < (long)len; n += 7) {
+        truncate_copy("tests/data/io/reference.safetensors", "build/test_trunc.safetensors", n);
+        if (safetensors_open(&st, "build/test_trunc.safetensors", &err) == 0) {
+            all_fail = 0;
+            safetensors_close(&st);
+        }
+    }
+    CHECK(all_fail);
+    truncate_copy("tests/data/io/reference.safetensors", "build/test_trunc.safetensors", (long)len - 4);
+    CHECK(safetensors_open(&st, "build/test_trunc.safetensors", &err) == -1 && strstr(err.msg, "truncated"));
+    write_bytes("build/test_trunc.safetensors", "\x10\0\0\0\0\0\0\0{not json at all", 24);
+    CHECK(safetensors_open(&st, "build/test_trunc.safetensors", &err) == -1 && strstr(err.msg, "JSON"));
+    write_bytes("build/test_trunc.safetensors", "\xff\xff\xff\xff\xff\xff\xff\x7f{}", 10);
+    CHECK(safetensors_open(&st, "build/test_trunc.safetensors", &err) == -1 && strstr(err.msg, "header length"));
+    CHECK(safetensors_open(&st, "build/does-not-exist.safetensors", &err) == -1 && strstr(err.msg, "does-not-exist"));
+    unlink("build/test_trunc.safetensors");
+}
+
+int main(void) {
+    RUN_TEST(test_presets);
+    RUN_TEST(test_config_json_load_save);
+    RUN_TEST(test_config_errors);
+    RUN_TEST(test_reads_official_safetensors);
+    RUN_TEST(test_write_read_roundtrip);
+    RUN_TEST(test_truncated_and_corrupt_files);
+    return test_summary();
+}
