@@ -1,8 +1,315 @@
-/* Placeholder until this subcommand lands; see the open issues. */
-#include <stdio.h>
+/* `bert bench`: training-step and inference throughput of a model configuration on
+ * synthetic inputs, with achieved GFLOP/s next to the machine's measured sgemm peak.
+ * bench/run_model_bench.sh runs it beside the PyTorch peer (bench/bench_pytorch.py), which
+ * uses the same shapes and the same FLOP formula (src/model/flops.c). */
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/sgemm_peak.h"
 #include "cli/commands.h"
+#include "cli/flags.h"
+#include "core/common.h"
+#include "model/bert.h"
+
+typedef struct {
+    const char *preset, *config, *mode;
+    int batch, seq, preds, steps, warmup, infer_steps, threads;
+    double pad_fraction, sgemm_peak, lr;
+    long long seed;
+    bool json;
+} BenchOptions;
+
+typedef struct {   /* synthetic inputs: owned arrays plus the BertBatch views of them */
+    int32_t *ids, *types, *mask, *positions, *labels, *nsp;
+    int real_tokens;
+    BertBatch train, infer;
+} SyntheticBatch;
+
+typedef struct {
+    int steps;
+    double total_s, best_s, forward_s, backward_s, optimizer_s;
+    float first_loss, last_loss;
+} Timing;
+
+static uint64_t splitmix64(uint64_t *state) {
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static int uniform_int(uint64_t *state, int lo, int hi) {   /* in [lo, hi) */
+    return lo + (int)(splitmix64(state) % (uint64_t)(hi - lo));
+}
+
+/* Sequence length of example b: full length without padding; with pad_fraction f, lengths
+ * spread uniformly over [T(1-2f), T] so that about f of all tokens are padding. */
+static int synthetic_length(uint64_t *rng, int T, double pad_fraction) {
+    if (pad_fraction <= 0) return T;
+    int shortest = (int)lround(T * (1.0 - 2.0 * pad_fraction));
+    if (shortest < 8) shortest = T < 8 ? T : 8;
+    return shortest >= T ? T : uniform_int(rng, shortest, T + 1);
+}
+
+/* Masks up to P distinct positions among 1..len-2 (never [CLS] or the final [SEP]). */
+static void synthetic_masks(uint64_t *rng, int len, int P, int vocab, int32_t *pos, int32_t *labels) {
+    int candidates = len - 2, used = 0;
+    for (int p = 0; p < P; p++) pos[p] = 0, labels[p] = -1;
+    for (int i = 1; i <= candidates && used < P; i++)   /* selection sampling: sorted, distinct */
+        if (uniform_int(rng, 0, candidates - i + 1) < P - used) {
+            pos[used] = i;
+            labels[used++] = uniform_int(rng, 1000, vocab);
+        }
+}
+
+static void synthetic_batch_make(SyntheticBatch *s, const BertConfig *cfg, const BenchOptions *o) {
+    int B = o->batch, T = o->seq, P = o->preds;
+    uint64_t rng = (uint64_t)o->seed;
+    s->ids = xcalloc((size_t)B * T, sizeof(int32_t));
+    s->types = xcalloc((size_t)B * T, sizeof(int32_t));
+    s->mask = xcalloc((size_t)B * T, sizeof(int32_t));
+    s->positions = xcalloc((size_t)B * P + 1, sizeof(int32_t));
+    s->labels = xcalloc((size_t)B * P + 1, sizeof(int32_t));
+    s->nsp = xcalloc((size_t)B, sizeof(int32_t));
+    s->real_tokens = 0;
+    for (int b = 0; b < B; b++) {
+        int len = synthetic_length(&rng, T, o->pad_fraction);
+        for (int t = 0; t < len; t++) {
+            s->ids[b * T + t] = uniform_int(&rng, 1000, cfg->vocab_size);  /* clear of special tokens */
+            s->types[b * T + t] = t >= len / 2;
+            s->mask[b * T + t] = 1;
+        }
+        s->real_tokens += len;
+        synthetic_masks(&rng, len, P, cfg->vocab_size, s->positions + (size_t)b * P, s->labels + (size_t)b * P);
+        s->nsp[b] = (int)(splitmix64(&rng) & 1);
+    }
+    s->train = (BertBatch){B, T, P, s->ids, s->types, s->mask, s->positions, s->labels, s->nsp};
+    s->infer = (BertBatch){B, T, 0, s->ids, s->types, s->mask, NULL, NULL, NULL};
+}
+
+static void synthetic_batch_free(SyntheticBatch *s) {
+    free(s->ids), free(s->types), free(s->mask), free(s->positions), free(s->labels), free(s->nsp);
+}
+
+static void timing_add(Timing *t, double step_s, bool timed) {
+    if (!timed) return;
+    t->steps++;
+    t->total_s += step_s;
+    if (t->best_s == 0 || step_s < t->best_s) t->best_s = step_s;
+}
+
+/* Warm-up steps run first and are not timed. Returns -1 if the model rejects the batch. */
+static int bench_train(BertModel *m, const SyntheticBatch *s, const BenchOptions *o, Timing *t) {
+    AdamWConfig adam = {(float)o->lr, 0.9f, 0.999f, 1e-6f, 0.01f};
+    memset(t, 0, sizeof *t);
+    for (int step = 1; step <= o->warmup + o->steps; step++) {
+        bool timed = step > o->warmup;
+        double t0 = now_seconds();
+        bert_zero_grad(m);
+        float loss = bert_forward(m, &s->train, true, (uint64_t)o->seed * 1000003u + (uint64_t)step);
+        if (isnan(loss)) { fprintf(stderr, "bert bench: %s\n", bert_last_error(m)); return -1; }
+        double t1 = now_seconds();
+        bert_backward(m, &s->train);
+        double t2 = now_seconds();
+        bert_adamw_step(m, &adam, step);
+        double t3 = now_seconds();
+        if (step == 1) t->first_loss = loss;
+        t->last_loss = loss;
+        timing_add(t, t3 - t0, timed);
+        if (timed) t->forward_s += t1 - t0, t->backward_s += t2 - t1, t->optimizer_s += t3 - t2;
+        if (!o->json)
+            fprintf(stderr, "  train step %d%s: %.1f ms (loss %.4f)\n", step, timed ? "" : " (warm-up)",
+                    (t3 - t0) * 1e3, loss);
+    }
+    return 0;
+}
+
+static int bench_infer(BertModel *m, const SyntheticBatch *s, const BenchOptions *o, Timing *t) {
+    memset(t, 0, sizeof *t);
+    for (int step = 1; step <= o->warmup + o->infer_steps; step++) {
+        double t0 = now_seconds();
+        float r = bert_forward(m, &s->infer, false, 0);
+        if (isnan(r)) { fprintf(stderr, "bert bench: %s\n", bert_last_error(m)); return -1; }
+        double dt = now_seconds() - t0;
+        timing_add(t, dt, step > o->warmup);
+        t->forward_s += step > o->warmup ? dt : 0;
+    }
+    return 0;
+}
+
+typedef struct {
+    const char *name;
+    BertConfig cfg;
+    size_t params, model_bytes, peak_rss;
+    int real_tokens;
+    SgemmPeak peak;
+    bool measured_peak;
+    Timing train, infer;
+    double train_flops, infer_flops;   /* per step */
+} BenchReport;
+
+static double seq_per_s(const Timing *t, int batch) {
+    return t->steps ? batch * t->steps / t->total_s : 0;
+}
+
+static double gflops(const Timing *t, double flops) {
+    return t->steps ? flops * t->steps / t->total_s * 1e-9 : 0;
+}
+
+static double percent_of_peak(const BenchReport *r, double g) {
+    return r->peak.peak_gflops > 0 ? 100.0 * g / r->peak.peak_gflops : 0;
+}
+
+static void print_text(const BenchReport *r, const BenchOptions *o) {
+    const BertConfig *c = &r->cfg;
+    int B = o->batch;
+    printf("model     %s: L%d H%d A%d I%d vocab %d, %.2fM parameters\n", r->name, c->num_hidden_layers,
+           c->hidden_size, c->num_attention_heads, c->intermediate_size, c->vocab_size, r->params / 1e6);
+    printf("shapes    batch %d, seq %d, %d masked slots per sequence, %.1f%% real tokens, %d threads\n", B,
+           o->seq, o->preds, 100.0 * r->real_tokens / ((double)B * o->seq), o->threads);
+    printf("sgemm     peak %.1f GFLOP/s (%s; best of 4096x768x768 %.1f, x3072x768 %.1f, x768x3072 %.1f)\n",
+           r->peak.peak_gflops, r->measured_peak ? "measured now" : "given by --sgemm_peak",
+           r->peak.shapes[0].best_gflops, r->peak.shapes[1].best_gflops, r->peak.shapes[2].best_gflops);
+    if (r->train.steps) {
+        const Timing *t = &r->train;
+        double g = gflops(t, r->train_flops);
+        printf("train     %.2f seq/s, %.1f ms/step (best %.1f; forward %.1f, backward %.1f, AdamW %.1f), "
+               "%.1f GFLOP/s = %.0f%% of sgemm peak [%.2f GFLOP/seq, %d steps, loss %.3f -> %.3f]\n",
+               seq_per_s(t, B), 1e3 * t->total_s / t->steps, 1e3 * t->best_s, 1e3 * t->forward_s / t->steps,
+               1e3 * t->backward_s / t->steps, 1e3 * t->optimizer_s / t->steps, g, percent_of_peak(r, g),
+               r->train_flops / B * 1e-9, t->steps, t->first_loss, t->last_loss);
+    }
+    if (r->infer.steps) {
+        const Timing *t = &r->infer;
+        double g = gflops(t, r->infer_flops);
+        printf("inference %.2f seq/s, %.1f ms/batch (best %.1f), %.1f GFLOP/s = %.0f%% of sgemm peak "
+               "[%.2f GFLOP/seq, %d batches]\n", seq_per_s(t, B), 1e3 * t->total_s / t->steps,
+               1e3 * t->best_s, g, percent_of_peak(r, g), r->infer_flops / B * 1e-9, t->steps);
+    }
+    printf("memory    peak RSS %.1f MiB (model buffers %.1f MiB)\n", r->peak_rss / 1048576.0,
+           r->model_bytes / 1048576.0);
+}
+
+/* One JSON object on stdout, the format bench/run_model_bench.sh reads. */
+static void print_json(const BenchReport *r, const BenchOptions *o) {
+    double tg = gflops(&r->train, r->train_flops), ig = gflops(&r->infer, r->infer_flops);
+    printf("{\"impl\": \"bert.c\", \"preset\": \"%s\", \"batch\": %d, \"seq\": %d, \"preds\": %d, "
+           "\"threads\": %d, \"params\": %zu, \"sgemm_peak_gflops\": %.2f, "
+           "\"train_seq_per_s\": %.4f, \"train_ms_per_step\": %.2f, \"train_gflops\": %.2f, "
+           "\"train_forward_ms\": %.2f, \"train_backward_ms\": %.2f, \"train_optimizer_ms\": %.2f, "
+           "\"infer_seq_per_s\": %.4f, \"infer_gflops\": %.2f, \"peak_rss_mib\": %.1f, "
+           "\"train_gflop_per_seq\": %.4f, \"train_steps\": %d, \"infer_steps\": %d}\n",
+           r->name, o->batch, o->seq, o->preds, o->threads, r->params, r->peak.peak_gflops,
+           seq_per_s(&r->train, o->batch), r->train.steps ? 1e3 * r->train.total_s / r->train.steps : 0, tg,
+           r->train.steps ? 1e3 * r->train.forward_s / r->train.steps : 0,
+           r->train.steps ? 1e3 * r->train.backward_s / r->train.steps : 0,
+           r->train.steps ? 1e3 * r->train.optimizer_s / r->train.steps : 0,
+           seq_per_s(&r->infer, o->batch), ig, r->peak_rss / 1048576.0, r->train_flops / o->batch * 1e-9,
+           r->train.steps, r->infer.steps);
+}
+
+static int check_options(const BenchOptions *o, const BertConfig *cfg) {
+    char bad[160] = "";
+    if (o->batch < 1) snprintf(bad, sizeof bad, "--batch %d must be at least 1", o->batch);
+    else if (o->seq < 8 || o->seq > cfg->max_position_embeddings)
+        snprintf(bad, sizeof bad, "--seq %d must be in [8, %d] (max_position_embeddings)", o->seq,
+                 cfg->max_position_embeddings);
+    else if (o->preds < 0 || o->preds > o->seq - 2)
+        snprintf(bad, sizeof bad, "--preds %d must be in [0, %d] (seq minus [CLS] and [SEP])", o->preds, o->seq - 2);
+    else if (o->steps < 0 || o->warmup < 0 || o->infer_steps < 0)
+        snprintf(bad, sizeof bad, "--steps, --infer_steps and --warmup must not be negative");
+    else if (o->threads < 1) snprintf(bad, sizeof bad, "--threads %d must be at least 1", o->threads);
+    else if (!(o->pad_fraction >= 0 && o->pad_fraction < 0.5))
+        snprintf(bad, sizeof bad, "--pad_fraction %g must be in [0, 0.5)", o->pad_fraction);
+    else if (strcmp(o->mode, "train") && strcmp(o->mode, "infer") && strcmp(o->mode, "both"))
+        snprintf(bad, sizeof bad, "--mode '%s' must be train, infer or both", o->mode);
+    if (bad[0]) fprintf(stderr, "bert bench: %s\n", bad);
+    return bad[0] ? -1 : 0;
+}
+
+static int parse_options(int argc, char **argv, BenchOptions *o) {
+    *o = (BenchOptions){.preset = NULL, .config = NULL, .mode = "both", .batch = 32, .seq = 128, .preds = 20,
+                        .steps = 5, .warmup = 1, .infer_steps = -1, .threads = omp_get_num_procs(),
+                        .pad_fraction = 0, .sgemm_peak = 0, .lr = 1e-4, .seed = 1234, .json = false};
+    const Flag flags[] = {
+        {"preset", FLAG_STRING, &o->preset, "bert-tiny|mini|small|medium|base|large (default bert-base)"},
+        {"config", FLAG_STRING, &o->config, "HuggingFace config.json instead of a preset"},
+        {"batch", FLAG_INT, &o->batch, "sequences per step (default 32)"},
+        {"train_batch_size", FLAG_INT, &o->batch, "same as --batch (NVIDIA's name)"},
+        {"seq", FLAG_INT, &o->seq, "sequence length (default 128)"},
+        {"max_seq_length", FLAG_INT, &o->seq, "same as --seq"},
+        {"preds", FLAG_INT, &o->preds, "masked slots per sequence (default 20)"},
+        {"max_predictions_per_seq", FLAG_INT, &o->preds, "same as --preds"},
+        {"steps", FLAG_INT, &o->steps, "timed training steps (default 5)"},
+        {"infer_steps", FLAG_INT, &o->infer_steps, "timed inference batches (default: --steps)"},
+        {"warmup", FLAG_INT, &o->warmup, "untimed steps before each measurement (default 1)"},
+        {"threads", FLAG_INT, &o->threads, "OpenMP/BLAS threads (default: all cores)"},
+        {"mode", FLAG_STRING, &o->mode, "train, infer or both (default both)"},
+        {"pad_fraction", FLAG_DOUBLE, &o->pad_fraction, "mean fraction of padding tokens (default 0: full length)"},
+        {"sgemm_peak", FLAG_DOUBLE, &o->sgemm_peak, "GFLOP/s to compare against (default: measure, ~1 s)"},
+        {"learning_rate", FLAG_DOUBLE, &o->lr, "AdamW learning rate (default 1e-4)"},
+        {"seed", FLAG_INT64, &o->seed, "seed for weights, inputs and dropout (default 1234)"},
+        {"json", FLAG_BOOL, &o->json, "print one JSON object instead of the text report"},
+    };
+    const FlagSpec spec = {"bench", "training and inference throughput of a model on synthetic batches", flags,
+                           (int)(sizeof flags / sizeof flags[0]), 0, 0};
+    int rc = flags_parse(&spec, argc, argv, NULL, NULL);
+    if (rc != 0) return rc;
+    if (o->preset && o->config) { fprintf(stderr, "bert bench: give --preset or --config, not both\n"); return -1; }
+    if (o->infer_steps < 0) o->infer_steps = o->steps;
+    if (!strcmp(o->mode, "train")) o->infer_steps = 0;
+    if (!strcmp(o->mode, "infer")) o->steps = 0;
+    return 0;
+}
+
+static void set_threads(int n) {
+    omp_set_num_threads(n);
+    openblas_set_num_threads(n);
+}
+
 int cmd_bench(int argc, char **argv) {
-    (void)argc; (void)argv;
-    fprintf(stderr, "bert bench: not built yet\n");
-    return 1;
+    BenchOptions o;
+    int rc = parse_options(argc, argv, &o);
+    if (rc != 0) return rc > 0 ? 0 : 2;
+    BenchReport r = {.name = o.config ? o.config : o.preset ? o.preset : "bert-base"};
+    BertError err;
+    int cfg_rc = o.config ? bert_config_load(o.config, &r.cfg, &err) : bert_config_preset(r.name, &r.cfg, &err);
+    if (cfg_rc != 0) { fprintf(stderr, "bert bench: %s\n", err.msg); return 1; }
+    if (check_options(&o, &r.cfg) != 0) return 2;
+    set_threads(o.threads);
+
+    r.measured_peak = o.sgemm_peak <= 0;   /* measure before any OpenMP region of ours (it forks) */
+    if (r.measured_peak) sgemm_peak_measure(&r.peak, 0, 1.0);
+    else r.peak.peak_gflops = o.sgemm_peak;
+
+    BertModel *m = NULL;
+    if (bert_model_create(&m, &r.cfg, o.batch, o.seq, o.preds, &err) != 0) {
+        fprintf(stderr, "bert bench: %s\n", err.msg);
+        return 1;
+    }
+    bert_init_weights(m, (uint64_t)o.seed);
+    SyntheticBatch s;
+    synthetic_batch_make(&s, &r.cfg, &o);
+    r.real_tokens = s.real_tokens;
+    r.params = bert_num_parameters(m);
+    r.model_bytes = bert_model_bytes(m);
+    r.train_flops = bert_train_flops(&r.cfg, o.batch, o.seq, o.preds);
+    r.infer_flops = bert_infer_flops(&r.cfg, o.batch, o.seq);
+    if (!o.json)
+        fprintf(stderr, "bert bench: %s, batch %d, seq %d, preds %d, %d threads\n", r.name, o.batch, o.seq, o.preds,
+                o.threads);
+    int failed = (o.steps > 0 && bench_train(m, &s, &o, &r.train) != 0) ||
+                 (o.infer_steps > 0 && bench_infer(m, &s, &o, &r.infer) != 0);
+    r.peak_rss = peak_rss_bytes();
+    if (!failed) {
+        if (o.json) print_json(&r, &o);
+        else print_text(&r, &o);
+    }
+    synthetic_batch_free(&s);
+    bert_model_free(m);
+    return failed ? 1 : 0;
 }

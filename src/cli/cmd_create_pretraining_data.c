@@ -1,8 +1,89 @@
-/* Placeholder until this subcommand lands; see the open issues. */
-#include <stdio.h>
+/* `bert create_pretraining_data`: Google's create_pretraining_data.py, same flags, same
+ * instances, written as an NVIDIA-layout HDF5 shard. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "cli/commands.h"
+#include "cli/flags.h"
+#include "data/progress.h"
+#include "data/pretraining.h"
+
 int cmd_create_pretraining_data(int argc, char **argv) {
-    (void)argc; (void)argv;
-    fprintf(stderr, "bert create_pretraining_data: not built yet\n");
-    return 1;
+    PretrainingOptions opt = pretraining_default_options();
+    const char *input_file = NULL, *output_file = NULL, *vocab_file = NULL;
+    long long seed = opt.random_seed;
+    int max_chars = 200;
+    bool quiet = false;
+    const Flag flags[] = {
+        {"input_file", FLAG_STRING, &input_file, "input text, one sentence per line, blank line between documents (comma-separated, globs)"},
+        {"output_file", FLAG_STRING, &output_file, "output HDF5 shard (comma-separated: instances dealt round-robin)"},
+        {"vocab_file", FLAG_STRING, &vocab_file, "WordPiece vocabulary (vocab.txt)"},
+        {"do_lower_case", FLAG_BOOL, &opt.do_lower_case, "lower-case and strip accents (uncased models); default true"},
+        {"do_whole_word_mask", FLAG_BOOL, &opt.do_whole_word_mask, "mask all WordPieces of a word together; default false"},
+        {"max_seq_length", FLAG_INT, &opt.max_seq_length, "tokens per instance; default 128"},
+        {"max_predictions_per_seq", FLAG_INT, &opt.max_predictions_per_seq, "masked positions per instance; default 20"},
+        {"random_seed", FLAG_INT64, &seed, "seed of Python's random.Random; default 12345"},
+        {"dupe_factor", FLAG_INT, &opt.dupe_factor, "passes over the data with different masks; default 10"},
+        {"masked_lm_prob", FLAG_DOUBLE, &opt.masked_lm_prob, "fraction of tokens masked; default 0.15"},
+        {"short_seq_prob", FLAG_DOUBLE, &opt.short_seq_prob, "probability of a shorter target length; default 0.1"},
+        {"max_input_chars_per_word", FLAG_INT, &max_chars, "longer words become [UNK]; default 200 (Google's tokenization.py)"},
+        {"quiet", FLAG_BOOL, &quiet, "no progress or summary on stderr"},
+    };
+    const FlagSpec spec = {"create_pretraining_data",
+                           "create_pretraining_data --input_file A.txt[,B*.txt] --output_file X.hdf5 --vocab_file vocab.txt [flags]\n"
+                           "  (sentence-per-line text -> masked-LM/next-sentence instances, identical to Google's script)",
+                           flags, (int)(sizeof flags / sizeof flags[0]), 0, 0};
+    int prc = flags_parse(&spec, argc, argv, NULL, NULL);
+    if (prc != 0) return prc > 0 ? 0 : 2;
+    if (!input_file || !output_file || !vocab_file) {
+        fprintf(stderr, "bert create_pretraining_data: --input_file, --output_file and --vocab_file are required\n");
+        return 2;
+    }
+    opt.random_seed = (int64_t)seed;
+    BertError err;
+    if (pretraining_check_options(&opt, &err) != 0) {
+        fprintf(stderr, "bert create_pretraining_data: %s\n", err.msg);
+        return 2;
+    }
+    Vocab *vocab;
+    if (vocab_load(&vocab, vocab_file, &err) != 0) {
+        fprintf(stderr, "bert create_pretraining_data: %s\n", err.msg);
+        return 1;
+    }
+    TokenizerOptions topt = tokenizer_default_options();
+    topt.do_lower_case = opt.do_lower_case;
+    topt.max_input_chars_per_word = max_chars;
+    Tokenizer *tok = tokenizer_new(vocab, &topt);
+    if (!tok) {
+        fprintf(stderr, "bert create_pretraining_data: %s has no [UNK] token\n", vocab_file);
+        vocab_free(vocab);
+        return 1;
+    }
+    Progress progress;
+    progress_init(&progress, "reading", input_bytes_of(input_file), quiet);
+    PretrainingStats st;
+    double t0 = now_seconds();
+    int rc = create_pretraining_data(&opt, input_file, output_file, tok, &st,
+                                     progress_read_callback, &progress, &err);
+    progress_done(&progress);
+    double seconds = now_seconds() - t0;
+    if (rc != 0) {
+        fprintf(stderr, "bert create_pretraining_data: %s\n", err.msg);
+    } else if (!quiet) {
+        fprintf(stderr,
+                "wrote %zu instances to %s: %zu documents, %zu sentences, %zu tokens from %.1f MB in %.2f s "
+                "(%.1f MB/s, %.0f instances/s; read %.2f s, generate %.2f s, write %.2f s; peak RSS %.0f MB)\n",
+                st.instances, output_file, st.documents, st.sentences, st.tokens, st.read.bytes / 1e6,
+                seconds, st.read.bytes / 1e6 / (seconds > 0 ? seconds : 1),
+                st.instances / (seconds > 0 ? seconds : 1), st.seconds_read, st.seconds_generate,
+                st.seconds_write, peak_rss_bytes() / 1e6);
+        if (st.read.invalid_utf8)
+            fprintf(stderr, "warning: %ld bytes of invalid UTF-8 were dropped (Python would have stopped)\n",
+                    st.read.invalid_utf8);
+    }
+    tokenizer_free(tok);
+    vocab_free(vocab);
+    return rc == 0 ? 0 : 1;
 }

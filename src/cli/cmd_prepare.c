@@ -1,8 +1,111 @@
-/* Placeholder until this subcommand lands; see the open issues. */
-#include <stdio.h>
+/* `bert prepare`: raw corpus -> phase-1 and phase-2 HDF5 pre-training shards in one
+ * command, NVIDIA's recipe and folder names (see data/prepare.h). */
+#include <stdlib.h>
+#include <string.h>
+
 #include "cli/commands.h"
+#include "cli/flags.h"
+#include "data/prepare.h"
+
+#define DEFAULT_BOOKS "data/corpus/books"
+
+/* Splits a comma-separated list (s is modified); returns the count or -1 if too many. */
+static int split_list(char *s, const char **items, int max) {
+    int n = 0;
+    for (char *tok = strtok(s, ","); tok; tok = strtok(NULL, ","))
+        if (*tok) {
+            if (n == max) return -1;
+            items[n++] = tok;
+        }
+    return n;
+}
+
+static int parse_steps(const char *steps, PrepareOptions *o) {
+    o->do_format = strstr(steps, "format") != NULL;
+    o->do_shard = strstr(steps, "shard") != NULL;
+    o->do_hdf5 = strstr(steps, "hdf5") != NULL;
+    return o->do_format || o->do_shard || o->do_hdf5 ? 0 : -1;
+}
+
+static void print_summary(const PrepareOptions *o, const PrepareStats *st, double seconds) {
+    fprintf(stderr, "\nprepare: done in %.1f s (format %.1f s, shard %.1f s, hdf5 %.1f s), peak RSS %.0f MB\n",
+            seconds, st->seconds_format, st->seconds_shard, st->seconds_hdf5, peak_rss_bytes() / 1e6);
+    if (o->do_shard)
+        fprintf(stderr, "  sharded: %lld documents, %lld sentences, %.1f MB -> %d training + %d test shards\n",
+                st->documents, st->sentences, st->formatted_bytes / 1e6, st->n_training_shards,
+                st->n_test_shards);
+    for (int p = 0; p < 2 && o->do_hdf5; p++) {
+        if (p == 1 && o->phase2_seq_length <= 0) break;
+        fprintf(stderr, "  phase %d: %lld instances, %.1f MB in %s/\n", p + 1, st->instances[p],
+                st->hdf5_bytes[p] / 1e6, st->hdf5_dir[p]);
+    }
+    if (o->do_hdf5 && st->seconds_hdf5 > 0)
+        fprintf(stderr, "  create_pretraining_data: %d shard jobs, %.0f instances/s\n", st->jobs_done,
+                (st->instances[0] + st->instances[1]) / st->seconds_hdf5);
+}
+
 int cmd_prepare(int argc, char **argv) {
-    (void)argc; (void)argv;
-    fprintf(stderr, "bert prepare: not built yet\n");
-    return 1;
+    PrepareOptions o = prepare_default_options();
+    char *wiki = NULL, *books = NULL, *formatted = NULL;
+    const char *steps = "format,shard,hdf5";
+    long long seed = o.base.random_seed;
+    const Flag flags[] = {
+        {"wikipedia", FLAG_STRING, &wiki, "MediaWiki pages-articles dumps (.xml or .xml.bz2), comma-separated"},
+        {"books", FLAG_STRING, &books, "folders of plain-text books, comma-separated (default " DEFAULT_BOOKS " when no corpus is given)"},
+        {"formatted", FLAG_STRING, &formatted, "already one-document-per-line text files, comma-separated"},
+        {"output_dir", FLAG_STRING, &o.work_dir, "working folder (NVIDIA's BERT_PREP_WORKING_DIR); default prepared"},
+        {"vocab_file", FLAG_STRING, &o.vocab_file, "WordPiece vocabulary; default data/vocab/bert-base-uncased-vocab.txt"},
+        {"dataset", FLAG_STRING, &o.dataset, "dataset name in folder/file names; default NVIDIA's (wikicorpus_en, bookscorpus, books_wiki_en_corpus)"},
+        {"steps", FLAG_STRING, &steps, "which of format,shard,hdf5 to run; default all three"},
+        {"n_training_shards", FLAG_INT, &o.n_training_shards, "default 256 (fewer for a small corpus)"},
+        {"n_test_shards", FLAG_INT, &o.n_test_shards, "default 256 (fewer for a small corpus)"},
+        {"fraction_test_set", FLAG_DOUBLE, &o.fraction_test_set, "share of sentences for the test shards; default 0.1"},
+        {"max_shard_mb", FLAG_DOUBLE, &o.max_shard_mb, "more training shards if one would be bigger (bounds memory); default 256, 0 = off"},
+        {"strip_gutenberg", FLAG_BOOL, &o.strip_gutenberg, "drop Project Gutenberg licence header/footer from books; default true"},
+        {"do_lower_case", FLAG_BOOL, &o.base.do_lower_case, "uncased; default true"},
+        {"do_whole_word_mask", FLAG_BOOL, &o.base.do_whole_word_mask, "default false"},
+        {"random_seed", FLAG_INT64, &seed, "default 12345 (every shard uses it, as NVIDIA's recipe)"},
+        {"dupe_factor", FLAG_INT, &o.base.dupe_factor, "default 5 (bertPrep.py)"},
+        {"masked_lm_prob", FLAG_DOUBLE, &o.base.masked_lm_prob, "default 0.15"},
+        {"short_seq_prob", FLAG_DOUBLE, &o.base.short_seq_prob, "default 0.1"},
+        {"phase1_max_seq_length", FLAG_INT, &o.phase1_seq_length, "default 128"},
+        {"phase1_max_predictions_per_seq", FLAG_INT, &o.phase1_predictions, "default 20"},
+        {"phase2_max_seq_length", FLAG_INT, &o.phase2_seq_length, "default 512; 0 skips phase 2"},
+        {"phase2_max_predictions_per_seq", FLAG_INT, &o.phase2_predictions, "default 80"},
+        {"max_input_chars_per_word", FLAG_INT, &o.max_input_chars_per_word, "default 200 (Google's tokenizer)"},
+        {"threads", FLAG_INT, &o.threads, "shards processed at once; default all cores"},
+        {"rank", FLAG_INT, &o.rank, "this process's rank for a multi-machine hdf5 step (default: from mpirun's environment)"},
+        {"world_size", FLAG_INT, &o.world_size, "number of ranks (default: from mpirun's environment, else 1)"},
+        {"quiet", FLAG_BOOL, &o.quiet, "no progress or summary"},
+    };
+    const FlagSpec spec = {"prepare",
+                           "prepare [--wikipedia DUMP.xml.bz2] [--books DIR] [--output_dir WORK] [flags]\n"
+                           "  (corpus -> formatted text -> sentence shards -> phase-1/phase-2 HDF5, NVIDIA's layout)",
+                           flags, (int)(sizeof flags / sizeof flags[0]), 0, 0};
+    int prc = flags_parse(&spec, argc, argv, NULL, NULL);
+    if (prc != 0) return prc > 0 ? 0 : 2;
+    o.base.random_seed = (int64_t)seed;
+    if ((wiki && (o.n_wikipedia = split_list(wiki, o.wikipedia, PREPARE_MAX_SOURCES)) < 0) ||
+        (books && (o.n_books = split_list(books, o.books, PREPARE_MAX_SOURCES)) < 0) ||
+        (formatted && (o.n_formatted = split_list(formatted, o.formatted, PREPARE_MAX_SOURCES)) < 0)) {
+        fprintf(stderr, "bert prepare: at most %d sources of each kind\n", PREPARE_MAX_SOURCES);
+        return 2;
+    }
+    if (parse_steps(steps, &o) != 0) {
+        fprintf(stderr, "bert prepare: --steps takes format, shard and/or hdf5, got '%s'\n", steps);
+        return 2;
+    }
+    if (o.n_wikipedia + o.n_books + o.n_formatted == 0) {
+        o.books[o.n_books++] = DEFAULT_BOOKS;
+        if (!o.quiet) fprintf(stderr, "prepare: no corpus given, using the bundled books in %s\n", DEFAULT_BOOKS);
+    }
+    PrepareStats st;
+    BertError err;
+    double t0 = now_seconds();
+    if (prepare_run(&o, &st, &err) != 0) {
+        fprintf(stderr, "bert prepare: %s\n", err.msg);
+        return 1;
+    }
+    if (!o.quiet) print_summary(&o, &st, now_seconds() - t0);
+    return 0;
 }

@@ -1,8 +1,316 @@
-/* Placeholder until this subcommand lands; see the open issues. */
-#include <stdio.h>
+/* `bert tokenize`: UTF-8 text on stdin, one text per line -> one line of WordPiece tokens
+ * (or ids) per input line, exactly as google-research/bert's FullTokenizer.
+ *
+ * Lines are read in blocks and tokenized in parallel (one TokenList per thread), then
+ * written in input order. A line longer than the block is cut at its last whitespace
+ * (or, failing that, after its last ASCII punctuation mark that is not case-ignorable),
+ * where the reference's result cannot depend on what follows, so memory stays bounded
+ * however long a line is. */
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cli/commands.h"
+#include "cli/flags.h"
+#include "text/tokenizer.h"
+
+typedef struct {
+    char *data;
+    size_t len, cap;
+} OutBuf;
+
+static void out_append(OutBuf *o, const char *s, size_t n) {
+    if (o->len + n > o->cap) {
+        o->cap = (o->len + n) * 2 + 256;
+        o->data = xrealloc(o->data, o->cap);
+    }
+    memcpy(o->data + o->len, s, n);
+    o->len += n;
+}
+
+typedef struct {
+    const Tokenizer *tok;
+    bool ids, offsets, basic;
+} Format;
+
+/* State of the output line being written: base is the byte offset of the current
+ * chunk within its line (for --offsets); any says whether a token was written yet. */
+typedef struct {
+    OutBuf *out;
+    const Format *fmt;
+    long base;
+    bool any;
+} LineOut;
+
+static void write_item(LineOut *lo, const char *text, size_t len, long start, long end) {
+    if (lo->any) out_append(lo->out, " ", 1);
+    lo->any = true;
+    out_append(lo->out, text, len);
+    if (lo->fmt->offsets) {
+        char num[64];
+        int k = snprintf(num, sizeof num, "@%ld:%ld", lo->base + start, lo->base + end);
+        out_append(lo->out, num, (size_t)k);
+    }
+}
+
+static void write_basic_word(const char *word, size_t len, int start, int end, void *ctx) {
+    write_item(ctx, word, len, start, end);
+}
+
+/* Tokenizes one line or chunk of a line into lo->out; returns invalid UTF-8 count. */
+static long format_chunk(LineOut *lo, const char *text, size_t len, TokenList *work) {
+    const Format *f = lo->fmt;
+    if (f->basic) {
+        basic_tokenize(f->tok, text, len, work, write_basic_word, lo);
+        return work->invalid_utf8;
+    }
+    tokenize(f->tok, text, len, work);
+    const Vocab *v = tokenizer_vocab(f->tok);
+    for (int i = 0; i < work->n; i++) {
+        const Token *t = &work->tokens[i];
+        char num[32];
+        if (f->ids) {
+            int k = snprintf(num, sizeof num, "%d", t->id);
+            write_item(lo, num, (size_t)k, t->start, t->end);
+        } else {
+            const char *s = vocab_token(v, t->id);
+            write_item(lo, s, strlen(s), t->start, t->end);
+        }
+    }
+    return work->invalid_utf8;
+}
+
+/* Where a too-long line may be cut without changing the reference's tokens: after the
+ * last ASCII whitespace, else after the last ASCII punctuation that no Final_Sigma
+ * context can see through (not ' . :), else (no such byte at all) at the last
+ * UTF-8 boundary, which is reported. */
+static size_t safe_cut(const char *b, size_t n, bool *forced) {
+    *forced = false;
+    for (size_t i = n; i > 0; i--)
+        if (b[i - 1] == ' ' || b[i - 1] == '\t' || b[i - 1] == '\r') return i;
+    for (size_t i = n; i > 0; i--) {
+        unsigned char c = (unsigned char)b[i - 1];
+        bool punct = (c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) || (c >= 123 && c <= 126);
+        if (punct && c != '\'' && c != '.' && c != ':') return i;
+    }
+    *forced = true;
+    size_t i = n;
+    while (i > 1 && ((unsigned char)b[i - 1] & 0xC0) == 0x80) i--;  /* back to a lead byte */
+    return i > 1 ? i - 1 : n;
+}
+
+typedef struct {
+    const char *text;
+    size_t len;
+    int thread;
+    size_t out_off, out_len;
+} Line;
+
+/* Tokenizes complete lines in parallel, then writes them in order. */
+static long run_batch(const Format *f, Line *lines, int n, OutBuf *outs, TokenList *works, int threads) {
+    long invalid = 0;
+    for (int t = 0; t < threads; t++) outs[t].len = 0;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 16) reduction(+ : invalid)
+    for (int i = 0; i < n; i++) {
+        int tid = omp_get_thread_num();
+        LineOut lo = {&outs[tid], f, 0, false};
+        lines[i].thread = tid;
+        lines[i].out_off = outs[tid].len;
+        invalid += format_chunk(&lo, lines[i].text, lines[i].len, &works[tid]);
+        out_append(&outs[tid], "\n", 1);
+        lines[i].out_len = outs[tid].len - lines[i].out_off;
+    }
+    for (int i = 0; i < n; i++) fwrite(outs[lines[i].thread].data + lines[i].out_off, 1, lines[i].out_len, stdout);
+    return invalid;
+}
+
+/* Splits buf[0..filled) into complete lines; returns how many bytes they span. */
+static size_t collect_lines(const char *buf, size_t filled, Line **lines, int *n, int *cap) {
+    size_t pos = 0;
+    *n = 0;
+    for (const char *nl; (nl = memchr(buf + pos, '\n', filled - pos)) != NULL; pos = (size_t)(nl - buf) + 1) {
+        if (*n == *cap) {
+            *cap *= 2;
+            *lines = xrealloc(*lines, (size_t)*cap * sizeof **lines);
+        }
+        (*lines)[(*n)++] = (Line){buf + pos, (size_t)(nl - buf) - pos, 0, 0, 0};
+    }
+    return pos;
+}
+
+typedef struct {
+    long invalid, forced_cuts;
+} StreamStats;
+
+static void stream_stdin(const Format *f, size_t block, int threads, StreamStats *st) {
+    char *buf = xmalloc(block);
+    size_t filled = 0;
+    int cap = 1024, n = 0;
+    Line *lines = xmalloc((size_t)cap * sizeof *lines);
+    OutBuf *outs = xcalloc((size_t)threads, sizeof *outs);
+    TokenList *works = xcalloc((size_t)threads, sizeof *works);
+    OutBuf single = {0};
+    LineOut partial = {&single, f, 0, false};  /* a long line written chunk by chunk */
+    bool in_partial = false;
+    for (bool eof = false; !eof;) {
+        size_t got = fread(buf + filled, 1, block - filled, stdin);
+        filled += got;
+        eof = got == 0 && (feof(stdin) || ferror(stdin));
+        size_t used = collect_lines(buf, filled, &lines, &n, &cap);
+        int first = 0;
+        if (in_partial && n > 0) {  /* the rest of a long line */
+            single.len = 0;
+            st->invalid += format_chunk(&partial, lines[0].text, lines[0].len, &works[0]);
+            out_append(&single, "\n", 1);
+            fwrite(single.data, 1, single.len, stdout);
+            in_partial = false;
+            first = 1;
+        }
+        st->invalid += run_batch(f, lines + first, n - first, outs, works, threads);
+        memmove(buf, buf + used, filled - used);
+        filled -= used;
+        if (filled == 0 || (!eof && filled < block)) continue;
+        /* Either end of input without a final newline, or a block-long line fragment. */
+        bool forced = false;
+        size_t cut = eof ? filled : safe_cut(buf, filled, &forced);
+        st->forced_cuts += forced;
+        if (!in_partial) partial = (LineOut){&single, f, 0, false};
+        single.len = 0;
+        st->invalid += format_chunk(&partial, buf, cut, &works[0]);
+        if (eof) out_append(&single, "\n", 1);
+        fwrite(single.data, 1, single.len, stdout);
+        partial.base += (long)cut;
+        in_partial = !eof;
+        memmove(buf, buf + cut, filled - cut);
+        filled -= cut;
+    }
+    if (in_partial) fputc('\n', stdout);  /* a long last line that ended on a block edge */
+    for (int t = 0; t < threads; t++) {
+        free(outs[t].data);
+        token_list_free(&works[t]);
+    }
+    free(outs);
+    free(works);
+    free(single.data);
+    free(lines);
+    free(buf);
+}
+
+/* --bench: the whole of stdin in memory, tokenized `repeat` times on `threads` threads;
+ * reports tokenization throughput only (no output formatting). */
+static int run_bench(const Tokenizer *tok, int threads, int repeat) {
+    char *data = NULL;
+    size_t len = 0, cap = 0;
+    for (size_t got;; len += got) {
+        if (len + (1 << 20) > cap) data = xrealloc(data, cap = (len + (1 << 20)) * 2);
+        got = fread(data + len, 1, cap - len, stdin);
+        if (got == 0) break;
+    }
+    int ncap = 1024, n = 0;
+    Line *lines = xmalloc((size_t)ncap * sizeof *lines);
+    collect_lines(data, len, &lines, &n, &ncap);
+    TokenList *works = xcalloc((size_t)threads, sizeof *works);
+    long tokens = 0;
+    double best = 1e30;
+    for (int r = 0; r <= repeat; r++) {  /* round 0 warms caches and scratch memory */
+        long count = 0;
+        double t0 = now_seconds();
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 64) reduction(+ : count)
+        for (int i = 0; i < n; i++) count += tokenize(tok, lines[i].text, lines[i].len, &works[omp_get_thread_num()]);
+        double dt = now_seconds() - t0;
+        if (r > 0 && dt < best) best = dt;
+        tokens = count;
+    }
+    printf("threads=%d lines=%d bytes=%zu tokens=%ld seconds=%.4f MB/s=%.2f\n", threads, n, len, tokens, best,
+           (double)len / best / 1e6);
+    for (int t = 0; t < threads; t++) token_list_free(&works[t]);
+    free(works);
+    free(lines);
+    free(data);
+    return 0;
+}
+
+/* "a,b,c" -> {"a","b","c"} (pointers into a copy owned by *storage). */
+static int split_commas(const char *list, char **storage, const char ***out) {
+    int n = 0;
+    *out = NULL;
+    *storage = NULL;
+    if (!list || !*list) return 0;
+    *storage = xstrdup(list);
+    *out = xmalloc((strlen(list) + 1) * sizeof **out);
+    for (char *save = NULL, *s = strtok_r(*storage, ",", &save); s; s = strtok_r(NULL, ",", &save)) (*out)[n++] = s;
+    return n;
+}
+
 int cmd_tokenize(int argc, char **argv) {
-    (void)argc; (void)argv;
-    fprintf(stderr, "bert tokenize: not built yet\n");
-    return 1;
+    const char *vocab_file = NULL, *never_split = NULL;
+    bool lower = true, ids = false, offsets = false, basic = false, bench = false;
+    int max_chars = 100, threads = omp_get_max_threads(), block_kib = 4096, repeat = 3;
+    Flag flags[] = {
+        {"vocab_file", FLAG_STRING, &vocab_file, "vocab.txt, one token per line (required unless --basic)"},
+        {"do_lower_case", FLAG_BOOL, &lower, "uncased model: lower-case and strip accents (default true)"},
+        {"ids", FLAG_BOOL, &ids, "print vocabulary ids instead of tokens"},
+        {"max_input_chars_per_word", FLAG_INT, &max_chars, "longer words become [UNK] (default 100, as NVIDIA/HF; Google uses 200)"},
+        {"never_split", FLAG_STRING, &never_split, "comma-separated tokens kept whole, e.g. [MASK],[CLS],[SEP]"},
+        {"offsets", FLAG_BOOL, &offsets, "append @start:end (byte span in the input line) to each token"},
+        {"basic", FLAG_BOOL, &basic, "BasicTokenizer words only (no WordPiece)"},
+        {"threads", FLAG_INT, &threads, "tokenizing threads (default: all cores)"},
+        {"block_kib", FLAG_INT, &block_kib, "input block size; longer lines are cut at whitespace (default 4096)"},
+        {"bench", FLAG_BOOL, &bench, "time tokenization of all of stdin and print MB/s instead of tokens"},
+        {"repeat", FLAG_INT, &repeat, "timed rounds for --bench; the best is reported (default 3)"},
+    };
+    FlagSpec spec = {"tokenize", "bert tokenize --vocab_file V [flags] < text > tokens", flags,
+                     (int)(sizeof flags / sizeof flags[0]), 0, 0};
+    int rc = flags_parse(&spec, argc, argv, NULL, NULL);
+    if (rc != 0) return rc > 0 ? 0 : 2;
+    if (!vocab_file && !basic) {
+        fprintf(stderr, "bert tokenize: --vocab_file is required\n");
+        return 2;
+    }
+    if (max_chars < 1 || threads < 1 || block_kib < 1 || repeat < 1) {
+        fprintf(stderr, "bert tokenize: --max_input_chars_per_word, --threads, --block_kib and --repeat must be >= 1\n");
+        return 2;
+    }
+    Vocab *vocab = NULL;
+    BertError err;
+    if (vocab_file && vocab_load(&vocab, vocab_file, &err) != 0) {
+        fprintf(stderr, "bert tokenize: %s\n", err.msg);
+        return 1;
+    }
+    char *never_split_storage;
+    const char **never_split_list;
+    TokenizerOptions opt = tokenizer_default_options();
+    opt.do_lower_case = lower;
+    opt.max_input_chars_per_word = max_chars;
+    opt.n_never_split = split_commas(never_split, &never_split_storage, &never_split_list);
+    opt.never_split = never_split_list;
+    Tokenizer *tok = tokenizer_new(vocab, &opt);
+    if (!tok) {
+        fprintf(stderr, "bert tokenize: %s has no [UNK] token\n", vocab_file);
+        vocab_free(vocab);
+        free(never_split_storage);
+        free(never_split_list);
+        return 1;
+    }
+    int status = 0;
+    if (bench) {
+        status = run_bench(tok, threads, repeat);
+    } else {
+        Format f = {tok, ids, offsets, basic};
+        StreamStats st = {0, 0};
+        stream_stdin(&f, (size_t)block_kib * 1024, threads, &st);
+        if (st.invalid) fprintf(stderr, "bert tokenize: warning: %ld invalid UTF-8 sequences replaced by U+FFFD (dropped)\n", st.invalid);
+        if (st.forced_cuts)
+            fprintf(stderr, "bert tokenize: warning: %ld line fragments of %d KiB had no whitespace or punctuation and were cut there\n",
+                    st.forced_cuts, block_kib);
+        if (fflush(stdout) != 0 || ferror(stdout)) {
+            fprintf(stderr, "bert tokenize: error writing output\n");
+            status = 1;
+        }
+    }
+    tokenizer_free(tok);
+    vocab_free(vocab);
+    free(never_split_storage);
+    free(never_split_list);
+    return status;
 }

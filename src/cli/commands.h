@@ -6,6 +6,8 @@
 int cmd_tokenize(int argc, char **argv);
 int cmd_vocab(int argc, char **argv);
 int cmd_format(int argc, char **argv);
+int cmd_shard(int argc, char **argv);
+int cmd_sentences(int argc, char **argv);
 int cmd_create_pretraining_data(int argc, char **argv);
 int cmd_prepare(int argc, char **argv);
 int cmd_train_demo(int argc, char **argv);

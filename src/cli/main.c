@@ -14,6 +14,8 @@ static const Command COMMANDS[] = {
     {"tokenize", cmd_tokenize, "BERT BasicTokenizer + WordPiece: text on stdin -> tokens or ids"},
     {"vocab", cmd_vocab, "learn a WordPiece vocabulary from a corpus"},
     {"format", cmd_format, "Wikipedia XML dump or a folder of books -> plain-text documents"},
+    {"shard", cmd_shard, "one-document-per-line text -> NVIDIA-style training/test sentence shards"},
+    {"sentences", cmd_sentences, "one document per line -> one sentence per line (NLTK punkt, English)"},
     {"create_pretraining_data", cmd_create_pretraining_data, "Google's MLM+NSP example creation -> HDF5 shard"},
     {"prepare", cmd_prepare, "corpus -> sentences -> shards -> phase-1/phase-2 HDF5 (the whole chain)"},
     {"train_demo", cmd_train_demo, "short training run of a small model on generated data"},

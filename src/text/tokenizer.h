@@ -8,7 +8,18 @@
  *    text[start, end). A "##" continuation covers only the bytes of its own piece; an
  *    [UNK] word covers the whole word.
  *  - Invalid UTF-8 never crashes: each bad byte counts as U+FFFD (which the reference
- *    then drops) and is counted in TokenList.invalid_utf8.
+ *    then drops) and is counted in TokenList.invalid_utf8. (Counted as Python's
+ *    bytes.decode("utf-8", "replace") counts: one per maximal invalid subsequence, so
+ *    "\xE2\x82" truncated counts 1.)
+ *  - max_input_chars_per_word defaults to 100, as NVIDIA's and HuggingFace's BERT code
+ *    use; Google's tokenization.py uses 200. It counts code points after lower-casing
+ *    and accent stripping, as the reference does.
+ *  - never_split follows HuggingFace's BertTokenizer, which splits the text around its
+ *    special tokens before basic tokenization: each occurrence of one of these strings
+ *    (leftmost, longest first; anywhere, e.g. "x[MASK]." -> x [MASK] .) is one word,
+ *    neither lower-cased nor split, looked up whole in the vocabulary. Entries must be
+ *    non-empty valid UTF-8 (others are ignored). Google's reference has no such
+ *    option; with none given the output is the reference's.
  */
 #ifndef BERT_TOKENIZER_H
 #define BERT_TOKENIZER_H
@@ -38,6 +49,8 @@ typedef struct {
 TokenizerOptions tokenizer_default_options(void); /* lower case, 100, no never_split */
 
 typedef struct Tokenizer Tokenizer;
+/* Returns NULL if the vocabulary has no "[UNK]" token. vocab may be NULL for a
+ * tokenizer used only with basic_tokenize(). The options' strings are copied. */
 Tokenizer *tokenizer_new(const Vocab *vocab, const TokenizerOptions *opt);
 void tokenizer_free(Tokenizer *t);
 const Vocab *tokenizer_vocab(const Tokenizer *t);
@@ -57,7 +70,17 @@ typedef struct {
 void token_list_init(TokenList *l);
 void token_list_free(TokenList *l);
 
-/* Tokenizes text[0..len) into out (previous contents replaced). Returns out->n. */
+/* Tokenizes text[0..len) into out (previous contents replaced). Returns out->n, or -1
+ * (out->n == 0) if the tokenizer has no vocabulary or len exceeds INT_MAX. */
 int tokenize(const Tokenizer *t, const char *text, size_t len, TokenList *out);
+
+/* BasicTokenizer alone (no vocabulary needed): calls fn once per word, in order, with
+ * the word as the reference's BasicTokenizer returns it (UTF-8, lower-cased and
+ * accent-stripped when uncased; not NUL-terminated) and its byte span in text. `work`
+ * provides the scratch memory and receives invalid_utf8; its tokens are untouched.
+ * Returns the number of words, or -1 if len exceeds INT_MAX. */
+typedef void (*BasicWordFn)(const char *word, size_t len, int start, int end, void *ctx);
+long basic_tokenize(const Tokenizer *t, const char *text, size_t len, TokenList *work,
+                    BasicWordFn fn, void *ctx);
 
 #endif

@@ -1,0 +1,68 @@
+/* The formatters' shared output (see doc_writer.h). */
+#include <string.h>
+#include <utf8proc.h>
+
+#include "data/doc_writer.h"
+
+int doc_writer_open(DocWriter *w, const char *path, FormatStats *stats, bool progress,
+                    const char *what, BertError *err) {
+    memset(w, 0, sizeof *w);
+    w->stats = stats;
+    w->progress = progress;
+    w->what = what;
+    w->t0 = w->last_report = now_seconds();
+    if (atomic_open(&w->af, path, err) != 0) return -1;
+    setvbuf(w->af.fp, NULL, _IOFBF, 1 << 20);
+    return 0;
+}
+
+void doc_writer_line(DocWriter *w, const char *text, size_t len) {
+    if (len == 0) return;
+    fwrite(text, 1, len, w->af.fp);
+    fputc(' ', w->af.fp);
+    w->stats->output_bytes += (long long)len + 1;
+    w->in_document = true;
+}
+
+bool doc_writer_end_document(DocWriter *w) {
+    bool had_text = w->in_document;
+    if (had_text) {
+        fputs("\n\n", w->af.fp);
+        w->stats->output_bytes += 2;
+        w->stats->documents_written++;
+    } else {
+        w->stats->documents_skipped++;
+    }
+    w->in_document = false;
+    double now = now_seconds();
+    if (w->progress && now - w->last_report >= 1) {
+        w->last_report = now;
+        fprintf(stderr, "\rformat %s: %lld documents, %.1f MB read, %.1f MB/s   ", w->what,
+                w->stats->documents_written, w->stats->input_bytes / 1e6,
+                w->stats->input_bytes / 1e6 / (now - w->t0));
+    }
+    return had_text;
+}
+
+int doc_writer_commit(DocWriter *w, BertError *err) {
+    if (w->progress) fprintf(stderr, "\n");
+    return atomic_commit(&w->af, err);
+}
+
+void doc_writer_abort(DocWriter *w) {
+    if (w->progress) fprintf(stderr, "\n");
+    atomic_abort(&w->af);
+}
+
+size_t utf8_strip(const char *text, size_t len, size_t *start) {
+    size_t i = 0;
+    while (i < len) {
+        int32_t cp;
+        utf8proc_ssize_t n = utf8proc_iterate((const utf8proc_uint8_t *)text + i,
+                                              (utf8proc_ssize_t)(len - i), &cp);
+        if (n <= 0 || !utf8_is_space(cp)) break;
+        i += (size_t)n;
+    }
+    *start = i;
+    return utf8_rstrip_len(text + i, len - i);
+}

@@ -1,0 +1,149 @@
+/* `bert format books`: a folder of plain-text books -> one book per line, as NVIDIA's
+ * BookscorpusTextFormatting.py writes bookscorpus_one_book_per_line.txt: each non-blank
+ * line stripped and followed by a space, "\n\n" after each book. Differences, all on
+ * purpose: books are read in sorted name order (NVIDIA's glob order is the file
+ * system's), invalid UTF-8 bytes become U+FFFD (NVIDIA's script stops with an error), and
+ * by default the Project Gutenberg licence header and footer are left out. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "data/doc_writer.h"
+
+FormatOptions format_default_options(void) {
+    FormatOptions o = {.strip_gutenberg = true, .progress = false};
+    return o;
+}
+
+/* A Project Gutenberg marker line: "*** START OF THE PROJECT GUTENBERG EBOOK ... ***"
+ * (or END OF; "THIS" instead of "THE", any spacing and case). */
+static bool is_gutenberg_marker(const char *line, size_t len, const char *word) {
+    size_t i = 0;
+    while (i < len && line[i] == '*') i++;
+    if (i < 3) return false;
+    while (i < len && line[i] == ' ') i++;
+    size_t wl = strlen(word);
+    if (len - i < wl || strncasecmp(line + i, word, wl) != 0) return false;
+    for (size_t j = i + wl; j + 9 <= len; j++)
+        if (!strncasecmp(line + j, "GUTENBERG", 9)) return true;
+    return false;
+}
+
+static bool starts_with_ci(const char *line, size_t len, const char *prefix) {
+    size_t n = strlen(prefix);
+    return len >= n && !strncasecmp(line, prefix, n);
+}
+
+/* Byte range [*from, *to) of the book's own text: after the START marker line and before
+ * the END marker line, when present -- and before an "End of (the) Project Gutenberg..."
+ * line that precedes the END marker. */
+static void gutenberg_body(const char *text, size_t len, size_t *from, size_t *to) {
+    *from = 0;
+    *to = len;
+    bool started = false;
+    size_t end_note = len; /* start of an "End of Project Gutenberg" line, if seen */
+    for (size_t i = 0; i < len;) {
+        const char *nl = memchr(text + i, '\n', len - i);
+        size_t end = nl ? (size_t)(nl - text) : len, s, n = utf8_strip(text + i, end - i, &s);
+        const char *line = text + i + s;
+        if (!started && is_gutenberg_marker(line, n, "START OF")) {
+            *from = nl ? end + 1 : len;
+            started = true;
+        } else if (is_gutenberg_marker(line, n, "END OF")) {
+            *to = end_note < i ? end_note : i;
+            return;
+        } else if (end_note == len && (starts_with_ci(line, n, "End of the Project Gutenberg") ||
+                                       starts_with_ci(line, n, "End of Project Gutenberg"))) {
+            end_note = i;
+        }
+        i = end + 1;
+    }
+}
+
+static int format_one_book(DocWriter *w, const char *path, const FormatOptions *opt,
+                           BertError *err) {
+    char *raw, *text = NULL;
+    size_t raw_len, cap = 0;
+    if (read_file(path, &raw, &raw_len, err) != 0) return -1;
+    w->stats->input_bytes += (long long)raw_len;
+    size_t len = utf8_sanitize(raw, raw_len, &text, &cap, &w->stats->invalid_utf8_bytes);
+    free(raw);
+    size_t from = 0, to = len;
+    if (len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3)) from = 3; /* utf-8-sig */
+    if (opt->strip_gutenberg) {
+        size_t f, t;
+        gutenberg_body(text + from, len - from, &f, &t);
+        to = from + t;
+        from += f;
+    }
+    for (size_t i = from; i < to;) {
+        const char *nl = memchr(text + i, '\n', to - i);
+        size_t end = nl ? (size_t)(nl - text) : to, s, n = utf8_strip(text + i, end - i, &s);
+        doc_writer_line(w, text + i + s, n);
+        i = end + 1;
+    }
+    doc_writer_end_document(w);
+    free(text);
+    return 0;
+}
+
+static int has_txt_suffix(const char *name) {
+    size_t n = strlen(name);
+    return n > 4 && !strcmp(name + n - 4, ".txt");
+}
+
+static int cmp_names(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The *.txt files directly in dir, sorted; a plain file is a list of itself. */
+static int list_books(const char *dir, char ***out, int *n_out, BertError *err) {
+    struct stat sb;
+    if (stat(dir, &sb) != 0) return bert_fail(err, "cannot read '%s': %s", dir, strerror(errno));
+    *n_out = 0;
+    *out = NULL;
+    if (!S_ISDIR(sb.st_mode)) {
+        *out = xmalloc(sizeof **out);
+        (*out)[(*n_out)++] = xstrdup(dir);
+        return 0;
+    }
+    DIR *d = opendir(dir);
+    if (!d) return bert_fail(err, "cannot open folder '%s': %s", dir, strerror(errno));
+    int cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.' || !has_txt_suffix(e->d_name)) continue;
+        if (*n_out == cap) *out = xrealloc(*out, (size_t)(cap = cap ? 2 * cap : 64) * sizeof **out);
+        size_t n = strlen(dir) + strlen(e->d_name) + 2;
+        (*out)[*n_out] = xmalloc(n);
+        snprintf((*out)[(*n_out)++], n, "%s/%s", dir, e->d_name);
+    }
+    closedir(d);
+    if (*n_out == 0) return bert_fail(err, "no *.txt books in folder '%s'", dir);
+    qsort(*out, (size_t)*n_out, sizeof **out, cmp_names);
+    return 0;
+}
+
+int format_books(const char *dir, const char *out, const FormatOptions *opt_in,
+                 FormatStats *stats, BertError *err) {
+    FormatOptions opt = opt_in ? *opt_in : format_default_options();
+    FormatStats st;
+    memset(&st, 0, sizeof st);
+    double t0 = now_seconds();
+    char **books = NULL;
+    int n_books = 0;
+    if (list_books(dir, &books, &n_books, err) != 0) return -1;
+    DocWriter w;
+    int rc = doc_writer_open(&w, out, &st, opt.progress, "books", err);
+    for (int i = 0; i < n_books && rc == 0; i++) rc = format_one_book(&w, books[i], &opt, err);
+    if (rc == 0) rc = doc_writer_commit(&w, err);
+    else if (w.af.fp) doc_writer_abort(&w);
+    for (int i = 0; i < n_books; i++) free(books[i]);
+    free(books);
+    st.seconds = now_seconds() - t0;
+    if (stats) *stats = st;
+    return rc;
+}

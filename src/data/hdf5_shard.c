@@ -1,0 +1,333 @@
+/* HDF5 pre-training shards: writer (pre-compressed chunks) and whole-file loader. */
+#include "data/hdf5_shard.h"
+
+#include <hdf5.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <libdeflate.h>
+
+enum { DS_INPUT_IDS, DS_INPUT_MASK, DS_SEGMENT_IDS, DS_MLM_POSITIONS, DS_MLM_IDS, DS_NSP, DS_COUNT };
+
+static const char *const dataset_name[DS_COUNT] = {
+    "input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
+    "next_sentence_labels"};
+static const int dataset_bytes[DS_COUNT] = {4, 1, 1, 4, 4, 1};
+
+/* Level 1 with the byte-shuffle filter on the int32 datasets: files 15% smaller than
+ * h5py's default (gzip level 4, no shuffle) and 3x faster to write with libdeflate
+ * (measured on Gutenberg shards: 230 vs 72 MB/s). */
+#define GZIP_LEVEL 1
+#define CHUNK_TARGET_VALUES 65536   /* about 256 KB of input_ids per chunk */
+
+/* One chunk's rows for every dataset, and the scratch to filter and compress them.
+ * The writer owns one for sequential appends; parallel writers make one per thread. */
+struct Hdf5Chunk {
+    size_t rows;
+    unsigned char *data[DS_COUNT];
+    unsigned char *shuffled;          /* byte planes of a 4-byte dataset's chunk */
+    unsigned char *compressed;
+    size_t compressed_cap;
+    struct libdeflate_compressor *deflater;
+};
+
+struct Hdf5ShardWriter {
+    char path[4096], tmp_path[4096 + 32];
+    hid_t file, dataset[DS_COUNT];
+    size_t n_instances, rows_appended, rows_stored;
+    int seq, pred;
+    size_t chunk_rows;
+    size_t width[DS_COUNT];           /* values per row */
+    Hdf5Chunk *own;                   /* for hdf5_shard_append */
+};
+
+Hdf5Chunk *hdf5_chunk_new(const Hdf5ShardWriter *w) {
+    Hdf5Chunk *c = xcalloc(1, sizeof *c);
+    size_t widest = 0;
+    for (int k = 0; k < DS_COUNT; k++) {
+        size_t bytes = w->chunk_rows * w->width[k] * (size_t)dataset_bytes[k];
+        c->data[k] = xcalloc(bytes, 1);
+        if (bytes > widest) widest = bytes;
+    }
+    c->deflater = libdeflate_alloc_compressor(GZIP_LEVEL);
+    if (!c->deflater) die("out of memory for a deflate compressor");
+    c->compressed_cap = libdeflate_zlib_compress_bound(c->deflater, widest);
+    c->compressed = xmalloc(c->compressed_cap);
+    c->shuffled = xmalloc(widest);
+    return c;
+}
+
+void hdf5_chunk_free(Hdf5Chunk *c) {
+    if (!c) return;
+    for (int k = 0; k < DS_COUNT; k++) free(c->data[k]);
+    free(c->shuffled);
+    free(c->compressed);
+    libdeflate_free_compressor(c->deflater);
+    free(c);
+}
+
+size_t hdf5_shard_chunk_rows(const Hdf5ShardWriter *w) { return w->chunk_rows; }
+
+static void close_handles(Hdf5ShardWriter *w) {
+    for (int k = 0; k < DS_COUNT; k++)
+        if (w->dataset[k] >= 0) H5Dclose(w->dataset[k]), w->dataset[k] = -1;
+    if (w->file >= 0) H5Fclose(w->file), w->file = -1;
+}
+
+static void writer_free(Hdf5ShardWriter *w) {
+    close_handles(w);
+    hdf5_chunk_free(w->own);
+    free(w);
+}
+
+static int create_dataset(Hdf5ShardWriter *w, int k, BertError *err) {
+    int rank = k == DS_NSP ? 1 : 2;
+    hsize_t dims[2] = {w->n_instances, w->width[k]};
+    /* An empty shard still needs a chunk shape, which may not exceed fixed dimensions. */
+    hsize_t maxdims[2] = {w->n_instances ? w->n_instances : H5S_UNLIMITED, w->width[k]};
+    hsize_t chunk[2] = {w->chunk_rows, w->width[k]};
+    hid_t space = H5Screate_simple(rank, dims, maxdims);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    hid_t type = dataset_bytes[k] == 4 ? H5T_STD_I32LE : H5T_STD_I8LE;
+    int rc = -1;
+    if (space >= 0 && dcpl >= 0 && H5Pset_chunk(dcpl, rank, chunk) >= 0 &&
+        (dataset_bytes[k] == 1 || H5Pset_shuffle(dcpl) >= 0) && H5Pset_deflate(dcpl, GZIP_LEVEL) >= 0 &&
+        H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) >= 0) {
+        w->dataset[k] = H5Dcreate2(w->file, dataset_name[k], type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+        rc = w->dataset[k] >= 0 ? 0 : -1;
+    }
+    if (space >= 0) H5Sclose(space);
+    if (dcpl >= 0) H5Pclose(dcpl);
+    return rc == 0 ? 0 : bert_fail(err, "cannot create dataset %s in %s", dataset_name[k], w->tmp_path);
+}
+
+int hdf5_shard_create(Hdf5ShardWriter **out, const char *path, size_t n_instances,
+                      int max_seq_length, int max_predictions_per_seq, BertError *err) {
+    *out = NULL;
+    if (strlen(path) >= 4096) return bert_fail(err, "output path too long: %s", path);
+    if (max_seq_length < 1 || max_predictions_per_seq < 1)
+        return bert_fail(err, "bad shard shape %d x %d", max_seq_length, max_predictions_per_seq);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* errors are reported through err instead */
+    Hdf5ShardWriter *w = xcalloc(1, sizeof *w);
+    snprintf(w->path, sizeof w->path, "%s", path);
+    atomic_tmp_name(path, w->tmp_path, sizeof w->tmp_path);
+    w->file = -1;
+    for (int k = 0; k < DS_COUNT; k++) w->dataset[k] = -1;
+    w->n_instances = n_instances;
+    w->seq = max_seq_length, w->pred = max_predictions_per_seq;
+    w->width[DS_INPUT_IDS] = w->width[DS_INPUT_MASK] = w->width[DS_SEGMENT_IDS] = (size_t)max_seq_length;
+    w->width[DS_MLM_POSITIONS] = w->width[DS_MLM_IDS] = (size_t)max_predictions_per_seq;
+    w->width[DS_NSP] = 1;
+    size_t rows = CHUNK_TARGET_VALUES / (size_t)max_seq_length;
+    if (rows < 1) rows = 1;
+    if (n_instances && rows > n_instances) rows = n_instances;
+    w->chunk_rows = rows;
+    w->own = hdf5_chunk_new(w);
+    w->file = H5Fcreate(w->tmp_path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    if (w->file < 0) {
+        bert_fail(err, "cannot create HDF5 file %s (is the folder writable?)", w->tmp_path);
+        writer_free(w);
+        return -1;
+    }
+    for (int k = 0; k < DS_COUNT; k++) {
+        if (create_dataset(w, k, err) != 0) {
+            hdf5_shard_abort(w);
+            return -1;
+        }
+    }
+    *out = w;
+    return 0;
+}
+
+int hdf5_chunk_add(const Hdf5ShardWriter *w, Hdf5Chunk *c, const Instance *inst, BertError *err) {
+    if (c->rows >= w->chunk_rows) return bert_fail(err, "%s: chunk overfilled", w->path);
+    if (inst->n_tokens < 0 || inst->n_tokens > w->seq || inst->n_masked < 0 ||
+        inst->n_masked > w->pred || inst->n_segment_a < 0 || inst->n_segment_a > inst->n_tokens)
+        return bert_fail(err, "%s: instance of %d tokens / %d predictions does not fit %d / %d",
+                         w->path, inst->n_tokens, inst->n_masked, w->seq, w->pred);
+    size_t r = c->rows, seq = (size_t)w->seq, pred = (size_t)w->pred;
+    int32_t *ids = (int32_t *)c->data[DS_INPUT_IDS] + r * seq;
+    int8_t *mask = (int8_t *)c->data[DS_INPUT_MASK] + r * seq;
+    int8_t *seg = (int8_t *)c->data[DS_SEGMENT_IDS] + r * seq;
+    int32_t *pos = (int32_t *)c->data[DS_MLM_POSITIONS] + r * pred;
+    int32_t *mids = (int32_t *)c->data[DS_MLM_IDS] + r * pred;
+    size_t n = (size_t)inst->n_tokens, m = (size_t)inst->n_masked, a = (size_t)inst->n_segment_a;
+    memcpy(ids, inst->input_ids, n * 4);
+    memset(ids + n, 0, (seq - n) * 4);
+    memset(mask, 1, n);
+    memset(mask + n, 0, seq - n);
+    memset(seg, 0, seq);
+    memset(seg + a, 1, n - a);
+    memcpy(pos, inst->masked_positions, m * 4);
+    memset(pos + m, 0, (pred - m) * 4);
+    memcpy(mids, inst->masked_ids, m * 4);
+    memset(mids + m, 0, (pred - m) * 4);
+    ((int8_t *)c->data[DS_NSP])[r] = (int8_t)(inst->is_random_next ? 1 : 0);
+    c->rows++;
+    return 0;
+}
+
+/* HDF5's shuffle filter: byte b of element i goes to b * n + i. */
+static void shuffle_bytes(const unsigned char *in, unsigned char *out, size_t n, size_t size) {
+    for (size_t i = 0; i < n; i++)
+        for (size_t b = 0; b < size; b++) out[b * n + i] = in[i * size + b];
+}
+
+/* Filters one dataset's part of the chunk (shuffle for int32, then deflate in the zlib
+ * format HDF5's gzip filter reads) into c->compressed; returns its size, 0 on failure.
+ * A partial last chunk is zero-padded, as HDF5 stores edge chunks whole. */
+static size_t filter_dataset(const Hdf5ShardWriter *w, Hdf5Chunk *c, int k) {
+    size_t size = (size_t)dataset_bytes[k], row_bytes = w->width[k] * size;
+    size_t full = w->chunk_rows * row_bytes;
+    memset(c->data[k] + c->rows * row_bytes, 0, full - c->rows * row_bytes);
+    const unsigned char *data = c->data[k];
+    if (size > 1) {
+        shuffle_bytes(c->data[k], c->shuffled, full / size, size);
+        data = c->shuffled;
+    }
+    return libdeflate_zlib_compress(c->deflater, data, full, c->compressed, c->compressed_cap);
+}
+
+int hdf5_shard_store_chunk(Hdf5ShardWriter *w, Hdf5Chunk *c, size_t chunk_index, BertError *err) {
+    if (c->rows == 0) return 0;
+    size_t first = chunk_index * w->chunk_rows;
+    if (first + c->rows > w->n_instances || (c->rows < w->chunk_rows && first + c->rows != w->n_instances))
+        return bert_fail(err, "%s: chunk %zu of %zu rows does not fit %zu rows", w->path, chunk_index,
+                         c->rows, w->n_instances);
+    hsize_t offset[2] = {first, 0};
+    int rc = 0;
+    for (int k = 0; k < DS_COUNT && rc == 0; k++) {
+        size_t csize = filter_dataset(w, c, k);
+        if (csize == 0) return bert_fail(err, "deflate failed on %s", dataset_name[k]);
+        /* Filters ran on this thread; only the file write is serialised. */
+#pragma omp critical(bert_hdf5_write)
+        if (H5Dwrite_chunk(w->dataset[k], H5P_DEFAULT, 0, offset, csize, c->compressed) < 0)
+            rc = bert_fail(err, "cannot write %s to %s (disk full?)", dataset_name[k], w->tmp_path);
+    }
+#pragma omp atomic
+    w->rows_stored += c->rows;
+    c->rows = 0;
+    return rc;
+}
+
+int hdf5_shard_append(Hdf5ShardWriter *w, const Instance *inst, BertError *err) {
+    if (w->rows_appended >= w->n_instances)
+        return bert_fail(err, "%s: more rows than the %zu announced", w->path, w->n_instances);
+    if (hdf5_chunk_add(w, w->own, inst, err) != 0) return -1;
+    w->rows_appended++;
+    if (w->own->rows < w->chunk_rows) return 0;
+    return hdf5_shard_store_chunk(w, w->own, (w->rows_appended - 1) / w->chunk_rows, err);
+}
+
+int hdf5_shard_finish(Hdf5ShardWriter *w, BertError *err) {
+    int rc = w->own->rows ? hdf5_shard_store_chunk(w, w->own, w->rows_appended / w->chunk_rows, err) : 0;
+    if (rc == 0 && w->rows_stored != w->n_instances)
+        rc = bert_fail(err, "%s: %zu rows written of %zu announced", w->path, w->rows_stored, w->n_instances);
+    if (rc != 0) {
+        hdf5_shard_abort(w);
+        return -1;
+    }
+    int bad = 0;
+    for (int k = 0; k < DS_COUNT; k++) {
+        if (H5Dclose(w->dataset[k]) < 0) bad = 1;
+        w->dataset[k] = -1;
+    }
+    if (H5Fclose(w->file) < 0) bad = 1;
+    w->file = -1;
+    if (bad) {
+        bert_fail(err, "cannot finish writing %s (disk full?)", w->tmp_path);
+        hdf5_shard_abort(w);
+        return -1;
+    }
+    rc = atomic_publish(w->tmp_path, w->path, err);
+    writer_free(w);
+    return rc;
+}
+
+void hdf5_shard_abort(Hdf5ShardWriter *w) {
+    if (!w) return;
+    close_handles(w);
+    unlink(w->tmp_path);
+    writer_free(w);
+}
+
+bool hdf5_library_threadsafe(void) {
+    hbool_t safe = 0;
+    return H5is_library_threadsafe(&safe) >= 0 && safe;
+}
+
+/* ---- Loading ----------------------------------------------------------------------- */
+
+/* Reads dataset `name` into a new buffer of n_rows x width values of `bytes` each
+ * (4: int32, 1: int8), checking its rank and shape. n_rows may be set (-1: take it). */
+static void *load_dataset(hid_t file, const char *path, const char *name, int rank,
+                          size_t *n_rows, size_t *width, int bytes, BertError *err) {
+    void *buf = NULL;
+    hid_t ds = H5Dopen2(file, name, H5P_DEFAULT), space = -1, type = -1;
+    hsize_t dims[2] = {0, 1};
+    if (ds < 0) { bert_fail(err, "%s: no dataset %s", path, name); goto done; }
+    space = H5Dget_space(ds);
+    type = H5Dget_type(ds);
+    if (H5Sget_simple_extent_ndims(space) != rank || H5Tget_class(type) != H5T_INTEGER) {
+        bert_fail(err, "%s: %s should be a rank-%d integer dataset", path, name, rank);
+        goto done;
+    }
+    H5Sget_simple_extent_dims(space, dims, NULL);
+    if (*n_rows != (size_t)-1 && dims[0] != *n_rows) {
+        bert_fail(err, "%s: %s has %llu rows, input_ids has %zu", path, name,
+                  (unsigned long long)dims[0], *n_rows);
+        goto done;
+    }
+    *n_rows = dims[0];
+    *width = rank == 2 ? dims[1] : 1;
+    buf = xmalloc((*n_rows * *width + 1) * (size_t)bytes);
+    hid_t mem = bytes == 4 ? H5T_NATIVE_INT32 : H5T_NATIVE_INT8;
+    if (*n_rows && H5Dread(ds, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) {
+        bert_fail(err, "%s: cannot read %s (corrupt file?)", path, name);
+        free(buf);
+        buf = NULL;
+    }
+done:
+    if (type >= 0) H5Tclose(type);
+    if (space >= 0) H5Sclose(space);
+    if (ds >= 0) H5Dclose(ds);
+    return buf;
+}
+
+int hdf5_shard_load(const char *path, PretrainingShard *s, BertError *err) {
+    memset(s, 0, sizeof *s);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    if (access(path, R_OK) != 0) return bert_fail(err, "cannot read %s", path);
+    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (file < 0) return bert_fail(err, "%s is not an HDF5 file", path);
+    size_t n = (size_t)-1, seq = 0, pred = 0, w_mask = 0, w_seg = 0, w_ids = 0, w_nsp = 0;
+    int ok = (s->input_ids = load_dataset(file, path, "input_ids", 2, &n, &seq, 4, err)) &&
+             (s->input_mask = load_dataset(file, path, "input_mask", 2, &n, &w_mask, 1, err)) &&
+             (s->segment_ids = load_dataset(file, path, "segment_ids", 2, &n, &w_seg, 1, err)) &&
+             (s->masked_lm_positions = load_dataset(file, path, "masked_lm_positions", 2, &n, &pred, 4, err)) &&
+             (s->masked_lm_ids = load_dataset(file, path, "masked_lm_ids", 2, &n, &w_ids, 4, err)) &&
+             (s->next_sentence_labels = load_dataset(file, path, "next_sentence_labels", 1, &n, &w_nsp, 1, err));
+    H5Fclose(file);
+    if (ok && (w_mask != seq || w_seg != seq || w_ids != pred)) {
+        bert_fail(err, "%s: datasets disagree on their widths", path);
+        ok = 0;
+    }
+    if (!ok) {
+        pretraining_shard_free(s);
+        return -1;
+    }
+    s->n = n;
+    s->max_seq_length = (int)seq;
+    s->max_predictions_per_seq = (int)pred;
+    return 0;
+}
+
+void pretraining_shard_free(PretrainingShard *s) {
+    free(s->input_ids);
+    free(s->input_mask);
+    free(s->segment_ids);
+    free(s->masked_lm_positions);
+    free(s->masked_lm_ids);
+    free(s->next_sentence_labels);
+    memset(s, 0, sizeof *s);
+}

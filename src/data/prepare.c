@@ -1,0 +1,407 @@
+/* `bert prepare`: format -> shard -> create_pretraining_data, NVIDIA's folder layout. */
+#include "data/prepare.h"
+
+#include <errno.h>
+#include <glob.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "data/corpus.h"
+#include "data/hdf5_shard.h"
+#include "data/progress.h"
+
+PrepareOptions prepare_default_options(void) {
+    PrepareOptions o;
+    memset(&o, 0, sizeof o);
+    o.work_dir = "prepared";
+    o.vocab_file = "data/vocab/bert-base-uncased-vocab.txt";
+    o.do_format = o.do_shard = o.do_hdf5 = true;
+    o.fraction_test_set = 0.1;
+    o.max_shard_mb = 256;
+    o.strip_gutenberg = true;
+    o.base = pretraining_default_options();
+    o.base.dupe_factor = 5; /* bertPrep.py's default */
+    o.phase1_seq_length = 128, o.phase1_predictions = 20;
+    o.phase2_seq_length = 512, o.phase2_predictions = 80;
+    o.max_input_chars_per_word = 200;
+    return o;
+}
+
+void python_float_str(double x, char *out, size_t outlen) {
+    /* repr(float): the shortest digits that read back as the same double. */
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(out, outlen, "%.*g", prec, x);
+        if (strtod(out, NULL) == x) break;
+    }
+    if (!strpbrk(out, ".en")) strncat(out, ".0", outlen - strlen(out) - 1); /* 1 -> "1.0" */
+}
+
+static int make_dirs(const char *path, BertError *err) {
+    char buf[4096];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return bert_fail(err, "path too long: %s", path);
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || *p == 0) {
+            char c = *p;
+            *p = 0;
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST) return bert_fail(err, "cannot create %s: %s", buf, strerror(errno));
+            *p = c;
+            if (!c) break;
+        }
+    }
+    return 0;
+}
+
+/* MPI launchers tell each process its rank in the environment; no MPI library needed. */
+static void rank_from_environment(int *rank, int *size) {
+    const char *pairs[][2] = {{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                              {"PMI_RANK", "PMI_SIZE"}, {"SLURM_PROCID", "SLURM_NTASKS"}};
+    *rank = 0, *size = 1;
+    for (size_t k = 0; k < sizeof pairs / sizeof pairs[0]; k++) {
+        const char *r = getenv(pairs[k][0]), *s = getenv(pairs[k][1]);
+        if (r && s && atoi(s) >= 1) {
+            *rank = atoi(r), *size = atoi(s);
+            return;
+        }
+    }
+}
+
+/* ---- Step 1: formatting ------------------------------------------------------------ */
+
+typedef struct {
+    char path[4096];
+    const char *source;
+    bool wikipedia;
+} FormatJob;
+
+/* NVIDIA's formatted file names; a number is appended when there are several sources. */
+static void formatted_name(const PrepareOptions *o, bool wiki, int k, int n, char *out, size_t len) {
+    const char *stem = wiki ? "wikicorpus_en_one_article_per_line" : "bookscorpus_one_book_per_line";
+    char index[32] = "";
+    if (n > 1) snprintf(index, sizeof index, "_%d", k);
+    snprintf(out, len, "%s/formatted_one_article_per_line/%s%s.txt", o->work_dir, stem, index);
+}
+
+/* Books first, then Wikipedia: the order bertPrep.py gives the sharder for
+ * books_wiki_en_corpus, which decides how documents are dealt to shards. */
+static int list_format_jobs(const PrepareOptions *o, FormatJob *jobs) {
+    int n = 0;
+    for (int k = 0; k < o->n_books; k++, n++) {
+        formatted_name(o, false, k, o->n_books, jobs[n].path, sizeof jobs[n].path);
+        jobs[n].source = o->books[k], jobs[n].wikipedia = false;
+    }
+    for (int k = 0; k < o->n_wikipedia; k++, n++) {
+        formatted_name(o, true, k, o->n_wikipedia, jobs[n].path, sizeof jobs[n].path);
+        jobs[n].source = o->wikipedia[k], jobs[n].wikipedia = true;
+    }
+    return n;
+}
+
+static int run_format(const PrepareOptions *o, const FormatJob *jobs, int n_jobs,
+                      PrepareStats *st, BertError *err) {
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/formatted_one_article_per_line", o->work_dir);
+    if (n_jobs && make_dirs(dir, err) != 0) return -1;
+    int failed = 0;
+    FormatOptions fo = format_default_options();
+    fo.strip_gutenberg = o->strip_gutenberg;
+    fo.progress = !o->quiet && n_jobs == 1;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(n_jobs > 1 ? n_jobs : 1)
+    for (int k = 0; k < n_jobs; k++) {
+        FormatStats fs;
+        BertError e;
+        int rc = jobs[k].wikipedia ? format_wikipedia(jobs[k].source, jobs[k].path, &fo, &fs, &e)
+                                   : format_books(jobs[k].source, jobs[k].path, &fo, &fs, &e);
+#pragma omp critical(prepare_format)
+        {
+            if (rc != 0 && !failed) *err = e, failed = 1;
+            if (rc == 0) {
+                st->documents += fs.documents_written;
+                if (!o->quiet)
+                    fprintf(stderr, "format: %s -> %s: %lld documents, %.1f MB in %.1f s\n", jobs[k].source,
+                            jobs[k].path, fs.documents_written, fs.output_bytes / 1e6, fs.seconds);
+            }
+        }
+    }
+    return failed ? -1 : 0;
+}
+
+/* ---- Step 2: sharding --------------------------------------------------------------- */
+
+/* Documents (non-blank lines) and bytes of the formatted files. */
+static int count_documents(const char *const *files, int n, long long *docs, long long *bytes, BertError *err) {
+    *docs = 0, *bytes = 0;
+    char *buf = xmalloc(1 << 20);
+    for (int k = 0; k < n; k++) {
+        FILE *f = fopen(files[k], "rb");
+        if (!f) { free(buf); return bert_fail(err, "cannot open %s: %s", files[k], strerror(errno)); }
+        bool blank = true;
+        size_t got;
+        while ((got = fread(buf, 1, 1 << 20, f)) > 0) {
+            *bytes += (long long)got;
+            for (size_t i = 0; i < got; i++) {
+                if (buf[i] == '\n') { *docs += !blank; blank = true; }
+                else if (buf[i] != ' ' && buf[i] != '\t' && buf[i] != '\r') blank = false;
+            }
+        }
+        *docs += !blank;
+        fclose(f);
+    }
+    free(buf);
+    return 0;
+}
+
+/* NVIDIA's 256/256 shards unless asked otherwise; fewer for a corpus with fewer
+ * documents, more training shards if one would exceed max_shard_mb. */
+static void choose_shard_counts(const PrepareOptions *o, long long docs, long long bytes, int *n_train, int *n_test) {
+    *n_train = o->n_training_shards > 0 ? o->n_training_shards : 256;
+    *n_test = o->n_test_shards > 0 ? o->n_test_shards : 256;
+    if (o->n_training_shards <= 0 && o->max_shard_mb > 0) {
+        double per_shard = bytes * (1 - o->fraction_test_set) / 1e6 / *n_train;
+        if (per_shard > o->max_shard_mb) *n_train = (int)ceil(*n_train * per_shard / o->max_shard_mb);
+    }
+    if (o->n_training_shards <= 0 && o->n_test_shards <= 0 && docs < *n_train + *n_test) {
+        long long test = llround(docs * o->fraction_test_set);
+        *n_test = (int)(test < 1 ? 1 : test);
+        *n_train = (int)(docs - *n_test < 1 ? 1 : docs - *n_test);
+    }
+}
+
+static void sharded_dir(const PrepareOptions *o, int n_train, int n_test, const char *dataset, char *out, size_t len) {
+    char frac[32];
+    python_float_str(o->fraction_test_set, frac, sizeof frac);
+    snprintf(out, len, "%s/sharded_training_shards_%d_test_shards_%d_fraction_%s/%s", o->work_dir, n_train,
+             n_test, frac, dataset);
+}
+
+/* Without the shard step (e.g. MPI ranks), find the shard counts from the one sharded
+ * folder in the work dir. */
+static int find_existing_shards(const PrepareOptions *o, int *n_train, int *n_test, BertError *err) {
+    if (o->n_training_shards > 0 && o->n_test_shards > 0) {
+        *n_train = o->n_training_shards, *n_test = o->n_test_shards;
+        return 0;
+    }
+    char pattern[4200];
+    snprintf(pattern, sizeof pattern, "%s/sharded_training_shards_*_test_shards_*", o->work_dir);
+    glob_t g;
+    memset(&g, 0, sizeof g);
+    int found = glob(pattern, 0, NULL, &g) == 0 && g.gl_pathc == 1 &&
+                sscanf(g.gl_pathv[0] + strlen(o->work_dir), "/sharded_training_shards_%d_test_shards_%d",
+                       n_train, n_test) == 2;
+    globfree(&g);
+    if (!found)
+        return bert_fail(err, "cannot tell the shard counts: give --n_training_shards and --n_test_shards "
+                              "(there is not exactly one %s)", pattern);
+    return 0;
+}
+
+/* ---- Step 3: create_pretraining_data on every shard ---------------------------------- */
+
+typedef struct {
+    int phase;                /* 0, 1 */
+    bool is_test;
+    int index;
+    char input[4200], output[4200];
+} Hdf5Job;
+
+typedef struct {
+    Progress *progress;
+    double *job_bytes;        /* bytes read so far, per job */
+    size_t *job_documents;    /* documents read so far, per job */
+    int job;
+    int n_jobs;
+} JobProgress;
+
+static void job_progress(void *ctx, const ReadStats *rs) {
+    JobProgress *jp = ctx;
+    double bytes = 0;
+    size_t docs = 0;
+#pragma omp critical(prepare_progress)
+    {
+        jp->job_bytes[jp->job] = (double)rs->bytes;
+        jp->job_documents[jp->job] = rs->documents;
+        for (int k = 0; k < jp->n_jobs; k++) bytes += jp->job_bytes[k], docs += jp->job_documents[k];
+    }
+    progress_update(jp->progress, bytes, docs);
+}
+
+static void hdf5_dir(const PrepareOptions *o, int phase, char *out, size_t len) {
+    char prob[32];
+    python_float_str(o->base.masked_lm_prob, prob, sizeof prob);
+    int seq = phase == 0 ? o->phase1_seq_length : o->phase2_seq_length;
+    int pred = phase == 0 ? o->phase1_predictions : o->phase2_predictions;
+    snprintf(out, len, "%s/hdf5_lower_case_%d_seq_len_%d_max_pred_%d_masked_lm_prob_%s_random_seed_%lld_dupe_factor_%d",
+             o->work_dir, o->base.do_lower_case ? 1 : 0, seq, pred, prob, (long long)o->base.random_seed,
+             o->base.dupe_factor);
+}
+
+static Tokenizer *make_tokenizer(const PrepareOptions *o, Vocab **vocab, BertError *err) {
+    if (vocab_load(vocab, o->vocab_file, err) != 0) return NULL;
+    TokenizerOptions topt = tokenizer_default_options();
+    topt.do_lower_case = o->base.do_lower_case;
+    topt.max_input_chars_per_word = o->max_input_chars_per_word;
+    Tokenizer *tok = tokenizer_new(*vocab, &topt);
+    if (!tok) {
+        bert_fail(err, "%s has no [UNK] token", o->vocab_file);
+        vocab_free(*vocab);
+    }
+    return tok;
+}
+
+/* Lists this rank's jobs: every phase x (training shards, then test shards). */
+static int list_hdf5_jobs(const PrepareOptions *o, const char *shard_dir, const char *dataset, int n_train,
+                          int n_test, int rank, int world, PrepareStats *st, Hdf5Job **out, BertError *err) {
+    int n_phases = o->phase2_seq_length > 0 ? 2 : 1, all = 0, n = 0;
+    Hdf5Job *jobs = xcalloc((size_t)(n_phases * (n_train + n_test)), sizeof *jobs);
+    ShardOptions so = shard_default_options();
+    so.output_dir = shard_dir, so.output_name_prefix = dataset;
+    for (int phase = 0; phase < n_phases; phase++) {
+        char dir[4200];
+        hdf5_dir(o, phase, st->hdf5_dir[phase], sizeof st->hdf5_dir[phase]);
+        snprintf(dir, sizeof dir, "%s/%s", st->hdf5_dir[phase], dataset);
+        if (make_dirs(dir, err) != 0) { free(jobs); return -1; }
+        for (int t = 0; t < n_train + n_test; t++, all++) {
+            if (all % world != rank) continue;
+            Hdf5Job *j = &jobs[n++];
+            j->phase = phase, j->is_test = t >= n_train, j->index = j->is_test ? t - n_train : t;
+            shard_path(&so, j->is_test, j->index, j->input, sizeof j->input);
+            if (snprintf(j->output, sizeof j->output, "%s/%s_%s_%d.hdf5", dir, dataset,
+                         j->is_test ? "test" : "training", j->index) >= (int)sizeof j->output) {
+                free(jobs);
+                return bert_fail(err, "output path too long under %s", dir);
+            }
+        }
+    }
+    *out = jobs;
+    return n;
+}
+
+static int run_hdf5(const PrepareOptions *o, const char *shard_dir, const char *dataset, int n_train,
+                    int n_test, PrepareStats *st, BertError *err) {
+    int rank = o->rank, world = o->world_size;
+    if (world <= 0) rank_from_environment(&rank, &world);
+    if (rank < 0 || rank >= world) return bert_fail(err, "rank %d is outside [0, %d)", rank, world);
+    Hdf5Job *jobs;
+    int n_jobs = list_hdf5_jobs(o, shard_dir, dataset, n_train, n_test, rank, world, st, &jobs, err);
+    if (n_jobs < 0) return -1;
+    Vocab *vocab;
+    Tokenizer *tok = make_tokenizer(o, &vocab, err);
+    if (!tok) { free(jobs); return -1; }
+    double total = 0;
+    for (int k = 0; k < n_jobs; k++) {
+        struct stat sb;
+        if (stat(jobs[k].input, &sb) == 0) total += (double)sb.st_size;
+    }
+    Progress progress;
+    progress_init(&progress, "create_pretraining_data", total, o->quiet);
+    double *job_bytes = xcalloc((size_t)n_jobs + 1, sizeof *job_bytes);
+    size_t *job_documents = xcalloc((size_t)n_jobs + 1, sizeof *job_documents);
+    int failed = 0;
+    if (!o->quiet && world > 1) fprintf(stderr, "rank %d of %d: %d of the shard jobs\n", rank, world, n_jobs);
+    int threads = o->threads > 0 ? o->threads : omp_get_max_threads();
+    if (threads > 1 && !hdf5_library_threadsafe()) {
+        if (!o->quiet) fprintf(stderr, "prepare: libhdf5 is not thread-safe here; writing one shard at a time\n");
+        threads = 1;
+    }
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+    for (int k = 0; k < n_jobs; k++) {
+        if (failed) continue;
+        const Hdf5Job *j = &jobs[k];
+        PretrainingOptions po = o->base;
+        po.max_seq_length = j->phase == 0 ? o->phase1_seq_length : o->phase2_seq_length;
+        po.max_predictions_per_seq = j->phase == 0 ? o->phase1_predictions : o->phase2_predictions;
+        JobProgress jp = {&progress, job_bytes, job_documents, k, n_jobs};
+        PretrainingStats ps;
+        BertError e;
+        int rc = create_pretraining_data(&po, j->input, j->output, tok, &ps, job_progress, &jp, &e);
+        struct stat sb;
+#pragma omp critical(prepare_hdf5)
+        {
+            if (rc != 0 && !failed) *err = e, failed = 1;
+            if (rc == 0) {
+                st->instances[j->phase] += (long long)ps.instances;
+                if (stat(j->output, &sb) == 0) st->hdf5_bytes[j->phase] += sb.st_size;
+                st->jobs_done++;
+            }
+        }
+    }
+    progress_done(&progress);
+    free(job_bytes);
+    free(job_documents);
+    free(jobs);
+    tokenizer_free(tok);
+    vocab_free(vocab);
+    return failed ? -1 : 0;
+}
+
+/* ---- The chain ---------------------------------------------------------------------- */
+
+static const char *dataset_name(const PrepareOptions *o) {
+    if (o->dataset) return o->dataset;
+    if (o->n_wikipedia && o->n_books) return "books_wiki_en_corpus";
+    if (o->n_wikipedia) return "wikicorpus_en";
+    if (o->n_books) return "bookscorpus";
+    return "corpus";
+}
+
+static int check_prepare_options(const PrepareOptions *o, BertError *err) {
+    if (o->n_wikipedia + o->n_books + o->n_formatted == 0)
+        return bert_fail(err, "no corpus: give --wikipedia, --books or --formatted");
+    PretrainingOptions p = o->base;
+    p.max_seq_length = o->phase1_seq_length, p.max_predictions_per_seq = o->phase1_predictions;
+    if (pretraining_check_options(&p, err) != 0) return -1;
+    p.max_seq_length = o->phase2_seq_length, p.max_predictions_per_seq = o->phase2_predictions;
+    if (o->phase2_seq_length > 0 && pretraining_check_options(&p, err) != 0) return -1;
+    if (!(o->fraction_test_set >= 0 && o->fraction_test_set < 1))
+        return bert_fail(err, "--fraction_test_set must be in [0, 1), got %g", o->fraction_test_set);
+    return 0;
+}
+
+int prepare_run(const PrepareOptions *o, PrepareStats *st, BertError *err) {
+    memset(st, 0, sizeof *st);
+    if (check_prepare_options(o, err) != 0) return -1;
+    const char *dataset = dataset_name(o);
+    FormatJob *fjobs = xcalloc(PREPARE_MAX_SOURCES * 2, sizeof *fjobs);
+    int n_fjobs = list_format_jobs(o, fjobs), rc = 0;
+    const char *formatted[PREPARE_MAX_SOURCES * 3];
+    int n_formatted = 0;
+    for (int k = 0; k < n_fjobs; k++) formatted[n_formatted++] = fjobs[k].path;
+    for (int k = 0; k < o->n_formatted; k++) formatted[n_formatted++] = o->formatted[k];
+
+    double t0 = now_seconds();
+    if (o->do_format) rc = run_format(o, fjobs, n_fjobs, st, err);
+    double t1 = now_seconds();
+    int n_train = 0, n_test = 0;
+    char shard_dir[4400];
+    if (rc == 0 && o->do_shard) {
+        long long docs, bytes;
+        rc = count_documents(formatted, n_formatted, &docs, &bytes, err);
+        if (rc == 0) {
+            choose_shard_counts(o, docs, bytes, &n_train, &n_test);
+            sharded_dir(o, n_train, n_test, dataset, shard_dir, sizeof shard_dir);
+            ShardOptions so = shard_default_options();
+            so.input_files = formatted, so.n_input_files = n_formatted;
+            so.output_dir = shard_dir, so.output_name_prefix = dataset;
+            so.n_training_shards = n_train, so.n_test_shards = n_test;
+            so.fraction_test_set = o->fraction_test_set;
+            so.n_threads = o->threads, so.progress = !o->quiet;
+            ShardStats ss;
+            rc = shard_corpus(&so, &ss, err);
+            st->documents = ss.documents, st->sentences = ss.sentences;
+            st->formatted_bytes = ss.input_bytes, st->shard_bytes = ss.output_bytes;
+        }
+    } else if (rc == 0 && o->do_hdf5) {
+        rc = find_existing_shards(o, &n_train, &n_test, err);
+        if (rc == 0) sharded_dir(o, n_train, n_test, dataset, shard_dir, sizeof shard_dir);
+    }
+    st->n_training_shards = n_train, st->n_test_shards = n_test;
+    double t2 = now_seconds();
+    if (rc == 0 && o->do_hdf5) rc = run_hdf5(o, shard_dir, dataset, n_train, n_test, st, err);
+    st->seconds_format = t1 - t0, st->seconds_shard = t2 - t1, st->seconds_hdf5 = now_seconds() - t2;
+    free(fjobs);
+    return rc;
+}

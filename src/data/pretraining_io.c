@@ -1,0 +1,548 @@
+/* create_pretraining_data around the algorithm: reading and tokenizing the input as
+ * the reference does, spooling instances to disk, the final shuffle, the HDF5 shard. */
+#include "data/pretraining.h"
+
+#include <errno.h>
+#include <glob.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "data/hdf5_shard.h"
+
+/* ---- Reading lines as Python's text mode does ---------------------------------------- */
+
+typedef struct {
+    FILE *fp;
+    char *buf;
+    size_t len, pos, cap;
+    bool eof;
+    bool skip_lf;   /* the previous line ended in \r: a following \n belongs to it */
+    size_t total;   /* bytes read from the file */
+} LineReader;
+
+/* Makes sure buf[pos..len) holds at least `want` bytes unless the file ends first. */
+static int reader_fill(LineReader *r, size_t want, const char *path, BertError *err) {
+    if (r->len - r->pos >= want || r->eof) return 0;
+    if (r->pos > 0) {
+        memmove(r->buf, r->buf + r->pos, r->len - r->pos);
+        r->len -= r->pos;
+        r->pos = 0;
+    }
+    while (r->len - r->pos < want && !r->eof) {
+        if (r->len == r->cap) { r->cap *= 2; r->buf = xrealloc(r->buf, r->cap); }
+        size_t got = fread(r->buf + r->len, 1, r->cap - r->len, r->fp);
+        r->len += got;
+        r->total += got;
+        if (got == 0) {
+            if (ferror(r->fp)) return bert_fail(err, "error reading %s: %s", path, strerror(errno));
+            r->eof = true;
+        }
+    }
+    return 0;
+}
+
+/* Next line without its terminator (\n, \r\n or \r, Python's universal newlines).
+ * Returns 1 with the line and its length set, 0 at end of file, -1 on a read error. The line stays
+ * valid until the next call. */
+static int reader_next(LineReader *r, const char **line, size_t *n, const char *path, BertError *err) {
+    size_t scanned = 0;
+    for (;;) {
+        if (reader_fill(r, scanned + 2, path, err) != 0) return -1;
+        if (r->skip_lf && r->pos < r->len) {
+            if (r->buf[r->pos] == '\n') r->pos++;
+            r->skip_lf = false;
+            continue;
+        }
+        char *start = r->buf + r->pos;
+        size_t avail = r->len - r->pos;
+        char *end = NULL;
+        for (size_t k = scanned; k < avail; k++)
+            if (start[k] == '\n' || start[k] == '\r') { end = start + k; break; }
+        if (end) {
+            *line = start;
+            *n = (size_t)(end - start);
+            r->skip_lf = *end == '\r';
+            r->pos += *n + 1;
+            return 1;
+        }
+        if (r->eof) {
+            if (avail == 0) return 0;
+            *line = start;
+            *n = avail;
+            r->pos = r->len;
+            return 1;
+        }
+        scanned = avail;
+        if (reader_fill(r, avail + 1, path, err) != 0) return -1;
+    }
+}
+
+/* ---- Python's str.strip() emptiness ------------------------------------------------- */
+
+/* Code points for which Python's str.isspace() is true. */
+static bool python_isspace(uint32_t c) {
+    return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 ||
+           c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 ||
+           c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+/* Decodes one UTF-8 sequence at s (n bytes left); returns its length, or 0 if invalid. */
+static size_t utf8_decode(const unsigned char *s, size_t n, uint32_t *cp) {
+    if (s[0] < 0x80) { *cp = s[0]; return 1; }
+    size_t len = s[0] >= 0xF0 ? 4 : s[0] >= 0xE0 ? 3 : s[0] >= 0xC2 ? 2 : 0;
+    if (len == 0 || len > n || s[0] > 0xF4) return 0;
+    uint32_t c = s[0] & (0x7F >> len);
+    for (size_t k = 1; k < len; k++) {
+        if ((s[k] & 0xC0) != 0x80) return 0;
+        c = (c << 6) | (s[k] & 0x3F);
+    }
+    static const uint32_t min_for_len[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (c < min_for_len[len] || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return 0;
+    *cp = c;
+    return len;
+}
+
+/* The reference's `if not line.strip()`: a document boundary. */
+static bool line_is_blank(const char *text, size_t n) {
+    const unsigned char *s = (const unsigned char *)text;
+    for (size_t i = 0; i < n;) {
+        uint32_t c;
+        size_t len = utf8_decode(s + i, n - i, &c);
+        if (len == 0 || !python_isspace(c)) return false;
+        i += len;
+    }
+    return true;
+}
+
+/* ---- Batched, parallel tokenization ------------------------------------------------- */
+
+#define BATCH_BYTES (4u << 20)
+#define BATCH_LINES 65536
+
+typedef struct {
+    char *text;                 /* the batch's lines, back to back */
+    size_t text_len, text_cap;
+    size_t *line_start;         /* line k = text[line_start[k], line_start[k+1]) */
+    size_t n_lines;
+    int32_t *ids;               /* per line: ids[id_start[k] .. id_start[k] + id_count[k]) */
+    size_t ids_cap;
+    size_t *id_start, *id_count;
+    bool *blank;
+    long *invalid;
+    long broken_line;           /* 1 + a line that broke the ids <= bytes invariant */
+} LineBatch;
+
+static void batch_init(LineBatch *b) {
+    memset(b, 0, sizeof *b);
+    b->text_cap = BATCH_BYTES + 4096;
+    b->text = xmalloc(b->text_cap);
+    b->line_start = xmalloc((BATCH_LINES + 1) * sizeof *b->line_start);
+    b->id_start = xmalloc(BATCH_LINES * sizeof *b->id_start);
+    b->id_count = xmalloc(BATCH_LINES * sizeof *b->id_count);
+    b->blank = xmalloc(BATCH_LINES * sizeof *b->blank);
+    b->invalid = xmalloc(BATCH_LINES * sizeof *b->invalid);
+}
+
+static void batch_free(LineBatch *b) {
+    free(b->text);
+    free(b->line_start);
+    free(b->ids);
+    free(b->id_start);
+    free(b->id_count);
+    free(b->blank);
+    free(b->invalid);
+}
+
+static void batch_add(LineBatch *b, const char *line, size_t n) {
+    if (b->text_len + n > b->text_cap) {
+        while (b->text_len + n > b->text_cap) b->text_cap *= 2;
+        b->text = xrealloc(b->text, b->text_cap);
+    }
+    b->line_start[b->n_lines] = b->text_len;
+    memcpy(b->text + b->text_len, line, n);
+    b->text_len += n;
+    b->n_lines++;
+    b->line_start[b->n_lines] = b->text_len;
+}
+
+/* Tokenizes every line of the batch. A line never yields more ids than it has bytes
+ * (every WordPiece covers at least one byte, an [UNK] a whole word), so each line's
+ * ids get a slot of its byte length and the lines can run in parallel. */
+static void batch_tokenize(LineBatch *b, const Tokenizer *tok) {
+    if (b->text_len + 1 > b->ids_cap) { /* kept across batches: no fresh pages to fault in */
+        free(b->ids);
+        b->ids_cap = b->text_len + 1;
+        b->ids = xmalloc(b->ids_cap * sizeof *b->ids);
+    }
+    b->broken_line = 0;
+    long n_lines = (long)b->n_lines;
+#pragma omp parallel if (!omp_in_parallel() && n_lines > 64)
+    {
+        TokenList list;
+        token_list_init(&list);
+#pragma omp for schedule(dynamic, 64)
+        for (long k = 0; k < n_lines; k++) {
+            const char *line = b->text + b->line_start[k];
+            size_t len = b->line_start[k + 1] - b->line_start[k];
+            b->id_start[k] = b->line_start[k];
+            b->blank[k] = line_is_blank(line, len);
+            b->id_count[k] = 0;
+            b->invalid[k] = 0;
+            if (b->blank[k]) continue;
+            tokenize(tok, line, len, &list);
+            b->invalid[k] = list.invalid_utf8;
+            if ((size_t)list.n > len) { /* impossible by the tokenizer's contract */
+#pragma omp atomic write
+                b->broken_line = k + 1;
+                continue;
+            }
+            for (int t = 0; t < list.n; t++) b->ids[b->id_start[k] + (size_t)t] = list.tokens[t].id;
+            b->id_count[k] = (size_t)list.n;
+        }
+        token_list_free(&list);
+    }
+}
+
+static void batch_commit(LineBatch *b, DocumentSet *d, ReadStats *stats) {
+    for (size_t k = 0; k < b->n_lines; k++) {
+        if (b->blank[k]) documents_break(d);
+        else documents_add_sentence(d, b->ids + b->id_start[k], b->id_count[k]);
+        stats->invalid_utf8 += b->invalid[k];
+    }
+    stats->lines += b->n_lines;
+    stats->documents = d->n_documents;
+    stats->bytes += b->text_len + b->n_lines; /* + terminators; made exact per file */
+    b->n_lines = 0;
+    b->text_len = 0;
+}
+
+int documents_read_text(DocumentSet *d, const char *path, const Tokenizer *tok,
+                        ReadStats *stats, ReadProgress progress, void *progress_ctx,
+                        BertError *err) {
+    LineReader r = {.cap = 1 << 20};
+    r.fp = fopen(path, "rb");
+    if (!r.fp) return bert_fail(err, "cannot open %s: %s", path, strerror(errno));
+    r.buf = xmalloc(r.cap);
+    LineBatch batch;
+    batch_init(&batch);
+    size_t bytes_before = stats->bytes;
+    int rc = 0;
+    const char *line;
+    size_t n;
+    for (;;) {
+        int got = reader_next(&r, &line, &n, path, err);
+        if (got < 0) { rc = -1; break; }
+        if (got == 1) batch_add(&batch, line, n);
+        if (batch.n_lines > 0 && (got == 0 || batch.n_lines == BATCH_LINES || batch.text_len >= BATCH_BYTES)) {
+            batch_tokenize(&batch, tok);
+            if (batch.broken_line) {
+                rc = bert_fail(err, "%s: line %zu gave more tokens than bytes (tokenizer bug)",
+                               path, stats->lines + (size_t)batch.broken_line);
+                break;
+            }
+            batch_commit(&batch, d, stats);
+            if (progress) progress(progress_ctx, stats);
+        }
+        if (got == 0) break;
+    }
+    stats->files++;
+    stats->bytes = bytes_before + r.total;
+    batch_free(&batch);
+    free(r.buf);
+    fclose(r.fp);
+    return rc;
+}
+
+int expand_input_patterns(const char *patterns, char ***files, int *n_files, BertError *err) {
+    *files = NULL;
+    *n_files = 0;
+    char *copy = xstrdup(patterns), *save = NULL;
+    int rc = 0;
+    for (char *pat = strtok_r(copy, ",", &save); pat; pat = strtok_r(NULL, ",", &save)) {
+        glob_t g;
+        int grc = glob(pat, 0, NULL, &g);
+        if (grc != 0) {
+            rc = bert_fail(err, "input file %s: %s", pat, grc == GLOB_NOMATCH ? "no such file" : "cannot expand");
+            if (grc != GLOB_NOMATCH) globfree(&g);
+            break;
+        }
+        *files = xrealloc(*files, (size_t)(*n_files + (int)g.gl_pathc) * sizeof **files);
+        for (size_t k = 0; k < g.gl_pathc; k++) (*files)[(*n_files)++] = xstrdup(g.gl_pathv[k]);
+        globfree(&g);
+    }
+    free(copy);
+    if (rc == 0 && *n_files == 0) rc = bert_fail(err, "no input files in \"%s\"", patterns);
+    if (rc != 0) {
+        for (int k = 0; k < *n_files; k++) free((*files)[k]);
+        free(*files);
+        *files = NULL;
+        *n_files = 0;
+    }
+    return rc;
+}
+
+/* ---- The spool: instances on disk in creation order ---------------------------------- */
+
+/* Record: int32 {n_tokens, n_segment_a, is_random_next, n_masked}, then the n_tokens
+ * ids, n_masked positions and n_masked label ids, as uint16 when every id fits (any
+ * vocabulary of at most 65536 tokens; positions always fit) and int32 otherwise. The
+ * file is unlinked as soon as it is created, so it vanishes with the process whatever
+ * happens. */
+typedef struct {
+    FILE *fp;
+    bool narrow;          /* uint16 payload */
+    int64_t *offset;      /* offset[k] = start of record k; offset[n] = end */
+    size_t n, cap;
+    unsigned char *record;/* scratch for one record */
+} Spool;
+
+static size_t record_capacity(int seq, int pred) { return (size_t)(4 + seq + 2 * pred) * 4; }
+
+static int spool_open(Spool *s, const char *near_path, int seq, int pred, int vocab_size, BertError *err) {
+    memset(s, 0, sizeof *s);
+    char tmpl[4200];
+    snprintf(tmpl, sizeof tmpl, "%s.spool.XXXXXX", near_path);
+    int fd = mkstemp(tmpl);
+    if (fd < 0) return bert_fail(err, "cannot create a temporary file next to %s: %s", near_path, strerror(errno));
+    unlink(tmpl);
+    s->fp = fdopen(fd, "w+b");
+    if (!s->fp) { close(fd); return bert_fail(err, "cannot open temporary file: %s", strerror(errno)); }
+    setvbuf(s->fp, NULL, _IOFBF, 1 << 20);
+    s->narrow = vocab_size <= 65536;
+    s->cap = 1024;
+    s->offset = xmalloc(s->cap * sizeof *s->offset);
+    s->offset[0] = 0;
+    s->record = xmalloc(record_capacity(seq, pred));
+    return 0;
+}
+
+static void spool_close(Spool *s) {
+    if (s->fp) fclose(s->fp);
+    free(s->offset);
+    free(s->record);
+    memset(s, 0, sizeof *s);
+}
+
+static unsigned char *put_values(unsigned char *p, const int32_t *v, int n, bool narrow) {
+    if (!narrow) {
+        memcpy(p, v, (size_t)n * 4);
+        return p + (size_t)n * 4;
+    }
+    uint16_t *q = (uint16_t *)p;
+    for (int k = 0; k < n; k++) q[k] = (uint16_t)v[k];
+    return p + (size_t)n * 2;
+}
+
+static const unsigned char *get_values(const unsigned char *p, int32_t *v, int n, bool narrow) {
+    if (!narrow) {
+        memcpy(v, p, (size_t)n * 4);
+        return p + (size_t)n * 4;
+    }
+    const uint16_t *q = (const uint16_t *)p;
+    for (int k = 0; k < n; k++) v[k] = q[k];
+    return p + (size_t)n * 2;
+}
+
+static int spool_sink(void *ctx, const Instance *in, BertError *err) {
+    Spool *s = ctx;
+    int32_t head[4] = {in->n_tokens, in->n_segment_a, in->is_random_next, in->n_masked};
+    unsigned char *p = s->record;
+    memcpy(p, head, sizeof head);
+    p = put_values(p + sizeof head, in->input_ids, in->n_tokens, s->narrow);
+    p = put_values(p, in->masked_positions, in->n_masked, s->narrow);
+    p = put_values(p, in->masked_ids, in->n_masked, s->narrow);
+    size_t bytes = (size_t)(p - s->record);
+    if (fwrite(s->record, 1, bytes, s->fp) != bytes)
+        return bert_fail(err, "cannot write the instance spool: %s (disk full?)", strerror(errno));
+    if (s->n + 2 > s->cap) {
+        s->cap *= 2;
+        s->offset = xrealloc(s->offset, s->cap * sizeof *s->offset);
+    }
+    s->offset[s->n + 1] = s->offset[s->n] + (int64_t)bytes;
+    s->n++;
+    return 0;
+}
+
+/* Reads record k into in, using rec (record_capacity bytes) as scratch; pread makes it
+ * safe from several threads at once. */
+static int spool_read(const Spool *s, size_t k, Instance *in, unsigned char *rec, BertError *err) {
+    size_t bytes = (size_t)(s->offset[k + 1] - s->offset[k]);
+    ssize_t got = pread(fileno(s->fp), rec, bytes, (off_t)s->offset[k]);
+    if (got != (ssize_t)bytes) return bert_fail(err, "cannot read back the instance spool");
+    int32_t head[4];
+    memcpy(head, rec, sizeof head);
+    in->n_tokens = head[0], in->n_segment_a = head[1], in->is_random_next = head[2], in->n_masked = head[3];
+    const unsigned char *p = get_values(rec + sizeof head, in->input_ids, in->n_tokens, s->narrow);
+    p = get_values(p, in->masked_positions, in->n_masked, s->narrow);
+    get_values(p, in->masked_ids, in->n_masked, s->narrow);
+    return 0;
+}
+
+/* ---- create_pretraining_data --------------------------------------------------------- */
+
+static int read_inputs(DocumentSet *docs, const char *input_files, const Tokenizer *tok,
+                       PretrainingStats *st, ReadProgress progress, void *ctx, BertError *err) {
+    char **files;
+    int n_files;
+    if (expand_input_patterns(input_files, &files, &n_files, err) != 0) return -1;
+    int rc = 0;
+    for (int k = 0; k < n_files && rc == 0; k++)
+        rc = documents_read_text(docs, files[k], tok, &st->read, progress, ctx, err);
+    for (int k = 0; k < n_files; k++) free(files[k]);
+    free(files);
+    return rc;
+}
+
+/* Splits "a.hdf5,b.hdf5" into its paths (the reference's --output_file list). */
+static char **split_outputs(const char *output_file, int *n) {
+    char *copy = xstrdup(output_file), *save = NULL;
+    char **paths = NULL;
+    *n = 0;
+    for (char *p = strtok_r(copy, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+        paths = xrealloc(paths, (size_t)(*n + 1) * sizeof *paths);
+        paths[(*n)++] = xstrdup(p);
+    }
+    free(copy);
+    return paths;
+}
+
+typedef struct {
+    Instance in;
+    unsigned char *record;
+} RowScratch;
+
+static void row_scratch_init(RowScratch *r, const PretrainingOptions *opt) {
+    size_t seq = (size_t)opt->max_seq_length, pred = (size_t)opt->max_predictions_per_seq;
+    r->in.input_ids = xmalloc(seq * 4);
+    r->in.masked_positions = xmalloc(pred * 4);
+    r->in.masked_ids = xmalloc(pred * 4);
+    r->record = xmalloc(record_capacity((int)seq, (int)pred));
+}
+
+static void row_scratch_free(RowScratch *r) {
+    free(r->in.input_ids);
+    free(r->in.masked_positions);
+    free(r->in.masked_ids);
+    free(r->record);
+}
+
+/* One output file written by every thread: chunk c holds output rows
+ * [c * chunk_rows, ...), i.e. spool records perm[row]; threads take whole chunks. */
+static int write_one_parallel(const Spool *spool, const uint32_t *perm, const PretrainingOptions *opt,
+                              Hdf5ShardWriter *w, BertError *err) {
+    size_t rows = hdf5_shard_chunk_rows(w), n_chunks = (spool->n + rows - 1) / rows;
+    int failed = 0;
+#pragma omp parallel
+    {
+        RowScratch rs;
+        row_scratch_init(&rs, opt);
+        Hdf5Chunk *chunk = hdf5_chunk_new(w);
+        BertError e;
+#pragma omp for schedule(dynamic, 1)
+        for (size_t c = 0; c < n_chunks; c++) {
+            int rc = 0, stop;
+#pragma omp atomic read
+            stop = failed;
+            if (stop) continue;
+            for (size_t k = c * rows; rc == 0 && k < spool->n && k < (c + 1) * rows; k++) {
+                rc = spool_read(spool, perm[k], &rs.in, rs.record, &e);
+                if (rc == 0) rc = hdf5_chunk_add(w, chunk, &rs.in, &e);
+            }
+            if (rc == 0) rc = hdf5_shard_store_chunk(w, chunk, c, &e);
+            if (rc != 0) {
+#pragma omp critical(bert_write_error)
+                if (!failed) *err = e, failed = 1;
+            }
+        }
+        hdf5_chunk_free(chunk);
+        row_scratch_free(&rs);
+    }
+    return failed ? -1 : 0;
+}
+
+/* Rows in output order dealt round-robin over n_out writers, as the reference's
+ * writer_index does. */
+static int write_round_robin(const Spool *spool, const uint32_t *perm, const PretrainingOptions *opt,
+                             Hdf5ShardWriter **w, int n_out, BertError *err) {
+    RowScratch rs;
+    row_scratch_init(&rs, opt);
+    int rc = 0;
+    for (size_t k = 0; rc == 0 && k < spool->n; k++) {
+        rc = spool_read(spool, perm[k], &rs.in, rs.record, err);
+        if (rc == 0) rc = hdf5_shard_append(w[k % (size_t)n_out], &rs.in, err);
+    }
+    row_scratch_free(&rs);
+    return rc;
+}
+
+/* The reference's final rng.shuffle(instances), then the rows in that order into the
+ * output file(s). One output is written by all threads (outside a parallel region). */
+static int write_shuffled(Spool *spool, PyRandom *rng, const PretrainingOptions *opt,
+                          const char *output_file, BertError *err) {
+    if (fflush(spool->fp) != 0) return bert_fail(err, "cannot write the instance spool (disk full?)");
+    uint32_t *perm = xmalloc((spool->n ? spool->n : 1) * sizeof *perm);
+    for (size_t k = 0; k < spool->n; k++) perm[k] = (uint32_t)k;
+    pyrandom_shuffle(rng, perm, spool->n, sizeof *perm);
+    int n_out, opened = 0, rc = 0;
+    char **paths = split_outputs(output_file, &n_out);
+    Hdf5ShardWriter **w = xcalloc((size_t)(n_out ? n_out : 1), sizeof *w);
+    if (n_out == 0) rc = bert_fail(err, "no output file given");
+    for (; rc == 0 && opened < n_out; opened++) {
+        size_t rows = spool->n / (size_t)n_out + ((size_t)opened < spool->n % (size_t)n_out);
+        rc = hdf5_shard_create(&w[opened], paths[opened], rows, opt->max_seq_length,
+                               opt->max_predictions_per_seq, err);
+        if (rc != 0) break;
+    }
+    if (rc == 0 && n_out == 1 && !omp_in_parallel() && omp_get_max_threads() > 1)
+        rc = write_one_parallel(spool, perm, opt, w[0], err);
+    else if (rc == 0)
+        rc = write_round_robin(spool, perm, opt, w, n_out, err);
+    for (int k = 0; k < opened; k++) {
+        if (rc == 0) rc = hdf5_shard_finish(w[k], err);
+        else hdf5_shard_abort(w[k]);
+    }
+    for (int k = 0; k < n_out; k++) free(paths[k]);
+    free(paths);
+    free(w);
+    free(perm);
+    return rc;
+}
+
+int create_pretraining_data(const PretrainingOptions *opt, const char *input_files,
+                            const char *output_file, const Tokenizer *tok,
+                            PretrainingStats *st, ReadProgress progress,
+                            void *progress_ctx, BertError *err) {
+    memset(st, 0, sizeof *st);
+    if (pretraining_check_options(opt, err) != 0) return -1;
+    MaskVocab mv;
+    if (mask_vocab_init(&mv, tokenizer_vocab(tok), err) != 0) return -1;
+    /* The spool lives beside the (first) output, so an unwritable folder fails now. */
+    char first_output[4096];
+    snprintf(first_output, sizeof first_output, "%.*s", (int)strcspn(output_file, ","), output_file);
+    Spool spool;
+    if (spool_open(&spool, first_output, opt->max_seq_length, opt->max_predictions_per_seq, mv.vocab_size,
+                   err) != 0) {
+        mask_vocab_free(&mv);
+        return -1;
+    }
+    DocumentSet docs;
+    documents_init(&docs);
+    double t0 = now_seconds();
+    int rc = read_inputs(&docs, input_files, tok, st, progress, progress_ctx, err);
+    st->documents = docs.n_documents, st->sentences = docs.n_sentences, st->tokens = docs.n_tokens;
+    double t1 = now_seconds();
+    PyRandom rng;
+    pyrandom_seed(&rng, opt->random_seed);
+    if (rc == 0) rc = generate_instances(&docs, opt, &mv, &rng, spool_sink, &spool, err);
+    documents_free(&docs);
+    double t2 = now_seconds();
+    if (rc == 0 && spool.n > UINT32_MAX) rc = bert_fail(err, "more than 2^32 instances in one shard");
+    if (rc == 0) rc = write_shuffled(&spool, &rng, opt, output_file, err);
+    st->instances = spool.n;
+    st->seconds_read = t1 - t0, st->seconds_generate = t2 - t1, st->seconds_write = now_seconds() - t2;
+    spool_close(&spool);
+    mask_vocab_free(&mv);
+    return rc;
+}

@@ -1,0 +1,81 @@
+/* The compute kernels behind the BERT model: one forward and one backward per layer kind.
+ * This is the whole interface a backend implements (the CPU one is kernels_cpu.c, cblas +
+ * OpenMP); a CUDA backend would provide the same functions on device pointers.
+ *
+ * Conventions: row-major; N rows of C features; "weight [OC, C]" is PyTorch's nn.Linear
+ * layout. Backward functions ACCUMULATE into parameter gradients (dweight, dbias, +=) and
+ * OVERWRITE activation gradients (dinp) unless the argument says otherwise. Element-wise
+ * and row-wise work is split over OpenMP threads; every reduction is ordered the same way
+ * whatever the thread count, so results do not depend on it. */
+#ifndef BERT_KERNELS_H
+#define BERT_KERNELS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "io/config.h"
+
+/* out[N, OC] = inp[N, C] @ weight[OC, C]^T + bias[OC] (bias may be NULL). */
+void k_matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int N, int C, int OC);
+/* dinp[N, C] = dout @ weight (+= if accumulate_dinp; skipped if dinp NULL);
+ * dweight += dout^T @ inp; dbias += column sums of dout (skipped if NULL). */
+void k_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                       const float *weight, int N, int C, int OC, bool accumulate_dinp);
+
+/* sum = a + residual (residual may be NULL: then sum is a and sum_out may be NULL; sum_out
+ * may alias a);
+ * out = LayerNorm(sum) * w + b, keeping mean and 1/std per row for backward. */
+void k_layernorm_forward(float *out, float *sum_out, float *mean, float *rstd, const float *a, const float *residual,
+                         const float *w, const float *b, int N, int C, float eps);
+/* dinp = d LayerNorm / d inp (overwrite); dw, db accumulate. inp is the LayerNorm's input. */
+void k_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *mean,
+                          const float *rstd, const float *w, int N, int C);
+
+/* out = act(inp); dinp = dout * act'(inp) (dinp may alias dout). */
+void k_gelu_forward(float *out, const float *inp, long n, Activation act);
+void k_gelu_backward(float *dinp, const float *dout, const float *inp, long n, Activation act);
+/* x = tanh(x) in place; dinp = dout * (1 - y^2) given y = tanh output (may alias). */
+void k_tanh_forward(float *x, long n);
+void k_tanh_backward(float *dinp, const float *dout, const float *y, long n);
+
+/* Inverted dropout, mask from the counter-based RNG: element i is kept (and scaled by
+ * 1/(1-p)) iff rng_bits32(key, counter0 + i) >= threshold(p). Applying the same call to the
+ * gradient is the backward pass. p == 0 is a no-op. */
+void k_dropout(float *x, long n, float p, uint64_t key, uint32_t counter0);
+
+/* out[n] = word[ids[n]] + pos[n % T] + type[types[n]] for n < B*T; backward scatters
+ * dout into the three tables (accumulating). */
+void k_embeddings_forward(float *out, const int32_t *ids, const int32_t *types, const float *word, const float *pos,
+                          const float *type, int B, int T, int C);
+void k_embeddings_backward(float *dword, float *dpos, float *dtype, const float *dout, const int32_t *ids,
+                           const int32_t *types, int B, int T, int C);
+
+/* Scaled dot-product attention on a fused QKV activation [B*T, 3H] (Q | K | V per row, heads
+ * of size d side by side). Queries attend only to keys 0..kv_len[b]-1 (everything after the
+ * last real token is skipped), and within that range to keys with mask 1 (masked keys get
+ * probability exactly 0, as with HF's additive mask in fp32). Every query row is computed,
+ * padded ones included, so all hidden states match HF's. */
+typedef struct {
+    int B, T, A, d;                /* batch, sequence length, heads, head size (H = A*d) */
+    const int32_t *kv_len;         /* [B] */
+    const int32_t *mask;           /* [B*T] 1 real, 0 padding */
+    const uint8_t *has_holes;      /* [B] 1 if some key before kv_len[b] is padding */
+    float dropout_p;               /* attention-probability dropout */
+    uint64_t dropout_key;
+    float *scratch;                /* nthreads * 2 * T * T floats */
+    int nthreads;
+} AttentionArgs;
+/* probs: [B, A, T, T] blocks (row stride kv_len[b]) of softmax probabilities before dropout. */
+void k_attention_forward(float *ctx, float *probs, const float *qkv, const AttentionArgs *a);
+/* dqkv overwritten (rows of padded keys get 0). */
+void k_attention_backward(float *dqkv, const float *dctx, const float *qkv, const float *probs, const AttentionArgs *a);
+
+/* Softmax cross-entropy over rows of logits [*, V]. row_index maps compact row k to the
+ * logits row it reads (NULL = k). Forward stores each row's loss in row_loss[M] and its
+ * softmax in probs[M, V] (compact), and returns the summed loss. Backward turns those
+ * probabilities, in place, into dlogits = (softmax - onehot(label)) * scale. */
+double k_xent_forward(float *row_loss, float *probs, const float *logits, const int32_t *row_index,
+                      const int32_t *labels, int M, int V);
+void k_xent_backward(float *probs_to_dlogits, const int32_t *labels, int M, int V, float scale);
+
+#endif

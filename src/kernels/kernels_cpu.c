@@ -1,0 +1,349 @@
+/* CPU backend of kernels.h: matrix products through cblas_sgemm (OpenBLAS, OpenMP build),
+ * everything else as plain loops that GCC vectorises, split over OpenMP threads.
+ *
+ * Reductions over rows (bias and LayerNorm gradients, embedding scatter) are split by
+ * column blocks, each thread summing whole columns in row order, so the result is the same
+ * for any thread count. */
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include "core/rng.h"
+#include "kernels/kernels.h"
+
+/* glibc's vector math library (libmvec, pulled in by -lm) has AVX2 versions of these;
+ * declaring them SIMD-callable lets the vectoriser use them without -ffast-math, which
+ * math.h would otherwise require. Accuracy stays within a few ulp. */
+float expf(float) __attribute__((simd("notinbranch")));
+float erff(float) __attribute__((simd("notinbranch")));
+float tanhf(float) __attribute__((simd("notinbranch")));
+
+enum { COL_BLOCK = 64 };
+
+/* ---------------------------------------------------------------- matmul */
+
+void k_matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int N, int C, int OC) {
+    float beta = 0.0f;
+    if (bias) {
+#pragma omp parallel for schedule(static)
+        for (int n = 0; n < N; n++) memcpy(out + (size_t)n * OC, bias, sizeof(float) * OC);
+        beta = 1.0f;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, weight, C, beta, out, OC);
+}
+
+/* db[o] += sum_n dout[n, o], by column blocks (deterministic). */
+static void column_sums_accumulate(float *restrict db, const float *restrict dout, int N, int OC) {
+    int nblocks = (OC + COL_BLOCK - 1) / COL_BLOCK;
+#pragma omp parallel for schedule(static)
+    for (int blk = 0; blk < nblocks; blk++) {
+        int c0 = blk * COL_BLOCK, c1 = c0 + COL_BLOCK < OC ? c0 + COL_BLOCK : OC;
+        float acc[COL_BLOCK] = {0};
+        for (int n = 0; n < N; n++) {
+            const float *row = dout + (size_t)n * OC;
+            for (int c = c0; c < c1; c++) acc[c - c0] += row[c];
+        }
+        for (int c = c0; c < c1; c++) db[c] += acc[c - c0];
+    }
+}
+
+void k_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                       const float *weight, int N, int C, int OC, bool accumulate_dinp) {
+    if (dinp)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, weight, C,
+                    accumulate_dinp ? 1.0f : 0.0f, dinp, C);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
+    if (dbias) column_sums_accumulate(dbias, dout, N, OC);
+}
+
+/* ---------------------------------------------------------------- layernorm */
+
+void k_layernorm_forward(float *out, float *sum_out, float *mean, float *rstd, const float *a, const float *residual,
+                         const float *w, const float *b, int N, int C, float eps) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *x = a + (size_t)n * C;  /* no restrict: sum_out may alias a */
+        float *restrict y = out + (size_t)n * C;
+        if (residual) {  /* fuse the residual add */
+            const float *r = residual + (size_t)n * C;
+            float *s = sum_out + (size_t)n * C;
+            for (int c = 0; c < C; c++) s[c] = x[c] + r[c];
+            x = s;
+        }
+        float m = 0.0f;
+#pragma omp simd reduction(+ : m)
+        for (int c = 0; c < C; c++) m += x[c];
+        m /= (float)C;
+        float v = 0.0f;  /* two-pass variance: no cancellation */
+#pragma omp simd reduction(+ : v)
+        for (int c = 0; c < C; c++) v += (x[c] - m) * (x[c] - m);
+        v /= (float)C;
+        float rs = 1.0f / sqrtf(v + eps);
+        for (int c = 0; c < C; c++) y[c] = (x[c] - m) * rs * w[c] + b[c];
+        mean[n] = m;
+        rstd[n] = rs;
+    }
+}
+
+void k_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *mean,
+                          const float *rstd, const float *w, int N, int C) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *restrict x = inp + (size_t)n * C, *restrict dy = dout + (size_t)n * C;
+        float *restrict dx = dinp + (size_t)n * C;
+        float m = mean[n], rs = rstd[n], sum_g = 0.0f, sum_gx = 0.0f;
+#pragma omp simd reduction(+ : sum_g, sum_gx)
+        for (int c = 0; c < C; c++) {
+            float g = dy[c] * w[c];
+            sum_g += g;
+            sum_gx += g * (x[c] - m) * rs;
+        }
+        sum_g /= (float)C;
+        sum_gx /= (float)C;
+        for (int c = 0; c < C; c++) dx[c] = rs * (dy[c] * w[c] - sum_g - (x[c] - m) * rs * sum_gx);
+    }
+    int nblocks = (C + COL_BLOCK - 1) / COL_BLOCK;
+#pragma omp parallel for schedule(static)
+    for (int blk = 0; blk < nblocks; blk++) {
+        int c0 = blk * COL_BLOCK, c1 = c0 + COL_BLOCK < C ? c0 + COL_BLOCK : C;
+        float aw[COL_BLOCK] = {0}, ab[COL_BLOCK] = {0};
+        for (int n = 0; n < N; n++) {
+            const float *x = inp + (size_t)n * C, *dy = dout + (size_t)n * C;
+            float m = mean[n], rs = rstd[n];
+            for (int c = c0; c < c1; c++) {
+                aw[c - c0] += dy[c] * (x[c] - m) * rs;
+                ab[c - c0] += dy[c];
+            }
+        }
+        for (int c = c0; c < c1; c++) {
+            dw[c] += aw[c - c0];
+            db[c] += ab[c - c0];
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- activations */
+
+#define GELU_TANH_K0 0.7978845608028654f /* sqrt(2/pi) */
+#define GELU_TANH_K1 0.044715f
+#define INV_SQRT2 0.7071067811865476f
+#define INV_SQRT_2PI 0.3989422804014327f
+
+void k_gelu_forward(float *restrict out, const float *restrict inp, long n, Activation act) {
+    if (act == ACT_GELU) {
+#pragma omp parallel for simd schedule(static)
+        for (long i = 0; i < n; i++) out[i] = 0.5f * inp[i] * (1.0f + erff(inp[i] * INV_SQRT2));
+    } else {
+#pragma omp parallel for simd schedule(static)
+        for (long i = 0; i < n; i++) {
+            float x = inp[i];
+            out[i] = 0.5f * x * (1.0f + tanhf(GELU_TANH_K0 * (x + GELU_TANH_K1 * x * x * x)));
+        }
+    }
+}
+
+void k_gelu_backward(float *dinp, const float *dout, const float *restrict inp, long n, Activation act) {
+    if (act == ACT_GELU) {
+#pragma omp parallel for simd schedule(static)
+        for (long i = 0; i < n; i++) {
+            float x = inp[i];
+            float cdf = 0.5f * (1.0f + erff(x * INV_SQRT2));
+            float pdf = INV_SQRT_2PI * expf(-0.5f * x * x);
+            dinp[i] = dout[i] * (cdf + x * pdf);
+        }
+    } else {
+#pragma omp parallel for simd schedule(static)
+        for (long i = 0; i < n; i++) {
+            float x = inp[i];
+            float t = tanhf(GELU_TANH_K0 * (x + GELU_TANH_K1 * x * x * x));
+            float dinner = GELU_TANH_K0 * (1.0f + 3.0f * GELU_TANH_K1 * x * x);
+            dinp[i] = dout[i] * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * dinner);
+        }
+    }
+}
+
+void k_tanh_forward(float *x, long n) {
+#pragma omp parallel for simd schedule(static)
+    for (long i = 0; i < n; i++) x[i] = tanhf(x[i]);
+}
+
+void k_tanh_backward(float *dinp, const float *dout, const float *y, long n) {
+#pragma omp parallel for simd schedule(static)
+    for (long i = 0; i < n; i++) dinp[i] = dout[i] * (1.0f - y[i] * y[i]);
+}
+
+/* ---------------------------------------------------------------- dropout */
+
+void k_dropout(float *x, long n, float p, uint64_t key, uint32_t counter0) {
+    if (p <= 0.0f) return;
+    uint32_t threshold = rng_dropout_threshold(p);
+    float scale = 1.0f / (1.0f - p);
+#pragma omp parallel for simd schedule(static)
+    for (long i = 0; i < n; i++)
+        x[i] = rng_bits32(key, counter0 + (uint32_t)i) >= threshold ? x[i] * scale : 0.0f;
+}
+
+/* ---------------------------------------------------------------- embeddings */
+
+void k_embeddings_forward(float *out, const int32_t *ids, const int32_t *types, const float *word, const float *pos,
+                          const float *type, int B, int T, int C) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < B * T; n++) {
+        const float *restrict w = word + (size_t)ids[n] * C, *restrict p = pos + (size_t)(n % T) * C;
+        const float *restrict t = type + (size_t)types[n] * C;
+        float *restrict o = out + (size_t)n * C;
+        for (int c = 0; c < C; c++) o[c] = w[c] + t[c] + p[c];
+    }
+}
+
+void k_embeddings_backward(float *dword, float *dpos, float *dtype, const float *dout, const int32_t *ids,
+                           const int32_t *types, int B, int T, int C) {
+    int nblocks = (C + COL_BLOCK - 1) / COL_BLOCK;
+#pragma omp parallel for schedule(static)
+    for (int blk = 0; blk < nblocks; blk++) {
+        int c0 = blk * COL_BLOCK, c1 = c0 + COL_BLOCK < C ? c0 + COL_BLOCK : C;
+        for (int n = 0; n < B * T; n++) {
+            const float *g = dout + (size_t)n * C;
+            float *w = dword + (size_t)ids[n] * C, *p = dpos + (size_t)(n % T) * C, *t = dtype + (size_t)types[n] * C;
+            for (int c = c0; c < c1; c++) {
+                w[c] += g[c];
+                p[c] += g[c];
+                t[c] += g[c];
+            }
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- attention */
+
+/* Row-wise softmax of scores [T, L] in place; masked keys (when the sequence has holes)
+ * get probability 0. */
+static void softmax_rows(float *s, int T, int L, const int32_t *mask, bool has_holes) {
+    for (int i = 0; i < T; i++) {
+        float *restrict row = s + (size_t)i * L;
+        if (has_holes)
+            for (int j = 0; j < L; j++)
+                if (!mask[j]) row[j] = -INFINITY;
+        float mx = -INFINITY;
+        for (int j = 0; j < L; j++) mx = row[j] > mx ? row[j] : mx;
+        float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+        for (int j = 0; j < L; j++) {
+            row[j] = expf(row[j] - mx);
+            sum += row[j];
+        }
+        float inv = 1.0f / sum;
+        for (int j = 0; j < L; j++) row[j] *= inv;
+    }
+}
+
+/* dst = dropout(src) for one (b, h) block of probabilities, counters by (b, h, i, j) in
+ * the full [T, T] grid so the mask does not depend on kv_len's layout. */
+static void dropout_probs(float *dst, const float *src, int T, int L, size_t block, float p, uint64_t key) {
+    uint32_t threshold = rng_dropout_threshold(p);
+    float scale = 1.0f / (1.0f - p);
+    for (int i = 0; i < T; i++) {
+        uint32_t base = (uint32_t)((block * T + i) * T);
+        const float *s = src + (size_t)i * L;
+        float *d = dst + (size_t)i * L;
+        for (int j = 0; j < L; j++) d[j] = rng_bits32(key, base + (uint32_t)j) >= threshold ? s[j] * scale : 0.0f;
+    }
+}
+
+void k_attention_forward(float *ctx, float *probs, const float *qkv, const AttentionArgs *a) {
+    const int B = a->B, T = a->T, A = a->A, d = a->d, H = A * d;
+    const float scale = 1.0f / sqrtf((float)d);
+#pragma omp parallel for collapse(2) schedule(dynamic, 1) num_threads(a->nthreads)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < A; h++) {
+            const int L = a->kv_len[b];
+            const size_t block = (size_t)b * A + h;
+            const float *q = qkv + (size_t)b * T * 3 * H + h * d, *k = q + H, *v = q + 2 * H;
+            float *p = probs + block * T * T;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, L, d, scale, q, 3 * H, k, 3 * H, 0.0f, p, L);
+            softmax_rows(p, T, L, a->has_holes[b] ? a->mask + (size_t)b * T : NULL, a->has_holes[b]);
+            const float *pd = p;
+            if (a->dropout_p > 0.0f) {
+                float *buf = a->scratch + (size_t)omp_get_thread_num() * 2 * T * T;
+                dropout_probs(buf, p, T, L, block, a->dropout_p, a->dropout_key);
+                pd = buf;
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, d, L, 1.0f, pd, L, v, 3 * H, 0.0f,
+                        ctx + (size_t)b * T * H + h * d, H);
+        }
+}
+
+void k_attention_backward(float *dqkv, const float *dctx, const float *qkv, const float *probs, const AttentionArgs *a) {
+    const int B = a->B, T = a->T, A = a->A, d = a->d, H = A * d;
+    const float scale = 1.0f / sqrtf((float)d);
+#pragma omp parallel for collapse(2) schedule(dynamic, 1) num_threads(a->nthreads)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < A; h++) {
+            const int L = a->kv_len[b];
+            const size_t block = (size_t)b * A + h;
+            const float *q = qkv + (size_t)b * T * 3 * H + h * d, *k = q + H, *v = q + 2 * H;
+            float *dq = dqkv + (size_t)b * T * 3 * H + h * d, *dk = dq + H, *dv = dq + 2 * H;
+            const float *dc = dctx + (size_t)b * T * H + h * d;
+            const float *p = probs + block * T * T;
+            float *dp = a->scratch + (size_t)omp_get_thread_num() * 2 * T * T, *pd_buf = dp + (size_t)T * T;
+            /* dP_dropped = dctx @ V^T; dV = P_dropped^T @ dctx */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, L, d, 1.0f, dc, H, v, 3 * H, 0.0f, dp, L);
+            const float *pd = p;
+            if (a->dropout_p > 0.0f) {
+                dropout_probs(pd_buf, p, T, L, block, a->dropout_p, a->dropout_key);
+                pd = pd_buf;
+                dropout_probs(dp, dp, T, L, block, a->dropout_p, a->dropout_key);
+            }
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, L, d, T, 1.0f, pd, L, dc, H, 0.0f, dv, 3 * H);
+            /* softmax backward with the 1/sqrt(d) scale folded in */
+            for (int i = 0; i < T; i++) {
+                const float *restrict pr = p + (size_t)i * L;
+                float *restrict g = dp + (size_t)i * L;
+                float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+                for (int j = 0; j < L; j++) dot += pr[j] * g[j];
+                for (int j = 0; j < L; j++) g[j] = pr[j] * (g[j] - dot) * scale;
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, d, L, 1.0f, dp, L, k, 3 * H, 0.0f, dq, 3 * H);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, L, d, T, 1.0f, dp, L, q, 3 * H, 0.0f, dk, 3 * H);
+            for (int j = L; j < T; j++) {
+                memset(dk + (size_t)j * 3 * H, 0, sizeof(float) * d);
+                memset(dv + (size_t)j * 3 * H, 0, sizeof(float) * d);
+            }
+        }
+}
+
+/* ---------------------------------------------------------------- cross-entropy */
+
+double k_xent_forward(float *row_loss, float *probs, const float *logits, const int32_t *row_index,
+                      const int32_t *labels, int M, int V) {
+#pragma omp parallel for schedule(static)
+    for (int k = 0; k < M; k++) {
+        const float *restrict row = logits + (size_t)(row_index ? row_index[k] : k) * V;
+        float *restrict p = probs + (size_t)k * V;
+        float mx = -INFINITY;
+        for (int j = 0; j < V; j++) mx = row[j] > mx ? row[j] : mx;
+        float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+        for (int j = 0; j < V; j++) {
+            p[j] = expf(row[j] - mx);
+            sum += p[j];
+        }
+        float inv = 1.0f / sum;
+        for (int j = 0; j < V; j++) p[j] *= inv;
+        row_loss[k] = logf(sum) + mx - row[labels[k]];
+    }
+    double total = 0.0;  /* summed in order: the same for any thread count */
+    for (int k = 0; k < M; k++) total += row_loss[k];
+    return total;
+}
+
+void k_xent_backward(float *dlogits, const int32_t *labels, int M, int V, float scale) {
+#pragma omp parallel for schedule(static)
+    for (int k = 0; k < M; k++) {
+        float *restrict g = dlogits + (size_t)k * V;
+        for (int j = 0; j < V; j++) g[j] *= scale;
+        g[labels[k]] -= scale;
+    }
+}

@@ -1,0 +1,302 @@
+/* BertModel: parameter table and memory layout, creation, initialisation, batch checks.
+ * Forward and backward are in bert_forward.c / bert_backward.c. */
+#include <math.h>
+#include <omp.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/rng.h"
+#include "model/bert_internal.h"
+
+/* ---------------------------------------------------------------- parameter layout */
+
+/* One walk over the parameters in memory order. Called once to build the table
+ * (info != NULL) and once per allocation (parameters, gradients) to bind the views. */
+typedef struct {
+    BertParamInfo *info;  /* filled when non-NULL */
+    float *base;          /* views are set when non-NULL */
+    size_t cursor;
+    int count;
+} Layout;
+
+static float *add(Layout *lo, bool head, int64_t rows, int64_t cols, const char *fmt, ...) {
+    size_t numel = (size_t)rows * (size_t)(cols ? cols : 1);
+    if (lo->info) {
+        BertParamInfo *t = &lo->info[lo->count];
+        memset(t, 0, sizeof *t);
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(t->name, sizeof t->name, fmt, ap);
+        va_end(ap);
+        t->ndim = cols ? 2 : 1;
+        t->shape[0] = rows;
+        t->shape[1] = cols;
+        t->numel = numel;
+        t->offset = lo->cursor;
+        t->decay = cols != 0;  /* matrices decay; biases and LayerNorm vectors do not */
+        t->is_head = head;
+    }
+    float *view = lo->base ? lo->base + lo->cursor : NULL;
+    lo->cursor += numel;
+    lo->count++;
+    return view;
+}
+
+static void layout_layer(Layout *lo, LayerParams *v, int l, int H, int I) {
+    const char *pre = "bert.encoder.layer";
+    v->qkv_w = add(lo, false, H, H, "%s.%d.attention.self.query.weight", pre, l);
+    add(lo, false, H, H, "%s.%d.attention.self.key.weight", pre, l);
+    add(lo, false, H, H, "%s.%d.attention.self.value.weight", pre, l);
+    v->qkv_b = add(lo, false, H, 0, "%s.%d.attention.self.query.bias", pre, l);
+    add(lo, false, H, 0, "%s.%d.attention.self.key.bias", pre, l);
+    add(lo, false, H, 0, "%s.%d.attention.self.value.bias", pre, l);
+    v->attn_out_w = add(lo, false, H, H, "%s.%d.attention.output.dense.weight", pre, l);
+    v->attn_out_b = add(lo, false, H, 0, "%s.%d.attention.output.dense.bias", pre, l);
+    v->ln1_w = add(lo, false, H, 0, "%s.%d.attention.output.LayerNorm.weight", pre, l);
+    v->ln1_b = add(lo, false, H, 0, "%s.%d.attention.output.LayerNorm.bias", pre, l);
+    v->ffn_in_w = add(lo, false, I, H, "%s.%d.intermediate.dense.weight", pre, l);
+    v->ffn_in_b = add(lo, false, I, 0, "%s.%d.intermediate.dense.bias", pre, l);
+    v->ffn_out_w = add(lo, false, H, I, "%s.%d.output.dense.weight", pre, l);
+    v->ffn_out_b = add(lo, false, H, 0, "%s.%d.output.dense.bias", pre, l);
+    v->ln2_w = add(lo, false, H, 0, "%s.%d.output.LayerNorm.weight", pre, l);
+    v->ln2_b = add(lo, false, H, 0, "%s.%d.output.LayerNorm.bias", pre, l);
+}
+
+static void layout_params(Layout *lo, ParamViews *v, const BertConfig *c) {
+    const int H = c->hidden_size;
+    v->word = add(lo, false, c->vocab_size, H, "bert.embeddings.word_embeddings.weight");
+    v->pos = add(lo, false, c->max_position_embeddings, H, "bert.embeddings.position_embeddings.weight");
+    v->type = add(lo, false, c->type_vocab_size, H, "bert.embeddings.token_type_embeddings.weight");
+    v->emb_ln_w = add(lo, false, H, 0, "bert.embeddings.LayerNorm.weight");
+    v->emb_ln_b = add(lo, false, H, 0, "bert.embeddings.LayerNorm.bias");
+    for (int l = 0; l < c->num_hidden_layers; l++) layout_layer(lo, &v->layers[l], l, H, c->intermediate_size);
+    v->pool_w = add(lo, true, H, H, "bert.pooler.dense.weight");
+    v->pool_b = add(lo, true, H, 0, "bert.pooler.dense.bias");
+    v->mlm_bias = add(lo, true, c->vocab_size, 0, "cls.predictions.bias");
+    v->mlm_dense_w = add(lo, true, H, H, "cls.predictions.transform.dense.weight");
+    v->mlm_dense_b = add(lo, true, H, 0, "cls.predictions.transform.dense.bias");
+    v->mlm_ln_w = add(lo, true, H, 0, "cls.predictions.transform.LayerNorm.weight");
+    v->mlm_ln_b = add(lo, true, H, 0, "cls.predictions.transform.LayerNorm.bias");
+    v->nsp_w = add(lo, true, 2, H, "cls.seq_relationship.weight");
+    v->nsp_b = add(lo, true, 2, 0, "cls.seq_relationship.bias");
+}
+
+/* ---------------------------------------------------------------- activation layout */
+
+typedef struct {
+    float *base;
+    size_t cursor;
+} Arena;
+
+static float *take(Arena *a, size_t n) {
+    float *p = a->base ? a->base + a->cursor : NULL;
+    a->cursor += (n + 15) & ~(size_t)15;  /* 64-byte aligned views */
+    return p;
+}
+
+static void layout_activations(Arena *a, Activations *v, const BertModel *m) {
+    const BertConfig *c = &m->cfg;
+    const size_t B = m->max_batch, T = m->max_seq, N = B * T, H = c->hidden_size, I = c->intermediate_size;
+    const size_t BP = B * (size_t)m->max_preds, A = c->num_attention_heads, V = c->vocab_size;
+    v->emb_sum = take(a, N * H), v->emb_mean = take(a, N), v->emb_rstd = take(a, N), v->emb_out = take(a, N * H);
+    for (int l = 0; l < c->num_hidden_layers; l++) {
+        LayerActs *L = &v->layers[l];
+        L->qkv = take(a, N * 3 * H), L->probs = take(a, B * A * T * T), L->ctx = take(a, N * H);
+        L->attn_sum = take(a, N * H), L->ln1_mean = take(a, N), L->ln1_rstd = take(a, N), L->h1 = take(a, N * H);
+        L->ffn_pre = take(a, N * I), L->ffn_act = take(a, N * I), L->ffn_sum = take(a, N * H);
+        L->ln2_mean = take(a, N), L->ln2_rstd = take(a, N), L->out = take(a, N * H);
+    }
+    v->cls_in = take(a, B * H), v->pooled = take(a, B * H), v->nsp_logits = take(a, B * 2);
+    v->mlm_in = take(a, BP * H), v->mlm_pre = take(a, BP * H), v->mlm_act = take(a, BP * H);
+    v->mlm_ln = take(a, BP * H), v->mlm_mean = take(a, BP), v->mlm_rstd = take(a, BP);
+    v->mlm_row_loss = take(a, BP), v->nsp_row_loss = take(a, B), v->mlm_logits = take(a, BP * V);
+    v->d_x = take(a, N * H), v->d_sum = take(a, N * H), v->d_h1 = take(a, N * H), v->d_ctx = take(a, N * H);
+    v->d_qkv = take(a, N * 3 * H), v->d_ffn = take(a, N * I), v->d_mlm_logits = take(a, BP * V);
+    v->d_mlm_a = take(a, BP * H), v->d_mlm_b = take(a, BP * H);
+    v->d_pooled = take(a, B * H), v->d_cls = take(a, B * H), v->d_nsp_logits = take(a, B * 2);
+    v->attn_scratch = take(a, (size_t)m->nthreads * 2 * T * T);
+}
+
+/* ---------------------------------------------------------------- create / free */
+
+int bert_model_create(BertModel **out, const BertConfig *cfg, int max_batch, int max_seq, int max_predictions,
+                      BertError *err) {
+    *out = NULL;
+    if (bert_config_validate(cfg, err)) return -1;
+    if (max_batch < 1 || max_seq < 1 || max_predictions < 0)
+        return bert_fail(err, "bert_model_create: bad sizes batch=%d seq=%d predictions=%d", max_batch, max_seq,
+                         max_predictions);
+    if (max_seq > cfg->max_position_embeddings)
+        return bert_fail(err, "bert_model_create: max_seq %d exceeds max_position_embeddings %d", max_seq,
+                         cfg->max_position_embeddings);
+    if (cfg->hidden_size % cfg->num_attention_heads)
+        return bert_fail(err, "bert_model_create: hidden_size %d is not a multiple of num_attention_heads %d",
+                         cfg->hidden_size, cfg->num_attention_heads);
+    if ((double)max_batch * cfg->num_attention_heads * max_seq * max_seq >= 4294967295.0)
+        return bert_fail(err, "bert_model_create: batch*heads*seq^2 too large for the dropout counters");
+    BertModel *m = xcalloc(1, sizeof *m);
+    m->cfg = *cfg;
+    m->max_batch = max_batch, m->max_seq = max_seq, m->max_preds = max_predictions;
+    m->nthreads = omp_get_max_threads();
+    const int L = cfg->num_hidden_layers;
+    m->p.layers = xcalloc(L, sizeof(LayerParams));
+    m->g.layers = xcalloc(L, sizeof(LayerParams));
+    m->act.layers = xcalloc(L, sizeof(LayerActs));
+
+    Layout lo = {0};
+    layout_params(&lo, &m->p, cfg);  /* count */
+    m->num_tensors = lo.count;
+    m->num_params = lo.cursor;
+    m->info = xcalloc(m->num_tensors, sizeof(BertParamInfo));
+    m->params = xcalloc(m->num_params, sizeof(float));
+    m->grads = xcalloc(m->num_params, sizeof(float));
+    lo = (Layout){.info = m->info, .base = m->params};
+    layout_params(&lo, &m->p, cfg);
+    lo = (Layout){.base = m->grads};
+    layout_params(&lo, &m->g, cfg);
+    for (int i = 0; i < m->num_tensors; i++) {
+        m->info[i].data = m->params + m->info[i].offset;
+        m->info[i].grad = m->grads + m->info[i].offset;
+    }
+
+    Arena a = {0};
+    layout_activations(&a, &m->act, m);
+    m->act_floats = a.cursor;
+    m->act_memory = xcalloc(m->act_floats, sizeof(float));
+    a = (Arena){.base = m->act_memory};
+    layout_activations(&a, &m->act, m);
+
+    const size_t N = (size_t)max_batch * max_seq, BP = (size_t)max_batch * max_predictions;
+    m->kv_len = xcalloc(max_batch, sizeof(int32_t));
+    m->has_holes = xcalloc(max_batch, 1);
+    m->zero_types = xcalloc(N, sizeof(int32_t));
+    m->mlm_src_row = xcalloc(BP + 1, sizeof(int32_t));
+    m->mlm_slot = xcalloc(BP + 1, sizeof(int32_t));
+    m->mlm_label = xcalloc(BP + 1, sizeof(int32_t));
+    m->nsp_label = xcalloc(max_batch, sizeof(int32_t));
+    bert_init_weights(m, 42);
+    *out = m;
+    return 0;
+}
+
+void bert_model_free(BertModel *m) {
+    if (!m) return;
+    free(m->p.layers), free(m->g.layers), free(m->act.layers);
+    free(m->info), free(m->params), free(m->grads), free(m->adam_state), free(m->act_memory);
+    free(m->kv_len), free(m->has_holes), free(m->zero_types);
+    free(m->mlm_src_row), free(m->mlm_slot), free(m->mlm_label), free(m->nsp_label);
+    free(m);
+}
+
+/* ---------------------------------------------------------------- accessors */
+
+size_t bert_num_parameters(const BertModel *m) { return m->num_params; }
+int bert_num_param_tensors(const BertModel *m) { return m->num_tensors; }
+const BertParamInfo *bert_param_info(const BertModel *m, int i) {
+    return i >= 0 && i < m->num_tensors ? &m->info[i] : NULL;
+}
+const BertParamInfo *bert_find_param(const BertModel *m, const char *hf_name) {
+    for (int i = 0; i < m->num_tensors; i++)
+        if (!strcmp(m->info[i].name, hf_name)) return &m->info[i];
+    return NULL;
+}
+float *bert_params(BertModel *m) { return m->params; }
+float *bert_grads(BertModel *m) { return m->grads; }
+const BertConfig *bert_model_config(const BertModel *m) { return &m->cfg; }
+const char *bert_last_error(const BertModel *m) { return m->error; }
+float bert_last_mlm_loss(const BertModel *m) { return m->mlm_loss; }
+float bert_last_nsp_loss(const BertModel *m) { return m->nsp_loss; }
+const float *bert_mlm_logits(const BertModel *m) { return m->act.mlm_logits; }
+const float *bert_nsp_logits(const BertModel *m) { return m->act.nsp_logits; }
+void bert_zero_grad(BertModel *m) { memset(m->grads, 0, m->num_params * sizeof(float)); }
+
+size_t bert_model_bytes(const BertModel *m) {
+    return (m->num_params * (m->adam_state ? 4 : 2) + m->act_floats) * sizeof(float);
+}
+
+/* ---------------------------------------------------------------- initialisation */
+
+void bert_init_tensor(const BertParamInfo *t, float initializer_range, uint64_t seed, int tensor_index) {
+    if (t->ndim == 1) {  /* biases 0; LayerNorm weight 1 */
+        float value = strstr(t->name, "LayerNorm.weight") ? 1.0f : 0.0f;
+        for (size_t i = 0; i < t->numel; i++) t->data[i] = value;
+        return;
+    }
+    /* Truncated normal on [-2 std, 2 std] by redrawing, as TF's truncated_normal_initializer. */
+    uint64_t key = rng_key(seed, (uint64_t)tensor_index);
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < t->numel; i++) {
+        double z = 0.0;
+        for (uint64_t attempt = 0; attempt < 64; attempt++) {
+            z = rng_normal(key, (uint64_t)i * 64 + attempt);
+            if (fabs(z) <= 2.0) break;
+        }
+        t->data[i] = (float)(fabs(z) <= 2.0 ? z * initializer_range : 0.0);
+    }
+}
+
+void bert_init_weights(BertModel *m, uint64_t seed) {
+    for (int i = 0; i < m->num_tensors; i++) bert_init_tensor(&m->info[i], m->cfg.initializer_range, seed, i);
+}
+
+/* ---------------------------------------------------------------- batch checks */
+
+static int check_ids(const int32_t *ids, size_t n, int32_t lo, int32_t hi, const char *what, BertError *err) {
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < lo || ids[i] >= hi)
+            return bert_fail(err, "batch: %s[%zu] = %d is outside [%d, %d)", what, i, ids[i], lo, hi);
+    return 0;
+}
+
+int bert_batch_validate(const BertModel *m, const BertBatch *b, BertError *err) {
+    const BertConfig *c = &m->cfg;
+    if (b->batch < 1 || b->batch > m->max_batch)
+        return bert_fail(err, "batch: batch size %d outside [1, %d]", b->batch, m->max_batch);
+    if (b->seq_len < 1 || b->seq_len > m->max_seq)
+        return bert_fail(err, "batch: seq_len %d outside [1, %d]", b->seq_len, m->max_seq);
+    if (b->max_predictions < 0 || b->max_predictions > m->max_preds)
+        return bert_fail(err, "batch: max_predictions %d outside [0, %d]", b->max_predictions, m->max_preds);
+    if (!b->input_ids) return bert_fail(err, "batch: input_ids missing");
+    if (b->max_predictions > 0 && !b->masked_positions) return bert_fail(err, "batch: masked_positions missing");
+    const size_t N = (size_t)b->batch * b->seq_len, BP = (size_t)b->batch * b->max_predictions;
+    if (check_ids(b->input_ids, N, 0, c->vocab_size, "input_ids", err)) return -1;
+    if (b->token_type_ids && check_ids(b->token_type_ids, N, 0, c->type_vocab_size, "token_type_ids", err)) return -1;
+    if (b->attention_mask) {
+        if (check_ids(b->attention_mask, N, 0, 2, "attention_mask", err)) return -1;
+        for (int s = 0; s < b->batch; s++) {
+            int real = 0;
+            for (int t = 0; t < b->seq_len; t++) real += b->attention_mask[(size_t)s * b->seq_len + t];
+            if (!real) return bert_fail(err, "batch: sequence %d has no real token (attention_mask all 0)", s);
+        }
+    }
+    for (size_t k = 0; k < BP; k++) {
+        int32_t label = b->masked_labels ? b->masked_labels[k] : 0;
+        if (label < -1 || label >= c->vocab_size)
+            return bert_fail(err, "batch: masked_labels[%zu] = %d is outside [-1, %d)", k, label, c->vocab_size);
+        if (label != -1 && (b->masked_positions[k] < 0 || b->masked_positions[k] >= b->seq_len))
+            return bert_fail(err, "batch: masked_positions[%zu] = %d is outside [0, %d)", k, b->masked_positions[k],
+                             b->seq_len);
+    }
+    if (b->next_sentence_labels && check_ids(b->next_sentence_labels, b->batch, 0, 2, "next_sentence_labels", err))
+        return -1;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- FLOPs */
+
+/* Matmul FLOPs (2*M*N*K) of one forward over one sequence batch, MLM head at `preds`
+ * positions per sequence (same formula as bench/ and the notes). */
+static double forward_flops(const BertConfig *c, int batch, int seq, int preds) {
+    const double T = seq, H = c->hidden_size, I = c->intermediate_size, V = c->vocab_size, P = preds;
+    double layer = 2 * T * H * 3 * H + 2 * T * T * H * 2 + 2 * T * H * H + 2 * 2 * T * H * I;
+    double per_seq = c->num_hidden_layers * layer + 2 * H * H /* pooler */ + 2 * H * 2 /* NSP */;
+    if (preds > 0) per_seq += 2 * P * H * H + 2 * P * H * V;
+    return per_seq * batch;
+}
+
+double bert_train_flops(const BertConfig *cfg, int batch, int seq, int preds) {
+    return 3.0 * forward_flops(cfg, batch, seq, preds);
+}
+
+double bert_infer_flops(const BertConfig *cfg, int batch, int seq) { return forward_flops(cfg, batch, seq, 0); }

@@ -1,0 +1,96 @@
+/* The BERT model (HuggingFace BertForPreTraining architecture and tensor names) on the CPU:
+ * forward, backward, AdamW, safetensors load/save.
+ *
+ * Memory layout, in the llm.c manner: all parameters live in one float allocation, all
+ * gradients in a second with the same layout, AdamW's m and v in a third; a table of
+ * BertParamInfo {HF name, shape, data, grad, decay} makes save/load/optimizer/all-reduce
+ * plain loops. Activations are one allocation sized at create time for
+ * (max_batch, max_seq, max_predictions): no allocation happens per step. */
+#ifndef BERT_MODEL_H
+#define BERT_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "io/config.h"
+
+typedef struct {                 /* one training/inference batch; all arrays row-major */
+    int batch, seq_len;          /* B, T (T <= max_position_embeddings) */
+    int max_predictions;         /* P: masked slots per sequence (0 = no MLM head) */
+    const int32_t *input_ids;        /* [B*T] */
+    const int32_t *token_type_ids;   /* [B*T] */
+    const int32_t *attention_mask;   /* [B*T] 1 real token, 0 padding */
+    const int32_t *masked_positions; /* [B*P] position in the sequence of each masked slot */
+    const int32_t *masked_labels;    /* [B*P] vocab id, or -1 for an unused slot (ignored in the loss) */
+    const int32_t *next_sentence_labels; /* [B] 0/1, or NULL for no NSP loss */
+} BertBatch;
+
+typedef struct BertModel BertModel;
+
+int   bert_model_create(BertModel **out, const BertConfig *cfg, int max_batch, int max_seq, int max_predictions,
+                        BertError *err);
+void  bert_model_free(BertModel *m);
+void  bert_init_weights(BertModel *m, uint64_t seed);     /* BERT init: truncated normal std=initializer_range, LN 1/0, biases 0 */
+int   bert_load_safetensors(BertModel *m, const char *path, BertError *err); /* HF names; missing heads initialised */
+int   bert_save_safetensors(const BertModel *m, const char *path, BertError *err);
+size_t bert_num_parameters(const BertModel *m);
+
+/* Forward. training=true applies dropout with the counter-based RNG keyed by dropout_seed
+ * (pass e.g. hash(seed, step)). Returns the total loss (MLM mean over non-ignored slots +
+ * NSP mean) when labels are given, else 0. A batch that fails bert_batch_validate returns
+ * NAN and leaves the message in bert_last_error(). Logits stay readable: */
+float bert_forward(BertModel *m, const BertBatch *b, bool training, uint64_t dropout_seed);
+const float *bert_mlm_logits(const BertModel *m);  /* [B*P, vocab]; rows of ignored slots (-1) are zero */
+const float *bert_nsp_logits(const BertModel *m);  /* [B, 2] */
+void  bert_zero_grad(BertModel *m);
+/* Accumulates into grads (for gradient accumulation). Runs once per successful bert_forward,
+ * on the same batch (it does nothing otherwise); the gradient is d(loss returned by forward). */
+void  bert_backward(BertModel *m, const BertBatch *b);
+
+/* Optimizer (src/optim/adamw.c): AdamW as torch.optim.AdamW (decoupled weight decay, bias
+ * correction). Weight decay skips biases and LayerNorm parameters (BERT/NVIDIA groups). */
+typedef struct { float lr, beta1, beta2, eps, weight_decay; } AdamWConfig;
+void  bert_adamw_step(BertModel *m, const AdamWConfig *c, int step /* 1-based */);
+
+/* FLOPs of one training step / one inference forward (matmuls, 2*M*N*K), for throughput reports. */
+double bert_train_flops(const BertConfig *cfg, int batch, int seq, int preds);
+double bert_infer_flops(const BertConfig *cfg, int batch, int seq);
+
+/* ---- additions beyond the contract ---- */
+
+/* One named parameter tensor: views into the parameter and gradient allocations. */
+typedef struct {
+    char name[96];       /* HuggingFace name, e.g. "bert.encoder.layer.0.attention.self.query.weight" */
+    int ndim;
+    int64_t shape[2];
+    size_t numel;
+    size_t offset;       /* in floats, from the start of the parameter allocation */
+    float *data;
+    float *grad;
+    bool decay;          /* weight decay applies (false for biases and LayerNorm) */
+    bool is_head;        /* pre-training head (cls.*, pooler): initialised if absent from a checkpoint */
+} BertParamInfo;
+
+int   bert_num_param_tensors(const BertModel *m);
+const BertParamInfo *bert_param_info(const BertModel *m, int i);
+const BertParamInfo *bert_find_param(const BertModel *m, const char *hf_name);  /* NULL if unknown */
+float *bert_params(BertModel *m);          /* the whole parameter allocation, bert_num_parameters floats */
+float *bert_grads(BertModel *m);           /* the whole gradient allocation, same layout */
+const BertConfig *bert_model_config(const BertModel *m);
+
+/* Checks shapes against the model's maxima and every id/position/label against its range. */
+int   bert_batch_validate(const BertModel *m, const BertBatch *b, BertError *err);
+const char *bert_last_error(const BertModel *m);
+/* The two parts of the last forward's loss (0 where not computed). */
+float bert_last_mlm_loss(const BertModel *m);
+float bert_last_nsp_loss(const BertModel *m);
+/* bert_load_safetensors with control over the heads it initialises: missing pre-training
+ * heads are drawn from head_seed; *num_initialised (if non-NULL) says how many tensors.
+ * On failure the model's weights are partly overwritten: reinitialise or discard it. */
+int   bert_load_safetensors_ex(BertModel *m, const char *path, uint64_t head_seed, int *num_initialised,
+                               BertError *err);
+/* Bytes of parameters + grads + optimizer state + activations allocated by the model. */
+size_t bert_model_bytes(const BertModel *m);
+
+#endif

@@ -1,0 +1,94 @@
+/* BERT backward pass: the exact reverse of bert_forward.c, accumulating into the gradient
+ * allocation. Dropout masks are recomputed from the counter-based RNG, not stored. */
+#include <string.h>
+
+#include "core/rng.h"
+#include "kernels/kernels.h"
+#include "model/bert_internal.h"
+
+/* NSP head and pooler: adds the gradient of the [CLS] rows into d_out. */
+static void nsp_backward(BertModel *m, float *d_out) {
+    const int B = m->B, H = m->cfg.hidden_size;
+    Activations *a = &m->act;
+    k_xent_backward(a->d_nsp_logits, m->nsp_label, B, 2, 1.0f / B);
+    k_matmul_backward(a->d_pooled, m->g.nsp_w, m->g.nsp_b, a->d_nsp_logits, a->pooled, m->p.nsp_w, B, H, 2, false);
+    k_tanh_backward(a->d_pooled, a->d_pooled, a->pooled, (long)B * H);
+    k_matmul_backward(a->d_cls, m->g.pool_w, m->g.pool_b, a->d_pooled, a->cls_in, m->p.pool_w, B, H, H, false);
+    for (int s = 0; s < B; s++) {
+        float *dst = d_out + (size_t)s * m->T * H;
+        const float *src = a->d_cls + (size_t)s * H;
+        for (int c = 0; c < H; c++) dst[c] += src[c];
+    }
+}
+
+/* MLM head: adds the gradient of the gathered rows into d_out. */
+static void mlm_backward(BertModel *m, float *d_out) {
+    const BertConfig *c = &m->cfg;
+    const int M = m->mlm_count, H = c->hidden_size, V = c->vocab_size;
+    Activations *a = &m->act;
+    k_xent_backward(a->d_mlm_logits, m->mlm_label, M, V, 1.0f / M);
+    k_matmul_backward(a->d_mlm_a, m->g.word, m->g.mlm_bias, a->d_mlm_logits, a->mlm_ln, m->p.word, M, H, V, false);
+    k_layernorm_backward(a->d_mlm_b, m->g.mlm_ln_w, m->g.mlm_ln_b, a->d_mlm_a, a->mlm_act, a->mlm_mean, a->mlm_rstd,
+                         m->p.mlm_ln_w, M, H);
+    k_gelu_backward(a->d_mlm_b, a->d_mlm_b, a->mlm_pre, (long)M * H, c->hidden_act);
+    k_matmul_backward(a->d_mlm_a, m->g.mlm_dense_w, m->g.mlm_dense_b, a->d_mlm_b, a->mlm_in, m->p.mlm_dense_w, M, H,
+                      H, false);
+    for (int k = 0; k < M; k++) {  /* serial: two slots may name the same position */
+        float *dst = d_out + (size_t)m->mlm_src_row[k] * H;
+        const float *src = a->d_mlm_a + (size_t)k * H;
+        for (int j = 0; j < H; j++) dst[j] += src[j];
+    }
+}
+
+/* d_x holds d(layer output) on entry and d(layer input) on return. */
+static void layer_backward(BertModel *m, int l, const float *x, const int32_t *mask) {
+    const BertConfig *c = &m->cfg;
+    const int N = m->B * m->T, H = c->hidden_size, I = c->intermediate_size;
+    const LayerParams *p = &m->p.layers[l];
+    LayerParams *g = &m->g.layers[l];
+    const LayerActs *a = &m->act.layers[l];
+    Activations *d = &m->act;
+    const float pdrop = m->training ? c->hidden_dropout_prob : 0.0f;
+
+    /* out = LN2(dropout(FFN(h1)) + h1) */
+    k_layernorm_backward(d->d_sum, g->ln2_w, g->ln2_b, d->d_x, a->ffn_sum, a->ln2_mean, a->ln2_rstd, p->ln2_w, N, H);
+    memcpy(d->d_h1, d->d_sum, sizeof(float) * N * H);  /* residual branch */
+    k_dropout(d->d_sum, (long)N * H, pdrop, rng_key(m->dropout_seed, dropout_site(l, SITE_FFN_OUT)), 0);
+    k_matmul_backward(d->d_ffn, g->ffn_out_w, g->ffn_out_b, d->d_sum, a->ffn_act, p->ffn_out_w, N, I, H, false);
+    k_gelu_backward(d->d_ffn, d->d_ffn, a->ffn_pre, (long)N * I, c->hidden_act);
+    k_matmul_backward(d->d_h1, g->ffn_in_w, g->ffn_in_b, d->d_ffn, a->h1, p->ffn_in_w, N, H, I, true);
+
+    /* h1 = LN1(dropout(Attention(x) Wo + bo) + x) */
+    k_layernorm_backward(d->d_sum, g->ln1_w, g->ln1_b, d->d_h1, a->attn_sum, a->ln1_mean, a->ln1_rstd, p->ln1_w, N, H);
+    memcpy(d->d_x, d->d_sum, sizeof(float) * N * H);   /* residual branch */
+    k_dropout(d->d_sum, (long)N * H, pdrop, rng_key(m->dropout_seed, dropout_site(l, SITE_ATTN_OUT)), 0);
+    k_matmul_backward(d->d_ctx, g->attn_out_w, g->attn_out_b, d->d_sum, a->ctx, p->attn_out_w, N, H, H, false);
+    AttentionArgs args = {.B = m->B, .T = m->T, .A = c->num_attention_heads,
+                          .d = H / c->num_attention_heads, .kv_len = m->kv_len, .mask = mask,
+                          .has_holes = m->has_holes, .scratch = d->attn_scratch, .nthreads = m->nthreads};
+    if (m->training) {
+        args.dropout_p = c->attention_probs_dropout_prob;
+        args.dropout_key = rng_key(m->dropout_seed, dropout_site(l, SITE_ATTN_PROBS));
+    }
+    k_attention_backward(d->d_qkv, d->d_ctx, a->qkv, a->probs, &args);
+    k_matmul_backward(d->d_x, g->qkv_w, g->qkv_b, d->d_qkv, x, p->qkv_w, N, H, 3 * H, true);
+}
+
+void bert_backward(BertModel *m, const BertBatch *b) {
+    if (!m->backward_ready) return;  /* no forward, a rejected batch, or backward ran already */
+    m->backward_ready = false;       /* the softmax buffers were consumed in place */
+    const BertConfig *c = &m->cfg;
+    const int N = m->B * m->T, H = c->hidden_size, L = c->num_hidden_layers;
+    Activations *a = &m->act;
+    memset(a->d_x, 0, sizeof(float) * N * H);
+    if (m->have_nsp_labels) nsp_backward(m, a->d_x);
+    if (m->have_mlm_labels && m->mlm_count > 0) mlm_backward(m, a->d_x);
+    for (int l = L - 1; l >= 0; l--)
+        layer_backward(m, l, l ? a->layers[l - 1].out : a->emb_out, b->attention_mask);
+    float pdrop = m->training ? c->hidden_dropout_prob : 0.0f;
+    k_dropout(a->d_x, (long)N * H, pdrop, rng_key(m->dropout_seed, dropout_site(0, SITE_EMBEDDINGS)), 0);
+    k_layernorm_backward(a->d_sum, m->g.emb_ln_w, m->g.emb_ln_b, a->d_x, a->emb_sum, a->emb_mean, a->emb_rstd,
+                         m->p.emb_ln_w, N, H);
+    const int32_t *types = b->token_type_ids ? b->token_type_ids : m->zero_types;
+    k_embeddings_backward(m->g.word, m->g.pos, m->g.type, a->d_sum, b->input_ids, types, m->B, m->T, H);
+}

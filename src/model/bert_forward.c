@@ -1,0 +1,158 @@
+/* BERT forward pass: embeddings, post-LN encoder layers, pooler + NSP head, MLM head at the
+ * masked positions only, and the losses. */
+#include <math.h>
+#include <string.h>
+
+#include "core/rng.h"
+#include "kernels/kernels.h"
+#include "model/bert_internal.h"
+
+/* Per-sequence attention range (everything after the last real token is skipped), the
+ * compact list of labelled MLM slots, and the labels. */
+static void prepare_batch(BertModel *m, const BertBatch *b) {
+    const int B = b->batch, T = b->seq_len, P = b->max_predictions;
+    m->B = B, m->T = T, m->P = P;
+    for (int s = 0; s < B; s++) {
+        const int32_t *mask = b->attention_mask ? b->attention_mask + (size_t)s * T : NULL;
+        int last = T - 1, holes = 0;
+        if (mask) {
+            while (last > 0 && !mask[last]) last--;
+            for (int t = 0; t < last; t++) holes |= !mask[t];
+        }
+        m->kv_len[s] = last + 1;
+        m->has_holes[s] = (uint8_t)holes;
+    }
+    m->mlm_count = 0;
+    for (int k = 0; k < B * P; k++) {
+        int32_t label = b->masked_labels ? b->masked_labels[k] : 0;
+        if (label == -1) continue;
+        m->mlm_src_row[m->mlm_count] = (k / P) * T + b->masked_positions[k];
+        m->mlm_slot[m->mlm_count] = k;
+        m->mlm_label[m->mlm_count] = label;
+        m->mlm_count++;
+    }
+    m->have_mlm_labels = b->masked_labels != NULL && P > 0;
+    m->have_nsp_labels = b->next_sentence_labels != NULL;
+    if (m->have_nsp_labels) memcpy(m->nsp_label, b->next_sentence_labels, sizeof(int32_t) * B);
+}
+
+static void attention_args(const BertModel *m, AttentionArgs *a, const int32_t *mask, int layer) {
+    const BertConfig *c = &m->cfg;
+    *a = (AttentionArgs){.B = m->B, .T = m->T, .A = c->num_attention_heads,
+                         .d = c->hidden_size / c->num_attention_heads, .kv_len = m->kv_len, .mask = mask,
+                         .has_holes = m->has_holes, .scratch = m->act.attn_scratch, .nthreads = m->nthreads};
+    if (m->training) {
+        a->dropout_p = c->attention_probs_dropout_prob;
+        a->dropout_key = rng_key(m->dropout_seed, dropout_site(layer, SITE_ATTN_PROBS));
+    }
+}
+
+static float hidden_dropout_p(const BertModel *m) { return m->training ? m->cfg.hidden_dropout_prob : 0.0f; }
+
+static void layer_forward(BertModel *m, int l, const float *x, const int32_t *mask) {
+    const BertConfig *c = &m->cfg;
+    const int N = m->B * m->T, H = c->hidden_size, I = c->intermediate_size;
+    const LayerParams *p = &m->p.layers[l];
+    LayerActs *a = &m->act.layers[l];
+    const float pdrop = hidden_dropout_p(m);
+    AttentionArgs args;
+    attention_args(m, &args, mask, l);
+
+    k_matmul_forward(a->qkv, x, p->qkv_w, p->qkv_b, N, H, 3 * H);
+    k_attention_forward(a->ctx, a->probs, a->qkv, &args);
+    k_matmul_forward(a->attn_sum, a->ctx, p->attn_out_w, p->attn_out_b, N, H, H);
+    k_dropout(a->attn_sum, (long)N * H, pdrop, rng_key(m->dropout_seed, dropout_site(l, SITE_ATTN_OUT)), 0);
+    k_layernorm_forward(a->h1, a->attn_sum, a->ln1_mean, a->ln1_rstd, a->attn_sum, x, p->ln1_w, p->ln1_b, N, H,
+                        c->layer_norm_eps);
+
+    k_matmul_forward(a->ffn_pre, a->h1, p->ffn_in_w, p->ffn_in_b, N, H, I);
+    k_gelu_forward(a->ffn_act, a->ffn_pre, (long)N * I, c->hidden_act);
+    k_matmul_forward(a->ffn_sum, a->ffn_act, p->ffn_out_w, p->ffn_out_b, N, I, H);
+    k_dropout(a->ffn_sum, (long)N * H, pdrop, rng_key(m->dropout_seed, dropout_site(l, SITE_FFN_OUT)), 0);
+    k_layernorm_forward(a->out, a->ffn_sum, a->ln2_mean, a->ln2_rstd, a->ffn_sum, a->h1, p->ln2_w, p->ln2_b, N, H,
+                        c->layer_norm_eps);
+}
+
+static void embeddings_forward(BertModel *m, const BertBatch *b) {
+    const BertConfig *c = &m->cfg;
+    const int N = m->B * m->T, H = c->hidden_size;
+    Activations *a = &m->act;
+    const int32_t *types = b->token_type_ids ? b->token_type_ids : m->zero_types;
+    k_embeddings_forward(a->emb_sum, b->input_ids, types, m->p.word, m->p.pos, m->p.type, m->B, m->T, H);
+    k_layernorm_forward(a->emb_out, NULL, a->emb_mean, a->emb_rstd, a->emb_sum, NULL, m->p.emb_ln_w, m->p.emb_ln_b, N,
+                        H, c->layer_norm_eps);
+    k_dropout(a->emb_out, (long)N * H, hidden_dropout_p(m), rng_key(m->dropout_seed, dropout_site(0, SITE_EMBEDDINGS)),
+              0);
+}
+
+/* Pooler (tanh of the [CLS] row) and the NSP logits; returns the NSP mean loss or 0. */
+static float nsp_forward(BertModel *m, const float *seq_out) {
+    const int B = m->B, H = m->cfg.hidden_size;
+    Activations *a = &m->act;
+    for (int s = 0; s < B; s++) memcpy(a->cls_in + (size_t)s * H, seq_out + (size_t)s * m->T * H, sizeof(float) * H);
+    k_matmul_forward(a->pooled, a->cls_in, m->p.pool_w, m->p.pool_b, B, H, H);
+    k_tanh_forward(a->pooled, (long)B * H);
+    k_matmul_forward(a->nsp_logits, a->pooled, m->p.nsp_w, m->p.nsp_b, B, H, 2);
+    if (!m->have_nsp_labels) return 0.0f;
+    return (float)(k_xent_forward(a->nsp_row_loss, a->d_nsp_logits, a->nsp_logits, NULL, m->nsp_label, B, 2) / B);
+}
+
+/* Moves the compact logits rows 0..M-1 to their slots in [B*P, V] (slot[k] >= k, so going
+ * backwards never overwrites a row still to be moved) and zeroes the unlabelled slots. */
+static void expand_mlm_logits(BertModel *m) {
+    const int M = m->mlm_count, BP = m->B * m->P, V = m->cfg.vocab_size;
+    float *logits = m->act.mlm_logits;
+    if (M == BP) return;
+    for (int k = M - 1; k >= 0; k--)
+        if (m->mlm_slot[k] != k)
+            memmove(logits + (size_t)m->mlm_slot[k] * V, logits + (size_t)k * V, sizeof(float) * V);
+    int next = 0;
+    for (int slot = 0; slot < BP; slot++) {
+        if (next < M && m->mlm_slot[next] == slot) { next++; continue; }
+        memset(logits + (size_t)slot * V, 0, sizeof(float) * V);
+    }
+}
+
+/* MLM head on the labelled masked positions only; returns the MLM mean loss or 0. */
+static float mlm_forward(BertModel *m, const float *seq_out) {
+    const BertConfig *c = &m->cfg;
+    const int M = m->mlm_count, H = c->hidden_size, V = c->vocab_size;
+    Activations *a = &m->act;
+    float loss = 0.0f;
+    if (M > 0) {
+        for (int k = 0; k < M; k++)
+            memcpy(a->mlm_in + (size_t)k * H, seq_out + (size_t)m->mlm_src_row[k] * H, sizeof(float) * H);
+        k_matmul_forward(a->mlm_pre, a->mlm_in, m->p.mlm_dense_w, m->p.mlm_dense_b, M, H, H);
+        k_gelu_forward(a->mlm_act, a->mlm_pre, (long)M * H, c->hidden_act);
+        k_layernorm_forward(a->mlm_ln, NULL, a->mlm_mean, a->mlm_rstd, a->mlm_act, NULL, m->p.mlm_ln_w, m->p.mlm_ln_b,
+                            M, H, c->layer_norm_eps);
+        k_matmul_forward(a->mlm_logits, a->mlm_ln, m->p.word, m->p.mlm_bias, M, H, V);  /* tied decoder */
+        if (m->have_mlm_labels)  /* the softmax goes to d_mlm_logits, where backward wants it */
+            loss = (float)(k_xent_forward(a->mlm_row_loss, a->d_mlm_logits, a->mlm_logits, NULL, m->mlm_label, M, V) / M);
+    }
+    expand_mlm_logits(m);
+    return loss;
+}
+
+float bert_forward(BertModel *m, const BertBatch *b, bool training, uint64_t dropout_seed) {
+    BertError err;
+    if (bert_batch_validate(m, b, &err)) {
+        snprintf(m->error, sizeof m->error, "%s", err.msg);
+        m->backward_ready = false;
+        return NAN;
+    }
+    m->error[0] = '\0';
+    m->training = training;
+    m->dropout_seed = dropout_seed;
+    prepare_batch(m, b);
+    embeddings_forward(m, b);
+    const float *x = m->act.emb_out;
+    for (int l = 0; l < m->cfg.num_hidden_layers; l++) {
+        layer_forward(m, l, x, b->attention_mask);
+        x = m->act.layers[l].out;
+    }
+    m->nsp_loss = nsp_forward(m, x);
+    m->mlm_loss = m->P > 0 ? mlm_forward(m, x) : 0.0f;
+    m->backward_ready = true;
+    return m->mlm_loss + m->nsp_loss;
+}

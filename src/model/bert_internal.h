@@ -1,0 +1,85 @@
+/* The inside of BertModel, shared by the files of src/model/ and src/optim/. */
+#ifndef BERT_MODEL_INTERNAL_H
+#define BERT_MODEL_INTERNAL_H
+
+#include "model/bert.h"
+
+/* Named views of one encoder layer's parameters (or gradients: the same layout). The query,
+ * key and value weights are adjacent, so qkv_w is one [3H, H] matrix and qkv_b one [3H]. */
+typedef struct {
+    float *qkv_w, *qkv_b;
+    float *attn_out_w, *attn_out_b, *ln1_w, *ln1_b;
+    float *ffn_in_w, *ffn_in_b, *ffn_out_w, *ffn_out_b, *ln2_w, *ln2_b;
+} LayerParams;
+
+typedef struct {
+    float *word, *pos, *type, *emb_ln_w, *emb_ln_b;
+    LayerParams *layers;
+    float *pool_w, *pool_b;
+    float *mlm_bias, *mlm_dense_w, *mlm_dense_b, *mlm_ln_w, *mlm_ln_b;
+    float *nsp_w, *nsp_b;
+} ParamViews;
+
+/* Activations of one encoder layer kept for backward (N = B*T rows). */
+typedef struct {
+    float *qkv;                 /* [N, 3H] */
+    float *probs;               /* [B, A, T, T] softmax before dropout */
+    float *ctx;                 /* [N, H] attention output before the projection */
+    float *attn_sum;            /* [N, H] dropout(ctx Wo + bo) + x: LayerNorm 1's input */
+    float *ln1_mean, *ln1_rstd; /* [N] */
+    float *h1;                  /* [N, H] LayerNorm 1's output */
+    float *ffn_pre, *ffn_act;   /* [N, I] before / after GELU */
+    float *ffn_sum;             /* [N, H] dropout(act W2 + b2) + h1: LayerNorm 2's input */
+    float *ln2_mean, *ln2_rstd; /* [N] */
+    float *out;                 /* [N, H] the layer's output */
+} LayerActs;
+
+typedef struct {
+    float *emb_sum, *emb_mean, *emb_rstd, *emb_out;  /* emb_out: layer 0's input (after dropout) */
+    LayerActs *layers;
+    float *cls_in, *pooled, *nsp_logits;              /* [B, H], [B, H], [B, 2] */
+    float *mlm_in, *mlm_pre, *mlm_act, *mlm_ln;       /* [BP, H] (compact rows) */
+    float *mlm_mean, *mlm_rstd, *mlm_row_loss, *nsp_row_loss;
+    float *mlm_logits;                                /* [BP, V] */
+    /* backward scratch, reused by every layer */
+    float *d_x, *d_sum, *d_h1, *d_ctx, *d_qkv;        /* [N, H] ..., d_qkv [N, 3H] */
+    float *d_ffn;                                     /* [N, I] */
+    float *d_mlm_logits;                              /* [BP, V] compact */
+    float *d_mlm_a, *d_mlm_b;                         /* [BP, H] */
+    float *d_pooled, *d_cls, *d_nsp_logits;           /* [B, H], [B, H], [B, 2] */
+    float *attn_scratch;                              /* nthreads * 2 * T * T */
+} Activations;
+
+struct BertModel {
+    BertConfig cfg;
+    int max_batch, max_seq, max_preds, nthreads;
+    int num_tensors;
+    BertParamInfo *info;
+    size_t num_params;
+    float *params, *grads, *adam_state;  /* adam_state: m then v, 2 * num_params */
+    ParamViews p, g;
+    Activations act;
+    float *act_memory;
+    size_t act_floats;
+    /* derived from the current batch */
+    int32_t *kv_len, *zero_types, *mlm_src_row, *mlm_slot, *mlm_label, *nsp_label;
+    uint8_t *has_holes;
+    int mlm_count;
+    int B, T, P;
+    bool have_mlm_labels, have_nsp_labels, training;
+    bool backward_ready;  /* a forward succeeded and its backward has not run yet */
+    uint64_t dropout_seed;
+    float mlm_loss, nsp_loss;
+    char error[1024];
+};
+
+/* Dropout sites: one RNG stream per site per step. */
+enum { SITE_EMBEDDINGS = 0, SITE_ATTN_PROBS = 1, SITE_ATTN_OUT = 2, SITE_FFN_OUT = 3, SITES_PER_LAYER = 3 };
+static inline uint64_t dropout_site(int layer, int kind) {
+    return kind == SITE_EMBEDDINGS ? 0 : 1 + (uint64_t)layer * SITES_PER_LAYER + (uint64_t)(kind - 1);
+}
+
+/* Initialises one parameter tensor (BERT rules) from the counter-based RNG. */
+void bert_init_tensor(const BertParamInfo *t, float initializer_range, uint64_t seed, int tensor_index);
+
+#endif

@@ -1,0 +1,444 @@
+/* BERT's FullTokenizer (BasicTokenizer + WordpieceTokenizer) in one pass over the bytes.
+ *
+ * The reference transforms the whole string several times (_clean_text, spaces around
+ * CJK, split on whitespace, lower + NFD + drop Mn per piece, split on punctuation,
+ * WordPiece per word). Here each whitespace-delimited piece is gathered as code points
+ * with their source byte spans, transformed only when it holds a character that the
+ * transform can change (ASCII upper case is lowered inline), split on punctuation, and
+ * each word goes straight to the longest-match search. Nothing is allocated per token:
+ * all working memory lives in the caller's TokenList and only grows. */
+#include "text/tokenizer.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <utf8proc.h>
+
+#include "text/unicode_class.h"
+#include "text/vocab_internal.h"
+
+struct Tokenizer {
+    const Vocab *vocab;
+    bool do_lower_case;
+    int max_input_chars_per_word;
+    char **never_split;            /* valid UTF-8 entries of opt->never_split */
+    size_t *never_split_len;
+    int n_never_split;
+    bool starts_never_split[256];  /* first bytes of never_split entries */
+    int unk_id;
+    uint8_t bmp_class[0x10000];    /* uc_classify() of every BMP code point */
+};
+
+/* One code point of the text being tokenized, with the source bytes it came from. */
+typedef struct {
+    int32_t cp;
+    int start, end;
+    uint8_t ccc;  /* canonical combining class, for NFD reordering */
+} Char;
+
+typedef struct {
+    Char *piece;        /* the current whitespace-delimited piece */
+    size_t piece_n, piece_cap;
+    Char *out;          /* the piece after lower-casing and accent stripping */
+    size_t out_n, out_cap;
+    char *bytes;        /* the current word in UTF-8 */
+    int *byte_at;       /* byte offset of each code point of the word (+1 at the end) */
+    uint64_t *prefix_hash;
+    size_t word_cap;    /* capacity of bytes/4, byte_at, prefix_hash (in code points) */
+} Scratch;
+
+typedef void (*WordSink)(const Tokenizer *t, Scratch *s, const Char *w, size_t n, void *ctx);
+
+/* ---- creation ---- */
+
+TokenizerOptions tokenizer_default_options(void) {
+    TokenizerOptions o = {.do_lower_case = true, .max_input_chars_per_word = 100};
+    return o;
+}
+
+Tokenizer *tokenizer_new(const Vocab *vocab, const TokenizerOptions *opt) {
+    int unk = vocab ? vocab_lookup(vocab, "[UNK]", 5) : -1;
+    if (vocab && unk < 0) return NULL;
+    Tokenizer *t = xcalloc(1, sizeof *t);
+    t->vocab = vocab;
+    t->unk_id = unk;
+    t->do_lower_case = opt->do_lower_case;
+    t->max_input_chars_per_word = opt->max_input_chars_per_word;
+    int n = opt->never_split ? opt->n_never_split : 0;
+    t->never_split = xcalloc((size_t)n + 1, sizeof *t->never_split);
+    t->never_split_len = xcalloc((size_t)n + 1, sizeof *t->never_split_len);
+    for (int i = 0; i < n; i++) {
+        const char *ns = opt->never_split[i];
+        if (!ns[0] || utf8proc_decompose((const utf8proc_uint8_t *)ns, -1, NULL, 0, UTF8PROC_NULLTERM) < 0)
+            continue;  /* empty or invalid UTF-8: could never be matched sensibly */
+        t->never_split[t->n_never_split] = xstrdup(ns);
+        t->never_split_len[t->n_never_split++] = strlen(ns);
+        t->starts_never_split[(unsigned char)ns[0]] = true;
+    }
+    for (int32_t cp = 0; cp < 0x10000; cp++)
+        t->bmp_class[cp] = (cp >= 0xD800 && cp <= 0xDFFF) ? UC_DROP : uc_classify(cp);
+    return t;
+}
+
+void tokenizer_free(Tokenizer *t) {
+    if (!t) return;
+    for (int i = 0; i < t->n_never_split; i++) free(t->never_split[i]);
+    free(t->never_split);
+    free(t->never_split_len);
+    free(t);
+}
+
+const Vocab *tokenizer_vocab(const Tokenizer *t) { return t->vocab; }
+
+static uint8_t class_of(const Tokenizer *t, int32_t cp) {
+    return cp < 0x10000 ? t->bmp_class[cp] : uc_classify(cp);
+}
+
+/* ---- token lists and scratch memory ---- */
+
+void token_list_init(TokenList *l) { memset(l, 0, sizeof *l); }
+
+static void scratch_free(Scratch *s) {
+    if (!s) return;
+    free(s->piece);
+    free(s->out);
+    free(s->bytes);
+    free(s->byte_at);
+    free(s->prefix_hash);
+    free(s);
+}
+
+void token_list_free(TokenList *l) {
+    free(l->tokens);
+    scratch_free(l->scratch);
+    memset(l, 0, sizeof *l);
+}
+
+static Scratch *scratch_of(TokenList *l) {
+    if (!l->scratch) l->scratch = xcalloc(1, sizeof(Scratch));
+    return l->scratch;
+}
+
+static void push_char(Char **arr, size_t *n, size_t *cap, Char c) {
+    if (*n == *cap) {
+        *cap = *cap ? *cap * 2 : 256;
+        *arr = xrealloc(*arr, *cap * sizeof **arr);
+    }
+    (*arr)[(*n)++] = c;
+}
+
+static void push_token(TokenList *l, int id, int start, int end) {
+    if (l->n == l->cap) {
+        l->cap = l->cap ? l->cap * 2 : 256;
+        l->tokens = xrealloc(l->tokens, (size_t)l->cap * sizeof *l->tokens);
+    }
+    l->tokens[l->n++] = (Token){id, start, end};
+}
+
+/* ---- UTF-8 decoding, as Python's decoder with errors="replace" ---- */
+
+/* Decodes the code point at s[0..len) (s[0] >= 0x80). Returns it, or -1 for an invalid
+ * sequence; *nbytes is the length consumed (for -1: the maximal subpart that is
+ * replaced by one U+FFFD, as Unicode recommends and Python does). */
+static int32_t decode_utf8(const unsigned char *s, size_t len, int *nbytes) {
+    unsigned char b = s[0];
+    int need;
+    int32_t cp;
+    unsigned char lo = 0x80, hi = 0xBF;  /* allowed range of the second byte */
+    if (b >= 0xC2 && b <= 0xDF) { need = 1; cp = b & 0x1F; }
+    else if (b >= 0xE0 && b <= 0xEF) {
+        need = 2; cp = b & 0x0F;
+        if (b == 0xE0) lo = 0xA0;          /* overlong */
+        if (b == 0xED) hi = 0x9F;          /* surrogates */
+    } else if (b >= 0xF0 && b <= 0xF4) {
+        need = 3; cp = b & 0x07;
+        if (b == 0xF0) lo = 0x90;          /* overlong */
+        if (b == 0xF4) hi = 0x8F;          /* beyond U+10FFFF */
+    } else {
+        *nbytes = 1;
+        return -1;
+    }
+    for (int k = 1; k <= need; k++) {
+        unsigned char c = (size_t)k < len ? s[k] : 0;
+        unsigned char min = k == 1 ? lo : 0x80, max = k == 1 ? hi : 0xBF;
+        if ((size_t)k >= len || c < min || c > max) {
+            *nbytes = k;
+            return -1;
+        }
+        cp = (cp << 6) | (c & 0x3F);
+    }
+    *nbytes = need + 1;
+    return cp;
+}
+
+/* ---- lower-casing and accent stripping (uncased only) ---- */
+
+/* Python's str.lower() maps U+03A3 to final sigma U+03C2 when a cased letter precedes
+ * it and none follows, skipping case-ignorable characters both ways (CPython's
+ * handle_capital_sigma), within the whitespace-delimited piece being lowered. */
+static bool is_final_sigma(const Char *w, size_t n, size_t i) {
+    size_t j = i;
+    while (j > 0 && uc_is_case_ignorable(w[j - 1].cp)) j--;
+    if (j == 0 || !uc_is_cased(w[j - 1].cp)) return false;
+    for (j = i + 1; j < n && uc_is_case_ignorable(w[j].cp); j++) {}
+    return j == n || !uc_is_cased(w[j].cp);
+}
+
+/* NFD's canonical ordering: within each run of non-starters (combining class > 0),
+ * a stable sort by combining class. */
+static void canonical_reorder(Char *c, size_t n) {
+    for (size_t i = 1; i < n; i++) {
+        Char x = c[i];
+        if (x.ccc == 0) continue;
+        size_t j = i;
+        while (j > 0 && c[j - 1].ccc > x.ccc) {
+            c[j] = c[j - 1];
+            j--;
+        }
+        c[j] = x;
+    }
+}
+
+/* The reference's token.lower() then _run_strip_accents (NFD, drop Mn), into s->out. */
+static void lower_and_strip_accents(Scratch *s) {
+    s->out_n = 0;
+    for (size_t i = 0; i < s->piece_n; i++) {
+        Char src = s->piece[i];
+        int32_t lowered[2];
+        int nl = src.cp == 0x3A3 ? (lowered[0] = is_final_sigma(s->piece, s->piece_n, i) ? 0x3C2 : 0x3C3, 1)
+                                 : uc_lower_full(src.cp, lowered);
+        for (int k = 0; k < nl; k++) {
+            int32_t decomposed[8];
+            int nd = uc_decompose(lowered[k], decomposed, 8);
+            for (int d = 0; d < nd; d++) {
+                Char c = {decomposed[d], src.start, src.end, (uint8_t)uc_combining_class(decomposed[d])};
+                push_char(&s->out, &s->out_n, &s->out_cap, c);
+            }
+        }
+    }
+    canonical_reorder(s->out, s->out_n);
+    size_t kept = 0;
+    for (size_t i = 0; i < s->out_n; i++)
+        if (!uc_is_nonspacing_mark(s->out[i].cp)) s->out[kept++] = s->out[i];
+    s->out_n = kept;
+}
+
+/* ---- basic tokenization ---- */
+
+static void ensure_word_capacity(Scratch *s, size_t n) {
+    if (n + 1 <= s->word_cap) return;
+    size_t cap = s->word_cap ? s->word_cap : 64;
+    while (cap < n + 1) cap *= 2;
+    s->bytes = xrealloc(s->bytes, cap * 4);
+    s->byte_at = xrealloc(s->byte_at, cap * sizeof *s->byte_at);
+    s->prefix_hash = xrealloc(s->prefix_hash, cap * sizeof *s->prefix_hash);
+    s->word_cap = cap;
+}
+
+/* UTF-8 of w[0..n) into s->bytes, with s->byte_at[i] the offset of code point i. */
+static size_t encode_word(Scratch *s, const Char *w, size_t n) {
+    ensure_word_capacity(s, n);
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) {
+        s->byte_at[i] = (int)len;
+        if (w[i].cp < 0x80) s->bytes[len++] = (char)w[i].cp;
+        else len += (size_t)utf8proc_encode_char(w[i].cp, (utf8proc_uint8_t *)s->bytes + len);
+    }
+    s->byte_at[n] = (int)len;
+    return len;
+}
+
+/* The longest never_split entry that text[pos..len) starts with, or -1. */
+static int match_never_split(const Tokenizer *t, const char *text, size_t len, size_t pos) {
+    int best = -1;
+    for (int i = 0; i < t->n_never_split; i++) {
+        size_t n = t->never_split_len[i];
+        if (n <= len - pos && memcmp(text + pos, t->never_split[i], n) == 0 &&
+            (best < 0 || n > t->never_split_len[best]))
+            best = i;
+    }
+    return best;
+}
+
+/* A never_split entry found at text[pos..): one word, exactly as written. */
+static void emit_never_split(const Tokenizer *t, Scratch *s, const char *text, size_t pos, int which,
+                             WordSink sink, void *ctx) {
+    const utf8proc_uint8_t *u = (const utf8proc_uint8_t *)text;
+    size_t end = pos + t->never_split_len[which];
+    s->piece_n = 0;
+    while (pos < end) {
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t k = utf8proc_iterate(u + pos, (utf8proc_ssize_t)(end - pos), &cp);
+        Char c = {cp, (int)pos, (int)(pos + (size_t)k), 0};
+        push_char(&s->piece, &s->piece_n, &s->piece_cap, c);
+        pos += (size_t)k;
+    }
+    sink(t, s, s->piece, s->piece_n, ctx);
+    s->piece_n = 0;
+}
+
+/* One whitespace-delimited piece: lower-case and strip accents if uncased, then split
+ * on punctuation (_run_split_on_punc) and hand each word to the sink. */
+static void finish_piece(const Tokenizer *t, Scratch *s, bool needs_transform, WordSink sink, void *ctx) {
+    if (s->piece_n == 0) return;
+    Char *w = s->piece;
+    size_t n = s->piece_n;
+    if (t->do_lower_case && needs_transform) {
+        lower_and_strip_accents(s);
+        w = s->out;
+        n = s->out_n;
+    } else if (t->do_lower_case) {
+        for (size_t i = 0; i < n; i++)
+            if (w[i].cp >= 'A' && w[i].cp <= 'Z') w[i].cp += 'a' - 'A';
+    }
+    size_t word_start = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!(class_of(t, w[i].cp) & UC_PUNCT)) continue;
+        if (i > word_start) sink(t, s, w + word_start, i - word_start, ctx);
+        sink(t, s, w + i, 1, ctx);
+        word_start = i + 1;
+    }
+    if (n > word_start) sink(t, s, w + word_start, n - word_start, ctx);
+    s->piece_n = 0;
+}
+
+/* _clean_text, _tokenize_chinese_chars and whitespace_tokenize in one scan of the
+ * bytes; each piece goes to finish_piece. Returns the count of invalid sequences. */
+static long run_basic(const Tokenizer *t, Scratch *s, const char *text, size_t len, WordSink sink, void *ctx) {
+    const unsigned char *u = (const unsigned char *)text;
+    long invalid = 0;
+    bool needs_transform = false;
+    s->piece_n = 0;
+    for (size_t pos = 0; pos < len;) {
+        int32_t cp;
+        int nbytes = 1;
+        uint8_t cls;
+        int special = t->starts_never_split[u[pos]] ? match_never_split(t, text, len, pos) : -1;
+        if (special >= 0) {
+            finish_piece(t, s, needs_transform, sink, ctx);
+            needs_transform = false;
+            emit_never_split(t, s, text, pos, special, sink, ctx);
+            pos += t->never_split_len[special];
+            continue;
+        }
+        if (u[pos] < 0x80) {
+            cp = u[pos];
+            cls = t->bmp_class[cp];
+        } else {
+            cp = decode_utf8(u + pos, len - pos, &nbytes);
+            if (cp < 0) {
+                invalid++;  /* U+FFFD, which _clean_text drops */
+                pos += (size_t)nbytes;
+                continue;
+            }
+            cls = class_of(t, cp);
+        }
+        Char c = {cp, (int)pos, (int)(pos + (size_t)nbytes), 0};
+        pos += (size_t)nbytes;
+        if (cls & UC_DROP) continue;
+        if (cls & (UC_SPACE | UC_CJK)) {
+            finish_piece(t, s, needs_transform, sink, ctx);
+            needs_transform = false;
+            if (cls & UC_CJK) {  /* a piece of its own; its NFD may still differ */
+                push_char(&s->piece, &s->piece_n, &s->piece_cap, c);
+                finish_piece(t, s, (cls & UC_UNCASED_CHANGES) != 0, sink, ctx);
+            }
+            continue;
+        }
+        if ((cls & UC_UNCASED_CHANGES) && cp >= 0x80) needs_transform = true;
+        push_char(&s->piece, &s->piece_n, &s->piece_cap, c);
+    }
+    finish_piece(t, s, needs_transform, sink, ctx);
+    return invalid;
+}
+
+/* ---- WordPiece ---- */
+
+static void span_of(const Char *w, size_t n, int *start, int *end) {
+    *start = w[0].start;
+    *end = w[0].end;
+    for (size_t i = 1; i < n; i++) {  /* NFD reordering can move marks within a word */
+        if (w[i].start < *start) *start = w[i].start;
+        if (w[i].end > *end) *end = w[i].end;
+    }
+}
+
+/* Greedy longest-match-first, as WordpieceTokenizer.tokenize; a word longer than
+ * max_input_chars_per_word or with an uncoverable remainder becomes one [UNK]. */
+static void wordpiece_sink(const Tokenizer *t, Scratch *s, const Char *w, size_t n, void *ctx) {
+    TokenList *out = ctx;
+    const Vocab *v = t->vocab;
+    int word_start, word_end;
+    span_of(w, n, &word_start, &word_end);
+    if (n > (size_t)t->max_input_chars_per_word) {
+        push_token(out, t->unk_id, word_start, word_end);
+        return;
+    }
+    size_t nbytes = encode_word(s, w, n);
+    /* A word can start with "##" only if it is a never_split entry; its first piece is
+     * then looked up literally (as "##..." tokens), off the fast path. */
+    bool literal_first = nbytes > 2 && s->bytes[0] == '#' && s->bytes[1] == '#';
+    int first_token = out->n;
+    for (size_t i = 0; i < n;) {
+        bool cont = i > 0;
+        size_t limit = cont ? v->max_cont_bytes : literal_first ? nbytes : v->max_word_bytes;
+        uint64_t h = vocab_hash_init(cont);
+        size_t longest = i;
+        for (size_t j = i + 1; j <= n && (size_t)(s->byte_at[j] - s->byte_at[i]) <= limit; j++) {
+            h = vocab_hash_extend(h, s->bytes + s->byte_at[j - 1], (size_t)(s->byte_at[j] - s->byte_at[j - 1]));
+            s->prefix_hash[j] = h;
+            longest = j;
+        }
+        int id = -1;
+        size_t j = longest;
+        for (; j > i; j--) {
+            const char *piece = s->bytes + s->byte_at[i];
+            size_t len = (size_t)(s->byte_at[j] - s->byte_at[i]);
+            id = !cont && literal_first ? vocab_lookup(v, piece, len)
+                                        : vocab_lookup_piece(v, s->prefix_hash[j], cont, piece, len);
+            if (id >= 0) break;
+        }
+        if (id < 0) {
+            out->n = first_token;
+            push_token(out, t->unk_id, word_start, word_end);
+            return;
+        }
+        int start, end;
+        span_of(w + i, j - i, &start, &end);
+        push_token(out, id, start, end);
+        i = j;
+    }
+}
+
+int tokenize(const Tokenizer *t, const char *text, size_t len, TokenList *out) {
+    out->n = 0;
+    out->invalid_utf8 = 0;
+    if (!t->vocab || len > (size_t)INT_MAX) return -1;
+    out->invalid_utf8 = run_basic(t, scratch_of(out), text, len, wordpiece_sink, out);
+    return out->n;
+}
+
+/* ---- BasicTokenizer alone ---- */
+
+typedef struct {
+    BasicWordFn fn;
+    void *ctx;
+    long words;
+} BasicCallback;
+
+static void basic_sink(const Tokenizer *t, Scratch *s, const Char *w, size_t n, void *ctx) {
+    BasicCallback *cb = ctx;
+    size_t len = encode_word(s, w, n);
+    int start, end;
+    span_of(w, n, &start, &end);
+    cb->fn(s->bytes, len, start, end, cb->ctx);
+    cb->words++;
+}
+
+long basic_tokenize(const Tokenizer *t, const char *text, size_t len, TokenList *work, BasicWordFn fn, void *ctx) {
+    work->invalid_utf8 = 0;
+    if (len > (size_t)INT_MAX) return -1;
+    BasicCallback cb = {fn, ctx, 0};
+    work->invalid_utf8 = run_basic(t, scratch_of(work), text, len, basic_sink, &cb);
+    return cb.words;
+}

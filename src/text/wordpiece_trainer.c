@@ -1,0 +1,537 @@
+/* WordPiece vocabulary learning: BPE over the corpus's words with "##" continuation
+ * symbols, as HuggingFace's WordPieceTrainer (a BpeTrainer with
+ * continuing_subword_prefix="##").
+ *
+ * Every word starts as its characters: "w", "##o", "##r", "##d". Each step merges the
+ * most frequent adjacent pair (weighted by word counts) into one symbol ("w" + "##o" ->
+ * "wo", "##o" + "##r" -> "##or") until the vocabulary is full or no pair is frequent
+ * enough. Pair counts live in a hash map with, per pair, the words that contain it; a
+ * max-heap with lazy deletion finds the best pair (an entry whose count is out of date
+ * is re-queued with the current count when it surfaces). */
+#include "text/wordpiece_trainer.h"
+
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "text/vocab_internal.h"
+
+/* ---- a string -> int64 hash map (word counts, symbols) ---- */
+
+typedef struct {
+    char **keys;
+    size_t *lens;
+    long long *values;
+    size_t n, cap;      /* entries */
+    int32_t *slots;     /* entry index or -1; power-of-two size */
+    size_t mask;
+} StrMap;
+
+static void strmap_init(StrMap *m) {
+    memset(m, 0, sizeof *m);
+    m->mask = 1023;
+    m->slots = xmalloc((m->mask + 1) * sizeof *m->slots);
+    memset(m->slots, -1, (m->mask + 1) * sizeof *m->slots);
+}
+
+static void strmap_free(StrMap *m) {
+    for (size_t i = 0; i < m->n; i++) free(m->keys[i]);
+    free(m->keys);
+    free(m->lens);
+    free(m->values);
+    free(m->slots);
+}
+
+static uint64_t hash_bytes(const char *s, size_t len) { return vocab_hash_extend(vocab_hash_init(false), s, len); }
+
+static void strmap_grow(StrMap *m) {
+    m->mask = m->mask * 2 + 1;
+    m->slots = xrealloc(m->slots, (m->mask + 1) * sizeof *m->slots);
+    memset(m->slots, -1, (m->mask + 1) * sizeof *m->slots);
+    for (size_t i = 0; i < m->n; i++) {
+        size_t s = hash_bytes(m->keys[i], m->lens[i]) & m->mask;
+        while (m->slots[s] >= 0) s = (s + 1) & m->mask;
+        m->slots[s] = (int32_t)i;
+    }
+}
+
+/* Index of key, inserting it with value 0 if absent. */
+static size_t strmap_intern(StrMap *m, const char *key, size_t len) {
+    size_t s = hash_bytes(key, len) & m->mask;
+    for (; m->slots[s] >= 0; s = (s + 1) & m->mask) {
+        size_t i = (size_t)m->slots[s];
+        if (m->lens[i] == len && memcmp(m->keys[i], key, len) == 0) return i;
+    }
+    if (m->n == m->cap) {
+        m->cap = m->cap ? m->cap * 2 : 1024;
+        m->keys = xrealloc(m->keys, m->cap * sizeof *m->keys);
+        m->lens = xrealloc(m->lens, m->cap * sizeof *m->lens);
+        m->values = xrealloc(m->values, m->cap * sizeof *m->values);
+    }
+    size_t i = m->n++;
+    m->keys[i] = xmalloc(len + 1);
+    memcpy(m->keys[i], key, len);
+    m->keys[i][len] = 0;
+    m->lens[i] = len;
+    m->values[i] = 0;
+    m->slots[s] = (int32_t)i;
+    if (m->n * 2 > m->mask) strmap_grow(m);
+    return i;
+}
+
+/* ---- word counting ---- */
+
+struct WordCounts {
+    Tokenizer *basic;
+    int max_chars;
+    StrMap words;
+};
+
+WordCounts *word_counts_new(bool do_lower_case, int max_input_chars_per_word) {
+    WordCounts *wc = xcalloc(1, sizeof *wc);
+    TokenizerOptions opt = tokenizer_default_options();
+    opt.do_lower_case = do_lower_case;
+    wc->basic = tokenizer_new(NULL, &opt);
+    wc->max_chars = max_input_chars_per_word;
+    strmap_init(&wc->words);
+    return wc;
+}
+
+void word_counts_free(WordCounts *wc) {
+    if (!wc) return;
+    tokenizer_free(wc->basic);
+    strmap_free(&wc->words);
+    free(wc);
+}
+
+long word_counts_distinct(const WordCounts *wc) { return (long)wc->words.n; }
+
+long long word_counts_total(const WordCounts *wc) {
+    long long total = 0;
+    for (size_t i = 0; i < wc->words.n; i++) total += wc->words.values[i];
+    return total;
+}
+
+static size_t utf8_chars(const char *s, size_t len) {
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) n += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return n;
+}
+
+typedef struct {
+    StrMap *map;
+    int max_chars;
+} CountCtx;
+
+static void count_word(const char *word, size_t len, int start, int end, void *ctx) {
+    CountCtx *c = ctx;
+    if (utf8_chars(word, len) > (size_t)c->max_chars) return;  /* always [UNK] */
+    size_t i = strmap_intern(c->map, word, len);  /* may move values[]: index first */
+    c->map->values[i]++;
+}
+
+/* Each thread counts whole lines of its share of the text into its own map; the maps
+ * are then added into wc in thread order. */
+void word_counts_add_text(WordCounts *wc, const char *text, size_t len, int threads) {
+    if (threads < 1) threads = 1;
+    StrMap *local = xcalloc((size_t)threads, sizeof *local);
+#pragma omp parallel num_threads(threads)
+    {
+        int tid = omp_get_thread_num(), nt = omp_get_num_threads();
+        size_t begin = len * (size_t)tid / (size_t)nt, end = len * (size_t)(tid + 1) / (size_t)nt;
+        /* Move both edges forward to a line start so no line is split or counted twice. */
+        while (begin > 0 && begin < len && text[begin - 1] != '\n') begin++;
+        while (end < len && end > 0 && text[end - 1] != '\n') end++;
+        strmap_init(&local[tid]);
+        CountCtx ctx = {&local[tid], wc->max_chars};
+        TokenList work;
+        token_list_init(&work);
+        for (size_t pos = begin; pos < end;) {
+            const char *nl = memchr(text + pos, '\n', end - pos);
+            size_t stop = nl ? (size_t)(nl - text) : end;
+            basic_tokenize(wc->basic, text + pos, stop - pos, &work, count_word, &ctx);
+            pos = stop + 1;
+        }
+        token_list_free(&work);
+    }
+    for (int t = 0; t < threads; t++) {
+        for (size_t i = 0; i < local[t].n; i++) {
+            size_t k = strmap_intern(&wc->words, local[t].keys[i], local[t].lens[i]);
+            wc->words.values[k] += local[t].values[i];
+        }
+        strmap_free(&local[t]);
+    }
+    free(local);
+}
+
+/* ---- training state ---- */
+
+typedef struct {
+    int *sym;
+    int len;
+    long long count;
+} Word;
+
+typedef struct {
+    int a, b;
+    long long count;
+    int *where;  /* words that contained the pair when it was counted (may be stale) */
+    int nwhere, capwhere;
+} Pair;
+
+typedef struct {
+    long long count;
+    int pair;
+} HeapEntry;
+
+typedef struct {
+    StrMap symbols;          /* symbol string -> id (index); values unused */
+    Word *words;
+    int nwords;
+    Pair *pairs;
+    int npairs, cappairs;
+    int32_t *pair_slots;     /* (a,b) -> pair index, open addressing */
+    size_t pair_mask;
+    HeapEntry *heap;
+    size_t nheap, capheap;
+    int *stamp;              /* per word: last merge that visited it */
+} Trainer;
+
+static uint64_t pair_key(int a, int b) { return ((uint64_t)(uint32_t)a << 32) | (uint32_t)b; }
+static size_t pair_slot_of(uint64_t k, size_t mask) { return (size_t)((k * 0x9E3779B97F4A7C15ULL) >> 20) & mask; }
+
+static void pairs_rehash(Trainer *tr) {
+    memset(tr->pair_slots, -1, (tr->pair_mask + 1) * sizeof *tr->pair_slots);
+    for (int i = 0; i < tr->npairs; i++) {
+        size_t s = pair_slot_of(pair_key(tr->pairs[i].a, tr->pairs[i].b), tr->pair_mask);
+        while (tr->pair_slots[s] >= 0) s = (s + 1) & tr->pair_mask;
+        tr->pair_slots[s] = i;
+    }
+}
+
+static Pair *pair_get(Trainer *tr, int a, int b) {
+    uint64_t k = pair_key(a, b);
+    size_t s = pair_slot_of(k, tr->pair_mask);
+    for (; tr->pair_slots[s] >= 0; s = (s + 1) & tr->pair_mask) {
+        Pair *p = &tr->pairs[tr->pair_slots[s]];
+        if (p->a == a && p->b == b) return p;
+    }
+    if (tr->npairs == tr->cappairs) {
+        tr->cappairs = tr->cappairs ? tr->cappairs * 2 : 4096;
+        tr->pairs = xrealloc(tr->pairs, (size_t)tr->cappairs * sizeof *tr->pairs);
+    }
+    tr->pairs[tr->npairs] = (Pair){a, b, 0, NULL, 0, 0};
+    tr->pair_slots[s] = tr->npairs++;
+    if ((size_t)tr->npairs * 2 > tr->pair_mask) {
+        tr->pair_mask = tr->pair_mask * 2 + 1;
+        tr->pair_slots = xrealloc(tr->pair_slots, (tr->pair_mask + 1) * sizeof *tr->pair_slots);
+        pairs_rehash(tr);
+    }
+    return &tr->pairs[tr->npairs - 1];
+}
+
+static void pair_note_word(Pair *p, int w) {
+    if (p->nwhere && p->where[p->nwhere - 1] == w) return;
+    if (p->nwhere == p->capwhere) {
+        p->capwhere = p->capwhere ? p->capwhere * 2 : 4;
+        p->where = xrealloc(p->where, (size_t)p->capwhere * sizeof *p->where);
+    }
+    p->where[p->nwhere++] = w;
+}
+
+static int cmp_symbols(const Trainer *tr, int a, int b) {
+    size_t la = tr->symbols.lens[a], lb = tr->symbols.lens[b];
+    int c = memcmp(tr->symbols.keys[a], tr->symbols.keys[b], la < lb ? la : lb);
+    return c ? c : (la > lb) - (la < lb);
+}
+
+/* Max-heap on count; equal counts are broken by the pair's strings (first symbol, then
+ * second, bytewise), so the result is reproducible by a plain reimplementation. */
+static bool heap_before(const Trainer *tr, HeapEntry x, HeapEntry y) {
+    if (x.count != y.count) return x.count > y.count;
+    const Pair *p = &tr->pairs[x.pair], *q = &tr->pairs[y.pair];
+    int c = cmp_symbols(tr, p->a, q->a);
+    return c ? c < 0 : cmp_symbols(tr, p->b, q->b) < 0;
+}
+
+static void heap_push(Trainer *tr, long long count, int pair) {
+    if (tr->nheap == tr->capheap) {
+        tr->capheap = tr->capheap ? tr->capheap * 2 : 4096;
+        tr->heap = xrealloc(tr->heap, tr->capheap * sizeof *tr->heap);
+    }
+    size_t i = tr->nheap++;
+    HeapEntry e = {count, pair};
+    while (i > 0 && heap_before(tr, e, tr->heap[(i - 1) / 2])) {
+        tr->heap[i] = tr->heap[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    tr->heap[i] = e;
+}
+
+static HeapEntry heap_pop(Trainer *tr) {
+    HeapEntry top = tr->heap[0], last = tr->heap[--tr->nheap];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= tr->nheap) break;
+        if (c + 1 < tr->nheap && heap_before(tr, tr->heap[c + 1], tr->heap[c])) c++;
+        if (!heap_before(tr, tr->heap[c], last)) break;
+        tr->heap[i] = tr->heap[c];
+        i = c;
+    }
+    if (tr->nheap) tr->heap[i] = last;
+    return top;
+}
+
+/* The best pair whose count is current, or -1 when none is left. */
+static int best_pair(Trainer *tr) {
+    while (tr->nheap) {
+        HeapEntry e = heap_pop(tr);
+        long long now = tr->pairs[e.pair].count;
+        if (now == e.count && now > 0) return e.pair;
+        if (now > 0 && now < e.count) heap_push(tr, now, e.pair);
+    }
+    return -1;
+}
+
+static int symbol_id(Trainer *tr, const char *s, size_t len) { return (int)strmap_intern(&tr->symbols, s, len); }
+
+/* Adds (sign=+1) or removes (-1) the counts of every adjacent pair of word w. With
+ * sign +1 and only_with >= 0, pairs involving symbol only_with are queued in the heap
+ * and learn that w contains them (the others are unchanged from before the merge). */
+static void count_pairs(Trainer *tr, int w, int sign, int only_with) {
+    Word *word = &tr->words[w];
+    for (int i = 0; i + 1 < word->len; i++) {
+        Pair *p = pair_get(tr, word->sym[i], word->sym[i + 1]);
+        p->count += sign * word->count;
+        if (sign > 0 && (only_with < 0 || p->a == only_with || p->b == only_with)) {
+            pair_note_word(p, w);
+            if (only_with >= 0) heap_push(tr, p->count, (int)(p - tr->pairs));
+        }
+    }
+}
+
+/* Replaces each left-to-right occurrence of (a, b) in word w by c; returns whether any. */
+static bool merge_in_word(Word *word, int a, int b, int c) {
+    int out = 0;
+    bool any = false;
+    for (int i = 0; i < word->len; i++) {
+        if (i + 1 < word->len && word->sym[i] == a && word->sym[i + 1] == b) {
+            word->sym[out++] = c;
+            i++;
+            any = true;
+        } else {
+            word->sym[out++] = word->sym[i];
+        }
+    }
+    word->len = out;
+    return any;
+}
+
+/* ---- setup: alphabet and initial words ---- */
+
+typedef struct {
+    const char *s;
+    size_t len;
+    long long count;
+} CharCount;
+
+static int cmp_char_count(const void *x, const void *y) {
+    const CharCount *a = x, *b = y;
+    if (a->count != b->count) return a->count > b->count ? -1 : 1;
+    size_t n = a->len < b->len ? a->len : b->len;
+    int c = memcmp(a->s, b->s, n);
+    return c ? c : (a->len > b->len) - (a->len < b->len);
+}
+
+static size_t utf8_char_len(const char *s) {
+    unsigned char b = (unsigned char)s[0];
+    return b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
+}
+
+/* Character frequencies; marks the limit_alphabet most frequent as allowed (value 1). */
+static void choose_alphabet(const WordCounts *wc, int limit, StrMap *allowed) {
+    StrMap freq;
+    strmap_init(&freq);
+    for (size_t i = 0; i < wc->words.n; i++)
+        for (size_t k = 0; k < wc->words.lens[i]; k += utf8_char_len(wc->words.keys[i] + k)) {
+            const char *ch = wc->words.keys[i] + k;
+            size_t slot = strmap_intern(&freq, ch, utf8_char_len(ch));
+            freq.values[slot] += wc->words.values[i];
+        }
+    CharCount *cc = xmalloc((freq.n + 1) * sizeof *cc);
+    for (size_t i = 0; i < freq.n; i++) cc[i] = (CharCount){freq.keys[i], freq.lens[i], freq.values[i]};
+    qsort(cc, freq.n, sizeof *cc, cmp_char_count);
+    size_t keep = limit > 0 && (size_t)limit < freq.n ? (size_t)limit : freq.n;
+    for (size_t i = 0; i < keep; i++) {
+        size_t k = strmap_intern(allowed, cc[i].s, cc[i].len);
+        allowed->values[k] = 1;
+    }
+    free(cc);
+    strmap_free(&freq);
+}
+
+static bool word_in_alphabet(const char *w, size_t len, StrMap *alphabet) {
+    for (size_t k = 0; k < len; k += utf8_char_len(w + k)) {
+        size_t before = alphabet->n, i = strmap_intern(alphabet, w + k, utf8_char_len(w + k));
+        if (alphabet->n != before || alphabet->values[i] != 1) return false;  /* absent or cut */
+    }
+    return true;
+}
+
+/* Sorted by count (descending) then bytes, so the result does not depend on threads. */
+static int cmp_words(const void *x, const void *y, void *ctx) {
+    size_t a = *(const size_t *)x, b = *(const size_t *)y;
+    const StrMap *m = ctx;
+    if (m->values[a] != m->values[b]) return m->values[a] > m->values[b] ? -1 : 1;
+    size_t n = m->lens[a] < m->lens[b] ? m->lens[a] : m->lens[b];
+    int c = memcmp(m->keys[a], m->keys[b], n);
+    return c ? c : (m->lens[a] > m->lens[b]) - (m->lens[a] < m->lens[b]);
+}
+
+static void build_words(Trainer *tr, const WordCounts *wc, StrMap *alphabet) {
+    size_t *order = xmalloc((wc->words.n + 1) * sizeof *order);
+    for (size_t i = 0; i < wc->words.n; i++) order[i] = i;
+    qsort_r(order, wc->words.n, sizeof *order, cmp_words, (void *)&wc->words);
+    tr->words = xcalloc(wc->words.n + 1, sizeof *tr->words);
+    char piece[2 + 4];
+    for (size_t oi = 0; oi < wc->words.n; oi++) {
+        size_t i = order[oi];
+        const char *w = wc->words.keys[i];
+        size_t len = wc->words.lens[i];
+        if (len == 0 || !word_in_alphabet(w, len, alphabet)) continue;
+        Word *word = &tr->words[tr->nwords];
+        word->sym = xmalloc(len * sizeof *word->sym);
+        word->count = wc->words.values[i];
+        for (size_t k = 0; k < len;) {
+            size_t n = utf8_char_len(w + k);
+            size_t prefix = k ? 2 : 0;  /* "##" on all but the first character */
+            memcpy(piece, "##", prefix);
+            memcpy(piece + prefix, w + k, n);
+            word->sym[word->len++] = symbol_id(tr, piece, prefix + n);
+            k += n;
+        }
+        tr->nwords++;
+    }
+    free(order);
+}
+
+/* ---- the merge loop ---- */
+
+static bool word_has_pair(const Word *word, int a, int b) {
+    for (int i = 0; i + 1 < word->len; i++)
+        if (word->sym[i] == a && word->sym[i + 1] == b) return true;
+    return false;
+}
+
+/* Merges pair p everywhere; returns the new symbol's id. */
+static int apply_merge(Trainer *tr, int p, int stamp) {
+    int a = tr->pairs[p].a, b = tr->pairs[p].b;
+    const char *sa = tr->symbols.keys[a], *sb = tr->symbols.keys[b];
+    size_t la = tr->symbols.lens[a], lb = tr->symbols.lens[b];
+    char *merged = xmalloc(la + lb + 1);  /* "x" + "##y" -> "xy"; "##x" + "##y" -> "##xy" */
+    memcpy(merged, sa, la);
+    memcpy(merged + la, sb + 2, lb - 2);
+    int c = symbol_id(tr, merged, la + lb - 2);
+    free(merged);
+    /* Take the word list: pair_get may move tr->pairs while words are re-counted. */
+    int *where = tr->pairs[p].where, nwhere = tr->pairs[p].nwhere;
+    tr->pairs[p].where = NULL;
+    tr->pairs[p].nwhere = tr->pairs[p].capwhere = 0;
+    for (int k = 0; k < nwhere; k++) {
+        int w = where[k];
+        if (tr->stamp[w] == stamp || !word_has_pair(&tr->words[w], a, b)) continue;
+        tr->stamp[w] = stamp;
+        count_pairs(tr, w, -1, -1);
+        merge_in_word(&tr->words[w], a, b, c);
+        count_pairs(tr, w, +1, c);
+    }
+    free(where);
+    return c;
+}
+
+static void trainer_free(Trainer *tr) {
+    strmap_free(&tr->symbols);
+    for (int i = 0; i < tr->nwords; i++) free(tr->words[i].sym);
+    free(tr->words);
+    for (int i = 0; i < tr->npairs; i++) free(tr->pairs[i].where);
+    free(tr->pairs);
+    free(tr->pair_slots);
+    free(tr->heap);
+    free(tr->stamp);
+}
+
+VocabTrainOptions vocab_train_default_options(void) {
+    VocabTrainOptions o = {.vocab_size = 30522, .do_lower_case = true, .min_frequency = 2, .num_unused = 994,
+                           .limit_alphabet = 1000, .max_input_chars_per_word = 100, .threads = omp_get_max_threads()};
+    return o;
+}
+
+/* BERT's layout: [PAD], up to 99 [unusedN], [UNK] [CLS] [SEP] [MASK], the other unused. */
+static int write_specials(char **out, int num_unused) {
+    int n = 0, unused = 0;
+    char name[32];
+    out[n++] = xstrdup("[PAD]");
+    for (; unused < num_unused && unused < 99; unused++) {
+        snprintf(name, sizeof name, "[unused%d]", unused);
+        out[n++] = xstrdup(name);
+    }
+    const char *core[] = {"[UNK]", "[CLS]", "[SEP]", "[MASK]"};
+    for (int i = 0; i < 4; i++) out[n++] = xstrdup(core[i]);
+    for (; unused < num_unused; unused++) {
+        snprintf(name, sizeof name, "[unused%d]", unused);
+        out[n++] = xstrdup(name);
+    }
+    return n;
+}
+
+int wordpiece_train(const WordCounts *wc, const VocabTrainOptions *opt, char ***tokens, int *ntokens, BertError *err) {
+    *tokens = NULL;
+    *ntokens = 0;
+    int reserved = 5 + opt->num_unused;
+    if (opt->num_unused < 0 || opt->vocab_size <= reserved)
+        return bert_fail(err, "vocab_size %d leaves no room after 5 special tokens and %d [unusedN] slots", opt->vocab_size,
+                         opt->num_unused);
+    Trainer tr;
+    memset(&tr, 0, sizeof tr);
+    strmap_init(&tr.symbols);
+    tr.pair_mask = 4095;
+    tr.pair_slots = xmalloc((tr.pair_mask + 1) * sizeof *tr.pair_slots);
+    memset(tr.pair_slots, -1, (tr.pair_mask + 1) * sizeof *tr.pair_slots);
+    StrMap alphabet;
+    strmap_init(&alphabet);
+    choose_alphabet(wc, opt->limit_alphabet, &alphabet);
+    build_words(&tr, wc, &alphabet);
+    strmap_free(&alphabet);
+    int budget = opt->vocab_size - reserved;
+    if (tr.symbols.n == 0 || (int)tr.symbols.n > budget) {
+        int have = (int)tr.symbols.n;
+        trainer_free(&tr);
+        return have == 0 ? bert_fail(err, "the corpus has no words to learn from")
+                         : bert_fail(err, "vocab_size %d holds %d learned tokens but the corpus already has %d characters "
+                                          "(with ## forms); raise --vocab_size or lower --limit_alphabet",
+                                     opt->vocab_size, budget, have);
+    }
+    for (int w = 0; w < tr.nwords; w++) count_pairs(&tr, w, +1, -1);
+    for (int p = 0; p < tr.npairs; p++)
+        if (tr.pairs[p].count > 0) heap_push(&tr, tr.pairs[p].count, p);
+    tr.stamp = xmalloc(((size_t)tr.nwords + 1) * sizeof *tr.stamp);
+    memset(tr.stamp, -1, ((size_t)tr.nwords + 1) * sizeof *tr.stamp);
+    for (int merges = 0; (int)tr.symbols.n < budget; merges++) {
+        int p = best_pair(&tr);
+        if (p < 0 || tr.pairs[p].count < opt->min_frequency) break;
+        apply_merge(&tr, p, merges);
+    }
+    /* vocab.txt: specials, whole-word symbols, then "##" pieces, each in order of creation. */
+    char **out = xmalloc(((size_t)reserved + tr.symbols.n) * sizeof *out);
+    int n = write_specials(out, opt->num_unused);
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < tr.symbols.n; i++) {
+            bool cont = tr.symbols.lens[i] > 2 && !memcmp(tr.symbols.keys[i], "##", 2);
+            if (cont == (pass == 1)) out[n++] = xstrdup(tr.symbols.keys[i]);
+        }
+    trainer_free(&tr);
+    *tokens = out;
+    *ntokens = n;
+    return 0;
+}

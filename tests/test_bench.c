@@ -1,0 +1,175 @@
+/* The benchmark's arithmetic: FLOP counts (against the per-sequence figures measured in
+ * /work/shared/notes/cpu-performance.md and against an explicit list of the products the
+ * model runs) and the sgemm-peak probe's bookkeeping. Timings are never checked. */
+#include "test.h"
+
+#include <cjson/cJSON.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "bench/sgemm_peak.h"
+#include "cli/commands.h"
+#include "core/common.h"
+#include "io/config.h"
+#include "model/bert.h"
+
+#define MICRO_CONFIG "tests/data/bench/micro_config.json"
+
+/* 2*M*N*K summed over every product of one forward pass, written out shape by shape as the
+ * model executes them (batched linear layers, per-(sequence, head) attention). */
+static double forward_flops_by_shapes(const BertConfig *c, double B, double T, double P) {
+    double H = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
+    double heads = c->num_attention_heads, d = H / heads;
+    double total = 0;
+#define GEMM(m, n, k, times) (total += (times) * 2.0 * (m) * (n) * (k))
+    for (int l = 0; l < c->num_hidden_layers; l++) {
+        GEMM(B * T, 3 * H, H, 1);           /* fused Q, K, V */
+        GEMM(T, T, d, B * heads);           /* scores Q K^T */
+        GEMM(T, d, T, B * heads);           /* probs V */
+        GEMM(B * T, H, H, 1);               /* attention output projection */
+        GEMM(B * T, I, H, 1);               /* FFN up */
+        GEMM(B * T, H, I, 1);               /* FFN down */
+    }
+    GEMM(B, H, H, 1);                       /* pooler */
+    GEMM(B, 2, H, 1);                       /* NSP classifier */
+    GEMM(B * P, H, H, 1);                   /* MLM transform */
+    GEMM(B * P, V, H, 1);                   /* MLM decoder (tied embeddings) */
+#undef GEMM
+    return total;
+}
+
+static void test_train_flops_match_published_figures(void) {
+    const char *names[] = {"bert-tiny", "bert-mini", "bert-small", "bert-medium", "bert-base"};
+    const double gflop_per_seq[] = {0.82, 3.56, 11.97, 22.04, 69.93};  /* cpu-performance.md, T=128 P=20 */
+    for (int i = 0; i < 5; i++) {
+        BertConfig c;
+        BertError err;
+        CHECKF(bert_config_preset(names[i], &c, &err) == 0, "%s", err.msg);
+        double per_seq = bert_train_flops(&c, 32, 128, 20) / 32 * 1e-9;
+        CHECKF(fabs(per_seq - gflop_per_seq[i]) <= 0.005, "%s: %.4f GFLOP/seq, published %.2f", names[i], per_seq,
+               gflop_per_seq[i]);
+    }
+}
+
+static void test_flops_equal_explicit_product_list(void) {
+    BertConfig c;
+    BertError err;
+    CHECK(bert_config_preset("bert-mini", &c, &err) == 0);
+    c.vocab_size = 1000, c.intermediate_size = 700;   /* odd sizes so no term hides behind another */
+    const int shapes[][3] = {{1, 16, 0}, {3, 16, 3}, {5, 37, 7}, {2, 128, 20}};
+    for (int i = 0; i < 4; i++) {
+        int B = shapes[i][0], T = shapes[i][1], P = shapes[i][2];
+        double want_train = 3 * forward_flops_by_shapes(&c, B, T, P);
+        double want_infer = forward_flops_by_shapes(&c, B, T, 0);
+        CHECKF(fabs(bert_train_flops(&c, B, T, P) - want_train) <= 1e-9 * want_train, "train B%d T%d P%d", B, T, P);
+        CHECKF(fabs(bert_infer_flops(&c, B, T) - want_infer) <= 1e-9 * want_infer, "infer B%d T%d", B, T);
+    }
+}
+
+static void test_sgemm_peak_reports_every_shape(void) {
+    SgemmPeak p;
+    sgemm_peak_measure(&p, 64, 0.05);   /* small and short: bookkeeping only, not speed */
+    double best = 0;
+    for (int i = 0; i < SGEMM_PEAK_SHAPES; i++) {
+        const SgemmShapeResult *r = &p.shapes[i];
+        CHECKF(r->m == 64 && r->n > 0 && r->k > 0, "shape %d: %dx%dx%d", i, r->m, r->n, r->k);
+        CHECKF(r->reps >= 3, "shape %d timed %d times", i, r->reps);
+        CHECKF(isfinite(r->best_gflops) && r->best_gflops > 0 && r->mean_gflops <= r->best_gflops * (1 + 1e-9),
+               "shape %d: best %g mean %g", i, r->best_gflops, r->mean_gflops);
+        if (r->best_gflops > best) best = r->best_gflops;
+    }
+    CHECKF(p.peak_gflops == best, "peak %g is not the best shape %g", p.peak_gflops, best);
+}
+
+/* Runs `bert bench` with the given arguments, capturing its stdout into *out (caller frees). */
+static int run_bench(char **out, int argc, const char **argv) {
+    char path[] = "/tmp/test_bench_stdout_XXXXXX";
+    int fd = mkstemp(path), saved = dup(STDOUT_FILENO);
+    fflush(stdout);
+    dup2(fd, STDOUT_FILENO);
+    int rc = cmd_bench(argc, (char **)argv);
+    fflush(stdout);
+    dup2(saved, STDOUT_FILENO);
+    close(saved), close(fd);
+    BertError err;
+    if (read_file(path, out, NULL, &err) != 0) *out = xstrdup("");
+    unlink(path);
+    return rc;
+}
+
+static double json_number(const cJSON *root, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+/* A real (micro) run: the JSON report counts the steps asked for, the model's parameters
+ * and the FLOP formula's figure, and every rate is positive. */
+static void test_bench_json_report(void) {
+    const char *pads[] = {"0", "0.3"};
+    for (int i = 0; i < 2; i++) {
+        const char *argv[] = {"--config", MICRO_CONFIG, "--batch", "3", "--seq", "24", "--preds", "4", "--steps", "2",
+                              "--infer_steps", "3", "--warmup", "1", "--sgemm_peak", "100", "--pad_fraction", pads[i],
+                              "--json"};
+        char *out = NULL;
+        int rc = run_bench(&out, (int)(sizeof argv / sizeof argv[0]), argv);
+        CHECKF(rc == 0, "pad %s: exit %d", pads[i], rc);
+        cJSON *root = cJSON_Parse(out);
+        CHECKF(root != NULL, "not JSON: %s", out);
+        if (root) {
+            BertConfig c;
+            BertError err;
+            BertModel *m = NULL;
+            CHECK(bert_config_load(MICRO_CONFIG, &c, &err) == 0 && bert_model_create(&m, &c, 3, 24, 4, &err) == 0);
+            CHECK(json_number(root, "train_steps") == 2 && json_number(root, "infer_steps") == 3);
+            CHECK(m && json_number(root, "params") == (double)bert_num_parameters(m));
+            CHECK(fabs(json_number(root, "train_gflop_per_seq") - bert_train_flops(&c, 1, 24, 4) * 1e-9) < 1e-4);
+            CHECK(json_number(root, "sgemm_peak_gflops") == 100);
+            CHECK(json_number(root, "train_seq_per_s") > 0 && json_number(root, "infer_seq_per_s") > 0);
+            CHECK(json_number(root, "peak_rss_mib") > 0);
+            bert_model_free(m);
+        }
+        cJSON_Delete(root);
+        free(out);
+    }
+}
+
+static void test_bench_rejects_bad_flags(void) {
+    const char *cases[][4] = {
+        {"--seq", "4", NULL, NULL},                        /* shorter than [CLS] + slots + [SEP] */
+        {"--seq", "16", "--preds", "15"},                  /* more slots than maskable tokens */
+        {"--seq", "100000", NULL, NULL},                   /* beyond max_position_embeddings */
+        {"--pad_fraction", "0.7", NULL, NULL},
+        {"--threads", "0", NULL, NULL},
+        {"--mode", "fast", NULL, NULL},
+        {"--batch", "x", NULL, NULL},                      /* not a number */
+        {"--unknown_flag", "1", NULL, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *argv[10] = {"--config", MICRO_CONFIG, "--sgemm_peak", "100", "--seq", "32"};  /* valid */
+        int argc = 6;
+        for (int j = 0; j < 4 && cases[i][j]; j++) argv[argc++] = cases[i][j];
+        char *out = NULL;
+        int rc = run_bench(&out, argc, argv);
+        CHECKF(rc == 2 && out[0] == 0, "case %zu (%s %s): exit %d, stdout '%s'", i, cases[i][0], cases[i][1], rc, out);
+        free(out);
+    }
+    const char *unknown[] = {"--preset", "bert-enormous", "--sgemm_peak", "100"};
+    const char *both[] = {"--preset", "bert-tiny", "--config", MICRO_CONFIG};
+    const char *missing[] = {"--config", "tests/data/bench/no_such_config.json"};
+    char *out = NULL;
+    CHECK(run_bench(&out, 4, unknown) == 1);
+    free(out);
+    CHECK(run_bench(&out, 4, both) == 2);
+    free(out);
+    CHECK(run_bench(&out, 2, missing) == 1);
+    free(out);
+}
+
+int main(void) {
+    RUN_TEST(test_train_flops_match_published_figures);
+    RUN_TEST(test_flops_equal_explicit_product_list);
+    RUN_TEST(test_sgemm_peak_reports_every_shape);
+    RUN_TEST(test_bench_json_report);
+    RUN_TEST(test_bench_rejects_bad_flags);
+    return test_summary();
+}

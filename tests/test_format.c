@@ -1,0 +1,231 @@
+/* Corpus formatting: books (byte parity with NVIDIA's BookscorpusTextFormatting, Gutenberg
+ * header/footer removal, bad files) and Wikipedia (byte parity with WikiExtractor + NVIDIA's
+ * WikicorpusTextFormatting on a real dump excerpt, truncated and corrupt dumps, multi-stream
+ * bz2, and one wikitext case per markup rule, each checked against WikiExtractor's clean()). */
+#include <bzlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "data/corpus.h"
+#include "data/wikitext.h"
+#include "test.h"
+
+#define DIR_ "tests/data/corpus/"
+
+static char tmpdir[64];
+
+static const char *tmp_path(const char *name) {
+    static char buf[4][4096];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
+    return buf[k];
+}
+
+static bool file_equals(const char *path, const char *want_path) {
+    char *a, *b;
+    size_t na, nb;
+    BertError err;
+    if (read_file(path, &a, &na, &err) != 0) return false;
+    if (read_file(want_path, &b, &nb, &err) != 0) {
+        free(a);
+        return false;
+    }
+    bool same = na == nb && !memcmp(a, b, na);
+    free(a);
+    free(b);
+    return same;
+}
+
+static bool exists(const char *path) { return access(path, F_OK) == 0; }
+
+static void write_bytes(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    fwrite(data, 1, n, f);
+    fclose(f);
+}
+
+/* ---- Books ---- */
+
+static void test_books_nvidia_parity(void) {
+    FormatOptions opt = format_default_options();
+    opt.strip_gutenberg = false;
+    FormatStats st;
+    BertError err;
+    CHECKF(format_books(DIR_ "books", tmp_path("books.txt"), &opt, &st, &err) == 0, "%s", err.msg);
+    CHECK(st.documents_written == 3);
+    CHECKF(file_equals(tmp_path("books.txt"), DIR_ "books_expected_nvidia.txt"),
+           "differs from NVIDIA's BookscorpusTextFormatting output");
+}
+
+static void test_books_strip_gutenberg(void) {
+    FormatOptions opt = format_default_options();
+    BertError err;
+    CHECK(format_books(DIR_ "books", tmp_path("books2.txt"), &opt, NULL, &err) == 0);
+    char *text;
+    size_t n;
+    CHECK(read_file(tmp_path("books2.txt"), &text, &n, &err) == 0);
+    CHECK(!strstr(text, "Gutenberg") && !strstr(text, "\xEF\xBB\xBF") && !strchr(text, '\r'));
+    CHECK(!strncmp(text, "ALICE\xE2\x80\x99S ADVENTURES IN WONDERLAND Lewis Carroll ", 46));
+    int docs = 0;
+    for (char *p = text; (p = strstr(p, " \n\n")); p += 3) docs++;
+    CHECK(docs == 3);
+    free(text);
+}
+
+static void test_books_bad_input(void) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/badbooks", tmpdir);
+    mkdir(dir, 0777);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/a.txt", dir);
+    write_bytes(path, "Bad \xFF\xC3 bytes.\r\n\r\n  Next line.  \r\n", 31);
+    snprintf(path, sizeof path, "%s/b.txt", dir);
+    write_bytes(path, "", 0);                 /* empty book */
+    snprintf(path, sizeof path, "%s/c.txt", dir);
+    write_bytes(path, " \r\n\t\r\n", 6);    /* blank book */
+    snprintf(path, sizeof path, "%s/d.md", dir);
+    write_bytes(path, "not a book", 10);
+    FormatStats st;
+    BertError err;
+    CHECKF(format_books(dir, tmp_path("bad.txt"), NULL, &st, &err) == 0, "%s", err.msg);
+    CHECK(st.documents_written == 1 && st.documents_skipped == 2 && st.invalid_utf8_bytes == 2);
+    char *text;
+    size_t n;
+    CHECK(read_file(tmp_path("bad.txt"), &text, &n, &err) == 0);
+    const char want[] = "Bad \xEF\xBF\xBD\xEF\xBF\xBD bytes. Next line. \n\n";
+    CHECKF(n == sizeof want - 1 && !memcmp(text, want, n), "got '%s'", text);
+    free(text);
+    /* a single file works too */
+    snprintf(path, sizeof path, "%s/a.txt", dir);
+    CHECK(format_books(path, tmp_path("one.txt"), NULL, &st, &err) == 0 && st.documents_written == 1);
+    /* missing folder, folder without books, unwritable output */
+    CHECK(format_books(DIR_ "no_such_folder", tmp_path("x.txt"), NULL, NULL, &err) != 0 &&
+          strstr(err.msg, "no_such_folder"));
+    CHECK(format_books(DIR_ "shard_expected", tmp_path("x.txt"), NULL, NULL, &err) != 0 &&
+          strstr(err.msg, "no *.txt"));
+    CHECK(format_books(dir, "/nonexistent_dir/out.txt", NULL, NULL, &err) != 0);
+    CHECK(!exists(tmp_path("x.txt")));
+}
+
+/* ---- Wikipedia ---- */
+
+static void test_wiki_parity(void) {
+    FormatStats st;
+    BertError err;
+    CHECKF(format_wikipedia(DIR_ "wiki_sample.xml.bz2", tmp_path("wiki.txt"), NULL, &st, &err) == 0, "%s", err.msg);
+    CHECK(st.documents_written == 11 && st.documents_skipped == 2); /* a redirect, a Wikipedia: page */
+    CHECKF(file_equals(tmp_path("wiki.txt"), DIR_ "wiki_sample_expected.txt"),
+           "differs from WikiExtractor + WikicorpusTextFormatting");
+}
+
+static void test_wiki_truncated(void) {
+    BertError err;
+    CHECK(format_wikipedia(DIR_ "wiki_sample_truncated.xml.bz2", tmp_path("t1.txt"), NULL, NULL, &err) != 0);
+    CHECKF(strstr(err.msg, "truncated bzip2"), "%s", err.msg);
+    CHECK(!exists(tmp_path("t1.txt")));
+    CHECK(format_wikipedia(DIR_ "wiki_sample_truncated.xml", tmp_path("t2.txt"), NULL, NULL, &err) != 0);
+    CHECKF(strstr(err.msg, "truncated XML"), "%s", err.msg);
+    CHECK(!exists(tmp_path("t2.txt")));
+    /* corrupt bz2: a damaged block */
+    char *data;
+    size_t n;
+    CHECK(read_file(DIR_ "wiki_sample.xml.bz2", &data, &n, &err) == 0);
+    for (size_t i = n / 3; i < n / 3 + 64; i++) data[i] ^= 0x5A;
+    write_bytes(tmp_path("corrupt.xml.bz2"), data, n);
+    free(data);
+    CHECK(format_wikipedia(tmp_path("corrupt.xml.bz2"), tmp_path("t3.txt"), NULL, NULL, &err) != 0);
+    CHECKF(strstr(err.msg, "corrupt bzip2"), "%s", err.msg);
+    CHECK(!exists(tmp_path("t3.txt")));
+    CHECK(format_wikipedia(DIR_ "no_such_dump.xml", tmp_path("t4.txt"), NULL, NULL, &err) != 0);
+    /* not XML at all */
+    write_bytes(tmp_path("junk.xml"), "this is not xml", 15);
+    CHECK(format_wikipedia(tmp_path("junk.xml"), tmp_path("t5.txt"), NULL, NULL, &err) != 0);
+    CHECK(!exists(tmp_path("t5.txt")));
+}
+
+/* Two pages, compressed as two concatenated bzip2 streams (as pbzip2 writes them). */
+static void test_wiki_multistream_and_plain(void) {
+    const char *part1 = "<mediawiki><page><title>A</title><ns>0</ns><revision><text>First '''article'''.</text></revision></page>";
+    const char *part2 = "<page><title>B</title><ns>0</ns><revision><text>Second [[x|one]].</text></revision></page></mediawiki>";
+    char out[8192];
+    unsigned int n1 = sizeof out, n2;
+    CHECK(BZ2_bzBuffToBuffCompress(out, &n1, (char *)part1, (unsigned)strlen(part1), 9, 0, 0) == BZ_OK);
+    n2 = sizeof out - n1;
+    CHECK(BZ2_bzBuffToBuffCompress(out + n1, &n2, (char *)part2, (unsigned)strlen(part2), 9, 0, 0) == BZ_OK);
+    write_bytes(tmp_path("multi.xml.bz2"), out, n1 + n2);
+    FormatStats st;
+    BertError err;
+    CHECKF(format_wikipedia(tmp_path("multi.xml.bz2"), tmp_path("multi.txt"), NULL, &st, &err) == 0, "%s", err.msg);
+    char *text;
+    size_t n;
+    CHECK(read_file(tmp_path("multi.txt"), &text, &n, &err) == 0);
+    CHECKF(!strcmp(text, "First article. \n\nSecond one. \n\n"), "got '%s'", text);
+    free(text);
+    char plain[4096];
+    snprintf(plain, sizeof plain, "%s%s", part1, part2);
+    write_bytes(tmp_path("plain.xml"), plain, strlen(plain));
+    CHECK(format_wikipedia(tmp_path("plain.xml"), tmp_path("plain.txt"), NULL, &st, &err) == 0);
+    CHECK(file_equals(tmp_path("plain.txt"), tmp_path("multi.txt")));
+}
+
+typedef struct {
+    char buf[4096];
+    size_t n;
+} Collected;
+
+static void collect(const char *text, size_t len, void *ctx) {
+    Collected *c = ctx;
+    if (c->n + len + 2 < sizeof c->buf) {
+        memcpy(c->buf + c->n, text, len);
+        c->n += len;
+        c->buf[c->n++] = '|';
+        c->buf[c->n] = 0;
+    }
+}
+
+/* Paragraphs of wikitext, joined with '|', against WikiExtractor's clean_text() result. */
+static void expect_wiki(const char *wikitext, const char *want) {
+    Collected c = {{0}, 0};
+    wikitext_paragraphs(wikitext, strlen(wikitext), collect, &c);
+    CHECKF(!strcmp(c.buf, want), "'%s'\n      gives '%s'\n      want  '%s'", wikitext, c.buf, want);
+}
+
+static void test_wikitext_rules(void) {
+    expect_wiki("Hello {{cite|a={{nested|b}}|c}} world.", "Hello world.|");
+    expect_wiki("Before.\n{| class=wikitable\n|-\n| a || b\n|}\nAfter.", "Before.|After.|");
+    expect_wiki("Text<ref>A citation {{cite web|url=x}}</ref> more<ref name=\"x\"/> end.", "Text more end.|");
+    expect_wiki("[[File:Foo.jpg|thumb|A [[caption]] here]]Start of text.", "Start of text.|");
+    expect_wiki("Cats are [[animal]]s and [[Felis catus|felines]].[[Category:Cats]]", "Cats are animals and felines.|");
+    expect_wiki("See [http://example.com the site] and [http://example.org].", "See the site and.|");
+    expect_wiki("'''Bold''' and ''italic'' and '''''both'''''.", "Bold and \"italic\" and both.|");
+    expect_wiki("Line one<!-- hidden comment -->, still.", "Line one, still.|");
+    expect_wiki("Intro.\n== History ==\nOld text.\n== Empty ==\n== Also ==\n=== Sub ===\nSub text.",
+                "Intro.|History.|Old text.|Also.|Sub.|Sub text.|");
+    expect_wiki("Intro.\n* list item\n# numbered\n: indented text\n;term", "Intro.| indented text|");
+    expect_wiki("Fish &amp; chips &lt;3 &mdash; &#233;t&#xE9; &nbsp;end.",
+                "Fish & chips <3 \xE2\x80\x94 \xC3\xA9t\xC3\xA9 \xC2\xA0" "end.|");
+    expect_wiki("The formula <math>x^2</math> and <math>y</math> and again <math>x^2</math>.",
+                "The formula formula_1 and formula_2 and again formula_1.|");
+    expect_wiki("__NOTOC__Text with a magic word.", "Text with a magic word.|");
+    expect_wiki("First<br>second<br/> third.", "First second third.|");
+    expect_wiki("A <span style=\"color:red\">red</span> word<sup>2</sup>.", "A red word2.|");
+    expect_wiki("Unbalanced {{template and text.", "Unbalanced {{template and text.|");
+    expect_wiki("", "");
+}
+
+int main(void) {
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/bert_test_format_XXXXXX");
+    if (!mkdtemp(tmpdir)) return 1;
+    RUN_TEST(test_books_nvidia_parity);
+    RUN_TEST(test_books_strip_gutenberg);
+    RUN_TEST(test_books_bad_input);
+    RUN_TEST(test_wiki_parity);
+    RUN_TEST(test_wiki_truncated);
+    RUN_TEST(test_wiki_multistream_and_plain);
+    RUN_TEST(test_wikitext_rules);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    return test_summary();
+}

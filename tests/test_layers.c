@@ -1,0 +1,298 @@
+/* Every kernel's backward against central finite differences of its forward.
+ *
+ * The kernels compute in float32, so the check is in float32 with a justified tolerance:
+ * the scalar probed is L = sum(out * R) for a fixed random R, accumulated in double; with
+ * step h = 1e-2 on inputs of order 1, the finite difference carries a truncation error of
+ * order h^2 * L''' ~ 1e-4 and a rounding error of order 1e-7 * |L| / h ~ 1e-4 (|L| ~ 10).
+ * Each partial derivative is compared as |fd - analytic| <= 2e-2 * max(|analytic|, floor)
+ * where floor = 5% of the largest partial of the tensor: two orders of magnitude above the
+ * noise, yet any formula error (a wrong sign, a missing term, a misplaced index) gives an
+ * error of order 1 and fails. Every input and parameter gradient of every kernel is probed
+ * at every entry. */
+#include <stdint.h>
+
+#include "core/rng.h"
+#include "kernels/kernels.h"
+#include "test.h"
+
+typedef double (*LossFn)(void *ctx);  /* runs the forward and returns sum(out * R) */
+
+static void fill(float *x, size_t n, uint64_t seed, float scale, float offset) {
+    uint64_t key = rng_key(seed, 0);
+    for (size_t i = 0; i < n; i++) x[i] = offset + scale * (float)rng_normal(key, i);
+}
+
+static double dot(const float *a, const float *b, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += (double)a[i] * b[i];
+    return s;
+}
+
+/* Compares analytic[0..n) with central differences of fn over x[0..n). */
+static void check_grad(const char *what, float *x, const float *analytic, size_t n, LossFn fn, void *ctx) {
+    const float h = 1e-2f;
+    float scale = 0;
+    for (size_t i = 0; i < n; i++) scale = fmaxf(scale, fabsf(analytic[i]));
+    CHECKF(scale > 0, "%s: analytic gradient is all zero (test would be vacuous)", what);
+    double worst = 0;
+    size_t worst_i = 0;
+    for (size_t i = 0; i < n; i++) {
+        float saved = x[i];
+        x[i] = saved + h;
+        double up = fn(ctx);
+        x[i] = saved - h;
+        double down = fn(ctx);
+        x[i] = saved;
+        double fd = (up - down) / (2.0 * h);
+        double err = fabs(fd - analytic[i]) / fmax(fabs(analytic[i]), 0.05 * scale);
+        if (err > worst) worst = err, worst_i = i;
+    }
+    CHECKF(worst <= 2e-2, "%s: worst rel err %.3g at %zu (analytic %.6g)", what, worst, worst_i, analytic[worst_i]);
+}
+
+/* ---------------------------------------------------------------- matmul */
+
+typedef struct { float *out, *inp, *w, *b, *r; int N, C, OC; } MatmulCtx;
+static double matmul_loss(void *p) {
+    MatmulCtx *c = p;
+    k_matmul_forward(c->out, c->inp, c->w, c->b, c->N, c->C, c->OC);
+    return dot(c->out, c->r, (size_t)c->N * c->OC);
+}
+
+static void test_matmul(void) {
+    enum { N = 5, C = 7, OC = 6 };
+    float out[N * OC], inp[N * C], w[OC * C], b[OC], r[N * OC], dinp[N * C], dw[OC * C] = {0}, db[OC] = {0};
+    fill(inp, N * C, 1, 1, 0), fill(w, OC * C, 2, 0.5f, 0), fill(b, OC, 3, 1, 0), fill(r, N * OC, 4, 1, 0);
+    MatmulCtx c = {out, inp, w, b, r, N, C, OC};
+    matmul_loss(&c);
+    k_matmul_backward(dinp, dw, db, r, inp, w, N, C, OC, false);
+    check_grad("matmul dinp", inp, dinp, N * C, matmul_loss, &c);
+    check_grad("matmul dweight", w, dw, OC * C, matmul_loss, &c);
+    check_grad("matmul dbias", b, db, OC, matmul_loss, &c);
+    /* accumulate_dinp adds to what is there */
+    float acc[N * C];
+    for (int i = 0; i < N * C; i++) acc[i] = 1.0f;
+    k_matmul_backward(acc, dw, NULL, r, inp, w, N, C, OC, true);
+    CHECK(max_rel_error(acc, dinp, N * C, 1.0) > 0);  /* differs by the 1s */
+    for (int i = 0; i < N * C; i++) acc[i] -= 1.0f;
+    CHECK(max_rel_error(acc, dinp, N * C, 1e-3) < 1e-5);
+}
+
+/* ---------------------------------------------------------------- layernorm (+ residual) */
+
+typedef struct { float *out, *sum, *mean, *rstd, *a, *res, *w, *b, *r; int N, C; } LnCtx;
+static double ln_loss(void *p) {
+    LnCtx *c = p;
+    k_layernorm_forward(c->out, c->sum, c->mean, c->rstd, c->a, c->res, c->w, c->b, c->N, c->C, 1e-12f);
+    return dot(c->out, c->r, (size_t)c->N * c->C);
+}
+
+static void test_layernorm(void) {
+    enum { N = 4, C = 70 };  /* C > 64 exercises two column blocks of the reductions */
+    static float out[N * C], sum[N * C], a[N * C], res[N * C], w[C], b[C], r[N * C], dsum[N * C];
+    float mean[N], rstd[N], dw[C] = {0}, db[C] = {0};
+    fill(a, N * C, 5, 1, 0.3f), fill(res, N * C, 6, 1, 0), fill(w, C, 7, 0.3f, 1), fill(b, C, 8, 0.2f, 0);
+    fill(r, N * C, 9, 1, 0);
+    LnCtx c = {out, sum, mean, rstd, a, res, w, b, r, N, C};
+    ln_loss(&c);
+    k_layernorm_backward(dsum, dw, db, r, sum, mean, rstd, w, N, C);
+    /* d sum = d a = d residual */
+    check_grad("layernorm d(input)", a, dsum, N * C, ln_loss, &c);
+    check_grad("layernorm d(residual)", res, dsum, N * C, ln_loss, &c);
+    check_grad("layernorm dweight", w, dw, C, ln_loss, &c);
+    check_grad("layernorm dbias", b, db, C, ln_loss, &c);
+    /* sanity: each output row has mean b-ish and unit scale: with w=1, b=0 mean 0 var 1 */
+    float ones[C], zeros[C] = {0};
+    for (int i = 0; i < C; i++) ones[i] = 1;
+    k_layernorm_forward(out, NULL, mean, rstd, a, NULL, ones, zeros, N, C, 1e-12f);
+    double m = 0, v = 0;
+    for (int i = 0; i < C; i++) m += out[i];
+    for (int i = 0; i < C; i++) v += out[i] * out[i];
+    CHECK(fabs(m / C) < 1e-6 && fabs(v / C - 1) < 1e-5);
+}
+
+/* ---------------------------------------------------------------- activations */
+
+typedef struct { float *out, *inp, *r; long n; Activation act; } ActCtx;
+static double gelu_loss(void *p) {
+    ActCtx *c = p;
+    k_gelu_forward(c->out, c->inp, c->n, c->act);
+    return dot(c->out, c->r, c->n);
+}
+
+static void check_gelu(Activation act, const char *name) {
+    enum { N = 300 };
+    float out[N], inp[N], r[N], d[N];
+    fill(inp, N, 10, 2.0f, 0), fill(r, N, 11, 1, 0);
+    ActCtx c = {out, inp, r, N, act};
+    gelu_loss(&c);
+    k_gelu_backward(d, r, inp, N, act);
+    check_grad(name, inp, d, N, gelu_loss, &c);
+    /* values against the closed forms in double */
+    gelu_loss(&c);  /* check_grad left the last output perturbed */
+    double worst = 0;
+    for (int i = 0; i < N; i++) {
+        double x = inp[i];
+        double ref = act == ACT_GELU ? 0.5 * x * (1 + erf(x / sqrt(2.0)))
+                                     : 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+        /* absolute floor 1e-5: for x << 0 the formula (PyTorch's too) computes 1 + erf(x/sqrt 2)
+         * with cancellation, an absolute error of about ulp(1) * |x| / 2 */
+        worst = fmax(worst, fabs(out[i] - ref) / fmax(fabs(ref), 1e-2));
+    }
+    CHECKF(worst < 1e-4, "%s values: rel err %.3g", name, worst);
+}
+
+static void test_gelu_erf(void) { check_gelu(ACT_GELU, "gelu"); }
+static void test_gelu_tanh(void) { check_gelu(ACT_GELU_NEW, "gelu_new"); }
+
+static double tanh_loss(void *p) {
+    ActCtx *c = p;
+    memcpy(c->out, c->inp, sizeof(float) * c->n);
+    k_tanh_forward(c->out, c->n);
+    return dot(c->out, c->r, c->n);
+}
+
+static void test_tanh(void) {
+    enum { N = 100 };
+    float out[N], inp[N], r[N], d[N];
+    fill(inp, N, 12, 1.5f, 0), fill(r, N, 13, 1, 0);
+    ActCtx c = {out, inp, r, N, ACT_GELU};
+    tanh_loss(&c);
+    k_tanh_backward(d, r, out, N);
+    check_grad("tanh", inp, d, N, tanh_loss, &c);
+}
+
+/* ---------------------------------------------------------------- dropout */
+
+static void test_dropout(void) {
+    enum { N = 200000 };
+    float *x = malloc(N * sizeof(float)), *g = malloc(N * sizeof(float));
+    for (int i = 0; i < N; i++) x[i] = 1.0f, g[i] = 2.0f;
+    k_dropout(x, N, 0.1f, rng_key(5, 1), 0);
+    k_dropout(g, N, 0.1f, rng_key(5, 1), 0);
+    int kept = 0, same_mask = 1;
+    for (int i = 0; i < N; i++) {
+        kept += x[i] != 0;
+        same_mask &= (x[i] != 0) == (g[i] != 0);
+        if (x[i] != 0) CHECK(fabsf(x[i] - 1.0f / 0.9f) < 1e-6f);
+    }
+    double frac = (double)kept / N;  /* binomial sd = sqrt(.09/N) = 6.7e-4 */
+    CHECKF(fabs(frac - 0.9) < 0.004, "kept fraction %.4f", frac);
+    CHECK(same_mask);  /* backward applies the forward's mask */
+    /* a different key gives a different mask; counter0 shifts the stream */
+    for (int i = 0; i < N; i++) g[i] = 1.0f;
+    k_dropout(g, N, 0.1f, rng_key(5, 2), 0);
+    int differ = 0;
+    for (int i = 0; i < N; i++) differ += (x[i] != 0) != (g[i] != 0);
+    CHECK(differ > N / 20);
+    for (int i = 0; i < N; i++) g[i] = 1.0f;
+    k_dropout(g, N - 10, 0.1f, rng_key(5, 1), 10);
+    int shifted = 1;
+    for (int i = 0; i < N - 10; i++) shifted &= (g[i] != 0) == (x[i + 10] != 0);
+    CHECK(shifted);
+    float y[4] = {1, 2, 3, 4};
+    k_dropout(y, 4, 0.0f, 1, 0);
+    CHECK(y[0] == 1 && y[3] == 4);
+    free(x), free(g);
+}
+
+/* ---------------------------------------------------------------- embeddings */
+
+typedef struct { float *out, *word, *pos, *type, *r; const int32_t *ids, *types; int B, T, C; } EmbCtx;
+static double emb_loss(void *p) {
+    EmbCtx *c = p;
+    k_embeddings_forward(c->out, c->ids, c->types, c->word, c->pos, c->type, c->B, c->T, c->C);
+    return dot(c->out, c->r, (size_t)c->B * c->T * c->C);
+}
+
+static void test_embeddings(void) {
+    enum { B = 2, T = 3, C = 5, V = 4, TV = 2 };
+    const int32_t ids[B * T] = {1, 3, 1, 0, 2, 1}, types[B * T] = {0, 0, 1, 1, 0, 1};
+    float out[B * T * C], word[V * C], pos[T * C], type[TV * C], r[B * T * C];
+    float dword[V * C] = {0}, dpos[T * C] = {0}, dtype[TV * C] = {0};
+    fill(word, V * C, 14, 1, 0), fill(pos, T * C, 15, 1, 0), fill(type, TV * C, 16, 1, 0), fill(r, B * T * C, 17, 1, 0);
+    EmbCtx c = {out, word, pos, type, r, ids, types, B, T, C};
+    emb_loss(&c);
+    k_embeddings_backward(dword, dpos, dtype, r, ids, types, B, T, C);
+    check_grad("embeddings dword", word, dword, V * C, emb_loss, &c);
+    check_grad("embeddings dpos", pos, dpos, T * C, emb_loss, &c);
+    check_grad("embeddings dtype", type, dtype, TV * C, emb_loss, &c);
+}
+
+/* ---------------------------------------------------------------- attention */
+
+typedef struct { float *ctx, *probs, *qkv, *r; AttentionArgs *a; } AttnCtx;
+static double attn_loss(void *p) {
+    AttnCtx *c = p;
+    k_attention_forward(c->ctx, c->probs, c->qkv, c->a);
+    return dot(c->ctx, c->r, (size_t)c->a->B * c->a->T * c->a->A * c->a->d);
+}
+
+/* B=3 sequences: full length, suffix padding, padding with a hole; optional dropout. */
+static void check_attention(float dropout_p, const char *what) {
+    enum { B = 3, T = 6, A = 2, d = 4, H = A * d };
+    const int32_t mask[B * T] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 0, 1, 1, 0, 0};
+    const int32_t kv_len[B] = {6, 4, 4};
+    const uint8_t holes[B] = {0, 0, 1};
+    static float qkv[B * T * 3 * H], ctx[B * T * H], probs[B * A * T * T], r[B * T * H], dqkv[B * T * 3 * H];
+    static float scratch[8 * 2 * T * T];
+    fill(qkv, B * T * 3 * H, 18, 1, 0), fill(r, B * T * H, 19, 1, 0);
+    AttentionArgs a = {B, T, A, d, kv_len, mask, holes, dropout_p, rng_key(3, 4), scratch, 8};
+    AttnCtx c = {ctx, probs, qkv, r, &a};
+    attn_loss(&c);
+    k_attention_backward(dqkv, r, qkv, probs, &a);
+    check_grad(what, qkv, dqkv, B * T * 3 * H, attn_loss, &c);
+    /* masked keys get no weight: probabilities of key 1 of sequence 2 are 0, rows sum to 1 */
+    const float *p2 = probs + (size_t)(2 * A) * T * T;
+    for (int i = 0; i < T; i++) {
+        double s = 0;
+        for (int j = 0; j < 4; j++) s += p2[i * 4 + j];
+        CHECK(p2[i * 4 + 1] == 0.0f);
+        CHECK(fabs(s - 1) < 1e-6);
+    }
+}
+
+static void test_attention(void) { check_attention(0.0f, "attention dqkv"); }
+static void test_attention_dropout(void) { check_attention(0.3f, "attention dqkv (dropout)"); }
+
+/* ---------------------------------------------------------------- cross-entropy */
+
+typedef struct { float *logits, *row_loss, *probs; const int32_t *rows, *labels; int M, V; } XentCtx;
+static double xent_loss(void *p) {
+    XentCtx *c = p;
+    return k_xent_forward(c->row_loss, c->probs, c->logits, c->rows, c->labels, c->M, c->V);
+}
+
+static void test_xent(void) {
+    enum { R = 4, M = 3, V = 9 };
+    const int32_t rows[M] = {0, 2, 3}, labels[M] = {4, 0, 8};
+    float logits[R * V], row_loss[M], probs[M * V], dfull[R * V] = {0};
+    fill(logits, R * V, 20, 2, 0);
+    XentCtx c = {logits, row_loss, probs, rows, labels, M, V};
+    xent_loss(&c);
+    k_xent_backward(probs, labels, M, V, 1.0f);
+    for (int k = 0; k < M; k++) memcpy(dfull + rows[k] * V, probs + k * V, sizeof(float) * V);
+    check_grad("cross-entropy dlogits", logits, dfull, R * V, xent_loss, &c);
+    /* loss value against the definition */
+    double ref = 0;
+    for (int k = 0; k < M; k++) {
+        double s = 0;
+        for (int j = 0; j < V; j++) s += exp(logits[rows[k] * V + j]);
+        ref += log(s) - logits[rows[k] * V + labels[k]];
+    }
+    CHECK(fabs(xent_loss(&c) - ref) < 1e-5 * fabs(ref));
+}
+
+int main(void) {
+    RUN_TEST(test_matmul);
+    RUN_TEST(test_layernorm);
+    RUN_TEST(test_gelu_erf);
+    RUN_TEST(test_gelu_tanh);
+    RUN_TEST(test_tanh);
+    RUN_TEST(test_dropout);
+    RUN_TEST(test_embeddings);
+    RUN_TEST(test_attention);
+    RUN_TEST(test_attention_dropout);
+    RUN_TEST(test_xent);
+    return test_summary();
+}

@@ -1,0 +1,175 @@
+/* data/prepare: the whole chain (books -> formatted -> shards -> phase-1/phase-2 HDF5)
+ * on a small generated book folder: NVIDIA's folder and file names, every shard present
+ * and equal to create_pretraining_data run on its text shard alone, rank splitting, the
+ * hdf5-only step finding existing shards, and Python's float formatting in names. */
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "data/hdf5_shard.h"
+#include "data/prepare.h"
+#include "test.h"
+
+#define WORK "build/test_prepare_work"
+#define BOOKS "build/test_prepare_books"
+#define PHASE1 WORK "/hdf5_lower_case_1_seq_len_32_max_pred_5_masked_lm_prob_0.15_random_seed_12345_dupe_factor_2/bookscorpus"
+#define PHASE2 WORK "/hdf5_lower_case_1_seq_len_64_max_pred_10_masked_lm_prob_0.15_random_seed_12345_dupe_factor_2/bookscorpus"
+#define SHARDS WORK "/sharded_training_shards_3_test_shards_1_fraction_0.1/bookscorpus"
+
+static void remove_tree(const char *path) {
+    DIR *d = opendir(path);
+    if (!d) { unlink(path); return; }
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        char sub[1024];
+        snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
+        remove_tree(sub);
+    }
+    closedir(d);
+    rmdir(path);
+}
+
+/* Four "books" cut from the committed fixture text, so the test needs no other data. */
+static void make_books(void) {
+    remove_tree(BOOKS);
+    mkdir(BOOKS, 0777);
+    char *text = NULL;
+    size_t len = 0;
+    BertError err;
+    CHECK(read_file("tests/data/pretraining/docs_b1.txt", &text, &len, &err) == 0);
+    if (!text) return;
+    for (int b = 0; b < 4; b++) {
+        char path[256];
+        snprintf(path, sizeof path, BOOKS "/book%d.txt", b);
+        FILE *f = fopen(path, "wb");
+        size_t part = len / 4;
+        fwrite(text + b * part, 1, part, f);
+        fclose(f);
+    }
+    free(text);
+}
+
+static PrepareOptions small_options(void) {
+    PrepareOptions o = prepare_default_options();
+    o.books[o.n_books++] = BOOKS;
+    o.work_dir = WORK;
+    o.n_training_shards = 3, o.n_test_shards = 1;
+    o.phase1_seq_length = 32, o.phase1_predictions = 5;
+    o.phase2_seq_length = 64, o.phase2_predictions = 10;
+    o.base.dupe_factor = 2;
+    o.quiet = true;
+    return o;
+}
+
+static bool exists(const char *p) { return access(p, F_OK) == 0; }
+
+/* The shard prepare wrote equals create_pretraining_data run alone on its text shard. */
+static void check_shard_matches_direct_run(const PrepareOptions *o, const char *txt, const char *hdf5,
+                                           int seq, int pred) {
+    Vocab *vocab;
+    BertError err;
+    CHECK(vocab_load(&vocab, o->vocab_file, &err) == 0);
+    TokenizerOptions topt = tokenizer_default_options();
+    topt.max_input_chars_per_word = 200;
+    Tokenizer *tok = tokenizer_new(vocab, &topt);
+    PretrainingOptions po = o->base;
+    po.max_seq_length = seq, po.max_predictions_per_seq = pred;
+    PretrainingStats st;
+    const char *direct = "build/test_prepare_direct.hdf5";
+    CHECKF(create_pretraining_data(&po, txt, direct, tok, &st, NULL, NULL, &err) == 0, "%s", err.msg);
+    PretrainingShard a, b;
+    CHECKF(hdf5_shard_load(hdf5, &a, &err) == 0, "%s", err.msg);
+    CHECKF(hdf5_shard_load(direct, &b, &err) == 0, "%s", err.msg);
+    CHECK(a.n == b.n && a.n > 0 && a.max_seq_length == seq && a.max_predictions_per_seq == pred);
+    if (a.n == b.n) {
+        CHECK(!memcmp(a.input_ids, b.input_ids, a.n * (size_t)seq * 4));
+        CHECK(!memcmp(a.masked_lm_ids, b.masked_lm_ids, a.n * (size_t)pred * 4));
+        CHECK(!memcmp(a.next_sentence_labels, b.next_sentence_labels, a.n));
+    }
+    pretraining_shard_free(&a);
+    pretraining_shard_free(&b);
+    unlink(direct);
+    tokenizer_free(tok);
+    vocab_free(vocab);
+}
+
+static void test_whole_chain_with_nvidia_names(void) {
+    make_books();
+    remove_tree(WORK);
+    PrepareOptions o = small_options();
+    PrepareStats st;
+    BertError err;
+    CHECKF(prepare_run(&o, &st, &err) == 0, "%s", err.msg);
+    CHECK(exists(WORK "/formatted_one_article_per_line/bookscorpus_one_book_per_line.txt"));
+    CHECK(st.n_training_shards == 3 && st.n_test_shards == 1);
+    CHECK(st.instances[0] > 0 && st.instances[1] > 0 && st.jobs_done == 8);
+    const char *names[] = {"training_0", "training_1", "training_2", "test_0"};
+    for (int k = 0; k < 4; k++) {
+        char txt[512], h1[512], h2[512];
+        snprintf(txt, sizeof txt, SHARDS "/bookscorpus_%s.txt", names[k]);
+        snprintf(h1, sizeof h1, PHASE1 "/bookscorpus_%s.hdf5", names[k]);
+        snprintf(h2, sizeof h2, PHASE2 "/bookscorpus_%s.hdf5", names[k]);
+        CHECKF(exists(txt) && exists(h1) && exists(h2), "missing %s", names[k]);
+    }
+    check_shard_matches_direct_run(&o, SHARDS "/bookscorpus_training_1.txt", PHASE1 "/bookscorpus_training_1.hdf5", 32, 5);
+    check_shard_matches_direct_run(&o, SHARDS "/bookscorpus_test_0.txt", PHASE2 "/bookscorpus_test_0.hdf5", 64, 10);
+}
+
+/* Rank 1 of 2 does jobs 1, 3, 5, 7: phase 1 training_1 and test_0, phase 2 the same. */
+static void test_ranks_take_disjoint_shards(void) {
+    PrepareOptions o = small_options();
+    remove_tree(WORK "/hdf5_lower_case_1_seq_len_32_max_pred_5_masked_lm_prob_0.15_random_seed_12345_dupe_factor_2");
+    remove_tree(WORK "/hdf5_lower_case_1_seq_len_64_max_pred_10_masked_lm_prob_0.15_random_seed_12345_dupe_factor_2");
+    o.do_format = o.do_shard = false;
+    o.n_training_shards = o.n_test_shards = 0; /* found from the sharded folder */
+    o.rank = 1, o.world_size = 2;
+    PrepareStats st;
+    BertError err;
+    CHECKF(prepare_run(&o, &st, &err) == 0, "%s", err.msg);
+    CHECK(st.jobs_done == 4);
+    CHECK(!exists(PHASE1 "/bookscorpus_training_0.hdf5") && exists(PHASE1 "/bookscorpus_training_1.hdf5"));
+    CHECK(!exists(PHASE1 "/bookscorpus_training_2.hdf5") && exists(PHASE1 "/bookscorpus_test_0.hdf5"));
+    CHECK(!exists(PHASE2 "/bookscorpus_training_0.hdf5") && exists(PHASE2 "/bookscorpus_training_1.hdf5"));
+    o.rank = 2;
+    CHECK(prepare_run(&o, &st, &err) == -1);
+    remove_tree(WORK);
+    remove_tree(BOOKS);
+}
+
+static void test_bad_requests_are_clear_errors(void) {
+    PrepareOptions o = prepare_default_options();
+    PrepareStats st;
+    BertError err;
+    o.work_dir = WORK;
+    CHECK(prepare_run(&o, &st, &err) == -1); /* no corpus */
+    CHECKF(strstr(err.msg, "no corpus") != NULL, "%s", err.msg);
+    o.books[o.n_books++] = "build/no-such-books-folder";
+    o.phase2_seq_length = 3;
+    CHECK(prepare_run(&o, &st, &err) == -1);
+    CHECKF(strstr(err.msg, "max_seq_length") != NULL, "%s", err.msg);
+    o.phase2_seq_length = 512;
+    CHECK(prepare_run(&o, &st, &err) == -1);
+    CHECKF(strstr(err.msg, "no-such-books-folder") != NULL, "%s", err.msg);
+    remove_tree(WORK);
+}
+
+static void test_python_float_str(void) {
+    char s[32];
+    python_float_str(0.15, s, sizeof s);
+    CHECK(!strcmp(s, "0.15"));
+    python_float_str(0.1, s, sizeof s);
+    CHECK(!strcmp(s, "0.1"));
+    python_float_str(1.0, s, sizeof s);
+    CHECK(!strcmp(s, "1.0"));
+    python_float_str(0.2 + 0.1, s, sizeof s);
+    CHECK(!strcmp(s, "0.30000000000000004"));
+}
+
+int main(void) {
+    RUN_TEST(test_whole_chain_with_nvidia_names);
+    RUN_TEST(test_ranks_take_disjoint_shards);
+    RUN_TEST(test_bad_requests_are_clear_errors);
+    RUN_TEST(test_python_float_str);
+    return test_summary();
+}

@@ -1,0 +1,213 @@
+/* Sharding: byte-for-byte parity with NVIDIA's TextSharding.py (two configurations,
+ * fixtures from tools/make_corpus_fixtures.py), determinism of the seeded order, and bad
+ * input: too few documents, missing input, unwritable output, blank and invalid lines. */
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "data/corpus.h"
+#include "test.h"
+
+static const char *const FIXTURE_INPUTS[] = {"tests/data/corpus/shard_input_a.txt",
+                                             "tests/data/corpus/shard_input_b.txt"};
+
+static char *make_tmpdir(void) {
+    char tmpl[] = "/tmp/bert_test_shard_XXXXXX";
+    char *d = mkdtemp(tmpl);
+    return d ? xstrdup(d) : NULL;
+}
+
+static void remove_tree(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    char path[4096];
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat sb;
+        if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) remove_tree(path);
+        else unlink(path);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+static int count_files(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+static bool same_file(const char *a, const char *b) {
+    char *x, *y;
+    size_t nx, ny;
+    BertError err;
+    if (read_file(a, &x, &nx, &err) != 0) return false;
+    if (read_file(b, &y, &ny, &err) != 0) {
+        free(x);
+        return false;
+    }
+    bool same = nx == ny && !memcmp(x, y, nx);
+    free(x);
+    free(y);
+    return same;
+}
+
+static void check_parity(const char *config, int n_train, int n_test, double fraction) {
+    char *dir = make_tmpdir();
+    ShardOptions opt = shard_default_options();
+    opt.input_files = FIXTURE_INPUTS;
+    opt.n_input_files = 2;
+    opt.output_dir = dir;
+    opt.n_training_shards = n_train;
+    opt.n_test_shards = n_test;
+    opt.fraction_test_set = fraction;
+    ShardStats st;
+    BertError err;
+    int rc = shard_corpus(&opt, &st, &err);
+    CHECKF(rc == 0, "%s: %s", config, err.msg);
+    CHECK(st.documents == 266);
+    CHECK(count_files(dir) == n_train + n_test);
+    int same = 0;
+    for (int i = 0; i < n_train + n_test; i++) {
+        char ours[4096], ref[4096], refdir[512];
+        bool is_test = i >= n_train;
+        shard_path(&opt, is_test, is_test ? i - n_train : i, ours, sizeof ours);
+        snprintf(refdir, sizeof refdir, "tests/data/corpus/shard_expected/%s", config);
+        ShardOptions r = opt;
+        r.output_dir = refdir;
+        shard_path(&r, is_test, is_test ? i - n_train : i, ref, sizeof ref);
+        bool eq = same_file(ours, ref);
+        CHECKF(eq, "%s differs from NVIDIA's %s", ours, ref);
+        same += eq;
+    }
+    printf("    %s: %d of %d shards identical to NVIDIA's (%lld sentences)\n", config, same,
+           n_train + n_test, st.sentences);
+    remove_tree(dir);
+    free(dir);
+}
+
+static void test_nvidia_parity(void) {
+    check_parity("t4_e2_f0.1", 4, 2, 0.1);
+    check_parity("t16_e5_f0.3", 16, 5, 0.3);
+}
+
+/* Concatenation of all shard files of dir (for comparing runs). */
+static char *slurp_shards(const ShardOptions *opt, size_t *len) {
+    char *all = NULL;
+    FILE *m = open_memstream(&all, len);
+    for (int i = 0; i < opt->n_training_shards + opt->n_test_shards; i++) {
+        char path[4096], *data;
+        size_t n;
+        BertError err;
+        bool is_test = i >= opt->n_training_shards;
+        shard_path(opt, is_test, is_test ? i - opt->n_training_shards : i, path, sizeof path);
+        if (read_file(path, &data, &n, &err) == 0) {
+            fwrite(data, 1, n, m);
+            free(data);
+        }
+        fputs("=====\n", m);
+    }
+    fclose(m);
+    return all;
+}
+
+static void test_seeded_order(void) {
+    char *d1 = make_tmpdir(), *d2 = make_tmpdir(), *d3 = make_tmpdir();
+    ShardOptions opt = shard_default_options();
+    opt.input_files = FIXTURE_INPUTS;
+    opt.n_input_files = 2;
+    opt.n_training_shards = 5;
+    opt.n_test_shards = 2;
+    BertError err;
+    size_t n1, n2, n3;
+    opt.random_seed = 7;
+    opt.output_dir = d1;
+    CHECK(shard_corpus(&opt, NULL, &err) == 0);
+    char *a = slurp_shards(&opt, &n1);
+    opt.output_dir = d2;
+    opt.n_threads = 1;
+    CHECK(shard_corpus(&opt, NULL, &err) == 0);
+    char *b = slurp_shards(&opt, &n2);
+    opt.random_seed = 8;
+    opt.output_dir = d3;
+    CHECK(shard_corpus(&opt, NULL, &err) == 0);
+    char *c = slurp_shards(&opt, &n3);
+    CHECK(n1 == n2 && !memcmp(a, b, n1));       /* same seed, any thread count: same shards */
+    CHECK(n1 == n3 && memcmp(a, c, n1) != 0);   /* another seed: same text, other order */
+    free(a), free(b), free(c);
+    remove_tree(d1), remove_tree(d2), remove_tree(d3);
+    free(d1), free(d2), free(d3);
+}
+
+static void write_text(const char *path, const char *text, size_t len) {
+    FILE *f = fopen(path, "wb");
+    fwrite(text, 1, len, f);
+    fclose(f);
+}
+
+static void test_bad_input(void) {
+    char *dir = make_tmpdir(), in[4096], out[4096];
+    snprintf(in, sizeof in, "%s/in.txt", dir);
+    snprintf(out, sizeof out, "%s/out", dir);
+    const char *inputs[] = {in};
+    ShardOptions opt = shard_default_options();
+    opt.input_files = inputs;
+    opt.n_input_files = 1;
+    opt.output_dir = out;
+    opt.n_training_shards = 2;
+    opt.n_test_shards = 1;
+    BertError err;
+    /* fewer documents than shards: blank and whitespace-only lines are not documents */
+    const char few[] = "One doc. Two sentences.\n\n   \t\n\xC2\xA0\nSecond doc.\n";
+    write_text(in, few, sizeof few - 1);
+    CHECK(shard_corpus(&opt, NULL, &err) != 0);
+    CHECKF(strstr(err.msg, "fewer documents (2) than shards (3)"), "%s", err.msg);
+    CHECK(count_files(out) == 0);
+    /* invalid UTF-8, CR LF, a long line without any stop: replaced, kept, no crash */
+    char text[20000];
+    int n = snprintf(text, sizeof text, "Bad \xFF byte here. Fine.\r\nThird doc\r\n");
+    memset(text + n, 'x', 15000);
+    n += 15000;
+    text[n++] = '\n';
+    write_text(in, text, (size_t)n);
+    ShardStats st;
+    CHECKF(shard_corpus(&opt, &st, &err) == 0, "%s", err.msg);
+    CHECK(st.documents == 3 && st.sentences == 4 && st.invalid_utf8_bytes == 1);
+    char path[4096], *data;
+    size_t len;
+    shard_path(&opt, false, 0, path, sizeof path);
+    CHECK(read_file(path, &data, &len, &err) == 0);
+    if (len) CHECK(!strchr(data, '\r'));
+    free(data);
+    /* missing input file */
+    const char *missing[] = {"tests/data/corpus/no_such_file.txt"};
+    opt.input_files = missing;
+    CHECK(shard_corpus(&opt, NULL, &err) != 0 && strstr(err.msg, "no_such_file.txt"));
+    /* unwritable output: a file where the folder should be */
+    opt.input_files = FIXTURE_INPUTS;
+    opt.n_input_files = 2;
+    opt.output_dir = in;
+    CHECK(shard_corpus(&opt, NULL, &err) != 0 && strstr(err.msg, "in.txt"));
+    /* bad options */
+    opt.output_dir = out;
+    opt.n_test_shards = 0;
+    CHECK(shard_corpus(&opt, NULL, &err) != 0);
+    opt.n_test_shards = 1;
+    opt.fraction_test_set = 1.5;
+    CHECK(shard_corpus(&opt, NULL, &err) != 0);
+    remove_tree(dir);
+    free(dir);
+}
+
+int main(void) {
+    RUN_TEST(test_nvidia_parity);
+    RUN_TEST(test_seeded_order);
+    RUN_TEST(test_bad_input);
+    return test_summary();
+}

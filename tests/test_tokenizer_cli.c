@@ -1,0 +1,174 @@
+/* `bert tokenize` and `bert vocab` as programs: output format, long lines in bounded
+ * blocks, threads, bad flags and bad input. Runs the bert binary of the same build
+ * (./bert for build/, build-asan/bert for build-asan/). */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/common.h"
+#include "test.h"
+
+#define VOCAB "data/vocab/bert-base-uncased-vocab.txt"
+
+static char bert[1024], dir[64];
+
+static void write_file(const char *name, const char *data, size_t len) {
+    char path[640];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    fwrite(data, 1, len, f);
+    fclose(f);
+}
+
+/* Contents of dir/name (NUL-terminated; caller frees), or NULL. */
+static char *slurp(const char *name) {
+    char path[640], *data = NULL;
+    size_t len;
+    BertError err;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return read_file(path, &data, &len, &err) == 0 ? data : NULL;
+}
+
+/* Runs `bert <args> < dir/in > dir/out 2> dir/err`; returns the exit status. */
+static int run(const char *args) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "cd %s && %s %s < in > out 2> err", dir, bert, args);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int run_on(const char *input, const char *args, char **out) {
+    write_file("in", input, strlen(input));
+    int rc = run(args);
+    *out = slurp("out");
+    return rc;
+}
+
+static void test_output_formats(void) {
+    char *out;
+    CHECK(run_on("Hello, World!\n\nunaffable", "tokenize --vocab_file " VOCAB, &out) == 0);
+    CHECKF(out && !strcmp(out, "hello , world !\n\nuna ##ffa ##ble\n"), "got '%s'", out);
+    free(out);
+    CHECK(run_on("Hello, World!\n", "tokenize --vocab_file " VOCAB " --ids", &out) == 0);
+    CHECKF(out && !strcmp(out, "7592 1010 2088 999\n"), "got '%s'", out);
+    free(out);
+    CHECK(run_on("Héllo x\n", "tokenize --vocab_file=" VOCAB " --offsets", &out) == 0);
+    CHECKF(out && !strcmp(out, "hello@0:6 x@7:8\n"), "got '%s'", out);
+    free(out);
+    CHECK(run_on("Héllo [MASK].\n", "tokenize --vocab_file " VOCAB " --do_lower_case=false --never_split [MASK]", &out) == 0);
+    CHECKF(out && !strcmp(out, "[UNK] [MASK] .\n"), "got '%s'", out);  /* uncased vocab has no "H..." */
+    free(out);
+    CHECK(run_on("Ünïcödé Words\n", "tokenize --basic", &out) == 0);
+    CHECKF(out && !strcmp(out, "unicode words\n"), "got '%s'", out);
+    free(out);
+    CHECK(run_on("", "tokenize --vocab_file " VOCAB, &out) == 0);
+    CHECKF(out && !strcmp(out, ""), "got '%s'", out);
+    free(out);
+}
+
+/* Long lines read in 8 KiB blocks (cut at whitespace or punctuation) give exactly what
+ * the whole line gives; so does tokenizing on 1 or 2 threads. */
+static void test_long_lines_and_threads(void) {
+    size_t cap = 1 << 21, len = 0;
+    char *text = xmalloc(cap + 64);
+    const char *words[] = {"Ελληνικά ΣΟΦΟΣ.", "naïve café", "中文字", "unaffable,", "x\xffy", "İstanbul", "a.b:c'd", "\t"};
+    for (int i = 0; len < cap - 600000; i++) {
+        const char *w = words[i % 8];
+        memcpy(text + len, w, strlen(w));
+        len += strlen(w);
+        text[len++] = i % 1000 == 999 ? '\n' : ' ';
+    }
+    for (int i = 0; i < 100000; i++, len += 5) memcpy(text + len, "abcd,", 5);  /* 500 KB, no spaces */
+    text[len++] = '\n';
+    text[len] = 0;
+    write_file("in", text, len);
+    CHECK(run("tokenize --vocab_file " VOCAB " --threads 1") == 0);
+    char *whole = slurp("out");
+    CHECK(run("tokenize --vocab_file " VOCAB " --block_kib 8 --threads 2") == 0);
+    char *blocks = slurp("out");
+    CHECK(whole && blocks && strlen(whole) > 1000000 && !strcmp(whole, blocks));
+    char *err = slurp("err");
+    CHECKF(err && strstr(err, "invalid UTF-8"), "stderr: %s", err);
+    free(err);
+    free(whole);
+    free(blocks);
+    /* No whitespace or punctuation at all for more than a block: cut anyway, and said so. */
+    memset(text, 'a', 5000);
+    text[5000] = '\n';
+    write_file("in", text, 5001);
+    CHECK(run("tokenize --vocab_file " VOCAB " --block_kib 1") == 0);
+    err = slurp("err");
+    CHECKF(err && strstr(err, "were cut"), "stderr: %s", err);
+    free(err);
+    free(text);
+}
+
+static void test_bad_flags_and_files(void) {
+    char *out, *err;
+    CHECK(run_on("x\n", "tokenize --vocab_file " VOCAB " --nope", &out) == 2);
+    free(out);
+    CHECK(run_on("x\n", "tokenize", &out) == 2);
+    free(out);
+    CHECK(run_on("x\n", "tokenize --vocab_file " VOCAB " --max_input_chars_per_word 0", &out) == 2);
+    free(out);
+    CHECK(run_on("x\n", "tokenize --vocab_file missing-vocab.txt", &out) == 1);
+    err = slurp("err");
+    CHECKF(err && strstr(err, "missing-vocab.txt"), "stderr: %s", err);
+    free(err);
+    free(out);
+    write_file("novocab.txt", "a\nb\n", 4);
+    CHECK(run_on("x\n", "tokenize --vocab_file novocab.txt", &out) == 1);
+    err = slurp("err");
+    CHECKF(err && strstr(err, "[UNK]"), "stderr: %s", err);
+    free(err);
+    free(out);
+}
+
+static void test_vocab_command(void) {
+    char cwd[512], args[2048];
+    CHECK(getcwd(cwd, sizeof cwd) != NULL);
+    snprintf(args, sizeof args, "vocab --input_file %s/tests/data/tokenizer/vocab_corpus.txt --vocab_size 1500 --num_unused 110 -o v.txt", cwd);
+    write_file("in", "", 0);
+    CHECK(run(args) == 0);
+    char *got = slurp("v.txt"), *want = NULL;
+    size_t len;
+    BertError e;
+    CHECK(read_file("tests/data/tokenizer/vocab_uncased_1500.txt", &want, &len, &e) == 0);
+    CHECK(got && want && !strcmp(got, want));
+    free(got);
+    free(want);
+    snprintf(args, sizeof args, "vocab --input_file %s/tests/data/tokenizer/vocab_corpus.txt --vocab_size 50 -o small.txt", cwd);
+    CHECK(run(args) == 1);
+    char *err = slurp("err"), *none = slurp("small.txt");
+    CHECKF(err && strstr(err, "vocab_size 50"), "stderr: %s", err);
+    CHECK(none == NULL);  /* nothing written on failure */
+    free(err);
+    CHECK(run("vocab --input_file no-such-corpus.txt -o x.txt") == 1);
+    CHECK(run("vocab --vocab_size 10") == 2);
+}
+
+int main(int argc, char **argv) {
+    /* argv[0] is <build>/tests/test_tokenizer_cli; the binary is ./bert for "build". */
+    char build[256];
+    snprintf(build, sizeof build, "%s", argv[0]);
+    char *slash = strstr(build, "/tests/");
+    if (slash) *slash = 0;
+    char cwd[256];
+    if (!getcwd(cwd, sizeof cwd)) return 1;
+    if (!strcmp(build, "build") || !strcmp(build, "./build")) snprintf(bert, sizeof bert, "%s/bert", cwd);
+    else snprintf(bert, sizeof bert, "%s/%s/bert", cwd, build);
+    snprintf(dir, sizeof dir, "/tmp/bert-tok-cli-XXXXXX");
+    if (!mkdtemp(dir)) return 1;
+    char link[600];  /* relative --vocab_file paths resolve inside the temp dir */
+    snprintf(link, sizeof link, "mkdir -p %s/data && ln -s %s/data/vocab %s/data/vocab", dir, cwd, dir);
+    if (system(link) != 0) return 1;
+    RUN_TEST(test_output_formats);
+    RUN_TEST(test_long_lines_and_threads);
+    RUN_TEST(test_bad_flags_and_files);
+    RUN_TEST(test_vocab_command);
+    char cleanup[600];
+    snprintf(cleanup, sizeof cleanup, "rm -rf %s", dir);
+    if (system(cleanup) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    return test_summary();
+}
