@@ -27,11 +27,11 @@ MIRROR = "/work/.mirror/NVIDIA+DeepLearningExamples/repo"
 
 
 def timed(cmd, **kw):
-    r = subprocess.run(["/usr/bin/time", "-f", "TIME %e %M"] + cmd, capture_output=True, text=True, **kw)
+    r = subprocess.run(["/usr/bin/time", "-f", "TIME %e %M %U %S"] + cmd, capture_output=True, text=True, **kw)
     if r.returncode != 0:
         sys.exit("failed: %s\n%s" % (" ".join(cmd), r.stderr[-3000:]))
     line = [l for l in r.stderr.splitlines() if l.startswith("TIME ")][-1].split()
-    return float(line[1]), int(line[2]) / 1024.0
+    return float(line[1]), int(line[2]) / 1024.0, float(line[3]) + float(line[4])
 
 
 def nvidia_module_runner(tmp, module, body):
@@ -56,8 +56,10 @@ def same(a, b, unescape=False):
 
 
 def row(name, mb, ref, ours, extra=""):
-    print("%-34s %7.2f MB | %8.2f s %7.1f MB/s %7.0f MB RSS | %7.3f s %7.1f MB/s %6.0f MB RSS | %6.1fx %s"
-          % (name, mb, ref[0], mb / ref[0], ref[1], ours[0], mb / ours[0], ours[1], ref[0] / ours[0], extra))
+    """wall s (CPU s), MB/s of wall time, peak RSS; speed-up in wall time and in CPU time."""
+    print("%-34s %7.2f MB | %6.2f s (%6.2f) %6.1f MB/s %5.0f MB | %6.3f s (%6.3f) %6.1f MB/s %4.0f MB | %5.1fx %5.1fx %s"
+          % (name, mb, ref[0], ref[2], mb / ref[0], ref[1], ours[0], ours[2], mb / ours[0], ours[1],
+             ref[0] / ours[0], ref[2] / max(ours[2], 1e-3), extra))
 
 
 def main():
@@ -69,7 +71,8 @@ def main():
     dump = glob.glob(os.path.join(a.shared, "wikipedia", "*.bz2"))[0]
     py = sys.executable
     tmp = tempfile.mkdtemp(prefix="bench_corpus_")
-    print("%-34s %10s | %-42s | %-40s | %s" % ("step", "input", "NVIDIA / Python reference", "bert.c", "speed-up"))
+    print("%-34s %10s | %-37s | %-37s | %s" % ("step", "input", "NVIDIA / Python: wall (cpu) MB/s RSS",
+                                                "bert.c: wall (cpu) MB/s RSS", "speed-up wall, cpu"))
 
     # books
     books_mb = sum(os.path.getsize(f) for f in glob.glob(os.path.join(books, "*.txt"))) / 1e6
@@ -95,8 +98,29 @@ def main():
     ref_docs = [l for l in html.unescape(open(ref_wiki, encoding="utf-8").read()).split("\n") if l.strip()]
     our_docs = [l for l in open(ours_wiki, encoding="utf-8").read().split("\n") if l.strip()]
     n_same = sum(x == y for x, y in zip(ref_docs, our_docs)) if len(ref_docs) == len(our_docs) else -1
-    row("format wikipedia (enwiki excerpt)", xml_mb, (wx[0] + nv[0], max(wx[1], nv[1])), ours,
+    row("format wikipedia (enwiki excerpt)", xml_mb, (wx[0] + nv[0], max(wx[1], nv[1]), wx[2] + nv[2]), ours,
         "%d/%d articles identical" % (n_same, len(ref_docs)))
+
+    # the same dump as ~100 bzip2 streams (as Wikipedia's multistream dumps): 1 vs 2 threads
+    import bz2
+    xml = bz2.open(dump).read().decode("utf-8")
+    starts, at = [], xml.find("  <page>")
+    while at >= 0:
+        starts.append(at)
+        at = xml.find("  <page>", at + 1)
+    starts = starts[2::2]  # two pages a stream
+    bounds = [0] + starts + [len(xml)]
+    multi = os.path.join(tmp, "multistream.xml.bz2")
+    with open(multi, "wb") as f:
+        for lo, hi in zip(bounds, bounds[1:]):
+            f.write(bz2.compress(xml[lo:hi].encode("utf-8"), 9))
+    for threads in (1, 2):
+        out = os.path.join(tmp, "wiki_ms%d.txt" % threads)
+        env1 = dict(os.environ, OMP_NUM_THREADS=str(threads))
+        ours = timed([a.bert, "format", "wikipedia", multi, "-o", out, "--quiet"], env=env1)
+        row("format wikipedia, %d streams, %d thr" % (len(bounds) - 1, threads), xml_mb,
+            (wx[0] + nv[0], max(wx[1], nv[1]), wx[2] + nv[2]), ours,
+            "same as single stream" if open(out).read() == open(ours_wiki).read() else "DIFFERENT")
 
     # sharding
     inputs = "%s,%s" % (ours_books, ours_wiki)
@@ -130,7 +154,8 @@ def main():
         shutil.rmtree(our_dir, ignore_errors=True)
         ours = timed([a.bert, "shard", "--input_files", inp, "--output_dir", our_dir, "--quiet"] + shard_args)
         if inp == bigs[1]:  # the reference would take minutes here; its memory trend shows at x4
-            print("%-34s %7.2f MB | %42s | %7.3f s %7.1f MB/s %6.0f MB RSS |" % (name, mb, "(not run)", ours[0], mb / ours[0], ours[1]))
+            print("%-34s %7.2f MB | %37s | %6.3f s (%6.3f) %6.1f MB/s %4.0f MB |"
+                  % (name, mb, "(not run: minutes)", ours[0], ours[2], mb / ours[0], ours[1]))
             continue
         ref = timed([py, os.path.join(ROOT, "tools", "shard_reference.py"), "--input_files", inp,
                      "--output_dir", ref_dir] + shard_args, env=env)

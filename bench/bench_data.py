@@ -15,7 +15,8 @@ Reports, for phase 1 (seq 128, 20 predictions):
   3. `bert prepare --steps hdf5` over the shards with 1 and 2 threads (scaling)
   4. peak memory of `bert prepare` on the corpus and on the corpus three times over with
      three times the shards (memory independent of input size)
-Wall time and peak RSS come from /usr/bin/time. MB are MB of sentence-per-line text read.
+Wall time, CPU time (user + system) and peak RSS come from /usr/bin/time; MB/s and inst/s
+are per wall second. MB are MB of sentence-per-line text read.
 """
 import argparse
 import glob
@@ -33,14 +34,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def timed(cmd, env=None):
-    """Runs cmd under /usr/bin/time; returns (seconds, peak RSS MB, stderr)."""
-    full = ["/usr/bin/time", "-f", "TIME %e %M"] + cmd
+    """Runs cmd under /usr/bin/time; returns ((wall s, CPU s), peak RSS MB, stderr).
+    CPU time (user + system) is reported too: on a shared machine it is the steadier
+    measure of single-threaded work."""
+    full = ["/usr/bin/time", "-f", "TIME %e %U %S %M"] + cmd
     r = subprocess.run(full, capture_output=True, text=True, env=env)
     if r.returncode != 0:
         sys.exit("failed: %s\n%s" % (" ".join(cmd), r.stderr[-3000:]))
     line = [l for l in r.stderr.splitlines() if l.startswith("TIME ")][-1]
-    _, sec, kb = line.split()
-    return float(sec), int(kb) / 1024.0, r.stderr
+    _, wall, user, system, kb = line.split()
+    return (float(wall), float(user) + float(system)), int(kb) / 1024.0, r.stderr
 
 
 def same_shards(a, b):
@@ -61,20 +64,24 @@ def env_threads(n):
     return env
 
 
-def flags(dupe):
-    return ["--vocab_file", VOCAB, "--max_seq_length", "128", "--max_predictions_per_seq", "20",
+def flags(dupe, seq=128, pred=20):
+    return ["--vocab_file", VOCAB, "--max_seq_length", str(seq), "--max_predictions_per_seq", str(pred),
             "--dupe_factor", str(dupe), "--random_seed", "12345"]
 
 
-def row(name, sec, rss, mb, n, base=None):
-    speed = "" if base is None else "%.1fx" % (base / sec)
-    print("| %-44s | %7.2f | %7.2f | %9.0f | %8.0f | %6s |" % (name, sec, mb / sec, n / sec, rss, speed))
+def row(name, t, rss, mb, n, base=None):
+    """t and base are (wall, CPU) pairs; speed-ups are given for both."""
+    wall, cpu = t
+    speed = ("", "") if base is None else ("%.1fx" % (base[0] / wall), "%.1fx" % (base[1] / cpu))
+    print("| %-44s | %7.2f | %7.2f | %7.2f | %9.0f | %8.0f | %7s | %7s |"
+          % (name, wall, cpu, mb / wall, n / wall, rss, speed[0], speed[1]))
 
 
 def header(title):
     print("\n%s\n" % title)
-    print("| %-44s | %7s | %7s | %9s | %8s | %6s |" % ("run", "wall s", "MB/s", "inst/s", "RSS MB", "speed"))
-    print("|%s|%s|%s|%s|%s|%s|" % ("-" * 46, "-" * 9, "-" * 9, "-" * 11, "-" * 10, "-" * 8))
+    print("| %-44s | %7s | %7s | %7s | %9s | %8s | %7s | %7s |"
+          % ("run", "wall s", "CPU s", "MB/s", "inst/s", "RSS MB", "x wall", "x CPU"))
+    print("|%s|%s|%s|%s|%s|%s|%s|%s|" % ("-" * 46, "-" * 9, "-" * 9, "-" * 9, "-" * 11, "-" * 10, "-" * 9, "-" * 9))
 
 
 def main():
@@ -86,10 +93,12 @@ def main():
                     help="skip the reference's one-process run over all shards (about a minute)")
     a = ap.parse_args()
     os.chdir(ROOT)
-    bert = "./bert"
     notes = []
     tmp = tempfile.mkdtemp(prefix="bench_data_")
     try:
+        # A private copy: others may rebuild ./bert while this runs.
+        bert = os.path.join(tmp, "bert")
+        shutil.copy2("./bert", bert)
         work = os.path.join(tmp, "work")
         cmd = [bert, "prepare", "--quiet", "--books", a.books, "--output_dir", work, "--steps",
                "format,shard", "--n_training_shards", "4", "--n_test_shards", "1"]
@@ -101,24 +110,26 @@ def main():
         one = [s for s in shards if s.endswith("_training_0.txt")][0]
         mb_one = os.path.getsize(one) / 1e6
         mb_all = sum(os.path.getsize(s) for s in shards) / 1e6
-        print("corpus: %s%s -> %d shards, %.1f MB of sentence-per-line text; dupe_factor %d, seq 128"
+        print("corpus: %s%s -> %d shards, %.1f MB of sentence-per-line text; dupe_factor %d"
               % (a.books, " + " + a.wikipedia if a.wikipedia else "", len(shards), mb_all, a.dupe_factor))
 
-        header("1. one shard (%s, %.2f MB)" % (os.path.basename(one), mb_one))
-        ref_out = os.path.join(tmp, "ref_one.hdf5")
-        sec, rss, _ = timed(["/usr/bin/python3", "tools/pretraining_reference.py", "--input_file", one,
-                             "--output_file", ref_out] + flags(a.dupe_factor))
-        n = instances(ref_out)
-        row("Google create_pretraining_data.py (Python)", sec, rss, mb_one, n)
-        base = sec
-        for threads in (1, 2):
-            out = os.path.join(tmp, "bert_one_%d.hdf5" % threads)
-            sec, rss, _ = timed([bert, "create_pretraining_data", "--quiet", "--input_file", one,
-                                 "--output_file", out] + flags(a.dupe_factor), env_threads(threads))
-            row("bert.c create_pretraining_data, %d thread%s" % (threads, "s" if threads > 1 else ""),
-                sec, rss, mb_one, n, base)
-            notes.append("one shard, %d thread(s): bert.c output identical to the reference: %s"
-                         % (threads, same_shards(ref_out, out)))
+        for seq, pred in ((128, 20), (512, 80)):
+            header("1. one shard (%s, %.2f MB), seq %d, %d predictions"
+                   % (os.path.basename(one), mb_one, seq, pred))
+            ref_out = os.path.join(tmp, "ref_one.hdf5")
+            t, rss, _ = timed(["/usr/bin/python3", "tools/pretraining_reference.py", "--input_file", one,
+                               "--output_file", ref_out] + flags(a.dupe_factor, seq, pred))
+            n = instances(ref_out)
+            row("Google create_pretraining_data.py (Python)", t, rss, mb_one, n)
+            base = t
+            for threads in (1, 2):
+                out = os.path.join(tmp, "bert_one_%d.hdf5" % threads)
+                t, rss, _ = timed([bert, "create_pretraining_data", "--quiet", "--input_file", one,
+                                   "--output_file", out] + flags(a.dupe_factor, seq, pred), env_threads(threads))
+                row("bert.c create_pretraining_data, %d thread%s" % (threads, "s" if threads > 1 else ""),
+                    t, rss, mb_one, n, base)
+                notes.append("one shard, seq %d, %d thread(s): bert.c output identical to the reference: %s"
+                             % (seq, threads, same_shards(ref_out, out)))
 
         header("2. all %d shards as one input, one process (%.1f MB)" % (len(shards), mb_all))
         pattern = os.path.join(shard_dir, "*.txt")

@@ -119,6 +119,28 @@ static void test_wiki_parity(void) {
            "differs from WikiExtractor + WikicorpusTextFormatting");
 }
 
+/* Multi-stream dumps are read by several threads, a range of whole streams each; a stream
+ * boundary inside a page makes it fall back to one reader. Same articles either way. */
+static void test_wiki_multistream_parallel(void) {
+    FormatStats st;
+    BertError err;
+    FormatOptions opt = format_default_options();
+    opt.n_threads = 3;
+    CHECKF(format_wikipedia(DIR_ "wiki_sample_multistream.xml.bz2", tmp_path("ms.txt"), &opt, &st, &err) == 0,
+           "%s", err.msg);
+    CHECKF(st.parallel_ranges >= 3 && st.documents_written == 11 && st.documents_skipped == 2,
+           "%d ranges, %lld written, %lld skipped", st.parallel_ranges, st.documents_written, st.documents_skipped);
+    CHECK(file_equals(tmp_path("ms.txt"), DIR_ "wiki_sample_expected.txt"));
+    CHECKF(format_wikipedia(DIR_ "wiki_sample_multistream_split_page.xml.bz2", tmp_path("ms2.txt"), &opt, &st,
+                            &err) == 0, "%s", err.msg);
+    CHECK(st.parallel_ranges == 0 && st.documents_written == 11);
+    CHECK(file_equals(tmp_path("ms2.txt"), DIR_ "wiki_sample_expected.txt"));
+    CHECK(!exists(tmp_path("ms2.txt.part0")) && !exists(tmp_path("ms2.txt.part1")));
+    opt.n_threads = 1;
+    CHECK(format_wikipedia(DIR_ "wiki_sample_multistream.xml.bz2", tmp_path("ms3.txt"), &opt, &st, &err) == 0);
+    CHECK(st.parallel_ranges == 0 && file_equals(tmp_path("ms3.txt"), DIR_ "wiki_sample_expected.txt"));
+}
+
 static void test_wiki_truncated(void) {
     BertError err;
     CHECK(format_wikipedia(DIR_ "wiki_sample_truncated.xml.bz2", tmp_path("t1.txt"), NULL, NULL, &err) != 0);
@@ -167,12 +189,31 @@ static void test_wiki_multistream_and_plain(void) {
     write_bytes(tmp_path("plain.xml"), plain, strlen(plain));
     CHECK(format_wikipedia(tmp_path("plain.xml"), tmp_path("plain.txt"), NULL, &st, &err) == 0);
     CHECK(file_equals(tmp_path("plain.txt"), tmp_path("multi.txt")));
+    /* a dump in parts: the parts' articles in order, in one file */
+    const char *parts[] = {tmp_path("multi.xml.bz2"), tmp_path("plain.xml")};
+    CHECK(format_wikipedia_dumps(parts, 2, tmp_path("parts.txt"), NULL, &st, &err) == 0);
+    CHECK(st.documents_written == 4);
+    CHECK(read_file(tmp_path("parts.txt"), &text, &n, &err) == 0);
+    CHECKF(!strcmp(text, "First article. \n\nSecond one. \n\nFirst article. \n\nSecond one. \n\n"), "got '%s'", text);
+    free(text);
 }
 
 typedef struct {
-    char buf[4096];
+    char buf[8192];
     size_t n;
 } Collected;
+
+typedef struct {
+    char *p;
+    size_t n;
+} Str_;
+
+static void sappend(Str_ *s, const char *t) {
+    size_t k = strlen(t);
+    s->p = realloc(s->p, s->n + k + 1);
+    memcpy(s->p + s->n, t, k + 1);
+    s->n += k;
+}
 
 static void collect(const char *text, size_t len, void *ctx) {
     Collected *c = ctx;
@@ -214,6 +255,25 @@ static void test_wikitext_rules(void) {
     expect_wiki("", "");
 }
 
+/* Deep nesting, many links and unbalanced openers: one pass each, same result as rescans. */
+static void test_wikitext_nesting(void) {
+    Str_ text = {0}, want = {0};
+    sappend(&text, "A ");
+    for (int i = 0; i < 40; i++) sappend(&text, "{{");
+    sappend(&text, "x");
+    for (int i = 0; i < 40; i++) sappend(&text, "}}");
+    sappend(&want, "A");
+    for (int i = 0; i < 50; i++) sappend(&text, " B [[a|b]]"), sappend(&want, " B b");
+    sappend(&text, " C [[File:x|[[y]] [[z]]]]D ");
+    sappend(&want, " C D ");
+    for (int i = 0; i < 30; i++) sappend(&text, "{{[[");
+    for (int i = 0; i < 30; i++) sappend(&want, "{{[[");
+    sappend(&want, "|");
+    expect_wiki(text.p, want.p);
+    free(text.p);
+    free(want.p);
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/bert_test_format_XXXXXX");
     if (!mkdtemp(tmpdir)) return 1;
@@ -221,9 +281,11 @@ int main(void) {
     RUN_TEST(test_books_strip_gutenberg);
     RUN_TEST(test_books_bad_input);
     RUN_TEST(test_wiki_parity);
+    RUN_TEST(test_wiki_multistream_parallel);
     RUN_TEST(test_wiki_truncated);
     RUN_TEST(test_wiki_multistream_and_plain);
     RUN_TEST(test_wikitext_rules);
+    RUN_TEST(test_wikitext_nesting);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);

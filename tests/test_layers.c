@@ -9,6 +9,7 @@
  * noise, yet any formula error (a wrong sign, a missing term, a misplaced index) gives an
  * error of order 1 and fails. Every input and parameter gradient of every kernel is probed
  * at every entry. */
+#include <omp.h>
 #include <stdint.h>
 
 #include "core/rng.h"
@@ -283,6 +284,33 @@ static void test_xent(void) {
     CHECK(fabs(xent_loss(&c) - ref) < 1e-5 * fabs(ref));
 }
 
+/* Large enough for the parallel paths: bit-identical results with 1 and 2 threads (the
+ * row reductions are split by column blocks, not by thread). */
+static void test_thread_count_independent(void) {
+    enum { N = 1024, C = 200 };
+    float *x = malloc(N * C * 4), *dy = malloc(N * C * 4), *w = malloc(C * 4), *b = malloc(C * 4);
+    float *out = malloc(N * C * 4), *dx[2], dw[2][C], db[2][C], dwm[2][C], dbm[2][C], mean[N], rstd[N];
+    fill(x, N * C, 30, 1, 0), fill(dy, N * C, 31, 1, 0), fill(w, C, 32, 0.2f, 1), fill(b, C, 33, 0.1f, 0);
+    int saved = omp_get_max_threads();
+    for (int run = 0; run < 2; run++) {
+        omp_set_num_threads(run + 1);
+        dx[run] = malloc(N * C * 4);
+        memset(dw[run], 0, sizeof dw[run]), memset(db[run], 0, sizeof db[run]);
+        memset(dwm[run], 0, sizeof dwm[run]), memset(dbm[run], 0, sizeof dbm[run]);
+        k_layernorm_forward(out, NULL, mean, rstd, x, NULL, w, b, N, C, 1e-12f);
+        k_layernorm_backward(dx[run], dw[run], db[run], dy, x, mean, rstd, w, N, C);
+        /* a [N,1] -> [N,C] linear layer: dweight and dbias are reductions over the N rows */
+        k_matmul_backward(NULL, dwm[run], dbm[run], dy, x, w, N, 1, C, false);
+    }
+    omp_set_num_threads(saved);
+    CHECK(memcmp(dx[0], dx[1], N * C * 4) == 0);
+    CHECK(memcmp(dw[0], dw[1], sizeof dw[0]) == 0);
+    CHECK(memcmp(db[0], db[1], sizeof db[0]) == 0);
+    CHECK(memcmp(dbm[0], dbm[1], sizeof dbm[0]) == 0);
+    CHECK(memcmp(dwm[0], dwm[1], sizeof dwm[0]) == 0);
+    free(x), free(dy), free(w), free(b), free(out), free(dx[0]), free(dx[1]);
+}
+
 int main(void) {
     RUN_TEST(test_matmul);
     RUN_TEST(test_layernorm);
@@ -294,5 +322,6 @@ int main(void) {
     RUN_TEST(test_attention);
     RUN_TEST(test_attention_dropout);
     RUN_TEST(test_xent);
+    RUN_TEST(test_thread_count_independent);
     return test_summary();
 }

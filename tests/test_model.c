@@ -192,6 +192,170 @@ static void test_dropout_seeded(void) {
     fixture_close(&f);
 }
 
+/* Training mode (dropout on, fixed seed): the loss is a smooth function of the weights (the
+ * masks depend only on the seed and element counters), so the gradient must match central
+ * differences along directions: the gradient itself and a random direction restricted to
+ * each tensor in turn. float32 forward: with |L| ~ 7 and h chosen so that the change in L
+ * is ~1e-2, rounding contributes ~1e-6 * 7 / 1e-2 ~ 1e-3 relative; tolerance 2e-2. */
+typedef double (*ModelLoss)(BertModel *m, const BertBatch *b, void *ctx);
+
+static double pretraining_loss(BertModel *m, const BertBatch *b, void *ctx) {
+    (void)ctx;
+    return bert_forward(m, b, true, 4242);
+}
+
+static double directional_fd(BertModel *m, const BertBatch *b, const float *dir, size_t off, size_t n, double h,
+                             ModelLoss loss, void *ctx) {
+    float *p = bert_params(m);
+    float *saved = malloc(n * sizeof(float));
+    memcpy(saved, p + off, n * sizeof(float));
+    for (size_t i = 0; i < n; i++) p[off + i] = saved[i] + (float)h * dir[i];
+    double up = loss(m, b, ctx);
+    for (size_t i = 0; i < n; i++) p[off + i] = saved[i] - (float)h * dir[i];
+    double down = loss(m, b, ctx);
+    memcpy(p + off, saved, n * sizeof(float));
+    free(saved);
+    return (up - down) / (2 * h);
+}
+
+/* Checks the gradient g (already computed) against central differences of loss: along g,
+ * and per tensor along sign(g) restricted to it (the analytic derivative is then sum |g|
+ * over the tensor; an entry-wise wrong gradient makes the finite difference disagree).
+ * Tensors whose gradient is ~0 in exact arithmetic (the key biases: softmax is
+ * shift-invariant) hold only noise and are skipped. Returns the number of tensors off. */
+static int check_directional(BertModel *m, const BertBatch *b, const float *g, ModelLoss loss, void *ctx,
+                             const char *what) {
+    size_t np = bert_num_parameters(m);
+    float *dir = calloc(np, sizeof(float));
+    double gnorm = 0, total_abs = 0;
+    for (size_t i = 0; i < np; i++) gnorm += (double)g[i] * g[i], total_abs += fabs(g[i]);
+    gnorm = sqrt(gnorm);
+    for (size_t i = 0; i < np; i++) dir[i] = (float)(g[i] / gnorm);
+    double fd = directional_fd(m, b, dir, 0, np, 1e-2 / gnorm, loss, ctx);
+    CHECKF(fabs(fd - gnorm) <= 2e-2 * gnorm, "%s along the gradient: fd %.6g vs |g| %.6g", what, fd, gnorm);
+    int bad = 0, probed = 0;
+    for (int t = 0; t < bert_num_param_tensors(m); t++) {
+        const BertParamInfo *info = bert_param_info(m, t);
+        double analytic = 0;
+        for (size_t i = 0; i < info->numel; i++) {
+            float gi = g[info->offset + i];
+            dir[i] = gi > 0 ? 1.0f : gi < 0 ? -1.0f : 0.0f;
+            analytic += fabs(gi);
+        }
+        if (analytic < 1e-6 * total_abs) continue;
+        probed++;
+        double fdt = directional_fd(m, b, dir, info->offset, info->numel, 1e-2 / analytic, loss, ctx);
+        if (fabs(fdt - analytic) > 2e-2 * analytic) {
+            bad++;
+            CHECKF(0, "%s %s: directional derivative fd %.6g vs analytic %.6g", what, info->name, fdt, analytic);
+        }
+    }
+    printf("    %s: |g| %.4f, fd along g %.4f; %d tensors probed, %d off\n", what, gnorm, fd, probed, bad);
+    free(dir);
+    return bad;
+}
+
+/* Training mode (dropout on, fixed seed): the loss is a smooth function of the weights (the
+ * masks depend only on the seed and element counters), so the gradient must match finite
+ * differences. float32 forward: with |L| ~ 7 and steps that change L by ~1e-2, rounding
+ * contributes ~1e-6 * 7 / 1e-2 ~ 1e-3 relative; tolerance 2e-2. */
+static void test_training_mode_gradient(void) {
+    Fixture f;
+    if (fixture_open(&f, "fixture")) return;
+    size_t np = bert_num_parameters(f.model);
+    bert_zero_grad(f.model);
+    bert_forward(f.model, &f.batch, true, 4242);
+    bert_backward(f.model, &f.batch);
+    float *g = malloc(np * sizeof(float));
+    memcpy(g, bert_grads(f.model), np * sizeof(float));
+    check_directional(f.model, &f.batch, g, pretraining_loss, NULL, "training mode");
+    free(g);
+    fixture_close(&f);
+}
+
+/* A task head's loss L = sum(sequence_output * R1) + sum(pooled * R2), no pre-training labels:
+ * bert_backward_with(d_seq = R1, d_pooled = R2) must give dL/dweights. The fixture's padded
+ * rows count too (their hidden states are outputs like any other). */
+typedef struct { const float *r_seq, *r_pool; size_t n_seq, n_pool; } TaskLoss;
+
+static double task_loss(BertModel *m, const BertBatch *b, void *ctx) {
+    TaskLoss *t = ctx;
+    bert_forward(m, b, false, 0);
+    double s = 0;
+    const float *seq = bert_sequence_output(m), *pool = bert_pooled_output(m);
+    for (size_t i = 0; i < t->n_seq; i++) s += (double)seq[i] * t->r_seq[i];
+    for (size_t i = 0; i < t->n_pool; i++) s += (double)pool[i] * t->r_pool[i];
+    return s;
+}
+
+static void test_task_head_gradient(void) {
+    Fixture f;
+    if (fixture_open(&f, "fixture")) return;
+    BertBatch b = f.batch;
+    b.masked_labels = NULL, b.next_sentence_labels = NULL, b.max_predictions = 0;
+    const int H = f.cfg.hidden_size;
+    TaskLoss t = {.n_seq = (size_t)f.B * f.T * H, .n_pool = (size_t)f.B * H};
+    float *r_seq = malloc(t.n_seq * sizeof(float)), *r_pool = malloc(t.n_pool * sizeof(float));
+    for (size_t i = 0; i < t.n_seq; i++) r_seq[i] = (float)((i * 7919) % 17) / 17.0f - 0.5f;
+    for (size_t i = 0; i < t.n_pool; i++) r_pool[i] = (float)((i * 104729) % 13) / 13.0f - 0.5f;
+    t.r_seq = r_seq, t.r_pool = r_pool;
+    size_t np = bert_num_parameters(f.model);
+    bert_zero_grad(f.model);
+    CHECK(bert_forward(f.model, &b, false, 0) == 0.0f);
+    bert_backward_with(f.model, &b, r_seq, r_pool);
+    float *g = malloc(np * sizeof(float));
+    memcpy(g, bert_grads(f.model), np * sizeof(float));
+    CHECK(bert_find_param(f.model, "cls.seq_relationship.weight")->grad[0] == 0.0f);  /* no NSP loss */
+    check_directional(f.model, &b, g, task_loss, &t, "task head");
+    free(g), free(r_seq), free(r_pool);
+    fixture_close(&f);
+}
+
+/* Gradient accumulation: backward adds, so two forward/backward passes give twice the
+ * gradient of one; a second backward without a forward adds nothing. */
+static void test_gradient_accumulation(void) {
+    Fixture f;
+    if (fixture_open(&f, "fixture")) return;
+    size_t np = bert_num_parameters(f.model);
+    float *once = malloc(np * sizeof(float));
+    bert_zero_grad(f.model);
+    bert_forward(f.model, &f.batch, false, 0);
+    bert_backward(f.model, &f.batch);
+    memcpy(once, bert_grads(f.model), np * sizeof(float));
+    bert_backward(f.model, &f.batch);  /* no forward in between: ignored */
+    CHECK(memcmp(once, bert_grads(f.model), np * sizeof(float)) == 0);
+    bert_forward(f.model, &f.batch, false, 0);
+    bert_backward(f.model, &f.batch);
+    float scale = 0;
+    for (size_t i = 0; i < np; i++) once[i] *= 2.0f, scale = fmaxf(scale, fabsf(once[i]));
+    /* not bit-exact: a GEMM accumulating into C rounds its K blocks differently than into 0 */
+    double e = max_rel_error(bert_grads(f.model), once, np, 1e-3 * scale);
+    CHECKF(e < 1e-5, "accumulated vs 2x single: rel err %.3g", e);
+    free(once);
+    fixture_close(&f);
+}
+
+static void test_grad_norm_and_clipping(void) {
+    Fixture f;
+    if (fixture_open(&f, "fixture")) return;
+    bert_zero_grad(f.model);
+    bert_forward(f.model, &f.batch, false, 0);
+    bert_backward(f.model, &f.batch);
+    size_t np = bert_num_parameters(f.model);
+    const float *g = bert_grads(f.model);
+    double ref = 0;
+    for (size_t i = 0; i < np; i++) ref += (double)g[i] * g[i];
+    ref = sqrt(ref);
+    CHECKF(fabs(bert_grad_norm(f.model) - ref) <= 1e-12 * ref, "norm %.9g vs %.9g", bert_grad_norm(f.model), ref);
+    float g0 = g[np / 2];
+    CHECK(bert_clip_grad_norm(f.model, 10 * ref) == bert_grad_norm(f.model));  /* under the limit: unchanged */
+    CHECK(g[np / 2] == g0);
+    double before = bert_clip_grad_norm(f.model, 0.5 * ref);
+    CHECK(fabs(before - ref) <= 1e-12 * ref);
+    CHECKF(fabs(bert_grad_norm(f.model) - 0.5 * ref) < 1e-5 * ref, "clipped norm %.6g", bert_grad_norm(f.model));
+    fixture_close(&f);
+}
+
 /* Bad batches: NAN and a message naming the culprit; backward then does nothing. */
 static void test_bad_batch_rejected(void) {
     Fixture f;
@@ -257,6 +421,10 @@ int main(void) {
     RUN_TEST(test_fixture_gelu_new_unpadded);
     RUN_TEST(test_thread_count_independent);
     RUN_TEST(test_dropout_seeded);
+    RUN_TEST(test_training_mode_gradient);
+    RUN_TEST(test_task_head_gradient);
+    RUN_TEST(test_gradient_accumulation);
+    RUN_TEST(test_grad_norm_and_clipping);
     RUN_TEST(test_bad_batch_rejected);
     RUN_TEST(test_inference_without_labels);
     RUN_TEST(test_flops_formula);

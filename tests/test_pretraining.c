@@ -219,9 +219,11 @@ static bool shard_row_equal(const PretrainingShard *s, size_t k, const Row *r) {
     return true;
 }
 
-static void check_end_to_end(const char *name) {
+/* spool_mb < 0: the default (everything in memory for these small inputs). */
+static void check_end_to_end_spool(const char *name, double spool_mb) {
     Expected e;
     if (!load_expected(name, &e)) return;
+    if (spool_mb >= 0) e.opt.spool_memory_mb = spool_mb;
     BertError err = {{0}};
     Vocab *vocab = NULL;
     CHECKF(vocab_load(&vocab, e.vocab_file, &err) == 0, "%s", err.msg);
@@ -252,7 +254,12 @@ static void check_end_to_end(const char *name) {
     free_expected(&e);
 }
 
+static void check_end_to_end(const char *name) { check_end_to_end_spool(name, -1); }
+
 static void test_end_to_end_seq128(void) { check_end_to_end("seq128"); }
+/* The spool on disk from the start, and spilling to disk part-way (20 KB in memory). */
+static void test_end_to_end_spool_on_disk(void) { check_end_to_end_spool("seq128", 0); }
+static void test_end_to_end_spool_spills(void) { check_end_to_end_spool("seq512_wwm", 0.02); }
 static void test_end_to_end_seq128_wwm(void) { check_end_to_end("seq128_wwm"); }
 static void test_end_to_end_seq512(void) { check_end_to_end("seq512"); }
 static void test_end_to_end_seq512_wwm(void) { check_end_to_end("seq512_wwm"); }
@@ -529,6 +536,8 @@ int main(void) {
     RUN_TEST(test_end_to_end_seq512_wwm);
     RUN_TEST(test_end_to_end_seq24_cased_wwm);
     RUN_TEST(test_end_to_end_one_document);
+    RUN_TEST(test_end_to_end_spool_on_disk);
+    RUN_TEST(test_end_to_end_spool_spills);
     RUN_TEST(test_invalid_utf8_is_dropped_and_counted);
     RUN_TEST(test_unwritable_output_is_a_clear_error);
     RUN_TEST(test_missing_input_and_bad_flags);

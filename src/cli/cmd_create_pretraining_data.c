@@ -29,6 +29,7 @@ int cmd_create_pretraining_data(int argc, char **argv) {
         {"masked_lm_prob", FLAG_DOUBLE, &opt.masked_lm_prob, "fraction of tokens masked; default 0.15"},
         {"short_seq_prob", FLAG_DOUBLE, &opt.short_seq_prob, "probability of a shorter target length; default 0.1"},
         {"max_input_chars_per_word", FLAG_INT, &max_chars, "longer words become [UNK]; default 200 (Google's tokenization.py)"},
+        {"spool_memory_mb", FLAG_DOUBLE, &opt.spool_memory_mb, "instances kept in memory up to this, then spooled to disk; default 256"},
         {"quiet", FLAG_BOOL, &quiet, "no progress or summary on stderr"},
     };
     const FlagSpec spec = {"create_pretraining_data",

@@ -17,9 +17,9 @@ int cmd_format(int argc, char **argv) {
          "books: drop Project Gutenberg header/footer around *** START/END OF *** (default true)"},
         {"quiet", FLAG_BOOL, &quiet, "no progress or summary"},
     };
-    FlagSpec spec = {"format", "bert format wikipedia DUMP.xml[.bz2] -o OUT | bert format books DIR -o OUT",
-                     flags, (int)(sizeof flags / sizeof flags[0]), 2, 2};
-    char *pos[2];
+    FlagSpec spec = {"format", "format {wikipedia DUMP.xml[.bz2]... | books DIR} -o OUT [flags]",
+                     flags, (int)(sizeof flags / sizeof flags[0]), 2, 65};
+    char *pos[65];
     int npos = 0;
     int rc = flags_parse(&spec, argc, argv, pos, &npos);
     if (rc != 0) return rc > 0 ? 0 : 2;
@@ -35,7 +35,12 @@ int cmd_format(int argc, char **argv) {
     opt.progress = !quiet;
     FormatStats st;
     BertError err;
-    rc = wiki ? format_wikipedia(pos[1], out, &opt, &st, &err) : format_books(pos[1], out, &opt, &st, &err);
+    if (books && npos > 2) {
+        fprintf(stderr, "bert format books: one folder (or file) at a time\n");
+        return 2;
+    }
+    rc = wiki ? format_wikipedia_dumps((const char *const *)pos + 1, npos - 1, out, &opt, &st, &err)
+              : format_books(pos[1], out, &opt, &st, &err);
     if (rc != 0) {
         fprintf(stderr, "bert format: %s\n", err.msg);
         return 1;
@@ -47,5 +52,8 @@ int cmd_format(int argc, char **argv) {
                 pos[0], st.documents_written, out, st.documents_skipped, st.input_bytes / 1e6,
                 st.output_bytes / 1e6, st.seconds, st.input_bytes / 1e6 / (st.seconds > 0 ? st.seconds : 1e-9),
                 st.invalid_utf8_bytes ? "; invalid UTF-8 bytes replaced by U+FFFD" : "");
+    if (!quiet && st.parallel_ranges)
+        fprintf(stderr, "  (multi-stream bzip2: decompressed and formatted as %d ranges in parallel)\n",
+                st.parallel_ranges);
     return 0;
 }

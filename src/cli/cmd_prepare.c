@@ -40,8 +40,8 @@ static void print_summary(const PrepareOptions *o, const PrepareStats *st, doubl
                 st->hdf5_bytes[p] / 1e6, st->hdf5_dir[p]);
     }
     if (o->do_hdf5 && st->seconds_hdf5 > 0)
-        fprintf(stderr, "  create_pretraining_data: %d shard jobs, %.0f instances/s\n", st->jobs_done,
-                (st->instances[0] + st->instances[1]) / st->seconds_hdf5);
+        fprintf(stderr, "  create_pretraining_data: %d shard jobs (%d already done), %.0f instances/s\n",
+                st->jobs_done, st->jobs_skipped, (st->instances[0] + st->instances[1]) / st->seconds_hdf5);
 }
 
 int cmd_prepare(int argc, char **argv) {
@@ -73,9 +73,11 @@ int cmd_prepare(int argc, char **argv) {
         {"phase2_max_seq_length", FLAG_INT, &o.phase2_seq_length, "default 512; 0 skips phase 2"},
         {"phase2_max_predictions_per_seq", FLAG_INT, &o.phase2_predictions, "default 80"},
         {"max_input_chars_per_word", FLAG_INT, &o.max_input_chars_per_word, "default 200 (Google's tokenizer)"},
+        {"spool_memory_mb", FLAG_DOUBLE, &o.base.spool_memory_mb, "per shard job: instances in memory up to this, then on disk; default 256"},
         {"threads", FLAG_INT, &o.threads, "shards processed at once; default all cores"},
         {"rank", FLAG_INT, &o.rank, "this process's rank for a multi-machine hdf5 step (default: from mpirun's environment)"},
         {"world_size", FLAG_INT, &o.world_size, "number of ranks (default: from mpirun's environment, else 1)"},
+        {"resume", FLAG_BOOL, &o.resume, "skip HDF5 shards already written (newer than their text shard)"},
         {"quiet", FLAG_BOOL, &o.quiet, "no progress or summary"},
     };
     const FlagSpec spec = {"prepare",

@@ -29,12 +29,11 @@ static long long split_stream(FILE *in, FILE *out, const SentenceSplitter *sp, l
 }
 
 int cmd_sentences(int argc, char **argv) {
-    Flag flags[] = {{"o", FLAG_STRING, NULL, NULL}};
     const char *out_path = NULL;
-    flags[0] = (Flag){"o", FLAG_STRING, &out_path, "output file (default stdout)"};
+    Flag flags[] = {{"o", FLAG_STRING, &out_path, "output file, written atomically (default stdout)"}};
     char *inputs[64];
     int n_inputs = 0;
-    FlagSpec spec = {"sentences", "bert sentences [FILE...] [-o OUT]   (stdin when no FILE)", flags, 1, 0, 64};
+    FlagSpec spec = {"sentences", "sentences [FILE...] [-o OUT]   (stdin when no FILE)", flags, 1, 0, 64};
     int rc = flags_parse(&spec, argc, argv, inputs, &n_inputs);
     if (rc != 0) return rc > 0 ? 0 : 2;
     AtomicFile af;

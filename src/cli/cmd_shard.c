@@ -35,7 +35,7 @@ int cmd_shard(int argc, char **argv) {
         {"quiet", FLAG_BOOL, &quiet, "no progress or summary"},
     };
     FlagSpec spec = {"shard",
-                     "bert shard --input_files A.txt,B.txt --output_dir D [--n_training_shards N] [--n_test_shards M]",
+                     "shard --input_files A.txt,B.txt --output_dir D [flags]",
                      flags, (int)(sizeof flags / sizeof flags[0]), 0, 0};
     int rc = flags_parse(&spec, argc, argv, NULL, NULL);
     if (rc != 0) return rc > 0 ? 0 : 2;

@@ -1,14 +1,15 @@
 /* bert train_demo: the Quick-start job until the real pre-training pipeline lands. Trains a
- * small BERT (bert-tiny by default) with MLM + NSP and AdamW on generated data, printing
- * step, loss, throughput and ETA, then saves a safetensors checkpoint (HF names) and its
- * config.json atomically.
+ * small BERT (bert-tiny's layers with a 256-token vocabulary by default) with MLM + NSP and
+ * AdamW on generated data, printing step, loss, throughput and ETA, then saves a safetensors
+ * checkpoint (HF names) and its config.json atomically.
  *
  * The generated "language" is learnable, so the loss visibly falls below what word
  * frequencies alone give: every document is about one of NUM_TOPICS topics and draws its
  * words from that topic's TOPIC_WORDS-word list, so a masked word is predictable from the
  * other words (MLM loss can fall from ln(NUM_WORDS) = 5.3 towards ln(TOPIC_WORDS) = 2.3);
  * segment B is either from A's document (NSP label 0, "is next") or from a random
- * document, nearly always of another topic (label 1).
+ * document, nearly always of another topic (label 1). With the defaults (300 steps, ~30 s)
+ * the MLM loss goes from ~5.4 to ~2.5 and NSP from 0.69 to ~0.3 after the usual plateau.
  */
 #include <errno.h>
 #include <omp.h>
@@ -21,7 +22,8 @@
 #include "core/rng.h"
 #include "model/bert.h"
 
-enum { TOK_PAD = 0, TOK_CLS = 101, TOK_SEP = 102, TOK_MASK = 103, FIRST_WORD = 1000, NUM_TOPICS = 20, TOPIC_WORDS = 10,
+/* The demo's own small vocabulary: 4 special tokens, then the words. */
+enum { TOK_PAD = 0, TOK_CLS = 1, TOK_SEP = 2, TOK_MASK = 3, FIRST_WORD = 4, NUM_TOPICS = 20, TOPIC_WORDS = 10,
        NUM_WORDS = NUM_TOPICS * TOPIC_WORDS };
 
 typedef struct {
@@ -104,7 +106,7 @@ static int make_parent_dirs(const char *path) {
 
 typedef struct {
     const char *model, *out;
-    int steps, batch, seq, preds, log_every, threads;
+    int steps, batch, seq, preds, log_every, threads, vocab_size;
     long long seed;
     float lr;
 } DemoOptions;
@@ -152,6 +154,7 @@ static int train(const DemoOptions *o, const BertConfig *cfg) {
             break;
         }
         bert_backward(m, &d.batch);
+        bert_clip_grad_norm(m, 1.0);  /* as BERT: global norm 1 */
         opt.lr = learning_rate(o->lr, step, o->steps, warmup);
         bert_adamw_step(m, &opt, step);
         loss_sum += loss, mlm_sum += bert_last_mlm_loss(m), nsp_sum += bert_last_nsp_loss(m), window++;
@@ -172,9 +175,11 @@ static int train(const DemoOptions *o, const BertConfig *cfg) {
 
 int cmd_train_demo(int argc, char **argv) {
     DemoOptions o = {.model = "bert-tiny", .out = "out/train_demo/model.safetensors", .steps = 300, .batch = 32,
-                     .seq = 64, .preds = 10, .log_every = 25, .threads = 0, .seed = 12345, .lr = 1e-3f};
+                     .seq = 32, .preds = 5, .log_every = 25, .threads = 0, .seed = 12345, .lr = 2e-3f,
+                     .vocab_size = 256};
     const Flag flags[] = {
         {"model", FLAG_STRING, &o.model, "preset name (bert-tiny, bert-mini, ...) or a config.json"},
+        {"vocab_size", FLAG_INT, &o.vocab_size, "vocabulary size (0 = the preset's; the data uses ids < 204)"},
         {"out", FLAG_STRING, &o.out, "checkpoint path (config.json is written beside it)"},
         {"steps", FLAG_INT, &o.steps, "optimizer steps"},
         {"batch", FLAG_INT, &o.batch, "sequences per step"},
@@ -185,8 +190,8 @@ int cmd_train_demo(int argc, char **argv) {
         {"log_every", FLAG_INT, &o.log_every, "print every N steps"},
         {"threads", FLAG_INT, &o.threads, "OpenMP threads (0 = all cores)"},
     };
-    const FlagSpec spec = {"train_demo", "short training run of a small BERT on generated data", flags,
-                           (int)(sizeof flags / sizeof flags[0]), 0, 0};
+    const FlagSpec spec = {"train_demo", "train_demo [flags]   (a short training run of a small BERT on generated data)",
+                           flags, (int)(sizeof flags / sizeof flags[0]), 0, 0};
     int rc = flags_parse(&spec, argc, argv, NULL, NULL);
     if (rc) return rc > 0 ? 0 : 2;
     if (o.steps < 1 || o.batch < 1 || o.seq < 8 || o.preds < 1 || o.log_every < 1 || o.lr <= 0) {
@@ -200,6 +205,7 @@ int cmd_train_demo(int argc, char **argv) {
         fprintf(stderr, "bert train_demo: %s\n", err.msg);
         return 2;
     }
+    if (o.vocab_size > 0) cfg.vocab_size = o.vocab_size;
     if (cfg.vocab_size < FIRST_WORD + NUM_WORDS) {
         fprintf(stderr, "bert train_demo: the generated data needs vocab_size >= %d\n", FIRST_WORD + NUM_WORDS);
         return 2;

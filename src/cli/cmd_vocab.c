@@ -57,7 +57,7 @@ int cmd_vocab(int argc, char **argv) {
         {"max_input_chars_per_word", FLAG_INT, &opt.max_input_chars_per_word, "longer words are skipped (default 100)"},
         {"threads", FLAG_INT, &opt.threads, "counting threads (default: all cores)"},
     };
-    FlagSpec spec = {"vocab", "bert vocab --input_file FILES --vocab_size N -o vocab.txt", flags,
+    FlagSpec spec = {"vocab", "vocab --input_file FILES --vocab_size N -o vocab.txt [flags]", flags,
                      (int)(sizeof flags / sizeof flags[0]), 0, 0};
     int rc = flags_parse(&spec, argc, argv, NULL, NULL);
     if (rc != 0) return rc > 0 ? 0 : 2;

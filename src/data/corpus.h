@@ -33,6 +33,7 @@ typedef struct {
     long long input_bytes;         /* bytes read (decompressed XML for .bz2 dumps) */
     long long output_bytes;        /* bytes written */
     long long invalid_utf8_bytes;  /* bad input bytes, each replaced by U+FFFD */
+    int parallel_ranges;           /* multi-stream .bz2 read by threads in this many ranges (0: serially) */
     double seconds;                /* wall time of the call */
 } FormatStats;
 
@@ -43,6 +44,8 @@ typedef struct {
     bool strip_gutenberg;
     /* Print progress (documents, MB/s) to stderr about once a second. */
     bool progress;
+    /* Dumps in parts: parts formatted at once (<= 0: all cores). */
+    int n_threads;
 } FormatOptions;
 
 FormatOptions format_default_options(void);
@@ -51,13 +54,19 @@ FormatOptions format_default_options(void);
  * multi-stream supported), read as a stream in bounded memory. Keeps pages in namespace
  * 0 that are not redirects; each becomes one line of cleaned article text (the title is
  * not repeated, as in NVIDIA's WikicorpusTextFormatting). A truncated or malformed dump
- * is an error and no output file is published. */
+ * is an error and no output file is published. opt and stats may be NULL. */
 int format_wikipedia(const char *dump, const char *out, const FormatOptions *opt,
                      FormatStats *stats, BertError *err);
+/* The same for a dump published in parts (pages-articles1.xml-p1p41242.bz2, ...): the
+ * parts are formatted in parallel (opt->n_threads), their articles joined in the order
+ * given into one output. */
+int format_wikipedia_dumps(const char *const *dumps, int n_dumps, const char *out,
+                           const FormatOptions *opt, FormatStats *stats, BertError *err);
 
 /* dir: a folder of plain-text books (*.txt, read in sorted name order; a single file is
  * also accepted). Each book becomes one line: UTF-8 BOM removed, CRLF handled, each
- * non-blank line stripped and followed by one space (NVIDIA's layout, see below). */
+ * non-blank line stripped and followed by one space (NVIDIA's layout, above). opt and
+ * stats may be NULL. */
 int format_books(const char *dir, const char *out, const FormatOptions *opt,
                  FormatStats *stats, BertError *err);
 
@@ -123,7 +132,7 @@ typedef struct {
     double seconds;
 } ShardStats;
 
-/* Two passes over the inputs in bounded memory (16 bytes per document, never the text):
+/* Two passes over the inputs in bounded memory (about 30 bytes per document, never the text):
  * pass 1 counts each document's sentences, the distribution is NVIDIA's, pass 2 writes each
  * shard (in parallel over shards) with its documents in NVIDIA's order. Fails with a clear
  * message if there are fewer documents than shards. */

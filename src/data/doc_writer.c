@@ -1,5 +1,7 @@
 /* The formatters' shared output (see doc_writer.h). */
+#include <errno.h>
 #include <string.h>
+#include <unistd.h>
 #include <utf8proc.h>
 
 #include "data/doc_writer.h"
@@ -12,14 +14,27 @@ int doc_writer_open(DocWriter *w, const char *path, FormatStats *stats, bool pro
     w->what = what;
     w->t0 = w->last_report = now_seconds();
     if (atomic_open(&w->af, path, err) != 0) return -1;
-    setvbuf(w->af.fp, NULL, _IOFBF, 1 << 20);
+    w->fp = w->af.fp;
+    w->atomic = true;
+    setvbuf(w->fp, NULL, _IOFBF, 1 << 20);
+    return 0;
+}
+
+int doc_writer_open_scratch(DocWriter *w, const char *path, FormatStats *stats, BertError *err) {
+    memset(w, 0, sizeof *w);
+    w->stats = stats;
+    w->what = "part";
+    w->fp = fopen(path, "wb");
+    if (!w->fp) return bert_fail(err, "cannot write '%s': %s", path, strerror(errno));
+    snprintf(w->af.path, sizeof w->af.path, "%s", path);
+    setvbuf(w->fp, NULL, _IOFBF, 1 << 20);
     return 0;
 }
 
 void doc_writer_line(DocWriter *w, const char *text, size_t len) {
     if (len == 0) return;
-    fwrite(text, 1, len, w->af.fp);
-    fputc(' ', w->af.fp);
+    fwrite(text, 1, len, w->fp);
+    fputc(' ', w->fp);
     w->stats->output_bytes += (long long)len + 1;
     w->in_document = true;
 }
@@ -27,7 +42,7 @@ void doc_writer_line(DocWriter *w, const char *text, size_t len) {
 bool doc_writer_end_document(DocWriter *w) {
     bool had_text = w->in_document;
     if (had_text) {
-        fputs("\n\n", w->af.fp);
+        fputs("\n\n", w->fp);
         w->stats->output_bytes += 2;
         w->stats->documents_written++;
     } else {
@@ -46,12 +61,26 @@ bool doc_writer_end_document(DocWriter *w) {
 
 int doc_writer_commit(DocWriter *w, BertError *err) {
     if (w->progress) fprintf(stderr, "\n");
-    return atomic_commit(&w->af, err);
+    if (w->atomic) return atomic_commit(&w->af, err);
+    int bad = ferror(w->fp);
+    if (fclose(w->fp) != 0) bad = 1;
+    w->fp = NULL;
+    if (bad) {
+        unlink(w->af.path);
+        return bert_fail(err, "error writing '%s'", w->af.path);
+    }
+    return 0;
 }
 
 void doc_writer_abort(DocWriter *w) {
     if (w->progress) fprintf(stderr, "\n");
-    atomic_abort(&w->af);
+    if (w->atomic) {
+        atomic_abort(&w->af);
+    } else if (w->fp) {
+        fclose(w->fp);
+        unlink(w->af.path);
+    }
+    w->fp = NULL;
 }
 
 size_t utf8_strip(const char *text, size_t len, size_t *start) {

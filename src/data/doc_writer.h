@@ -9,7 +9,9 @@
 #include "data/corpus.h"
 
 typedef struct {
-    AtomicFile af;
+    AtomicFile af;      /* the output, when atomic */
+    FILE *fp;           /* where text goes: af.fp, or a scratch file */
+    bool atomic;
     bool in_document;   /* some text of the current document was written */
     FormatStats *stats;
     bool progress;
@@ -19,6 +21,8 @@ typedef struct {
 
 int doc_writer_open(DocWriter *w, const char *path, FormatStats *stats, bool progress,
                     const char *what, BertError *err);
+/* A scratch output (a part to be joined later): written in place, no fsync; abort deletes it. */
+int doc_writer_open_scratch(DocWriter *w, const char *path, FormatStats *stats, BertError *err);
 /* Appends one line of the current document (the caller strips it); empty lines are ignored. */
 void doc_writer_line(DocWriter *w, const char *text, size_t len);
 /* Ends the current document; returns true if it had text (and so was written). */

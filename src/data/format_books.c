@@ -140,7 +140,7 @@ int format_books(const char *dir, const char *out, const FormatOptions *opt_in,
     int rc = doc_writer_open(&w, out, &st, opt.progress, "books", err);
     for (int i = 0; i < n_books && rc == 0; i++) rc = format_one_book(&w, books[i], &opt, err);
     if (rc == 0) rc = doc_writer_commit(&w, err);
-    else if (w.af.fp) doc_writer_abort(&w);
+    else if (w.fp) doc_writer_abort(&w);
     for (int i = 0; i < n_books; i++) free(books[i]);
     free(books);
     st.seconds = now_seconds() - t0;

@@ -10,9 +10,13 @@
 #include <bzlib.h>
 #include <errno.h>
 #include <expat.h>
+#include <omp.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "data/bz2_streams.h"
 #include "data/doc_writer.h"
 #include "data/wikitext.h"
 
@@ -151,64 +155,306 @@ static void source_close(Source *s) {
     if (s->fp) fclose(s->fp);
 }
 
+/* Decompression runs in its own thread, a few chunks ahead of parsing and cleaning (the
+ * two take about as long), through a small ring of buffers. */
+enum { CHUNK = 1 << 20, N_CHUNKS = 4 };
+
+typedef struct {
+    Source *src;
+    const char *path;
+    char *data[N_CHUNKS];
+    long len[N_CHUNKS];   /* bytes in the chunk; 0 = end of input; -1 = read error */
+    int head, count;
+    bool stop;            /* the consumer gave up */
+    BertError err;
+    pthread_mutex_t mu;
+    pthread_cond_t changed;
+} ChunkRing;
+
+static void *produce_chunks(void *arg) {
+    ChunkRing *r = arg;
+    for (int slot = 0;; slot = (slot + 1) % N_CHUNKS) {
+        pthread_mutex_lock(&r->mu);
+        while (r->count == N_CHUNKS && !r->stop) pthread_cond_wait(&r->changed, &r->mu);
+        bool stop = r->stop;
+        pthread_mutex_unlock(&r->mu);
+        if (stop) return NULL;
+        long n = source_read(r->src, r->data[slot], CHUNK, r->path, &r->err);
+        pthread_mutex_lock(&r->mu);
+        r->len[slot] = n;
+        r->count++;
+        pthread_cond_broadcast(&r->changed);
+        pthread_mutex_unlock(&r->mu);
+        if (n <= 0) return NULL;
+    }
+}
+
+/* Waits for the next chunk; returns its slot. */
+static int next_chunk(ChunkRing *r) {
+    pthread_mutex_lock(&r->mu);
+    while (r->count == 0) pthread_cond_wait(&r->changed, &r->mu);
+    int slot = r->head;
+    pthread_mutex_unlock(&r->mu);
+    return slot;
+}
+
+static void release_chunk(ChunkRing *r, bool stop) {
+    pthread_mutex_lock(&r->mu);
+    r->head = (r->head + 1) % N_CHUNKS;
+    r->count--;
+    r->stop |= stop;
+    pthread_cond_broadcast(&r->changed);
+    pthread_mutex_unlock(&r->mu);
+}
+
 static int parse_dump(Source *src, XML_Parser parser, FormatStats *st, const char *dump, BertError *err) {
-    enum { CHUNK = 1 << 20 };
-    char *buf = xmalloc(CHUNK);
+    ChunkRing ring;
+    memset(&ring, 0, sizeof ring);
+    ring.src = src;
+    ring.path = dump;
+    for (int i = 0; i < N_CHUNKS; i++) ring.data[i] = xmalloc(CHUNK);
+    pthread_mutex_init(&ring.mu, NULL);
+    pthread_cond_init(&ring.changed, NULL);
+    pthread_t producer;
+    if (pthread_create(&producer, NULL, produce_chunks, &ring) != 0) die("cannot start a thread");
     int rc = 0;
     for (;;) {
-        long n = source_read(src, buf, CHUNK, dump, err);
+        int slot = next_chunk(&ring);
+        long n = ring.len[slot];
         if (n < 0) {
-            rc = -1;
+            rc = bert_fail(err, "%s", ring.err.msg);
+            release_chunk(&ring, true);
             break;
         }
         st->input_bytes += n;
-        if (XML_Parse(parser, buf, (int)n, n == 0) == XML_STATUS_ERROR) {
+        if (XML_Parse(parser, ring.data[slot], (int)n, n == 0) == XML_STATUS_ERROR) {
             enum XML_Error code = XML_GetErrorCode(parser);
             bool truncated = n == 0 && (code == XML_ERROR_NO_ELEMENTS || code == XML_ERROR_UNCLOSED_TOKEN ||
                                         code == XML_ERROR_PARTIAL_CHAR || code == XML_ERROR_UNCLOSED_CDATA_SECTION);
             rc = bert_fail(err, "'%s': %s XML at line %lu: %s", dump, truncated ? "truncated" : "malformed",
                            (unsigned long)XML_GetCurrentLineNumber(parser), XML_ErrorString(code));
+            release_chunk(&ring, true);
             break;
         }
+        release_chunk(&ring, n == 0);
         if (n == 0) break;
     }
-    free(buf);
+    pthread_join(producer, NULL);
+    pthread_mutex_destroy(&ring.mu);
+    pthread_cond_destroy(&ring.changed);
+    for (int i = 0; i < N_CHUNKS; i++) free(ring.data[i]);
     return rc;
 }
 
-int format_wikipedia(const char *dump, const char *out, const FormatOptions *opt_in,
-                     FormatStats *stats, BertError *err) {
-    FormatOptions opt = opt_in ? *opt_in : format_default_options();
-    FormatStats st;
-    memset(&st, 0, sizeof st);
-    double t0 = now_seconds();
+/* An expat parser that hands each article of the dump to w. */
+static XML_Parser wiki_parser_new(WikiReader *r, DocWriter *w) {
+    memset(r, 0, sizeof *r);
+    r->writer = w;
+    XML_Parser parser = XML_ParserCreate("UTF-8");
+    XML_SetUserData(parser, r);
+    XML_SetElementHandler(parser, on_start, on_end);
+    XML_SetCharacterDataHandler(parser, on_text);
+    return parser;
+}
+
+static void wiki_parser_free(XML_Parser parser, WikiReader *r) {
+    XML_ParserFree(parser);
+    free(r->title.p);
+    free(r->ns.p);
+    free(r->text.p);
+    free(r->clean);
+}
+
+/* Streams one dump's articles into w. */
+static int format_dump_into(DocWriter *w, const char *dump, BertError *err) {
     Source src;
     if (source_open(&src, dump, err) != 0) {
         source_close(&src);
         return -1;
     }
-    DocWriter w;
-    if (doc_writer_open(&w, out, &st, opt.progress, "wikipedia", err) != 0) {
-        source_close(&src);
-        return -1;
-    }
     WikiReader r;
-    memset(&r, 0, sizeof r);
-    r.writer = &w;
-    XML_Parser parser = XML_ParserCreate("UTF-8");
-    XML_SetUserData(parser, &r);
-    XML_SetElementHandler(parser, on_start, on_end);
-    XML_SetCharacterDataHandler(parser, on_text);
-    int rc = parse_dump(&src, parser, &st, dump, err);
-    XML_ParserFree(parser);
+    XML_Parser parser = wiki_parser_new(&r, w);
+    int rc = parse_dump(&src, parser, w->stats, dump, err);
+    wiki_parser_free(parser, &r);
     source_close(&src);
-    free(r.title.p);
-    free(r.ns.p);
-    free(r.text.p);
-    free(r.clean);
-    if (rc == 0) rc = doc_writer_commit(&w, err);
+    return rc;
+}
+
+/* Streams the articles of bytes [start, end) of a multi-stream dump into w. Ranges after
+ * the first lack the <mediawiki> opening and ranges before the last its closing: they
+ * are supplied, so each range parses as a document of whole pages. */
+static int format_range_into(DocWriter *w, const char *dump, long long start, long long end,
+                             bool first, bool last, BertError *err) {
+    Bz2Range *range = bz2_range_open(dump, start, end, err);
+    if (!range) return -1;
+    WikiReader r;
+    XML_Parser parser = wiki_parser_new(&r, w);
+    char *buf = xmalloc(CHUNK);
+    int rc = first ? 0 : (XML_Parse(parser, "<mediawiki>", 11, 0) == XML_STATUS_ERROR ? -1 : 0);
+    for (long n; rc == 0 && (n = bz2_range_read(range, buf, CHUNK, err)) != 0;) {
+        if (n < 0) rc = -1;
+        else if (XML_Parse(parser, buf, (int)n, 0) == XML_STATUS_ERROR) rc = bert_fail(err, "XML error in a range");
+        else w->stats->input_bytes += n;
+    }
+    if (rc == 0 && !last && XML_Parse(parser, "</mediawiki>", 12, 0) == XML_STATUS_ERROR) rc = -1;
+    if (rc == 0 && XML_Parse(parser, NULL, 0, 1) == XML_STATUS_ERROR) rc = bert_fail(err, "XML error at a range end");
+    free(buf);
+    wiki_parser_free(parser, &r);
+    bz2_range_close(range);
+    return rc;
+}
+
+/* Appends file src to fp and deletes it. */
+static int append_and_remove(FILE *fp, const char *src, BertError *err) {
+    FILE *in = fopen(src, "rb");
+    if (!in) return bert_fail(err, "cannot reopen '%s'", src);
+    char buf[1 << 16];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0) fwrite(buf, 1, n, fp);
+    int bad = ferror(in);
+    fclose(in);
+    unlink(src);
+    return bad ? bert_fail(err, "error reading '%s'", src) : 0;
+}
+
+/* Work split over threads: job k writes "<out>.part<k>"; the parts are then joined in
+ * order into out (or, if any failed, deleted). */
+typedef struct {
+    const char *dump;
+    long long start, end; /* a byte range of one dump, or end < 0: the whole dump */
+    bool first, last;
+    char path[4200];
+    FormatStats stats;
+    int rc;
+    BertError err;
+} PartJob;
+
+static void run_part(PartJob *j) {
+    DocWriter w;
+    j->rc = doc_writer_open_scratch(&w, j->path, &j->stats, &j->err);
+    if (j->rc != 0) return;
+    j->rc = j->end < 0 ? format_dump_into(&w, j->dump, &j->err)
+                       : format_range_into(&w, j->dump, j->start, j->end, j->first, j->last, &j->err);
+    if (j->rc == 0) j->rc = doc_writer_commit(&w, &j->err);
     else doc_writer_abort(&w);
+}
+
+/* Runs the jobs in parallel; returns the index of the first failed job, or -1. */
+static int run_parts(PartJob *jobs, int n, const char *out, const FormatOptions *opt) {
+    int threads = opt->n_threads > 0 ? opt->n_threads : omp_get_max_threads();
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+    for (int k = 0; k < n; k++) {
+        snprintf(jobs[k].path, sizeof jobs[k].path, "%s.part%d", out, k);
+        run_part(&jobs[k]);
+        if (jobs[k].rc == 0 && opt->progress && jobs[k].end < 0) {
+#pragma omp critical(format_progress)
+            fprintf(stderr, "format wikipedia: %s: %lld documents\n", jobs[k].dump, jobs[k].stats.documents_written);
+        }
+    }
+    for (int k = 0; k < n; k++)
+        if (jobs[k].rc != 0) return k;
+    return -1;
+}
+
+static int join_parts(PartJob *jobs, int n, const char *out, FormatStats *st, BertError *err) {
+    AtomicFile af;
+    int rc = atomic_open(&af, out, err);
+    for (int k = 0; k < n; k++) {
+        if (rc == 0) rc = append_and_remove(af.fp, jobs[k].path, err);
+        else unlink(jobs[k].path);
+        st->documents_written += jobs[k].stats.documents_written;
+        st->documents_skipped += jobs[k].stats.documents_skipped;
+        st->input_bytes += jobs[k].stats.input_bytes;
+        st->output_bytes += jobs[k].stats.output_bytes;
+        st->invalid_utf8_bytes += jobs[k].stats.invalid_utf8_bytes;
+    }
+    if (rc == 0) return atomic_commit(&af, err);
+    if (af.fp) atomic_abort(&af);
+    return rc;
+}
+
+static void remove_parts(PartJob *jobs, int n) {
+    for (int k = 0; k < n; k++)
+        if (jobs[k].rc == 0) unlink(jobs[k].path);
+}
+
+/* One multi-stream .bz2 dump decompressed and formatted by all threads, a range of whole
+ * streams each. Returns 1 when the dump does not lend itself to it (one stream, one
+ * thread, or stream boundaries inside pages): the caller then reads it serially. */
+static int format_streams_parallel(const char *dump, const char *out, const FormatOptions *opt,
+                                   FormatStats *st, BertError *err) {
+    int threads = opt->n_threads > 0 ? opt->n_threads : omp_get_max_threads(), n_streams;
+    long long *offsets, size;
+    Source probe;
+    bool is_bz2 = source_open(&probe, dump, err) == 0 && probe.is_bz2;
+    source_close(&probe);
+    if (threads < 2 || !is_bz2 || bz2_find_streams(dump, &offsets, &n_streams, &size, err) != 0) return 1;
+    if (n_streams < 2 || offsets[0] != 0) {
+        free(offsets);
+        return 1;
+    }
+    int n_jobs = n_streams < 4 * threads ? n_streams : 4 * threads, made = 0;
+    PartJob *jobs = xcalloc((size_t)n_jobs, sizeof *jobs);
+    for (int k = 0, s = 0; k < n_jobs && s < n_streams; k++) { /* ~equal compressed bytes */
+        long long target = size * (k + 1) / n_jobs;
+        int e = s + 1;
+        while (e < n_streams && offsets[e] < target) e++;
+        jobs[made] = (PartJob){.dump = dump, .start = offsets[s], .end = e < n_streams ? offsets[e] : size,
+                               .first = s == 0, .last = e == n_streams};
+        made++;
+        s = e;
+    }
+    free(offsets);
+    int rc;
+    if (made < 2) { /* one range: the serial reader overlaps decompression better */
+        rc = 1;
+    } else if (run_parts(jobs, made, out, opt) >= 0) { /* e.g. a stream boundary inside a page */
+        remove_parts(jobs, made);
+        rc = 1;
+    } else {
+        rc = join_parts(jobs, made, out, st, err);
+        st->parallel_ranges = made;
+    }
+    free(jobs);
+    return rc;
+}
+
+int format_wikipedia_dumps(const char *const *dumps, int n_dumps, const char *out,
+                           const FormatOptions *opt_in, FormatStats *stats, BertError *err) {
+    FormatOptions opt = opt_in ? *opt_in : format_default_options();
+    FormatStats st;
+    memset(&st, 0, sizeof st);
+    double t0 = now_seconds();
+    if (n_dumps < 1) return bert_fail(err, "no Wikipedia dump given");
+    int rc = 1;
+    if (n_dumps > 1) { /* parts in parallel, one dump each */
+        PartJob *jobs = xcalloc((size_t)n_dumps, sizeof *jobs);
+        for (int k = 0; k < n_dumps; k++) jobs[k] = (PartJob){.dump = dumps[k], .end = -1};
+        int bad = run_parts(jobs, n_dumps, out, &opt);
+        if (bad >= 0) {
+            remove_parts(jobs, n_dumps);
+            rc = bert_fail(err, "%s", jobs[bad].err.msg);
+        } else {
+            rc = join_parts(jobs, n_dumps, out, &st, err);
+        }
+        free(jobs);
+    } else {
+        rc = format_streams_parallel(dumps[0], out, &opt, &st, err);
+    }
+    if (rc == 1) { /* one dump, read as one stream of bytes */
+        memset(&st, 0, sizeof st);
+        DocWriter w;
+        if (doc_writer_open(&w, out, &st, opt.progress, "wikipedia", err) != 0) return -1;
+        rc = format_dump_into(&w, dumps[0], err);
+        if (rc == 0) rc = doc_writer_commit(&w, err);
+        else doc_writer_abort(&w);
+    }
     st.seconds = now_seconds() - t0;
     if (stats) *stats = st;
     return rc;
+}
+
+int format_wikipedia(const char *dump, const char *out, const FormatOptions *opt,
+                     FormatStats *stats, BertError *err) {
+    return format_wikipedia_dumps(&dump, 1, out, opt, stats, err);
 }

@@ -155,8 +155,9 @@ static int count_documents(const char *const *files, int n, long long *docs, lon
     return 0;
 }
 
-/* NVIDIA's 256/256 shards unless asked otherwise; fewer for a corpus with fewer
- * documents, more training shards if one would exceed max_shard_mb. */
+/* NVIDIA's 256/256 shards unless asked otherwise; more training shards if one would
+ * exceed max_shard_mb; for a corpus of fewer than 512 documents, one shard per 4
+ * documents (at least 1 + 1), so a random next sentence can come from another document. */
 static void choose_shard_counts(const PrepareOptions *o, long long docs, long long bytes, int *n_train, int *n_test) {
     *n_train = o->n_training_shards > 0 ? o->n_training_shards : 256;
     *n_test = o->n_test_shards > 0 ? o->n_test_shards : 256;
@@ -165,9 +166,10 @@ static void choose_shard_counts(const PrepareOptions *o, long long docs, long lo
         if (per_shard > o->max_shard_mb) *n_train = (int)ceil(*n_train * per_shard / o->max_shard_mb);
     }
     if (o->n_training_shards <= 0 && o->n_test_shards <= 0 && docs < *n_train + *n_test) {
-        long long test = llround(docs * o->fraction_test_set);
+        long long total = docs / 4 < 2 ? 2 : docs / 4;
+        long long test = llround((double)total * o->fraction_test_set);
         *n_test = (int)(test < 1 ? 1 : test);
-        *n_train = (int)(docs - *n_test < 1 ? 1 : docs - *n_test);
+        *n_train = (int)(total - *n_test < 1 ? 1 : total - *n_test);
     }
 }
 
@@ -206,27 +208,48 @@ typedef struct {
     bool is_test;
     int index;
     char input[4200], output[4200];
+    double bytes;             /* size of the input shard */
 } Hdf5Job;
+
+/* Largest shard first, so the last jobs to start are short and threads finish together. */
+static int larger_job_first(const void *a, const void *b) {
+    double x = ((const Hdf5Job *)a)->bytes, y = ((const Hdf5Job *)b)->bytes;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
 
 typedef struct {
     Progress *progress;
-    double *job_bytes;        /* bytes read so far, per job */
+    double *job_bytes;        /* work done so far, in input bytes, per job */
     size_t *job_documents;    /* documents read so far, per job */
     int job;
     int n_jobs;
 } JobProgress;
 
-static void job_progress(void *ctx, const ReadStats *rs) {
-    JobProgress *jp = ctx;
+/* Reading is about a quarter of a job's time (generating and writing the rest), so a
+ * job's bytes count a quarter while it reads and in full once it is written; the ETA
+ * then tracks work rather than reading alone. */
+#define READ_SHARE_OF_JOB 0.25
+
+static void job_progress_set(JobProgress *jp, double job_bytes, size_t job_documents) {
     double bytes = 0;
     size_t docs = 0;
 #pragma omp critical(prepare_progress)
     {
-        jp->job_bytes[jp->job] = (double)rs->bytes;
-        jp->job_documents[jp->job] = rs->documents;
+        jp->job_bytes[jp->job] = job_bytes;
+        jp->job_documents[jp->job] = job_documents;
         for (int k = 0; k < jp->n_jobs; k++) bytes += jp->job_bytes[k], docs += jp->job_documents[k];
     }
     progress_update(jp->progress, bytes, docs);
+}
+
+static void job_progress(void *ctx, const ReadStats *rs) {
+    job_progress_set(ctx, READ_SHARE_OF_JOB * (double)rs->bytes, rs->documents);
+}
+
+/* --resume: the shard exists (so it is complete) and is newer than its input. */
+static bool already_done(const Hdf5Job *j) {
+    struct stat in, out;
+    return stat(j->output, &out) == 0 && stat(j->input, &in) == 0 && out.st_mtime >= in.st_mtime;
 }
 
 static void hdf5_dir(const PrepareOptions *o, int phase, char *out, size_t len) {
@@ -294,8 +317,10 @@ static int run_hdf5(const PrepareOptions *o, const char *shard_dir, const char *
     double total = 0;
     for (int k = 0; k < n_jobs; k++) {
         struct stat sb;
-        if (stat(jobs[k].input, &sb) == 0) total += (double)sb.st_size;
+        jobs[k].bytes = stat(jobs[k].input, &sb) == 0 ? (double)sb.st_size : 0;
+        total += jobs[k].bytes;
     }
+    qsort(jobs, (size_t)n_jobs, sizeof *jobs, larger_job_first);
     Progress progress;
     progress_init(&progress, "create_pretraining_data", total, o->quiet);
     double *job_bytes = xcalloc((size_t)n_jobs + 1, sizeof *job_bytes);
@@ -311,6 +336,11 @@ static int run_hdf5(const PrepareOptions *o, const char *shard_dir, const char *
     for (int k = 0; k < n_jobs; k++) {
         if (failed) continue;
         const Hdf5Job *j = &jobs[k];
+        if (o->resume && already_done(j)) {
+#pragma omp atomic
+            st->jobs_skipped++;
+            continue;
+        }
         PretrainingOptions po = o->base;
         po.max_seq_length = j->phase == 0 ? o->phase1_seq_length : o->phase2_seq_length;
         po.max_predictions_per_seq = j->phase == 0 ? o->phase1_predictions : o->phase2_predictions;
@@ -318,6 +348,7 @@ static int run_hdf5(const PrepareOptions *o, const char *shard_dir, const char *
         PretrainingStats ps;
         BertError e;
         int rc = create_pretraining_data(&po, j->input, j->output, tok, &ps, job_progress, &jp, &e);
+        if (rc == 0) job_progress_set(&jp, (double)ps.read.bytes, ps.documents);
         struct stat sb;
 #pragma omp critical(prepare_hdf5)
         {

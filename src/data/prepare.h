@@ -57,6 +57,9 @@ typedef struct {
     int threads;                  /* <= 0: OpenMP default */
     int rank, world_size;         /* world_size <= 0: from the environment, else 1 */
     bool quiet;
+    /* Skip shard jobs whose HDF5 file exists and is newer than its text shard (files
+     * appear only when complete, so an interrupted run can be resumed). */
+    bool resume;
 } PrepareOptions;
 
 PrepareOptions prepare_default_options(void);
@@ -66,7 +69,7 @@ typedef struct {
     int n_training_shards, n_test_shards;
     long long instances[2];       /* per phase */
     long long hdf5_bytes[2];
-    int jobs_done;
+    int jobs_done, jobs_skipped;
     double seconds_format, seconds_shard, seconds_hdf5;
     char hdf5_dir[2][4096];
 } PrepareStats;

@@ -13,7 +13,7 @@ PretrainingOptions pretraining_default_options(void) {
     return (PretrainingOptions){
         .do_lower_case = true, .do_whole_word_mask = false, .max_seq_length = 128,
         .max_predictions_per_seq = 20, .random_seed = 12345, .dupe_factor = 10,
-        .masked_lm_prob = 0.15, .short_seq_prob = 0.1};
+        .masked_lm_prob = 0.15, .short_seq_prob = 0.1, .spool_memory_mb = 256};
 }
 
 int pretraining_check_options(const PretrainingOptions *opt, BertError *err) {
@@ -21,14 +21,16 @@ int pretraining_check_options(const PretrainingOptions *opt, BertError *err) {
      * an assertion (or randint(2, max_num_tokens)) below that. */
     if (opt->max_seq_length < 5 || opt->max_seq_length > 65536)
         return bert_fail(err, "--max_seq_length must be in [5, 65536], got %d", opt->max_seq_length);
-    if (opt->max_predictions_per_seq < 1 || opt->max_predictions_per_seq > opt->max_seq_length)
-        return bert_fail(err, "--max_predictions_per_seq must be in [1, max_seq_length], got %d",
+    if (opt->max_predictions_per_seq < 1 || opt->max_predictions_per_seq > 65536)
+        return bert_fail(err, "--max_predictions_per_seq must be in [1, 65536], got %d",
                          opt->max_predictions_per_seq);
     if (opt->dupe_factor < 0) return bert_fail(err, "--dupe_factor must be >= 0, got %d", opt->dupe_factor);
     if (!(opt->masked_lm_prob >= 0 && opt->masked_lm_prob <= 1))
         return bert_fail(err, "--masked_lm_prob must be in [0, 1], got %g", opt->masked_lm_prob);
     if (!(opt->short_seq_prob >= 0 && opt->short_seq_prob <= 1))
         return bert_fail(err, "--short_seq_prob must be in [0, 1], got %g", opt->short_seq_prob);
+    if (!(opt->spool_memory_mb >= 0 && opt->spool_memory_mb < 1e7))
+        return bert_fail(err, "--spool_memory_mb must be >= 0, got %g", opt->spool_memory_mb);
     return 0;
 }
 

@@ -8,14 +8,15 @@
  * shuffle of all instances is the same Fisher-Yates permutation.
  *
  * Memory: the reference holds every instance in RAM before its final shuffle. Here
- * instances are streamed to an unlinked spool file as they are made; only their byte
- * offsets are kept (8 bytes per instance), then the permutation is computed from the
- * count and the spool is read back in shuffled order while the HDF5 shard is written.
+ * instances are written, as they are made, compactly to a spool: in memory up to
+ * spool_memory_mb, then to an unlinked file beside the output. Only their offsets are
+ * kept (8 bytes per instance); the permutation is computed from the count and the spool
+ * is read back in shuffled order while the HDF5 shard is written.
  * What stays in memory is the tokenized input (4 bytes per token, plus 8 bytes per
  * sentence and document), as the reference needs random access to any document for
  * its random next sentences; `bert prepare` keeps that bounded by sharding the corpus.
  *
- * Known deliberate choices (documented in docs/data.md):
+ * Known deliberate choices (documented in docs/pretraining_data.md):
  *  - Lines are split on \n, \r\n and lone \r (Python's universal newlines, which is how
  *    the reference's GFile stub and NVIDIA's copy, using open(), read them).
  *  - Invalid UTF-8 does not stop the run (Python would raise UnicodeDecodeError): each
@@ -41,6 +42,9 @@ typedef struct {
     int dupe_factor;              /* default 10 */
     double masked_lm_prob;        /* default 0.15 */
     double short_seq_prob;        /* default 0.1 */
+    /* Not the reference's: instances are kept in memory up to this many MB, then
+     * spooled to disk (0: disk from the start). Default 256. */
+    double spool_memory_mb;
 } PretrainingOptions;
 
 /* The defaults of Google's script. */

@@ -1,5 +1,6 @@
 /* create_pretraining_data around the algorithm: reading and tokenizing the input as
- * the reference does, spooling instances to disk, the final shuffle, the HDF5 shard. */
+ * the reference does, spooling instances (memory, then disk), the final shuffle, the HDF5
+ * shard. */
 #include "data/pretraining.h"
 
 #include <errno.h>
@@ -44,8 +45,8 @@ static int reader_fill(LineReader *r, size_t want, const char *path, BertError *
 }
 
 /* Next line without its terminator (\n, \r\n or \r, Python's universal newlines).
- * Returns 1 with the line and its length set, 0 at end of file, -1 on a read error. The line stays
- * valid until the next call. */
+ * Returns 1 with the line and its length set, 0 at end of file, -1 on a read error.
+ * The line stays valid until the next call. */
 static int reader_next(LineReader *r, const char **line, size_t *n, const char *path, BertError *err) {
     size_t scanned = 0;
     for (;;) {
@@ -131,7 +132,7 @@ typedef struct {
     size_t *id_start, *id_count;
     bool *blank;
     long *invalid;
-    long broken_line;           /* 1 + a line that broke the ids <= bytes invariant */
+    long broken_line;           /* 1 + a line the tokenizer refused (or gave > 1 id per byte) */
 } LineBatch;
 
 static void batch_init(LineBatch *b) {
@@ -191,9 +192,9 @@ static void batch_tokenize(LineBatch *b, const Tokenizer *tok) {
             b->id_count[k] = 0;
             b->invalid[k] = 0;
             if (b->blank[k]) continue;
-            tokenize(tok, line, len, &list);
+            int got = tokenize(tok, line, len, &list);
             b->invalid[k] = list.invalid_utf8;
-            if ((size_t)list.n > len) { /* impossible by the tokenizer's contract */
+            if (got < 0 || (size_t)list.n > len) { /* > 2 GiB, or against the tokenizer's contract */
 #pragma omp atomic write
                 b->broken_line = k + 1;
                 continue;
@@ -238,7 +239,7 @@ int documents_read_text(DocumentSet *d, const char *path, const Tokenizer *tok,
         if (batch.n_lines > 0 && (got == 0 || batch.n_lines == BATCH_LINES || batch.text_len >= BATCH_BYTES)) {
             batch_tokenize(&batch, tok);
             if (batch.broken_line) {
-                rc = bert_fail(err, "%s: line %zu gave more tokens than bytes (tokenizer bug)",
+                rc = bert_fail(err, "%s: line %zu cannot be tokenized (longer than 2 GiB?)",
                                path, stats->lines + (size_t)batch.broken_line);
                 break;
             }
@@ -283,16 +284,21 @@ int expand_input_patterns(const char *patterns, char ***files, int *n_files, Ber
     return rc;
 }
 
-/* ---- The spool: instances on disk in creation order ---------------------------------- */
+/* ---- The spool: instances in creation order, in memory up to a budget, then on disk -- */
 
 /* Record: int32 {n_tokens, n_segment_a, is_random_next, n_masked}, then the n_tokens
  * ids, n_masked positions and n_masked label ids, as uint16 when every id fits (any
- * vocabulary of at most 65536 tokens; positions always fit) and int32 otherwise. The
- * file is unlinked as soon as it is created, so it vanishes with the process whatever
- * happens. */
+ * vocabulary of at most 65536 tokens; positions always fit) and int32 otherwise.
+ * Records stay in memory while they fit the budget (no system calls to write or read
+ * them back); past it everything moves to a file beside the output. The file is created
+ * at once (so an unwritable folder fails before any work) and unlinked at once (so it
+ * vanishes with the process whatever happens). */
 typedef struct {
     FILE *fp;
+    bool on_disk;
     bool narrow;          /* uint16 payload */
+    unsigned char *mem;   /* the records while in memory */
+    size_t mem_len, mem_cap, budget;
     int64_t *offset;      /* offset[k] = start of record k; offset[n] = end */
     size_t n, cap;
     unsigned char *record;/* scratch for one record */
@@ -300,7 +306,8 @@ typedef struct {
 
 static size_t record_capacity(int seq, int pred) { return (size_t)(4 + seq + 2 * pred) * 4; }
 
-static int spool_open(Spool *s, const char *near_path, int seq, int pred, int vocab_size, BertError *err) {
+static int spool_open(Spool *s, const char *near_path, const PretrainingOptions *opt, int vocab_size,
+                      BertError *err) {
     memset(s, 0, sizeof *s);
     char tmpl[4200];
     snprintf(tmpl, sizeof tmpl, "%s.spool.XXXXXX", near_path);
@@ -311,18 +318,46 @@ static int spool_open(Spool *s, const char *near_path, int seq, int pred, int vo
     if (!s->fp) { close(fd); return bert_fail(err, "cannot open temporary file: %s", strerror(errno)); }
     setvbuf(s->fp, NULL, _IOFBF, 1 << 20);
     s->narrow = vocab_size <= 65536;
+    s->budget = opt->spool_memory_mb > 0 ? (size_t)(opt->spool_memory_mb * 1048576.0) : 0;
     s->cap = 1024;
     s->offset = xmalloc(s->cap * sizeof *s->offset);
     s->offset[0] = 0;
-    s->record = xmalloc(record_capacity(seq, pred));
+    s->record = xmalloc(record_capacity(opt->max_seq_length, opt->max_predictions_per_seq));
     return 0;
 }
 
 static void spool_close(Spool *s) {
     if (s->fp) fclose(s->fp);
+    free(s->mem);
     free(s->offset);
     free(s->record);
     memset(s, 0, sizeof *s);
+}
+
+/* Appends bytes to memory while the budget allows, else (from then on) to the file. */
+static int spool_put(Spool *s, const unsigned char *bytes, size_t n, BertError *err) {
+    if (!s->on_disk && s->mem_len + n <= s->budget) {
+        if (s->mem_len + n > s->mem_cap) {
+            size_t cap = s->mem_cap ? 2 * s->mem_cap : 1 << 20;
+            while (cap < s->mem_len + n) cap *= 2;
+            s->mem_cap = cap < s->budget ? cap : s->budget;
+            s->mem = xrealloc(s->mem, s->mem_cap);
+        }
+        memcpy(s->mem + s->mem_len, bytes, n);
+        s->mem_len += n;
+        return 0;
+    }
+    if (!s->on_disk) {
+        s->on_disk = true;
+        if (s->mem_len && fwrite(s->mem, 1, s->mem_len, s->fp) != s->mem_len)
+            return bert_fail(err, "cannot write the instance spool: %s (disk full?)", strerror(errno));
+        free(s->mem);
+        s->mem = NULL;
+        s->mem_len = s->mem_cap = 0;
+    }
+    if (fwrite(bytes, 1, n, s->fp) != n)
+        return bert_fail(err, "cannot write the instance spool: %s (disk full?)", strerror(errno));
+    return 0;
 }
 
 static unsigned char *put_values(unsigned char *p, const int32_t *v, int n, bool narrow) {
@@ -354,8 +389,7 @@ static int spool_sink(void *ctx, const Instance *in, BertError *err) {
     p = put_values(p, in->masked_positions, in->n_masked, s->narrow);
     p = put_values(p, in->masked_ids, in->n_masked, s->narrow);
     size_t bytes = (size_t)(p - s->record);
-    if (fwrite(s->record, 1, bytes, s->fp) != bytes)
-        return bert_fail(err, "cannot write the instance spool: %s (disk full?)", strerror(errno));
+    if (spool_put(s, s->record, bytes, err) != 0) return -1;
     if (s->n + 2 > s->cap) {
         s->cap *= 2;
         s->offset = xrealloc(s->offset, s->cap * sizeof *s->offset);
@@ -365,12 +399,16 @@ static int spool_sink(void *ctx, const Instance *in, BertError *err) {
     return 0;
 }
 
-/* Reads record k into in, using rec (record_capacity bytes) as scratch; pread makes it
- * safe from several threads at once. */
-static int spool_read(const Spool *s, size_t k, Instance *in, unsigned char *rec, BertError *err) {
+/* Reads record k into in, using rec (record_capacity bytes) as scratch when it is on
+ * disk; safe from several threads at once (pread, or plain reads of memory). */
+static int spool_read(const Spool *s, size_t k, Instance *in, unsigned char *scratch, BertError *err) {
     size_t bytes = (size_t)(s->offset[k + 1] - s->offset[k]);
-    ssize_t got = pread(fileno(s->fp), rec, bytes, (off_t)s->offset[k]);
-    if (got != (ssize_t)bytes) return bert_fail(err, "cannot read back the instance spool");
+    const unsigned char *rec = s->mem + s->offset[k];
+    if (s->on_disk) {
+        ssize_t got = pread(fileno(s->fp), scratch, bytes, (off_t)s->offset[k]);
+        if (got != (ssize_t)bytes) return bert_fail(err, "cannot read back the instance spool");
+        rec = scratch;
+    }
     int32_t head[4];
     memcpy(head, rec, sizeof head);
     in->n_tokens = head[0], in->n_segment_a = head[1], in->is_random_next = head[2], in->n_masked = head[3];
@@ -481,7 +519,8 @@ static int write_round_robin(const Spool *spool, const uint32_t *perm, const Pre
  * output file(s). One output is written by all threads (outside a parallel region). */
 static int write_shuffled(Spool *spool, PyRandom *rng, const PretrainingOptions *opt,
                           const char *output_file, BertError *err) {
-    if (fflush(spool->fp) != 0) return bert_fail(err, "cannot write the instance spool (disk full?)");
+    if (spool->on_disk && fflush(spool->fp) != 0)
+        return bert_fail(err, "cannot write the instance spool (disk full?)");
     uint32_t *perm = xmalloc((spool->n ? spool->n : 1) * sizeof *perm);
     for (size_t k = 0; k < spool->n; k++) perm[k] = (uint32_t)k;
     pyrandom_shuffle(rng, perm, spool->n, sizeof *perm);
@@ -522,8 +561,7 @@ int create_pretraining_data(const PretrainingOptions *opt, const char *input_fil
     char first_output[4096];
     snprintf(first_output, sizeof first_output, "%.*s", (int)strcspn(output_file, ","), output_file);
     Spool spool;
-    if (spool_open(&spool, first_output, opt->max_seq_length, opt->max_predictions_per_seq, mv.vocab_size,
-                   err) != 0) {
+    if (spool_open(&spool, first_output, opt, mv.vocab_size, err) != 0) {
         mask_vocab_free(&mv);
         return -1;
     }

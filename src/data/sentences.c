@@ -175,20 +175,33 @@ static bool is_word_nondigit(int32_t c) {
            c == 0x200C || c == 0x200D;
 }
 
-/* The characters that cannot appear inside words (_re_non_word_chars). */
-static bool is_non_word(int32_t c) {
-    return (c < 128 && c && strchr(")\";}]*:@'({[?!", (int)c)) || c == 0x2018 || c == 0x2019 ||
-           c == 0x201c || c == 0x201d || c == 0xab || c == 0xbb;
+/* ASCII character classes of punkt's patterns, as bits of a table. */
+enum { NON_WORD = 1, CLOSING = 2, NO_WORD_START = 4 };
+
+static const unsigned char ASCII_CLASS[128] = {
+    [')'] = NON_WORD | CLOSING | NO_WORD_START, ['"'] = NON_WORD | CLOSING | NO_WORD_START,
+    ['}'] = NON_WORD | CLOSING | NO_WORD_START, [']'] = NON_WORD | CLOSING | NO_WORD_START,
+    [';'] = NON_WORD | NO_WORD_START, ['*'] = NON_WORD | NO_WORD_START, [':'] = NON_WORD | NO_WORD_START,
+    ['@'] = NON_WORD | NO_WORD_START, ['('] = NON_WORD | NO_WORD_START, ['{'] = NON_WORD | NO_WORD_START,
+    ['['] = NON_WORD | NO_WORD_START, ['\''] = NON_WORD | CLOSING, ['?'] = NON_WORD, ['!'] = NON_WORD,
+    ['`'] = NO_WORD_START, ['&'] = NO_WORD_START, ['#'] = NO_WORD_START, ['-'] = NO_WORD_START,
+    [','] = NO_WORD_START,
+};
+
+static unsigned char ascii_class(int32_t c) { return c > 0 && c < 128 ? ASCII_CLASS[c] : 0; }
+
+static bool is_curly_quote(int32_t c) {
+    return c == 0x2018 || c == 0x2019 || c == 0x201c || c == 0x201d || c == 0xab || c == 0xbb;
 }
+
+/* The characters that cannot appear inside words (_re_non_word_chars). */
+static bool is_non_word(int32_t c) { return (ascii_class(c) & NON_WORD) || is_curly_quote(c); }
 
 /* Closing punctuation moved onto the previous sentence (re_boundary_realignment). */
-static bool is_closing(int32_t c) {
-    return (c < 128 && c && strchr("\"')]}", (int)c)) || c == 0x2018 || c == 0x2019 ||
-           c == 0x201c || c == 0x201d || c == 0xab || c == 0xbb;
-}
+static bool is_closing(int32_t c) { return (ascii_class(c) & CLOSING) || is_curly_quote(c); }
 
 /* Characters a word may not start with (_re_word_start). */
-static bool is_word_start(int32_t c) { return !(c < 128 && c && strchr("(\"`{[:;&#*@)}]-,", (int)c)); }
+static bool is_word_start(int32_t c) { return !(ascii_class(c) & NO_WORD_START); }
 
 /* ---- Punkt word tokenization (PunktLanguageVars.word_tokenize) ---------------------- */
 
@@ -202,18 +215,18 @@ static size_t multichar_len(const char *t, size_t end, size_t i) {
     }
     if (t[i] != '.') return 0;
     /* (?:\.\s){2,}\. -- greedy repetitions, then backtrack one if no '.' follows. */
-    size_t pos[64];
-    int reps = 0;
-    size_t j = i;
-    while (j + 1 < end && t[j] == '.' && reps < 63) {
+    long reps = 0;
+    size_t j = i, before_last = i; /* end of the repetitions, and of all but the last */
+    while (j + 1 < end && t[j] == '.') {
         int32_t c;
         int n = decode_at(t, end, j + 1, &c);
         if (!rx_isspace(c)) break;
+        before_last = j;
         j += 1 + (size_t)n;
-        pos[++reps] = j;
+        reps++;
     }
     if (reps >= 2 && j < end && t[j] == '.') return j + 1 - i;
-    if (reps >= 3) return pos[reps - 1] + 1 - i; /* last repetition's '.' closes it */
+    if (reps >= 3) return before_last + 1 - i; /* the last repetition's '.' closes it */
     return 0;
 }
 

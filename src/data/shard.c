@@ -164,68 +164,88 @@ static int open_inputs(const ShardOptions *opt, int *fds, BertError *err) {
     return 0;
 }
 
+/* Pass 1 state: the batch being filled, progress, and where the documents are. */
+typedef struct {
+    const ShardOptions *opt;
+    const SentenceSplitter *sp;
+    DocTable *docs;
+    ShardStats *st;
+    Batch batch;
+    double t0, last_report;
+    long long total_bytes; /* of all inputs, for the ETA */
+} Pass1;
+
+/* Counts the sentences of the batched documents, then empties the batch. */
+static void flush_batch(Pass1 *p) {
+    Batch *b = &p->batch;
+    count_batch(p->sp, b, p->docs->sentences + (p->docs->n - b->n), p->opt->n_threads,
+                &p->st->invalid_utf8_bytes);
+    for (int i = 0; i < b->n; i++) free(b->lines[i]);
+    b->n = 0;
+    b->bytes = 0;
+    double now = now_seconds();
+    if (p->opt->progress && now - p->last_report > 1) {
+        p->last_report = now;
+        double rate = p->st->input_bytes / (now - p->t0);
+        fprintf(stderr, "\rshard: pass 1 of 2: %lld documents, %.1f of %.1f MB, %.1f MB/s, ETA %.0f s   ",
+                p->docs->n, p->st->input_bytes / 1e6, p->total_bytes / 1e6, rate / 1e6,
+                rate > 0 ? (double)(p->total_bytes - p->st->input_bytes) / rate : 0.0);
+    }
+}
+
+/* Records one input line as a document if it is not blank. */
+static int add_line(Pass1 *p, int file, uint64_t offset, const char *line, size_t len, BertError *err) {
+    if (utf8_rstrip_len(line, len) == 0) return 0;
+    if (len > UINT32_MAX)
+        return bert_fail(err, "%s: a line of %zu bytes is longer than 4 GiB", p->opt->input_files[file], len);
+    doc_table_push(p->docs, (DocRef){offset, (uint32_t)len, (uint16_t)file});
+    Batch *b = &p->batch;
+    b->lines[b->n] = xmalloc(len);
+    memcpy(b->lines[b->n], line, len);
+    b->lens[b->n++] = len;
+    b->bytes += len;
+    if (b->n == b->cap || b->bytes > (8u << 20)) flush_batch(p);
+    return 0;
+}
+
+static int read_file_documents(Pass1 *p, int f, BertError *err) {
+    const char *path = p->opt->input_files[f];
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return bert_fail(err, "cannot open input file '%s': %s", path, strerror(errno));
+    uint64_t offset = 0;
+    char *line = NULL;
+    size_t line_cap = 0;
+    ssize_t got;
+    int rc = 0;
+    while (rc == 0 && (got = getline(&line, &line_cap, fp)) >= 0) {
+        p->st->input_bytes += got;
+        rc = add_line(p, f, offset, line, (size_t)got, err);
+        offset += (uint64_t)got;
+    }
+    if (rc == 0 && ferror(fp)) rc = bert_fail(err, "error reading '%s'", path);
+    free(line);
+    fclose(fp);
+    return rc;
+}
+
 /* Pass 1: every non-blank line is a document; its sentence count and position. */
 static int read_documents(const ShardOptions *opt, const SentenceSplitter *sp, DocTable *docs,
                           ShardStats *st, BertError *err) {
-    Batch b = {0};
-    b.cap = 4096;
-    b.lines = xcalloc((size_t)b.cap, sizeof *b.lines);
-    b.lens = xcalloc((size_t)b.cap, sizeof *b.lens);
-    double t0 = now_seconds(), last_report = t0;
-    int rc = 0;
-    for (int f = 0; f < opt->n_input_files && rc == 0; f++) {
-        FILE *fp = fopen(opt->input_files[f], "rb");
-        if (!fp) {
-            rc = bert_fail(err, "cannot open input file '%s': %s", opt->input_files[f], strerror(errno));
-            break;
-        }
-        uint64_t offset = 0;
-        char *line = NULL;
-        size_t line_cap = 0;
-        ssize_t got;
-        bool eof = false;
-        while (!eof) {
-            got = getline(&line, &line_cap, fp);
-            if (got < 0) {
-                eof = true;
-            } else {
-                st->input_bytes += got;
-                size_t len = (size_t)got;
-                if (utf8_rstrip_len(line, len) > 0) {
-                    if (len > UINT32_MAX) {
-                        rc = bert_fail(err, "%s: a line of %zu bytes is longer than 4 GiB",
-                                       opt->input_files[f], len);
-                        break;
-                    }
-                    doc_table_push(docs, (DocRef){offset, (uint32_t)len, (uint16_t)f});
-                    b.lines[b.n] = xmalloc(len);
-                    memcpy(b.lines[b.n], line, len);
-                    b.lens[b.n++] = len;
-                    b.bytes += len;
-                }
-                offset += (uint64_t)got;
-            }
-            if (b.n == b.cap || b.bytes > (8u << 20) || (eof && b.n)) {
-                count_batch(sp, &b, docs->sentences + (docs->n - b.n), opt->n_threads,
-                            &st->invalid_utf8_bytes);
-                for (int i = 0; i < b.n; i++) free(b.lines[i]);
-                b.n = 0;
-                b.bytes = 0;
-                double now = now_seconds();
-                if (opt->progress && now - last_report > 1) {
-                    last_report = now;
-                    fprintf(stderr, "\rshard: pass 1: %lld documents, %.1f MB, %.1f MB/s   ",
-                            docs->n, st->input_bytes / 1e6, st->input_bytes / 1e6 / (now - t0));
-                }
-            }
-        }
-        if (ferror(fp) && rc == 0) rc = bert_fail(err, "error reading '%s'", opt->input_files[f]);
-        free(line);
-        fclose(fp);
+    Pass1 p = {.opt = opt, .sp = sp, .docs = docs, .st = st};
+    p.batch.cap = 4096;
+    p.batch.lines = xcalloc((size_t)p.batch.cap, sizeof *p.batch.lines);
+    p.batch.lens = xcalloc((size_t)p.batch.cap, sizeof *p.batch.lens);
+    p.t0 = p.last_report = now_seconds();
+    for (int f = 0; f < opt->n_input_files; f++) {
+        struct stat sb;
+        if (stat(opt->input_files[f], &sb) == 0) p.total_bytes += sb.st_size;
     }
-    for (int i = 0; i < b.n; i++) free(b.lines[i]);
-    free(b.lines);
-    free(b.lens);
+    int rc = 0;
+    for (int f = 0; f < opt->n_input_files && rc == 0; f++) rc = read_file_documents(&p, f, err);
+    if (rc == 0 && p.batch.n) flush_batch(&p);
+    for (int i = 0; i < p.batch.n; i++) free(p.batch.lines[i]);
+    free(p.batch.lines);
+    free(p.batch.lens);
     if (opt->progress) fprintf(stderr, "\n");
     return rc;
 }
@@ -463,7 +483,7 @@ static int write_all_shards(const ShardOptions *opt, const Shard *train, const S
     }
     AtomicFile *files = xcalloc((size_t)n_all, sizeof *files);
     bool *opened = xcalloc((size_t)n_all, sizeof *opened);
-    int failed = 0;
+    int failed = 0, shards_done = 0;
     long long bytes = 0;
     BertError first_err = {{0}};
 #pragma omp parallel for schedule(dynamic, 1) num_threads(opt->n_threads) reduction(+ : bytes)
@@ -483,6 +503,13 @@ static int write_all_shards(const ShardOptions *opt, const Shard *train, const S
             opened[i] = true;
             setvbuf(files[i].fp, NULL, _IOFBF, 1 << 20);
             rc = write_shard(is_test ? &test[idx] : &train[idx], docs, fds, sp, &files[i], &bytes, &e);
+        }
+        if (rc == 0 && opt->progress) {
+            int done;
+#pragma omp atomic capture
+            done = ++shards_done;
+            fprintf(stderr, "\rshard: pass 2 of 2: %d of %d shards written   %s", done, n_all,
+                    done == n_all ? "\n" : "");
         }
         if (rc != 0) {
 #pragma omp critical(shard_error)

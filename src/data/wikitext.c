@@ -111,37 +111,60 @@ static size_t trim_spaces_back(const char *p, size_t from, size_t end) {
 
 /* ---- Nested delimiters: templates, tables ------------------------------------------- */
 
-/* Drops every outermost open..close span (nesting counted); an opener never closed keeps
- * its text. */
-static void drop_nested(const Str *in, Str *out, const char *open, const char *close) {
-    size_t lo = strlen(open), lc = strlen(close), i = 0;
-    while (i < in->n) {
-        size_t run = plain_run(in, i, "{");
-        if (run) {
-            str_add(out, in->p + i, run);
-            i += run;
-            continue;
+typedef struct {
+    size_t start, end;
+} Span;
+
+static int cmp_span(const void *x, const void *y) {
+    size_t a = ((const Span *)x)->start, b = ((const Span *)y)->start;
+    return (a > b) - (a < b);
+}
+
+/* The outermost balanced open..close spans of in, in order: each close matches the latest
+ * unmatched open; unmatched delimiters are text. One pass, so unbalanced markup never
+ * costs a rescan. Returns the count; *out is malloc'd. */
+static size_t balanced_spans(const Str *in, const char *open, const char *close, Span **out) {
+    size_t lo = strlen(open), lc = strlen(close), n_open = 0, n_pairs = 0, cap = 16;
+    size_t *opens = xmalloc(cap * sizeof *opens);
+    Span *pairs = xmalloc(cap * sizeof *pairs); /* n_open + n_pairs <= opens seen <= cap */
+    const char stops[3] = {open[0], close[0], 0};
+    for (size_t j = 0; j < in->n;) {
+        j += strcspn(in->p + j, stops);
+        if (j >= in->n) break;
+        if (starts_with(in, j, open)) {
+            if (n_open + n_pairs == cap) {
+                cap *= 2;
+                opens = xrealloc(opens, cap * sizeof *opens);
+                pairs = xrealloc(pairs, cap * sizeof *pairs);
+            }
+            opens[n_open++] = j;
+            j += lo;
+        } else if (starts_with(in, j, close)) {
+            if (n_open) pairs[n_pairs++] = (Span){opens[--n_open], j + lc};
+            j += lc;
+        } else {
+            j++;
         }
-        if (!starts_with(in, i, open)) {
-            str_addc(out, in->p[i++]);
-            continue;
-        }
-        int depth = 0;
-        size_t j = i;
-        while (j < in->n) {
-            if (starts_with(in, j, open)) depth++, j += lo;
-            else if (starts_with(in, j, close)) {
-                depth--, j += lc;
-                if (depth == 0) break;
-            } else j++;
-        }
-        if (depth != 0) { /* unbalanced: keep the opener as text */
-            str_add(out, in->p + i, lo);
-            i += lo;
-            continue;
-        }
-        i = j;
     }
+    qsort(pairs, n_pairs, sizeof *pairs, cmp_span);
+    size_t kept = 0, end = 0;
+    for (size_t k = 0; k < n_pairs; k++) /* nested pairs lie inside an earlier-starting one */
+        if (kept == 0 || pairs[k].start >= end) end = pairs[k].end, pairs[kept++] = pairs[k];
+    free(opens);
+    *out = pairs;
+    return kept;
+}
+
+/* Drops every outermost balanced open..close span (templates, tables). */
+static void drop_nested(const Str *in, Str *out, const char *open, const char *close) {
+    Span *spans;
+    size_t n = balanced_spans(in, open, close, &spans), i = 0;
+    for (size_t k = 0; k < n; k++) {
+        str_add(out, in->p + i, spans[k].start - i);
+        i = spans[k].end;
+    }
+    str_add(out, in->p + i, in->n - i);
+    free(spans);
 }
 static void drop_templates(const Str *in, Str *out) { drop_nested(in, out, "{{", "}}"); }
 static void drop_tables(const Str *in, Str *out) { drop_nested(in, out, "{|", "|}"); }
@@ -171,7 +194,7 @@ static void replace_external_links(const Str *in, Str *out) {
             continue;
         }
         size_t proto = 0;
-        if (in->p[i] == '[')
+        if (in->p[i] == '[' && i + 1 < in->n && in->p[i + 1] != '[')
             for (size_t k = 0; k < sizeof URL_PROTOCOLS / sizeof *URL_PROTOCOLS && !proto; k++) {
                 size_t pl = strlen(URL_PROTOCOLS[k]);
                 if (i + 1 + pl <= in->n && !strncasecmp(in->p + i + 1, URL_PROTOCOLS[k], pl)) proto = pl;
@@ -231,33 +254,12 @@ static void link_text(const char *inner, size_t n, Str *out) {
 
 /* [[target|label]]tail -> label + tail, nested links handled as one balanced span. */
 static void replace_internal_links(const Str *in, Str *out) {
-    size_t i = 0;
-    while (i < in->n) {
-        size_t run = plain_run(in, i, "[");
-        if (run) {
-            str_add(out, in->p + i, run);
-            i += run;
-            continue;
-        }
-        if (!starts_with(in, i, "[[")) {
-            str_addc(out, in->p[i++]);
-            continue;
-        }
-        int depth = 0;
-        size_t j = i;
-        while (j < in->n) {
-            if (starts_with(in, j, "[[")) depth++, j += 2;
-            else if (starts_with(in, j, "]]")) {
-                depth--, j += 2;
-                if (depth == 0) break;
-            } else j++;
-        }
-        if (depth != 0) {
-            str_add(out, "[[", 2);
-            i += 2;
-            continue;
-        }
-        link_text(in->p + i + 2, j - i - 4, out);
+    Span *spans;
+    size_t n = balanced_spans(in, "[[", "]]", &spans), i = 0;
+    for (size_t k = 0; k < n; k++) {
+        str_add(out, in->p + i, spans[k].start - i);
+        link_text(in->p + spans[k].start + 2, spans[k].end - spans[k].start - 4, out);
+        size_t j = spans[k].end;
         int len;
         while (j < in->n && is_word_cp(cp_at(in->p, in->n, j, &len))) { /* trail, e.g. [[cat]]s */
             str_add(out, in->p + j, (size_t)len);
@@ -265,6 +267,8 @@ static void replace_internal_links(const Str *in, Str *out) {
         }
         i = j;
     }
+    str_add(out, in->p + i, in->n - i);
+    free(spans);
 }
 
 /* __NOTOC__ and the other behaviour switches. */
@@ -675,11 +679,24 @@ static void drop_punctuation_lines(const Str *in, Str *out) {
 
 static void tidy_commas(const Str *in, Str *out) {
     Str mid = {0};
+    str_add(&mid, "", 0);
     for (size_t i = 0; i < in->n;) {
+        size_t run = plain_run(in, i, ",");
+        if (run) {
+            str_add(&mid, in->p + i, run);
+            i += run;
+            continue;
+        }
         if (starts_with(in, i, ",,")) str_addc(&mid, ','), i += 2;
         else str_addc(&mid, in->p[i++]);
     }
     for (size_t i = 0; i < mid.n;) {
+        size_t run = plain_run(&mid, i, ",");
+        if (run) {
+            str_add(out, mid.p + i, run);
+            i += run;
+            continue;
+        }
         if (starts_with(&mid, i, ",.")) str_addc(out, '.'), i += 2;
         else str_addc(out, mid.p[i++]);
     }

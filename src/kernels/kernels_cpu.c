@@ -20,13 +20,17 @@ float erff(float) __attribute__((simd("notinbranch")));
 float tanhf(float) __attribute__((simd("notinbranch")));
 
 enum { COL_BLOCK = 64 };
+/* Work (elements or multiply-adds) below which a loop runs on the calling thread: an
+ * OpenMP region costs a fork and a barrier, which is more than the loop itself for the
+ * pooler/NSP-sized calls, and much more when another process holds a core. */
+#define PARALLEL_MIN_WORK 32768L
 
 /* ---------------------------------------------------------------- matmul */
 
 void k_matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int N, int C, int OC) {
     float beta = 0.0f;
     if (bias) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((long)N * OC >= PARALLEL_MIN_WORK)
         for (int n = 0; n < N; n++) memcpy(out + (size_t)n * OC, bias, sizeof(float) * OC);
         beta = 1.0f;
     }
@@ -36,7 +40,7 @@ void k_matmul_forward(float *out, const float *inp, const float *weight, const f
 /* db[o] += sum_n dout[n, o], by column blocks (deterministic). */
 static void column_sums_accumulate(float *restrict db, const float *restrict dout, int N, int OC) {
     int nblocks = (OC + COL_BLOCK - 1) / COL_BLOCK;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((long)N * OC >= PARALLEL_MIN_WORK)
     for (int blk = 0; blk < nblocks; blk++) {
         int c0 = blk * COL_BLOCK, c1 = c0 + COL_BLOCK < OC ? c0 + COL_BLOCK : OC;
         float acc[COL_BLOCK] = {0};
@@ -61,7 +65,7 @@ void k_matmul_backward(float *dinp, float *dweight, float *dbias, const float *d
 
 void k_layernorm_forward(float *out, float *sum_out, float *mean, float *rstd, const float *a, const float *residual,
                          const float *w, const float *b, int N, int C, float eps) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((long)N * C >= PARALLEL_MIN_WORK)
     for (int n = 0; n < N; n++) {
         const float *x = a + (size_t)n * C;  /* no restrict: sum_out may alias a */
         float *restrict y = out + (size_t)n * C;
@@ -88,7 +92,7 @@ void k_layernorm_forward(float *out, float *sum_out, float *mean, float *rstd, c
 
 void k_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *mean,
                           const float *rstd, const float *w, int N, int C) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((long)N * C >= PARALLEL_MIN_WORK)
     for (int n = 0; n < N; n++) {
         const float *restrict x = inp + (size_t)n * C, *restrict dy = dout + (size_t)n * C;
         float *restrict dx = dinp + (size_t)n * C;
@@ -104,7 +108,7 @@ void k_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, 
         for (int c = 0; c < C; c++) dx[c] = rs * (dy[c] * w[c] - sum_g - (x[c] - m) * rs * sum_gx);
     }
     int nblocks = (C + COL_BLOCK - 1) / COL_BLOCK;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((long)N * C >= PARALLEL_MIN_WORK)
     for (int blk = 0; blk < nblocks; blk++) {
         int c0 = blk * COL_BLOCK, c1 = c0 + COL_BLOCK < C ? c0 + COL_BLOCK : C;
         float aw[COL_BLOCK] = {0}, ab[COL_BLOCK] = {0};
@@ -132,10 +136,10 @@ void k_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, 
 
 void k_gelu_forward(float *restrict out, const float *restrict inp, long n, Activation act) {
     if (act == ACT_GELU) {
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) if (n >= PARALLEL_MIN_WORK)
         for (long i = 0; i < n; i++) out[i] = 0.5f * inp[i] * (1.0f + erff(inp[i] * INV_SQRT2));
     } else {
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) if (n >= PARALLEL_MIN_WORK)
         for (long i = 0; i < n; i++) {
             float x = inp[i];
             out[i] = 0.5f * x * (1.0f + tanhf(GELU_TANH_K0 * (x + GELU_TANH_K1 * x * x * x)));
@@ -145,7 +149,7 @@ void k_gelu_forward(float *restrict out, const float *restrict inp, long n, Acti
 
 void k_gelu_backward(float *dinp, const float *dout, const float *restrict inp, long n, Activation act) {
     if (act == ACT_GELU) {
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) if (n >= PARALLEL_MIN_WORK)
         for (long i = 0; i < n; i++) {
             float x = inp[i];
             float cdf = 0.5f * (1.0f + erff(x * INV_SQRT2));
@@ -153,7 +157,7 @@ void k_gelu_backward(float *dinp, const float *dout, const float *restrict inp, 
             dinp[i] = dout[i] * (cdf + x * pdf);
         }
     } else {
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) if (n >= PARALLEL_MIN_WORK)
         for (long i = 0; i < n; i++) {
             float x = inp[i];
             float t = tanhf(GELU_TANH_K0 * (x + GELU_TANH_K1 * x * x * x));
@@ -164,12 +168,12 @@ void k_gelu_backward(float *dinp, const float *dout, const float *restrict inp, 
 }
 
 void k_tanh_forward(float *x, long n) {
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) if (n >= PARALLEL_MIN_WORK)
     for (long i = 0; i < n; i++) x[i] = tanhf(x[i]);
 }
 
 void k_tanh_backward(float *dinp, const float *dout, const float *y, long n) {
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) if (n >= PARALLEL_MIN_WORK)
     for (long i = 0; i < n; i++) dinp[i] = dout[i] * (1.0f - y[i] * y[i]);
 }
 
@@ -179,7 +183,7 @@ void k_dropout(float *x, long n, float p, uint64_t key, uint32_t counter0) {
     if (p <= 0.0f) return;
     uint32_t threshold = rng_dropout_threshold(p);
     float scale = 1.0f / (1.0f - p);
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) if (n >= PARALLEL_MIN_WORK)
     for (long i = 0; i < n; i++)
         x[i] = rng_bits32(key, counter0 + (uint32_t)i) >= threshold ? x[i] * scale : 0.0f;
 }
@@ -188,7 +192,7 @@ void k_dropout(float *x, long n, float p, uint64_t key, uint32_t counter0) {
 
 void k_embeddings_forward(float *out, const int32_t *ids, const int32_t *types, const float *word, const float *pos,
                           const float *type, int B, int T, int C) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((long)B * T * C >= PARALLEL_MIN_WORK)
     for (int n = 0; n < B * T; n++) {
         const float *restrict w = word + (size_t)ids[n] * C, *restrict p = pos + (size_t)(n % T) * C;
         const float *restrict t = type + (size_t)types[n] * C;
@@ -200,7 +204,7 @@ void k_embeddings_forward(float *out, const int32_t *ids, const int32_t *types, 
 void k_embeddings_backward(float *dword, float *dpos, float *dtype, const float *dout, const int32_t *ids,
                            const int32_t *types, int B, int T, int C) {
     int nblocks = (C + COL_BLOCK - 1) / COL_BLOCK;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((long)B * T * C >= PARALLEL_MIN_WORK)
     for (int blk = 0; blk < nblocks; blk++) {
         int c0 = blk * COL_BLOCK, c1 = c0 + COL_BLOCK < C ? c0 + COL_BLOCK : C;
         for (int n = 0; n < B * T; n++) {
@@ -254,7 +258,8 @@ static void dropout_probs(float *dst, const float *src, int T, int L, size_t blo
 void k_attention_forward(float *ctx, float *probs, const float *qkv, const AttentionArgs *a) {
     const int B = a->B, T = a->T, A = a->A, d = a->d, H = A * d;
     const float scale = 1.0f / sqrtf((float)d);
-#pragma omp parallel for collapse(2) schedule(dynamic, 1) num_threads(a->nthreads)
+    const bool parallel = (long)B * A * T * T * d >= PARALLEL_MIN_WORK;
+#pragma omp parallel for collapse(2) schedule(dynamic, 1) num_threads(a->nthreads) if (parallel)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < A; h++) {
             const int L = a->kv_len[b];
@@ -277,7 +282,8 @@ void k_attention_forward(float *ctx, float *probs, const float *qkv, const Atten
 void k_attention_backward(float *dqkv, const float *dctx, const float *qkv, const float *probs, const AttentionArgs *a) {
     const int B = a->B, T = a->T, A = a->A, d = a->d, H = A * d;
     const float scale = 1.0f / sqrtf((float)d);
-#pragma omp parallel for collapse(2) schedule(dynamic, 1) num_threads(a->nthreads)
+    const bool parallel = (long)B * A * T * T * d >= PARALLEL_MIN_WORK;
+#pragma omp parallel for collapse(2) schedule(dynamic, 1) num_threads(a->nthreads) if (parallel)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < A; h++) {
             const int L = a->kv_len[b];
@@ -318,7 +324,7 @@ void k_attention_backward(float *dqkv, const float *dctx, const float *qkv, cons
 
 double k_xent_forward(float *row_loss, float *probs, const float *logits, const int32_t *row_index,
                       const int32_t *labels, int M, int V) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((long)M * V >= PARALLEL_MIN_WORK)
     for (int k = 0; k < M; k++) {
         const float *restrict row = logits + (size_t)(row_index ? row_index[k] : k) * V;
         float *restrict p = probs + (size_t)k * V;
@@ -340,7 +346,7 @@ double k_xent_forward(float *row_loss, float *probs, const float *logits, const 
 }
 
 void k_xent_backward(float *dlogits, const int32_t *labels, int M, int V, float scale) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((long)M * V >= PARALLEL_MIN_WORK)
     for (int k = 0; k < M; k++) {
         float *restrict g = dlogits + (size_t)k * V;
         for (int j = 0; j < V; j++) g[j] *= scale;

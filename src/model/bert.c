@@ -151,6 +151,7 @@ int bert_model_create(BertModel **out, const BertConfig *cfg, int max_batch, int
     m->info = xcalloc(m->num_tensors, sizeof(BertParamInfo));
     m->params = xcalloc(m->num_params, sizeof(float));
     m->grads = xcalloc(m->num_params, sizeof(float));
+    m->norm_partial = xcalloc(m->num_params / GRAD_NORM_CHUNK + 1, sizeof(double));
     lo = (Layout){.info = m->info, .base = m->params};
     layout_params(&lo, &m->p, cfg);
     lo = (Layout){.base = m->grads};
@@ -175,7 +176,6 @@ int bert_model_create(BertModel **out, const BertConfig *cfg, int max_batch, int
     m->mlm_slot = xcalloc(BP + 1, sizeof(int32_t));
     m->mlm_label = xcalloc(BP + 1, sizeof(int32_t));
     m->nsp_label = xcalloc(max_batch, sizeof(int32_t));
-    bert_init_weights(m, 42);
     *out = m;
     return 0;
 }
@@ -183,7 +183,7 @@ int bert_model_create(BertModel **out, const BertConfig *cfg, int max_batch, int
 void bert_model_free(BertModel *m) {
     if (!m) return;
     free(m->p.layers), free(m->g.layers), free(m->act.layers);
-    free(m->info), free(m->params), free(m->grads), free(m->adam_state), free(m->act_memory);
+    free(m->info), free(m->params), free(m->grads), free(m->norm_partial), free(m->adam_state), free(m->act_memory);
     free(m->kv_len), free(m->has_holes), free(m->zero_types);
     free(m->mlm_src_row), free(m->mlm_slot), free(m->mlm_label), free(m->nsp_label);
     free(m);
@@ -209,6 +209,11 @@ float bert_last_mlm_loss(const BertModel *m) { return m->mlm_loss; }
 float bert_last_nsp_loss(const BertModel *m) { return m->nsp_loss; }
 const float *bert_mlm_logits(const BertModel *m) { return m->act.mlm_logits; }
 const float *bert_nsp_logits(const BertModel *m) { return m->act.nsp_logits; }
+const float *bert_pooled_output(const BertModel *m) { return m->act.pooled; }
+const float *bert_sequence_output(const BertModel *m) {
+    int L = m->cfg.num_hidden_layers;
+    return L > 0 ? m->act.layers[L - 1].out : m->act.emb_out;
+}
 void bert_zero_grad(BertModel *m) { memset(m->grads, 0, m->num_params * sizeof(float)); }
 
 size_t bert_model_bytes(const BertModel *m) {

@@ -28,6 +28,8 @@ typedef struct {                 /* one training/inference batch; all arrays row
 
 typedef struct BertModel BertModel;
 
+/* Allocates everything for batches up to (max_batch, max_seq, max_predictions). The weights
+ * start at zero: follow with bert_init_weights or bert_load_safetensors. */
 int   bert_model_create(BertModel **out, const BertConfig *cfg, int max_batch, int max_seq, int max_predictions,
                         BertError *err);
 void  bert_model_free(BertModel *m);
@@ -52,6 +54,12 @@ void  bert_backward(BertModel *m, const BertBatch *b);
  * correction). Weight decay skips biases and LayerNorm parameters (BERT/NVIDIA groups). */
 typedef struct { float lr, beta1, beta2, eps, weight_decay; } AdamWConfig;
 void  bert_adamw_step(BertModel *m, const AdamWConfig *c, int step /* 1-based */);
+
+/* Global L2 norm of all gradients (deterministic for any thread count); clipping scales the
+ * gradients by max_norm / (norm + 1e-6) when norm > max_norm, as torch's clip_grad_norm_.
+ * Both return the norm before clipping. */
+double bert_grad_norm(const BertModel *m);
+double bert_clip_grad_norm(BertModel *m, double max_norm);
 
 /* FLOPs of one training step / one inference forward (matmuls, 2*M*N*K), for throughput reports. */
 double bert_train_flops(const BertConfig *cfg, int batch, int seq, int preds);
@@ -90,6 +98,12 @@ float bert_last_nsp_loss(const BertModel *m);
  * On failure the model's weights are partly overwritten: reinitialise or discard it. */
 int   bert_load_safetensors_ex(BertModel *m, const char *path, uint64_t head_seed, int *num_initialised,
                                BertError *err);
+/* For task heads (fine-tuning): the last forward's final hidden states [B*T, H] and pooled
+ * [CLS] output [B, H]; and a backward that also takes the gradient of a task loss with
+ * respect to them (either may be NULL), on top of any pre-training losses that had labels. */
+const float *bert_sequence_output(const BertModel *m);
+const float *bert_pooled_output(const BertModel *m);
+void  bert_backward_with(BertModel *m, const BertBatch *b, const float *d_sequence_output, const float *d_pooled);
 /* Bytes of parameters + grads + optimizer state + activations allocated by the model. */
 size_t bert_model_bytes(const BertModel *m);
 

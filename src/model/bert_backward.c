@@ -6,12 +6,20 @@
 #include "kernels/kernels.h"
 #include "model/bert_internal.h"
 
-/* NSP head and pooler: adds the gradient of the [CLS] rows into d_out. */
-static void nsp_backward(BertModel *m, float *d_out) {
+/* Pooler, fed by the NSP loss (when labelled) and/or an external d(pooled output); adds
+ * the gradient of the [CLS] rows into d_out. */
+static void pooler_backward(BertModel *m, float *d_out, const float *d_pooled_ext) {
     const int B = m->B, H = m->cfg.hidden_size;
     Activations *a = &m->act;
-    k_xent_backward(a->d_nsp_logits, m->nsp_label, B, 2, 1.0f / B);
-    k_matmul_backward(a->d_pooled, m->g.nsp_w, m->g.nsp_b, a->d_nsp_logits, a->pooled, m->p.nsp_w, B, H, 2, false);
+    if (!m->have_nsp_labels && !d_pooled_ext) return;
+    if (m->have_nsp_labels) {
+        k_xent_backward(a->d_nsp_logits, m->nsp_label, B, 2, 1.0f / B);
+        k_matmul_backward(a->d_pooled, m->g.nsp_w, m->g.nsp_b, a->d_nsp_logits, a->pooled, m->p.nsp_w, B, H, 2, false);
+    } else {
+        memset(a->d_pooled, 0, sizeof(float) * B * H);
+    }
+    if (d_pooled_ext)
+        for (int i = 0; i < B * H; i++) a->d_pooled[i] += d_pooled_ext[i];
     k_tanh_backward(a->d_pooled, a->d_pooled, a->pooled, (long)B * H);
     k_matmul_backward(a->d_cls, m->g.pool_w, m->g.pool_b, a->d_pooled, a->cls_in, m->p.pool_w, B, H, H, false);
     for (int s = 0; s < B; s++) {
@@ -74,14 +82,15 @@ static void layer_backward(BertModel *m, int l, const float *x, const int32_t *m
     k_matmul_backward(d->d_x, g->qkv_w, g->qkv_b, d->d_qkv, x, p->qkv_w, N, H, 3 * H, true);
 }
 
-void bert_backward(BertModel *m, const BertBatch *b) {
+void bert_backward_with(BertModel *m, const BertBatch *b, const float *d_sequence_output, const float *d_pooled) {
     if (!m->backward_ready) return;  /* no forward, a rejected batch, or backward ran already */
     m->backward_ready = false;       /* the softmax buffers were consumed in place */
     const BertConfig *c = &m->cfg;
     const int N = m->B * m->T, H = c->hidden_size, L = c->num_hidden_layers;
     Activations *a = &m->act;
-    memset(a->d_x, 0, sizeof(float) * N * H);
-    if (m->have_nsp_labels) nsp_backward(m, a->d_x);
+    if (d_sequence_output) memcpy(a->d_x, d_sequence_output, sizeof(float) * N * H);
+    else memset(a->d_x, 0, sizeof(float) * N * H);
+    pooler_backward(m, a->d_x, d_pooled);
     if (m->have_mlm_labels && m->mlm_count > 0) mlm_backward(m, a->d_x);
     for (int l = L - 1; l >= 0; l--)
         layer_backward(m, l, l ? a->layers[l - 1].out : a->emb_out, b->attention_mask);
@@ -92,3 +101,5 @@ void bert_backward(BertModel *m, const BertBatch *b) {
     const int32_t *types = b->token_type_ids ? b->token_type_ids : m->zero_types;
     k_embeddings_backward(m->g.word, m->g.pos, m->g.type, a->d_sum, b->input_ids, types, m->B, m->T, H);
 }
+
+void bert_backward(BertModel *m, const BertBatch *b) { bert_backward_with(m, b, NULL, NULL); }

@@ -57,6 +57,7 @@ struct BertModel {
     BertParamInfo *info;
     size_t num_params;
     float *params, *grads, *adam_state;  /* adam_state: m then v, 2 * num_params */
+    double *norm_partial;                /* per-chunk sums of squares for bert_grad_norm */
     ParamViews p, g;
     Activations act;
     float *act_memory;
@@ -78,6 +79,9 @@ enum { SITE_EMBEDDINGS = 0, SITE_ATTN_PROBS = 1, SITE_ATTN_OUT = 2, SITE_FFN_OUT
 static inline uint64_t dropout_site(int layer, int kind) {
     return kind == SITE_EMBEDDINGS ? 0 : 1 + (uint64_t)layer * SITES_PER_LAYER + (uint64_t)(kind - 1);
 }
+
+/* bert_grad_norm sums squares over chunks of this many gradients. */
+enum { GRAD_NORM_CHUNK = 1 << 16 };
 
 /* Initialises one parameter tensor (BERT rules) from the counter-based RNG. */
 void bert_init_tensor(const BertParamInfo *t, float initializer_range, uint64_t seed, int tensor_index);

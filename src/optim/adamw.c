@@ -28,7 +28,7 @@ void bert_adamw_step(BertModel *m, const AdamWConfig *c, int step) {
     const double bc1 = 1.0 - pow(c->beta1, step), bc2 = 1.0 - pow(c->beta2, step);
     const float step_size = (float)(c->lr / bc1), bc2_sqrt = (float)sqrt(bc2);
     float *mom = m->adam_state, *vel = m->adam_state + m->num_params;
-#pragma omp parallel
+#pragma omp parallel if (m->num_params >= 32768)
     for (int i = 0; i < m->num_tensors; i++) {
         const BertParamInfo *t = &m->info[i];
         float decay_factor = t->decay ? (float)(1.0 - (double)c->lr * c->weight_decay) : 1.0f;

@@ -7,10 +7,14 @@
  *  - Offsets are byte offsets into the original input text: token i covers
  *    text[start, end). A "##" continuation covers only the bytes of its own piece; an
  *    [UNK] word covers the whole word.
- *  - Invalid UTF-8 never crashes: each bad byte counts as U+FFFD (which the reference
- *    then drops) and is counted in TokenList.invalid_utf8. (Counted as Python's
- *    bytes.decode("utf-8", "replace") counts: one per maximal invalid subsequence, so
- *    "\xE2\x82" truncated counts 1.)
+ *  - Invalid UTF-8 never crashes: it decodes as Python's bytes.decode("utf-8",
+ *    "replace") does, each maximal invalid subsequence becoming one U+FFFD (which the
+ *    reference then drops), counted in TokenList.invalid_utf8 (so a truncated
+ *    "\xE2\x82" counts 1, a stray continuation byte 1, an encoded surrogate 3).
+ *  - Unicode data comes from utf8proc (Debian 12: Unicode 15.0); the reference, run on
+ *    Python 3.11, has Unicode 14.0. They differ only at 134 code points (uncased; 30
+ *    cased) first assigned in 15.0, none of which occur in the parity corpora;
+ *    tests/test_tokenizer_sweep.c checks all 1,112,063 code points and lists them.
  *  - max_input_chars_per_word defaults to 100, as NVIDIA's and HuggingFace's BERT code
  *    use; Google's tokenization.py uses 200. It counts code points after lower-casing
  *    and accent stripping, as the reference does.
@@ -31,7 +35,9 @@
 
 typedef struct Vocab Vocab;
 
-/* vocab.txt: one token per line, id = line number (0-based). */
+/* vocab.txt: one token per line, id = line number (0-based). As the reference's
+ * load_vocab: surrounding (ASCII) whitespace is stripped, and a token listed twice maps
+ * to its last line. A line that is not valid UTF-8 is an error naming the line. */
 int vocab_load(Vocab **out, const char *path, BertError *err);
 Vocab *vocab_from_tokens(const char *const *tokens, int n);
 void vocab_free(Vocab *v);

@@ -1,0 +1,36 @@
+#!/usr/bin/env python3
+"""Prints the side-by-side table of bench/run_model_bench.sh from its JSON-lines file:
+one row per implementation and preset, with bert.c's speed-up over each other row."""
+import json
+import os
+import sys
+
+
+def main(path):
+    rows = [json.loads(line) for line in open(path) if line.startswith("{")]
+    ours = [r for r in rows if r["impl"] == "bert.c"]  # default settings: the reference rows
+    if not ours:
+        sys.exit(f"{path}: no bert.c results")
+    peak = ours[0]["sgemm_peak_gflops"]
+    pad = float(os.environ.get("PAD_FRACTION", "0"))
+    first = ours[0]
+    print(f"\nbatch {first['batch']}, seq {first['seq']}, {first['preds']} masked slots, {first['threads']} threads, "
+          f"{'full-length sequences' if pad == 0 else f'~{100 * pad:.0f}% padding'}; "
+          f"sgemm peak {peak:.1f} GFLOP/s (measured by ./bert bench in this run)\n")
+    print("| preset | GFLOP/seq | implementation | train seq/s | train GFLOP/s (% peak) | infer seq/s "
+          "| infer GFLOP/s (% peak) | peak RSS MiB | bert.c speed-up train | infer |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    for ref in ours:
+        others = [r for r in rows if r["preset"] == ref["preset"] and r is not ref]
+        for r in [ref] + others:
+            def speedup(key):
+                return "" if r is ref or not r[key] else f"{ref[key] / r[key]:.2f}x"
+            print(f"| {r['preset']} | {r['train_gflop_per_seq']:.2f} | {r['impl']} | {r['train_seq_per_s']:.2f} | "
+                  f"{r['train_gflops']:.1f} ({100 * r['train_gflops'] / peak:.0f}%) | {r['infer_seq_per_s']:.2f} | "
+                  f"{r['infer_gflops']:.1f} ({100 * r['infer_gflops'] / peak:.0f}%) | {r['peak_rss_mib']:.0f} | "
+                  f"{speedup('train_seq_per_s')} | {speedup('infer_seq_per_s')} |")
+    print("\nspeed-up = bert.c (default settings) seq/s divided by that row's seq/s.")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
