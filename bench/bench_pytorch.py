@@ -118,17 +118,18 @@ def pretraining_loss(torch, model, batch, head):
 
 
 def time_steps(fn, warmup, steps, log):
+    """Wall seconds of each timed step, and the process CPU seconds (all threads) they took."""
     for i in range(warmup):
         t0 = time.perf_counter()
         fn()
         log(f"  warm-up {i + 1}: {1e3 * (time.perf_counter() - t0):.1f} ms")
-    times = []
+    times, cpu0 = [], time.process_time()
     for i in range(steps):
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
         log(f"  step {i + 1}: {1e3 * times[-1]:.1f} ms")
-    return times
+    return times, time.process_time() - cpu0
 
 
 def main():
@@ -177,7 +178,7 @@ def main():
         losses.append(float(loss))
 
     model.train()
-    train_times = time_steps(train_step, args.warmup, train_steps, log) if train_steps else []
+    train_times, train_cpu = time_steps(train_step, args.warmup, train_steps, log) if train_steps else ([], 0)
     model.eval()
     ids, types, mask = batch[:3]
 
@@ -185,24 +186,27 @@ def main():
         with torch.inference_mode():
             model.bert(input_ids=ids, token_type_ids=types, attention_mask=mask)
 
-    infer_times = time_steps(infer_step, args.warmup, infer_steps, log) if infer_steps else []
-    report(args, cfg, model, train_times, infer_times, losses, torch)
+    infer_times, infer_cpu = time_steps(infer_step, args.warmup, infer_steps, log) if infer_steps else ([], 0)
+    report(args, cfg, model, batch, (train_times, train_cpu), (infer_times, infer_cpu), losses, torch)
 
 
-def report(args, cfg, model, train_times, infer_times, losses, torch):
+def report(args, cfg, model, batch, train, infer, losses, torch):
+    (train_times, train_cpu), (infer_times, infer_cpu) = train, infer
     B = args.batch
     tf, inf = train_flops(cfg, B, args.seq, args.preds), infer_flops(cfg, B, args.seq)
     t_train, t_infer = sum(train_times), sum(infer_times)
     out = {
         "impl": f"pytorch {torch.__version__.split('+')[0]} (transformers, head={args.head})",
         "preset": args.config or args.preset, "batch": B, "seq": args.seq, "preds": args.preds,
-        "threads": torch.get_num_threads(),
+        "threads": torch.get_num_threads(), "pad_fraction": 1.0 - float(batch[2].float().mean()),
         "params": sum(p.numel() for p in model.parameters()),
         "train_seq_per_s": B * len(train_times) / t_train if train_times else 0,
         "train_ms_per_step": 1e3 * t_train / len(train_times) if train_times else 0,
         "train_gflops": tf * len(train_times) / t_train * 1e-9 if train_times else 0,
+        "train_cpu_ms_per_step": 1e3 * train_cpu / len(train_times) if train_times else 0,
         "infer_seq_per_s": B * len(infer_times) / t_infer if infer_times else 0,
         "infer_gflops": inf * len(infer_times) / t_infer * 1e-9 if infer_times else 0,
+        "infer_cpu_ms_per_batch": 1e3 * infer_cpu / len(infer_times) if infer_times else 0,
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
         "train_gflop_per_seq": tf / B * 1e-9,
         "train_steps": len(train_times), "infer_steps": len(infer_times),
@@ -214,10 +218,12 @@ def report(args, cfg, model, train_times, infer_times, losses, torch):
           f"{out['threads']} threads")
     if train_times:
         print(f"train     {out['train_seq_per_s']:.2f} seq/s, {out['train_ms_per_step']:.1f} ms/step "
-              f"(best {1e3 * min(train_times):.1f}), {out['train_gflops']:.1f} GFLOP/s "
+              f"(best {1e3 * min(train_times):.1f}), {out['train_gflops']:.1f} GFLOP/s, "
+              f"CPU {out['train_cpu_ms_per_step']:.1f} ms/step "
               f"[{out['train_gflop_per_seq']:.2f} GFLOP/seq, loss {losses[0]:.3f} -> {losses[-1]:.3f}]")
     if infer_times:
-        print(f"inference {out['infer_seq_per_s']:.2f} seq/s, {out['infer_gflops']:.1f} GFLOP/s")
+        print(f"inference {out['infer_seq_per_s']:.2f} seq/s, {out['infer_gflops']:.1f} GFLOP/s, "
+              f"CPU {out['infer_cpu_ms_per_batch']:.1f} ms/batch")
     print(f"memory    peak RSS {out['peak_rss_mib']:.1f} MiB")
 
 

@@ -12,24 +12,29 @@ def main(path):
     if not ours:
         sys.exit(f"{path}: no bert.c results")
     peak = ours[0]["sgemm_peak_gflops"]
-    pad = float(os.environ.get("PAD_FRACTION", "0"))
     first = ours[0]
+    pad = first.get("pad_fraction", float(os.environ.get("PAD_FRACTION", "0")))
     print(f"\nbatch {first['batch']}, seq {first['seq']}, {first['preds']} masked slots, {first['threads']} threads, "
-          f"{'full-length sequences' if pad == 0 else f'~{100 * pad:.0f}% padding'}; "
+          f"{'full-length sequences' if pad == 0 else f'{100 * pad:.0f}% padding tokens'}; "
           f"sgemm peak {peak:.1f} GFLOP/s (measured by ./bert bench in this run)\n")
-    print("| preset | GFLOP/seq | implementation | train seq/s | train GFLOP/s (% peak) | infer seq/s "
-          "| infer GFLOP/s (% peak) | peak RSS MiB | bert.c speed-up train | infer |")
-    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| preset | GFLOP/seq | implementation | train seq/s | train GFLOP/s (% peak) | train CPU s/step "
+          "| infer seq/s | infer GFLOP/s (% peak) | peak RSS MiB | bert.c speed-up: train | infer | train CPU time |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for ref in ours:
         others = [r for r in rows if r["preset"] == ref["preset"] and r is not ref]
         for r in [ref] + others:
-            def speedup(key):
-                return "" if r is ref or not r[key] else f"{ref[key] / r[key]:.2f}x"
+            def speedup(key, invert=False):
+                if r is ref or not r.get(key) or not ref.get(key):
+                    return ""
+                return f"{(r[key] / ref[key]) if invert else (ref[key] / r[key]):.2f}x"
             print(f"| {r['preset']} | {r['train_gflop_per_seq']:.2f} | {r['impl']} | {r['train_seq_per_s']:.2f} | "
-                  f"{r['train_gflops']:.1f} ({100 * r['train_gflops'] / peak:.0f}%) | {r['infer_seq_per_s']:.2f} | "
+                  f"{r['train_gflops']:.1f} ({100 * r['train_gflops'] / peak:.0f}%) | "
+                  f"{r.get('train_cpu_ms_per_step', 0) / 1e3:.2f} | {r['infer_seq_per_s']:.2f} | "
                   f"{r['infer_gflops']:.1f} ({100 * r['infer_gflops'] / peak:.0f}%) | {r['peak_rss_mib']:.0f} | "
-                  f"{speedup('train_seq_per_s')} | {speedup('infer_seq_per_s')} |")
-    print("\nspeed-up = bert.c (default settings) seq/s divided by that row's seq/s.")
+                  f"{speedup('train_seq_per_s')} | {speedup('infer_seq_per_s')} | "
+                  f"{speedup('train_cpu_ms_per_step', invert=True)} |")
+    print("\nspeed-up = bert.c (default settings) seq/s divided by that row's seq/s; train CPU time = that row's "
+          "process CPU seconds per step divided by bert.c's (all threads, spin-waiting included).")
 
 
 if __name__ == "__main__":

@@ -56,5 +56,5 @@ done
 
 echo "conditions: $(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores," \
      "load average $load_start at start, $(cut -d' ' -f1-3 /proc/loadavg) at end"
-PAD_FRACTION=$PAD_FRACTION /usr/bin/python3 bench/model_bench_table.py "$results"
+/usr/bin/python3 bench/model_bench_table.py "$results"
 echo "(raw results: $results)"

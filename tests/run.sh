@@ -8,6 +8,8 @@ export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0"
 export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 : "${OMP_NUM_THREADS:=2}"; export OMP_NUM_THREADS
+# Tests are not timed; passive waiting keeps them quick when the machine is shared.
+: "${OMP_WAIT_POLICY:=passive}"; export OMP_WAIT_POLICY
 passed=0; failed=0; first=1
 run_one() {  # label, command...
     local label=$1; shift

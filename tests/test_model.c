@@ -38,12 +38,12 @@ static float *read_floats(Fixture *f, const char *name, size_t *n_out) {
 }
 
 static int fixture_open(Fixture *f, const char *stem) {
-    char path[256];
+    char path[1100];
     BertError err;
     memset(f, 0, sizeof *f);
-    snprintf(path, sizeof path, "tests/data/model/%s.config.json", stem);
+    snprintf(path, sizeof path, "%s.config.json", stem);
     if (bert_config_load(path, &f->cfg, &err)) { CHECKF(0, "%s", err.msg); return -1; }
-    snprintf(path, sizeof path, "tests/data/model/%s.safetensors", stem);
+    snprintf(path, sizeof path, "%s.safetensors", stem);
     if (safetensors_open(&f->st, path, &err)) { CHECKF(0, "%s", err.msg); return -1; }
     const StTensor *ids = safetensors_find(&f->st, "input.input_ids"), *pos = safetensors_find(&f->st, "input.masked_positions");
     f->B = (int)ids->shape[0], f->T = (int)ids->shape[1], f->P = (int)pos->shape[1];
@@ -69,8 +69,9 @@ static void fixture_close(Fixture *f) {
 
 static double rel(double a, double b) { return fabs(a - b) / fmax(fabs(b), 1e-6); }
 
-/* Forward, backward and 10 AdamW steps against the fixture. */
-static void check_fixture(const char *stem) {
+/* Forward, backward and the AdamW steps against the fixture, within tol_logits (logits and
+ * losses) and tol_grads (gradients). */
+static void check_fixture(const char *stem, double tol_logits, double tol_grads) {
     Fixture f;
     if (fixture_open(&f, stem)) return;
     size_t n;
@@ -81,24 +82,28 @@ static void check_fixture(const char *stem) {
 
     bert_zero_grad(f.model);
     float loss = bert_forward(f.model, &f.batch, false, 0);
-    CHECKF(rel(loss, expect_loss[0]) <= 1e-4, "%s loss %.7f vs %.7f", stem, loss, expect_loss[0]);
-    CHECKF(rel(bert_last_mlm_loss(f.model), expect_mlm_loss[0]) <= 1e-4, "%s mlm loss %.7f vs %.7f", stem,
+    CHECKF(rel(loss, expect_loss[0]) <= tol_logits, "%s loss %.7f vs %.7f", stem, loss, expect_loss[0]);
+    CHECKF(rel(bert_last_mlm_loss(f.model), expect_mlm_loss[0]) <= tol_logits, "%s mlm loss %.7f vs %.7f", stem,
            bert_last_mlm_loss(f.model), expect_mlm_loss[0]);
-    /* logits: relative to the largest logit (a floor), so values near zero don't dominate */
-    double e_mlm = max_rel_error(bert_mlm_logits(f.model), expect_mlm, n, 1e-2);
+    /* logits: per entry against max(|ref|, 1e-2 x the largest |ref|), so logits near zero
+     * (sums with cancellation) compare at the scale of the logits */
+    float lmax = 0;
+    for (size_t i = 0; i < n; i++) lmax = fmaxf(lmax, fabsf(expect_mlm[i]));
+    double e_mlm = max_rel_error(bert_mlm_logits(f.model), expect_mlm, n, 1e-2 * lmax);
     double e_nsp = max_rel_error(bert_nsp_logits(f.model), expect_nsp, 2 * (size_t)f.B, 1e-2);
-    CHECKF(e_mlm <= 1e-4, "%s MLM logits rel err %.3g", stem, e_mlm);
-    CHECKF(e_nsp <= 1e-4, "%s NSP logits rel err %.3g", stem, e_nsp);
+    CHECKF(e_mlm <= tol_logits, "%s MLM logits rel err %.3g", stem, e_mlm);
+    CHECKF(e_nsp <= tol_logits, "%s NSP logits rel err %.3g", stem, e_nsp);
     printf("    %s: loss %.7f (ref %.7f), logits rel err MLM %.2e NSP %.2e\n", stem, loss, expect_loss[0], e_mlm, e_nsp);
 
     bert_backward(f.model, &f.batch);
     /* Relative error per entry against max(|ref|, floor). The floor, max(1e-2 x the tensor's
-     * largest |ref|, 1e-5 x the model's largest |ref|), makes entries that are ~0 compare
+     * largest |ref|, 1e-4 x the model's largest |ref|), makes entries that are ~0 compare
      * absolutely: e.g. the key biases' gradient is exactly 0 in exact arithmetic (softmax is
      * shift-invariant), so both sides hold pure rounding noise (~1e-18 in the float64
      * reference, ~1e-9 in float32); and entries far below their tensor's scale are sums with
-     * cancellation whose float32 error is set by the scale. For calibration: PyTorch itself in
-     * float32 on these fixtures reaches 5.7e-4 with a 1e-3 floor, bert.c 4-9e-4. */
+     * cancellation whose float32 error is set by the scale. Calibration with these metrics:
+     * PyTorch itself in float32 reaches 4.8e-5 / 6.0e-5 (gradients) and 1.7e-5 / 2.7e-5 (MLM
+     * logits) on the two fixtures; bert.c 5.0e-5 / 7.9e-5 and 1.5e-5 / 1.8e-5. */
     float global_scale = 0;
     for (int i = 0; i < bert_num_param_tensors(f.model); i++) {
         char name[160];
@@ -120,8 +125,8 @@ static void check_fixture(const char *stem) {
         CHECKF(gn == t->numel, "%s: %zu values, expected %zu", name, gn, t->numel);
         float scale = 0;
         for (size_t k = 0; k < gn; k++) scale = fmaxf(scale, fabsf(expect[k]));
-        double e = max_rel_error(t->grad, expect, gn, fmax(scale * 1e-2, global_scale * 1e-5));
-        CHECKF(e <= 1e-3, "%s %s rel err %.3g", stem, name, e);
+        double e = max_rel_error(t->grad, expect, gn, fmax(scale * 1e-2, global_scale * 1e-4));
+        CHECKF(e <= tol_grads, "%s %s rel err %.3g", stem, name, e);
         if (e > worst) worst = e, worst_name = t->name;
         free(expect);
     }
@@ -137,7 +142,7 @@ static void check_fixture(const char *stem) {
         float l = bert_forward(f.model, &f.batch, false, 0);
         double e = rel(l, expect_steps[step - 1]);
         worst_step = fmax(worst_step, e);
-        CHECKF(e <= 1e-4, "%s AdamW loss %d: %.7f vs %.7f", stem, step - 1, l, expect_steps[step - 1]);
+        CHECKF(e <= tol_logits, "%s AdamW loss %d: %.7f vs %.7f", stem, step - 1, l, expect_steps[step - 1]);
         if (step == (int)n) break;  /* the last entry is the loss after the 10th update */
         bert_backward(f.model, &f.batch);
         bert_adamw_step(f.model, &opt, step);
@@ -148,40 +153,75 @@ static void check_fixture(const char *stem) {
     fixture_close(&f);
 }
 
-static void test_fixture_gelu_padded(void) { check_fixture("fixture"); }
-static void test_fixture_gelu_new_unpadded(void) { check_fixture("fixture_tanh"); }
+/* The tolerances: 1e-4 on logits and losses, 1e-3 on gradients. */
+static void test_fixture_gelu_padded(void) { check_fixture("tests/data/model/fixture", 1e-4, 1e-3); }
+static void test_fixture_gelu_new_unpadded(void) { check_fixture("tests/data/model/fixture_tanh", 1e-4, 1e-3); }
+/* Optional, uncommitted: real BERT widths (tools/make_model_fixture.py --large STEM). There,
+ * float32 itself is further from the float64 reference: PyTorch in float32 measures 1.9e-4
+ * on the MLM logits and 6.3e-4 on the gradients with these metrics, so the bound is 1e-3 /
+ * 1e-2 ("no worse than float32 arithmetic"), and the numbers are printed. */
+static void test_extra_fixture(void) {
+    const char *stem = getenv("BERT_EXTRA_FIXTURE");
+    if (stem && *stem) check_fixture(stem, 1e-3, 1e-2);
+}
 
-/* Training-mode forward+backward gives bit-identical loss and gradients with 1 and 2 threads. */
+/* Training mode with 1 and 2 threads, on a model big enough that every kernel takes its
+ * parallel path (the fixture's shapes mostly stay below the fork threshold): the dropout
+ * masks and bert.c's own kernels do not depend on the thread count, so the loss is
+ * bit-identical; the gradients agree to float rounding only, because OpenBLAS's sgemm is not
+ * bit-identical across thread counts for every shape (it blocks a long K differently when
+ * K is not a multiple of its block, e.g. the MLM decoder's input gradient, K = vocab 500).
+ * A thread-dependent dropout mask or a race would show up as differences of order 1e-2. */
 static void test_thread_count_independent(void) {
-    Fixture f;
-    if (fixture_open(&f, "fixture")) return;
-    size_t np = bert_num_parameters(f.model);
-    float *grads1 = malloc(np * sizeof(float));
-    float losses[2];
+    BertConfig c;
+    BertError err;
+    bert_config_preset("bert-tiny", &c, &err);
+    c.vocab_size = 500, c.max_position_embeddings = 64;
+    enum { B = 4, T = 64, P = 6 };
+    int32_t ids[B * T], types[B * T], mask[B * T], pos[B * P], labels[B * P], nsp[B] = {0, 1, 1, 0};
+    for (int i = 0; i < B * T; i++) {
+        int t = i % T, len = T - 9 * (i / T);  /* lengths 64, 55, 46, 37 */
+        mask[i] = t < len && !(i / T == 3 && t == 5), ids[i] = mask[i] ? 5 + (i * 37) % 490 : 0, types[i] = t > len / 2;
+    }
+    for (int i = 0; i < B * P; i++) pos[i] = 1 + (i * 5) % 30, labels[i] = i % 7 == 3 ? -1 : 10 + i;
+    BertBatch batch = {B, T, P, ids, types, mask, pos, labels, nsp};
+    float *grads1 = NULL, losses[2] = {0, 0};
     int saved = omp_get_max_threads();
     for (int run = 0; run < 2; run++) {
-        omp_set_num_threads(run == 0 ? 1 : 2);
+        omp_set_num_threads(run + 1);
         BertModel *m;
-        BertError err;
-        if (bert_model_create(&m, &f.cfg, f.B, f.T, f.P, &err)) { CHECKF(0, "%s", err.msg); break; }
-        bert_load_safetensors(m, "tests/data/model/fixture.safetensors", &err);
+        if (bert_model_create(&m, &c, B, T, P, &err)) { CHECKF(0, "%s", err.msg); break; }
+        bert_init_weights(m, 5);
+        size_t np = bert_num_parameters(m);
         bert_zero_grad(m);
-        losses[run] = bert_forward(m, &f.batch, true, 777);
-        bert_backward(m, &f.batch);
-        if (run == 0) memcpy(grads1, bert_grads(m), np * sizeof(float));
-        else CHECK(max_rel_error(bert_grads(m), grads1, np, 1e-30) == 0.0);
+        losses[run] = bert_forward(m, &batch, true, 777);
+        bert_backward(m, &batch);
+        if (run == 0) {
+            grads1 = malloc(np * sizeof(float));
+            memcpy(grads1, bert_grads(m), np * sizeof(float));
+        } else {
+            double diff = 0, norm = 0;  /* norm-wise: ||g2 - g1|| / ||g1|| */
+            for (size_t i = 0; i < np; i++) {
+                double dg = (double)bert_grads(m)[i] - grads1[i];
+                diff += dg * dg, norm += (double)grads1[i] * grads1[i];
+            }
+            double e = sqrt(diff / norm);
+            CHECKF(e < 1e-6, "gradients with 2 threads vs 1: rel err %.3g", e);
+            printf("    1 vs 2 threads: loss %s, gradients rel err %.2g\n",
+                   losses[0] == losses[1] ? "bit-identical" : "DIFFERENT", e);
+        }
         bert_model_free(m);
     }
     omp_set_num_threads(saved);
+    CHECK(isfinite(losses[0]));
     CHECKF(losses[0] == losses[1], "loss %.9g (1 thread) vs %.9g (2 threads)", losses[0], losses[1]);
     free(grads1);
-    fixture_close(&f);
 }
 
 /* Dropout changes the loss, depends on the seed, and is reproducible for the same seed. */
 static void test_dropout_seeded(void) {
     Fixture f;
-    if (fixture_open(&f, "fixture")) return;
+    if (fixture_open(&f, "tests/data/model/fixture")) return;
     float eval = bert_forward(f.model, &f.batch, false, 0);
     float a = bert_forward(f.model, &f.batch, true, 1), a2 = bert_forward(f.model, &f.batch, true, 1);
     float b = bert_forward(f.model, &f.batch, true, 2);
@@ -261,7 +301,7 @@ static int check_directional(BertModel *m, const BertBatch *b, const float *g, M
  * contributes ~1e-6 * 7 / 1e-2 ~ 1e-3 relative; tolerance 2e-2. */
 static void test_training_mode_gradient(void) {
     Fixture f;
-    if (fixture_open(&f, "fixture")) return;
+    if (fixture_open(&f, "tests/data/model/fixture")) return;
     size_t np = bert_num_parameters(f.model);
     bert_zero_grad(f.model);
     bert_forward(f.model, &f.batch, true, 4242);
@@ -290,7 +330,7 @@ static double task_loss(BertModel *m, const BertBatch *b, void *ctx) {
 
 static void test_task_head_gradient(void) {
     Fixture f;
-    if (fixture_open(&f, "fixture")) return;
+    if (fixture_open(&f, "tests/data/model/fixture")) return;
     BertBatch b = f.batch;
     b.masked_labels = NULL, b.next_sentence_labels = NULL, b.max_predictions = 0;
     const int H = f.cfg.hidden_size;
@@ -315,7 +355,7 @@ static void test_task_head_gradient(void) {
  * gradient of one; a second backward without a forward adds nothing. */
 static void test_gradient_accumulation(void) {
     Fixture f;
-    if (fixture_open(&f, "fixture")) return;
+    if (fixture_open(&f, "tests/data/model/fixture")) return;
     size_t np = bert_num_parameters(f.model);
     float *once = malloc(np * sizeof(float));
     bert_zero_grad(f.model);
@@ -337,7 +377,7 @@ static void test_gradient_accumulation(void) {
 
 static void test_grad_norm_and_clipping(void) {
     Fixture f;
-    if (fixture_open(&f, "fixture")) return;
+    if (fixture_open(&f, "tests/data/model/fixture")) return;
     bert_zero_grad(f.model);
     bert_forward(f.model, &f.batch, false, 0);
     bert_backward(f.model, &f.batch);
@@ -359,7 +399,7 @@ static void test_grad_norm_and_clipping(void) {
 /* Bad batches: NAN and a message naming the culprit; backward then does nothing. */
 static void test_bad_batch_rejected(void) {
     Fixture f;
-    if (fixture_open(&f, "fixture")) return;
+    if (fixture_open(&f, "tests/data/model/fixture")) return;
     BertBatch bad = f.batch;
     int32_t ids[3 * 16];
     memcpy(ids, f.ids, sizeof ids);
@@ -393,7 +433,7 @@ static void test_bad_batch_rejected(void) {
 /* Without labels: no loss, logits as with labels (inference path). */
 static void test_inference_without_labels(void) {
     Fixture f;
-    if (fixture_open(&f, "fixture_tanh")) return;
+    if (fixture_open(&f, "tests/data/model/fixture_tanh")) return;
     size_t n;
     float *expect_nsp = read_floats(&f, "expect.nsp_logits", &n);
     BertBatch b = f.batch;
@@ -419,6 +459,7 @@ static void test_flops_formula(void) {
 int main(void) {
     RUN_TEST(test_fixture_gelu_padded);
     RUN_TEST(test_fixture_gelu_new_unpadded);
+    if (getenv("BERT_EXTRA_FIXTURE")) RUN_TEST(test_extra_fixture);
     RUN_TEST(test_thread_count_independent);
     RUN_TEST(test_dropout_seeded);
     RUN_TEST(test_training_mode_gradient);

@@ -1,6 +1,7 @@
-/* The tokenizer against fixtures from Google's reference (tokens, ids) and HuggingFace
- * tokenizers (byte offsets), both casings: tests/data/tokenizer/cases.tsv, made by
- * tools/make_tokenizer_fixtures.py. Plus vocabulary loading, bad input, threads. */
+/* The tokenizer against fixtures from Google's reference (tokens, ids), HuggingFace
+ * tokenizers (byte offsets) and Python's UTF-8 decoder (invalid sequence counts), both
+ * casings: tests/data/tokenizer/cases.tsv, made by tools/make_tokenizer_fixtures.py.
+ * Plus vocabulary loading, bad input, threads. */
 #include <omp.h>
 #include <stdint.h>
 
@@ -67,8 +68,8 @@ static void test_reference_cases(void) {
     while (fgets(line, sizeof line, f)) {
         if (line[0] == '#') continue;
         line[strcspn(line, "\n")] = 0;
-        char *fld[8];
-        if (split_tabs(line, fld, 8) != 8) {
+        char *fld[9];
+        if (split_tabs(line, fld, 9) != 9) {
             CHECKF(0, "malformed fixture line %d", cases + 1);
             continue;
         }
@@ -94,6 +95,8 @@ static void test_reference_cases(void) {
                    fld[7]);
             with_offsets++;
         }
+        CHECKF(l.invalid_utf8 == atol(fld[8]), "%s: %ld invalid UTF-8 sequences, Python finds %s", fld[4], l.invalid_utf8,
+               fld[8]);
         for (int i = 0; i < l.n; i++)
             CHECKF(l.tokens[i].start >= 0 && l.tokens[i].start < l.tokens[i].end && l.tokens[i].end <= len &&
                        (i == 0 || l.tokens[i].start >= l.tokens[i - 1].start),

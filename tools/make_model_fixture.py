@@ -11,7 +11,13 @@ config.json. No dropout (eval mode; bert.c runs with training=false).
   fixture_tanh   gelu_new,    B=2 T=12 P=3: no padding, every slot labelled
 
 Run: /usr/bin/python3 tools/make_model_fixture.py   (Debian python3-torch; no venv)
+
+A larger, uncommitted check at real BERT shapes (bert-base widths, 2 layers, T=128, 20
+masked slots, padding) -- the C test reads it when BERT_EXTRA_FIXTURE names it:
+  /usr/bin/python3 tools/make_model_fixture.py --large /tmp/bert_large/fixture_base
+  BERT_EXTRA_FIXTURE=/tmp/bert_large/fixture_base ./build/tests/test_model
 """
+import argparse
 import json
 import os
 import sys
@@ -80,14 +86,33 @@ def batch_full(cfg, rng):
                 masked_positions=positions, masked_labels=labels, next_sentence_labels=np.array([1, 0], np.int32))
 
 
+def batch_large(cfg, rng):
+    B, T, P = 4, 128, 20
+    lengths = [128, 97, 128, 64]
+    mask = np.zeros((B, T), np.int32)
+    for b, n in enumerate(lengths):
+        mask[b, :n] = 1
+    ids = rng.integers(1000, cfg.vocab_size, size=(B, T)).astype(np.int32)
+    ids[mask == 0] = 0
+    types = np.zeros((B, T), np.int32)
+    for b, n in enumerate(lengths):
+        types[b, n // 2:n] = 1
+    positions = np.stack([np.sort(rng.choice(np.arange(1, n - 1), P, replace=False)) for n in lengths]).astype(np.int32)
+    labels = rng.integers(1000, cfg.vocab_size, size=(B, P)).astype(np.int32)
+    labels[1, 15:] = -1
+    labels[3, 10:] = -1
+    return dict(input_ids=ids, token_type_ids=types, attention_mask=mask, masked_positions=positions,
+                masked_labels=labels, next_sentence_labels=np.array([0, 1, 1, 0], np.int32))
+
+
 def run(model, batch):
     t = {k: torch.from_numpy(v.astype(np.int64)) for k, v in batch.items()}
     return model(t["input_ids"], t["token_type_ids"], t["attention_mask"], t["masked_positions"],
                  t["masked_labels"], t["next_sentence_labels"])
 
 
-def build(name, act, batch_fn, seed):
-    cfg = make_config(act)
+def build(name, act, batch_fn, seed, cfg=None, out_dir=OUT_DIR, steps=10):
+    cfg = cfg or make_config(act)
     model = make_model(cfg, seed)
     weights = {k: v.detach().numpy().astype(np.float32) for k, v in model.state_dict().items()}
     model = model.double().eval()  # the reference computes in float64 from the float32 weights
@@ -106,7 +131,7 @@ def build(name, act, batch_fn, seed):
     opt = torch.optim.AdamW(model.adamw_param_groups(ADAMW["weight_decay"]), lr=ADAMW["lr"], betas=ADAMW["betas"],
                             eps=ADAMW["eps"])
     losses = []
-    for _ in range(10):
+    for _ in range(steps):
         opt.zero_grad()
         step_loss, _, _ = run(model, batch)
         losses.append(step_loss.item())
@@ -125,16 +150,26 @@ def build(name, act, batch_fn, seed):
     tensors["adamw.hparams"] = np.array([ADAMW["lr"], *ADAMW["betas"], ADAMW["eps"], ADAMW["weight_decay"]],
                                         np.float32)
     tensors.update(grads)
-    os.makedirs(OUT_DIR, exist_ok=True)
-    safetensors_io.write(os.path.join(OUT_DIR, f"{name}.safetensors"), tensors,
+    os.makedirs(out_dir, exist_ok=True)
+    safetensors_io.write(os.path.join(out_dir, f"{name}.safetensors"), tensors,
                          {"format": "pt", "generator": "tools/make_model_fixture.py"})
-    with open(os.path.join(OUT_DIR, f"{name}.config.json"), "w") as f:
+    with open(os.path.join(out_dir, f"{name}.config.json"), "w") as f:
         json.dump(cfg.to_dict(), f, indent=2)
         f.write("\n")
     print(f"{name}: loss {loss.item():.6f}, adamw losses {losses[0]:.4f} -> {losses[-1]:.4f}")
 
 
 if __name__ == "__main__":
-    torch.set_num_threads(1)
-    build("fixture", "gelu", batch_main, seed=1234)
-    build("fixture_tanh", "gelu_new", batch_full, seed=99)
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--large", metavar="STEM", help="write only the large check to STEM.safetensors/.config.json")
+    args = ap.parse_args()
+    if args.large:
+        torch.set_num_threads(2)
+        cfg = torch_bert.preset("bert-base")
+        cfg.num_hidden_layers = 2
+        build(os.path.basename(args.large), "gelu", batch_large, seed=7, cfg=cfg,
+              out_dir=os.path.dirname(os.path.abspath(args.large)), steps=3)
+    else:
+        torch.set_num_threads(1)
+        build("fixture", "gelu", batch_main, seed=1234)
+        build("fixture_tanh", "gelu_new", batch_full, seed=99)

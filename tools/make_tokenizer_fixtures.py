@@ -6,6 +6,7 @@ reference implementations run offline.
                 Cases with never_split use HuggingFace transformers' Python BertTokenizer
                 (BertTokenizerLegacy in transformers 5), which splits the text around its
                 special tokens first (Google's has no such option).
+  invalid_utf8  how many U+FFFD Python's bytes.decode("utf-8", "replace") makes
   offsets       HuggingFace `tokenizers` (Rust) BertWordPieceTokenizer character offsets,
                 turned into byte offsets of the original bytes; only where its tokens equal
                 the reference's (it lacks final sigma, for one), else "-".
@@ -111,7 +112,7 @@ def decode_with_spans(data):
             spans.append((pos, pos + n))
             pos += n
     assert pos == len(data)
-    return text, spans
+    return text, spans, len(bad)
 
 
 def hf_offsets(hf, text, spans, tokens):
@@ -136,7 +137,7 @@ def main():
         hf_special = BertTokenizerLegacy(vocab_file, do_lower_case=lower)
         for group, raw, max_chars, never_split in CASES:
             data = raw.encode("utf-8") if isinstance(raw, str) else raw
-            text, spans = decode_with_spans(data)
+            text, spans, invalid = decode_with_spans(data)
             if never_split:
                 hf_special.wordpiece_tokenizer.max_input_chars_per_word = max_chars
                 tokens = hf_special.tokenize(text)
@@ -151,13 +152,14 @@ def main():
                 casing, group, str(max_chars), ",".join(SPECIALS) if never_split else "-", data.hex(),
                 " ".join(tokens), " ".join(map(str, ids)),
                 " ".join(f"{a}:{b}" for a, b in offsets) if offsets is not None else "-",
+                str(invalid),
             ]))
     out = os.path.join(ROOT, "tests/data/tokenizer/cases.tsv")
     with open(out, "w", encoding="utf-8") as f:
-        f.write("# casing\tgroup\tmax_chars\tnever_split\tinput_hex\ttokens\tids\tbyte_offsets"
+        f.write("# casing\tgroup\tmax_chars\tnever_split\tinput_hex\ttokens\tids\tbyte_offsets\tinvalid_utf8"
                 "  (made by tools/make_tokenizer_fixtures.py)\n")
         f.write("\n".join(rows) + "\n")
-    with_offsets = sum(1 for r in rows if not r.endswith("\t-"))
+    with_offsets = sum(1 for r in rows if r.split("\t")[7] != "-")
     print(f"{out}: {len(rows)} cases, {with_offsets} with HF offsets")
 
 

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "bench/sgemm_peak.h"
 #include "cli/commands.h"
@@ -32,6 +33,7 @@ typedef struct {   /* synthetic inputs: owned arrays plus the BertBatch views of
 typedef struct {
     int steps;
     double total_s, best_s, forward_s, backward_s, optimizer_s;
+    double cpu_s;   /* process CPU time (all threads): the work done, whatever else runs */
     float first_loss, last_loss;
 } Timing;
 
@@ -95,10 +97,17 @@ static void synthetic_batch_free(SyntheticBatch *s) {
     free(s->ids), free(s->types), free(s->mask), free(s->positions), free(s->labels), free(s->nsp);
 }
 
-static void timing_add(Timing *t, double step_s, bool timed) {
+static double cpu_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void timing_add(Timing *t, double step_s, double cpu_s, bool timed) {
     if (!timed) return;
     t->steps++;
     t->total_s += step_s;
+    t->cpu_s += cpu_s;
     if (t->best_s == 0 || step_s < t->best_s) t->best_s = step_s;
 }
 
@@ -108,7 +117,7 @@ static int bench_train(BertModel *m, const SyntheticBatch *s, const BenchOptions
     memset(t, 0, sizeof *t);
     for (int step = 1; step <= o->warmup + o->steps; step++) {
         bool timed = step > o->warmup;
-        double t0 = now_seconds();
+        double t0 = now_seconds(), c0 = cpu_seconds();
         bert_zero_grad(m);
         float loss = bert_forward(m, &s->train, true, (uint64_t)o->seed * 1000003u + (uint64_t)step);
         if (isnan(loss)) { fprintf(stderr, "bert bench: %s\n", bert_last_error(m)); return -1; }
@@ -119,7 +128,7 @@ static int bench_train(BertModel *m, const SyntheticBatch *s, const BenchOptions
         double t3 = now_seconds();
         if (step == 1) t->first_loss = loss;
         t->last_loss = loss;
-        timing_add(t, t3 - t0, timed);
+        timing_add(t, t3 - t0, cpu_seconds() - c0, timed);
         if (timed) t->forward_s += t1 - t0, t->backward_s += t2 - t1, t->optimizer_s += t3 - t2;
         if (!o->json)
             fprintf(stderr, "  train step %d%s: %.1f ms (loss %.4f)\n", step, timed ? "" : " (warm-up)",
@@ -131,11 +140,11 @@ static int bench_train(BertModel *m, const SyntheticBatch *s, const BenchOptions
 static int bench_infer(BertModel *m, const SyntheticBatch *s, const BenchOptions *o, Timing *t) {
     memset(t, 0, sizeof *t);
     for (int step = 1; step <= o->warmup + o->infer_steps; step++) {
-        double t0 = now_seconds();
+        double t0 = now_seconds(), c0 = cpu_seconds();
         float r = bert_forward(m, &s->infer, false, 0);
         if (isnan(r)) { fprintf(stderr, "bert bench: %s\n", bert_last_error(m)); return -1; }
         double dt = now_seconds() - t0;
-        timing_add(t, dt, step > o->warmup);
+        timing_add(t, dt, cpu_seconds() - c0, step > o->warmup);
         t->forward_s += step > o->warmup ? dt : 0;
     }
     return 0;
@@ -171,45 +180,53 @@ static void print_text(const BenchReport *r, const BenchOptions *o) {
            c->hidden_size, c->num_attention_heads, c->intermediate_size, c->vocab_size, r->params / 1e6);
     printf("shapes    batch %d, seq %d, %d masked slots per sequence, %.1f%% real tokens, %d threads\n", B,
            o->seq, o->preds, 100.0 * r->real_tokens / ((double)B * o->seq), o->threads);
-    printf("sgemm     peak %.1f GFLOP/s (%s; best of 4096x768x768 %.1f, x3072x768 %.1f, x768x3072 %.1f)\n",
-           r->peak.peak_gflops, r->measured_peak ? "measured now" : "given by --sgemm_peak",
-           r->peak.shapes[0].best_gflops, r->peak.shapes[1].best_gflops, r->peak.shapes[2].best_gflops);
+    if (r->measured_peak)
+        printf("sgemm     peak %.1f GFLOP/s (measured now, best of 4096x768x768 %.1f, x3072x768 %.1f, x768x3072 %.1f)\n",
+               r->peak.peak_gflops, r->peak.shapes[0].best_gflops, r->peak.shapes[1].best_gflops,
+               r->peak.shapes[2].best_gflops);
+    else
+        printf("sgemm     peak %.1f GFLOP/s (given by --sgemm_peak)\n", r->peak.peak_gflops);
     if (r->train.steps) {
         const Timing *t = &r->train;
         double g = gflops(t, r->train_flops);
         printf("train     %.2f seq/s, %.1f ms/step (best %.1f; forward %.1f, backward %.1f, AdamW %.1f), "
-               "%.1f GFLOP/s = %.0f%% of sgemm peak [%.2f GFLOP/seq, %d steps, loss %.3f -> %.3f]\n",
+               "%.1f GFLOP/s = %.0f%% of sgemm peak, CPU %.1f ms/step [%.2f GFLOP/seq, %d steps, loss %.3f -> %.3f]\n",
                seq_per_s(t, B), 1e3 * t->total_s / t->steps, 1e3 * t->best_s, 1e3 * t->forward_s / t->steps,
                1e3 * t->backward_s / t->steps, 1e3 * t->optimizer_s / t->steps, g, percent_of_peak(r, g),
-               r->train_flops / B * 1e-9, t->steps, t->first_loss, t->last_loss);
+               1e3 * t->cpu_s / t->steps, r->train_flops / B * 1e-9, t->steps, t->first_loss, t->last_loss);
     }
     if (r->infer.steps) {
         const Timing *t = &r->infer;
         double g = gflops(t, r->infer_flops);
-        printf("inference %.2f seq/s, %.1f ms/batch (best %.1f), %.1f GFLOP/s = %.0f%% of sgemm peak "
-               "[%.2f GFLOP/seq, %d batches]\n", seq_per_s(t, B), 1e3 * t->total_s / t->steps,
-               1e3 * t->best_s, g, percent_of_peak(r, g), r->infer_flops / B * 1e-9, t->steps);
+        printf("inference %.2f seq/s, %.1f ms/batch (best %.1f), %.1f GFLOP/s = %.0f%% of sgemm peak, "
+               "CPU %.1f ms/batch [%.2f GFLOP/seq, %d batches]\n", seq_per_s(t, B), 1e3 * t->total_s / t->steps,
+               1e3 * t->best_s, g, percent_of_peak(r, g), 1e3 * t->cpu_s / t->steps, r->infer_flops / B * 1e-9,
+               t->steps);
     }
     printf("memory    peak RSS %.1f MiB (model buffers %.1f MiB)\n", r->peak_rss / 1048576.0,
            r->model_bytes / 1048576.0);
 }
 
-/* One JSON object on stdout, the format bench/run_model_bench.sh reads. */
+/* Mean milliseconds per timed step of a total in seconds (0 when nothing was timed). */
+static double mean_ms(const Timing *t, double total_s) { return t->steps ? 1e3 * total_s / t->steps : 0; }
+
+/* One JSON object on stdout, the format bench/run_model_bench.sh reads (bench_pytorch.py
+ * writes the same keys). */
 static void print_json(const BenchReport *r, const BenchOptions *o) {
-    double tg = gflops(&r->train, r->train_flops), ig = gflops(&r->infer, r->infer_flops);
+    const Timing *tr = &r->train, *in = &r->infer;
     printf("{\"impl\": \"bert.c\", \"preset\": \"%s\", \"batch\": %d, \"seq\": %d, \"preds\": %d, "
-           "\"threads\": %d, \"params\": %zu, \"sgemm_peak_gflops\": %.2f, "
-           "\"train_seq_per_s\": %.4f, \"train_ms_per_step\": %.2f, \"train_gflops\": %.2f, "
-           "\"train_forward_ms\": %.2f, \"train_backward_ms\": %.2f, \"train_optimizer_ms\": %.2f, "
-           "\"infer_seq_per_s\": %.4f, \"infer_gflops\": %.2f, \"peak_rss_mib\": %.1f, "
-           "\"train_gflop_per_seq\": %.4f, \"train_steps\": %d, \"infer_steps\": %d}\n",
+           "\"threads\": %d, \"params\": %zu, \"sgemm_peak_gflops\": %.2f, \"pad_fraction\": %.3f, ",
            r->name, o->batch, o->seq, o->preds, o->threads, r->params, r->peak.peak_gflops,
-           seq_per_s(&r->train, o->batch), r->train.steps ? 1e3 * r->train.total_s / r->train.steps : 0, tg,
-           r->train.steps ? 1e3 * r->train.forward_s / r->train.steps : 0,
-           r->train.steps ? 1e3 * r->train.backward_s / r->train.steps : 0,
-           r->train.steps ? 1e3 * r->train.optimizer_s / r->train.steps : 0,
-           seq_per_s(&r->infer, o->batch), ig, r->peak_rss / 1048576.0, r->train_flops / o->batch * 1e-9,
-           r->train.steps, r->infer.steps);
+           1.0 - r->real_tokens / ((double)o->batch * o->seq));
+    printf("\"train_seq_per_s\": %.4f, \"train_ms_per_step\": %.2f, \"train_gflops\": %.2f, "
+           "\"train_forward_ms\": %.2f, \"train_backward_ms\": %.2f, \"train_optimizer_ms\": %.2f, "
+           "\"train_cpu_ms_per_step\": %.2f, ",
+           seq_per_s(tr, o->batch), mean_ms(tr, tr->total_s), gflops(tr, r->train_flops), mean_ms(tr, tr->forward_s),
+           mean_ms(tr, tr->backward_s), mean_ms(tr, tr->optimizer_s), mean_ms(tr, tr->cpu_s));
+    printf("\"infer_seq_per_s\": %.4f, \"infer_gflops\": %.2f, \"infer_cpu_ms_per_batch\": %.2f, "
+           "\"peak_rss_mib\": %.1f, \"train_gflop_per_seq\": %.4f, \"train_steps\": %d, \"infer_steps\": %d}\n",
+           seq_per_s(in, o->batch), gflops(in, r->infer_flops), mean_ms(in, in->cpu_s), r->peak_rss / 1048576.0,
+           r->train_flops / o->batch * 1e-9, tr->steps, in->steps);
 }
 
 static int check_options(const BenchOptions *o, const BertConfig *cfg) {

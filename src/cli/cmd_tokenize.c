@@ -6,10 +6,12 @@
  * (or, failing that, after its last ASCII punctuation mark that is not case-ignorable),
  * where the reference's result cannot depend on what follows, so memory stays bounded
  * however long a line is. */
+#include <errno.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <utf8proc.h>
 
 #include "cli/commands.h"
@@ -187,10 +189,13 @@ static void stream_stdin(const Format *f, size_t block, int threads, StreamStats
     LineOut partial = {&single, f, 0, false};  /* a long line written chunk by chunk */
     bool in_partial = false;
     for (bool eof = false; !eof;) {
-        size_t got = fread(buf + filled, 1, block - filled, stdin);
-        filled += got;
-        eof = got == 0 && (feof(stdin) || ferror(stdin));
-        if (eof && ferror(stdin)) st->read_error = true;
+        /* read(), not fread(): from a pipe it returns what has arrived, so a caller that
+         * writes one line and waits for its tokens gets them (output is flushed below). */
+        ssize_t got = read(STDIN_FILENO, buf + filled, block - filled);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) st->read_error = true;
+        eof = got <= 0;
+        if (got > 0) filled += (size_t)got;
         size_t used = collect_lines(buf, filled, &lines, &n, &cap);
         int first = 0;
         if (in_partial && n > 0) {  /* the rest of a long line */
@@ -202,6 +207,7 @@ static void stream_stdin(const Format *f, size_t block, int threads, StreamStats
             first = 1;
         }
         st->invalid += run_batch(f, lines + first, n - first, pt, threads);
+        fflush(stdout);
         memmove(buf, buf + used, filled - used);
         filled -= used;
         if (filled == 0 || (!eof && filled < block)) continue;

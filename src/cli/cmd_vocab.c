@@ -81,10 +81,13 @@ int cmd_vocab(int argc, char **argv) {
     rc = count_inputs(input, wc, opt.threads, &bytes, &files, &err);
     if (rc == 0) rc = wordpiece_train(wc, &opt, &tokens, &n, &err);
     if (rc == 0) rc = write_vocab(output, tokens, n, &err);
-    if (rc == 0)
+    if (rc == 0) {
         fprintf(stderr, "bert vocab: %d files, %.1f MB, %lld words (%ld distinct) -> %d tokens in %s (%.1f s)\n", files,
                 (double)bytes / 1e6, word_counts_total(wc), word_counts_distinct(wc), n, output, now_seconds() - t0);
-    else
+        if (n < opt.vocab_size)
+            fprintf(stderr, "bert vocab: note: stopped at %d of %d tokens: no pair left that occurs %d times or more\n", n,
+                    opt.vocab_size, opt.min_frequency);
+    } else
         fprintf(stderr, "bert vocab: %s\n", err.msg);
     for (int i = 0; i < n; i++) free(tokens[i]);
     free(tokens);

@@ -6,7 +6,9 @@
  * layout. Backward functions ACCUMULATE into parameter gradients (dweight, dbias, +=) and
  * OVERWRITE activation gradients (dinp) unless the argument says otherwise. Element-wise
  * and row-wise work is split over OpenMP threads; every reduction is ordered the same way
- * whatever the thread count, so results do not depend on it. */
+ * whatever the thread count, so these kernels' results do not depend on it. (OpenBLAS's
+ * sgemm is bit-identical across thread counts for most but not all shapes: it can block a
+ * long K differently, e.g. K = vocab; the difference is float rounding.) */
 #ifndef BERT_KERNELS_H
 #define BERT_KERNELS_H
 

@@ -221,12 +221,12 @@ void k_embeddings_backward(float *dword, float *dpos, float *dtype, const float 
 
 /* ---------------------------------------------------------------- attention */
 
-/* Row-wise softmax of scores [T, L] in place; masked keys (when the sequence has holes)
- * get probability 0. */
-static void softmax_rows(float *s, int T, int L, const int32_t *mask, bool has_holes) {
+/* Row-wise softmax of scores [T, L] in place; keys with mask 0 (mask non-NULL only when the
+ * sequence has padding before its last real token) get probability 0. */
+static void softmax_rows(float *s, int T, int L, const int32_t *mask) {
     for (int i = 0; i < T; i++) {
         float *restrict row = s + (size_t)i * L;
-        if (has_holes)
+        if (mask)
             for (int j = 0; j < L; j++)
                 if (!mask[j]) row[j] = -INFINITY;
         float mx = -INFINITY;
@@ -255,68 +255,93 @@ static void dropout_probs(float *dst, const float *src, int T, int L, size_t blo
     }
 }
 
+/* One (sequence, head) block. q, k, v point into the [T, 3H] QKV rows of the sequence
+ * (row stride 3H); L = kv_len; scratch holds 2*T*T floats of this thread's. */
+typedef struct {
+    const float *q, *k, *v;
+    int T, L, d, H;
+    size_t block;
+    const int32_t *mask;  /* the sequence's mask when it has holes, else NULL */
+} AttnBlock;
+
+static void attention_block_forward(const AttnBlock *x, float *ctx, float *p, float *scratch, const AttentionArgs *a) {
+    const int T = x->T, L = x->L, d = x->d, H3 = 3 * x->H;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, L, d, 1.0f / sqrtf((float)d), x->q, H3, x->k, H3, 0.0f,
+                p, L);
+    softmax_rows(p, T, L, x->mask);
+    const float *pd = p;
+    if (a->dropout_p > 0.0f) {
+        dropout_probs(scratch, p, T, L, x->block, a->dropout_p, a->dropout_key);
+        pd = scratch;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, d, L, 1.0f, pd, L, x->v, H3, 0.0f, ctx, x->H);
+}
+
+/* g = P * (g - rowsum(P * g)) * scale: softmax backward, the 1/sqrt(d) scale folded in. */
+static void softmax_backward_rows(float *g, const float *p, int T, int L, float scale) {
+    for (int i = 0; i < T; i++) {
+        const float *restrict pr = p + (size_t)i * L;
+        float *restrict gr = g + (size_t)i * L;
+        float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+        for (int j = 0; j < L; j++) dot += pr[j] * gr[j];
+        for (int j = 0; j < L; j++) gr[j] = pr[j] * (gr[j] - dot) * scale;
+    }
+}
+
+static void attention_block_backward(const AttnBlock *x, float *dq, const float *dctx, const float *p, float *scratch,
+                                     const AttentionArgs *a) {
+    const int T = x->T, L = x->L, d = x->d, H = x->H, H3 = 3 * H;
+    float *dk = dq + H, *dv = dq + 2 * H, *dp = scratch, *pd_buf = scratch + (size_t)T * T;
+    /* dP_dropped = dctx V^T; dV = P_dropped^T dctx */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, L, d, 1.0f, dctx, H, x->v, H3, 0.0f, dp, L);
+    const float *pd = p;
+    if (a->dropout_p > 0.0f) {
+        dropout_probs(pd_buf, p, T, L, x->block, a->dropout_p, a->dropout_key);
+        dropout_probs(dp, dp, T, L, x->block, a->dropout_p, a->dropout_key);
+        pd = pd_buf;
+    }
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, L, d, T, 1.0f, pd, L, dctx, H, 0.0f, dv, H3);
+    softmax_backward_rows(dp, p, T, L, 1.0f / sqrtf((float)d));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, d, L, 1.0f, dp, L, x->k, H3, 0.0f, dq, H3);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, L, d, T, 1.0f, dp, L, x->q, H3, 0.0f, dk, H3);
+    for (int j = L; j < T; j++) {  /* keys after the last real token got no attention */
+        memset(dk + (size_t)j * H3, 0, sizeof(float) * d);
+        memset(dv + (size_t)j * H3, 0, sizeof(float) * d);
+    }
+}
+
+static AttnBlock attention_block(const AttentionArgs *a, const float *qkv, int b, int h) {
+    const int H = a->A * a->d;
+    const float *q = qkv + (size_t)b * a->T * 3 * H + (size_t)h * a->d;
+    return (AttnBlock){.q = q, .k = q + H, .v = q + 2 * H, .T = a->T, .L = a->kv_len[b], .d = a->d, .H = H,
+                       .block = (size_t)b * a->A + h, .mask = a->has_holes[b] ? a->mask + (size_t)b * a->T : NULL};
+}
+
 void k_attention_forward(float *ctx, float *probs, const float *qkv, const AttentionArgs *a) {
-    const int B = a->B, T = a->T, A = a->A, d = a->d, H = A * d;
-    const float scale = 1.0f / sqrtf((float)d);
-    const bool parallel = (long)B * A * T * T * d >= PARALLEL_MIN_WORK;
+    const int B = a->B, T = a->T, A = a->A, H = A * a->d;
+    const bool parallel = (long)B * A * T * T * a->d >= PARALLEL_MIN_WORK;
 #pragma omp parallel for collapse(2) schedule(dynamic, 1) num_threads(a->nthreads) if (parallel)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < A; h++) {
-            const int L = a->kv_len[b];
-            const size_t block = (size_t)b * A + h;
-            const float *q = qkv + (size_t)b * T * 3 * H + h * d, *k = q + H, *v = q + 2 * H;
-            float *p = probs + block * T * T;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, L, d, scale, q, 3 * H, k, 3 * H, 0.0f, p, L);
-            softmax_rows(p, T, L, a->has_holes[b] ? a->mask + (size_t)b * T : NULL, a->has_holes[b]);
-            const float *pd = p;
-            if (a->dropout_p > 0.0f) {
-                float *buf = a->scratch + (size_t)omp_get_thread_num() * 2 * T * T;
-                dropout_probs(buf, p, T, L, block, a->dropout_p, a->dropout_key);
-                pd = buf;
-            }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, d, L, 1.0f, pd, L, v, 3 * H, 0.0f,
-                        ctx + (size_t)b * T * H + h * d, H);
+            AttnBlock x = attention_block(a, qkv, b, h);
+            float *scratch = a->scratch + (size_t)omp_get_thread_num() * 2 * T * T;
+            attention_block_forward(&x, ctx + (size_t)b * T * H + (size_t)h * a->d, probs + x.block * T * T, scratch,
+                                    a);
         }
 }
 
 void k_attention_backward(float *dqkv, const float *dctx, const float *qkv, const float *probs, const AttentionArgs *a) {
-    const int B = a->B, T = a->T, A = a->A, d = a->d, H = A * d;
-    const float scale = 1.0f / sqrtf((float)d);
-    const bool parallel = (long)B * A * T * T * d >= PARALLEL_MIN_WORK;
+    const int B = a->B, T = a->T, A = a->A, H = A * a->d;
+    const bool parallel = (long)B * A * T * T * a->d >= PARALLEL_MIN_WORK;
 #pragma omp parallel for collapse(2) schedule(dynamic, 1) num_threads(a->nthreads) if (parallel)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < A; h++) {
-            const int L = a->kv_len[b];
-            const size_t block = (size_t)b * A + h;
-            const float *q = qkv + (size_t)b * T * 3 * H + h * d, *k = q + H, *v = q + 2 * H;
-            float *dq = dqkv + (size_t)b * T * 3 * H + h * d, *dk = dq + H, *dv = dq + 2 * H;
-            const float *dc = dctx + (size_t)b * T * H + h * d;
-            const float *p = probs + block * T * T;
-            float *dp = a->scratch + (size_t)omp_get_thread_num() * 2 * T * T, *pd_buf = dp + (size_t)T * T;
-            /* dP_dropped = dctx @ V^T; dV = P_dropped^T @ dctx */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, L, d, 1.0f, dc, H, v, 3 * H, 0.0f, dp, L);
-            const float *pd = p;
-            if (a->dropout_p > 0.0f) {
-                dropout_probs(pd_buf, p, T, L, block, a->dropout_p, a->dropout_key);
-                pd = pd_buf;
-                dropout_probs(dp, dp, T, L, block, a->dropout_p, a->dropout_key);
-            }
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, L, d, T, 1.0f, pd, L, dc, H, 0.0f, dv, 3 * H);
-            /* softmax backward with the 1/sqrt(d) scale folded in */
-            for (int i = 0; i < T; i++) {
-                const float *restrict pr = p + (size_t)i * L;
-                float *restrict g = dp + (size_t)i * L;
-                float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-                for (int j = 0; j < L; j++) dot += pr[j] * g[j];
-                for (int j = 0; j < L; j++) g[j] = pr[j] * (g[j] - dot) * scale;
-            }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, d, L, 1.0f, dp, L, k, 3 * H, 0.0f, dq, 3 * H);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, L, d, T, 1.0f, dp, L, q, 3 * H, 0.0f, dk, 3 * H);
-            for (int j = L; j < T; j++) {
-                memset(dk + (size_t)j * 3 * H, 0, sizeof(float) * d);
-                memset(dv + (size_t)j * 3 * H, 0, sizeof(float) * d);
-            }
+            AttnBlock x = attention_block(a, qkv, b, h);
+            float *scratch = a->scratch + (size_t)omp_get_thread_num() * 2 * T * T;
+            size_t off = (size_t)b * T * 3 * H + (size_t)h * a->d;
+            attention_block_backward(&x, dqkv + off, dctx + (size_t)b * T * H + (size_t)h * a->d,
+                                     probs + x.block * T * T, scratch, a);
         }
 }
 

@@ -39,9 +39,13 @@ int   bert_save_safetensors(const BertModel *m, const char *path, BertError *err
 size_t bert_num_parameters(const BertModel *m);
 
 /* Forward. training=true applies dropout with the counter-based RNG keyed by dropout_seed
- * (pass e.g. hash(seed, step)). Returns the total loss (MLM mean over non-ignored slots +
- * NSP mean) when labels are given, else 0. A batch that fails bert_batch_validate returns
- * NAN and leaves the message in bert_last_error(). Logits stay readable: */
+ * (pass e.g. rng_key(seed, step)); the masks do not depend on the thread count. Returns the
+ * total loss (MLM mean over non-ignored slots + NSP mean) when labels are given, else 0.
+ * The MLM head runs only on slots whose label is not -1 (all slots when masked_labels is
+ * NULL); the positions of ignored slots are not read. Attention skips the keys after each
+ * sequence's last real token; padding before it gets probability 0 (HF's semantics). A
+ * batch that fails bert_batch_validate returns NAN and leaves the message in
+ * bert_last_error(). Logits stay readable: */
 float bert_forward(BertModel *m, const BertBatch *b, bool training, uint64_t dropout_seed);
 const float *bert_mlm_logits(const BertModel *m);  /* [B*P, vocab]; rows of ignored slots (-1) are zero */
 const float *bert_nsp_logits(const BertModel *m);  /* [B, 2] */

@@ -71,13 +71,8 @@ static void layer_backward(BertModel *m, int l, const float *x, const int32_t *m
     memcpy(d->d_x, d->d_sum, sizeof(float) * N * H);   /* residual branch */
     k_dropout(d->d_sum, (long)N * H, pdrop, rng_key(m->dropout_seed, dropout_site(l, SITE_ATTN_OUT)), 0);
     k_matmul_backward(d->d_ctx, g->attn_out_w, g->attn_out_b, d->d_sum, a->ctx, p->attn_out_w, N, H, H, false);
-    AttentionArgs args = {.B = m->B, .T = m->T, .A = c->num_attention_heads,
-                          .d = H / c->num_attention_heads, .kv_len = m->kv_len, .mask = mask,
-                          .has_holes = m->has_holes, .scratch = d->attn_scratch, .nthreads = m->nthreads};
-    if (m->training) {
-        args.dropout_p = c->attention_probs_dropout_prob;
-        args.dropout_key = rng_key(m->dropout_seed, dropout_site(l, SITE_ATTN_PROBS));
-    }
+    AttentionArgs args;
+    bert_attention_args(m, &args, mask, l);
     k_attention_backward(d->d_qkv, d->d_ctx, a->qkv, a->probs, &args);
     k_matmul_backward(d->d_x, g->qkv_w, g->qkv_b, d->d_qkv, x, p->qkv_w, N, H, 3 * H, true);
 }

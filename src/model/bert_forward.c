@@ -36,7 +36,7 @@ static void prepare_batch(BertModel *m, const BertBatch *b) {
     if (m->have_nsp_labels) memcpy(m->nsp_label, b->next_sentence_labels, sizeof(int32_t) * B);
 }
 
-static void attention_args(const BertModel *m, AttentionArgs *a, const int32_t *mask, int layer) {
+void bert_attention_args(const BertModel *m, AttentionArgs *a, const int32_t *mask, int layer) {
     const BertConfig *c = &m->cfg;
     *a = (AttentionArgs){.B = m->B, .T = m->T, .A = c->num_attention_heads,
                          .d = c->hidden_size / c->num_attention_heads, .kv_len = m->kv_len, .mask = mask,
@@ -56,7 +56,7 @@ static void layer_forward(BertModel *m, int l, const float *x, const int32_t *ma
     LayerActs *a = &m->act.layers[l];
     const float pdrop = hidden_dropout_p(m);
     AttentionArgs args;
-    attention_args(m, &args, mask, l);
+    bert_attention_args(m, &args, mask, l);
 
     k_matmul_forward(a->qkv, x, p->qkv_w, p->qkv_b, N, H, 3 * H);
     k_attention_forward(a->ctx, a->probs, a->qkv, &args);

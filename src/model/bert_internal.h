@@ -2,6 +2,7 @@
 #ifndef BERT_MODEL_INTERNAL_H
 #define BERT_MODEL_INTERNAL_H
 
+#include "kernels/kernels.h"
 #include "model/bert.h"
 
 /* Named views of one encoder layer's parameters (or gradients: the same layout). The query,
@@ -79,6 +80,10 @@ enum { SITE_EMBEDDINGS = 0, SITE_ATTN_PROBS = 1, SITE_ATTN_OUT = 2, SITE_FFN_OUT
 static inline uint64_t dropout_site(int layer, int kind) {
     return kind == SITE_EMBEDDINGS ? 0 : 1 + (uint64_t)layer * SITES_PER_LAYER + (uint64_t)(kind - 1);
 }
+
+/* The attention kernel's arguments for layer `layer` of the current batch (dropout keyed
+ * by the forward's seed when training). */
+void bert_attention_args(const BertModel *m, AttentionArgs *a, const int32_t *mask, int layer);
 
 /* bert_grad_norm sums squares over chunks of this many gradients. */
 enum { GRAD_NORM_CHUNK = 1 << 16 };

@@ -44,7 +44,8 @@ typedef struct {
     char *bytes;        /* the current word in UTF-8 */
     int *byte_at;       /* byte offset of each code point of the word (+1 at the end) */
     uint64_t *prefix_hash;
-    size_t word_cap;    /* capacity of bytes/4, byte_at, prefix_hash (in code points) */
+    int *piece_id, *piece_end;  /* WordPiece result of the current word */
+    size_t word_cap;    /* capacity of bytes/4 and the arrays above (in code points) */
 } Scratch;
 
 typedef void (*WordSink)(const Tokenizer *t, Scratch *s, const Char *w, size_t n, void *ctx);
@@ -105,6 +106,8 @@ static void scratch_free(Scratch *s) {
     free(s->bytes);
     free(s->byte_at);
     free(s->prefix_hash);
+    free(s->piece_id);
+    free(s->piece_end);
     free(s);
 }
 
@@ -232,6 +235,8 @@ static void ensure_word_capacity(Scratch *s, size_t n) {
     s->bytes = xrealloc(s->bytes, cap * 4);
     s->byte_at = xrealloc(s->byte_at, cap * sizeof *s->byte_at);
     s->prefix_hash = xrealloc(s->prefix_hash, cap * sizeof *s->prefix_hash);
+    s->piece_id = xrealloc(s->piece_id, cap * sizeof *s->piece_id);
+    s->piece_end = xrealloc(s->piece_end, cap * sizeof *s->piece_end);
     s->word_cap = cap;
 }
 
@@ -302,12 +307,29 @@ static void finish_piece(const Tokenizer *t, Scratch *s, bool needs_transform, W
     s->piece_n = 0;
 }
 
+static void wordpiece_sink(const Tokenizer *t, Scratch *s, const Char *w, size_t n, void *ctx);
+static void wordpiece_ascii_piece(const Tokenizer *t, Scratch *s, const char *text, size_t n, int base, TokenList *out);
+
+/* If the whitespace-delimited piece starting at pos is all ASCII, has nothing to drop
+ * and no never_split entry, and ends at ASCII whitespace or the end of the text: its
+ * end. Otherwise pos (the general path handles it). */
+static size_t ascii_piece_end(const Tokenizer *t, const unsigned char *u, size_t len, size_t pos) {
+    size_t e = pos;
+    for (; e < len && u[e] < 0x80; e++) {
+        uint8_t cls = t->bmp_class[u[e]];
+        if (cls & UC_SPACE) return e;
+        if ((cls & UC_DROP) || t->starts_never_split[u[e]]) return pos;
+    }
+    return e == len ? e : pos;  /* else a non-ASCII character continues the piece */
+}
+
 /* _clean_text, _tokenize_chinese_chars and whitespace_tokenize in one scan of the
- * bytes; each piece goes to finish_piece. Returns the count of invalid sequences. */
+ * bytes; each piece goes to finish_piece, or, when tokenizing and the piece is plain
+ * ASCII, straight to wordpiece_ascii_piece. Returns the count of invalid sequences. */
 static long run_basic(const Tokenizer *t, Scratch *s, const char *text, size_t len, WordSink sink, void *ctx) {
     const unsigned char *u = (const unsigned char *)text;
     long invalid = 0;
-    bool needs_transform = false;
+    bool needs_transform = false, ascii_fast = sink == wordpiece_sink;
     s->piece_n = 0;
     for (size_t pos = 0; pos < len;) {
         int32_t cp;
@@ -320,6 +342,14 @@ static long run_basic(const Tokenizer *t, Scratch *s, const char *text, size_t l
             emit_never_split(t, s, text, pos, special, sink, ctx);
             pos += t->never_split_len[special];
             continue;
+        }
+        if (ascii_fast && s->piece_n == 0 && u[pos] < 0x80 && !(t->bmp_class[u[pos]] & (UC_SPACE | UC_DROP))) {
+            size_t end = ascii_piece_end(t, u, len, pos);
+            if (end > pos) {
+                wordpiece_ascii_piece(t, s, text + pos, end - pos, (int)pos, ctx);
+                pos = end;
+                continue;
+            }
         }
         if (u[pos] < 0x80) {
             cp = u[pos];
@@ -363,51 +393,90 @@ static void span_of(const Char *w, size_t n, int *start, int *end) {
     }
 }
 
-/* Greedy longest-match-first, as WordpieceTokenizer.tokenize; a word longer than
- * max_input_chars_per_word or with an uncoverable remainder becomes one [UNK]. */
-static void wordpiece_sink(const Tokenizer *t, Scratch *s, const Char *w, size_t n, void *ctx) {
-    TokenList *out = ctx;
+/* Greedy longest-match-first, as WordpieceTokenizer.tokenize, over a word of n code
+ * points in UTF-8 `bytes`, code point i starting at byte_at[i] (byte_at NULL: one byte
+ * per code point). The pieces go to s->piece_id / s->piece_end (end code point index);
+ * returns their count, or -1 when the word becomes one [UNK] (longer than
+ * max_input_chars_per_word, or a remainder no vocabulary piece covers). */
+static int wordpiece_split(const Tokenizer *t, Scratch *s, const char *bytes, const int *byte_at, size_t n) {
+    if (n > (size_t)t->max_input_chars_per_word) return -1;
     const Vocab *v = t->vocab;
-    int word_start, word_end;
-    span_of(w, n, &word_start, &word_end);
-    if (n > (size_t)t->max_input_chars_per_word) {
-        push_token(out, t->unk_id, word_start, word_end);
-        return;
-    }
-    size_t nbytes = encode_word(s, w, n);
+#define AT(i) (byte_at ? (size_t)byte_at[i] : (size_t)(i))
+    size_t nbytes = AT(n);
     /* A word can start with "##" only if it is a never_split entry; its first piece is
      * then looked up literally (as "##..." tokens), off the fast path. */
-    bool literal_first = nbytes > 2 && s->bytes[0] == '#' && s->bytes[1] == '#';
-    int first_token = out->n;
+    bool literal_first = nbytes > 2 && bytes[0] == '#' && bytes[1] == '#';
+    int npieces = 0;
     for (size_t i = 0; i < n;) {
         bool cont = i > 0;
         size_t limit = cont ? v->max_cont_bytes : literal_first ? nbytes : v->max_word_bytes;
         uint64_t h = vocab_hash_init(cont);
         size_t longest = i;
-        for (size_t j = i + 1; j <= n && (size_t)(s->byte_at[j] - s->byte_at[i]) <= limit; j++) {
-            h = vocab_hash_extend(h, s->bytes + s->byte_at[j - 1], (size_t)(s->byte_at[j] - s->byte_at[j - 1]));
+        for (size_t j = i + 1; j <= n && AT(j) - AT(i) <= limit; j++) {
+            h = vocab_hash_extend(h, bytes + AT(j - 1), AT(j) - AT(j - 1));
             s->prefix_hash[j] = h;
             longest = j;
         }
         int id = -1;
         size_t j = longest;
         for (; j > i; j--) {
-            const char *piece = s->bytes + s->byte_at[i];
-            size_t len = (size_t)(s->byte_at[j] - s->byte_at[i]);
+            const char *piece = bytes + AT(i);
+            size_t len = AT(j) - AT(i);
             id = !cont && literal_first ? vocab_lookup(v, piece, len)
                                         : vocab_lookup_piece(v, s->prefix_hash[j], cont, piece, len);
             if (id >= 0) break;
         }
-        if (id < 0) {
-            out->n = first_token;
-            push_token(out, t->unk_id, word_start, word_end);
-            return;
-        }
-        int start, end;
-        span_of(w + i, j - i, &start, &end);
-        push_token(out, id, start, end);
+        if (id < 0) return -1;
+        s->piece_id[npieces] = id;
+        s->piece_end[npieces++] = (int)j;
         i = j;
     }
+#undef AT
+    return npieces;
+}
+
+static void wordpiece_sink(const Tokenizer *t, Scratch *s, const Char *w, size_t n, void *ctx) {
+    TokenList *out = ctx;
+    encode_word(s, w, n);
+    int npieces = wordpiece_split(t, s, s->bytes, s->byte_at, n), start, end;
+    if (npieces < 0) {
+        span_of(w, n, &start, &end);
+        push_token(out, t->unk_id, start, end);
+        return;
+    }
+    for (int k = 0, i = 0; k < npieces; i = s->piece_end[k++]) {
+        span_of(w + i, (size_t)(s->piece_end[k] - i), &start, &end);
+        push_token(out, s->piece_id[k], start, end);
+    }
+}
+
+/* One ASCII word w[0..n) at source offset base (fast path below). */
+static void wordpiece_ascii_word(const Tokenizer *t, Scratch *s, const char *w, size_t n, int base, TokenList *out) {
+    int npieces = wordpiece_split(t, s, w, NULL, n);
+    if (npieces < 0) {
+        push_token(out, t->unk_id, base, base + (int)n);
+        return;
+    }
+    for (int k = 0, from = 0; k < npieces; from = s->piece_end[k++])
+        push_token(out, s->piece_id[k], base + from, base + s->piece_end[k]);
+}
+
+/* The common case, on bytes: a whitespace-delimited piece text[0..n) that is all ASCII
+ * with nothing to drop, so code point i is byte i, at source offset base + i. Same steps
+ * as finish_piece + wordpiece_sink without the per-character records. */
+static void wordpiece_ascii_piece(const Tokenizer *t, Scratch *s, const char *text, size_t n, int base, TokenList *out) {
+    ensure_word_capacity(s, n);
+    char *b = s->bytes;
+    for (size_t i = 0; i < n; i++)
+        b[i] = (char)(t->do_lower_case && text[i] >= 'A' && text[i] <= 'Z' ? text[i] + ('a' - 'A') : text[i]);
+    size_t word_start = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!(t->bmp_class[(unsigned char)b[i]] & UC_PUNCT)) continue;
+        if (i > word_start) wordpiece_ascii_word(t, s, b + word_start, i - word_start, base + (int)word_start, out);
+        wordpiece_ascii_word(t, s, b + i, 1, base + (int)i, out);
+        word_start = i + 1;
+    }
+    if (n > word_start) wordpiece_ascii_word(t, s, b + word_start, n - word_start, base + (int)word_start, out);
 }
 
 int tokenize(const Tokenizer *t, const char *text, size_t len, TokenList *out) {

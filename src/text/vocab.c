@@ -1,7 +1,9 @@
-/* WordPiece vocabulary: tokens by id, and an open-addressing hash from token bytes to id.
+/* WordPiece vocabulary: tokens by id, and an open-addressing hash to id from
+ * (is "##" continuation, piece bytes).
  *
- * The hash is FNV-1a over the token's bytes, so the tokenizer can hash the prefixes of a
- * word incrementally (one pass per start position) and look each up without rehashing. */
+ * The hash is FNV-1a over the piece's bytes (a different start value for continuations),
+ * so the tokenizer hashes the prefixes of a word incrementally, one pass per start
+ * position, and looks each up without rehashing. */
 #include "text/vocab_internal.h"
 
 #include <stdlib.h>
@@ -25,7 +27,7 @@ static uint32_t tag_of(uint64_t h) { return (uint32_t)(h >> 32); }
 
 static bool starts_continuation(const char *tok, size_t len) { return len > 2 && tok[0] == '#' && tok[1] == '#'; }
 
-/* Pieces are short: a plain loop beats a call to memcmp here. */
+/* Pieces are a few bytes: an inline loop instead of a libc call per candidate. */
 static inline bool same_bytes(const char *a, const char *b, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (a[i] != b[i]) return false;

@@ -4,7 +4,8 @@ torch tensors, and loaded strictly into tools/torch_bert.py's BertForPreTraining
 the config.json ./bert wrote beside it. Then the reverse direction in miniature: a file
 written from Python (fixtures in tests/data/model) is what tests/test_model.c loads.
 
-Run from the repository root with /usr/bin/python3 after `make` (needs ./bert)."""
+Run from the repository root with /usr/bin/python3 after `make` (needs ./bert; the
+environment variable BERT_BIN may name another binary)."""
 import json
 import os
 import subprocess
@@ -35,8 +36,9 @@ def check(cond, what):
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "ckpt", "model.safetensors")
-        run = subprocess.run([os.environ.get('BERT_BIN', os.path.join(ROOT, 'bert')), "train_demo", "--steps", "3", "--batch", "4", "--seq", "16",
-                              "--preds", "2", "--log_every", "1", "--out", out], capture_output=True, text=True)
+        bert = os.environ.get("BERT_BIN", os.path.join(ROOT, "bert"))
+        run = subprocess.run([bert, "train_demo", "--steps", "3", "--batch", "4", "--seq", "16", "--preds", "2",
+                              "--log_every", "1", "--out", out], capture_output=True, text=True)
         check(run.returncode == 0, f"./bert train_demo writes a checkpoint (exit {run.returncode}) {run.stderr.strip()}")
         if run.returncode != 0:
             return
