@@ -1,14 +1,24 @@
 /* `bert create_pretraining_data`: Google's create_pretraining_data.py, same flags, same
  * instances, written as an NVIDIA-layout HDF5 shard. */
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include <stdio.h>
 
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "data/progress.h"
 #include "data/pretraining.h"
+
+static void print_summary(const PretrainingStats *st, const char *output_file, double seconds) {
+    double per = seconds > 0 ? seconds : 1;
+    fprintf(stderr,
+            "wrote %zu instances to %s: %zu documents, %zu sentences, %zu tokens from %.1f MB in %.2f s "
+            "(%.1f MB/s, %.0f instances/s; read %.2f s, generate %.2f s, write %.2f s; peak RSS %.0f MB)\n",
+            st->instances, output_file, st->documents, st->sentences, st->tokens, st->read.bytes / 1e6,
+            seconds, st->read.bytes / 1e6 / per, st->instances / per, st->seconds_read,
+            st->seconds_generate, st->seconds_write, peak_rss_bytes() / 1e6);
+    if (st->read.invalid_utf8)
+        fprintf(stderr, "warning: %ld bytes of invalid UTF-8 were dropped (Python would have stopped)\n",
+                st->read.invalid_utf8);
+}
 
 int cmd_create_pretraining_data(int argc, char **argv) {
     PretrainingOptions opt = pretraining_default_options();
@@ -73,16 +83,7 @@ int cmd_create_pretraining_data(int argc, char **argv) {
     if (rc != 0) {
         fprintf(stderr, "bert create_pretraining_data: %s\n", err.msg);
     } else if (!quiet) {
-        fprintf(stderr,
-                "wrote %zu instances to %s: %zu documents, %zu sentences, %zu tokens from %.1f MB in %.2f s "
-                "(%.1f MB/s, %.0f instances/s; read %.2f s, generate %.2f s, write %.2f s; peak RSS %.0f MB)\n",
-                st.instances, output_file, st.documents, st.sentences, st.tokens, st.read.bytes / 1e6,
-                seconds, st.read.bytes / 1e6 / (seconds > 0 ? seconds : 1),
-                st.instances / (seconds > 0 ? seconds : 1), st.seconds_read, st.seconds_generate,
-                st.seconds_write, peak_rss_bytes() / 1e6);
-        if (st.read.invalid_utf8)
-            fprintf(stderr, "warning: %ld bytes of invalid UTF-8 were dropped (Python would have stopped)\n",
-                    st.read.invalid_utf8);
+        print_summary(&st, output_file, seconds);
     }
     tokenizer_free(tok);
     vocab_free(vocab);

@@ -228,8 +228,7 @@ static void lower_and_strip_accents(Scratch *s) {
 
 /* ---- basic tokenization ---- */
 
-static void ensure_word_capacity(Scratch *s, size_t n) {
-    if (n + 1 <= s->word_cap) return;
+static void grow_word_buffers(Scratch *s, size_t n) {
     size_t cap = s->word_cap ? s->word_cap : 64;
     while (cap < n + 1) cap *= 2;
     s->bytes = xrealloc(s->bytes, cap * 4);
@@ -238,6 +237,10 @@ static void ensure_word_capacity(Scratch *s, size_t n) {
     s->piece_id = xrealloc(s->piece_id, cap * sizeof *s->piece_id);
     s->piece_end = xrealloc(s->piece_end, cap * sizeof *s->piece_end);
     s->word_cap = cap;
+}
+
+static inline void ensure_word_capacity(Scratch *s, size_t n) {
+    if (n + 1 > s->word_cap) grow_word_buffers(s, n);
 }
 
 /* UTF-8 of w[0..n) into s->bytes, with s->byte_at[i] the offset of code point i. */
