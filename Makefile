@@ -11,7 +11,7 @@ HDF5_LIBS   := $(shell pkg-config --libs hdf5-serial 2>/dev/null)
 
 WARN    := -Wall -Wextra -Wshadow -Wno-unused-parameter
 CFLAGS  := -std=c11 -D_GNU_SOURCE $(WARN) -Isrc -I$(BLAS_INC) $(HDF5_CFLAGS) -fopenmp -MMD -MP
-LDLIBS  := -L$(BLAS_LIB) -Wl,-rpath,$(BLAS_LIB) -lopenblas $(HDF5_LIBS) -ldeflate -lutf8proc -lcjson -lbz2 -lexpat -lm -fopenmp
+LDLIBS  := -L$(BLAS_LIB) -Wl,-rpath,$(BLAS_LIB) -lopenblas $(HDF5_LIBS) -lisal -lutf8proc -lcjson -lbz2 -lexpat -lm -fopenmp
 ifeq ($(SANITIZE),1)
   CFLAGS += -O1 -g -march=native -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
   LDLIBS += -fsanitize=address,undefined

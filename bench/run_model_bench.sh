@@ -9,6 +9,8 @@
 #   STEPS=N                                        timed steps for every preset (default: per preset)
 #   PEER_TUNED=1                                   also run PyTorch with OMP_WAIT_POLICY=PASSIVE
 #   OURS_PASSIVE=1                                 also run bert.c with OMP_WAIT_POLICY=PASSIVE
+#   SGEMM_PEAK=GFLOP/s                             compare against this peak instead of measuring it (~1 s)
+#                                                  in the first bert.c run (a loaded machine measures low)
 #   PEER_PYTHON=path                               python with torch + transformers (default .venv-bench)
 #   RESULTS=file                                   where the JSON lines go (default out/model_bench_<time>.jsonl);
 #                                                  bench/model_bench_table.py FILE prints the table again
@@ -33,7 +35,7 @@ tag_impl() {  # appends $1 to the "impl" field of the JSON line on stdin
 mkdir -p out
 results=${RESULTS:-out/model_bench_$(date -u +%Y%m%d_%H%M%S).jsonl}   # JSON lines; kept for re-printing
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
-peak=""
+peak=${SGEMM_PEAK:-}
 for p in "${presets[@]}"; do
   n=$(steps_for "$p")
   common=(--preset "$p" --batch "$BATCH" --seq "$SEQ" --preds "$PREDS" --steps "$n" --warmup 1 --threads "$THREADS" --pad_fraction "$PAD_FRACTION" --json)

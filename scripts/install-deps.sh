@@ -8,7 +8,7 @@ BUILD_PKGS=(
   libopenblas-openmp-dev   # cblas sgemm, built on OpenMP so there is one thread pool
   libutf8proc-dev          # Unicode categories, NFD, case folding for the tokenizer
   libhdf5-dev              # pre-training shards in NVIDIA's HDF5 layout
-  libdeflate-dev           # gzip chunks of those shards: 3x zlib's speed, compressed in parallel
+  libisal-dev              # gzip (igzip) chunks of those shards: 3x libdeflate level 1, compressed in parallel
   libopenmpi-dev openmpi-bin  # data parallelism
   libcjson-dev             # config.json, safetensors headers, SQuAD json
   libbz2-dev libexpat1-dev # Wikipedia .xml.bz2 dumps

@@ -163,6 +163,34 @@ static void test_bench_rejects_bad_flags(void) {
     free(out);
     CHECK(run_bench(&out, 2, missing) == 1);
     free(out);
+    const char *threads[] = {"--config", MICRO_CONFIG, "--sgemm_peak", "100", "--seq", "32", "--threads", "100000"};
+    CHECK(run_bench(&out, 8, threads) == 2);  /* libgomp overflowed its stack building such a team */
+    free(out);
+}
+
+/* Vocabularies of at most 1000 ids: the synthetic ids were drawn from [1000, vocab), an
+ * empty range (a division by zero at 1000, ids out of range below). */
+static void test_bench_small_vocabulary(void) {
+    const char *configs[][2] = {
+        {"build/test_bench_vocab1000.json", "{\"vocab_size\": 1000, \"hidden_size\": 16, \"num_hidden_layers\": 1, "
+                                            "\"num_attention_heads\": 2, \"intermediate_size\": 32, \"max_position_embeddings\": 32}"},
+        {"build/test_bench_vocab30.json", "{\"vocab_size\": 30, \"hidden_size\": 16, \"num_hidden_layers\": 1, "
+                                          "\"num_attention_heads\": 2, \"intermediate_size\": 32, \"max_position_embeddings\": 32}"},
+    };
+    for (int i = 0; i < 2; i++) {
+        FILE *f = fopen(configs[i][0], "w");
+        CHECK(f != NULL);
+        if (!f) continue;
+        fputs(configs[i][1], f);
+        fclose(f);
+        const char *argv[] = {"--config", configs[i][0], "--batch", "2", "--seq", "16", "--preds", "3", "--steps", "1",
+                              "--warmup", "0", "--sgemm_peak", "100", "--json"};
+        char *out = NULL;
+        int rc = run_bench(&out, (int)(sizeof argv / sizeof argv[0]), argv);
+        CHECKF(rc == 0 && strstr(out, "\"train_steps\": 1"), "%s: exit %d, '%s'", configs[i][0], rc, out);
+        free(out);
+        unlink(configs[i][0]);
+    }
 }
 
 int main(void) {
@@ -171,5 +199,6 @@ int main(void) {
     RUN_TEST(test_sgemm_peak_reports_every_shape);
     RUN_TEST(test_bench_json_report);
     RUN_TEST(test_bench_rejects_bad_flags);
+    RUN_TEST(test_bench_small_vocabulary);
     return test_summary();
 }

@@ -29,8 +29,17 @@ static void test_unwritable_output_is_an_error(void) {
     CHECK(strstr(err.msg, "cannot write") != NULL);
 }
 
+/* Different spellings of one file are one file; a missing path is no file. */
+static void test_is_same_file(void) {
+    CHECK(is_same_file("tests/test.h", "./tests/../tests/test.h"));
+    CHECK(!is_same_file("tests/test.h", "tests/test_common.c"));
+    CHECK(!is_same_file("tests/test.h", "tests/no-such-file.h"));
+    CHECK(!is_same_file("tests/no-such-file.h", "tests/no-such-file.h"));
+}
+
 int main(void) {
     RUN_TEST(test_atomic_file_replaces_only_on_commit);
     RUN_TEST(test_unwritable_output_is_an_error);
+    RUN_TEST(test_is_same_file);
     return test_summary();
 }

@@ -1,6 +1,8 @@
 /* io/: config.json and presets, safetensors reading (against a file written by the
  * official safetensors package, tools/make_io_fixtures.py) and writing, and the errors
  * for missing tensors, wrong shapes and truncated or corrupt files. */
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "io/config.h"
@@ -73,6 +75,16 @@ static void test_config_errors(void) {
     write_text("build/test_bad.json", "{\"hidden_size\": 768,");
     CHECK(bert_config_load("build/test_bad.json", &c, &err) == -1 && strstr(err.msg, "JSON"));
     CHECK(bert_config_resolve("bert-mini", &c, &err) == 0 && c.hidden_size == 256);
+    /* out of int's range: was an undefined double -> int conversion */
+    write_text("build/test_bad.json", "{\"vocab_size\": 1e20}");
+    CHECK(bert_config_load("build/test_bad.json", &c, &err) == -1 && strstr(err.msg, "vocab_size"));
+    write_text("build/test_bad.json", "{\"num_hidden_layers\": -3e9}");
+    CHECK(bert_config_load("build/test_bad.json", &c, &err) == -1 && strstr(err.msg, "num_hidden_layers"));
+    /* 1e400 parses as infinity; saved back it became "layer_norm_eps": null */
+    write_text("build/test_bad.json", "{\"layer_norm_eps\": 1e400}");
+    CHECK(bert_config_load("build/test_bad.json", &c, &err) == -1 && strstr(err.msg, "layer_norm_eps"));
+    write_text("build/test_bad.json", "{\"initializer_range\": 1e400}");
+    CHECK(bert_config_load("build/test_bad.json", &c, &err) == -1 && strstr(err.msg, "initializer_range"));
     unlink("build/test_bad.json");
 }
 
@@ -167,6 +179,44 @@ static void test_truncated_and_corrupt_files(void) {
     unlink("build/test_trunc.safetensors");
 }
 
+/* A safetensors file of one header and `data_len` zero bytes of data. */
+static void write_safetensors_header(const char *path, const char *header, size_t data_len) {
+    size_t hlen = strlen(header);
+    char *buf = xcalloc(8 + hlen + data_len, 1);
+    for (int i = 0; i < 8; i++) buf[i] = (char)(hlen >> (8 * i));
+    memcpy(buf + 8, header, hlen);
+    write_bytes(path, buf, 8 + hlen + data_len);
+    free(buf);
+}
+
+/* Headers that are valid JSON but hostile: each is an error, never undefined behaviour. */
+static void test_hostile_headers(void) {
+    const char *bad[][2] = {
+        /* needs no bytes, but the product of its dimensions overflowed int64 in st_numel */
+        {"{\"t\": {\"dtype\": \"F32\", \"shape\": [1099511627776, 1099511627776, 0], \"data_offsets\": [0, 0]}}", "shape"},
+        {"{\"t\": {\"dtype\": \"F32\", \"shape\": [1e300], \"data_offsets\": [0, 4]}}", "shape"},
+        {"{\"t\": {\"dtype\": \"F32\", \"shape\": [-1], \"data_offsets\": [0, 4]}}", "shape"},
+        {"{\"t\": {\"dtype\": \"F32\", \"shape\": [0], \"data_offsets\": [\"a\", \"b\"]}}", "data_offsets"},
+        {"{\"t\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 1e300]}}", "outside"},
+        {"{\"t\": {\"dtype\": \"Q4\", \"shape\": [2], \"data_offsets\": [0, 8]}}", "dtype"},
+        {"{\"t\": 5}", "malformed"},
+    };
+    BertError err;
+    SafeTensors st;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        write_safetensors_header("build/test_hostile.safetensors", bad[i][0], 8);
+        int rc = safetensors_open(&st, "build/test_hostile.safetensors", &err);
+        CHECKF(rc == -1 && strstr(err.msg, bad[i][1]), "case %zu: rc %d, '%s'", i, rc, rc ? err.msg : "");
+        if (rc == 0) safetensors_close(&st);
+    }
+    /* the same layout with sane numbers opens */
+    write_safetensors_header("build/test_hostile.safetensors",
+                             "{\"t\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 8);
+    CHECK(safetensors_open(&st, "build/test_hostile.safetensors", &err) == 0 && st.n == 1 && st_numel(&st.tensors[0]) == 2);
+    safetensors_close(&st);
+    unlink("build/test_hostile.safetensors");
+}
+
 int main(void) {
     RUN_TEST(test_presets);
     RUN_TEST(test_config_json_load_save);
@@ -174,5 +224,6 @@ int main(void) {
     RUN_TEST(test_reads_official_safetensors);
     RUN_TEST(test_write_read_roundtrip);
     RUN_TEST(test_truncated_and_corrupt_files);
+    RUN_TEST(test_hostile_headers);
     return test_summary();
 }

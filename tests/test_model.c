@@ -430,6 +430,24 @@ static void test_bad_batch_rejected(void) {
     fixture_close(&f);
 }
 
+/* Configs too big to allocate are refused with a message, before any size_t sum of the
+ * layout can wrap round to a small allocation (vocab x hidden alone is 2^62 floats here). */
+static void test_impossible_model_refused(void) {
+    BertConfig c;
+    BertError err;
+    BertModel *m = NULL;
+    CHECK(bert_config_preset("bert-tiny", &c, &err) == 0);
+    c.vocab_size = 2147483647, c.hidden_size = 2147483646, c.num_attention_heads = 2, c.intermediate_size = 2147483647;
+    CHECK(bert_model_create(&m, &c, 1, 8, 1, &err) == -1 && m == NULL);
+    CHECKF(strstr(err.msg, "cannot be allocated") != NULL, "message: %s", err.msg);
+    CHECK(bert_config_preset("bert-tiny", &c, &err) == 0);
+    c.num_hidden_layers = 100000, c.intermediate_size = 100000000;  /* 2.6e15 floats of layer weights */
+    CHECK(bert_model_create(&m, &c, 1, 8, 1, &err) == -1 && m == NULL);
+    CHECK(bert_config_preset("bert-tiny", &c, &err) == 0);
+    CHECK(bert_model_create(&m, &c, 2, 16, 2, &err) == 0 && m != NULL);  /* the guard leaves real models be */
+    bert_model_free(m);
+}
+
 /* Without labels: no loss, logits as with labels (inference path). */
 static void test_inference_without_labels(void) {
     Fixture f;
@@ -467,6 +485,7 @@ int main(void) {
     RUN_TEST(test_gradient_accumulation);
     RUN_TEST(test_grad_norm_and_clipping);
     RUN_TEST(test_bad_batch_rejected);
+    RUN_TEST(test_impossible_model_refused);
     RUN_TEST(test_inference_without_labels);
     RUN_TEST(test_flops_formula);
     return test_summary();

@@ -201,6 +201,9 @@ static void test_bad_input(void) {
     opt.n_test_shards = 1;
     opt.fraction_test_set = 1.5;
     CHECK(shard_corpus(&opt, NULL, &err) != 0);
+    opt.fraction_test_set = 0.1;
+    opt.n_training_shards = 2147483647;  /* training + test overflowed an int */
+    CHECK(shard_corpus(&opt, NULL, &err) != 0 && strstr(err.msg, "at most"));
     remove_tree(dir);
     free(dir);
 }

@@ -1,5 +1,6 @@
 /* `bert tokenize` and `bert vocab` as programs: output format, long lines in bounded
- * blocks, threads, bad flags and bad input. Runs the bert binary of the same build
+ * blocks, threads, bad flags and bad input; and the other subcommands' answers to the
+ * hostile flags and inputs that once crashed them. Runs the bert binary of the same build
  * (./bert for build/, build-asan/bert for build-asan/). */
 #include <stdlib.h>
 #include <string.h>
@@ -153,6 +154,43 @@ static void test_vocab_command(void) {
     CHECK(run("vocab --vocab_size 10") == 2);
 }
 
+/* Each of these crashed (libgomp stack overflow, int overflow, division by zero), ran on
+ * silently, or wrote garbage; now each is a usage error (2) or a clear failure (1). */
+static void test_hostile_flags_and_inputs(void) {
+    write_file("in", "x\n", 2);
+    CHECK(run("tokenize --vocab_file " VOCAB " --threads 100000") == 2);
+    CHECK(run("tokenize --vocab_file " VOCAB " --block_kib 2147483647") == 2);
+    write_file("corpus.txt", "a b c\n", 6);
+    CHECK(run("vocab --input_file corpus.txt -o v.txt --threads 100000") == 2);
+    CHECK(run("vocab --input_file corpus.txt -o v.txt --num_unused 2147483647") == 1);
+    char *err = slurp("err");
+    CHECKF(err && strstr(err, "leaves no room"), "stderr: %s", err);
+    free(err);
+    /* a folder as input is a read error, not an empty corpus; no output appears */
+    CHECK(run("sentences . -o sentences.txt") == 1);
+    char *none = slurp("sentences.txt");
+    CHECK(none == NULL);
+    free(none);
+    CHECK(run("create_pretraining_data --input_file corpus.txt --output_file x.hdf5 --vocab_file " VOCAB
+              " --max_input_chars_per_word 0") == 2);  /* every word would have been [UNK] */
+    CHECK(run("shard --input_files corpus.txt --output_dir shards --threads 100000") == 2);
+    CHECK(run("shard --input_files corpus.txt --output_dir shards --n_training_shards 2147483647") == 1);
+    CHECK(run("prepare --formatted corpus.txt --output_dir prep --threads 100000") == 2);
+    CHECK(run("train_demo --threads 100000") == 2);
+    CHECK(run("train_demo --vocab_size -1") == 2);
+    CHECK(run("train_demo --lr 1e300") == 2);  /* a float flag: would have been inf */
+    write_file("inf.json", "{\"layer_norm_eps\": 1e400}", 25);  /* saved back, it became null */
+    CHECK(run("train_demo --model inf.json --steps 1") == 2);
+    /* output = input: the atomic rename would have replaced the input with the output */
+    CHECK(run("sentences corpus.txt -o ./corpus.txt") == 2);
+    CHECK(run("vocab --input_file 'corpus*' -o corpus.txt") == 1);
+    CHECK(run("format books corpus.txt -o corpus.txt") == 2);
+    CHECK(run("create_pretraining_data --input_file corpus.txt --output_file corpus.txt --vocab_file " VOCAB) == 2);
+    char *kept = slurp("corpus.txt");
+    CHECKF(kept && !strcmp(kept, "a b c\n"), "corpus.txt now '%s'", kept ? kept : "(gone)");
+    free(kept);
+}
+
 int main(int argc, char **argv) {
     /* argv[0] is <build>/tests/test_tokenizer_cli; the binary is ./bert for "build". */
     char build[256];
@@ -172,6 +210,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_long_lines_and_threads);
     RUN_TEST(test_bad_flags_and_files);
     RUN_TEST(test_vocab_command);
+    RUN_TEST(test_hostile_flags_and_inputs);
     char cleanup[600];
     snprintf(cleanup, sizeof cleanup, "rm -rf %s", dir);
     if (system(cleanup) != 0) fprintf(stderr, "could not remove %s\n", dir);

@@ -1,6 +1,8 @@
 /* `bert create_pretraining_data`: Google's create_pretraining_data.py, same flags, same
  * instances, written as an NVIDIA-layout HDF5 shard. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cli/commands.h"
 #include "cli/flags.h"
@@ -18,6 +20,21 @@ static void print_summary(const PretrainingStats *st, const char *output_file, d
     if (st->read.invalid_utf8)
         fprintf(stderr, "warning: %ld bytes of invalid UTF-8 were dropped (Python would have stopped)\n",
                 st->read.invalid_utf8);
+}
+
+/* Whether an output is also an input (by the literal comma-separated names; globs are not
+ * expanded here), which the final rename would replace; its name goes to found. */
+static bool output_among_inputs(const char *inputs, const char *outputs, char *found, size_t found_len) {
+    char *in = xstrdup(inputs), *out = xstrdup(outputs), *save_in = NULL, *save_out = NULL;
+    found[0] = 0;
+    for (char *o = strtok_r(out, ",", &save_out); o && !found[0]; o = strtok_r(NULL, ",", &save_out)) {
+        strcpy(in, inputs);
+        for (char *i = strtok_r(in, ",", &save_in); i && !found[0]; i = strtok_r(NULL, ",", &save_in))
+            if (is_same_file(i, o)) snprintf(found, found_len, "%s", o);
+    }
+    free(in);
+    free(out);
+    return found[0] != 0;
 }
 
 int cmd_create_pretraining_data(int argc, char **argv) {
@@ -53,6 +70,15 @@ int cmd_create_pretraining_data(int argc, char **argv) {
         return 2;
     }
     opt.random_seed = (int64_t)seed;
+    char clash[4096];
+    if (output_among_inputs(input_file, output_file, clash, sizeof clash)) {  /* the shard would replace its text */
+        fprintf(stderr, "bert create_pretraining_data: output '%s' is also an input\n", clash);
+        return 2;
+    }
+    if (max_chars < 1) {  /* 0 would make every word [UNK]; a negative one no word */
+        fprintf(stderr, "bert create_pretraining_data: --max_input_chars_per_word must be >= 1, got %d\n", max_chars);
+        return 2;
+    }
     BertError err;
     if (pretraining_check_options(&opt, &err) != 0) {
         fprintf(stderr, "bert create_pretraining_data: %s\n", err.msg);

@@ -32,6 +32,11 @@ int cmd_format(int argc, char **argv) {
         fprintf(stderr, "bert format: unknown corpus kind '%s' (wikipedia or books)\n", pos[0]);
         return 2;
     }
+    for (int i = 1; i < npos; i++)
+        if (is_same_file(pos[i], out)) {  /* the rename at the end would replace the input */
+            fprintf(stderr, "bert format: output '%s' is input '%s'\n", out, pos[i]);
+            return 2;
+        }
     opt.progress = !quiet;
     FormatStats st;
     BertError err;

@@ -93,6 +93,12 @@ int cmd_prepare(int argc, char **argv) {
         fprintf(stderr, "bert prepare: at most %d sources of each kind\n", PREPARE_MAX_SOURCES);
         return 2;
     }
+    if (o.threads < 0 || o.threads > FLAGS_MAX_THREADS || o.max_input_chars_per_word < 1 || !(o.max_shard_mb >= 0) ||
+        o.phase2_seq_length < 0) {
+        fprintf(stderr, "bert prepare: --threads must be in [0, %d], --max_input_chars_per_word >= 1, "
+                        "--max_shard_mb and --phase2_max_seq_length >= 0\n", FLAGS_MAX_THREADS);
+        return 2;
+    }
     if (parse_steps(steps, &o) != 0) {
         fprintf(stderr, "bert prepare: --steps takes format, shard and/or hdf5, got '%s'\n", steps);
         return 2;

@@ -1,6 +1,7 @@
 /* `bert sentences`: one document per line (files or stdin) -> one sentence per line, a
  * blank line after each document: the shard layout, without sharding. Sentences are
  * NLTK punkt's (English), as NVIDIA's TextSharding.py gets them from nltk.sent_tokenize. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,6 +40,11 @@ int cmd_sentences(int argc, char **argv) {
     AtomicFile af;
     BertError err;
     FILE *out = stdout;
+    for (int i = 0; out_path && i < n_inputs; i++)
+        if (is_same_file(inputs[i], out_path)) {  /* the rename at the end would replace the input */
+            fprintf(stderr, "bert sentences: output '%s' is input '%s'\n", out_path, inputs[i]);
+            return 2;
+        }
     if (out_path) {
         if (atomic_open(&af, out_path, &err) != 0) {
             fprintf(stderr, "bert sentences: %s\n", err.msg);
@@ -50,13 +56,19 @@ int cmd_sentences(int argc, char **argv) {
     long long invalid = 0;
     rc = 0;
     for (int i = 0; i < (n_inputs ? n_inputs : 1) && rc == 0; i++) {
-        FILE *in = n_inputs ? fopen(inputs[i], "rb") : stdin;
+        const char *name = n_inputs ? inputs[i] : "standard input";
+        FILE *in = n_inputs ? fopen(name, "rb") : stdin;
         if (!in) {
-            fprintf(stderr, "bert sentences: cannot open '%s'\n", inputs[i]);
+            fprintf(stderr, "bert sentences: cannot open '%s': %s\n", name, strerror(errno));
             rc = 1;
             break;
         }
+        errno = 0;
         split_stream(in, out, sp, &invalid);
+        if (ferror(in)) {  /* e.g. a directory: getline fails at once, which is not an empty file */
+            fprintf(stderr, "bert sentences: error reading '%s': %s\n", name, strerror(errno));
+            rc = 1;
+        }
         if (n_inputs) fclose(in);
     }
     sentence_splitter_free(sp);

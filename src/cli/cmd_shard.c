@@ -43,6 +43,10 @@ int cmd_shard(int argc, char **argv) {
         fprintf(stderr, "bert shard: --input_files and --output_dir are required\n");
         return 2;
     }
+    if (threads < 0 || threads > FLAGS_MAX_THREADS) {
+        fprintf(stderr, "bert shard: --threads must be in [0, %d] (0 = all cores)\n", FLAGS_MAX_THREADS);
+        return 2;
+    }
     char *list = xstrdup(inputs);
     int max_files = 1;
     for (const char *p = inputs; *p; p++) max_files += *p == ',';

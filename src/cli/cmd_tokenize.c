@@ -18,6 +18,9 @@
 #include "cli/flags.h"
 #include "text/tokenizer.h"
 
+/* The input block is one allocation; beyond this it could not be had anyway. */
+#define MAX_BLOCK_KIB (1 << 20)
+
 typedef struct {
     char *data;
     size_t len, cap;
@@ -312,6 +315,11 @@ int cmd_tokenize(int argc, char **argv) {
     }
     if (max_chars < 1 || threads < 1 || block_kib < 1 || repeat < 1) {
         fprintf(stderr, "bert tokenize: --max_input_chars_per_word, --threads, --block_kib and --repeat must be >= 1\n");
+        return 2;
+    }
+    if (threads > FLAGS_MAX_THREADS || block_kib > MAX_BLOCK_KIB) {
+        fprintf(stderr, "bert tokenize: --threads must be at most %d and --block_kib at most %d (1 GiB)\n",
+                FLAGS_MAX_THREADS, MAX_BLOCK_KIB);
         return 2;
     }
     Vocab *vocab = NULL;

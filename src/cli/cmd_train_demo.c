@@ -198,6 +198,10 @@ int cmd_train_demo(int argc, char **argv) {
         fprintf(stderr, "bert train_demo: --steps, --batch, --preds, --log_every must be >= 1, --seq >= 8, --lr > 0\n");
         return 2;
     }
+    if (o.threads < 0 || o.threads > FLAGS_MAX_THREADS || o.vocab_size < 0) {
+        fprintf(stderr, "bert train_demo: --threads must be in [0, %d], --vocab_size >= 0\n", FLAGS_MAX_THREADS);
+        return 2;
+    }
     if (o.threads > 0) omp_set_num_threads(o.threads);
     BertConfig cfg;
     BertError err;

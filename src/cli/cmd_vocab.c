@@ -8,7 +8,8 @@
 #include "text/wordpiece_trainer.h"
 
 /* Counts the words of every file matched by the comma-separated globs in list. */
-static int count_inputs(const char *list, WordCounts *wc, int threads, size_t *bytes, int *files, BertError *err) {
+static int count_inputs(const char *list, const char *output, WordCounts *wc, int threads, size_t *bytes, int *files,
+                        BertError *err) {
     char *copy = xstrdup(list);
     int rc = 0;
     for (char *save = NULL, *pat = strtok_r(copy, ",", &save); pat && rc == 0; pat = strtok_r(NULL, ",", &save)) {
@@ -20,6 +21,10 @@ static int count_inputs(const char *list, WordCounts *wc, int threads, size_t *b
         for (size_t i = 0; i < g.gl_pathc && rc == 0; i++) {
             char *data;
             size_t len;
+            if (is_same_file(g.gl_pathv[i], output)) {  /* the rename at the end would replace it */
+                rc = bert_fail(err, "output '%s' is input '%s'", output, g.gl_pathv[i]);
+                break;
+            }
             if (read_file(g.gl_pathv[i], &data, &len, err) != 0) {
                 rc = -1;
                 break;
@@ -71,6 +76,10 @@ int cmd_vocab(int argc, char **argv) {
                         "--num_unused, --limit_alphabet >= 0\n");
         return 2;
     }
+    if (opt.threads > FLAGS_MAX_THREADS) {
+        fprintf(stderr, "bert vocab: --threads must be at most %d\n", FLAGS_MAX_THREADS);
+        return 2;
+    }
     double t0 = now_seconds();
     BertError err;
     WordCounts *wc = word_counts_new(opt.do_lower_case, opt.max_input_chars_per_word);
@@ -78,7 +87,7 @@ int cmd_vocab(int argc, char **argv) {
     int files = 0;
     char **tokens = NULL;
     int n = 0;
-    rc = count_inputs(input, wc, opt.threads, &bytes, &files, &err);
+    rc = count_inputs(input, output, wc, opt.threads, &bytes, &files, &err);
     if (rc == 0) rc = wordpiece_train(wc, &opt, &tokens, &n, &err);
     if (rc == 0) rc = write_vocab(output, tokens, n, &err);
     if (rc == 0) {

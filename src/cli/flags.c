@@ -1,6 +1,7 @@
 #include "cli/flags.h"
 
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -39,7 +40,8 @@ static int set_value(const FlagSpec *spec, const Flag *f, const char *v) {
     }
     case FLAG_FLOAT: case FLAG_DOUBLE: {
         double x = strtod(v, &end);
-        if (*v && !*end && errno == 0 && isfinite(x)) {
+        bool fits = f->kind == FLAG_DOUBLE || fabs(x) <= FLT_MAX;  /* 1e300 as a float would be inf */
+        if (*v && !*end && errno == 0 && isfinite(x) && fits) {
             if (f->kind == FLAG_FLOAT) *(float *)f->dest = (float)x; else *(double *)f->dest = x;
             return 0;
         }

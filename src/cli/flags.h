@@ -32,4 +32,8 @@ int flags_parse(const FlagSpec *spec, int argc, char **argv, char **positional, 
 
 void flags_usage(const FlagSpec *spec, FILE *out);
 
+/* Largest value any --threads flag accepts: libgomp keeps a team's bookkeeping on the
+ * stack, so a team of ~100000 threads overflows it (a crash, not an error message). */
+#define FLAGS_MAX_THREADS 1024
+
 #endif

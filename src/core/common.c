@@ -1,4 +1,3 @@
-#define _GNU_SOURCE
 #include "core/common.h"
 
 #include <errno.h>
@@ -7,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -107,6 +107,11 @@ void atomic_abort(AtomicFile *af) {
     if (af->fp) fclose(af->fp);
     af->fp = NULL;
     unlink(af->tmp_path);
+}
+
+int is_same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
 int read_file(const char *path, char **data, size_t *len, BertError *err) {

@@ -48,6 +48,10 @@ void atomic_abort(AtomicFile *af);                                  /* close and
 void atomic_tmp_name(const char *path, char *out, size_t outlen);
 int atomic_publish(const char *tmp_path, const char *path, BertError *err);
 
+/* 1 when both paths name one existing file (same device and inode), else 0: an output
+ * that its atomic rename would put in place of its own input. */
+int is_same_file(const char *a, const char *b);
+
 /* Reads a whole file into a NUL-terminated buffer (caller frees). */
 int read_file(const char *path, char **data, size_t *len, BertError *err);
 

@@ -11,7 +11,7 @@
  *
  * every dataset chunked and gzip-compressed (level 1; the int32 datasets also through
  * HDF5's byte-shuffle filter, which h5py and every HDF5 reader undo transparently).
- * Chunks are compressed with libdeflate by the calling thread and stored with
+ * Chunks are compressed with ISA-L's igzip by the calling thread and stored with
  * H5Dwrite_chunk, so shards written from several threads compress in parallel;
  * libhdf5's global lock only covers the I/O. The file is written under a temporary
  * name and renamed when complete. */

@@ -145,22 +145,27 @@ static int num_to_predict(const Generator *g, int n_tokens) {
 static void mask_tokens(Generator *g) {
     Instance *in = &g->inst;
     const MaskVocab *mv = g->mv;
+    const bool whole_words = g->opt->do_whole_word_mask;
     int n = in->n_tokens, n_groups = 0, n_members = 0;
     memcpy(g->original, in->input_ids, (size_t)n * sizeof *g->original);
     for (int i = 0; i < n; i++) {
         int32_t id = in->input_ids[i];
         if (id == mv->cls_id || id == mv->sep_id) continue;
+        g->members[n_members++] = i;
         /* A "##" piece joins the previous candidate, even across the middle [SEP], as
-         * in the reference (it only looks at cand_indexes[-1]). */
-        if (g->opt->do_whole_word_mask && n_groups >= 1 && mv->is_continuation[id]) {
+         * in the reference (it only looks at cand_indexes[-1]). Without whole-word
+         * masking group k is just members[k]: group_first and group_len stay unused. */
+        if (!whole_words) {
+            g->group_of[n_groups] = n_groups;
+            n_groups++;
+        } else if (n_groups >= 1 && mv->is_continuation[id]) {
             g->group_len[n_groups - 1]++;
         } else {
-            g->group_first[n_groups] = n_members;
+            g->group_first[n_groups] = n_members - 1;
             g->group_len[n_groups] = 1;
             g->group_of[n_groups] = n_groups;
             n_groups++;
         }
-        g->members[n_members++] = i;
     }
     pyrandom_shuffle(g->rng, g->group_of, (size_t)n_groups, sizeof *g->group_of);
 
@@ -168,9 +173,10 @@ static void mask_tokens(Generator *g) {
     /* The groups are disjoint, so the reference's covered_indexes test never fires. */
     for (int k = 0; k < n_groups && n_masked < want; k++) {
         int grp = g->group_of[k];
-        if (n_masked + g->group_len[grp] > want) continue;
-        for (int m = 0; m < g->group_len[grp]; m++) {
-            int index = g->members[g->group_first[grp] + m];
+        int first = whole_words ? g->group_first[grp] : grp, len = whole_words ? g->group_len[grp] : 1;
+        if (n_masked + len > want) continue;
+        for (int m = 0; m < len; m++) {
+            int index = g->members[first + m];
             int32_t replacement;
             if (pyrandom_random(g->rng) < 0.8) replacement = mv->mask_id;
             else if (pyrandom_random(g->rng) < 0.5) replacement = g->original[index];
@@ -194,14 +200,17 @@ static void mask_tokens(Generator *g) {
  * the front or the back at random until both fit in max_num_tokens. */
 static void truncate_pair(Generator *g, size_t *a_lo, size_t *a_hi, size_t *b_lo, size_t *b_hi,
                           size_t max_num_tokens) {
-    for (;;) {
-        size_t len_a = *a_hi - *a_lo, len_b = *b_hi - *b_lo;
-        if (len_a + len_b <= max_num_tokens) return;
-        bool trim_a = len_a > len_b;
-        size_t *lo = trim_a ? a_lo : b_lo, *hi = trim_a ? a_hi : b_hi;
-        if (pyrandom_random(g->rng) < 0.5) (*lo)++;
-        else (*hi)--;
+    size_t alo = *a_lo, ahi = *a_hi, blo = *b_lo, bhi = *b_hi; /* in registers */
+    while ((ahi - alo) + (bhi - blo) > max_num_tokens) {
+        /* Arithmetic rather than branches: the coin flip is unpredictable by design. */
+        size_t trim_a = ahi - alo > bhi - blo, front = pyrandom_random(g->rng) < 0.5;
+        size_t trim_b = 1 - trim_a, back = 1 - front;
+        alo += trim_a & front;
+        ahi -= trim_a & back;
+        blo += trim_b & front;
+        bhi -= trim_b & back;
     }
+    *a_lo = alo, *a_hi = ahi, *b_lo = blo, *b_hi = bhi;
 }
 
 /* Assembles [CLS] A [SEP] B [SEP], masks it and hands it to the sink. */
@@ -211,13 +220,16 @@ static int emit_instance(Generator *g, size_t a_lo, size_t a_hi, size_t b_lo, si
     Instance *in = &g->inst;
     int n = 0;
     in->input_ids[n++] = g->mv->cls_id;
-    for (size_t t = a_lo; t < a_hi; t++) in->input_ids[n++] = tok[t];
+    memcpy(in->input_ids + n, tok + a_lo, (a_hi - a_lo) * sizeof *tok);
+    n += (int)(a_hi - a_lo);
     in->input_ids[n++] = g->mv->sep_id;
     in->n_segment_a = n;
-    for (size_t t = b_lo; t < b_hi; t++) in->input_ids[n++] = tok[t];
+    memcpy(in->input_ids + n, tok + b_lo, (b_hi - b_lo) * sizeof *tok);
+    n += (int)(b_hi - b_lo);
     in->input_ids[n++] = g->mv->sep_id;
     in->n_tokens = n;
     in->is_random_next = is_random_next;
+    in->a_lo = a_lo, in->b_lo = b_lo;
     mask_tokens(g);
     return g->sink(g->sink_ctx, in, err);
 }

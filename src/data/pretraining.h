@@ -9,9 +9,11 @@
  *
  * Memory: the reference holds every instance in RAM before its final shuffle. Here
  * instances are written, as they are made, compactly to a spool: in memory up to
- * spool_memory_mb, then to an unlinked file beside the output. Only their offsets are
- * kept (8 bytes per instance); the permutation is computed from the count and the spool
- * is read back in shuffled order while the HDF5 shard is written.
+ * spool_memory_mb, then to an unlinked file beside the output. A record is where its
+ * segments A and B lie in the tokenized input plus its masked positions and their
+ * replacement ids (about 110 bytes at seq 128); only record offsets are kept besides
+ * (8 bytes per instance). The permutation is computed from the count and the instances
+ * are rebuilt from the spool in shuffled order while the HDF5 shard is written.
  * What stays in memory is the tokenized input (4 bytes per token, plus 8 bytes per
  * sentence and document), as the reference needs random access to any document for
  * its random next sentences; `bert prepare` keeps that bounded by sharding the corpus.
@@ -105,6 +107,11 @@ typedef struct {
     int32_t *input_ids;       /* [max_seq_length] */
     int32_t *masked_positions;/* [max_predictions_per_seq], ascending */
     int32_t *masked_ids;      /* [max_predictions_per_seq], the original ids */
+    /* Where A and B were taken from: DocumentSet tokens [a_lo, a_lo + n_segment_a - 2)
+     * and [b_lo, b_lo + n_tokens - n_segment_a - 1). With the masked positions and
+     * their replacements that is the whole instance, which lets the spool store a
+     * fraction of its bytes. Set by generate_instances(). */
+    size_t a_lo, b_lo;
 } Instance;
 
 /* What masking needs from the vocabulary, resolved once. */

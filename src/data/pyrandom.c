@@ -3,6 +3,8 @@
  * the published MT19937 of Matsumoto and Nishimura, 2002 seeding). */
 #include "data/pyrandom.h"
 
+#include <stdbool.h>
+
 #define MT_M 397
 #define MATRIX_A 0x9908b0dfU
 #define UPPER_MASK 0x80000000U
@@ -53,6 +55,14 @@ void pyrandom_regenerate(PyRandom *r) {
     }
     uint32_t y = (mt[PYRANDOM_N - 1] & UPPER_MASK) | (mt[0] & LOWER_MASK);
     mt[PYRANDOM_N - 1] = mt[MT_M - 1] ^ (y >> 1) ^ ((y & 1U) ? MATRIX_A : 0U);
+    for (int i = 0; i < PYRANDOM_N; i++) { /* genrand_uint32's tempering */
+        uint32_t t = mt[i];
+        t ^= (t >> 11);
+        t ^= (t << 7) & 0x9d2c5680U;
+        t ^= (t << 15) & 0xefc60000U;
+        t ^= (t >> 18);
+        r->tempered[i] = t;
+    }
     r->index = 0;
 }
 
@@ -62,14 +72,33 @@ int64_t pyrandom_randint(PyRandom *r, int64_t a, int64_t b) {
 }
 
 void pyrandom_shuffle(PyRandom *r, void *base, size_t n, size_t elem_size) {
-    /* Fast paths for the element sizes the data pipeline shuffles (indices). */
-    if (elem_size == 4) {
+    /* Fast path for what the data pipeline shuffles (4-byte indices, fewer than 2^32):
+     * _randbelow(i + 1) needs k <= 32 bits, one word per try, and the word index lives
+     * in a register for the whole loop. */
+    if (elem_size == 4 && n <= UINT32_MAX) {
         uint32_t *x = base;
+        size_t next = r->index;
         for (size_t i = n; i-- > 1;) {
-            size_t j = (size_t)pyrandom_randbelow(r, (uint64_t)i + 1);
+            uint64_t bound = (uint64_t)i + 1;
+            int shift = __builtin_clzll(bound) - 32; /* 32 - bit_length(bound) */
+            uint64_t j = bound;
+            if (next + 2 <= PYRANDOM_N) {
+                /* Rejection (about 3 tries in 10) is a coin flip the branch predictor
+                 * loses, so the first two tries are decided with selects; only when
+                 * both fail does the loop below run. */
+                uint64_t first = r->tempered[next] >> shift, second = r->tempered[next + 1] >> shift;
+                bool take_first = first < bound;
+                j = take_first ? first : second;
+                next += take_first ? 1 : 2;
+            }
+            while (j >= bound) {
+                if (next >= PYRANDOM_N) pyrandom_regenerate(r), next = 0;
+                j = r->tempered[next++] >> shift;
+            }
             uint32_t t = x[i];
             x[i] = x[j], x[j] = t;
         }
+        r->index = next;
         return;
     }
     unsigned char *bytes = base;

@@ -15,25 +15,27 @@
 
 typedef struct {
     uint32_t mt[PYRANDOM_N];
-    int index; /* next word of mt[] to temper; PYRANDOM_N means "regenerate" */
+    /* The next PYRANDOM_N outputs, tempered all at once when mt[] is regenerated (a
+     * loop the compiler vectorises), so that drawing a word is one load. */
+    uint32_t tempered[PYRANDOM_N];
+    /* Next word of tempered[]; PYRANDOM_N means "regenerate". A size_t rather than an
+     * int so that stores through the int32_t arrays the callers fill cannot alias it
+     * and the compiler may keep it in a register across them. */
+    size_t index;
 } PyRandom;
 
 /* random.Random(seed) / rng.seed(seed) for an int seed (negative seeds use |seed|). */
 void pyrandom_seed(PyRandom *r, int64_t seed);
 
-/* Refills r->mt with the next 624 words (internal; pyrandom_uint32 calls it). */
+/* Refills r->mt with the next 624 words and tempers them into r->tempered (internal;
+ * pyrandom_uint32 calls it). */
 void pyrandom_regenerate(PyRandom *r);
 
 /* One raw 32-bit output of MT19937 (genrand_uint32). Inline: it is the innermost call
  * of every draw the instance generator makes. */
 static inline uint32_t pyrandom_uint32(PyRandom *r) {
     if (r->index >= PYRANDOM_N) pyrandom_regenerate(r);
-    uint32_t y = r->mt[r->index++];
-    y ^= (y >> 11);
-    y ^= (y << 7) & 0x9d2c5680U;
-    y ^= (y << 15) & 0xefc60000U;
-    y ^= (y >> 18);
-    return y;
+    return r->tempered[r->index++];
 }
 
 /* rng.random(): a double in [0, 1) built from two words (27 + 26 bits). */

@@ -18,6 +18,9 @@
 
 #include "data/corpus.h"
 
+/* Far more than any corpus needs; keeps training + test shards within an int. */
+#define MAX_SHARDS (1 << 20)
+
 ShardOptions shard_default_options(void) {
     ShardOptions o;
     memset(&o, 0, sizeof o);
@@ -544,6 +547,9 @@ static int check_options(const ShardOptions *opt, BertError *err) {
                          opt->output_name_prefix ? opt->output_name_prefix : "");
     if (opt->n_training_shards < 1 || opt->n_test_shards < 1)
         return bert_fail(err, "need at least one training and one test shard (got %d and %d)",
+                         opt->n_training_shards, opt->n_test_shards);
+    if (opt->n_training_shards > MAX_SHARDS || opt->n_test_shards > MAX_SHARDS)
+        return bert_fail(err, "at most %d training and %d test shards (got %d and %d)", MAX_SHARDS, MAX_SHARDS,
                          opt->n_training_shards, opt->n_test_shards);
     if (!(opt->fraction_test_set >= 0 && opt->fraction_test_set < 1))
         return bert_fail(err, "fraction_test_set must be in [0, 1), got %g", opt->fraction_test_set);

@@ -185,7 +185,9 @@ static bool is_url_char(const char *p, size_t n, size_t i, int *len) {
 
 /* [url label] -> label; [url] -> nothing (ExtLinkBracketedRegex). */
 static void replace_external_links(const Str *in, Str *out) {
-    size_t i = 0;
+    /* The first ']' or control byte at or after scanned_from is at stop: a page of unclosed
+     * "[http://x " then costs one scan, not one scan per bracket. */
+    size_t i = 0, scanned_from = SIZE_MAX, stop = 0;
     while (i < in->n) {
         size_t run = plain_run(in, i, "[");
         if (run) {
@@ -209,7 +211,12 @@ static void replace_external_links(const Str *in, Str *out) {
         }
         while (j < in->n && is_space_cp(cp_at(in->p, in->n, j, &len))) j += (size_t)len;
         size_t label = j;
-        while (j < in->n && in->p[j] != ']' && !((unsigned char)in->p[j] < 0x20 && in->p[j] != '\t')) j++;
+        if (scanned_from <= label && label <= stop) {
+            j = stop;
+        } else {
+            while (j < in->n && in->p[j] != ']' && !((unsigned char)in->p[j] < 0x20 && in->p[j] != '\t')) j++;
+            scanned_from = label, stop = j;
+        }
         if (j >= in->n || in->p[j] != ']') {
             str_addc(out, in->p[i++]);
             continue;
@@ -425,6 +432,7 @@ static void drop_markup(const Str *in, Str *out) {
     static const char *const IGNORED[] = {"abbr", "b", "bdi", "big", "blockquote", "cite", "div", "em",
         "font", "hiero", "i", "kbd", "nowiki", "plaintext", "poem", "s", "section", "span", "strike",
         "strong", "sub", "sup", "tt", "u", "var", "nobr", NULL};
+    size_t no_comment_end_from = SIZE_MAX;  /* no "-->" at or after: unclosed comments cost one search */
     for (size_t i = 0; i < in->n;) {
         size_t run = plain_run(in, i, "<");
         if (run) {
@@ -432,12 +440,13 @@ static void drop_markup(const Str *in, Str *out) {
             i += run;
             continue;
         }
-        if (starts_with(in, i, "<!--")) {
+        if (starts_with(in, i, "<!--") && i + 4 < no_comment_end_from) {
             const char *e = memmem(in->p + i + 4, in->n - i - 4, "-->", 3);
             if (e) {
                 i = (size_t)(e - in->p) + 3;
                 continue;
             }
+            no_comment_end_from = i + 4;
         }
         Tag t;
         if (in->p[i] == '<' && parse_tag(in->p, in->n, i, &t) &&
@@ -454,9 +463,59 @@ static const char *const DISCARD[] = {"gallery", "timeline", "noinclude", "pre",
     "dt", "dd", "menu", "dir", "ref", "references", "img", "imagemap", "source", "small", "inputbox",
     "includeonly", "categorytree", NULL};
 
+#define NDISCARD (sizeof DISCARD / sizeof *DISCARD - 1)
+
+/* What one failed scan for an element's end (one that ran to the end of the text) learnt:
+ * every opener of the same name that it passed, and where that opener's own element ends
+ * (0: never). A later scan from such an opener would walk the same tags from the same
+ * place, so its answer is taken from here, and a page of unclosed <ref>s stays linear. */
+typedef struct {
+    size_t *open, *end;
+    size_t n, cap, next;  /* next: first entry the caller has not passed yet */
+} ScanMemo;
+
+static size_t memo_push(ScanMemo *m, size_t open) {
+    if (m->n == m->cap) {
+        m->cap = m->cap ? 2 * m->cap : 64;
+        m->open = xrealloc(m->open, m->cap * sizeof *m->open);
+        m->end = xrealloc(m->end, m->cap * sizeof *m->end);
+    }
+    m->open[m->n] = open, m->end[m->n] = 0;
+    return m->n++;
+}
+
+/* The end of the element opened by t at i (0: never closed), from the memo if a failed
+ * scan passed i, else by scanning for its closing tag (same name, nested by name). */
+static size_t element_end(const Str *in, size_t i, const Tag *t, ScanMemo *memo, size_t **stack, size_t *stack_cap) {
+    while (memo->next < memo->n && memo->open[memo->next] < i) memo->next++;
+    if (memo->next < memo->n && memo->open[memo->next] == i) return memo->end[memo->next];
+    memo->n = memo->next = 0;
+    size_t depth = 1, j = t->end;
+    while (j < in->n && depth > 0) {
+        Tag u;
+        if (in->p[j] == '<' && parse_tag(in->p, in->n, j, &u) && u.name_len == t->name_len &&
+            !strncasecmp(u.name, t->name, t->name_len)) {
+            if (u.closing) {  /* closes the innermost open one: the scan's own opener last */
+                if (--depth > 0) memo->end[(*stack)[depth - 1]] = u.end;
+            } else if (!u.self_closing) {
+                if (depth == *stack_cap) *stack = xrealloc(*stack, (*stack_cap = 2 * depth) * sizeof **stack);
+                (*stack)[depth++ - 1] = memo_push(memo, j);
+            }
+            j = u.end;
+        } else {
+            j++;
+        }
+    }
+    if (depth > 0) return 0;
+    memo->n = 0;  /* a found end: the caller jumps past everything the scan saw */
+    return j;
+}
+
 /* Elements that hold no prose are dropped with their content (<ref>..</ref>, nested by
  * name); a close tag without its opener is dropped alone. */
 static void drop_elements(const Str *in, Str *out) {
+    ScanMemo memo[NDISCARD] = {{0}};
+    size_t stack_cap = 64, *stack = xmalloc(stack_cap * sizeof *stack);
     for (size_t i = 0; i < in->n;) {
         size_t run = plain_run(in, i, "<");
         if (run) {
@@ -473,25 +532,13 @@ static void drop_elements(const Str *in, Str *out) {
             i = t.end;
             continue;
         }
-        int depth = 1;
-        size_t j = t.end;
-        while (j < in->n && depth > 0) {
-            Tag u;
-            if (in->p[j] == '<' && parse_tag(in->p, in->n, j, &u) && u.name_len == t.name_len &&
-                !strncasecmp(u.name, t.name, t.name_len)) {
-                if (u.closing) depth--;
-                else if (!u.self_closing) depth++;
-                j = u.end;
-            } else {
-                j++;
-            }
-        }
-        if (depth > 0) { /* never closed: drop just the tag */
-            i = t.end;
-            continue;
-        }
-        i = j;
+        size_t k = 0;
+        while (!(strlen(DISCARD[k]) == t.name_len && !strncasecmp(t.name, DISCARD[k], t.name_len))) k++;
+        size_t end = element_end(in, i, &t, &memo[k], &stack, &stack_cap);
+        i = end ? end : t.end;  /* never closed: drop just the tag */
     }
+    for (size_t k = 0; k < NDISCARD; k++) free(memo[k].open), free(memo[k].end);
+    free(stack);
 }
 
 /* &name; &#123; &#x1F; -> the character (WikiExtractor's unescape; unknown ones stay). */
@@ -564,6 +611,7 @@ static int placeholder_number(PlaceholderCounter *c, const char *elem, size_t le
 static void placeholders(const Str *in, Str *out) {
     static const char *const MATH[] = {"math", NULL}, *const CODE[] = {"code", NULL};
     PlaceholderCounter math = {{0}, 0}, code = {{0}, 0};
+    size_t unclosed_from[2] = {SIZE_MAX, SIZE_MAX};  /* math, code: no closing tag at or after */
     for (size_t i = 0; i < in->n;) {
         size_t run = plain_run(in, i, "<>");
         if (run) {
@@ -574,10 +622,12 @@ static void placeholders(const Str *in, Str *out) {
         Tag t, u;
         if (in->p[i] == '<' && parse_tag(in->p, in->n, i, &t) && !t.closing && !t.self_closing &&
             (tag_is(&t, MATH) || tag_is(&t, CODE))) {
-            size_t j = t.end;
+            size_t j = t.end, *unclosed = &unclosed_from[tag_is(&t, MATH) ? 0 : 1];
+            if (j >= *unclosed) j = in->n;  /* an earlier scan from before here found none */
             while (j < in->n && !(in->p[j] == '<' && parse_tag(in->p, in->n, j, &u) && u.closing &&
                                   u.name_len == t.name_len && !strncasecmp(u.name, t.name, t.name_len)))
                 j++;
+            if (j >= in->n && t.end < *unclosed) *unclosed = t.end;
             if (j < in->n) {
                 char buf[32];
                 bool is_math = tag_is(&t, MATH);

@@ -1,6 +1,8 @@
 #include "io/config.h"
 
 #include <cjson/cJSON.h>
+#include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,10 +54,12 @@ int bert_config_validate(const BertConfig *c, BertError *err) {
     if (c->intermediate_size < 1) return bert_fail(err, "config: intermediate_size must be positive (got %d)", c->intermediate_size);
     if (c->max_position_embeddings < 1) return bert_fail(err, "config: max_position_embeddings must be positive (got %d)", c->max_position_embeddings);
     if (c->type_vocab_size < 1) return bert_fail(err, "config: type_vocab_size must be positive (got %d)", c->type_vocab_size);
-    if (!(c->layer_norm_eps > 0)) return bert_fail(err, "config: layer_norm_eps must be positive");
+    if (!(c->layer_norm_eps > 0 && isfinite(c->layer_norm_eps)))  /* 1e400 reads as inf; saved, it would be null */
+        return bert_fail(err, "config: layer_norm_eps must be positive and finite");
     if (!(c->hidden_dropout_prob >= 0 && c->hidden_dropout_prob < 1)) return bert_fail(err, "config: hidden_dropout_prob must be in [0, 1)");
     if (!(c->attention_probs_dropout_prob >= 0 && c->attention_probs_dropout_prob < 1)) return bert_fail(err, "config: attention_probs_dropout_prob must be in [0, 1)");
-    if (!(c->initializer_range > 0)) return bert_fail(err, "config: initializer_range must be positive");
+    if (!(c->initializer_range > 0 && isfinite(c->initializer_range)))
+        return bert_fail(err, "config: initializer_range must be positive and finite");
     return 0;
 }
 
@@ -63,7 +67,9 @@ int bert_config_validate(const BertConfig *c, BertError *err) {
 static int get_int(const cJSON *root, const char *key, int *dst, const char *path, BertError *err) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
     if (!v) return 0;
-    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int)v->valuedouble)
+    /* range first: converting a double outside int's range to int is undefined */
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= INT_MIN && v->valuedouble <= INT_MAX) ||
+        v->valuedouble != (double)(int)v->valuedouble)
         return bert_fail(err, "%s: \"%s\" must be an integer", path, key);
     *dst = (int)v->valuedouble;
     return 0;

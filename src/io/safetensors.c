@@ -21,6 +21,10 @@ static const struct {
 
 /* Headers larger than this are not plausible and would only exhaust memory. */
 #define MAX_HEADER_BYTES ((uint64_t)100 << 20)
+/* Bound on every dimension and on every running product of them (2^53, exact in a
+ * double): keeps the int64 conversions and st_numel's products defined even for shapes
+ * such as [2^40, 2^40, 0], which need no bytes. */
+#define MAX_ELEMENTS 9007199254740992.0
 
 const char *st_dtype_name(StDtype d) { return DTYPES[d].name; }
 size_t st_dtype_size(StDtype d) { return DTYPES[d].size; }
@@ -51,15 +55,19 @@ static int parse_entry(const cJSON *item, StTensor *t, size_t data_len, const ch
         return bert_fail(err, "%s: tensor '%s': unsupported dtype %s", path, name, dtype->valuestring);
     t->ndim = cJSON_GetArraySize(shape);
     if (t->ndim > ST_MAX_DIMS) return bert_fail(err, "%s: tensor '%s': too many dimensions (%d)", path, name, t->ndim);
-    double bytes = (double)st_dtype_size(t->dtype);
+    double bytes = (double)st_dtype_size(t->dtype), elements = 1;
     for (int i = 0; i < t->ndim; i++) {
         const cJSON *d = cJSON_GetArrayItem(shape, i);
-        if (!cJSON_IsNumber(d) || d->valuedouble < 0 || d->valuedouble != (double)(int64_t)d->valuedouble)
+        if (!cJSON_IsNumber(d) || !(d->valuedouble >= 0 && d->valuedouble <= MAX_ELEMENTS) ||
+            d->valuedouble != (double)(int64_t)d->valuedouble || (elements *= d->valuedouble) > MAX_ELEMENTS)
             return bert_fail(err, "%s: tensor '%s': bad shape", path, name);
         t->shape[i] = (int64_t)d->valuedouble;
         bytes *= d->valuedouble;
     }
-    double b = cJSON_GetArrayItem(offs, 0)->valuedouble, e = cJSON_GetArrayItem(offs, 1)->valuedouble;
+    const cJSON *begin = cJSON_GetArrayItem(offs, 0), *end = cJSON_GetArrayItem(offs, 1);
+    if (!cJSON_IsNumber(begin) || !cJSON_IsNumber(end))
+        return bert_fail(err, "%s: tensor '%s': data_offsets are not numbers", path, name);
+    double b = begin->valuedouble, e = end->valuedouble;
     if (!(b >= 0 && e >= b && e <= (double)data_len))
         return bert_fail(err, "%s: tensor '%s': data offsets [%.0f, %.0f) outside the %zu-byte data section (truncated file?)",
                          path, name, b, e, data_len);

@@ -120,6 +120,24 @@ static void layout_activations(Arena *a, Activations *v, const BertModel *m) {
 
 /* ---------------------------------------------------------------- create / free */
 
+/* A config or batch shape whose largest parts pass 2^40 floats (4 TiB) could never be
+ * allocated; refusing it here, with the numbers, also keeps the size_t sums of the
+ * layouts from wrapping round to a small allocation. */
+static int check_model_size(const BertConfig *c, int B, int T, int P, BertError *err) {
+    const double H = c->hidden_size, I = c->intermediate_size, L = c->num_hidden_layers, V = c->vocab_size;
+    const double N = (double)B * T, limit = 1099511627776.0;
+    const double parts[] = {V * H, (double)c->max_position_embeddings * H, (double)c->type_vocab_size * H,
+                            L * H * (4 * H + 2 * I + 16),                              /* layer weights */
+                            L * ((double)B * c->num_attention_heads * T * T + N * (8 * H + 2 * I)),  /* activations */
+                            (double)B * P * V};                                        /* MLM logits */
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        if (parts[i] > limit)
+            return bert_fail(err, "bert_model_create: config (vocab %d, hidden %d, layers %d, intermediate %d) with "
+                             "batch %d x seq %d needs over 2^40 floats; it cannot be allocated", c->vocab_size,
+                             c->hidden_size, c->num_hidden_layers, c->intermediate_size, B, T);
+    return 0;
+}
+
 int bert_model_create(BertModel **out, const BertConfig *cfg, int max_batch, int max_seq, int max_predictions,
                       BertError *err) {
     *out = NULL;
@@ -135,6 +153,7 @@ int bert_model_create(BertModel **out, const BertConfig *cfg, int max_batch, int
                          cfg->hidden_size, cfg->num_attention_heads);
     if ((double)max_batch * cfg->num_attention_heads * max_seq * max_seq >= 4294967295.0)
         return bert_fail(err, "bert_model_create: batch*heads*seq^2 too large for the dropout counters");
+    if (check_model_size(cfg, max_batch, max_seq, max_predictions, err)) return -1;
     BertModel *m = xcalloc(1, sizeof *m);
     m->cfg = *cfg;
     m->max_batch = max_batch, m->max_seq = max_seq, m->max_preds = max_predictions;

@@ -488,10 +488,10 @@ static int write_specials(char **out, int num_unused) {
 int wordpiece_train(const WordCounts *wc, const VocabTrainOptions *opt, char ***tokens, int *ntokens, BertError *err) {
     *tokens = NULL;
     *ntokens = 0;
-    int reserved = 5 + opt->num_unused;
-    if (opt->num_unused < 0 || opt->vocab_size <= reserved)
+    if (opt->num_unused < 0 || (long long)opt->vocab_size <= 5LL + opt->num_unused)  /* no int overflow */
         return bert_fail(err, "vocab_size %d leaves no room after 5 special tokens and %d [unusedN] slots", opt->vocab_size,
                          opt->num_unused);
+    const int reserved = 5 + opt->num_unused;
     Trainer tr;
     memset(&tr, 0, sizeof tr);
     strmap_init(&tr.symbols);
