@@ -348,6 +348,31 @@ static void test_missing_input_and_bad_flags(void) {
     fixture_close(&f);
 }
 
+/* Requests that look plausible but are mistakes: an endless dupe_factor, one output named
+ * twice, a shard given where text is expected. Each is refused before anything is written. */
+static void test_mistaken_requests_are_refused(void) {
+    Fixture f = fixture_open();
+    if (!f.tok) return;
+    PretrainingOptions opt = pretraining_default_options();
+    PretrainingStats st;
+    BertError err = {{0}};
+    const char *out = "build/test_pretraining_mistake.hdf5";
+    opt.dupe_factor = 2000000000;
+    CHECK(create_pretraining_data(&opt, DIR "tiny.txt", out, f.tok, &st, NULL, NULL, &err) == -1);
+    CHECKF(strstr(err.msg, "dupe_factor") != NULL, "%s", err.msg);
+    opt = pretraining_default_options();
+    CHECK(create_pretraining_data(&opt, DIR "tiny.txt", "build/test_pretraining_twice.hdf5,build/test_pretraining_twice.hdf5",
+                                  f.tok, &st, NULL, NULL, &err) == -1);
+    CHECKF(strstr(err.msg, "twice") != NULL, "%s", err.msg);
+    CHECK(!exists("build/test_pretraining_twice.hdf5"));
+    CHECK(create_pretraining_data(&opt, DIR "tiny.txt", out, f.tok, &st, NULL, NULL, &err) == 0);
+    CHECK(create_pretraining_data(&opt, out, "build/test_pretraining_from_shard.hdf5", f.tok, &st, NULL, NULL, &err) == -1);
+    CHECKF(strstr(err.msg, "HDF5") != NULL, "%s", err.msg);
+    CHECK(!exists("build/test_pretraining_from_shard.hdf5"));
+    unlink(out);
+    fixture_close(&f);
+}
+
 static void test_empty_input_gives_an_empty_valid_shard(void) {
     Fixture f = fixture_open();
     if (!f.tok) return;
@@ -540,6 +565,7 @@ int main(void) {
     RUN_TEST(test_end_to_end_spool_spills);
     RUN_TEST(test_invalid_utf8_is_dropped_and_counted);
     RUN_TEST(test_unwritable_output_is_a_clear_error);
+    RUN_TEST(test_mistaken_requests_are_refused);
     RUN_TEST(test_missing_input_and_bad_flags);
     RUN_TEST(test_empty_input_gives_an_empty_valid_shard);
     RUN_TEST(test_writer_rejects_short_or_overfull_shards);

@@ -158,12 +158,18 @@ static int count_documents(const char *const *files, int n, long long *docs, lon
 /* NVIDIA's 256/256 shards unless asked otherwise; more training shards if one would
  * exceed max_shard_mb; for a corpus of fewer than 512 documents, one shard per 4
  * documents (at least 1 + 1), so a random next sentence can come from another document. */
+/* As many shards of one kind as `bert shard` accepts. */
+#define PREPARE_MAX_SHARDS (1 << 20)
+
 static void choose_shard_counts(const PrepareOptions *o, long long docs, long long bytes, int *n_train, int *n_test) {
     *n_train = o->n_training_shards > 0 ? o->n_training_shards : 256;
     *n_test = o->n_test_shards > 0 ? o->n_test_shards : 256;
     if (o->n_training_shards <= 0 && o->max_shard_mb > 0) {
         double per_shard = bytes * (1 - o->fraction_test_set) / 1e6 / *n_train;
-        if (per_shard > o->max_shard_mb) *n_train = (int)ceil(*n_train * per_shard / o->max_shard_mb);
+        if (per_shard > o->max_shard_mb) {  /* clamp before the cast: a tiny max_shard_mb must not overflow */
+            double want = ceil(*n_train * per_shard / o->max_shard_mb);
+            *n_train = want > PREPARE_MAX_SHARDS ? PREPARE_MAX_SHARDS : (int)want;
+        }
     }
     if (o->n_training_shards <= 0 && o->n_test_shards <= 0 && docs < *n_train + *n_test) {
         long long total = docs / 4 < 2 ? 2 : docs / 4;

@@ -24,7 +24,8 @@ int pretraining_check_options(const PretrainingOptions *opt, BertError *err) {
     if (opt->max_predictions_per_seq < 1 || opt->max_predictions_per_seq > 65536)
         return bert_fail(err, "--max_predictions_per_seq must be in [1, 65536], got %d",
                          opt->max_predictions_per_seq);
-    if (opt->dupe_factor < 0) return bert_fail(err, "--dupe_factor must be >= 0, got %d", opt->dupe_factor);
+    if (opt->dupe_factor < 0 || opt->dupe_factor > 10000)  /* each pass redoes the corpus */
+        return bert_fail(err, "--dupe_factor must be in [0, 10000], got %d", opt->dupe_factor);
     if (!(opt->masked_lm_prob >= 0 && opt->masked_lm_prob <= 1))
         return bert_fail(err, "--masked_lm_prob must be in [0, 1], got %g", opt->masked_lm_prob);
     if (!(opt->short_seq_prob >= 0 && opt->short_seq_prob <= 1))

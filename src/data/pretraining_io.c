@@ -221,12 +221,25 @@ static void batch_commit(LineBatch *b, DocumentSet *d, ReadStats *stats) {
     b->text_len = 0;
 }
 
+/* HDF5's format signature at offset 0 (where bert and h5py put it). Rewinds fp. */
+static bool is_hdf5_file(FILE *fp) {
+    static const unsigned char SIGNATURE[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+    unsigned char head[8];
+    bool hdf5 = fread(head, 1, 8, fp) == 8 && memcmp(head, SIGNATURE, 8) == 0;
+    rewind(fp);
+    return hdf5;
+}
+
 int documents_read_text(DocumentSet *d, const char *path, const Tokenizer *tok,
                         ReadStats *stats, ReadProgress progress, void *progress_ctx,
                         BertError *err) {
     LineReader r = {.cap = 1 << 20};
     r.fp = fopen(path, "rb");
     if (!r.fp) return bert_fail(err, "cannot open %s: %s", path, strerror(errno));
+    if (is_hdf5_file(r.fp)) {
+        fclose(r.fp);
+        return bert_fail(err, "%s is an HDF5 file; --input_file takes text (one sentence per line)", path);
+    }
     r.buf = xmalloc(r.cap);
     LineBatch batch;
     batch_init(&batch);
@@ -576,6 +589,10 @@ static int write_shuffled(Spool *spool, PyRandom *rng, const PretrainingOptions 
     char **paths = split_outputs(output_file, &n_out);
     Hdf5ShardWriter **w = xcalloc((size_t)(n_out ? n_out : 1), sizeof *w);
     if (n_out == 0) rc = bert_fail(err, "no output file given");
+    for (int i = 0; rc == 0 && i < n_out; i++)
+        for (int j = 0; rc == 0 && j < i; j++)
+            if (!strcmp(paths[i], paths[j]) || is_same_file(paths[i], paths[j]))
+                rc = bert_fail(err, "--output_file names %s twice", paths[i]);
     for (; rc == 0 && opened < n_out; opened++) {
         size_t rows = spool->n / (size_t)n_out + ((size_t)opened < spool->n % (size_t)n_out);
         rc = hdf5_shard_create(&w[opened], paths[opened], rows, opt->max_seq_length,
