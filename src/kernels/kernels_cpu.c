@@ -27,14 +27,41 @@ enum { COL_BLOCK = 64 };
 
 /* ---------------------------------------------------------------- matmul */
 
+/* On exactly two threads, independent single-threaded sgemm calls, one per thread (OpenBLAS's
+ * OpenMP build goes single-threaded inside a parallel region), run at ~190-200 GFLOP/s on
+ * BERT's shapes where one call split two ways by OpenBLAS reaches ~150-185: its threads
+ * synchronise on shared packed panels. Each call computes whole output elements with the
+ * single-threaded blocking, so the results are the 1-thread results bit for bit. */
+static bool split_over_two_threads(long multiply_adds) {
+    /* below ~4M multiply-adds (~40 us on one core) a fork and a barrier cost too much */
+    return omp_get_max_threads() == 2 && multiply_adds >= (1L << 22);
+}
+
+/* The block out[n0:n1, o0:o1] = inp[n0:n1] @ weight[o0:o1]^T + bias[o0:o1]. */
+static void matmul_forward_block(float *out, const float *inp, const float *weight, const float *bias, int n0, int n1,
+                                 int o0, int o1, int C, int OC) {
+    if (n1 <= n0 || o1 <= o0) return;
+    float *dst = out + (size_t)n0 * OC + o0;
+    if (bias)
+        for (int n = 0; n < n1 - n0; n++) memcpy(dst + (size_t)n * OC, bias + o0, sizeof(float) * (o1 - o0));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n1 - n0, o1 - o0, C, 1.0f, inp + (size_t)n0 * C, C,
+                weight + (size_t)o0 * C, C, bias ? 1.0f : 0.0f, dst, OC);
+}
+
 void k_matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int N, int C, int OC) {
-    float beta = 0.0f;
-    if (bias) {
-#pragma omp parallel for schedule(static) if ((long)N * OC >= PARALLEL_MIN_WORK)
-        for (int n = 0; n < N; n++) memcpy(out + (size_t)n * OC, bias, sizeof(float) * OC);
-        beta = 1.0f;
+    if (!split_over_two_threads((long)N * C * OC)) {
+        matmul_forward_block(out, inp, weight, bias, 0, N, 0, OC, C, OC);
+        return;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, weight, C, beta, out, OC);
+    /* Halve the longer side of out: each thread packs all of the other operand, so that one
+     * should be the smaller (the MLM decoder's 30522-row weight is not read twice). */
+    const bool by_rows = N >= OC;
+#pragma omp parallel num_threads(2)
+    {
+        int half = omp_get_thread_num(), len = by_rows ? N : OC, a = half ? len / 2 : 0, b = half ? len : len / 2;
+        if (by_rows) matmul_forward_block(out, inp, weight, bias, a, b, 0, OC, C, OC);
+        else matmul_forward_block(out, inp, weight, bias, 0, N, a, b, C, OC);
+    }
 }
 
 /* db[o] += sum_n dout[n, o], by column blocks (deterministic). */
@@ -54,10 +81,17 @@ static void column_sums_accumulate(float *restrict db, const float *restrict dou
 
 void k_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                        const float *weight, int N, int C, int OC, bool accumulate_dinp) {
-    if (dinp)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, weight, C,
-                    accumulate_dinp ? 1.0f : 0.0f, dinp, C);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
+    /* The two products have the same FLOPs: on two threads, one each (see above). */
+    const bool side_by_side = dinp && split_over_two_threads((long)N * C * OC);
+#pragma omp parallel sections num_threads(2) if (side_by_side)
+    {
+#pragma omp section
+        if (dinp)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, weight, C,
+                        accumulate_dinp ? 1.0f : 0.0f, dinp, C);
+#pragma omp section
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
+    }
     if (dbias) column_sums_accumulate(dbias, dout, N, OC);
 }
 
@@ -229,7 +263,8 @@ static void softmax_rows(float *s, int T, int L, const int32_t *mask) {
         if (mask)
             for (int j = 0; j < L; j++)
                 if (!mask[j]) row[j] = -INFINITY;
-        float mx = -INFINITY;
+        float mx = -INFINITY;  /* without the simd clause GCC keeps a float max scalar */
+#pragma omp simd reduction(max : mx)
         for (int j = 0; j < L; j++) mx = row[j] > mx ? row[j] : mx;
         float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
@@ -252,6 +287,22 @@ static void dropout_probs(float *dst, const float *src, int T, int L, size_t blo
         const float *s = src + (size_t)i * L;
         float *d = dst + (size_t)i * L;
         for (int j = 0; j < L; j++) d[j] = rng_bits32(key, base + (uint32_t)j) >= threshold ? s[j] * scale : 0.0f;
+    }
+}
+
+/* Backward's two uses of one block's mask, drawn once: pd = dropout(p), dp = dropout(dp). */
+static void dropout_probs_pair(float *restrict pd, const float *restrict p, float *restrict dp, int T, int L,
+                               size_t block, float prob, uint64_t key) {
+    uint32_t threshold = rng_dropout_threshold(prob);
+    float scale = 1.0f / (1.0f - prob);
+    for (int i = 0; i < T; i++) {
+        uint32_t base = (uint32_t)((block * T + i) * T);
+        size_t row = (size_t)i * L;
+        for (int j = 0; j < L; j++) {
+            bool keep = rng_bits32(key, base + (uint32_t)j) >= threshold;
+            pd[row + j] = keep ? p[row + j] * scale : 0.0f;
+            dp[row + j] = keep ? dp[row + j] * scale : 0.0f;
+        }
     }
 }
 
@@ -297,8 +348,7 @@ static void attention_block_backward(const AttnBlock *x, float *dq, const float 
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, L, d, 1.0f, dctx, H, x->v, H3, 0.0f, dp, L);
     const float *pd = p;
     if (a->dropout_p > 0.0f) {
-        dropout_probs(pd_buf, p, T, L, x->block, a->dropout_p, a->dropout_key);
-        dropout_probs(dp, dp, T, L, x->block, a->dropout_p, a->dropout_key);
+        dropout_probs_pair(pd_buf, p, dp, T, L, x->block, a->dropout_p, a->dropout_key);
         pd = pd_buf;
     }
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, L, d, T, 1.0f, pd, L, dctx, H, 0.0f, dv, H3);
@@ -353,7 +403,8 @@ double k_xent_forward(float *row_loss, float *probs, const float *logits, const 
     for (int k = 0; k < M; k++) {
         const float *restrict row = logits + (size_t)(row_index ? row_index[k] : k) * V;
         float *restrict p = probs + (size_t)k * V;
-        float mx = -INFINITY;
+        float mx = -INFINITY;  /* without the simd clause GCC keeps a float max scalar */
+#pragma omp simd reduction(max : mx)
         for (int j = 0; j < V; j++) mx = row[j] > mx ? row[j] : mx;
         float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
