@@ -253,27 +253,37 @@ void k_embeddings_backward(float *dword, float *dpos, float *dtype, const float 
     }
 }
 
+/* ---------------------------------------------------------------- softmax */
+
+/* dst = softmax(src) over n values (dst may be src), max-subtracted so large inputs do not
+ * overflow. Returns log(sum(exp(src))), the normaliser cross-entropy needs. Attention and
+ * the MLM loss share it. */
+static float softmax_row(float *dst, const float *src, int n) {
+    float mx = -INFINITY;  /* without the simd clause GCC keeps a float max scalar */
+#pragma omp simd reduction(max : mx)
+    for (int j = 0; j < n; j++) mx = src[j] > mx ? src[j] : mx;
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int j = 0; j < n; j++) {
+        dst[j] = expf(src[j] - mx);
+        sum += dst[j];
+    }
+    float inv = 1.0f / sum;
+    for (int j = 0; j < n; j++) dst[j] *= inv;
+    return logf(sum) + mx;
+}
+
 /* ---------------------------------------------------------------- attention */
 
 /* Row-wise softmax of scores [T, L] in place; keys with mask 0 (mask non-NULL only when the
  * sequence has padding before its last real token) get probability 0. */
 static void softmax_rows(float *s, int T, int L, const int32_t *mask) {
     for (int i = 0; i < T; i++) {
-        float *restrict row = s + (size_t)i * L;
+        float *row = s + (size_t)i * L;
         if (mask)
             for (int j = 0; j < L; j++)
                 if (!mask[j]) row[j] = -INFINITY;
-        float mx = -INFINITY;  /* without the simd clause GCC keeps a float max scalar */
-#pragma omp simd reduction(max : mx)
-        for (int j = 0; j < L; j++) mx = row[j] > mx ? row[j] : mx;
-        float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-        for (int j = 0; j < L; j++) {
-            row[j] = expf(row[j] - mx);
-            sum += row[j];
-        }
-        float inv = 1.0f / sum;
-        for (int j = 0; j < L; j++) row[j] *= inv;
+        softmax_row(row, row, L);
     }
 }
 
@@ -401,20 +411,8 @@ double k_xent_forward(float *row_loss, float *probs, const float *logits, const 
                       const int32_t *labels, int M, int V) {
 #pragma omp parallel for schedule(static) if ((long)M * V >= PARALLEL_MIN_WORK)
     for (int k = 0; k < M; k++) {
-        const float *restrict row = logits + (size_t)(row_index ? row_index[k] : k) * V;
-        float *restrict p = probs + (size_t)k * V;
-        float mx = -INFINITY;  /* without the simd clause GCC keeps a float max scalar */
-#pragma omp simd reduction(max : mx)
-        for (int j = 0; j < V; j++) mx = row[j] > mx ? row[j] : mx;
-        float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-        for (int j = 0; j < V; j++) {
-            p[j] = expf(row[j] - mx);
-            sum += p[j];
-        }
-        float inv = 1.0f / sum;
-        for (int j = 0; j < V; j++) p[j] *= inv;
-        row_loss[k] = logf(sum) + mx - row[labels[k]];
+        const float *row = logits + (size_t)(row_index ? row_index[k] : k) * V;
+        row_loss[k] = softmax_row(probs + (size_t)k * V, row, V) - row[labels[k]];
     }
     double total = 0.0;  /* summed in order: the same for any thread count */
     for (int k = 0; k < M; k++) total += row_loss[k];
