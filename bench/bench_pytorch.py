@@ -16,18 +16,14 @@ object whose keys match `bert bench --json`.
 """
 import argparse
 import json
+import os
 import resource
 import sys
 import time
 
-PRESETS = {  # name: (layers, hidden, heads); intermediate 4H, vocab 30522, 512 positions
-    "bert-tiny": (2, 128, 2),
-    "bert-mini": (4, 256, 4),
-    "bert-small": (4, 512, 8),
-    "bert-medium": (8, 512, 8),
-    "bert-base": (12, 768, 12),
-    "bert-large": (24, 1024, 16),
-}
+# One table of presets for both Python sides (and the same as src/io/config.c's).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+from torch_bert import PRESETS  # noqa: E402  name: (layers, hidden, heads); intermediate 4H
 
 
 def model_config(args):
