@@ -3,6 +3,8 @@
 CC      ?= gcc
 BUILD   ?= build
 SANITIZE ?= 0
+# Matrix-product library behind src/kernels/sgemm.h: onednn (default, faster here) or openblas.
+GEMM    ?= onednn
 
 BLAS_INC := /usr/include/x86_64-linux-gnu/openblas-openmp
 BLAS_LIB := /usr/lib/x86_64-linux-gnu/openblas-openmp
@@ -12,6 +14,13 @@ HDF5_LIBS   := $(shell pkg-config --libs hdf5-serial 2>/dev/null)
 WARN    := -Wall -Wextra -Wshadow -Wno-unused-parameter
 CFLAGS  := -std=c11 -D_GNU_SOURCE $(WARN) -Isrc -I$(BLAS_INC) $(HDF5_CFLAGS) -fopenmp -MMD -MP
 LDLIBS  := -L$(BLAS_LIB) -Wl,-rpath,$(BLAS_LIB) -lopenblas $(HDF5_LIBS) -lisal -lutf8proc -lcjson -lbz2 -lexpat -lm -fopenmp
+ifeq ($(GEMM),openblas)
+  CFLAGS += -DBERT_GEMM_OPENBLAS
+else ifeq ($(GEMM),onednn)
+  LDLIBS := -ldnnl $(LDLIBS)
+else
+  $(error GEMM must be onednn or openblas, not '$(GEMM)')
+endif
 ifeq ($(SANITIZE),1)
   CFLAGS += -O1 -g -march=native -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
   LDLIBS += -fsanitize=address,undefined
@@ -43,11 +52,14 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
-# The whole suite: optimised build, then the sanitizer build, then one summary line.
+# The whole suite: optimised build, then the sanitizer build, then the model's tests once
+# more with the other GEMM library (OpenBLAS), then one summary line.
 test:
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory all BUILD=build-asan SANITIZE=1
-	@bash tests/run.sh build build-asan
+	@$(MAKE) --no-print-directory BUILD=build-openblas GEMM=openblas \
+		$(addprefix build-openblas/tests/,test_layers test_model test_bench)
+	@bash tests/run.sh build build-asan build-openblas
 
 # Optimised build only (quick iteration).
 test-fast:
@@ -55,6 +67,6 @@ test-fast:
 	@bash tests/run.sh build
 
 clean:
-	rm -rf build build-asan bert
+	rm -rf build build-asan build-openblas bert
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

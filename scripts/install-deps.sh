@@ -5,7 +5,8 @@ set -euo pipefail
 
 BUILD_PKGS=(
   build-essential pkg-config
-  libopenblas-openmp-dev   # cblas sgemm, built on OpenMP so there is one thread pool
+  libdnnl-dev              # oneDNN: the model's sgemm (7-10% faster than OpenBLAS here; bench/RESULTS.md)
+  libopenblas-openmp-dev   # cblas sgemm (make GEMM=openblas; the sgemm peak compares both), OpenMP build
   libutf8proc-dev          # Unicode categories, NFD, case folding for the tokenizer
   libhdf5-dev              # pre-training shards in NVIDIA's HDF5 layout
   libisal-dev              # gzip (igzip) chunks of those shards: 3x libdeflate level 1, compressed in parallel

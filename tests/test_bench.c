@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "bench/sgemm_peak.h"
+#include "kernels/sgemm.h"
 #include "cli/commands.h"
 #include "core/common.h"
 #include "io/config.h"
@@ -69,16 +70,26 @@ static void test_flops_equal_explicit_product_list(void) {
 static void test_sgemm_peak_reports_every_shape(void) {
     SgemmPeak p;
     sgemm_peak_measure(&p, 64, 0.05);   /* small and short: bookkeeping only, not speed */
+    CHECKF(p.nlibs == (strcmp(sgemm_library(), "openblas") ? 2 : 1), "%d libraries timed", p.nlibs);
+    CHECK(strcmp(p.libs[0], "openblas") == 0 && strcmp(p.libs[p.nlibs - 1], sgemm_library()) == 0);
     double best = 0;
-    for (int i = 0; i < SGEMM_PEAK_SHAPES; i++) {
-        const SgemmShapeResult *r = &p.shapes[i];
-        CHECKF(r->m == 64 && r->n > 0 && r->k > 0, "shape %d: %dx%dx%d", i, r->m, r->n, r->k);
-        CHECKF(r->reps >= 3, "shape %d timed %d times", i, r->reps);
-        CHECKF(isfinite(r->best_gflops) && r->best_gflops > 0 && r->mean_gflops <= r->best_gflops * (1 + 1e-9),
-               "shape %d: best %g mean %g", i, r->best_gflops, r->mean_gflops);
-        if (r->best_gflops > best) best = r->best_gflops;
+    const char *best_lib = NULL;
+    for (int lib = 0; lib < p.nlibs; lib++) {
+        double lib_best = 0;
+        for (int i = 0; i < SGEMM_PEAK_SHAPES; i++) {
+            const SgemmShapeResult *r = &p.shapes[lib][i];
+            CHECKF(r->m == 64 && r->n > 0 && r->k > 0, "%s shape %d: %dx%dx%d", p.libs[lib], i, r->m, r->n, r->k);
+            CHECKF(r->reps >= 3, "%s shape %d timed %d times", p.libs[lib], i, r->reps);
+            CHECKF(isfinite(r->best_gflops) && r->best_gflops > 0 && r->mean_gflops <= r->best_gflops * (1 + 1e-9),
+                   "%s shape %d: best %g mean %g", p.libs[lib], i, r->best_gflops, r->mean_gflops);
+            if (r->best_gflops > lib_best) lib_best = r->best_gflops;
+        }
+        CHECKF(p.lib_peak_gflops[lib] == lib_best, "%s peak %g, best shape %g", p.libs[lib], p.lib_peak_gflops[lib],
+               lib_best);
+        if (lib_best > best) best = lib_best, best_lib = p.libs[lib];
     }
     CHECKF(p.peak_gflops == best, "peak %g is not the best shape %g", p.peak_gflops, best);
+    CHECK(best_lib && strcmp(p.peak_lib, best_lib) == 0);
 }
 
 /* Runs `bert bench` with the given arguments, capturing its stdout into *out (caller frees). */

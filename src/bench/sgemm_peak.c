@@ -7,6 +7,17 @@
 #include <unistd.h>
 
 #include "core/common.h"
+#include "kernels/sgemm.h"
+
+typedef void (*SgemmNN)(int m, int n, int k, const float *a, const float *b, float *c);
+
+static void openblas_nn(int m, int n, int k, const float *a, const float *b, float *c) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
+}
+
+static void build_sgemm_nn(int m, int n, int k, const float *a, const float *b, float *c) {
+    sgemm(false, false, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
+}
 
 static void fill_uniform(float *x, size_t n, uint32_t seed) {
     uint32_t s = seed * 2654435761u + 1u;
@@ -18,15 +29,15 @@ static void fill_uniform(float *x, size_t n, uint32_t seed) {
 
 /* Repeats one product until its share of the budget is spent (at least 3 timed runs after
  * one untimed warm-up that faults the pages in and wakes the threads). */
-static void time_shape(SgemmShapeResult *r, const float *a, const float *b, float *c, double budget) {
+static void time_shape(SgemmShapeResult *r, SgemmNN gemm, const float *a, const float *b, float *c, double budget) {
     int m = r->m, n = r->n, k = r->k;
     double flops = 2.0 * m * n * k, total = 0, best = 0;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
+    gemm(m, n, k, a, b, c);
     int reps = 0;
     double start = now_seconds();
     while (reps < 3 || (now_seconds() - start < budget && reps < 100)) {
         double t0 = now_seconds();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
+        gemm(m, n, k, a, b, c);
         double gflops = flops / (now_seconds() - t0) * 1e-9;
         if (gflops > best) best = gflops;
         total += gflops;
@@ -46,12 +57,17 @@ static void measure_in_process(SgemmPeak *out, int m, double budget_seconds) {
     fill_uniform(a, max_a, 1);
     fill_uniform(b, max_b, 2);
     memset(out, 0, sizeof *out);
-    for (int i = 0; i < SGEMM_PEAK_SHAPES; i++) {
-        SgemmShapeResult *r = &out->shapes[i];
-        r->m = m, r->n = shapes[i][0], r->k = shapes[i][1];
-        time_shape(r, a, b, c, budget_seconds / SGEMM_PEAK_SHAPES);
-        if (r->best_gflops > out->peak_gflops) out->peak_gflops = r->best_gflops;
-    }
+    SgemmNN gemms[SGEMM_PEAK_MAX_LIBS] = {openblas_nn, build_sgemm_nn};
+    out->libs[0] = "openblas", out->libs[1] = sgemm_library();
+    out->nlibs = strcmp(out->libs[1], out->libs[0]) ? 2 : 1;   /* an OpenBLAS build: time it once */
+    for (int lib = 0; lib < out->nlibs; lib++)
+        for (int i = 0; i < SGEMM_PEAK_SHAPES; i++) {
+            SgemmShapeResult *r = &out->shapes[lib][i];
+            r->m = m, r->n = shapes[i][0], r->k = shapes[i][1];
+            time_shape(r, gemms[lib], a, b, c, budget_seconds / (SGEMM_PEAK_SHAPES * out->nlibs));
+            if (r->best_gflops > out->lib_peak_gflops[lib]) out->lib_peak_gflops[lib] = r->best_gflops;
+            if (r->best_gflops > out->peak_gflops) out->peak_gflops = r->best_gflops, out->peak_lib = out->libs[lib];
+        }
     free(a), free(b), free(c);
 }
 

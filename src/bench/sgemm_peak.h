@@ -1,6 +1,8 @@
-/* The machine's practical fp32 matrix-product peak, measured at run time with cblas_sgemm
- * on the shapes that dominate BERT (a [tokens, hidden] activation times a weight), so
- * throughput reports can say what fraction of the attainable speed a model reaches. */
+/* The machine's practical fp32 matrix-product peak, measured at run time on the shapes that
+ * dominate BERT (a [tokens, hidden] activation times a weight), so throughput reports can say
+ * what fraction of the attainable speed a model reaches. Every sgemm library the binary links
+ * is timed (OpenBLAS's cblas_sgemm, and oneDNN's when it is the build's sgemm.h library) and
+ * the peak is the best of them all, so a model is never measured against a slower library. */
 #ifndef BERT_SGEMM_PEAK_H
 #define BERT_SGEMM_PEAK_H
 
@@ -11,11 +13,15 @@ typedef struct {
     int reps;
 } SgemmShapeResult;
 
-enum { SGEMM_PEAK_SHAPES = 3 };
+enum { SGEMM_PEAK_SHAPES = 3, SGEMM_PEAK_MAX_LIBS = 2 };
 
 typedef struct {
-    SgemmShapeResult shapes[SGEMM_PEAK_SHAPES];
-    double peak_gflops;   /* best over all shapes */
+    int nlibs;
+    const char *libs[SGEMM_PEAK_MAX_LIBS];    /* "openblas", "onednn" */
+    SgemmShapeResult shapes[SGEMM_PEAK_MAX_LIBS][SGEMM_PEAK_SHAPES];
+    double lib_peak_gflops[SGEMM_PEAK_MAX_LIBS];
+    double peak_gflops;   /* best over all libraries and shapes */
+    const char *peak_lib;
 } SgemmPeak;
 
 /* Times the three BERT-base linear shapes (tokens=m, hidden=768, intermediate=3072) for about

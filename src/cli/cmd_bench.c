@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "bench/sgemm_peak.h"
+#include "kernels/sgemm.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "core/common.h"
@@ -184,12 +185,17 @@ static void print_text(const BenchReport *r, const BenchOptions *o) {
            c->hidden_size, c->num_attention_heads, c->intermediate_size, c->vocab_size, r->params / 1e6);
     printf("shapes    batch %d, seq %d, %d masked slots per sequence, %.1f%% real tokens, %d threads\n", B,
            o->seq, o->preds, 100.0 * r->real_tokens / ((double)B * o->seq), o->threads);
-    if (r->measured_peak)
-        printf("sgemm     peak %.1f GFLOP/s (measured now, best of 4096x768x768 %.1f, x3072x768 %.1f, x768x3072 %.1f)\n",
-               r->peak.peak_gflops, r->peak.shapes[0].best_gflops, r->peak.shapes[1].best_gflops,
-               r->peak.shapes[2].best_gflops);
-    else
+    if (r->measured_peak) {
+        printf("sgemm     peak %.1f GFLOP/s (measured now with %s; best of 4096x768x768, x3072x768, x768x3072:",
+               r->peak.peak_gflops, r->peak.peak_lib);
+        for (int lib = 0; lib < r->peak.nlibs; lib++)
+            printf("%s %s %.1f/%.1f/%.1f", lib ? ";" : "", r->peak.libs[lib], r->peak.shapes[lib][0].best_gflops,
+                   r->peak.shapes[lib][1].best_gflops, r->peak.shapes[lib][2].best_gflops);
+        printf(")\n");
+    } else {
         printf("sgemm     peak %.1f GFLOP/s (given by --sgemm_peak)\n", r->peak.peak_gflops);
+    }
+    printf("gemm      the model's products run in %s\n", sgemm_library());
     if (r->train.steps) {
         const Timing *t = &r->train;
         double g = gflops(t, r->train_flops);
@@ -219,8 +225,9 @@ static double mean_ms(const Timing *t, double total_s) { return t->steps ? 1e3 *
 static void print_json(const BenchReport *r, const BenchOptions *o) {
     const Timing *tr = &r->train, *in = &r->infer;
     printf("{\"impl\": \"bert.c\", \"preset\": \"%s\", \"batch\": %d, \"seq\": %d, \"preds\": %d, "
-           "\"threads\": %d, \"params\": %zu, \"sgemm_peak_gflops\": %.2f, \"pad_fraction\": %.3f, ",
-           r->name, o->batch, o->seq, o->preds, o->threads, r->params, r->peak.peak_gflops,
+           "\"threads\": %d, \"params\": %zu, \"sgemm_peak_gflops\": %.2f, \"gemm_library\": \"%s\", "
+           "\"pad_fraction\": %.3f, ",
+           r->name, o->batch, o->seq, o->preds, o->threads, r->params, r->peak.peak_gflops, sgemm_library(),
            1.0 - r->real_tokens / ((double)o->batch * o->seq));
     printf("\"train_seq_per_s\": %.4f, \"train_ms_per_step\": %.2f, \"train_gflops\": %.2f, "
            "\"train_forward_ms\": %.2f, \"train_backward_ms\": %.2f, \"train_optimizer_ms\": %.2f, "

@@ -1,14 +1,15 @@
 /* The compute kernels behind the BERT model: one forward and one backward per layer kind.
- * This is the whole interface a backend implements (the CPU one is kernels_cpu.c, cblas +
- * OpenMP); a CUDA backend would provide the same functions on device pointers.
+ * This is the whole interface a backend implements (the CPU one is kernels_cpu.c: sgemm.h's
+ * matrix products + OpenMP); a CUDA backend would provide the same functions on device pointers.
  *
  * Conventions: row-major; N rows of C features; "weight [OC, C]" is PyTorch's nn.Linear
  * layout. Backward functions ACCUMULATE into parameter gradients (dweight, dbias, +=) and
  * OVERWRITE activation gradients (dinp) unless the argument says otherwise. Element-wise
  * and row-wise work is split over OpenMP threads; every reduction is ordered the same way
- * whatever the thread count, so these kernels' results do not depend on it. (OpenBLAS's
- * sgemm is bit-identical across thread counts for most but not all shapes: it can block a
- * long K differently, e.g. K = vocab; the difference is float rounding.) */
+ * whatever the thread count, so these kernels' results do not depend on it. (Matrix
+ * products are split by whole output blocks, each computed on one thread, and small ones run
+ * on one thread; the sgemm library's blocking of K can still depend on a block's shape, so for
+ * some large shapes a different thread count can change the float rounding.) */
 #ifndef BERT_KERNELS_H
 #define BERT_KERNELS_H
 

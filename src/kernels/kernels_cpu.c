@@ -1,16 +1,16 @@
-/* CPU backend of kernels.h: matrix products through cblas_sgemm (OpenBLAS, OpenMP build),
+/* CPU backend of kernels.h: matrix products through sgemm.h (oneDNN or OpenBLAS),
  * everything else as plain loops that GCC vectorises, split over OpenMP threads.
  *
  * Reductions over rows (bias and LayerNorm gradients, embedding scatter) are split by
  * column blocks, each thread summing whole columns in row order, so the result is the same
  * for any thread count. */
-#include <cblas.h>
 #include <math.h>
 #include <omp.h>
 #include <string.h>
 
 #include "core/rng.h"
 #include "kernels/kernels.h"
+#include "kernels/sgemm.h"
 
 /* glibc's vector math library (libmvec, pulled in by -lm) has AVX2 versions of these;
  * declaring them SIMD-callable lets the vectoriser use them without -ffast-math, which
@@ -44,7 +44,7 @@ static void matmul_forward_block(float *out, const float *inp, const float *weig
     float *dst = out + (size_t)n0 * OC + o0;
     if (bias)
         for (int n = 0; n < n1 - n0; n++) memcpy(dst + (size_t)n * OC, bias + o0, sizeof(float) * (o1 - o0));
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n1 - n0, o1 - o0, C, 1.0f, inp + (size_t)n0 * C, C,
+    sgemm(false, true, n1 - n0, o1 - o0, C, 1.0f, inp + (size_t)n0 * C, C,
                 weight + (size_t)o0 * C, C, bias ? 1.0f : 0.0f, dst, OC);
 }
 
@@ -87,10 +87,10 @@ void k_matmul_backward(float *dinp, float *dweight, float *dbias, const float *d
     {
 #pragma omp section
         if (dinp)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, weight, C,
+            sgemm(false, false, N, C, OC, 1.0f, dout, OC, weight, C,
                         accumulate_dinp ? 1.0f : 0.0f, dinp, C);
 #pragma omp section
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
+        sgemm(true, false, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
     }
     if (dbias) column_sums_accumulate(dbias, dout, N, OC);
 }
@@ -327,15 +327,14 @@ typedef struct {
 
 static void attention_block_forward(const AttnBlock *x, float *ctx, float *p, float *scratch, const AttentionArgs *a) {
     const int T = x->T, L = x->L, d = x->d, H3 = 3 * x->H;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, L, d, 1.0f / sqrtf((float)d), x->q, H3, x->k, H3, 0.0f,
-                p, L);
+    sgemm(false, true, T, L, d, 1.0f / sqrtf((float)d), x->q, H3, x->k, H3, 0.0f, p, L);
     softmax_rows(p, T, L, x->mask);
     const float *pd = p;
     if (a->dropout_p > 0.0f) {
         dropout_probs(scratch, p, T, L, x->block, a->dropout_p, a->dropout_key);
         pd = scratch;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, d, L, 1.0f, pd, L, x->v, H3, 0.0f, ctx, x->H);
+    sgemm(false, false, T, d, L, 1.0f, pd, L, x->v, H3, 0.0f, ctx, x->H);
 }
 
 /* g = P * (g - rowsum(P * g)) * scale: softmax backward, the 1/sqrt(d) scale folded in. */
@@ -355,16 +354,16 @@ static void attention_block_backward(const AttnBlock *x, float *dq, const float 
     const int T = x->T, L = x->L, d = x->d, H = x->H, H3 = 3 * H;
     float *dk = dq + H, *dv = dq + 2 * H, *dp = scratch, *pd_buf = scratch + (size_t)T * T;
     /* dP_dropped = dctx V^T; dV = P_dropped^T dctx */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, L, d, 1.0f, dctx, H, x->v, H3, 0.0f, dp, L);
+    sgemm(false, true, T, L, d, 1.0f, dctx, H, x->v, H3, 0.0f, dp, L);
     const float *pd = p;
     if (a->dropout_p > 0.0f) {
         dropout_probs_pair(pd_buf, p, dp, T, L, x->block, a->dropout_p, a->dropout_key);
         pd = pd_buf;
     }
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, L, d, T, 1.0f, pd, L, dctx, H, 0.0f, dv, H3);
+    sgemm(true, false, L, d, T, 1.0f, pd, L, dctx, H, 0.0f, dv, H3);
     softmax_backward_rows(dp, p, T, L, 1.0f / sqrtf((float)d));
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, d, L, 1.0f, dp, L, x->k, H3, 0.0f, dq, H3);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, L, d, T, 1.0f, dp, L, x->q, H3, 0.0f, dk, H3);
+    sgemm(false, false, T, d, L, 1.0f, dp, L, x->k, H3, 0.0f, dq, H3);
+    sgemm(true, false, L, d, T, 1.0f, dp, L, x->q, H3, 0.0f, dk, H3);
     for (int j = L; j < T; j++) {  /* keys after the last real token got no attention */
         memset(dk + (size_t)j * H3, 0, sizeof(float) * d);
         memset(dv + (size_t)j * H3, 0, sizeof(float) * d);

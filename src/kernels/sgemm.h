@@ -1,0 +1,19 @@
+/* The one fp32 matrix product every kernel calls: C = alpha op(A) op(B) + beta C, row-major
+ * (op = transpose when trans_*). Which library runs it is a build choice:
+ *   make GEMM=onednn (default)  oneDNN's dnnl_sgemm: 7-10% faster than OpenBLAS on BERT's
+ *                               shapes on AVX-512 hosts (bench/RESULTS.md, "GEMM library")
+ *   make GEMM=openblas          OpenBLAS's cblas_sgemm
+ * Both run on the calling thread when called inside an OpenMP parallel region, and split the
+ * product over OpenMP threads otherwise. */
+#ifndef BERT_SGEMM_H
+#define BERT_SGEMM_H
+
+#include <stdbool.h>
+
+void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+           int ldb, float beta, float *C, int ldc);
+
+/* "onednn" or "openblas": what this build links, for reports. */
+const char *sgemm_library(void);
+
+#endif
