@@ -20,7 +20,8 @@ def main(path):
     pad = first.get("pad_fraction", float(os.environ.get("PAD_FRACTION", "0")))
     print(f"\nbatch {first['batch']}, seq {first['seq']}, {first['preds']} masked slots, {first['threads']} threads, "
           f"{'full-length sequences' if pad == 0 else f'{100 * pad:.0f}% padding tokens'}; "
-          f"sgemm peak {peak:.1f} GFLOP/s (measured by ./bert bench in this run)\n")
+          f"sgemm peak {peak:.1f} GFLOP/s (measured by ./bert bench in this run; the best of the sgemm libraries it "
+          f"links); bert.c's GEMMs: {first.get('gemm_library', 'openblas')}\n")
     print("| preset | GFLOP/seq | implementation | train seq/s (best step) | train GFLOP/s (% peak) | train CPU s/step "
           "| infer seq/s (best) | infer GFLOP/s (% peak) | peak RSS MiB | bert.c speed-up: train (best) "
           "| infer (best) | train CPU time |")
@@ -43,6 +44,15 @@ def main(path):
                   f"{pair(speedup('train_seq_per_s'), speedup('train_best_seq_per_s'))} | "
                   f"{pair(speedup('infer_seq_per_s'), speedup('infer_best_seq_per_s'))} | "
                   f"{speedup('train_cpu_ms_per_step', invert=True)} |")
+    for ref in ours:
+        rows_all = ref["batch"] * ref["seq"]
+        kept = ref.get("train_last_layer_rows", rows_all)
+        if kept < rows_all:
+            print(f"\n{ref['preset']}: bert.c ran the last layer on {kept} of {rows_all} rows after attention (the "
+                  f"heads' rows; last-layer pruning), executing {ref['train_executed_gflop_per_seq']:.2f} of the "
+                  f"formula's {ref['train_gflop_per_seq']:.2f} GFLOP/seq ({ref['train_executed_gflops']:.1f} GFLOP/s "
+                  f"executed); the table's GFLOP/s count the formula for every row.", end="")
+    print()
     print("\nspeed-up = bert.c (default settings) seq/s divided by that row's seq/s; (best) = the same from each "
           "side's fastest timed step, less sensitive to other load on the machine; train CPU time = that row's "
           "process CPU seconds per step divided by bert.c's (all threads, spin-waiting included).")

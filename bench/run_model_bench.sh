@@ -9,6 +9,8 @@
 #   STEPS=N                                        timed steps for every preset (default: per preset)
 #   PEER_TUNED=1                                   also run PyTorch with OMP_WAIT_POLICY=PASSIVE
 #   OURS_PASSIVE=1                                 also run bert.c with OMP_WAIT_POLICY=PASSIVE
+#   OURS_OPENBLAS=1                                also run bert.c built with GEMM=openblas (build-openblas/bert,
+#                                                  built here), to show what the GEMM library contributes
 #   SGEMM_PEAK=GFLOP/s                             compare against this peak instead of measuring it (~1 s)
 #                                                  in the first bert.c run (a loaded machine measures low)
 #   PEER_PYTHON=path                               python with torch + transformers (default .venv-bench)
@@ -21,11 +23,14 @@ PEER_PYTHON=${PEER_PYTHON:-.venv-bench/bin/python}
 presets=("$@"); [ ${#presets[@]} -gt 0 ] || presets=(bert-tiny bert-mini bert-small bert-base)
 
 [ -x ./bert ] || { echo "run_model_bench: build first (make)" >&2; exit 1; }
+if [ "${OURS_OPENBLAS:-0}" = 1 ]; then
+  make --no-print-directory -s BUILD=build-openblas GEMM=openblas build-openblas/bert >&2
+fi
 [ -x "$PEER_PYTHON" ] || { echo "run_model_bench: no $PEER_PYTHON; run bench/setup_peer_env.sh" >&2; exit 1; }
 
 steps_for() {  # enough steps for a stable mean without making bert-base take many minutes
   if [ -n "${STEPS:-}" ]; then echo "$STEPS"; return; fi
-  case $1 in bert-tiny) echo 30 ;; bert-mini) echo 12 ;; bert-small) echo 6 ;; *) echo 3 ;; esac
+  case $1 in bert-tiny) echo 30 ;; bert-mini) echo 12 ;; bert-small) echo 8 ;; *) echo 5 ;; esac
 }
 
 tag_impl() {  # appends $1 to the "impl" field of the JSON line on stdin
@@ -46,6 +51,10 @@ for p in "${presets[@]}"; do
   if [ "${OURS_PASSIVE:-0}" = 1 ]; then
     echo "== $p: bert.c, OMP_WAIT_POLICY=PASSIVE" >&2
     OMP_WAIT_POLICY=PASSIVE ./bert bench "${common[@]}" --sgemm_peak "$peak" | tag_impl " PASSIVE" | tee -a "$results" >&2
+  fi
+  if [ "${OURS_OPENBLAS:-0}" = 1 ]; then
+    echo "== $p: bert.c, GEMM=openblas" >&2
+    build-openblas/bert bench "${common[@]}" --sgemm_peak "$peak" | tag_impl " GEMM=openblas" | tee -a "$results" >&2
   fi
   echo "== $p: PyTorch" >&2
   OMP_NUM_THREADS=$THREADS "$PEER_PYTHON" bench/bench_pytorch.py "${common[@]}" | tee -a "$results" >&2

@@ -67,6 +67,21 @@ static void test_flops_equal_explicit_product_list(void) {
     }
 }
 
+/* With the last layer pruned to `kept` rows after attention, a step skips exactly the rows'
+ * attention output projection and feed-forward products, forward and backward. */
+static void test_pruned_flops_skip_the_right_products(void) {
+    BertConfig c;
+    BertError err;
+    CHECK(bert_config_preset("bert-mini", &c, &err) == 0);
+    c.vocab_size = 1000, c.intermediate_size = 700;
+    const double B = 3, T = 16, P = 3, kept = 7, skipped = B * T - kept;
+    const double H = c.hidden_size, I = c.intermediate_size;
+    double want = 3 * (forward_flops_by_shapes(&c, B, T, P) - 2 * skipped * (H * H + I * H + H * I));
+    double got = bert_train_flops_pruned(&c, 3, 16, 3, 7);
+    CHECKF(fabs(got - want) <= 1e-9 * want, "pruned train flops %.6g, want %.6g", got, want);
+    CHECK(bert_train_flops_pruned(&c, 3, 16, 3, 48) == bert_train_flops(&c, 3, 16, 3));
+}
+
 static void test_sgemm_peak_reports_every_shape(void) {
     SgemmPeak p;
     sgemm_peak_measure(&p, 64, 0.05);   /* small and short: bookkeeping only, not speed */
@@ -207,6 +222,7 @@ static void test_bench_small_vocabulary(void) {
 int main(void) {
     RUN_TEST(test_train_flops_match_published_figures);
     RUN_TEST(test_flops_equal_explicit_product_list);
+    RUN_TEST(test_pruned_flops_skip_the_right_products);
     RUN_TEST(test_sgemm_peak_reports_every_shape);
     RUN_TEST(test_bench_json_report);
     RUN_TEST(test_bench_rejects_bad_flags);

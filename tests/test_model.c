@@ -71,9 +71,11 @@ static double rel(double a, double b) { return fabs(a - b) / fmax(fabs(b), 1e-6)
 
 /* Forward, backward and the AdamW steps against the fixture, within tol_logits (logits and
  * losses) and tol_grads (gradients). */
-static void check_fixture(const char *stem, double tol_logits, double tol_grads) {
+static void check_fixture(const char *stem, double tol_logits, double tol_grads, bool prune) {
     Fixture f;
     if (fixture_open(&f, stem)) return;
+    bert_set_last_layer_pruning(f.model, prune);
+    if (prune) printf("    last-layer pruning on:\n");
     size_t n;
     float *expect_loss = read_floats(&f, "expect.loss", NULL);
     float *expect_mlm = read_floats(&f, "expect.mlm_logits", &n);
@@ -154,15 +156,20 @@ static void check_fixture(const char *stem, double tol_logits, double tol_grads)
 }
 
 /* The tolerances: 1e-4 on logits and losses, 1e-3 on gradients. */
-static void test_fixture_gelu_padded(void) { check_fixture("tests/data/model/fixture", 1e-4, 1e-3); }
-static void test_fixture_gelu_new_unpadded(void) { check_fixture("tests/data/model/fixture_tanh", 1e-4, 1e-3); }
+static void test_fixture_gelu_padded(void) { check_fixture("tests/data/model/fixture", 1e-4, 1e-3, false); }
+static void test_fixture_gelu_new_unpadded(void) { check_fixture("tests/data/model/fixture_tanh", 1e-4, 1e-3, false); }
+/* The same with the last layer run only at the heads' rows (bert_set_last_layer_pruning). */
+static void test_fixture_pruned_last_layer(void) {
+    check_fixture("tests/data/model/fixture", 1e-4, 1e-3, true);
+    check_fixture("tests/data/model/fixture_tanh", 1e-4, 1e-3, true);
+}
 /* Optional, uncommitted: real BERT widths (tools/make_model_fixture.py --large STEM). There,
  * float32 itself is further from the float64 reference: PyTorch in float32 measures 1.9e-4
  * on the MLM logits and 6.3e-4 on the gradients with these metrics, so the bound is 1e-3 /
  * 1e-2 ("no worse than float32 arithmetic"), and the numbers are printed. */
 static void test_extra_fixture(void) {
     const char *stem = getenv("BERT_EXTRA_FIXTURE");
-    if (stem && *stem) check_fixture(stem, 1e-3, 1e-2);
+    if (stem && *stem) check_fixture(stem, 1e-3, 1e-2, false);
 }
 
 /* Training mode with 1 and 2 threads, on a model big enough that every kernel takes its
@@ -216,6 +223,61 @@ static void test_thread_count_independent(void) {
     CHECK(isfinite(losses[0]));
     CHECKF(losses[0] == losses[1], "loss %.9g (1 thread) vs %.9g (2 threads)", losses[0], losses[1]);
     free(grads1);
+}
+
+/* Last-layer pruning against the full last layer, in training mode (dropout on) with padding,
+ * ignored slots and a position masked twice: the same loss, logits and gradients up to float
+ * rounding (the pruned products have other shapes), and no sequence output when pruned. A
+ * wrong row mapping or a dropout mask drawn for the wrong row would be off by ~1e-1. */
+static void test_pruning_matches_full(void) {
+    BertConfig c;
+    BertError err;
+    bert_config_preset("bert-tiny", &c, &err);
+    c.vocab_size = 300, c.max_position_embeddings = 40, c.num_hidden_layers = 3;
+    enum { B = 3, T = 40, P = 5 };
+    int32_t ids[B * T], types[B * T], mask[B * T], pos[B * P], labels[B * P], nsp[B] = {1, 0, 1};
+    for (int i = 0; i < B * T; i++) {
+        int t = i % T, len = T - 11 * (i / T);  /* lengths 40, 29, 18 */
+        mask[i] = t < len, ids[i] = mask[i] ? 5 + (i * 31) % 290 : 0, types[i] = t > len / 2;
+    }
+    for (int i = 0; i < B * P; i++) pos[i] = 1 + (i * 7) % 17, labels[i] = i % 4 == 2 ? -1 : 10 + i;
+    pos[1] = pos[0];                    /* one position masked twice */
+    pos[2 * P + 3] = 0, labels[2 * P + 3] = 42;   /* and the [CLS] position itself */
+    BertBatch batch = {B, T, P, ids, types, mask, pos, labels, nsp};
+    BertModel *m;
+    if (bert_model_create(&m, &c, B, T, P, &err)) { CHECKF(0, "%s", err.msg); return; }
+    bert_init_weights(m, 11);
+    size_t np = bert_num_parameters(m), nl = (size_t)B * P * c.vocab_size;
+    float *g_full = malloc(np * sizeof(float)), *mlm_full = malloc(nl * sizeof(float)), nsp_full[2 * B];
+    float loss[2];
+    for (int prune = 0; prune < 2; prune++) {
+        bert_set_last_layer_pruning(m, prune);
+        bert_zero_grad(m);
+        loss[prune] = bert_forward(m, &batch, true, 99);
+        CHECK(prune ? bert_sequence_output(m) == NULL : bert_sequence_output(m) != NULL);
+        bert_backward(m, &batch);
+        if (!prune) {
+            memcpy(g_full, bert_grads(m), np * sizeof(float));
+            memcpy(mlm_full, bert_mlm_logits(m), nl * sizeof(float));
+            memcpy(nsp_full, bert_nsp_logits(m), sizeof nsp_full);
+            continue;
+        }
+        double diff = 0, norm = 0;
+        for (size_t i = 0; i < np; i++) {
+            double d = (double)bert_grads(m)[i] - g_full[i];
+            diff += d * d, norm += (double)g_full[i] * g_full[i];
+        }
+        double e_grad = sqrt(diff / norm);
+        double e_mlm = max_rel_error(bert_mlm_logits(m), mlm_full, nl, 1e-2);
+        double e_nsp = max_rel_error(bert_nsp_logits(m), nsp_full, 2 * B, 1e-2);
+        CHECKF(rel(loss[1], loss[0]) < 1e-6, "loss pruned %.9g vs full %.9g", loss[1], loss[0]);
+        CHECKF(e_grad < 1e-5 && e_mlm < 1e-5 && e_nsp < 1e-5, "pruned vs full: grads %.3g, MLM %.3g, NSP %.3g",
+               e_grad, e_mlm, e_nsp);
+        printf("    pruned vs full: loss %.7f vs %.7f, gradients %.2g, logits MLM %.2g NSP %.2g\n", loss[1], loss[0],
+               e_grad, e_mlm, e_nsp);
+    }
+    bert_model_free(m);
+    free(g_full), free(mlm_full);
 }
 
 /* Dropout changes the loss, depends on the seed, and is reproducible for the same seed. */
@@ -309,6 +371,12 @@ static void test_training_mode_gradient(void) {
     float *g = malloc(np * sizeof(float));
     memcpy(g, bert_grads(f.model), np * sizeof(float));
     check_directional(f.model, &f.batch, g, pretraining_loss, NULL, "training mode");
+    bert_set_last_layer_pruning(f.model, true);   /* and with the last layer pruned */
+    bert_zero_grad(f.model);
+    bert_forward(f.model, &f.batch, true, 4242);
+    bert_backward(f.model, &f.batch);
+    memcpy(g, bert_grads(f.model), np * sizeof(float));
+    check_directional(f.model, &f.batch, g, pretraining_loss, NULL, "training mode, pruned");
     free(g);
     fixture_close(&f);
 }
@@ -478,6 +546,8 @@ int main(void) {
     RUN_TEST(test_fixture_gelu_padded);
     RUN_TEST(test_fixture_gelu_new_unpadded);
     if (getenv("BERT_EXTRA_FIXTURE")) RUN_TEST(test_extra_fixture);
+    RUN_TEST(test_fixture_pruned_last_layer);
+    RUN_TEST(test_pruning_matches_full);
     RUN_TEST(test_thread_count_independent);
     RUN_TEST(test_dropout_seeded);
     RUN_TEST(test_training_mode_gradient);

@@ -116,6 +116,7 @@ static void layout_activations(Arena *a, Activations *v, const BertModel *m) {
     v->d_mlm_a = take(a, BP * H), v->d_mlm_b = take(a, BP * H);
     v->d_pooled = take(a, B * H), v->d_cls = take(a, B * H), v->d_nsp_logits = take(a, B * 2);
     v->attn_scratch = take(a, (size_t)m->nthreads * 2 * T * T);
+    v->kept_x = take(a, (BP + B) * H);
 }
 
 /* ---------------------------------------------------------------- create / free */
@@ -195,6 +196,10 @@ int bert_model_create(BertModel **out, const BertConfig *cfg, int max_batch, int
     m->mlm_slot = xcalloc(BP + 1, sizeof(int32_t));
     m->mlm_label = xcalloc(BP + 1, sizeof(int32_t));
     m->nsp_label = xcalloc(max_batch, sizeof(int32_t));
+    m->kept_row = xcalloc(BP + max_batch, sizeof(int32_t));
+    m->row_map = xcalloc(N, sizeof(int32_t));
+    m->cls_row = xcalloc(max_batch, sizeof(int32_t));
+    m->mlm_out_row = xcalloc(BP + 1, sizeof(int32_t));
     *out = m;
     return 0;
 }
@@ -205,6 +210,7 @@ void bert_model_free(BertModel *m) {
     free(m->info), free(m->params), free(m->grads), free(m->norm_partial), free(m->adam_state), free(m->act_memory);
     free(m->kv_len), free(m->has_holes), free(m->zero_types);
     free(m->mlm_src_row), free(m->mlm_slot), free(m->mlm_label), free(m->nsp_label);
+    free(m->kept_row), free(m->row_map), free(m->cls_row), free(m->mlm_out_row);
     free(m);
 }
 
@@ -231,8 +237,11 @@ const float *bert_nsp_logits(const BertModel *m) { return m->act.nsp_logits; }
 const float *bert_pooled_output(const BertModel *m) { return m->act.pooled; }
 const float *bert_sequence_output(const BertModel *m) {
     int L = m->cfg.num_hidden_layers;
+    if (m->pruned) return NULL;
     return L > 0 ? m->act.layers[L - 1].out : m->act.emb_out;
 }
+void bert_set_last_layer_pruning(BertModel *m, bool on) { m->prune_last_layer = on; }
+int bert_last_layer_rows(const BertModel *m) { return m->kept_count; }
 void bert_zero_grad(BertModel *m) { memset(m->grads, 0, m->num_params * sizeof(float)); }
 
 size_t bert_model_bytes(const BertModel *m) {
@@ -324,3 +333,10 @@ double bert_train_flops(const BertConfig *cfg, int batch, int seq, int preds) {
 }
 
 double bert_infer_flops(const BertConfig *cfg, int batch, int seq) { return forward_flops(cfg, batch, seq, 0); }
+
+double bert_train_flops_pruned(const BertConfig *cfg, int batch, int seq, int preds, int kept_rows) {
+    const double H = cfg->hidden_size, I = cfg->intermediate_size, skipped = (double)batch * seq - kept_rows;
+    /* per skipped row: the attention output projection and the two feed-forward products */
+    const double per_row = 2.0 * H * H + 2.0 * H * I + 2.0 * I * H;
+    return bert_train_flops(cfg, batch, seq, preds) - (cfg->num_hidden_layers > 0 ? 3.0 * skipped * per_row : 0.0);
+}

@@ -108,6 +108,19 @@ int   bert_load_safetensors_ex(BertModel *m, const char *path, uint64_t head_see
 const float *bert_sequence_output(const BertModel *m);
 const float *bert_pooled_output(const BertModel *m);
 void  bert_backward_with(BertModel *m, const BertBatch *b, const float *d_sequence_output, const float *d_pooled);
+/* Pre-training only reads the last layer's output at the [CLS] rows (NSP) and the labelled
+ * masked positions (MLM). With pruning on, bert_forward runs the last encoder layer's
+ * attention over every token (its keys and values are needed) but everything after it (output
+ * projection, LayerNorms, feed-forward) only at those rows: 1 + P of T rows per sequence, ~63%
+ * of the last layer's work saved at seq 128 / 20 predictions. Losses, logits and gradients
+ * are the full model's (to float rounding: the products have other shapes), dropout masks
+ * included. bert_sequence_output() is then NULL and bert_backward_with() must get no
+ * d_sequence_output: fine-tuning leaves it off. Off by default. */
+void  bert_set_last_layer_pruning(BertModel *m, bool on);
+/* Rows the last layer ran on after attention in the last forward (B*T unless pruned), and
+ * the FLOPs a training step then executes (bert_train_flops less the skipped rows' products). */
+int   bert_last_layer_rows(const BertModel *m);
+double bert_train_flops_pruned(const BertConfig *cfg, int batch, int seq, int preds, int kept_rows);
 /* Bytes of parameters + grads + optimizer state + activations allocated by the model. */
 size_t bert_model_bytes(const BertModel *m);
 

@@ -2,6 +2,7 @@
  * allocation. Dropout masks are recomputed from the counter-based RNG, not stored. */
 #include <string.h>
 
+#include "core/common.h"
 #include "core/rng.h"
 #include "kernels/kernels.h"
 #include "model/bert_internal.h"
@@ -23,7 +24,7 @@ static void pooler_backward(BertModel *m, float *d_out, const float *d_pooled_ex
     k_tanh_backward(a->d_pooled, a->d_pooled, a->pooled, (long)B * H);
     k_matmul_backward(a->d_cls, m->g.pool_w, m->g.pool_b, a->d_pooled, a->cls_in, m->p.pool_w, B, H, H, false);
     for (int s = 0; s < B; s++) {
-        float *dst = d_out + (size_t)s * m->T * H;
+        float *dst = d_out + (size_t)m->cls_row[s] * H;
         const float *src = a->d_cls + (size_t)s * H;
         for (int c = 0; c < H; c++) dst[c] += src[c];
     }
@@ -42,35 +43,47 @@ static void mlm_backward(BertModel *m, float *d_out) {
     k_matmul_backward(a->d_mlm_a, m->g.mlm_dense_w, m->g.mlm_dense_b, a->d_mlm_b, a->mlm_in, m->p.mlm_dense_w, M, H,
                       H, false);
     for (int k = 0; k < M; k++) {  /* serial: two slots may name the same position */
-        float *dst = d_out + (size_t)m->mlm_src_row[k] * H;
+        float *dst = d_out + (size_t)m->mlm_out_row[k] * H;
         const float *src = a->d_mlm_a + (size_t)k * H;
         for (int j = 0; j < H; j++) dst[j] += src[j];
     }
 }
 
-/* d_x holds d(layer output) on entry and d(layer input) on return. */
-static void layer_backward(BertModel *m, int l, const float *x, const int32_t *mask) {
+/* dst[rows[k]] = src[k] for k < R, rows of H floats, every other row of dst's N zeroed. */
+static void scatter_rows(float *dst, const float *src, const int32_t *rows, int R, int N, int H) {
+    memset(dst, 0, sizeof(float) * N * H);
+    for (int k = 0; k < R; k++) memcpy(dst + (size_t)rows[k] * H, src + (size_t)k * H, sizeof(float) * H);
+}
+
+/* d_x holds d(layer output) on entry (the kept rows only, compact, when prune) and d(layer
+ * input) on return (all rows). */
+static void layer_backward(BertModel *m, int l, const float *x, const int32_t *mask, bool prune) {
     const BertConfig *c = &m->cfg;
     const int N = m->B * m->T, H = c->hidden_size, I = c->intermediate_size;
+    const int R = prune ? m->kept_count : N;
+    const int32_t *rows = prune ? m->kept_row : NULL;
     const LayerParams *p = &m->p.layers[l];
     LayerParams *g = &m->g.layers[l];
     const LayerActs *a = &m->act.layers[l];
     Activations *d = &m->act;
-    const float pdrop = m->training ? c->hidden_dropout_prob : 0.0f;
 
     /* out = LN2(dropout(FFN(h1)) + h1) */
-    k_layernorm_backward(d->d_sum, g->ln2_w, g->ln2_b, d->d_x, a->ffn_sum, a->ln2_mean, a->ln2_rstd, p->ln2_w, N, H);
-    memcpy(d->d_h1, d->d_sum, sizeof(float) * N * H);  /* residual branch */
-    k_dropout(d->d_sum, (long)N * H, pdrop, rng_key(m->dropout_seed, dropout_site(l, SITE_FFN_OUT)), 0);
-    k_matmul_backward(d->d_ffn, g->ffn_out_w, g->ffn_out_b, d->d_sum, a->ffn_act, p->ffn_out_w, N, I, H, false);
-    k_gelu_backward(d->d_ffn, d->d_ffn, a->ffn_pre, (long)N * I, c->hidden_act);
-    k_matmul_backward(d->d_h1, g->ffn_in_w, g->ffn_in_b, d->d_ffn, a->h1, p->ffn_in_w, N, H, I, true);
+    k_layernorm_backward(d->d_sum, g->ln2_w, g->ln2_b, d->d_x, a->ffn_sum, a->ln2_mean, a->ln2_rstd, p->ln2_w, R, H);
+    memcpy(d->d_h1, d->d_sum, sizeof(float) * R * H);  /* residual branch */
+    bert_hidden_dropout(m, d->d_sum, R, rows, l, SITE_FFN_OUT);
+    k_matmul_backward(d->d_ffn, g->ffn_out_w, g->ffn_out_b, d->d_sum, a->ffn_act, p->ffn_out_w, R, I, H, false);
+    k_gelu_backward(d->d_ffn, d->d_ffn, a->ffn_pre, (long)R * I, c->hidden_act);
+    k_matmul_backward(d->d_h1, g->ffn_in_w, g->ffn_in_b, d->d_ffn, a->h1, p->ffn_in_w, R, H, I, true);
 
     /* h1 = LN1(dropout(Attention(x) Wo + bo) + x) */
-    k_layernorm_backward(d->d_sum, g->ln1_w, g->ln1_b, d->d_h1, a->attn_sum, a->ln1_mean, a->ln1_rstd, p->ln1_w, N, H);
-    memcpy(d->d_x, d->d_sum, sizeof(float) * N * H);   /* residual branch */
-    k_dropout(d->d_sum, (long)N * H, pdrop, rng_key(m->dropout_seed, dropout_site(l, SITE_ATTN_OUT)), 0);
-    k_matmul_backward(d->d_ctx, g->attn_out_w, g->attn_out_b, d->d_sum, a->ctx, p->attn_out_w, N, H, H, false);
+    k_layernorm_backward(d->d_sum, g->ln1_w, g->ln1_b, d->d_h1, a->attn_sum, a->ln1_mean, a->ln1_rstd, p->ln1_w, R, H);
+    if (prune) scatter_rows(d->d_x, d->d_sum, rows, R, N, H);  /* residual branch */
+    else memcpy(d->d_x, d->d_sum, sizeof(float) * N * H);
+    bert_hidden_dropout(m, d->d_sum, R, rows, l, SITE_ATTN_OUT);
+    /* pruned: d(ctx) of the kept rows goes through d_h1 (free now), the other rows' is zero */
+    float *d_ctx_rows = prune ? d->d_h1 : d->d_ctx;
+    k_matmul_backward(d_ctx_rows, g->attn_out_w, g->attn_out_b, d->d_sum, a->ctx, p->attn_out_w, R, H, H, false);
+    if (prune) scatter_rows(d->d_ctx, d_ctx_rows, rows, R, N, H);
     AttentionArgs args;
     bert_attention_args(m, &args, mask, l);
     k_attention_backward(d->d_qkv, d->d_ctx, a->qkv, a->probs, &args);
@@ -83,14 +96,16 @@ void bert_backward_with(BertModel *m, const BertBatch *b, const float *d_sequenc
     const BertConfig *c = &m->cfg;
     const int N = m->B * m->T, H = c->hidden_size, L = c->num_hidden_layers;
     Activations *a = &m->act;
+    if (d_sequence_output && m->pruned)
+        die("bert_backward_with: a d_sequence_output after a forward with last-layer pruning "
+            "(bert_set_last_layer_pruning): the last layer ran only at the heads' rows");
     if (d_sequence_output) memcpy(a->d_x, d_sequence_output, sizeof(float) * N * H);
     else memset(a->d_x, 0, sizeof(float) * N * H);
     pooler_backward(m, a->d_x, d_pooled);
     if (m->have_mlm_labels && m->mlm_count > 0) mlm_backward(m, a->d_x);
     for (int l = L - 1; l >= 0; l--)
-        layer_backward(m, l, l ? a->layers[l - 1].out : a->emb_out, b->attention_mask);
-    float pdrop = m->training ? c->hidden_dropout_prob : 0.0f;
-    k_dropout(a->d_x, (long)N * H, pdrop, rng_key(m->dropout_seed, dropout_site(0, SITE_EMBEDDINGS)), 0);
+        layer_backward(m, l, l ? a->layers[l - 1].out : a->emb_out, b->attention_mask, m->pruned && l == L - 1);
+    bert_hidden_dropout(m, a->d_x, N, NULL, 0, SITE_EMBEDDINGS);
     k_layernorm_backward(a->d_sum, m->g.emb_ln_w, m->g.emb_ln_b, a->d_x, a->emb_sum, a->emb_mean, a->emb_rstd,
                          m->p.emb_ln_w, N, H);
     const int32_t *types = b->token_type_ids ? b->token_type_ids : m->zero_types;

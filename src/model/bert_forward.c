@@ -7,6 +7,28 @@
 #include "kernels/kernels.h"
 #include "model/bert_internal.h"
 
+/* Where the heads read the last layer's output: every row of it, or (pruning) only the
+ * [CLS] rows and the labelled masked positions, kept in ascending order. */
+static void plan_last_layer_rows(BertModel *m) {
+    const int B = m->B, T = m->T, N = B * T, M = m->mlm_count;
+    m->pruned = m->prune_last_layer && m->cfg.num_hidden_layers > 0;
+    if (!m->pruned) {
+        for (int s = 0; s < B; s++) m->cls_row[s] = s * T;
+        memcpy(m->mlm_out_row, m->mlm_src_row, sizeof(int32_t) * M);
+        m->kept_count = N;
+        return;
+    }
+    for (int n = 0; n < N; n++) m->row_map[n] = -1;
+    for (int s = 0; s < B; s++) m->row_map[s * T] = 0;
+    for (int k = 0; k < M; k++) m->row_map[m->mlm_src_row[k]] = 0;
+    int kept = 0;
+    for (int n = 0; n < N; n++)
+        if (m->row_map[n] == 0) m->kept_row[kept] = n, m->row_map[n] = kept++;
+    m->kept_count = kept;
+    for (int s = 0; s < B; s++) m->cls_row[s] = m->row_map[s * T];
+    for (int k = 0; k < M; k++) m->mlm_out_row[k] = m->row_map[m->mlm_src_row[k]];
+}
+
 /* Per-sequence attention range (everything after the last real token is skipped), the
  * compact list of labelled MLM slots, and the labels. */
 static void prepare_batch(BertModel *m, const BertBatch *b) {
@@ -31,6 +53,7 @@ static void prepare_batch(BertModel *m, const BertBatch *b) {
         m->mlm_label[m->mlm_count] = label;
         m->mlm_count++;
     }
+    plan_last_layer_rows(m);
     m->have_mlm_labels = b->masked_labels != NULL && P > 0;
     m->have_nsp_labels = b->next_sentence_labels != NULL;
     if (m->have_nsp_labels) memcpy(m->nsp_label, b->next_sentence_labels, sizeof(int32_t) * B);
@@ -49,27 +72,54 @@ void bert_attention_args(const BertModel *m, AttentionArgs *a, const int32_t *ma
 
 static float hidden_dropout_p(const BertModel *m) { return m->training ? m->cfg.hidden_dropout_prob : 0.0f; }
 
-static void layer_forward(BertModel *m, int l, const float *x, const int32_t *mask) {
+void bert_hidden_dropout(const BertModel *m, float *x, int R, const int32_t *rows, int layer, int site) {
+    const int H = m->cfg.hidden_size;
+    const float p = hidden_dropout_p(m);
+    const uint64_t key = rng_key(m->dropout_seed, dropout_site(layer, site));
+    if (!rows) {
+        k_dropout(x, (long)R * H, p, key, 0);
+        return;
+    }
+    for (int k = 0; k < R; k++) k_dropout(x + (size_t)k * H, H, p, key, (uint32_t)((size_t)rows[k] * H));
+}
+
+/* dst[k] = src[rows[k]] for k < R, rows of H floats; rows ascending, so dst may be src. */
+static void gather_rows(float *dst, const float *src, const int32_t *rows, int R, int H) {
+    for (int k = 0; k < R; k++)
+        if (dst + (size_t)k * H != src + (size_t)rows[k] * H)
+            memmove(dst + (size_t)k * H, src + (size_t)rows[k] * H, sizeof(float) * H);
+}
+
+/* With prune (the last layer under bert_set_last_layer_pruning), everything after attention
+ * runs on the kept rows only: ctx is compacted in place and the residual input gathered. */
+static void layer_forward(BertModel *m, int l, const float *x, const int32_t *mask, bool prune) {
     const BertConfig *c = &m->cfg;
     const int N = m->B * m->T, H = c->hidden_size, I = c->intermediate_size;
     const LayerParams *p = &m->p.layers[l];
     LayerActs *a = &m->act.layers[l];
-    const float pdrop = hidden_dropout_p(m);
     AttentionArgs args;
     bert_attention_args(m, &args, mask, l);
 
     k_matmul_forward(a->qkv, x, p->qkv_w, p->qkv_b, N, H, 3 * H);
     k_attention_forward(a->ctx, a->probs, a->qkv, &args);
-    k_matmul_forward(a->attn_sum, a->ctx, p->attn_out_w, p->attn_out_b, N, H, H);
-    k_dropout(a->attn_sum, (long)N * H, pdrop, rng_key(m->dropout_seed, dropout_site(l, SITE_ATTN_OUT)), 0);
-    k_layernorm_forward(a->h1, a->attn_sum, a->ln1_mean, a->ln1_rstd, a->attn_sum, x, p->ln1_w, p->ln1_b, N, H,
+    const int R = prune ? m->kept_count : N;
+    const int32_t *rows = prune ? m->kept_row : NULL;
+    const float *residual = x;
+    if (prune) {
+        gather_rows(a->ctx, a->ctx, rows, R, H);
+        gather_rows(m->act.kept_x, x, rows, R, H);
+        residual = m->act.kept_x;
+    }
+    k_matmul_forward(a->attn_sum, a->ctx, p->attn_out_w, p->attn_out_b, R, H, H);
+    bert_hidden_dropout(m, a->attn_sum, R, rows, l, SITE_ATTN_OUT);
+    k_layernorm_forward(a->h1, a->attn_sum, a->ln1_mean, a->ln1_rstd, a->attn_sum, residual, p->ln1_w, p->ln1_b, R, H,
                         c->layer_norm_eps);
 
-    k_matmul_forward(a->ffn_pre, a->h1, p->ffn_in_w, p->ffn_in_b, N, H, I);
-    k_gelu_forward(a->ffn_act, a->ffn_pre, (long)N * I, c->hidden_act);
-    k_matmul_forward(a->ffn_sum, a->ffn_act, p->ffn_out_w, p->ffn_out_b, N, I, H);
-    k_dropout(a->ffn_sum, (long)N * H, pdrop, rng_key(m->dropout_seed, dropout_site(l, SITE_FFN_OUT)), 0);
-    k_layernorm_forward(a->out, a->ffn_sum, a->ln2_mean, a->ln2_rstd, a->ffn_sum, a->h1, p->ln2_w, p->ln2_b, N, H,
+    k_matmul_forward(a->ffn_pre, a->h1, p->ffn_in_w, p->ffn_in_b, R, H, I);
+    k_gelu_forward(a->ffn_act, a->ffn_pre, (long)R * I, c->hidden_act);
+    k_matmul_forward(a->ffn_sum, a->ffn_act, p->ffn_out_w, p->ffn_out_b, R, I, H);
+    bert_hidden_dropout(m, a->ffn_sum, R, rows, l, SITE_FFN_OUT);
+    k_layernorm_forward(a->out, a->ffn_sum, a->ln2_mean, a->ln2_rstd, a->ffn_sum, a->h1, p->ln2_w, p->ln2_b, R, H,
                         c->layer_norm_eps);
 }
 
@@ -81,15 +131,14 @@ static void embeddings_forward(BertModel *m, const BertBatch *b) {
     k_embeddings_forward(a->emb_sum, b->input_ids, types, m->p.word, m->p.pos, m->p.type, m->B, m->T, H);
     k_layernorm_forward(a->emb_out, NULL, a->emb_mean, a->emb_rstd, a->emb_sum, NULL, m->p.emb_ln_w, m->p.emb_ln_b, N,
                         H, c->layer_norm_eps);
-    k_dropout(a->emb_out, (long)N * H, hidden_dropout_p(m), rng_key(m->dropout_seed, dropout_site(0, SITE_EMBEDDINGS)),
-              0);
+    bert_hidden_dropout(m, a->emb_out, N, NULL, 0, SITE_EMBEDDINGS);
 }
 
 /* Pooler (tanh of the [CLS] row) and the NSP logits; returns the NSP mean loss or 0. */
 static float nsp_forward(BertModel *m, const float *seq_out) {
     const int B = m->B, H = m->cfg.hidden_size;
     Activations *a = &m->act;
-    for (int s = 0; s < B; s++) memcpy(a->cls_in + (size_t)s * H, seq_out + (size_t)s * m->T * H, sizeof(float) * H);
+    for (int s = 0; s < B; s++) memcpy(a->cls_in + (size_t)s * H, seq_out + (size_t)m->cls_row[s] * H, sizeof(float) * H);
     k_matmul_forward(a->pooled, a->cls_in, m->p.pool_w, m->p.pool_b, B, H, H);
     k_tanh_forward(a->pooled, (long)B * H);
     k_matmul_forward(a->nsp_logits, a->pooled, m->p.nsp_w, m->p.nsp_b, B, H, 2);
@@ -121,7 +170,7 @@ static float mlm_forward(BertModel *m, const float *seq_out) {
     float loss = 0.0f;
     if (M > 0) {
         for (int k = 0; k < M; k++)
-            memcpy(a->mlm_in + (size_t)k * H, seq_out + (size_t)m->mlm_src_row[k] * H, sizeof(float) * H);
+            memcpy(a->mlm_in + (size_t)k * H, seq_out + (size_t)m->mlm_out_row[k] * H, sizeof(float) * H);
         k_matmul_forward(a->mlm_pre, a->mlm_in, m->p.mlm_dense_w, m->p.mlm_dense_b, M, H, H);
         k_gelu_forward(a->mlm_act, a->mlm_pre, (long)M * H, c->hidden_act);
         k_layernorm_forward(a->mlm_ln, NULL, a->mlm_mean, a->mlm_rstd, a->mlm_act, NULL, m->p.mlm_ln_w, m->p.mlm_ln_b,
@@ -148,7 +197,7 @@ float bert_forward(BertModel *m, const BertBatch *b, bool training, uint64_t dro
     embeddings_forward(m, b);
     const float *x = m->act.emb_out;
     for (int l = 0; l < m->cfg.num_hidden_layers; l++) {
-        layer_forward(m, l, x, b->attention_mask);
+        layer_forward(m, l, x, b->attention_mask, m->pruned && l == m->cfg.num_hidden_layers - 1);
         x = m->act.layers[l].out;
     }
     m->nsp_loss = nsp_forward(m, x);

@@ -49,6 +49,7 @@ typedef struct {
     float *d_mlm_a, *d_mlm_b;                         /* [BP, H] */
     float *d_pooled, *d_cls, *d_nsp_logits;           /* [B, H], [B, H], [B, 2] */
     float *attn_scratch;                              /* nthreads * 2 * T * T */
+    float *kept_x;                                    /* [B(P+1), H] last layer's input at the kept rows */
 } Activations;
 
 struct BertModel {
@@ -67,6 +68,13 @@ struct BertModel {
     int32_t *kv_len, *zero_types, *mlm_src_row, *mlm_slot, *mlm_label, *nsp_label;
     uint8_t *has_holes;
     int mlm_count;
+    /* Last-layer pruning (bert_set_last_layer_pruning): after attention, the last layer runs
+     * only on the rows the heads read. kept_row lists them ascending (compact row k is full
+     * row kept_row[k]); row_map is the inverse (-1: not kept). cls_row / mlm_out_row say where
+     * the heads find their rows in the last layer's output, pruned or not. */
+    bool prune_last_layer, pruned;
+    int32_t *kept_row, *row_map, *cls_row, *mlm_out_row;
+    int kept_count;
     int B, T, P;
     bool have_mlm_labels, have_nsp_labels, training;
     bool backward_ready;  /* a forward succeeded and its backward has not run yet */
@@ -84,6 +92,11 @@ static inline uint64_t dropout_site(int layer, int kind) {
 /* The attention kernel's arguments for layer `layer` of the current batch (dropout keyed
  * by the forward's seed when training). */
 void bert_attention_args(const BertModel *m, AttentionArgs *a, const int32_t *mask, int layer);
+
+/* Dropout of a hidden-state site on R rows of H: all rows in order when rows is NULL, else
+ * compact row k is full row rows[k] and gets that row's mask, so a pruned layer draws the
+ * same masks as the full one. Forward and backward (applied to the gradient) alike. */
+void bert_hidden_dropout(const BertModel *m, float *x, int R, const int32_t *rows, int layer, int site);
 
 /* bert_grad_norm sums squares over chunks of this many gradients. */
 enum { GRAD_NORM_CHUNK = 1 << 16 };
