@@ -105,7 +105,8 @@ static void check_fixture(const char *stem, double tol_logits, double tol_grads,
      * reference, ~1e-9 in float32); and entries far below their tensor's scale are sums with
      * cancellation whose float32 error is set by the scale. Calibration with these metrics:
      * PyTorch itself in float32 reaches 4.8e-5 / 6.0e-5 (gradients) and 1.7e-5 / 2.7e-5 (MLM
-     * logits) on the two fixtures; bert.c 5.0e-5 / 7.9e-5 and 1.5e-5 / 1.8e-5. */
+     * logits) on the two fixtures; bert.c 4.7e-5 / 9.2e-5 and 1.8e-5 / 2.1e-5 with oneDNN's
+     * sgemm (5.0e-5 / 7.9e-5 and 1.5e-5 / 1.8e-5 with OpenBLAS's). */
     float global_scale = 0;
     for (int i = 0; i < bert_num_param_tensors(f.model); i++) {
         char name[160];
@@ -175,9 +176,9 @@ static void test_extra_fixture(void) {
 /* Training mode with 1 and 2 threads, on a model big enough that every kernel takes its
  * parallel path (the fixture's shapes mostly stay below the fork threshold): the dropout
  * masks and bert.c's own kernels do not depend on the thread count, so the loss is
- * bit-identical; the gradients agree to float rounding only, because OpenBLAS's sgemm is not
- * bit-identical across thread counts for every shape (it blocks a long K differently when
- * K is not a multiple of its block, e.g. the MLM decoder's input gradient, K = vocab 500).
+ * bit-identical; the gradients are bit-identical here too (relative error 0), but are only
+ * required to agree to float rounding: the sgemm library may block K differently for a block
+ * of another shape (OpenBLAS does for the MLM decoder's input gradient, K = vocab 500).
  * A thread-dependent dropout mask or a race would show up as differences of order 1e-2. */
 static void test_thread_count_independent(void) {
     BertConfig c;
