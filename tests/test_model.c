@@ -277,6 +277,26 @@ static void test_pruning_matches_full(void) {
         printf("    pruned vs full: loss %.7f vs %.7f, gradients %.2g, logits MLM %.2g NSP %.2g\n", loss[1], loss[0],
                e_grad, e_mlm, e_nsp);
     }
+    /* no labels (inference through the heads) and no MLM slots at all: the same logits */
+    BertBatch unlabelled = batch, no_slots = batch;
+    unlabelled.masked_labels = NULL, unlabelled.next_sentence_labels = NULL;
+    no_slots.max_predictions = 0, no_slots.masked_positions = NULL, no_slots.masked_labels = NULL;
+    const BertBatch *variants[2] = {&unlabelled, &no_slots};
+    for (int v = 0; v < 2; v++) {
+        size_t nv = (size_t)B * variants[v]->max_predictions * c.vocab_size;
+        bert_set_last_layer_pruning(m, false);
+        bert_forward(m, variants[v], false, 0);
+        memcpy(mlm_full, bert_mlm_logits(m), nv * sizeof(float));
+        memcpy(nsp_full, bert_nsp_logits(m), sizeof nsp_full);
+        bert_set_last_layer_pruning(m, true);
+        bert_forward(m, variants[v], false, 0);
+        /* unlabelled: 3 [CLS] rows + 15 slots, less the repeated position and the [CLS] slot */
+        CHECKF(bert_last_layer_rows(m) == (v ? B : B + B * P - 2), "variant %d: %d rows kept", v,
+               bert_last_layer_rows(m));
+        double e_mlm = nv ? max_rel_error(bert_mlm_logits(m), mlm_full, nv, 1e-2) : 0;
+        double e_nsp = max_rel_error(bert_nsp_logits(m), nsp_full, 2 * B, 1e-2);
+        CHECKF(e_mlm < 1e-5 && e_nsp < 1e-5, "variant %d: MLM %.3g, NSP %.3g", v, e_mlm, e_nsp);
+    }
     bert_model_free(m);
     free(g_full), free(mlm_full);
 }
