@@ -9,7 +9,7 @@
 #   STEPS=N                                        timed steps for every preset (default: per preset)
 #   PEER_TUNED=1                                   also run PyTorch with OMP_WAIT_POLICY=PASSIVE
 #   OURS_PASSIVE=1                                 also run bert.c with OMP_WAIT_POLICY=PASSIVE
-#   OURS_FULL=1                                    also run bert.c with --full_last_layer (no last-layer pruning)
+#   OURS_FULL=1                                    also run bert.c with --all_rows (no unpadding, no last-layer pruning)
 #   OURS_OPENBLAS=1                                also run bert.c built with GEMM=openblas (build-openblas/bert,
 #                                                  built here), to show what the GEMM library contributes
 #   SGEMM_PEAK=GFLOP/s                             compare against this peak instead of measuring it (~1 s)
@@ -54,8 +54,8 @@ for p in "${presets[@]}"; do
     OMP_WAIT_POLICY=PASSIVE ./bert bench "${common[@]}" --sgemm_peak "$peak" | tag_impl " PASSIVE" | tee -a "$results" >&2
   fi
   if [ "${OURS_FULL:-0}" = 1 ]; then
-    echo "== $p: bert.c, --full_last_layer" >&2
-    ./bert bench "${common[@]}" --sgemm_peak "$peak" --full_last_layer | tag_impl " --full_last_layer" | tee -a "$results" >&2
+    echo "== $p: bert.c, --all_rows" >&2
+    ./bert bench "${common[@]}" --sgemm_peak "$peak" --all_rows | tag_impl " --all_rows" | tee -a "$results" >&2
   fi
   if [ "${OURS_OPENBLAS:-0}" = 1 ]; then
     echo "== $p: bert.c, GEMM=openblas" >&2

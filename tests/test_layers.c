@@ -238,7 +238,7 @@ static void check_attention(float dropout_p, const char *what) {
     static float qkv[B * T * 3 * H], ctx[B * T * H], probs[B * A * T * T], r[B * T * H], dqkv[B * T * 3 * H];
     static float scratch[8 * 2 * T * T];
     fill(qkv, B * T * 3 * H, 18, 1, 0), fill(r, B * T * H, 19, 1, 0);
-    AttentionArgs a = {B, T, A, d, kv_len, mask, holes, dropout_p, rng_key(3, 4), scratch, 8};
+    AttentionArgs a = {B, T, A, d, kv_len, mask, holes, dropout_p, rng_key(3, 4), scratch, 8, NULL, NULL};
     AttnCtx c = {ctx, probs, qkv, r, &a};
     attn_loss(&c);
     k_attention_backward(dqkv, r, qkv, probs, &a);

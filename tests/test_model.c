@@ -71,11 +71,18 @@ static double rel(double a, double b) { return fabs(a - b) / fmax(fabs(b), 1e-6)
 
 /* Forward, backward and the AdamW steps against the fixture, within tol_logits (logits and
  * losses) and tol_grads (gradients). */
-static void check_fixture(const char *stem, double tol_logits, double tol_grads, bool prune) {
+enum { FULL = 0, PRUNE = 1, UNPAD = 2 };   /* which rows the model skips */
+
+static void set_rows(BertModel *m, int rows) {
+    bert_set_last_layer_pruning(m, rows & PRUNE);
+    bert_set_unpadding(m, rows & UNPAD);
+}
+
+static void check_fixture(const char *stem, double tol_logits, double tol_grads, int rows) {
     Fixture f;
     if (fixture_open(&f, stem)) return;
-    bert_set_last_layer_pruning(f.model, prune);
-    if (prune) printf("    last-layer pruning on:\n");
+    set_rows(f.model, rows);
+    if (rows) printf("    %s:\n", rows == PRUNE ? "last layer pruned" : rows == UNPAD ? "unpadded" : "unpadded, last layer pruned");
     size_t n;
     float *expect_loss = read_floats(&f, "expect.loss", NULL);
     float *expect_mlm = read_floats(&f, "expect.mlm_logits", &n);
@@ -157,12 +164,16 @@ static void check_fixture(const char *stem, double tol_logits, double tol_grads,
 }
 
 /* The tolerances: 1e-4 on logits and losses, 1e-3 on gradients. */
-static void test_fixture_gelu_padded(void) { check_fixture("tests/data/model/fixture", 1e-4, 1e-3, false); }
-static void test_fixture_gelu_new_unpadded(void) { check_fixture("tests/data/model/fixture_tanh", 1e-4, 1e-3, false); }
-/* The same with the last layer run only at the heads' rows (bert_set_last_layer_pruning). */
-static void test_fixture_pruned_last_layer(void) {
-    check_fixture("tests/data/model/fixture", 1e-4, 1e-3, true);
-    check_fixture("tests/data/model/fixture_tanh", 1e-4, 1e-3, true);
+static void test_fixture_gelu_padded(void) { check_fixture("tests/data/model/fixture", 1e-4, 1e-3, FULL); }
+static void test_fixture_gelu_new_unpadded(void) { check_fixture("tests/data/model/fixture_tanh", 1e-4, 1e-3, FULL); }
+/* The same with the rows pre-training does not read skipped: the last layer only at the
+ * heads' rows (bert_set_last_layer_pruning), trailing padding packed away (bert_set_unpadding;
+ * the first fixture has padding). */
+static void test_fixture_skipping_rows(void) {
+    check_fixture("tests/data/model/fixture", 1e-4, 1e-3, PRUNE);
+    check_fixture("tests/data/model/fixture", 1e-4, 1e-3, UNPAD);
+    check_fixture("tests/data/model/fixture", 1e-4, 1e-3, PRUNE | UNPAD);
+    check_fixture("tests/data/model/fixture_tanh", 1e-4, 1e-3, PRUNE | UNPAD);
 }
 /* Optional, uncommitted: real BERT widths (tools/make_model_fixture.py --large STEM). There,
  * float32 itself is further from the float64 reference: PyTorch in float32 measures 1.9e-4
@@ -170,7 +181,7 @@ static void test_fixture_pruned_last_layer(void) {
  * 1e-2 ("no worse than float32 arithmetic"), and the numbers are printed. */
 static void test_extra_fixture(void) {
     const char *stem = getenv("BERT_EXTRA_FIXTURE");
-    if (stem && *stem) check_fixture(stem, 1e-3, 1e-2, false);
+    if (stem && *stem) check_fixture(stem, 1e-3, 1e-2, FULL);
 }
 
 /* Training mode with 1 and 2 threads, on a model big enough that every kernel takes its
@@ -226,11 +237,13 @@ static void test_thread_count_independent(void) {
     free(grads1);
 }
 
-/* Last-layer pruning against the full last layer, in training mode (dropout on) with padding,
- * ignored slots and a position masked twice: the same loss, logits and gradients up to float
- * rounding (the pruned products have other shapes), and no sequence output when pruned. A
- * wrong row mapping or a dropout mask drawn for the wrong row would be off by ~1e-1. */
-static void test_pruning_matches_full(void) {
+/* Last-layer pruning and unpadding, alone and together, against every row computed, in
+ * training mode (dropout on) with trailing padding, ignored slots, a position masked twice,
+ * the [CLS] position masked, and a masked position past its sequence's last real token: the
+ * same loss, logits and gradients up to float rounding (the products have other shapes), and
+ * no sequence output. A wrong row mapping or a dropout mask drawn for the wrong row would be
+ * off by ~1e-1. */
+static void test_skipping_rows_matches_full(void) {
     BertConfig c;
     BertError err;
     bert_config_preset("bert-tiny", &c, &err);
@@ -242,27 +255,32 @@ static void test_pruning_matches_full(void) {
         mask[i] = t < len, ids[i] = mask[i] ? 5 + (i * 31) % 290 : 0, types[i] = t > len / 2;
     }
     for (int i = 0; i < B * P; i++) pos[i] = 1 + (i * 7) % 17, labels[i] = i % 4 == 2 ? -1 : 10 + i;
-    pos[1] = pos[0];                    /* one position masked twice */
-    pos[2 * P + 3] = 0, labels[2 * P + 3] = 42;   /* and the [CLS] position itself */
+    pos[1] = pos[0];                               /* one position masked twice */
+    pos[2 * P + 3] = 0, labels[2 * P + 3] = 42;    /* the [CLS] position itself */
+    pos[2 * P + 4] = 25, labels[2 * P + 4] = 43;   /* padding: past the last real token (17) */
     BertBatch batch = {B, T, P, ids, types, mask, pos, labels, nsp};
     BertModel *m;
     if (bert_model_create(&m, &c, B, T, P, &err)) { CHECKF(0, "%s", err.msg); return; }
     bert_init_weights(m, 11);
     size_t np = bert_num_parameters(m), nl = (size_t)B * P * c.vocab_size;
     float *g_full = malloc(np * sizeof(float)), *mlm_full = malloc(nl * sizeof(float)), nsp_full[2 * B];
-    float loss[2];
-    for (int prune = 0; prune < 2; prune++) {
-        bert_set_last_layer_pruning(m, prune);
+    float loss_full = 0;
+    for (int rows = FULL; rows <= (PRUNE | UNPAD); rows++) {
+        set_rows(m, rows);
         bert_zero_grad(m);
-        loss[prune] = bert_forward(m, &batch, true, 99);
-        CHECK(prune ? bert_sequence_output(m) == NULL : bert_sequence_output(m) != NULL);
+        float loss = bert_forward(m, &batch, true, 99);
+        CHECK(rows ? bert_sequence_output(m) == NULL : bert_sequence_output(m) != NULL);
         bert_backward(m, &batch);
-        if (!prune) {
+        if (rows == FULL) {
+            loss_full = loss;
             memcpy(g_full, bert_grads(m), np * sizeof(float));
             memcpy(mlm_full, bert_mlm_logits(m), nl * sizeof(float));
             memcpy(nsp_full, bert_nsp_logits(m), sizeof nsp_full);
             continue;
         }
+        /* unpadded: 40 + 29 + 26 rows (the third sequence up to position 25) */
+        CHECKF(bert_encoder_rows(m) == (rows & UNPAD ? 95 : B * T), "rows %d: encoder ran %d rows", rows,
+               bert_encoder_rows(m));
         double diff = 0, norm = 0;
         for (size_t i = 0; i < np; i++) {
             double d = (double)bert_grads(m)[i] - g_full[i];
@@ -271,11 +289,12 @@ static void test_pruning_matches_full(void) {
         double e_grad = sqrt(diff / norm);
         double e_mlm = max_rel_error(bert_mlm_logits(m), mlm_full, nl, 1e-2);
         double e_nsp = max_rel_error(bert_nsp_logits(m), nsp_full, 2 * B, 1e-2);
-        CHECKF(rel(loss[1], loss[0]) < 1e-6, "loss pruned %.9g vs full %.9g", loss[1], loss[0]);
-        CHECKF(e_grad < 1e-5 && e_mlm < 1e-5 && e_nsp < 1e-5, "pruned vs full: grads %.3g, MLM %.3g, NSP %.3g",
-               e_grad, e_mlm, e_nsp);
-        printf("    pruned vs full: loss %.7f vs %.7f, gradients %.2g, logits MLM %.2g NSP %.2g\n", loss[1], loss[0],
-               e_grad, e_mlm, e_nsp);
+        CHECKF(rel(loss, loss_full) < 1e-6, "rows %d: loss %.9g vs full %.9g", rows, loss, loss_full);
+        CHECKF(e_grad < 1e-5 && e_mlm < 1e-5 && e_nsp < 1e-5, "rows %d vs full: grads %.3g, MLM %.3g, NSP %.3g",
+               rows, e_grad, e_mlm, e_nsp);
+        printf("    %-18s vs all rows: loss %.7f vs %.7f, gradients %.2g, logits MLM %.2g NSP %.2g\n",
+               rows == PRUNE ? "pruned" : rows == UNPAD ? "unpadded" : "pruned + unpadded", loss, loss_full, e_grad,
+               e_mlm, e_nsp);
     }
     /* no labels (inference through the heads) and no MLM slots at all: the same logits */
     BertBatch unlabelled = batch, no_slots = batch;
@@ -284,11 +303,11 @@ static void test_pruning_matches_full(void) {
     const BertBatch *variants[2] = {&unlabelled, &no_slots};
     for (int v = 0; v < 2; v++) {
         size_t nv = (size_t)B * variants[v]->max_predictions * c.vocab_size;
-        bert_set_last_layer_pruning(m, false);
+        set_rows(m, FULL);
         bert_forward(m, variants[v], false, 0);
         memcpy(mlm_full, bert_mlm_logits(m), nv * sizeof(float));
         memcpy(nsp_full, bert_nsp_logits(m), sizeof nsp_full);
-        bert_set_last_layer_pruning(m, true);
+        set_rows(m, PRUNE | UNPAD);
         bert_forward(m, variants[v], false, 0);
         /* unlabelled: 3 [CLS] rows + 15 slots, less the repeated position and the [CLS] slot */
         CHECKF(bert_last_layer_rows(m) == (v ? B : B + B * P - 2), "variant %d: %d rows kept", v,
@@ -392,12 +411,12 @@ static void test_training_mode_gradient(void) {
     float *g = malloc(np * sizeof(float));
     memcpy(g, bert_grads(f.model), np * sizeof(float));
     check_directional(f.model, &f.batch, g, pretraining_loss, NULL, "training mode");
-    bert_set_last_layer_pruning(f.model, true);   /* and with the last layer pruned */
+    set_rows(f.model, PRUNE | UNPAD);   /* and with the rows pre-training does not read skipped */
     bert_zero_grad(f.model);
     bert_forward(f.model, &f.batch, true, 4242);
     bert_backward(f.model, &f.batch);
     memcpy(g, bert_grads(f.model), np * sizeof(float));
-    check_directional(f.model, &f.batch, g, pretraining_loss, NULL, "training mode, pruned");
+    check_directional(f.model, &f.batch, g, pretraining_loss, NULL, "training mode, pruned + unpadded");
     free(g);
     fixture_close(&f);
 }
@@ -567,8 +586,8 @@ int main(void) {
     RUN_TEST(test_fixture_gelu_padded);
     RUN_TEST(test_fixture_gelu_new_unpadded);
     if (getenv("BERT_EXTRA_FIXTURE")) RUN_TEST(test_extra_fixture);
-    RUN_TEST(test_fixture_pruned_last_layer);
-    RUN_TEST(test_pruning_matches_full);
+    RUN_TEST(test_fixture_skipping_rows);
+    RUN_TEST(test_skipping_rows_matches_full);
     RUN_TEST(test_thread_count_independent);
     RUN_TEST(test_dropout_seeded);
     RUN_TEST(test_training_mode_gradient);

@@ -22,7 +22,7 @@ typedef struct {
     int batch, seq, preds, steps, warmup, infer_steps, threads;
     double pad_fraction, sgemm_peak, lr;
     long long seed;
-    bool json, full_last_layer;
+    bool json, full_last_layer, all_rows;
 } BenchOptions;
 
 typedef struct {   /* synthetic inputs: owned arrays plus the BertBatch views of them */
@@ -37,6 +37,8 @@ typedef struct {
     double cpu_s;   /* process CPU time (all threads): the work done, whatever else runs */
     float first_loss, last_loss;
     int last_layer_rows;   /* rows the last layer ran on after attention (training) */
+    int encoder_rows;      /* rows the encoder ran on (training) */
+    double executed_flops; /* per training step, what the last one ran */
 } Timing;
 
 static uint64_t splitmix64(uint64_t *state) {
@@ -121,7 +123,9 @@ static void timing_add(Timing *t, double step_s, double cpu_s, bool timed) {
 static int bench_train(BertModel *m, const SyntheticBatch *s, const BenchOptions *o, Timing *t) {
     AdamWConfig adam = {(float)o->lr, 0.9f, 0.999f, 1e-6f, 0.01f};
     memset(t, 0, sizeof *t);
-    bert_set_last_layer_pruning(m, !o->full_last_layer);   /* pre-training reads only the heads' rows */
+    /* pre-training reads only the heads' rows of the last layer, and no trailing padding */
+    bert_set_last_layer_pruning(m, !o->full_last_layer && !o->all_rows);
+    bert_set_unpadding(m, !o->all_rows);
     for (int step = 1; step <= o->warmup + o->steps; step++) {
         bool timed = step > o->warmup;
         double t0 = now_seconds(), c0 = cpu_seconds();
@@ -142,7 +146,10 @@ static int bench_train(BertModel *m, const SyntheticBatch *s, const BenchOptions
                     (t3 - t0) * 1e3, loss);
     }
     t->last_layer_rows = bert_last_layer_rows(m);
+    t->encoder_rows = bert_encoder_rows(m);
+    t->executed_flops = bert_executed_train_flops(m);
     bert_set_last_layer_pruning(m, false);   /* inference returns every hidden state */
+    bert_set_unpadding(m, false);
     return 0;
 }
 
@@ -168,7 +175,7 @@ typedef struct {
     bool measured_peak;
     Timing train, infer;
     double train_flops, infer_flops;   /* per step, the formula's (model FLOPs) */
-    double train_executed_flops;       /* per step, less what last-layer pruning skips */
+
 } BenchReport;
 
 static double seq_per_s(const Timing *t, int batch) {
@@ -203,18 +210,19 @@ static void print_text(const BenchReport *r, const BenchOptions *o) {
     printf("gemm      the model's products run in %s\n", sgemm_library());
     if (r->train.steps) {
         const Timing *t = &r->train;
-        double g = gflops(t, r->train_flops);
-        if (t->last_layer_rows < B * o->seq)
-            printf("pruning   the last layer runs on %d of %d rows after attention (the heads' rows): a step "
-                   "executes %.2f GFLOP/seq, %.1f%% fewer than the formula; GFLOP/s below count the formula's "
-                   "(model FLOPs, as PyTorch's count), executed %.1f GFLOP/s\n",
-                   t->last_layer_rows, B * o->seq, r->train_executed_flops / B * 1e-9,
-                   100.0 * (1.0 - r->train_executed_flops / r->train_flops), gflops(t, r->train_executed_flops));
+        double g = gflops(t, t->executed_flops);   /* what the machine did: the rows that ran */
+        if (t->executed_flops < r->train_flops)
+            printf("rows      the encoder ran on %d of %d rows (unpadding), the last layer after attention on %d "
+                   "(pruning), attention skipped padded keys: a step executes %.2f of the formula's %.2f GFLOP/seq "
+                   "(%.1f%% fewer); in the formula's FLOPs that is %.1f GFLOP/s\n",
+                   t->encoder_rows, B * o->seq, t->last_layer_rows, t->executed_flops / B * 1e-9,
+                   r->train_flops / B * 1e-9, 100.0 * (1.0 - t->executed_flops / r->train_flops),
+                   gflops(t, r->train_flops));
         printf("train     %.2f seq/s, %.1f ms/step (best %.1f; forward %.1f, backward %.1f, AdamW %.1f), "
                "%.1f GFLOP/s = %.0f%% of sgemm peak, CPU %.1f ms/step [%.2f GFLOP/seq, %d steps, loss %.3f -> %.3f]\n",
                seq_per_s(t, B), 1e3 * t->total_s / t->steps, 1e3 * t->best_s, 1e3 * t->forward_s / t->steps,
                1e3 * t->backward_s / t->steps, 1e3 * t->optimizer_s / t->steps, g, percent_of_peak(r, g),
-               1e3 * t->cpu_s / t->steps, r->train_flops / B * 1e-9, t->steps, t->first_loss, t->last_loss);
+               1e3 * t->cpu_s / t->steps, t->executed_flops / B * 1e-9, t->steps, t->first_loss, t->last_loss);
     }
     if (r->infer.steps) {
         const Timing *t = &r->infer;
@@ -243,13 +251,14 @@ static void print_json(const BenchReport *r, const BenchOptions *o) {
     printf("\"train_seq_per_s\": %.4f, \"train_ms_per_step\": %.2f, \"train_gflops\": %.2f, "
            "\"train_forward_ms\": %.2f, \"train_backward_ms\": %.2f, \"train_optimizer_ms\": %.2f, "
            "\"train_cpu_ms_per_step\": %.2f, \"train_best_ms_per_step\": %.2f, ",
-           seq_per_s(tr, o->batch), mean_ms(tr, tr->total_s), gflops(tr, r->train_flops), mean_ms(tr, tr->forward_s),
+           seq_per_s(tr, o->batch), mean_ms(tr, tr->total_s), gflops(tr, tr->executed_flops), mean_ms(tr, tr->forward_s),
            mean_ms(tr, tr->backward_s), mean_ms(tr, tr->optimizer_s), mean_ms(tr, tr->cpu_s), 1e3 * tr->best_s);
     printf("\"infer_seq_per_s\": %.4f, \"infer_gflops\": %.2f, \"infer_cpu_ms_per_batch\": %.2f, "
            "\"infer_best_ms_per_batch\": %.2f, ",
            seq_per_s(in, o->batch), gflops(in, r->infer_flops), mean_ms(in, in->cpu_s), 1e3 * in->best_s);
-    printf("\"train_last_layer_rows\": %d, \"train_executed_gflops\": %.2f, \"train_executed_gflop_per_seq\": %.4f, ",
-           tr->last_layer_rows, gflops(tr, r->train_executed_flops), r->train_executed_flops / o->batch * 1e-9);
+    printf("\"train_encoder_rows\": %d, \"train_last_layer_rows\": %d, \"train_formula_gflops\": %.2f, "
+           "\"train_executed_gflop_per_seq\": %.4f, ", tr->encoder_rows, tr->last_layer_rows,
+           gflops(tr, r->train_flops), tr->executed_flops / o->batch * 1e-9);
     printf("\"peak_rss_mib\": %.1f, \"train_gflop_per_seq\": %.4f, \"train_steps\": %d, \"infer_steps\": %d}\n",
            r->peak_rss / 1048576.0, r->train_flops / o->batch * 1e-9, tr->steps, in->steps);
 }
@@ -298,6 +307,8 @@ static int parse_options(int argc, char **argv, BenchOptions *o) {
         {"seed", FLAG_INT64, &o->seed, "seed for weights, inputs and dropout (default 1234)"},
         {"full_last_layer", FLAG_BOOL, &o->full_last_layer,
          "train without last-layer pruning (by default the last layer runs only at the heads' rows after attention)"},
+        {"all_rows", FLAG_BOOL, &o->all_rows,
+         "train on every row: no unpadding (trailing padding skipped by default) and no last-layer pruning"},
         {"json", FLAG_BOOL, &o->json, "print one JSON object instead of the text report"},
     };
     const FlagSpec spec = {"bench", "training and inference throughput of a model on synthetic batches", flags,
@@ -349,8 +360,7 @@ int cmd_bench(int argc, char **argv) {
                 o.threads);
     int failed = (o.steps > 0 && bench_train(m, &s, &o, &r.train) != 0) ||
                  (o.infer_steps > 0 && bench_infer(m, &s, &o, &r.infer) != 0);
-    r.train_executed_flops =
-        bert_train_flops_pruned(&r.cfg, o.batch, o.seq, o.preds, o.steps > 0 ? r.train.last_layer_rows : o.batch * o.seq);
+
     r.peak_rss = peak_rss_bytes();
     if (!failed) {
         if (o.json) print_json(&r, &o);

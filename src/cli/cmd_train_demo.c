@@ -137,6 +137,7 @@ static int train(const DemoOptions *o, const BertConfig *cfg) {
     }
     bert_init_weights(m, (uint64_t)o->seed);
     bert_set_last_layer_pruning(m, true);   /* pre-training reads only the heads' rows of the last layer */
+    bert_set_unpadding(m, true);            /* and nothing past a sequence's last real token */
     printf("model %s: %zu parameters; batch %d x seq %d, %d masked slots; %d steps, %d threads\n", o->model,
            bert_num_parameters(m), o->batch, o->seq, o->preds, o->steps, omp_get_max_threads());
     DemoBatch d;

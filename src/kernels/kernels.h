@@ -45,6 +45,9 @@ void k_tanh_backward(float *dinp, const float *dout, const float *y, long n);
  * 1/(1-p)) iff rng_bits32(key, counter0 + i) >= threshold(p). Applying the same call to the
  * gradient is the backward pass. p == 0 is a no-op. */
 void k_dropout(float *x, long n, float p, uint64_t key, uint32_t counter0);
+/* k_dropout on R rows of C: row k gets the mask of row rows[k] of the whole tensor (counters
+ * rows[k]*C + c), so a packed or pruned layout draws the same masks as the full one. */
+void k_dropout_rows(float *x, const int32_t *rows, int R, int C, float p, uint64_t key);
 
 /* out[n] = word[ids[n]] + pos[n % T] + type[types[n]] for n < B*T; backward scatters
  * dout into the three tables (accumulating). */
@@ -57,7 +60,9 @@ void k_embeddings_backward(float *dword, float *dpos, float *dtype, const float 
  * of size d side by side). Queries attend only to keys 0..kv_len[b]-1 (everything after the
  * last real token is skipped), and within that range to keys with mask 1 (masked keys get
  * probability exactly 0, as with HF's additive mask in fp32). Every query row is computed,
- * padded ones included, so all hidden states match HF's. */
+ * padded ones included, so all hidden states match HF's. With seq_row/seq_rows the rows are
+ * packed instead: sequence b has seq_rows[b] rows (kv_len[b] <= seq_rows[b] <= T) from row
+ * seq_row[b] on, and trailing padding rows beyond them are not there at all. */
 typedef struct {
     int B, T, A, d;                /* batch, sequence length, heads, head size (H = A*d) */
     const int32_t *kv_len;         /* [B] */
@@ -67,6 +72,7 @@ typedef struct {
     uint64_t dropout_key;
     float *scratch;                /* nthreads * 2 * T * T floats */
     int nthreads;
+    const int32_t *seq_row, *seq_rows;  /* [B] packed layout, or both NULL: row b*T, T rows */
 } AttentionArgs;
 /* probs: [B, A, T, T] blocks (row stride kv_len[b]) of softmax probabilities before dropout. */
 void k_attention_forward(float *ctx, float *probs, const float *qkv, const AttentionArgs *a);

@@ -222,6 +222,20 @@ void k_dropout(float *x, long n, float p, uint64_t key, uint32_t counter0) {
         x[i] = rng_bits32(key, counter0 + (uint32_t)i) >= threshold ? x[i] * scale : 0.0f;
 }
 
+void k_dropout_rows(float *x, const int32_t *rows, int R, int C, float p, uint64_t key) {
+    if (p <= 0.0f) return;
+    uint32_t threshold = rng_dropout_threshold(p);
+    float scale = 1.0f / (1.0f - p);
+#pragma omp parallel for schedule(static) if ((long)R * C >= PARALLEL_MIN_WORK)
+    for (int k = 0; k < R; k++) {
+        float *row = x + (size_t)k * C;
+        uint32_t counter0 = (uint32_t)((size_t)rows[k] * C);
+#pragma omp simd
+        for (int c = 0; c < C; c++)
+            row[c] = rng_bits32(key, counter0 + (uint32_t)c) >= threshold ? row[c] * scale : 0.0f;
+    }
+}
+
 /* ---------------------------------------------------------------- embeddings */
 
 void k_embeddings_forward(float *out, const int32_t *ids, const int32_t *types, const float *word, const float *pos,
@@ -287,13 +301,14 @@ static void softmax_rows(float *s, int T, int L, const int32_t *mask) {
     }
 }
 
-/* dst = dropout(src) for one (b, h) block of probabilities, counters by (b, h, i, j) in
- * the full [T, T] grid so the mask does not depend on kv_len's layout. */
-static void dropout_probs(float *dst, const float *src, int T, int L, size_t block, float p, uint64_t key) {
+/* dst = dropout(src) for one (b, h) block of probabilities [T, L], counters by (b, h, i, j)
+ * in the full [grid, grid] grid (grid = the batch's sequence length) so the mask depends
+ * neither on kv_len nor on how many query rows the block has. */
+static void dropout_probs(float *dst, const float *src, int T, int grid, int L, size_t block, float p, uint64_t key) {
     uint32_t threshold = rng_dropout_threshold(p);
     float scale = 1.0f / (1.0f - p);
     for (int i = 0; i < T; i++) {
-        uint32_t base = (uint32_t)((block * T + i) * T);
+        uint32_t base = (uint32_t)((block * grid + i) * grid);
         const float *s = src + (size_t)i * L;
         float *d = dst + (size_t)i * L;
         for (int j = 0; j < L; j++) d[j] = rng_bits32(key, base + (uint32_t)j) >= threshold ? s[j] * scale : 0.0f;
@@ -301,12 +316,12 @@ static void dropout_probs(float *dst, const float *src, int T, int L, size_t blo
 }
 
 /* Backward's two uses of one block's mask, drawn once: pd = dropout(p), dp = dropout(dp). */
-static void dropout_probs_pair(float *restrict pd, const float *restrict p, float *restrict dp, int T, int L,
-                               size_t block, float prob, uint64_t key) {
+static void dropout_probs_pair(float *restrict pd, const float *restrict p, float *restrict dp, int T, int grid,
+                               int L, size_t block, float prob, uint64_t key) {
     uint32_t threshold = rng_dropout_threshold(prob);
     float scale = 1.0f / (1.0f - prob);
     for (int i = 0; i < T; i++) {
-        uint32_t base = (uint32_t)((block * T + i) * T);
+        uint32_t base = (uint32_t)((block * grid + i) * grid);
         size_t row = (size_t)i * L;
         for (int j = 0; j < L; j++) {
             bool keep = rng_bits32(key, base + (uint32_t)j) >= threshold;
@@ -316,11 +331,12 @@ static void dropout_probs_pair(float *restrict pd, const float *restrict p, floa
     }
 }
 
-/* One (sequence, head) block. q, k, v point into the [T, 3H] QKV rows of the sequence
- * (row stride 3H); L = kv_len; scratch holds 2*T*T floats of this thread's. */
+/* One (sequence, head) block. q, k, v point into the sequence's T rows of QKV (row stride
+ * 3H); L = kv_len <= T; grid = the batch's sequence length (T unless the layout is packed);
+ * scratch holds 2*grid*grid floats of this thread's. */
 typedef struct {
     const float *q, *k, *v;
-    int T, L, d, H;
+    int T, grid, L, d, H;
     size_t block;
     const int32_t *mask;  /* the sequence's mask when it has holes, else NULL */
 } AttnBlock;
@@ -331,7 +347,7 @@ static void attention_block_forward(const AttnBlock *x, float *ctx, float *p, fl
     softmax_rows(p, T, L, x->mask);
     const float *pd = p;
     if (a->dropout_p > 0.0f) {
-        dropout_probs(scratch, p, T, L, x->block, a->dropout_p, a->dropout_key);
+        dropout_probs(scratch, p, T, x->grid, L, x->block, a->dropout_p, a->dropout_key);
         pd = scratch;
     }
     sgemm(false, false, T, d, L, 1.0f, pd, L, x->v, H3, 0.0f, ctx, x->H);
@@ -352,12 +368,12 @@ static void softmax_backward_rows(float *g, const float *p, int T, int L, float 
 static void attention_block_backward(const AttnBlock *x, float *dq, const float *dctx, const float *p, float *scratch,
                                      const AttentionArgs *a) {
     const int T = x->T, L = x->L, d = x->d, H = x->H, H3 = 3 * H;
-    float *dk = dq + H, *dv = dq + 2 * H, *dp = scratch, *pd_buf = scratch + (size_t)T * T;
+    float *dk = dq + H, *dv = dq + 2 * H, *dp = scratch, *pd_buf = scratch + (size_t)x->grid * x->grid;
     /* dP_dropped = dctx V^T; dV = P_dropped^T dctx */
     sgemm(false, true, T, L, d, 1.0f, dctx, H, x->v, H3, 0.0f, dp, L);
     const float *pd = p;
     if (a->dropout_p > 0.0f) {
-        dropout_probs_pair(pd_buf, p, dp, T, L, x->block, a->dropout_p, a->dropout_key);
+        dropout_probs_pair(pd_buf, p, dp, T, x->grid, L, x->block, a->dropout_p, a->dropout_key);
         pd = pd_buf;
     }
     sgemm(true, false, L, d, T, 1.0f, pd, L, dctx, H, 0.0f, dv, H3);
@@ -370,11 +386,16 @@ static void attention_block_backward(const AttnBlock *x, float *dq, const float 
     }
 }
 
+/* First row of sequence b in the activations, and its number of rows. */
+static size_t sequence_row(const AttentionArgs *a, int b) { return a->seq_row ? (size_t)a->seq_row[b] : (size_t)b * a->T; }
+static int sequence_rows(const AttentionArgs *a, int b) { return a->seq_rows ? a->seq_rows[b] : a->T; }
+
 static AttnBlock attention_block(const AttentionArgs *a, const float *qkv, int b, int h) {
     const int H = a->A * a->d;
-    const float *q = qkv + (size_t)b * a->T * 3 * H + (size_t)h * a->d;
-    return (AttnBlock){.q = q, .k = q + H, .v = q + 2 * H, .T = a->T, .L = a->kv_len[b], .d = a->d, .H = H,
-                       .block = (size_t)b * a->A + h, .mask = a->has_holes[b] ? a->mask + (size_t)b * a->T : NULL};
+    const float *q = qkv + sequence_row(a, b) * 3 * H + (size_t)h * a->d;
+    return (AttnBlock){.q = q, .k = q + H, .v = q + 2 * H, .T = sequence_rows(a, b), .grid = a->T, .L = a->kv_len[b],
+                       .d = a->d, .H = H, .block = (size_t)b * a->A + h,
+                       .mask = a->has_holes[b] ? a->mask + (size_t)b * a->T : NULL};
 }
 
 void k_attention_forward(float *ctx, float *probs, const float *qkv, const AttentionArgs *a) {
@@ -385,8 +406,8 @@ void k_attention_forward(float *ctx, float *probs, const float *qkv, const Atten
         for (int h = 0; h < A; h++) {
             AttnBlock x = attention_block(a, qkv, b, h);
             float *scratch = a->scratch + (size_t)omp_get_thread_num() * 2 * T * T;
-            attention_block_forward(&x, ctx + (size_t)b * T * H + (size_t)h * a->d, probs + x.block * T * T, scratch,
-                                    a);
+            attention_block_forward(&x, ctx + sequence_row(a, b) * H + (size_t)h * a->d, probs + x.block * T * T,
+                                    scratch, a);
         }
 }
 
@@ -398,8 +419,8 @@ void k_attention_backward(float *dqkv, const float *dctx, const float *qkv, cons
         for (int h = 0; h < A; h++) {
             AttnBlock x = attention_block(a, qkv, b, h);
             float *scratch = a->scratch + (size_t)omp_get_thread_num() * 2 * T * T;
-            size_t off = (size_t)b * T * 3 * H + (size_t)h * a->d;
-            attention_block_backward(&x, dqkv + off, dctx + (size_t)b * T * H + (size_t)h * a->d,
+            size_t row = sequence_row(a, b), off = row * 3 * H + (size_t)h * a->d;
+            attention_block_backward(&x, dqkv + off, dctx + row * H + (size_t)h * a->d,
                                      probs + x.block * T * T, scratch, a);
         }
 }

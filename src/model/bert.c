@@ -196,8 +196,13 @@ int bert_model_create(BertModel **out, const BertConfig *cfg, int max_batch, int
     m->mlm_slot = xcalloc(BP + 1, sizeof(int32_t));
     m->mlm_label = xcalloc(BP + 1, sizeof(int32_t));
     m->nsp_label = xcalloc(max_batch, sizeof(int32_t));
-    m->kept_row = xcalloc(BP + max_batch, sizeof(int32_t));
+    m->seq_row = xcalloc(max_batch, sizeof(int32_t));
+    m->seq_rows = xcalloc(max_batch, sizeof(int32_t));
+    m->full_row = xcalloc(N, sizeof(int32_t));
     m->row_map = xcalloc(N, sizeof(int32_t));
+    m->out_map = xcalloc(N, sizeof(int32_t));
+    m->kept_row = xcalloc(BP + max_batch, sizeof(int32_t));
+    m->kept_full = xcalloc(BP + max_batch, sizeof(int32_t));
     m->cls_row = xcalloc(max_batch, sizeof(int32_t));
     m->mlm_out_row = xcalloc(BP + 1, sizeof(int32_t));
     *out = m;
@@ -210,7 +215,8 @@ void bert_model_free(BertModel *m) {
     free(m->info), free(m->params), free(m->grads), free(m->norm_partial), free(m->adam_state), free(m->act_memory);
     free(m->kv_len), free(m->has_holes), free(m->zero_types);
     free(m->mlm_src_row), free(m->mlm_slot), free(m->mlm_label), free(m->nsp_label);
-    free(m->kept_row), free(m->row_map), free(m->cls_row), free(m->mlm_out_row);
+    free(m->seq_row), free(m->seq_rows), free(m->full_row), free(m->row_map), free(m->out_map);
+    free(m->kept_row), free(m->kept_full), free(m->cls_row), free(m->mlm_out_row);
     free(m);
 }
 
@@ -237,10 +243,12 @@ const float *bert_nsp_logits(const BertModel *m) { return m->act.nsp_logits; }
 const float *bert_pooled_output(const BertModel *m) { return m->act.pooled; }
 const float *bert_sequence_output(const BertModel *m) {
     int L = m->cfg.num_hidden_layers;
-    if (m->pruned) return NULL;
+    if (m->pruned || m->unpadded) return NULL;
     return L > 0 ? m->act.layers[L - 1].out : m->act.emb_out;
 }
 void bert_set_last_layer_pruning(BertModel *m, bool on) { m->prune_last_layer = on; }
+void bert_set_unpadding(BertModel *m, bool on) { m->unpad = on; }
+int bert_encoder_rows(const BertModel *m) { return m->rows; }
 int bert_last_layer_rows(const BertModel *m) { return m->kept_count; }
 void bert_zero_grad(BertModel *m) { memset(m->grads, 0, m->num_params * sizeof(float)); }
 
@@ -334,9 +342,17 @@ double bert_train_flops(const BertConfig *cfg, int batch, int seq, int preds) {
 
 double bert_infer_flops(const BertConfig *cfg, int batch, int seq) { return forward_flops(cfg, batch, seq, 0); }
 
-double bert_train_flops_pruned(const BertConfig *cfg, int batch, int seq, int preds, int kept_rows) {
-    const double H = cfg->hidden_size, I = cfg->intermediate_size, skipped = (double)batch * seq - kept_rows;
-    /* per skipped row: the attention output projection and the two feed-forward products */
-    const double per_row = 2.0 * H * H + 2.0 * H * I + 2.0 * I * H;
-    return bert_train_flops(cfg, batch, seq, preds) - (cfg->num_hidden_layers > 0 ? 3.0 * skipped * per_row : 0.0);
+/* What the last forward ran, from its row plan: the encoder's linear layers on m->rows rows
+ * (the last layer's output projection and feed-forward on the kept rows), attention per
+ * sequence on its query rows x kv_len keys, the heads on their rows; backward twice that. */
+double bert_executed_train_flops(const BertModel *m) {
+    const BertConfig *c = &m->cfg;
+    const double H = c->hidden_size, I = c->intermediate_size, V = c->vocab_size, L = c->num_hidden_layers;
+    const double rows = m->rows, kept = m->kept_count, after_attention = 2 * H * H + 4 * H * I;
+    double attention = 0;   /* Q K^T and P V: 2 * 2 * queries * keys * H per sequence */
+    for (int s = 0; s < m->B; s++) attention += 4.0 * (m->unpadded ? m->seq_rows[s] : m->T) * m->kv_len[s] * H;
+    double f = L * (rows * 2 * H * 3 * H + attention);
+    if (L > 0) f += (L - 1) * rows * after_attention + kept * after_attention;
+    f += m->B * (2 * H * H + 2 * H * 2) + m->mlm_count * (2 * H * H + 2 * H * V);   /* pooler, NSP, MLM */
+    return 3.0 * f;
 }

@@ -117,10 +117,20 @@ void  bert_backward_with(BertModel *m, const BertBatch *b, const float *d_sequen
  * included. bert_sequence_output() is then NULL and bert_backward_with() must get no
  * d_sequence_output: fine-tuning leaves it off. Off by default. */
 void  bert_set_last_layer_pruning(BertModel *m, bool on);
-/* Rows the last layer ran on after attention in the last forward (B*T unless pruned), and
- * the FLOPs a training step then executes (bert_train_flops less the skipped rows' products). */
+/* Pre-training also never reads the rows after each sequence's last real token (attention
+ * skips them as keys, the heads do not read them). With unpadding on, bert_forward packs the
+ * encoder's rows: per sequence only up to its last real token (or a masked position past it),
+ * so the linear layers, LayerNorms and attention queries skip trailing padding. The numbers
+ * are the full model's, as with pruning; bert_sequence_output() is then NULL. Off by default.
+ * bert_encoder_rows: the rows the encoder ran on in the last forward (B*T unless unpadded). */
+void  bert_set_unpadding(BertModel *m, bool on);
+int   bert_encoder_rows(const BertModel *m);
+/* Rows the last layer ran on after attention in the last forward (the encoder's rows unless
+ * pruned), and the matmul FLOPs a training step on that forward's batch executes: what
+ * bert_train_flops counts, less the rows and keys that unpadding, pruning and attention's
+ * skipping of padded keys left out. */
 int   bert_last_layer_rows(const BertModel *m);
-double bert_train_flops_pruned(const BertConfig *cfg, int batch, int seq, int preds, int kept_rows);
+double bert_executed_train_flops(const BertModel *m);
 /* Bytes of parameters + grads + optimizer state + activations allocated by the model. */
 size_t bert_model_bytes(const BertModel *m);
 

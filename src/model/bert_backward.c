@@ -59,9 +59,9 @@ static void scatter_rows(float *dst, const float *src, const int32_t *rows, int 
  * input) on return (all rows). */
 static void layer_backward(BertModel *m, int l, const float *x, const int32_t *mask, bool prune) {
     const BertConfig *c = &m->cfg;
-    const int N = m->B * m->T, H = c->hidden_size, I = c->intermediate_size;
+    const int N = m->rows, H = c->hidden_size, I = c->intermediate_size;
     const int R = prune ? m->kept_count : N;
-    const int32_t *rows = prune ? m->kept_row : NULL;
+    const int32_t *rows = prune ? m->kept_full : layout_rows(m);   /* for the dropout masks */
     const LayerParams *p = &m->p.layers[l];
     LayerParams *g = &m->g.layers[l];
     const LayerActs *a = &m->act.layers[l];
@@ -77,13 +77,13 @@ static void layer_backward(BertModel *m, int l, const float *x, const int32_t *m
 
     /* h1 = LN1(dropout(Attention(x) Wo + bo) + x) */
     k_layernorm_backward(d->d_sum, g->ln1_w, g->ln1_b, d->d_h1, a->attn_sum, a->ln1_mean, a->ln1_rstd, p->ln1_w, R, H);
-    if (prune) scatter_rows(d->d_x, d->d_sum, rows, R, N, H);  /* residual branch */
+    if (prune) scatter_rows(d->d_x, d->d_sum, m->kept_row, R, N, H);  /* residual branch */
     else memcpy(d->d_x, d->d_sum, sizeof(float) * N * H);
     bert_hidden_dropout(m, d->d_sum, R, rows, l, SITE_ATTN_OUT);
     /* pruned: d(ctx) of the kept rows goes through d_h1 (free now), the other rows' is zero */
     float *d_ctx_rows = prune ? d->d_h1 : d->d_ctx;
     k_matmul_backward(d_ctx_rows, g->attn_out_w, g->attn_out_b, d->d_sum, a->ctx, p->attn_out_w, R, H, H, false);
-    if (prune) scatter_rows(d->d_ctx, d_ctx_rows, rows, R, N, H);
+    if (prune) scatter_rows(d->d_ctx, d_ctx_rows, m->kept_row, R, N, H);
     AttentionArgs args;
     bert_attention_args(m, &args, mask, l);
     k_attention_backward(d->d_qkv, d->d_ctx, a->qkv, a->probs, &args);
@@ -96,17 +96,19 @@ void bert_backward_with(BertModel *m, const BertBatch *b, const float *d_sequenc
     const BertConfig *c = &m->cfg;
     const int N = m->B * m->T, H = c->hidden_size, L = c->num_hidden_layers;
     Activations *a = &m->act;
-    if (d_sequence_output && m->pruned)
-        die("bert_backward_with: a d_sequence_output after a forward with last-layer pruning "
-            "(bert_set_last_layer_pruning): the last layer ran only at the heads' rows");
+    if (d_sequence_output && (m->pruned || m->unpadded))
+        die("bert_backward_with: a d_sequence_output after a forward with last-layer pruning or unpadding "
+            "(bert_set_last_layer_pruning, bert_set_unpadding): not every row was computed");
     if (d_sequence_output) memcpy(a->d_x, d_sequence_output, sizeof(float) * N * H);
     else memset(a->d_x, 0, sizeof(float) * N * H);
     pooler_backward(m, a->d_x, d_pooled);
     if (m->have_mlm_labels && m->mlm_count > 0) mlm_backward(m, a->d_x);
     for (int l = L - 1; l >= 0; l--)
         layer_backward(m, l, l ? a->layers[l - 1].out : a->emb_out, b->attention_mask, m->pruned && l == L - 1);
-    bert_hidden_dropout(m, a->d_x, N, NULL, 0, SITE_EMBEDDINGS);
-    k_layernorm_backward(a->d_sum, m->g.emb_ln_w, m->g.emb_ln_b, a->d_x, a->emb_sum, a->emb_mean, a->emb_rstd,
+    bert_hidden_dropout(m, a->d_x, m->rows, layout_rows(m), 0, SITE_EMBEDDINGS);
+    const float *d_emb = a->d_x;   /* the embeddings ran on all B*T rows: skipped ones get 0 */
+    if (m->unpadded) scatter_rows(a->d_h1, a->d_x, m->full_row, m->rows, N, H), d_emb = a->d_h1;
+    k_layernorm_backward(a->d_sum, m->g.emb_ln_w, m->g.emb_ln_b, d_emb, a->emb_sum, a->emb_mean, a->emb_rstd,
                          m->p.emb_ln_w, N, H);
     const int32_t *types = b->token_type_ids ? b->token_type_ids : m->zero_types;
     k_embeddings_backward(m->g.word, m->g.pos, m->g.type, a->d_sum, b->input_ids, types, m->B, m->T, H);

@@ -7,26 +7,56 @@
 #include "kernels/kernels.h"
 #include "model/bert_internal.h"
 
-/* Where the heads read the last layer's output: every row of it, or (pruning) only the
- * [CLS] rows and the labelled masked positions, kept in ascending order. */
-static void plan_last_layer_rows(BertModel *m) {
-    const int B = m->B, T = m->T, N = B * T, M = m->mlm_count;
-    m->pruned = m->prune_last_layer && m->cfg.num_hidden_layers > 0;
-    if (!m->pruned) {
-        for (int s = 0; s < B; s++) m->cls_row[s] = s * T;
-        memcpy(m->mlm_out_row, m->mlm_src_row, sizeof(int32_t) * M);
-        m->kept_count = N;
+/* The encoder's rows: all B*T, or (unpadding) each sequence's up to the last one attention
+ * or a head reads: its last real token, or a masked position past it. */
+static void plan_encoder_rows(BertModel *m) {
+    const int B = m->B, T = m->T, N = B * T;
+    m->unpadded = m->unpad && m->cfg.num_hidden_layers > 0;
+    if (!m->unpadded) {
+        m->rows = N;
         return;
     }
+    for (int s = 0; s < B; s++) m->seq_rows[s] = m->kv_len[s];
+    for (int k = 0; k < m->mlm_count; k++) {
+        int s = m->mlm_src_row[k] / T, t = m->mlm_src_row[k] % T;
+        if (t + 1 > m->seq_rows[s]) m->seq_rows[s] = t + 1;
+    }
+    int rows = 0;
     for (int n = 0; n < N; n++) m->row_map[n] = -1;
-    for (int s = 0; s < B; s++) m->row_map[s * T] = 0;
-    for (int k = 0; k < M; k++) m->row_map[m->mlm_src_row[k]] = 0;
+    for (int s = 0; s < B; s++) {
+        m->seq_row[s] = rows;
+        for (int t = 0; t < m->seq_rows[s]; t++) m->full_row[rows] = s * T + t, m->row_map[s * T + t] = rows++;
+    }
+    m->rows = rows;
+}
+
+/* Where the heads read the last layer's output: every layout row of it, or (pruning) only
+ * the [CLS] rows and the labelled masked positions, kept in ascending order. */
+static void plan_last_layer_rows(BertModel *m) {
+    const int B = m->B, T = m->T, M = m->mlm_count, R = m->rows;
+    const int32_t *layout = m->unpadded ? m->row_map : NULL;   /* full row -> layout row */
+#define LAYOUT_ROW(n) (layout ? layout[n] : (n))
+    m->pruned = m->prune_last_layer && m->cfg.num_hidden_layers > 0;
+    if (!m->pruned) {
+        for (int s = 0; s < B; s++) m->cls_row[s] = LAYOUT_ROW(s * T);
+        for (int k = 0; k < M; k++) m->mlm_out_row[k] = LAYOUT_ROW(m->mlm_src_row[k]);
+        m->kept_count = R;
+        return;
+    }
+    for (int r = 0; r < R; r++) m->out_map[r] = -1;
+    for (int s = 0; s < B; s++) m->out_map[LAYOUT_ROW(s * T)] = 0;
+    for (int k = 0; k < M; k++) m->out_map[LAYOUT_ROW(m->mlm_src_row[k])] = 0;
     int kept = 0;
-    for (int n = 0; n < N; n++)
-        if (m->row_map[n] == 0) m->kept_row[kept] = n, m->row_map[n] = kept++;
+    for (int r = 0; r < R; r++)
+        if (m->out_map[r] == 0) {
+            m->kept_row[kept] = r;
+            m->kept_full[kept] = m->unpadded ? m->full_row[r] : r;
+            m->out_map[r] = kept++;
+        }
     m->kept_count = kept;
-    for (int s = 0; s < B; s++) m->cls_row[s] = m->row_map[s * T];
-    for (int k = 0; k < M; k++) m->mlm_out_row[k] = m->row_map[m->mlm_src_row[k]];
+    for (int s = 0; s < B; s++) m->cls_row[s] = m->out_map[LAYOUT_ROW(s * T)];
+    for (int k = 0; k < M; k++) m->mlm_out_row[k] = m->out_map[LAYOUT_ROW(m->mlm_src_row[k])];
+#undef LAYOUT_ROW
 }
 
 /* Per-sequence attention range (everything after the last real token is skipped), the
@@ -53,6 +83,7 @@ static void prepare_batch(BertModel *m, const BertBatch *b) {
         m->mlm_label[m->mlm_count] = label;
         m->mlm_count++;
     }
+    plan_encoder_rows(m);
     plan_last_layer_rows(m);
     m->have_mlm_labels = b->masked_labels != NULL && P > 0;
     m->have_nsp_labels = b->next_sentence_labels != NULL;
@@ -63,7 +94,8 @@ void bert_attention_args(const BertModel *m, AttentionArgs *a, const int32_t *ma
     const BertConfig *c = &m->cfg;
     *a = (AttentionArgs){.B = m->B, .T = m->T, .A = c->num_attention_heads,
                          .d = c->hidden_size / c->num_attention_heads, .kv_len = m->kv_len, .mask = mask,
-                         .has_holes = m->has_holes, .scratch = m->act.attn_scratch, .nthreads = m->nthreads};
+                         .has_holes = m->has_holes, .scratch = m->act.attn_scratch, .nthreads = m->nthreads,
+                         .seq_row = m->unpadded ? m->seq_row : NULL, .seq_rows = m->unpadded ? m->seq_rows : NULL};
     if (m->training) {
         a->dropout_p = c->attention_probs_dropout_prob;
         a->dropout_key = rng_key(m->dropout_seed, dropout_site(layer, SITE_ATTN_PROBS));
@@ -76,11 +108,8 @@ void bert_hidden_dropout(const BertModel *m, float *x, int R, const int32_t *row
     const int H = m->cfg.hidden_size;
     const float p = hidden_dropout_p(m);
     const uint64_t key = rng_key(m->dropout_seed, dropout_site(layer, site));
-    if (!rows) {
-        k_dropout(x, (long)R * H, p, key, 0);
-        return;
-    }
-    for (int k = 0; k < R; k++) k_dropout(x + (size_t)k * H, H, p, key, (uint32_t)((size_t)rows[k] * H));
+    if (rows) k_dropout_rows(x, rows, R, H, p, key);
+    else k_dropout(x, (long)R * H, p, key, 0);
 }
 
 /* dst[k] = src[rows[k]] for k < R, rows of H floats; rows ascending, so dst may be src. */
@@ -90,11 +119,12 @@ static void gather_rows(float *dst, const float *src, const int32_t *rows, int R
             memmove(dst + (size_t)k * H, src + (size_t)rows[k] * H, sizeof(float) * H);
 }
 
-/* With prune (the last layer under bert_set_last_layer_pruning), everything after attention
- * runs on the kept rows only: ctx is compacted in place and the residual input gathered. */
+/* On the encoder's m->rows rows. With prune (the last layer under
+ * bert_set_last_layer_pruning), everything after attention runs on the kept rows only: ctx
+ * is compacted in place and the residual input gathered. */
 static void layer_forward(BertModel *m, int l, const float *x, const int32_t *mask, bool prune) {
     const BertConfig *c = &m->cfg;
-    const int N = m->B * m->T, H = c->hidden_size, I = c->intermediate_size;
+    const int N = m->rows, H = c->hidden_size, I = c->intermediate_size;
     const LayerParams *p = &m->p.layers[l];
     LayerActs *a = &m->act.layers[l];
     AttentionArgs args;
@@ -103,11 +133,11 @@ static void layer_forward(BertModel *m, int l, const float *x, const int32_t *ma
     k_matmul_forward(a->qkv, x, p->qkv_w, p->qkv_b, N, H, 3 * H);
     k_attention_forward(a->ctx, a->probs, a->qkv, &args);
     const int R = prune ? m->kept_count : N;
-    const int32_t *rows = prune ? m->kept_row : NULL;
+    const int32_t *rows = prune ? m->kept_full : layout_rows(m);   /* for the dropout masks */
     const float *residual = x;
     if (prune) {
-        gather_rows(a->ctx, a->ctx, rows, R, H);
-        gather_rows(m->act.kept_x, x, rows, R, H);
+        gather_rows(a->ctx, a->ctx, m->kept_row, R, H);
+        gather_rows(m->act.kept_x, x, m->kept_row, R, H);
         residual = m->act.kept_x;
     }
     k_matmul_forward(a->attn_sum, a->ctx, p->attn_out_w, p->attn_out_b, R, H, H);
@@ -131,7 +161,8 @@ static void embeddings_forward(BertModel *m, const BertBatch *b) {
     k_embeddings_forward(a->emb_sum, b->input_ids, types, m->p.word, m->p.pos, m->p.type, m->B, m->T, H);
     k_layernorm_forward(a->emb_out, NULL, a->emb_mean, a->emb_rstd, a->emb_sum, NULL, m->p.emb_ln_w, m->p.emb_ln_b, N,
                         H, c->layer_norm_eps);
-    bert_hidden_dropout(m, a->emb_out, N, NULL, 0, SITE_EMBEDDINGS);
+    if (m->unpadded) gather_rows(a->emb_out, a->emb_out, m->full_row, m->rows, H);   /* in place: ascending */
+    bert_hidden_dropout(m, a->emb_out, m->rows, layout_rows(m), 0, SITE_EMBEDDINGS);
 }
 
 /* Pooler (tanh of the [CLS] row) and the NSP logits; returns the NSP mean loss or 0. */

@@ -68,13 +68,17 @@ struct BertModel {
     int32_t *kv_len, *zero_types, *mlm_src_row, *mlm_slot, *mlm_label, *nsp_label;
     uint8_t *has_holes;
     int mlm_count;
-    /* Last-layer pruning (bert_set_last_layer_pruning): after attention, the last layer runs
-     * only on the rows the heads read. kept_row lists them ascending (compact row k is full
-     * row kept_row[k]); row_map is the inverse (-1: not kept). cls_row / mlm_out_row say where
-     * the heads find their rows in the last layer's output, pruned or not. */
-    bool prune_last_layer, pruned;
-    int32_t *kept_row, *row_map, *cls_row, *mlm_out_row;
-    int kept_count;
+    /* Which rows run (bert_set_unpadding, bert_set_last_layer_pruning). The encoder runs on
+     * `rows` rows: all B*T, or (unpadded) sequence s's first seq_rows[s] only (up to its last
+     * real token or read position), packed from row seq_row[s] on; layout row k is full row
+     * full_row[k], row_map the inverse (-1: skipped). After attention the last layer runs on
+     * every layout row, or (pruned) on the kept_count rows the heads read: layout rows
+     * kept_row[k], full rows kept_full[k]. cls_row / mlm_out_row say where the heads find
+     * their rows in the last layer's output. */
+    bool unpad, prune_last_layer;  /* the options */
+    bool unpadded, pruned;         /* what the last forward did */
+    int rows, kept_count;
+    int32_t *seq_row, *seq_rows, *full_row, *row_map, *out_map, *kept_row, *kept_full, *cls_row, *mlm_out_row;
     int B, T, P;
     bool have_mlm_labels, have_nsp_labels, training;
     bool backward_ready;  /* a forward succeeded and its backward has not run yet */
@@ -94,9 +98,12 @@ static inline uint64_t dropout_site(int layer, int kind) {
 void bert_attention_args(const BertModel *m, AttentionArgs *a, const int32_t *mask, int layer);
 
 /* Dropout of a hidden-state site on R rows of H: all rows in order when rows is NULL, else
- * compact row k is full row rows[k] and gets that row's mask, so a pruned layer draws the
+ * row k is full row rows[k] and gets that row's mask, so packed and pruned layouts draw the
  * same masks as the full one. Forward and backward (applied to the gradient) alike. */
 void bert_hidden_dropout(const BertModel *m, float *x, int R, const int32_t *rows, int layer, int site);
+
+/* The full rows of the encoder's layout, for dropout masks (NULL: all B*T rows in order). */
+static inline const int32_t *layout_rows(const BertModel *m) { return m->unpadded ? m->full_row : NULL; }
 
 /* bert_grad_norm sums squares over chunks of this many gradients. */
 enum { GRAD_NORM_CHUNK = 1 << 16 };
