@@ -28,6 +28,7 @@ static void plan_encoder_rows(BertModel *m) {
         for (int t = 0; t < m->seq_rows[s]; t++) m->full_row[rows] = s * T + t, m->row_map[s * T + t] = rows++;
     }
     m->rows = rows;
+    if (rows == N) m->unpadded = false;   /* nothing to skip: keep the plain layout */
 }
 
 /* Where the heads read the last layer's output: every layout row of it, or (pruning) only
