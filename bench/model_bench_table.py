@@ -50,9 +50,15 @@ def main(path):
         kept = ref.get("train_last_layer_rows", rows_all)
         executed = ref.get("train_executed_gflop_per_seq", ref["train_gflop_per_seq"])
         if executed < ref["train_gflop_per_seq"]:
-            print(f"\n{ref['preset']}: bert.c's encoder ran on {encoder} of {rows_all} rows (unpadding) and its last "
-                  f"layer, after attention, on {kept} (the heads' rows: pruning), executing {executed:.2f} of the "
-                  f"formula's {ref['train_gflop_per_seq']:.2f} GFLOP/seq; counted in the formula's FLOPs it ran at "
+            skipped = []
+            if encoder < rows_all:
+                skipped.append(f"its encoder ran on {encoder} of {rows_all} rows (unpadding)")
+            if kept < encoder:
+                skipped.append(f"its last layer ran on {kept} rows after attention (the heads' rows: pruning)")
+            if ref.get("pad_fraction", 0) > 0:
+                skipped.append("attention skipped padded keys")
+            print(f"\n{ref['preset']}: bert.c: {', '.join(skipped)}; it executed {executed:.2f} of the formula's "
+                  f"{ref['train_gflop_per_seq']:.2f} GFLOP/seq; counted in the formula's FLOPs it ran at "
                   f"{ref.get('train_formula_gflops', 0):.1f} GFLOP/s.", end="")
     print()
     print("\ntrain GFLOP/s = the FLOPs each side executed per second (bert.c skips the rows no loss reads; PyTorch "

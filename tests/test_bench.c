@@ -225,6 +225,41 @@ static void test_bench_rejects_bad_flags(void) {
     free(out);
 }
 
+/* --all_rows and --full_last_layer: the JSON's row counts say what ran (3 x 24 rows with 30%
+ * padding: unpadded to fewer, pruned to the 3 [CLS] rows + labelled slots), and the text
+ * report's "rows" line names only the savings that applied: with --all_rows it must claim
+ * neither unpadding nor pruning, with --full_last_layer no pruning. */
+static void test_bench_row_flags(void) {
+    const char *variants[] = {"--all_rows=false", "--full_last_layer", "--all_rows"};
+    for (int v = 0; v < 3; v++) {
+        const char *argv[] = {"--config", MICRO_CONFIG, "--batch", "3", "--seq", "24", "--preds", "4", "--steps", "1",
+                              "--infer_steps", "0", "--warmup", "0", "--sgemm_peak", "100", "--pad_fraction", "0.3",
+                              variants[v], "--json"};
+        const int argc = (int)(sizeof argv / sizeof argv[0]);
+        char *out = NULL;
+        CHECKF(run_bench(&out, argc, argv) == 0, "%s: JSON run failed", variants[v]);
+        cJSON *root = cJSON_Parse(out);
+        double enc = json_number(root, "train_encoder_rows"), last = json_number(root, "train_last_layer_rows");
+        CHECKF(v == 2 ? enc == 72 : enc < 72, "%s: encoder rows %g", variants[v], enc);
+        CHECKF(v == 0 ? last <= 3 + 3 * 4 : last == enc, "%s: last layer rows %g (encoder %g)", variants[v], last, enc);
+        cJSON_Delete(root);
+        free(out);
+
+        CHECKF(run_bench(&out, argc - 1, argv) == 0, "%s: text run failed", variants[v]);   /* without --json */
+        const char *rows = strstr(out, "\nrows ");
+        CHECKF(rows != NULL, "%s: no rows line in '%s'", variants[v], out);
+        if (rows) {
+            const char *end = strchr(rows + 1, '\n');
+            char line[1024];
+            snprintf(line, sizeof line, "%.*s", end ? (int)(end - rows - 1) : 1000, rows + 1);
+            CHECKF((strstr(line, "unpadding") != NULL) == (v != 2), "%s: '%s'", variants[v], line);
+            CHECKF((strstr(line, "pruning") != NULL) == (v == 0), "%s: '%s'", variants[v], line);
+            CHECKF(strstr(line, "padded keys") != NULL, "%s: '%s'", variants[v], line);
+        }
+        free(out);
+    }
+}
+
 /* Vocabularies of at most 1000 ids: the synthetic ids were drawn from [1000, vocab), an
  * empty range (a division by zero at 1000, ids out of range below). */
 static void test_bench_small_vocabulary(void) {
@@ -260,5 +295,6 @@ int main(void) {
     RUN_TEST(test_bench_json_report);
     RUN_TEST(test_bench_rejects_bad_flags);
     RUN_TEST(test_bench_small_vocabulary);
+    RUN_TEST(test_bench_row_flags);
     return test_summary();
 }

@@ -14,6 +14,7 @@
 
 #include "core/rng.h"
 #include "kernels/kernels.h"
+#include "kernels/sgemm.h"
 #include "test.h"
 
 typedef double (*LossFn)(void *ctx);  /* runs the forward and returns sum(out * R) */
@@ -197,6 +198,36 @@ static void test_dropout(void) {
     free(x), free(g);
 }
 
+/* k_dropout_rows on a subset of rows (gaps, the last row) draws exactly the mask k_dropout
+ * gives those rows of the whole tensor, on the serial and the parallel path. */
+static void test_dropout_rows(void) {
+    enum { N = 60, C = 768 };
+    const int32_t rows[] = {0, 3, 4, 17, 40, 59};
+    const int R = (int)(sizeof rows / sizeof rows[0]);
+    float *full = malloc(sizeof(float) * N * C), *packed = malloc(sizeof(float) * N * C);
+    fill(full, (size_t)N * C, 40, 1, 0);
+    for (int widths = 0; widths < 2; widths++) {   /* C = 768: parallel (R*C >= 32768) only with all rows */
+        const int n = widths ? N : R;
+        int32_t all[N];
+        for (int k = 0; k < N; k++) all[k] = k;
+        const int32_t *which = widths ? all : rows;
+        for (int k = 0; k < n; k++) memcpy(packed + (size_t)k * C, full + (size_t)which[k] * C, sizeof(float) * C);
+        float *ref = malloc(sizeof(float) * N * C);
+        memcpy(ref, full, sizeof(float) * N * C);
+        k_dropout(ref, (long)N * C, 0.25f, rng_key(9, 2), 0);
+        k_dropout_rows(packed, which, n, C, 0.25f, rng_key(9, 2));
+        int same = 1;
+        for (int k = 0; k < n; k++) same &= !memcmp(packed + (size_t)k * C, ref + (size_t)which[k] * C, sizeof(float) * C);
+        CHECKF(same, "%d rows: a row's mask differs from the full tensor's", n);
+        free(ref);
+    }
+    float y[3] = {1, 2, 3};
+    const int32_t one[1] = {5};
+    k_dropout_rows(y, one, 1, 3, 0.0f, 1);
+    CHECK(y[0] == 1 && y[2] == 3);
+    free(full), free(packed);
+}
+
 /* ---------------------------------------------------------------- embeddings */
 
 typedef struct { float *out, *word, *pos, *type, *r; const int32_t *ids, *types; int B, T, C; } EmbCtx;
@@ -255,6 +286,83 @@ static void check_attention(float dropout_p, const char *what) {
 
 static void test_attention(void) { check_attention(0.0f, "attention dqkv"); }
 static void test_attention_dropout(void) { check_attention(0.3f, "attention dqkv (dropout)"); }
+
+/* The packed layout (seq_row / seq_rows, as unpadding uses it) against the full one: the same
+ * sequences and masks, sequence 2 packed with one query row past its last real token (a
+ * masked position in padding). With d(ctx) zero at the rows packing drops (as in the model:
+ * nothing reads them), ctx and dqkv at every packed row match the full layout's row, dropout
+ * included, and the rows after the packed ones are not written. */
+static void test_attention_packed(void) {
+    enum { B = 3, T = 6, A = 2, d = 4, H = A * d, ROWS = 6 + 4 + 5 };
+    const int32_t mask[B * T] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 0, 1, 1, 0, 0};
+    const int32_t kv_len[B] = {6, 4, 4}, seq_row[B] = {0, 6, 10}, seq_rows[B] = {6, 4, 5};
+    const uint8_t holes[B] = {0, 0, 1};
+    static float qkv[B * T * 3 * H], ctx[B * T * H], probs[B * A * T * T], dctx[B * T * H], dqkv[B * T * 3 * H];
+    static float pqkv[(ROWS + 1) * 3 * H], pctx[(ROWS + 1) * H], pprobs[B * A * T * T], pdctx[ROWS * H];
+    static float pdqkv[(ROWS + 1) * 3 * H], scratch[8 * 2 * T * T];
+    fill(qkv, B * T * 3 * H, 21, 1, 0), fill(dctx, B * T * H, 22, 1, 0);
+    for (int b = 0; b < B; b++)   /* nothing reads the rows packing drops: their gradient is 0 */
+        memset(dctx + (size_t)(b * T + seq_rows[b]) * H, 0, sizeof(float) * (T - seq_rows[b]) * H);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < seq_rows[b]; t++) {
+            memcpy(pqkv + (size_t)(seq_row[b] + t) * 3 * H, qkv + (size_t)(b * T + t) * 3 * H, sizeof(float) * 3 * H);
+            memcpy(pdctx + (size_t)(seq_row[b] + t) * H, dctx + (size_t)(b * T + t) * H, sizeof(float) * H);
+        }
+    for (int j = 0; j < H; j++) pctx[ROWS * H + j] = 7.0f;
+    for (int j = 0; j < 3 * H; j++) pdqkv[ROWS * 3 * H + j] = 7.0f;
+    AttentionArgs full = {B, T, A, d, kv_len, mask, holes, 0.3f, rng_key(3, 5), scratch, 8, NULL, NULL};
+    AttentionArgs pack = full;
+    pack.seq_row = seq_row, pack.seq_rows = seq_rows;
+    k_attention_forward(ctx, probs, qkv, &full);
+    k_attention_backward(dqkv, dctx, qkv, probs, &full);
+    k_attention_forward(pctx, pprobs, pqkv, &pack);
+    k_attention_backward(pdqkv, pdctx, pqkv, pprobs, &pack);
+    double worst = 0;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < seq_rows[b]; t++) {
+            size_t f = (size_t)b * T + t, p = (size_t)seq_row[b] + t;
+            worst = fmax(worst, max_rel_error(pctx + p * H, ctx + f * H, H, 1e-3));
+            worst = fmax(worst, max_rel_error(pdqkv + p * 3 * H, dqkv + f * 3 * H, 3 * H, 1e-3));
+        }
+    CHECKF(worst < 1e-5, "packed vs full layout: rel err %.3g", worst);
+    int untouched = 1;
+    for (int j = 0; j < H; j++) untouched &= pctx[ROWS * H + j] == 7.0f;
+    for (int j = 0; j < 3 * H; j++) untouched &= pdqkv[ROWS * 3 * H + j] == 7.0f;
+    CHECK(untouched);
+}
+
+/* sgemm() forces small products onto one thread with omp_set_num_threads around the call:
+ * the caller's thread count comes back after small and large products, at the top level and
+ * inside a parallel region (where each thread runs its own product on itself); the products
+ * are the same there as at the top level (small ones bit for bit: one thread either way). */
+static void test_sgemm_thread_state(void) {
+    enum { M = 256, K = 256 };
+    const int sizes[2] = {16, M};   /* 16^3 multiply-adds: forced to one thread; 256^3: threaded */
+    float *a = malloc(sizeof(float) * M * K), *bm = malloc(sizeof(float) * M * K);
+    float *top[2], *inner[2];
+    fill(a, (size_t)M * K, 50, 1, 0), fill(bm, (size_t)M * K, 51, 1, 0);
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(2);
+    for (int i = 0; i < 2; i++) {
+        int n = sizes[i];
+        top[i] = calloc((size_t)n * n, sizeof(float)), inner[i] = calloc((size_t)n * n, sizeof(float));
+        sgemm(false, true, n, n, n, 1.0f, a, n, bm, n, 0.0f, top[i], n);
+        CHECKF(omp_get_max_threads() == 2, "after a %d^3 product: %d threads", n, omp_get_max_threads());
+    }
+    int changed = 0;
+#pragma omp parallel num_threads(2) reduction(+ : changed)
+    {
+        int i = omp_get_thread_num(), n = sizes[i], before = omp_get_max_threads();
+        sgemm(false, true, n, n, n, 1.0f, a, n, bm, n, 0.0f, inner[i], n);
+        changed += omp_get_max_threads() != before;
+    }
+    CHECKF(changed == 0 && omp_get_max_threads() == 2, "%d threads changed their count; now %d", changed,
+           omp_get_max_threads());
+    CHECK(memcmp(top[0], inner[0], sizeof(float) * 16 * 16) == 0);
+    CHECKF(max_rel_error(inner[1], top[1], (size_t)M * M, 1e-2) < 1e-5, "256^3 inside a parallel region differs");
+    omp_set_num_threads(saved);
+    free(a), free(bm), free(top[0]), free(top[1]), free(inner[0]), free(inner[1]);
+}
 
 /* ---------------------------------------------------------------- cross-entropy */
 
@@ -318,10 +426,13 @@ int main(void) {
     RUN_TEST(test_gelu_tanh);
     RUN_TEST(test_tanh);
     RUN_TEST(test_dropout);
+    RUN_TEST(test_dropout_rows);
     RUN_TEST(test_embeddings);
     RUN_TEST(test_attention);
     RUN_TEST(test_attention_dropout);
+    RUN_TEST(test_attention_packed);
     RUN_TEST(test_xent);
     RUN_TEST(test_thread_count_independent);
+    RUN_TEST(test_sgemm_thread_state);
     return test_summary();
 }

@@ -320,6 +320,92 @@ static void test_skipping_rows_matches_full(void) {
     free(g_full), free(mlm_full);
 }
 
+/* norm-wise ||a - b|| / ||b|| (0 when both are 0) */
+static double rel_norm(const float *a, const float *b, size_t n) {
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < n; i++) diff += ((double)a[i] - b[i]) * ((double)a[i] - b[i]), norm += (double)b[i] * b[i];
+    return diff == 0 ? 0 : sqrt(diff / fmax(norm, 1e-30));
+}
+
+/* Edge cases of the row plans, against a second model with the same weights computing every
+ * row, in training mode with an external d(pooled) (bert_backward_with): batches smaller than
+ * the model's maxima; B = 1 with T = 1 and [CLS] masked; T = 2 with no MLM slots (P = 0);
+ * holes in the attention mask with a masked position inside a hole and one in trailing
+ * padding; leading padding; a position masked twice; an unlabelled slot naming a position
+ * outside the sequence (never read); no MLM labels (every slot read) and no NSP labels. The
+ * skipping model is reused across batches and options (state carried over), and its options
+ * are switched off between forward and backward (backward follows the forward's plan). One
+ * and two layers. */
+static void test_skipping_rows_edge_cases(void) {
+    enum { MAX_B = 4, MAX_T = 12, MAX_P = 4, B = 3, T = 9, P = 3 };
+    const int32_t mask_c[B * T] = {1, 0, 1, 1, 0, 1, 0, 0, 0,  0, 0, 1, 1, 1, 1, 1, 1, 1,  1, 1, 1, 0, 0, 0, 0, 0, 0};
+    const int32_t pos_c[B * P] = {1, 8, 3,  4, 4, 0,  5, 99, 2}, lab_c[B * P] = {7, 8, 9,  10, 11, 12,  13, -1, 14};
+    const int32_t pos_d[B * P] = {1, 8, 3,  4, 4, 0,  5, 6, 2}, nsp[MAX_B] = {1, 0, 1, 0};
+    const int32_t mask_a[1] = {1}, pos_a[1] = {0}, lab_a[1] = {5}, mask_b[4] = {1, 0, 1, 1};
+    int32_t ids[B * T], types[B * T];
+    for (int i = 0; i < B * T; i++) ids[i] = 3 + (i * 13) % 50, types[i] = (i % T) > 4;
+    const BertBatch batches[] = {
+        {1, 1, 1, ids, types, mask_a, pos_a, lab_a, nsp},
+        {2, 2, 0, ids, types, mask_b, NULL, NULL, nsp},
+        {B, T, P, ids, types, mask_c, pos_c, lab_c, nsp},
+        {B, T, P, ids, NULL, mask_c, pos_d, NULL, NULL},
+    };
+    const int nbatches = (int)(sizeof batches / sizeof batches[0]);
+    /* unpadded rows: 1; 1 + 2; 9 (position 8) + 9 + 6 (position 5); 9 + 9 + 7 (every slot read).
+     * Pruned: the [CLS] rows plus distinct labelled positions other than [CLS]. */
+    const int encoder_rows[] = {1, 3, 24, 25}, kept_rows[] = {1, 2, 9, 10};
+    for (int layers = 1; layers <= 2; layers++) {
+        BertConfig c;
+        BertError err;
+        bert_config_preset("bert-tiny", &c, &err);
+        c.vocab_size = 60, c.hidden_size = 32, c.num_attention_heads = 4, c.intermediate_size = 48;
+        c.num_hidden_layers = layers, c.max_position_embeddings = MAX_T;
+        BertModel *ref, *m;
+        if (bert_model_create(&ref, &c, MAX_B, MAX_T, MAX_P, &err) || bert_model_create(&m, &c, MAX_B, MAX_T, MAX_P, &err)) {
+            CHECKF(0, "%s", err.msg);
+            return;
+        }
+        bert_init_weights(ref, 21), bert_init_weights(m, 21);
+        const size_t np = bert_num_parameters(m), H = (size_t)c.hidden_size;
+        float *g_ref = malloc(np * sizeof(float)), d_pooled[MAX_B * 32], pooled[MAX_B * 32], nsp_ref[2 * MAX_B];
+        float *mlm_ref = malloc(sizeof(float) * MAX_B * MAX_P * c.vocab_size);
+        for (size_t i = 0; i < MAX_B * H; i++) d_pooled[i] = 0.1f * (float)((int)(i * 7 % 11) - 5);
+        for (int v = 0; v < nbatches; v++) {
+            const BertBatch *b = &batches[v];
+            const size_t nl = (size_t)b->batch * b->max_predictions * c.vocab_size;
+            bert_zero_grad(ref);
+            float loss_ref = bert_forward(ref, b, true, 1000 + v);
+            CHECKF(isfinite(loss_ref), "batch %d: %s", v, bert_last_error(ref));
+            memcpy(mlm_ref, bert_mlm_logits(ref), nl * sizeof(float));
+            memcpy(nsp_ref, bert_nsp_logits(ref), 2 * b->batch * sizeof(float));
+            memcpy(pooled, bert_pooled_output(ref), b->batch * H * sizeof(float));
+            bert_backward_with(ref, b, NULL, d_pooled);
+            memcpy(g_ref, bert_grads(ref), np * sizeof(float));
+            for (int rows = PRUNE; rows <= (PRUNE | UNPAD); rows++) {
+                set_rows(m, rows);
+                bert_zero_grad(m);
+                float loss = bert_forward(m, b, true, 1000 + v);
+                CHECKF(bert_encoder_rows(m) == (rows & UNPAD ? encoder_rows[v] : b->batch * b->seq_len) &&
+                           bert_last_layer_rows(m) == (rows & PRUNE ? kept_rows[v] : bert_encoder_rows(m)),
+                       "L%d batch %d rows %d: %d encoder rows, %d in the last layer", layers, v, rows,
+                       bert_encoder_rows(m), bert_last_layer_rows(m));
+                set_rows(m, FULL);   /* the backward must follow the forward's row plan */
+                bert_backward_with(m, b, NULL, d_pooled);
+                double e_loss = fabs(loss - loss_ref) / fmax(fabs(loss_ref), 1e-3);
+                double e_mlm = rel_norm(bert_mlm_logits(m), mlm_ref, nl);
+                double e_nsp = rel_norm(bert_nsp_logits(m), nsp_ref, 2 * (size_t)b->batch);
+                double e_pool = rel_norm(bert_pooled_output(m), pooled, b->batch * H);
+                double e_grad = rel_norm(bert_grads(m), g_ref, np);
+                CHECKF(e_loss < 1e-6 && e_mlm < 1e-5 && e_nsp < 1e-5 && e_pool < 1e-5 && e_grad < 1e-5,
+                       "L%d batch %d rows %d: loss %.9g vs %.9g, MLM %.3g, NSP %.3g, pooled %.3g, gradients %.3g",
+                       layers, v, rows, loss, loss_ref, e_mlm, e_nsp, e_pool, e_grad);
+            }
+        }
+        bert_model_free(ref), bert_model_free(m);
+        free(g_ref), free(mlm_ref);
+    }
+}
+
 /* Dropout changes the loss, depends on the seed, and is reproducible for the same seed. */
 static void test_dropout_seeded(void) {
     Fixture f;
@@ -588,6 +674,7 @@ int main(void) {
     if (getenv("BERT_EXTRA_FIXTURE")) RUN_TEST(test_extra_fixture);
     RUN_TEST(test_fixture_skipping_rows);
     RUN_TEST(test_skipping_rows_matches_full);
+    RUN_TEST(test_skipping_rows_edge_cases);
     RUN_TEST(test_thread_count_independent);
     RUN_TEST(test_dropout_seeded);
     RUN_TEST(test_training_mode_gradient);

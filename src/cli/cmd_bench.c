@@ -190,6 +190,21 @@ static double percent_of_peak(const BenchReport *r, double g) {
     return r->peak.peak_gflops > 0 ? 100.0 * g / r->peak.peak_gflops : 0;
 }
 
+/* The "rows" line: what the training step skipped against the formula, naming only the
+ * savings that applied (--all_rows turns unpadding and pruning off, --full_last_layer pruning). */
+static void print_skipped_rows(const BenchReport *r, const BenchOptions *o) {
+    const Timing *t = &r->train;
+    const int B = o->batch, all_rows = B * o->seq;
+    printf("rows     ");
+    if (t->encoder_rows < all_rows) printf(" the encoder ran on %d of %d rows (unpadding),", t->encoder_rows, all_rows);
+    if (t->last_layer_rows < t->encoder_rows)
+        printf(" the last layer after attention on %d of them (pruning),", t->last_layer_rows);
+    if (r->real_tokens < all_rows) printf(" attention skipped padded keys,");
+    printf(" a step executes %.2f of the formula's %.2f GFLOP/seq (%.1f%% fewer); in the formula's FLOPs that is "
+           "%.1f GFLOP/s\n", t->executed_flops / B * 1e-9, r->train_flops / B * 1e-9,
+           100.0 * (1.0 - t->executed_flops / r->train_flops), gflops(t, r->train_flops));
+}
+
 static void print_text(const BenchReport *r, const BenchOptions *o) {
     const BertConfig *c = &r->cfg;
     int B = o->batch;
@@ -211,13 +226,7 @@ static void print_text(const BenchReport *r, const BenchOptions *o) {
     if (r->train.steps) {
         const Timing *t = &r->train;
         double g = gflops(t, t->executed_flops);   /* what the machine did: the rows that ran */
-        if (t->executed_flops < r->train_flops)
-            printf("rows      the encoder ran on %d of %d rows (unpadding), the last layer after attention on %d "
-                   "(pruning), attention skipped padded keys: a step executes %.2f of the formula's %.2f GFLOP/seq "
-                   "(%.1f%% fewer); in the formula's FLOPs that is %.1f GFLOP/s\n",
-                   t->encoder_rows, B * o->seq, t->last_layer_rows, t->executed_flops / B * 1e-9,
-                   r->train_flops / B * 1e-9, 100.0 * (1.0 - t->executed_flops / r->train_flops),
-                   gflops(t, r->train_flops));
+        if (t->executed_flops < r->train_flops) print_skipped_rows(r, o);
         printf("train     %.2f seq/s, %.1f ms/step (best %.1f; forward %.1f, backward %.1f, AdamW %.1f), "
                "%.1f GFLOP/s = %.0f%% of sgemm peak, CPU %.1f ms/step [%.2f GFLOP/seq, %d steps, loss %.3f -> %.3f]\n",
                seq_per_s(t, B), 1e3 * t->total_s / t->steps, 1e3 * t->best_s, 1e3 * t->forward_s / t->steps,

@@ -8,7 +8,7 @@
  * and row-wise work is split over OpenMP threads; every reduction is ordered the same way
  * whatever the thread count, so these kernels' results do not depend on it. (Matrix
  * products are split by whole output blocks, each computed on one thread, and small ones run
- * on one thread; the sgemm library's blocking of K can still depend on a block's shape, so for
+ * on one thread (oneDNN build; OpenBLAS decides for itself); the sgemm library's blocking of K can still depend on a block's shape, so for
  * some large shapes a different thread count can change the float rounding.) */
 #ifndef BERT_KERNELS_H
 #define BERT_KERNELS_H

@@ -121,7 +121,8 @@ void  bert_set_last_layer_pruning(BertModel *m, bool on);
  * skips them as keys, the heads do not read them). With unpadding on, bert_forward packs the
  * encoder's rows: per sequence only up to its last real token (or a masked position past it),
  * so the linear layers, LayerNorms and attention queries skip trailing padding. The numbers
- * are the full model's, as with pruning; bert_sequence_output() is then NULL. Off by default.
+ * are the full model's, as with pruning; bert_sequence_output() is then NULL (unless the batch
+ * had no trailing padding: nothing was skipped). Off by default.
  * bert_encoder_rows: the rows the encoder ran on in the last forward (B*T unless unpadded). */
 void  bert_set_unpadding(BertModel *m, bool on);
 int   bert_encoder_rows(const BertModel *m);
