@@ -25,10 +25,10 @@ typedef struct {
 } SgemmPeak;
 
 /* Times the three BERT-base linear shapes (tokens=m, hidden=768, intermediate=3072) for about
- * budget_seconds in total, with BLAS's current thread count. m <= 0 picks 4096 (batch 32 x
- * seq 128). The measurement runs in a short-lived child process so its ~100 MB of buffers do
- * not count in the caller's peak RSS; it falls back to running in-process if fork fails.
- * Call it before the caller starts OpenMP threads of its own. */
+ * budget_seconds in total, with the current thread count. m <= 0 picks 4096 (batch 32 x
+ * seq 128). Its ~100 MB of buffers are freed and the peak RSS reset afterwards
+ * (reset_peak_rss), so they do not count in the caller's peak. (It used to run in a forked
+ * child; libgomp cannot be used in a child forked after the parent ran OpenMP threads.) */
 void sgemm_peak_measure(SgemmPeak *out, int m, double budget_seconds);
 
 #endif

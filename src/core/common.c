@@ -62,9 +62,26 @@ double now_seconds(void) {
 }
 
 size_t peak_rss_bytes(void) {
+    /* VmHWM rather than getrusage's ru_maxrss: only the former can be reset */
+    FILE *f = fopen("/proc/self/status", "r");
+    if (f) {
+        char line[256];
+        long kib = -1;
+        while (kib < 0 && fgets(line, sizeof line, f))
+            if (!strncmp(line, "VmHWM:", 6)) kib = strtol(line + 6, NULL, 10);
+        fclose(f);
+        if (kib >= 0) return (size_t)kib * 1024;
+    }
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
     return (size_t)ru.ru_maxrss * 1024;  /* Linux reports KiB */
+}
+
+int reset_peak_rss(void) {
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (!f) return -1;
+    int ok = fputs("5", f) >= 0;   /* 5: reset the peak RSS (VmHWM) to the current RSS */
+    return (fclose(f) == 0 && ok) ? 0 : -1;
 }
 
 void atomic_tmp_name(const char *path, char *out, size_t outlen) {

@@ -29,8 +29,11 @@ void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 /* Monotonic wall-clock seconds. */
 double now_seconds(void);
 
-/* Peak resident set size of this process in bytes (0 if unknown). */
+/* Peak resident set size of this process in bytes (VmHWM; 0 if unknown), and a reset of that
+ * peak to the current size (Linux's /proc/self/clear_refs; returns -1 where unsupported), so
+ * a report can leave out memory that a finished phase (a measurement) used and freed. */
 size_t peak_rss_bytes(void);
+int reset_peak_rss(void);
 
 /* Atomic output: data goes to "<path>.tmp.<pid>" and is renamed over <path> only on
  * commit, so a crash or kill leaves any previous <path> whole. */
