@@ -347,7 +347,7 @@ int cmd_bench(int argc, char **argv) {
     if (check_options(&o, &r.cfg) != 0) return 2;
     set_threads(o.threads);
 
-    r.measured_peak = o.sgemm_peak <= 0;   /* measure before any OpenMP region of ours (it forks) */
+    r.measured_peak = o.sgemm_peak <= 0;   /* measure before the model exists: its buffers stay out of the peak RSS */
     if (r.measured_peak) sgemm_peak_measure(&r.peak, 0, 1.0);
     else r.peak.peak_gflops = o.sgemm_peak;
 

@@ -27,10 +27,10 @@ enum { COL_BLOCK = 64 };
 
 /* ---------------------------------------------------------------- matmul */
 
-/* On exactly two threads, independent single-threaded sgemm calls, one per thread (OpenBLAS's
- * OpenMP build goes single-threaded inside a parallel region), run at ~190-200 GFLOP/s on
- * BERT's shapes where one call split two ways by OpenBLAS reaches ~150-185: its threads
- * synchronise on shared packed panels. Each call computes whole output elements with the
+/* On exactly two threads, independent single-threaded sgemm calls, one per thread (both
+ * libraries go single-threaded inside a parallel region), run at ~190-200 GFLOP/s on BERT's
+ * shapes with OpenBLAS, where one call split two ways by OpenBLAS reaches ~150-185: its
+ * threads synchronise on shared packed panels (with oneDNN the two are about level). Each call computes whole output elements with the
  * single-threaded blocking, so the results are the 1-thread results bit for bit. */
 static bool split_over_two_threads(long multiply_adds) {
     /* below ~4M multiply-adds (~40 us on one core) a fork and a barrier cost too much */

@@ -113,7 +113,7 @@ void bert_hidden_dropout(const BertModel *m, float *x, int R, const int32_t *row
     else k_dropout(x, (long)R * H, p, key, 0);
 }
 
-/* dst[k] = src[rows[k]] for k < R, rows of H floats; rows ascending, so dst may be src. */
+/* dst[k] = src[rows[k]] for k < R, rows of H floats; dst may be src when rows ascend. */
 static void gather_rows(float *dst, const float *src, const int32_t *rows, int R, int H) {
     for (int k = 0; k < R; k++)
         if (dst + (size_t)k * H != src + (size_t)rows[k] * H)
@@ -170,7 +170,7 @@ static void embeddings_forward(BertModel *m, const BertBatch *b) {
 static float nsp_forward(BertModel *m, const float *seq_out) {
     const int B = m->B, H = m->cfg.hidden_size;
     Activations *a = &m->act;
-    for (int s = 0; s < B; s++) memcpy(a->cls_in + (size_t)s * H, seq_out + (size_t)m->cls_row[s] * H, sizeof(float) * H);
+    gather_rows(a->cls_in, seq_out, m->cls_row, B, H);
     k_matmul_forward(a->pooled, a->cls_in, m->p.pool_w, m->p.pool_b, B, H, H);
     k_tanh_forward(a->pooled, (long)B * H);
     k_matmul_forward(a->nsp_logits, a->pooled, m->p.nsp_w, m->p.nsp_b, B, H, 2);
@@ -201,8 +201,7 @@ static float mlm_forward(BertModel *m, const float *seq_out) {
     Activations *a = &m->act;
     float loss = 0.0f;
     if (M > 0) {
-        for (int k = 0; k < M; k++)
-            memcpy(a->mlm_in + (size_t)k * H, seq_out + (size_t)m->mlm_out_row[k] * H, sizeof(float) * H);
+        gather_rows(a->mlm_in, seq_out, m->mlm_out_row, M, H);
         k_matmul_forward(a->mlm_pre, a->mlm_in, m->p.mlm_dense_w, m->p.mlm_dense_b, M, H, H);
         k_gelu_forward(a->mlm_act, a->mlm_pre, (long)M * H, c->hidden_act);
         k_layernorm_forward(a->mlm_ln, NULL, a->mlm_mean, a->mlm_rstd, a->mlm_act, NULL, m->p.mlm_ln_w, m->p.mlm_ln_b,
