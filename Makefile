@@ -34,7 +34,7 @@ TEST_SRC := $(sort $(wildcard tests/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BERT     := $(if $(filter build,$(BUILD)),bert,$(BUILD)/bert)
 
-.PHONY: all test test-fast clean
+.PHONY: all test test-fast test-matrix clean
 all: $(BERT) $(TEST_BIN)
 
 $(BUILD)/libbert.a: $(LIB_OBJ)
@@ -65,6 +65,14 @@ test:
 test-fast:
 	@$(MAKE) --no-print-directory all
 	@bash tests/run.sh build
+
+# The model, layer and bench tests of both GEMM builds under every OpenBLAS / OpenMP / oneDNN
+# environment machines of this kind have (one line each); minutes, so not part of `make test`.
+test-matrix:
+	@$(MAKE) --no-print-directory $(addprefix build/tests/,test_layers test_model test_bench)
+	@$(MAKE) --no-print-directory BUILD=build-openblas GEMM=openblas \
+		$(addprefix build-openblas/tests/,test_layers test_model test_bench)
+	@bash tests/matrix.sh
 
 clean:
 	rm -rf build build-asan build-openblas bert

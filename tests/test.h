@@ -51,4 +51,64 @@ static inline double max_rel_error(const float *a, const float *b, size_t n, dou
     return worst;
 }
 
+/* ---- Tolerances from the arithmetic ------------------------------------------------------
+ * Comparing two float32 evaluations of the same mathematical result that sum in different
+ * orders (another GEMM library or kernel, another blocking of K, another thread split or row
+ * count): bit-identity is not promised by anything but the same code on the same shape, so
+ * such comparisons take a bound derived from the arithmetic instead of one machine's result.
+ *
+ * A sum of K products, accumulated in float32 in ANY order, is within gamma_K * sum|a_i b_i|
+ * of the exact sum, gamma_K = K u / (1 - K u), u = 2^-24 the unit roundoff (Higham, Accuracy
+ * and Stability of Numerical Algorithms, sec. 3.1; fused multiply-adds only lower it). Two
+ * evaluations therefore differ by at most 2 gamma_K sum|a_i b_i|. */
+#define F32_UNIT_ROUNDOFF (1.0 / 16777216.0)
+
+static inline double gamma_k(double k) {
+    double ku = k * F32_UNIT_ROUNDOFF;
+    return ku / (1.0 - ku);
+}
+
+/* Worst |c1 - c2| / (2 gamma_K (|A| |B|^T)_ij) over C = A[M,K] B[N,K]^T (row-major, as sgemm
+ * with trans_b): <= 1 when the two products differ only by the order of their sums. The
+ * bound is per element, so it holds for any data and any library. */
+static inline double gemm_reorder_ratio(const float *c1, const float *c2, const float *A, const float *B, int M,
+                                        int N, int K) {
+    double worst = 0;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double abs_sum = 0;
+            for (int k = 0; k < K; k++) abs_sum += fabs((double)A[(size_t)i * K + k] * B[(size_t)j * K + k]);
+            double diff = fabs((double)c1[(size_t)i * N + j] - c2[(size_t)i * N + j]);
+            double bound = 2 * gamma_k(K) * abs_sum + 1e-45;
+            if (diff / bound > worst || diff != diff) worst = diff != diff ? INFINITY : diff / bound;
+        }
+    return worst;
+}
+
+/* Norm-wise relative difference ||a - b|| / ||b|| of two evaluations (0 when both are 0). */
+static inline double rel_norm_error(const float *a, const float *b, size_t n) {
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - b[i];
+        diff += d * d, norm += (double)b[i] * b[i];
+    }
+    if (diff != diff) return INFINITY;
+    return diff == 0 ? 0 : sqrt(diff / fmax(norm, 1e-300));
+}
+
+/* Bound for a norm-wise comparison of two evaluations of a deeper computation (a network).
+ * The worst case above grows with K and with every stage; real rounding errors do not line
+ * up like that. Higham & Mary's probabilistic analysis (SIAM J. Sci. Comput. 41(5), 2019:
+ * rounding errors modelled as independent, mean zero) bounds a K-term sum by
+ * lambda sqrt(K) u sum|terms| with probability at least 1 - 2 exp(-lambda^2 / 2) (about
+ * 4e-22 for lambda = 10). To first order the errors of the reductions along the chain add,
+ * for well-conditioned stages (BERT's are: LayerNorm renormalises every sublayer), so two
+ * evaluations differ norm-wise by at most 2 lambda u sum_i sqrt(K_i). The caller passes
+ * that sum over the chain's reduction lengths. A wrong row, mask or index is off by 1e-3 or
+ * more even for a single row of a small model; this stays near 5e-4 for the test models. */
+#define REORDER_LAMBDA 10.0
+static inline double chain_reorder_tolerance(double sum_sqrt_reduction_lengths) {
+    return 2 * REORDER_LAMBDA * F32_UNIT_ROUNDOFF * sum_sqrt_reduction_lengths;
+}
+
 #endif

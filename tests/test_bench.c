@@ -163,6 +163,8 @@ static double json_number(const cJSON *root, const char *key) {
  * and the FLOP formula's figure, and every rate is positive. */
 static void test_bench_json_report(void) {
     const char *pads[] = {"0", "0.3"};
+    /* read by libgomp at start-up only, so setting it now changes nothing but the report */
+    setenv("GOMP_SPINCOUNT", "12345", 1);
     for (int i = 0; i < 2; i++) {
         const char *argv[] = {"--config", MICRO_CONFIG, "--batch", "3", "--seq", "24", "--preds", "4", "--steps", "2",
                               "--infer_steps", "3", "--warmup", "1", "--sgemm_peak", "100", "--pad_fraction", pads[i],
@@ -183,11 +185,20 @@ static void test_bench_json_report(void) {
             CHECK(json_number(root, "sgemm_peak_gflops") == 100);
             CHECK(json_number(root, "train_seq_per_s") > 0 && json_number(root, "infer_seq_per_s") > 0);
             CHECK(json_number(root, "peak_rss_mib") > 0);
+            /* the report names what ran the products and the variables that change them */
+            const cJSON *kernel = cJSON_GetObjectItemCaseSensitive(root, "gemm_kernel");
+            const cJSON *env = cJSON_GetObjectItemCaseSensitive(root, "environment");
+            const char *lib = strcmp(sgemm_library(), "onednn") == 0 ? "oneDNN " : "OpenBLAS ";
+            CHECKF(cJSON_IsString(kernel) && strncmp(kernel->valuestring, lib, strlen(lib)) == 0, "gemm_kernel %s",
+                   cJSON_IsString(kernel) ? kernel->valuestring : "missing");
+            CHECKF(cJSON_IsString(env) && strstr(env->valuestring, "GOMP_SPINCOUNT=12345"), "environment %s",
+                   cJSON_IsString(env) ? env->valuestring : "missing");
             bert_model_free(m);
         }
         cJSON_Delete(root);
         free(out);
     }
+    unsetenv("GOMP_SPINCOUNT");
 }
 
 static void test_bench_rejects_bad_flags(void) {

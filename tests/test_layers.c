@@ -76,8 +76,18 @@ static void test_matmul(void) {
     for (int i = 0; i < N * C; i++) acc[i] = 1.0f;
     k_matmul_backward(acc, dw, NULL, r, inp, w, N, C, OC, true);
     CHECK(max_rel_error(acc, dinp, N * C, 1.0) > 0);  /* differs by the 1s */
-    for (int i = 0; i < N * C; i++) acc[i] -= 1.0f;
-    CHECK(max_rel_error(acc, dinp, N * C, 1e-3) < 1e-5);
+    /* acc = 1 + dout @ w, summed by the library in its own order (with the 1 as one more
+     * term), then the 1 taken off again: per element within 2 gamma_{OC+2} of the terms'
+     * magnitudes (1 + sum|dout||w|) of dinp. */
+    double worst = 0;
+    for (int n = 0; n < N; n++)
+        for (int j = 0; j < C; j++) {
+            double abs_sum = 1;
+            for (int o = 0; o < OC; o++) abs_sum += fabs((double)r[n * OC + o] * w[o * C + j]);
+            double diff = fabs((double)acc[n * C + j] - 1.0 - dinp[n * C + j]);
+            worst = fmax(worst, diff / (2 * gamma_k(OC + 2) * abs_sum));
+        }
+    CHECKF(worst <= 1, "accumulate_dinp: %.3g of the reordering bound", worst);
 }
 
 /* ---------------------------------------------------------------- layernorm (+ residual) */
@@ -317,14 +327,22 @@ static void test_attention_packed(void) {
     k_attention_backward(dqkv, dctx, qkv, probs, &full);
     k_attention_forward(pctx, pprobs, pqkv, &pack);
     k_attention_backward(pdqkv, pdctx, pqkv, pprobs, &pack);
-    double worst = 0;
+    /* The packed rows gathered back into the full layout (other rows copied from the full
+     * result), compared norm-wise: the products have other row counts, so their sums may be
+     * ordered differently. The reductions along the way: scores (d), softmax (T), P V (T);
+     * backward dP (d), softmax backward (T), dQ (T), dK and dV (T). */
+    static float gctx[B * T * H], gdqkv[B * T * 3 * H];
+    memcpy(gctx, ctx, sizeof gctx), memcpy(gdqkv, dqkv, sizeof gdqkv);
     for (int b = 0; b < B; b++)
         for (int t = 0; t < seq_rows[b]; t++) {
             size_t f = (size_t)b * T + t, p = (size_t)seq_row[b] + t;
-            worst = fmax(worst, max_rel_error(pctx + p * H, ctx + f * H, H, 1e-3));
-            worst = fmax(worst, max_rel_error(pdqkv + p * 3 * H, dqkv + f * 3 * H, 3 * H, 1e-3));
+            memcpy(gctx + f * H, pctx + p * H, sizeof(float) * H);
+            memcpy(gdqkv + f * 3 * H, pdqkv + p * 3 * H, sizeof(float) * 3 * H);
         }
-    CHECKF(worst < 1e-5, "packed vs full layout: rel err %.3g", worst);
+    double e_ctx = rel_norm_error(gctx, ctx, B * T * H), e_dqkv = rel_norm_error(gdqkv, dqkv, B * T * 3 * H);
+    double tol = chain_reorder_tolerance(2 * sqrt(d) + 6 * sqrt(T));
+    CHECKF(e_ctx <= tol && e_dqkv <= tol, "packed vs full layout: ctx %.3g, dqkv %.3g (bound %.3g)", e_ctx, e_dqkv,
+           tol);
     int untouched = 1;
     for (int j = 0; j < H; j++) untouched &= pctx[ROWS * H + j] == 7.0f;
     for (int j = 0; j < 3 * H; j++) untouched &= pdqkv[ROWS * 3 * H + j] == 7.0f;
@@ -358,8 +376,16 @@ static void test_sgemm_thread_state(void) {
     }
     CHECKF(changed == 0 && omp_get_max_threads() == 2, "%d threads changed their count; now %d", changed,
            omp_get_max_threads());
-    CHECK(memcmp(top[0], inner[0], sizeof(float) * 16 * 16) == 0);
-    CHECKF(max_rel_error(inner[1], top[1], (size_t)M * M, 1e-2) < 1e-5, "256^3 inside a parallel region differs");
+    /* The values: inside a parallel region the product runs on the calling thread alone, so
+     * the library may block and order its sums differently (OpenBLAS's kernels do, e.g. with
+     * OPENBLAS_CORETYPE=Haswell): equal up to reordering, per element. Bit-identity holds only
+     * where our code fixes the path: the oneDNN build runs products this small on one thread
+     * in both places, through the same call. */
+    if (strcmp(sgemm_library(), "onednn") == 0) CHECK(memcmp(top[0], inner[0], sizeof(float) * 16 * 16) == 0);
+    for (int i = 0; i < 2; i++) {
+        double r = gemm_reorder_ratio(inner[i], top[i], a, bm, sizes[i], sizes[i], sizes[i]);
+        CHECKF(r <= 1, "%d^3 inside a parallel region differs by %.3g of the reordering bound", sizes[i], r);
+    }
     omp_set_num_threads(saved);
     free(a), free(bm), free(top[0]), free(top[1]), free(inner[0]), free(inner[1]);
 }
@@ -392,8 +418,8 @@ static void test_xent(void) {
     CHECK(fabs(xent_loss(&c) - ref) < 1e-5 * fabs(ref));
 }
 
-/* Large enough for the parallel paths: bit-identical results with 1 and 2 threads (the
- * row reductions are split by column blocks, not by thread). */
+/* Large enough for the parallel paths: bit-identical results with 1 and 2 threads for our own
+ * kernels (the row reductions are split by column blocks, not by thread). */
 static void test_thread_count_independent(void) {
     enum { N = 1024, C = 200 };
     float *x = malloc(N * C * 4), *dy = malloc(N * C * 4), *w = malloc(C * 4), *b = malloc(C * 4);
@@ -415,7 +441,17 @@ static void test_thread_count_independent(void) {
     CHECK(memcmp(dw[0], dw[1], sizeof dw[0]) == 0);
     CHECK(memcmp(db[0], db[1], sizeof db[0]) == 0);
     CHECK(memcmp(dbm[0], dbm[1], sizeof dbm[0]) == 0);
-    CHECK(memcmp(dwm[0], dwm[1], sizeof dwm[0]) == 0);
+    /* dweight is an sgemm over the N rows: the same bits only where our code fixes the path
+     * (oneDNN build: a product this small runs on one thread for any thread count); with
+     * OpenBLAS the library picks its own split, so the bound for reordered sums applies. */
+    if (strcmp(sgemm_library(), "onednn") == 0) CHECK(memcmp(dwm[0], dwm[1], sizeof dwm[0]) == 0);
+    double worst = 0;
+    for (int c = 0; c < C; c++) {
+        double abs_sum = 0;
+        for (int n = 0; n < N; n++) abs_sum += fabs((double)dy[(size_t)n * C + c] * x[n]);
+        worst = fmax(worst, fabs((double)dwm[0][c] - dwm[1][c]) / (2 * gamma_k(N) * abs_sum + 1e-45));
+    }
+    CHECKF(worst <= 1, "dweight with 1 vs 2 threads: %.3g of the reordering bound", worst);
     free(x), free(dy), free(w), free(b), free(out), free(dx[0]), free(dx[1]);
 }
 

@@ -222,7 +222,10 @@ static void print_text(const BenchReport *r, const BenchOptions *o) {
     } else {
         printf("sgemm     peak %.1f GFLOP/s (given by --sgemm_peak)\n", r->peak.peak_gflops);
     }
-    printf("gemm      the model's products run in %s\n", sgemm_library());
+    char kernel[512], env[1024];
+    sgemm_describe(kernel, sizeof kernel), compute_environment(env, sizeof env);
+    printf("gemm      the model's products run in %s: %s\n", sgemm_library(), kernel);
+    printf("env       %s\n", env);
     if (r->train.steps) {
         const Timing *t = &r->train;
         double g = gflops(t, t->executed_flops);   /* what the machine did: the rows that ran */
@@ -248,15 +251,29 @@ static void print_text(const BenchReport *r, const BenchOptions *o) {
 /* Mean milliseconds per timed step of a total in seconds (0 when nothing was timed). */
 static double mean_ms(const Timing *t, double total_s) { return t->steps ? 1e3 * total_s / t->steps : 0; }
 
+/* A JSON string value: the text with quotes, backslashes and control characters escaped. */
+static void print_json_string(const char *key, const char *text) {
+    printf("\"%s\": \"", key);
+    for (const unsigned char *c = (const unsigned char *)text; *c; c++) {
+        if (*c == '"' || *c == '\\') printf("\\%c", *c);
+        else if (*c < 0x20) printf("\\u%04x", *c);
+        else putchar(*c);
+    }
+    printf("\", ");
+}
+
 /* One JSON object on stdout, the format bench/run_model_bench.sh reads (bench_pytorch.py
  * writes the same keys). */
 static void print_json(const BenchReport *r, const BenchOptions *o) {
     const Timing *tr = &r->train, *in = &r->infer;
+    char kernel[512], env[1024];
+    sgemm_describe(kernel, sizeof kernel), compute_environment(env, sizeof env);
     printf("{\"impl\": \"bert.c\", \"preset\": \"%s\", \"batch\": %d, \"seq\": %d, \"preds\": %d, "
            "\"threads\": %d, \"params\": %zu, \"sgemm_peak_gflops\": %.2f, \"gemm_library\": \"%s\", "
            "\"pad_fraction\": %.3f, ",
            r->name, o->batch, o->seq, o->preds, o->threads, r->params, r->peak.peak_gflops, sgemm_library(),
            1.0 - r->real_tokens / ((double)o->batch * o->seq));
+    print_json_string("gemm_kernel", kernel), print_json_string("environment", env);
     printf("\"train_seq_per_s\": %.4f, \"train_ms_per_step\": %.2f, \"train_gflops\": %.2f, "
            "\"train_forward_ms\": %.2f, \"train_backward_ms\": %.2f, \"train_optimizer_ms\": %.2f, "
            "\"train_cpu_ms_per_step\": %.2f, \"train_best_ms_per_step\": %.2f, ",

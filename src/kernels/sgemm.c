@@ -41,3 +41,62 @@ void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const f
 
 const char *sgemm_library(void) { return "onednn"; }
 #endif
+
+/* ---- what runs the products, for reports ---- */
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* OpenBLAS is linked in both builds (the sgemm peak times it next to oneDNN). */
+char *openblas_get_corename(void);
+char *openblas_get_config(void);
+
+#if !defined(BERT_GEMM_OPENBLAS)
+static const char *onednn_isa_name(dnnl_cpu_isa_t isa) {
+    switch ((int)isa) {
+    case dnnl_cpu_isa_sse41: return "sse41";
+    case dnnl_cpu_isa_avx: return "avx";
+    case dnnl_cpu_isa_avx2: return "avx2";
+    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
+    case dnnl_cpu_isa_avx512_core: return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+    default: return "other";
+    }
+}
+#endif
+
+void sgemm_describe(char *out, size_t n) {
+    char openblas[160];
+    const char *config = openblas_get_config(), *core = openblas_get_corename();
+    /* the config string starts "OpenBLAS 0.3.21 ..."; keep the name and version */
+    int version_len = 0;
+    for (int spaces = 0; config && config[version_len] && spaces < 2; version_len++)
+        if (config[version_len] == ' ' && ++spaces == 2) break;
+    snprintf(openblas, sizeof openblas, "%.*s (%s kernel)", version_len, config ? config : "OpenBLAS", core ? core : "?");
+#if defined(BERT_GEMM_OPENBLAS)
+    snprintf(out, n, "%s", openblas);
+#else
+    const dnnl_version_t *v = dnnl_version();
+    snprintf(out, n, "oneDNN %d.%d.%d (ISA %s); the peak also times %s", v->major, v->minor, v->patch,
+             onednn_isa_name(dnnl_get_effective_cpu_isa()), openblas);
+#endif
+}
+
+void compute_environment(char *out, size_t n) {
+    static const char *const names[] = {"OMP_NUM_THREADS", "OMP_WAIT_POLICY", "OMP_PROC_BIND", "OMP_PLACES",
+                                        "GOMP_SPINCOUNT", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE",
+                                        "OPENBLAS_NUM_THREADS", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA",
+                                        "ONEDNN_CPU_ISA_HINTS"};
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *value = getenv(names[i]);
+        if (!value || used >= n) continue;
+        int w = snprintf(out + used, n - used, "%s%s=%s", used ? " " : "", names[i], value);
+        if (w > 0) used += (size_t)w;
+    }
+    if (!out[0]) snprintf(out, n, "none set");
+}

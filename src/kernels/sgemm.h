@@ -16,4 +16,13 @@ void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const f
 /* "onednn" or "openblas": what this build links, for reports. */
 const char *sgemm_library(void);
 
+#include <stddef.h>
+/* For reports, so two runs can be compared: the library with its version and the kernel it
+ * runs on this CPU ("oneDNN 3.0.0 (ISA avx2); ...", "OpenBLAS 0.3.21 (Haswell kernel)"). */
+void sgemm_describe(char *out, size_t n);
+/* The environment variables that change the kernels' speed or rounding (OpenMP threads and
+ * waiting, OpenBLAS's core type and cache size, oneDNN's ISA cap), as "NAME=value ..." for
+ * those set, or "none set". */
+void compute_environment(char *out, size_t n);
+
 #endif
