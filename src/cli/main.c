@@ -20,6 +20,7 @@ static const Command COMMANDS[] = {
     {"prepare", cmd_prepare, "corpus -> sentences -> shards -> phase-1/phase-2 HDF5 (the whole chain)"},
     {"train_demo", cmd_train_demo, "short training run of a small model on generated data"},
     {"bench", cmd_bench, "training and inference throughput of a preset (seq/s, GFLOP/s, memory)"},
+    {"plot", cmd_plot, "training curves (loss, accuracy, learning rate) from DLLogger logs -> SVG"},
 };
 static const int NCOMMANDS = (int)(sizeof COMMANDS / sizeof COMMANDS[0]);
 

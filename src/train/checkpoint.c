@@ -1,0 +1,204 @@
+/* Checkpoint folders written whole or not at all: see checkpoint.h. */
+#include "train/checkpoint.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* "ckpt_<digits>" exactly: the step, or -1 for any other name. */
+static long checkpoint_step_of(const char *name) {
+    if (strncmp(name, "ckpt_", 5) != 0 || !name[5]) return -1;
+    long step = 0;
+    for (const char *c = name + 5; *c; c++) {
+        if (*c < '0' || *c > '9' || step > (long)1e15) return -1;
+        step = step * 10 + (*c - '0');
+    }
+    return step;
+}
+
+static int fsync_path(const char *path, int flags, BertError *err) {
+    int fd = open(path, flags | O_CLOEXEC);
+    if (fd < 0) return bert_fail(err, "cannot open %s to sync it: %s", path, strerror(errno));
+    int rc = fsync(fd);
+    int e = errno;
+    close(fd);
+    /* some file systems cannot sync a folder (EINVAL): nothing more can be done there */
+    if (rc != 0 && e != EINVAL) return bert_fail(err, "cannot sync %s: %s", path, strerror(e));
+    return 0;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int type, struct FTW *ftw) {
+    (void)st, (void)ftw;
+    return (type == FTW_DP ? rmdir(path) : unlink(path)) == 0 ? 0 : -1;
+}
+
+int fs_remove_tree(const char *path, BertError *err) {
+    struct stat st;
+    if (lstat(path, &st) != 0) return errno == ENOENT ? 0 : bert_fail(err, "cannot stat %s: %s", path, strerror(errno));
+    if (nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
+        return bert_fail(err, "cannot delete %s: %s", path, strerror(errno));
+    return 0;
+}
+
+/* Every regular file directly in dir, then dir itself, to stable storage. */
+static int fsync_folder(const char *dir, BertError *err) {
+    DIR *d = opendir(dir);
+    if (!d) return bert_fail(err, "cannot open %s: %s", dir, strerror(errno));
+    int rc = 0;
+    for (struct dirent *e; rc == 0 && (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        char path[4096 + 256];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (lstat(path, &st) == 0 && S_ISREG(st.st_mode)) rc = fsync_path(path, O_RDONLY, err);
+    }
+    closedir(d);
+    return rc ? rc : fsync_path(dir, O_RDONLY | O_DIRECTORY, err);
+}
+
+/* ".ckpt_<step>.tmp.<pid>" folders whose process is gone: left by a kill. */
+static void remove_stale_temporaries(const char *output_dir) {
+    DIR *d = opendir(output_dir);
+    if (!d) return;
+    for (struct dirent *e; (e = readdir(d));) {
+        const char *tmp = strstr(e->d_name, ".tmp.");
+        if (strncmp(e->d_name, ".ckpt_", 6) != 0 || !tmp) continue;
+        long pid = strtol(tmp + 5, NULL, 10);
+        if (pid <= 0 || (kill((pid_t)pid, 0) == 0 || errno == EPERM)) continue;  /* still running */
+        char path[4096 + 256];
+        snprintf(path, sizeof path, "%s/%s", output_dir, e->d_name);
+        BertError ignored;
+        fs_remove_tree(path, &ignored);
+    }
+    closedir(d);
+}
+
+static int compare_steps(const void *a, const void *b) {
+    long x = *(const long *)a, y = *(const long *)b;
+    return (x > y) - (x < y);
+}
+
+int checkpoint_list(const char *output_dir, long **steps, int *count, BertError *err) {
+    *steps = NULL, *count = 0;
+    DIR *d = opendir(output_dir);
+    if (!d) return errno == ENOENT ? 0 : bert_fail(err, "cannot open %s: %s", output_dir, strerror(errno));
+    int cap = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        long step = checkpoint_step_of(e->d_name);
+        if (step < 0) continue;
+        if (*count == cap) cap = cap ? 2 * cap : 16, *steps = xrealloc(*steps, sizeof(long) * (size_t)cap);
+        (*steps)[(*count)++] = step;
+    }
+    closedir(d);
+    if (*count) qsort(*steps, (size_t)*count, sizeof(long), compare_steps);
+    return 0;
+}
+
+static void checkpoint_path(char *out, size_t n, const char *output_dir, long step) {
+    snprintf(out, n, "%s/ckpt_%ld", output_dir, step);
+}
+
+int checkpoint_save(const char *output_dir, long step, int keep_last, CheckpointWriter write, void *ctx,
+                    char *saved_path, size_t saved_path_len, BertError *err) {
+    if (step < 0) return bert_fail(err, "checkpoint step %ld is negative", step);
+    if (mkdir(output_dir, 0777) != 0 && errno != EEXIST)
+        return bert_fail(err, "cannot create %s: %s", output_dir, strerror(errno));
+    remove_stale_temporaries(output_dir);
+    char tmp[4096], final_path[4096];
+    snprintf(tmp, sizeof tmp, "%s/.ckpt_%ld.tmp.%ld", output_dir, step, (long)getpid());
+    checkpoint_path(final_path, sizeof final_path, output_dir, step);
+    if (fs_remove_tree(tmp, err) != 0) return -1;
+    if (mkdir(tmp, 0777) != 0) return bert_fail(err, "cannot create %s: %s", tmp, strerror(errno));
+    if (write(tmp, ctx, err) != 0 || fsync_folder(tmp, err) != 0) {
+        BertError ignored;
+        fs_remove_tree(tmp, &ignored);
+        return -1;
+    }
+    /* A checkpoint of the same step (a rerun) is replaced: moved aside first, so that some
+     * complete ckpt_<step> exists at every moment but the instant between the renames. */
+    char old[4096 + 16] = "";
+    struct stat st;
+    if (stat(final_path, &st) == 0) {
+        snprintf(old, sizeof old, "%s/.ckpt_%ld.old.%ld", output_dir, step, (long)getpid());
+        if (rename(final_path, old) != 0) return bert_fail(err, "cannot move %s aside: %s", final_path, strerror(errno));
+    }
+    if (rename(tmp, final_path) != 0) {
+        int e = errno;
+        if (old[0]) rename(old, final_path);
+        BertError ignored;
+        fs_remove_tree(tmp, &ignored);
+        return bert_fail(err, "cannot rename %s to %s: %s", tmp, final_path, strerror(e));
+    }
+    if (fsync_path(output_dir, O_RDONLY | O_DIRECTORY, err) != 0) return -1;
+    if (old[0] && fs_remove_tree(old, err) != 0) return -1;
+    if (saved_path) snprintf(saved_path, saved_path_len, "%s", final_path);
+    if (keep_last <= 0) return 0;
+    long *steps;
+    int count;
+    if (checkpoint_list(output_dir, &steps, &count, err) != 0) return -1;
+    int rc = 0;
+    for (int i = 0; rc == 0 && i + keep_last < count; i++) {
+        char path[4096];
+        checkpoint_path(path, sizeof path, output_dir, steps[i]);
+        rc = fs_remove_tree(path, err);
+    }
+    free(steps);
+    return rc;
+}
+
+int checkpoint_find_latest(const char *output_dir, const char *required_file, char *path, size_t path_len,
+                           long *step, BertError *err) {
+    long *steps;
+    int count;
+    if (checkpoint_list(output_dir, &steps, &count, err) != 0) return -1;
+    int found = 0;
+    for (int i = count - 1; i >= 0 && !found; i--) {
+        char dir[4096], file[4096 + 256];
+        checkpoint_path(dir, sizeof dir, output_dir, steps[i]);
+        snprintf(file, sizeof file, "%s/%s", dir, required_file);
+        struct stat st;
+        if (stat(file, &st) == 0 && S_ISREG(st.st_mode)) {
+            snprintf(path, path_len, "%s", dir);
+            *step = steps[i], found = 1;
+        }
+    }
+    free(steps);
+    return found;
+}
+
+int checkpoint_write_json(const char *dir, const char *name, const cJSON *json, BertError *err) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    char *text = cJSON_Print(json);
+    if (!text) return bert_fail(err, "cannot format %s", path);
+    AtomicFile af;
+    int rc = atomic_open(&af, path, err);
+    if (rc == 0) {
+        if (fputs(text, af.fp) < 0 || fputc('\n', af.fp) == EOF) {
+            atomic_abort(&af);
+            rc = bert_fail(err, "cannot write %s: %s", path, strerror(errno));
+        } else {
+            rc = atomic_commit(&af, err);
+        }
+    }
+    free(text);
+    return rc;
+}
+
+int checkpoint_read_json(const char *dir, const char *name, cJSON **out, BertError *err) {
+    char path[4096], *text;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (read_file(path, &text, NULL, err) != 0) return -1;
+    const char *end = NULL;
+    *out = cJSON_ParseWithOpts(text, &end, 1);
+    free(text);
+    if (!*out) return bert_fail(err, "%s is not valid JSON", path);
+    return 0;
+}

@@ -1,0 +1,47 @@
+/* Checkpoint folders: OUTPUT_DIR/ckpt_<step>/, written so that a folder with that name is
+ * always complete.
+ *
+ * A checkpoint is first written into a hidden temporary folder (".ckpt_<step>.tmp.<pid>",
+ * which no reader takes for a checkpoint), every file in it is fsynced, then the folder,
+ * then it is renamed to ckpt_<step> and the parent folder is fsynced. A kill or a full disk
+ * at any point leaves either the previous checkpoints alone or the new one whole. What goes
+ * into the folder is the caller's (model.safetensors, optimizer state, state.json, ...):
+ * checkpoint_save calls back to write it. The last `keep_last` checkpoints are kept. */
+#ifndef BERT_TRAIN_CHECKPOINT_H
+#define BERT_TRAIN_CHECKPOINT_H
+
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+
+#include "core/common.h"
+
+/* Writes the checkpoint's files into `dir` (an empty folder that exists). */
+typedef int (*CheckpointWriter)(const char *dir, void *ctx, BertError *err);
+
+/* Writes OUTPUT_DIR/ckpt_<step> through `write`, replacing an existing ckpt_<step> (a rerun
+ * of the same step), then deletes all but the newest keep_last checkpoints (keep_last <= 0:
+ * keep all). The folder's path goes to saved_path when non-NULL. Temporary folders of
+ * processes that no longer run are removed first. */
+int checkpoint_save(const char *output_dir, long step, int keep_last, CheckpointWriter write, void *ctx,
+                    char *saved_path, size_t saved_path_len, BertError *err);
+
+/* The newest complete checkpoint in output_dir: returns 1 and fills path and step, 0 when
+ * there is none (or output_dir does not exist), -1 on an error reading the folder. A
+ * folder counts when its name is ckpt_<digits> and it holds `required_file` (e.g.
+ * "state.json", the file a writer writes last). */
+int checkpoint_find_latest(const char *output_dir, const char *required_file, char *path, size_t path_len,
+                           long *step, BertError *err);
+
+/* Every checkpoint step in output_dir, ascending (caller frees *steps). */
+int checkpoint_list(const char *output_dir, long **steps, int *count, BertError *err);
+
+/* Small JSON files inside a checkpoint: written atomically (temporary name, fsync, rename),
+ * read back with a clear error naming the file. */
+int checkpoint_write_json(const char *dir, const char *name, const cJSON *json, BertError *err);
+int checkpoint_read_json(const char *dir, const char *name, cJSON **out, BertError *err);
+
+/* Deletes a folder and everything below it (no symlinks followed). */
+int fs_remove_tree(const char *path, BertError *err);
+
+#endif

@@ -1,0 +1,211 @@
+/* Checkpoint folders (src/train/checkpoint.h): complete or absent, never half-written under
+ * the final name; the newest complete one is found; the last N kept; temporaries of dead
+ * processes cleaned; a process killed while writing leaves the previous checkpoints whole.
+ * Also the stop-signal flag and `bert plot`'s SVG from DLLogger logs. */
+#include "test.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "train/checkpoint.h"
+#include "train/log_plot.h"
+#include "train/stop_signal.h"
+
+static char root[256];
+
+static int path_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+typedef struct { long step; int fail_after_first, kill_midway; } WriterCtx;
+
+/* Writes a payload file and state.json (last), or fails / dies between the two. */
+static int write_files(const char *dir, void *p, BertError *err) {
+    WriterCtx *c = p;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/model.bin", dir);
+    FILE *f = fopen(path, "wb");
+    if (!f) return bert_fail(err, "cannot write %s", path);
+    fprintf(f, "weights of step %ld\n", c->step);
+    fclose(f);
+    if (c->kill_midway) raise(SIGKILL);
+    if (c->fail_after_first) return bert_fail(err, "disk full (simulated)");
+    cJSON *state = cJSON_CreateObject();
+    cJSON_AddNumberToObject(state, "step", (double)c->step);
+    int rc = checkpoint_write_json(dir, "state.json", state, err);
+    cJSON_Delete(state);
+    return rc;
+}
+
+static int save(long step, int keep, int fail) {
+    WriterCtx c = {step, fail, 0};
+    BertError err;
+    char saved[4096];
+    int rc = checkpoint_save(root, step, keep, write_files, &c, saved, sizeof saved, &err);
+    if (rc == 0) {
+        char want[4096];
+        snprintf(want, sizeof want, "%s/ckpt_%ld", root, step);
+        CHECKF(strcmp(saved, want) == 0, "saved at %s", saved);
+    }
+    return rc;
+}
+
+static int count_entries(const char *dir) {
+    int n = 0;
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    if (d) closedir(d);
+    return n;
+}
+
+static void test_save_keep_find(void) {
+    BertError err;
+    for (long s = 10; s <= 40; s += 10) CHECK(save(s, 3, 0) == 0);
+    long *steps, latest = -1;
+    int n;
+    CHECK(checkpoint_list(root, &steps, &n, &err) == 0);
+    CHECKF(n == 3 && steps[0] == 20 && steps[2] == 40, "%d checkpoints kept", n);
+    free(steps);
+    char path[4096];
+    CHECK(checkpoint_find_latest(root, "state.json", path, sizeof path, &latest, &err) == 1 && latest == 40);
+    /* a folder named like a checkpoint but without its last file is not complete */
+    char half[4096];
+    snprintf(half, sizeof half, "%s/ckpt_50", root);
+    mkdir(half, 0777);
+    CHECK(checkpoint_find_latest(root, "state.json", path, sizeof path, &latest, &err) == 1 && latest == 40);
+    CHECK(fs_remove_tree(half, &err) == 0 && !path_exists(half));
+    /* names that only look like checkpoints are not listed */
+    snprintf(half, sizeof half, "%s/ckpt_7x", root), mkdir(half, 0777);
+    CHECK(checkpoint_list(root, &steps, &n, &err) == 0 && n == 3);
+    free(steps), fs_remove_tree(half, &err);
+    /* the same step again replaces it, whole */
+    CHECK(save(40, 3, 0) == 0);
+    cJSON *state = NULL;
+    CHECK(checkpoint_read_json(path, "state.json", &state, &err) == 0);
+    CHECK(state && cJSON_GetObjectItem(state, "step")->valuedouble == 40);
+    cJSON_Delete(state);
+    /* nothing in the folder but the checkpoints: no temporaries left behind */
+    CHECKF(count_entries(root) == 3, "%d entries in %s", count_entries(root), root);
+    /* an empty folder: no checkpoint, not an error */
+    char empty[4096];
+    snprintf(empty, sizeof empty, "%s/none", root);
+    CHECK(checkpoint_find_latest(empty, "state.json", path, sizeof path, &latest, &err) == 0);
+}
+
+static void test_failed_or_killed_writer(void) {
+    BertError err;
+    char path[4096];
+    long latest;
+    /* the writer fails (a full disk): no checkpoint of that step, no temporary */
+    CHECK(save(60, 3, 1) != 0);
+    snprintf(path, sizeof path, "%s/ckpt_60", root);
+    CHECK(!path_exists(path));
+    CHECKF(count_entries(root) == 3, "%d entries after a failed save", count_entries(root));
+    /* killed while writing: the previous checkpoints stay, the next save cleans up */
+    pid_t pid = fork();
+    if (pid == 0) {
+        WriterCtx c = {70, 0, 1};
+        checkpoint_save(root, 70, 3, write_files, &c, NULL, 0, &err);
+        _exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    snprintf(path, sizeof path, "%s/ckpt_70", root);
+    CHECK(!path_exists(path));
+    CHECK(checkpoint_find_latest(root, "state.json", path, sizeof path, &latest, &err) == 1 && latest == 40);
+    CHECKF(count_entries(root) == 4, "the killed writer's temporary is there: %d entries", count_entries(root));
+    CHECK(save(80, 3, 0) == 0);
+    CHECKF(count_entries(root) == 3, "stale temporary removed: %d entries", count_entries(root));
+    /* a temporary of a process that still runs (pid 1) is left alone */
+    snprintf(path, sizeof path, "%s/.ckpt_90.tmp.1", root);
+    mkdir(path, 0777);
+    CHECK(save(100, 3, 0) == 0 && path_exists(path));
+    fs_remove_tree(path, &err);
+}
+
+static void test_read_json_errors(void) {
+    BertError err;
+    cJSON *out = NULL;
+    CHECK(checkpoint_read_json(root, "missing.json", &out, &err) != 0 && strstr(err.msg, "missing.json"));
+    char path[4096];
+    snprintf(path, sizeof path, "%s/bad.json", root);
+    FILE *f = fopen(path, "w");
+    fputs("{\"step\": 3} trailing", f), fclose(f);
+    CHECK(checkpoint_read_json(root, "bad.json", &out, &err) != 0 && strstr(err.msg, "bad.json"));
+    unlink(path);
+}
+
+static void test_stop_signal(void) {
+    stop_signal_install();
+    CHECK(stop_signal_received() == 0);
+    raise(SIGTERM);
+    CHECK(stop_signal_received() == SIGTERM);
+    stop_signal_clear();
+    raise(SIGINT);
+    CHECK(stop_signal_received() == SIGINT);
+    stop_signal_restore(), stop_signal_clear();
+}
+
+static char *slurp(const char *path) {
+    char *text = NULL;
+    BertError err;
+    if (read_file(path, &text, NULL, &err) != 0) return xstrdup("");
+    return text;
+}
+
+static void test_plot(void) {
+    char log_a[4096], log_b[4096], empty[4096], svg[4096];
+    snprintf(log_a, sizeof log_a, "%s/a.json", root), snprintf(log_b, sizeof log_b, "%s/b.json", root);
+    snprintf(empty, sizeof empty, "%s/empty.json", root), snprintf(svg, sizeof svg, "%s/curves.svg", root);
+    FILE *f = fopen(log_a, "w");
+    fputs("DLLL {\"timestamp\": \"1.0\", \"type\": \"PARAMETER\", \"step\": \"PARAMETER\", \"data\": {\"SEED\": 42}}\n"
+          "DLLL {\"type\": \"LOG\", \"step\": [0, 1], \"data\": {\"average_loss\": 10.5, \"learning_rate\": 1e-4}}\n"
+          "not a log line\n"
+          "DLLL {\"type\": \"LOG\", \"step\": [0, 2], \"data\": {\"average_loss\": 9.5, \"learning_rate\": 2e-4}}\n"
+          "DLLL {\"type\": \"LOG\", \"step\": 2, \"data\": {\"eval_mlm_accuracy\": 0.25, \"note\": \"x\"}}\n"
+          "DLLL {\"type\": \"LOG\", \"step\": [], \"data\": {\"final_loss\": 9.5}}\n", f);
+    fclose(f);
+    f = fopen(log_b, "w");
+    fputs("DLLL {\"type\": \"LOG\", \"step\": [0, 1], \"data\": {\"average_loss\": 11 <&>}}\n"   /* broken: skipped */
+          "DLLL {\"type\": \"LOG\", \"step\": [0, 3], \"data\": {\"average_loss\": 8.0}}\n", f);
+    fclose(f);
+    f = fopen(empty, "w");
+    fputs("DLLL {\"type\": \"PARAMETER\", \"step\": \"PARAMETER\", \"data\": {\"SEED\": 42}}\n", f);
+    fclose(f);
+    BertError err;
+    long records = 0;
+    const char *one[] = {log_a}, *two[] = {log_a, log_b}, *bad[] = {log_a, empty};
+    CHECK(training_log_plot(one, 1, "run <A>", svg, &records, &err) == 0);
+    CHECKF(records == 3, "%ld records", records);
+    char *text = slurp(svg);
+    CHECK(strncmp(text, "<svg ", 5) == 0 && strstr(text, "</svg>"));
+    CHECK(strstr(text, "average_loss") && strstr(text, "learning_rate") && strstr(text, "eval_mlm_accuracy (points)"));
+    CHECK(strstr(text, "run &lt;A&gt;") && strstr(text, "<polyline") && strstr(text, "<circle"));
+    free(text);
+    CHECK(training_log_plot(two, 2, "two", svg, &records, &err) == 0 && records == 4);
+    text = slurp(svg);
+    CHECK(strstr(text, "a.json: average_loss") && strstr(text, "b.json: average_loss"));
+    free(text);
+    CHECK(training_log_plot(bad, 2, "bad", svg, &records, &err) != 0 && strstr(err.msg, "empty.json"));
+    const char *missing[] = {"/nonexistent/log.json"};
+    CHECK(training_log_plot(missing, 1, "x", svg, &records, &err) != 0 && strstr(err.msg, "/nonexistent/log.json"));
+}
+
+int main(void) {
+    snprintf(root, sizeof root, "/tmp/bert_test_checkpoint.%ld", (long)getpid());
+    BertError err;
+    fs_remove_tree(root, &err);
+    mkdir(root, 0777);
+    RUN_TEST(test_save_keep_find);
+    RUN_TEST(test_failed_or_killed_writer);
+    RUN_TEST(test_read_json_errors);
+    RUN_TEST(test_stop_signal);
+    RUN_TEST(test_plot);
+    fs_remove_tree(root, &err);
+    return test_summary();
+}
