@@ -1,0 +1,72 @@
+/* `bert pretrain`: NVIDIA's run_pretraining.py in C (flags of the same names and meanings):
+ * LAMB, PolyWarmUp schedule, accumulation, two phases, checkpoints that resume exactly. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "train/pretrain.h"
+
+int cmd_pretrain(int argc, char **argv) {
+    PretrainOptions o;
+    pretrain_default_options(&o);
+    long long max_steps = o.max_steps, steps_this_run = o.steps_this_run, seed = o.seed;
+    long long phase1_end_step = o.phase1_end_step, resume_step = o.resume_step;
+    long long ckpt_every = o.num_steps_per_checkpoint, eval_steps = o.eval_steps, log_freq = o.log_freq;
+    const Flag flags[] = {
+        {"input_dir", FLAG_STRING, &o.input_dir, "folder of HDF5 shards ('training' in their names) (required)"},
+        {"eval_dir", FLAG_STRING, &o.eval_dir, "held-out shards ('test' in their names); default --input_dir"},
+        {"config_file", FLAG_STRING, &o.config_file, "HuggingFace config.json of the model"},
+        {"bert_model", FLAG_STRING, &o.bert_model, "or a preset: bert-tiny, -mini, -small, -medium, -base, -large"},
+        {"output_dir", FLAG_STRING, &o.output_dir, "checkpoints go to OUTPUT_DIR/ckpt_<step>/ (required)"},
+        {"init_checkpoint", FLAG_STRING, &o.init_checkpoint, "safetensors (HF names) to start from"},
+        {"max_seq_length", FLAG_INT, &o.max_seq_length, "must match the shards; default 128"},
+        {"max_predictions_per_seq", FLAG_INT, &o.max_predictions_per_seq, "must match the shards; default 20"},
+        {"dynamic_masking", FLAG_BOOL, &o.dynamic_masking, "draw new 80/10/10 masks each time a sequence is read"},
+        {"optimizer", FLAG_STRING, &o.optimizer, "lamb (default, NVIDIA's) or adamw"},
+        {"train_batch_size", FLAG_INT, &o.train_batch_size, "sequences per optimizer step (per process); default 64"},
+        {"gradient_accumulation_steps", FLAG_INT, &o.gradient_accumulation_steps,
+         "micro-batches per step (train_batch_size / this sequences each); default 1"},
+        {"learning_rate", FLAG_DOUBLE, &o.learning_rate, "peak learning rate; default 6e-3"},
+        {"warmup_proportion", FLAG_DOUBLE, &o.warmup_proportion, "share of max_steps for linear warmup; default 0.2843"},
+        {"max_steps", FLAG_INT64, &max_steps, "optimizer steps of this phase; default 7038"},
+        {"steps_this_run", FLAG_INT64, &steps_this_run, "stop (with a checkpoint) after this many steps; default all"},
+        {"seed", FLAG_INT64, &seed, "data order, initial weights and dropout; default 42"},
+        {"phase2", FLAG_BOOL, &o.phase2, "phase 2: start from phase 1's newest checkpoint (with --resume_from_checkpoint)"},
+        {"phase1_end_step", FLAG_INT64, &phase1_end_step, "phase 1's last step (phase-2 checkpoints are named past it)"},
+        {"resume_from_checkpoint", FLAG_BOOL, &o.resume_from_checkpoint, "continue from the newest complete checkpoint"},
+        {"resume_step", FLAG_INT64, &resume_step, "resume from this checkpoint step instead of the newest"},
+        {"num_steps_per_checkpoint", FLAG_INT64, &ckpt_every, "checkpoint every N steps; default 200"},
+        {"keep_checkpoints", FLAG_INT, &o.keep_checkpoints, "how many of the newest checkpoints to keep; default 3"},
+        {"skip_checkpoint", FLAG_BOOL, &o.skip_checkpoint, "write no checkpoints"},
+        {"eval_steps", FLAG_INT64, &eval_steps, "evaluate on held-out shards every N steps (0: never)"},
+        {"eval_batches", FLAG_INT, &o.eval_batches, "batches per evaluation (0: all held-out data); default 20"},
+        {"log_freq", FLAG_INT64, &log_freq, "log every N steps; default 1"},
+        {"json-summary", FLAG_STRING, &o.json_summary, "DLLogger JSON lines to this file (bert plot reads it)"},
+        {"disable_progress_bar", FLAG_BOOL, &o.disable_progress_bar, "no redrawn progress line on a terminal"},
+        {"threads", FLAG_INT, &o.threads, "OpenMP threads (0: all cores)"},
+    };
+    const FlagSpec spec = {"pretrain", "pretrain --input_dir SHARDS --output_dir OUT [--bert_model bert-base | "
+                                       "--config_file config.json] [flags]   (NVIDIA run_pretraining.py's flags)",
+                           flags, (int)(sizeof flags / sizeof flags[0]), 0, 0};
+    int rc = flags_parse(&spec, argc, argv, NULL, NULL);
+    if (rc) return rc > 0 ? 0 : 2;
+    o.max_steps = (long)max_steps, o.steps_this_run = (long)steps_this_run, o.seed = (long)seed;
+    o.phase1_end_step = (long)phase1_end_step, o.resume_step = (long)resume_step;
+    o.num_steps_per_checkpoint = (long)ckpt_every, o.eval_steps = (long)eval_steps, o.log_freq = (long)log_freq;
+    PretrainSummary s;
+    BertError err;
+    if (pretrain_run(&o, &s, &err) != 0) {
+        fprintf(stderr, "bert pretrain: %s\n", err.msg);
+        return 1;
+    }
+    printf("bert pretrain: steps %ld -> %ld, %ld sequences in %.1f s (%.2f seq/s), mean loss %.4f, final loss %.4f",
+           s.first_step, s.last_step, s.sequences, s.seconds, s.sequences_per_second, s.mean_loss, s.final_loss);
+    if (!isnan(s.final_mlm_accuracy)) printf(", held-out MLM accuracy %.4f", s.final_mlm_accuracy);
+    printf("\n");
+    if (s.last_checkpoint[0]) printf("bert pretrain: last checkpoint %s\n", s.last_checkpoint);
+    if (s.stopped_by_signal) printf("bert pretrain: stopped by a signal after the checkpoint above; rerun with "
+                                    "--resume_from_checkpoint to continue\n");
+    return 0;
+}

@@ -1,0 +1,237 @@
+/* LAMB and AdamW over a tensor table: see optimizer.h. */
+#include "optim/optimizer.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/safetensors.h"
+
+/* Norms sum squares over chunks of this many floats in a fixed order (thread-count
+ * independent); the same chunking for gradients, parameters and updates. */
+enum { NORM_CHUNK = 1 << 16 };
+
+struct Optimizer {
+    OptimizerConfig cfg;
+    const BertParamInfo *tensors;
+    int n;
+    size_t numel;        /* floats over all tensors */
+    size_t *offset;      /* [n] each tensor's start in the state layout */
+    float *state;        /* m then v: 2 * numel floats, one allocation */
+    long steps;
+};
+
+OptimizerConfig optimizer_defaults(OptimizerKind kind) {
+    return (OptimizerConfig){.kind = kind, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-6f, .weight_decay = 0.01f,
+                             .max_grad_norm = 1.0f};
+}
+
+int optimizer_kind_from_name(const char *name) {
+    if (strcmp(name, "lamb") == 0) return OPTIMIZER_LAMB;
+    if (strcmp(name, "adamw") == 0) return OPTIMIZER_ADAMW;
+    return -1;
+}
+
+const char *optimizer_kind_name(OptimizerKind kind) { return kind == OPTIMIZER_LAMB ? "lamb" : "adamw"; }
+
+int optimizer_create(Optimizer **out, const OptimizerConfig *c, const BertParamInfo *tensors, int n, BertError *err) {
+    *out = NULL;
+    if (n < 1) return bert_fail(err, "optimizer: no tensors to optimise");
+    if (!(c->beta1 >= 0 && c->beta1 < 1 && c->beta2 >= 0 && c->beta2 < 1 && c->eps > 0 && c->weight_decay >= 0))
+        return bert_fail(err, "optimizer: betas must be in [0, 1), eps > 0 and weight decay >= 0");
+    Optimizer *o = xcalloc(1, sizeof *o);
+    o->cfg = *c, o->tensors = tensors, o->n = n;
+    o->offset = xmalloc(sizeof(size_t) * (size_t)n);
+    for (int i = 0; i < n; i++) o->offset[i] = o->numel, o->numel += tensors[i].numel;
+    o->state = xcalloc(2 * o->numel, sizeof(float));
+    *out = o;
+    return 0;
+}
+
+void optimizer_free(Optimizer *o) {
+    if (!o) return;
+    free(o->offset), free(o->state), free(o);
+}
+
+long optimizer_step_count(const Optimizer *o) { return o->steps; }
+void optimizer_set_step_count(Optimizer *o, long steps) { o->steps = steps; }
+const OptimizerConfig *optimizer_config(const Optimizer *o) { return &o->cfg; }
+size_t optimizer_state_bytes(const Optimizer *o) { return 2 * o->numel * sizeof(float); }
+
+/* Sum of squares of x[0..n) in chunks added in order: the same bits for any thread count. */
+static double sum_squares(const float *x, size_t n) {
+    const size_t chunks = (n + NORM_CHUNK - 1) / NORM_CHUNK;
+    double total = 0;
+    if (chunks <= 1) {
+        for (size_t i = 0; i < n; i++) total += (double)x[i] * x[i];
+        return total;
+    }
+    double *partial = xmalloc(sizeof(double) * chunks);
+#pragma omp parallel for schedule(static) if (n >= 4 * (size_t)NORM_CHUNK)
+    for (size_t c = 0; c < chunks; c++) {
+        size_t end = (c + 1) * NORM_CHUNK < n ? (c + 1) * NORM_CHUNK : n;
+        double s = 0;
+        for (size_t i = c * NORM_CHUNK; i < end; i++) s += (double)x[i] * x[i];
+        partial[c] = s;
+    }
+    for (size_t c = 0; c < chunks; c++) total += partial[c];
+    free(partial);
+    return total;
+}
+
+double tensors_grad_norm(const BertParamInfo *tensors, int n) {
+    double total = 0;
+    for (int i = 0; i < n; i++) total += sum_squares(tensors[i].grad, tensors[i].numel);
+    return sqrt(total);
+}
+
+void tensors_scale_grads(const BertParamInfo *tensors, int n, float s) {
+    for (int i = 0; i < n; i++) {
+        float *g = tensors[i].grad;
+        const size_t len = tensors[i].numel;
+#pragma omp parallel for simd schedule(static) if (len >= 4 * (size_t)NORM_CHUNK)
+        for (size_t k = 0; k < len; k++) g[k] *= s;
+    }
+}
+
+/* LAMB's first stage for one tensor: the moments, and the update u written over the
+ * gradient's copy in `update` (scratch: the v buffer cannot hold it). Returns ||u||^2. */
+static void lamb_moments(const OptimizerConfig *c, const BertParamInfo *t, float *restrict m, float *restrict v,
+                         float *restrict update, float clip, float bc1, float bc2) {
+    const float b1 = c->beta1, b2 = c->beta2, eps = c->eps, wd = t->decay ? c->weight_decay : 0.0f;
+    const float *restrict g = t->grad, *restrict w = t->data;
+    const size_t len = t->numel;
+#pragma omp parallel for simd schedule(static) if (len >= 4 * (size_t)NORM_CHUNK)
+    for (size_t k = 0; k < len; k++) {
+        float grad = g[k] / clip;
+        m[k] = b1 * m[k] + (1.0f - b1) * grad;
+        v[k] = b2 * v[k] + (1.0f - b2) * grad * grad;
+        update[k] = (m[k] / bc1) / (sqrtf(v[k] / bc2) + eps) + wd * w[k];
+    }
+}
+
+static void lamb_step(Optimizer *o, double lr, double grad_norm) {
+    const OptimizerConfig *c = &o->cfg;
+    const float clip = grad_norm > c->max_grad_norm && c->max_grad_norm > 0 ? (float)(grad_norm / c->max_grad_norm)
+                                                                            : 1.0f;
+    const float bc1 = (float)(1.0 - pow(c->beta1, (double)o->steps)), bc2 = (float)(1.0 - pow(c->beta2, (double)o->steps));
+    size_t largest = 0;
+    for (int i = 0; i < o->n; i++) largest = o->tensors[i].numel > largest ? o->tensors[i].numel : largest;
+    float *update = xmalloc(sizeof(float) * largest);
+    for (int i = 0; i < o->n; i++) {
+        const BertParamInfo *t = &o->tensors[i];
+        float *m = o->state + o->offset[i], *v = o->state + o->numel + o->offset[i];
+        lamb_moments(c, t, m, v, update, clip, bc1, bc2);
+        float ratio = (float)lr;
+        if (t->decay && c->weight_decay != 0) {   /* apex: trust ratio only where decay != 0 */
+            double w_norm = sqrt(sum_squares(t->data, t->numel)), u_norm = sqrt(sum_squares(update, t->numel));
+            if (w_norm != 0 && u_norm != 0) ratio = (float)(lr * (w_norm / u_norm));
+        }
+        float *restrict w = t->data;
+        const size_t len = t->numel;
+#pragma omp parallel for simd schedule(static) if (len >= 4 * (size_t)NORM_CHUNK)
+        for (size_t k = 0; k < len; k++) w[k] -= ratio * update[k];
+    }
+    free(update);
+}
+
+static void adamw_step(Optimizer *o, double lr, double grad_norm) {
+    const OptimizerConfig *c = &o->cfg;
+    /* torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when above */
+    const float clip_scale = c->max_grad_norm > 0 && grad_norm > c->max_grad_norm
+                                 ? (float)(c->max_grad_norm / (grad_norm + 1e-6)) : 1.0f;
+    /* scalars in double, as PyTorch computes them in Python */
+    const double bc1 = 1.0 - pow(c->beta1, (double)o->steps), bc2 = 1.0 - pow(c->beta2, (double)o->steps);
+    const float step_size = (float)(lr / bc1), bc2_sqrt = (float)sqrt(bc2), b1 = c->beta1, b2 = c->beta2,
+                eps = c->eps;
+    for (int i = 0; i < o->n; i++) {
+        const BertParamInfo *t = &o->tensors[i];
+        float *restrict m = o->state + o->offset[i], *restrict v = o->state + o->numel + o->offset[i];
+        float *restrict w = t->data;
+        const float *restrict g = t->grad;
+        const float decay_factor = t->decay ? (float)(1.0 - lr * c->weight_decay) : 1.0f;
+        const size_t len = t->numel;
+#pragma omp parallel for simd schedule(static) if (len >= 4 * (size_t)NORM_CHUNK)
+        for (size_t k = 0; k < len; k++) {
+            float grad = g[k] * clip_scale;
+            m[k] = m[k] * b1 + grad * (1.0f - b1);
+            v[k] = v[k] * b2 + grad * grad * (1.0f - b2);
+            w[k] = w[k] * decay_factor - step_size * (m[k] / (sqrtf(v[k]) / bc2_sqrt + eps));
+        }
+    }
+}
+
+double optimizer_step(Optimizer *o, double lr) {
+    double norm = tensors_grad_norm(o->tensors, o->n);
+    o->steps++;
+    if (o->cfg.kind == OPTIMIZER_LAMB) lamb_step(o, lr, norm);
+    else adamw_step(o, lr, norm);
+    return norm;
+}
+
+/* ---- state files ---- */
+
+static char *state_name(const BertParamInfo *t, const char *suffix) {
+    size_t len = strlen(t->name) + strlen(suffix) + 1;
+    char *s = xmalloc(len);
+    snprintf(s, len, "%s%s", t->name, suffix);
+    return s;
+}
+
+int optimizer_save(const Optimizer *o, const char *path, BertError *err) {
+    const int n = 2 * o->n + 2;
+    StWriteTensor *w = xcalloc((size_t)n, sizeof *w);
+    char **names = xcalloc((size_t)n, sizeof *names);
+    int64_t step = o->steps;
+    int32_t kind = (int32_t)o->cfg.kind;
+    for (int i = 0; i < o->n; i++) {
+        const BertParamInfo *t = &o->tensors[i];
+        for (int which = 0; which < 2; which++) {
+            StWriteTensor *x = &w[2 * i + which];
+            x->name = names[2 * i + which] = state_name(t, which ? ".exp_avg_sq" : ".exp_avg");
+            x->dtype = ST_F32, x->ndim = t->ndim;
+            for (int d = 0; d < t->ndim; d++) x->shape[d] = t->shape[d];
+            x->data = o->state + (which ? o->numel : 0) + o->offset[i];
+        }
+    }
+    w[n - 2] = (StWriteTensor){.name = "optimizer.step", .dtype = ST_I64, .ndim = 1, .shape = {1}, .data = &step};
+    w[n - 1] = (StWriteTensor){.name = "optimizer.kind", .dtype = ST_I32, .ndim = 1, .shape = {1}, .data = &kind};
+    char hyper[256];
+    snprintf(hyper, sizeof hyper, "beta1=%.9g beta2=%.9g eps=%.9g weight_decay=%.9g max_grad_norm=%.9g",
+             o->cfg.beta1, o->cfg.beta2, o->cfg.eps, o->cfg.weight_decay, o->cfg.max_grad_norm);
+    const char *meta[] = {"optimizer", optimizer_kind_name(o->cfg.kind), "hyperparameters", hyper, NULL};
+    int rc = safetensors_write(path, w, n, meta, err);
+    for (int i = 0; i < 2 * o->n; i++) free(names[i]);
+    free(names), free(w);
+    return rc;
+}
+
+int optimizer_load(Optimizer *o, const char *path, BertError *err) {
+    SafeTensors st;
+    if (safetensors_open(&st, path, err) != 0) return -1;
+    int rc = 0;
+    int32_t kind = -1, step32[2] = {0, 0};
+    const int64_t one[1] = {1};
+    if (safetensors_read_i32(&st, "optimizer.kind", one, 1, &kind, err) != 0 ||
+        safetensors_read_i32(&st, "optimizer.step", one, 1, step32, err) != 0) {
+        rc = -1;
+    } else if (kind != (int32_t)o->cfg.kind) {
+        rc = bert_fail(err, "%s holds %s state, not %s", path, kind == OPTIMIZER_LAMB ? "LAMB" : "AdamW",
+                       o->cfg.kind == OPTIMIZER_LAMB ? "LAMB" : "AdamW");
+    } else if (st.n != 2 * o->n + 2) {
+        rc = bert_fail(err, "%s has %d tensors; this model's optimizer state has %d", path, st.n, 2 * o->n + 2);
+    }
+    for (int i = 0; rc == 0 && i < o->n; i++) {
+        const BertParamInfo *t = &o->tensors[i];
+        for (int which = 0; rc == 0 && which < 2; which++) {
+            char *name = state_name(t, which ? ".exp_avg_sq" : ".exp_avg");
+            rc = safetensors_read_f32(&st, name, t->shape, t->ndim, o->state + (which ? o->numel : 0) + o->offset[i],
+                                      err);
+            free(name);
+        }
+    }
+    if (rc == 0) o->steps = step32[0];
+    safetensors_close(&st);
+    return rc;
+}

@@ -1,0 +1,76 @@
+/* Pre-training from HDF5 shards: what NVIDIA's run_pretraining.py does, on the CPU.
+ *
+ * One optimizer step = gradient_accumulation_steps micro-batches of
+ * train_batch_size / gradient_accumulation_steps sequences (each micro-batch's loss is
+ * averaged, and the step's gradient is the mean over its micro-batches, as NVIDIA divides
+ * each micro-batch's loss by the accumulation count) -> [all-reduce across processes] ->
+ * [loss-scale check] -> optimizer (LAMB clips the global gradient norm to 1.0 itself; AdamW
+ * gets the same clipping first) -> the learning rate of NVIDIA's PolyWarmUpScheduler.
+ *
+ * Steps are counted per phase, as NVIDIA does: phase 2 starts from phase 1's newest
+ * checkpoint (--resume_from_checkpoint --phase2 --phase1_end_step N) at step 0 with phase
+ * 1's weights and optimizer moments, its own schedule and its own shards; its checkpoints
+ * are named by N + its step. Everything a run depends on is a function of (seed, step,
+ * data position), so a run stopped at any checkpoint and resumed gives the same losses and
+ * weights, bit for bit, as one that was never stopped. */
+#ifndef BERT_TRAIN_PRETRAIN_H
+#define BERT_TRAIN_PRETRAIN_H
+
+#include <stdbool.h>
+
+#include "core/common.h"
+
+typedef struct {
+    /* data */
+    const char *input_dir;          /* HDF5 shards ("training" in their names) */
+    const char *eval_dir;           /* held-out shards ("test" in their names); NULL: input_dir */
+    int max_seq_length, max_predictions_per_seq;
+    bool dynamic_masking;           /* new 80/10/10 masks each time a sequence is read */
+    /* model */
+    const char *config_file;        /* HF config.json, or */
+    const char *bert_model;         /* a preset name (bert-tiny ... bert-large) */
+    const char *init_checkpoint;    /* HF-named safetensors to start from */
+    /* optimisation */
+    const char *optimizer;          /* "lamb" (default) or "adamw" */
+    int train_batch_size;           /* sequences per optimizer step per process */
+    int gradient_accumulation_steps;
+    double learning_rate, warmup_proportion;
+    long max_steps, steps_this_run; /* steps_this_run <= 0: up to max_steps */
+    long seed;
+    /* phases, checkpoints */
+    const char *output_dir;
+    bool phase2;
+    long phase1_end_step;
+    bool resume_from_checkpoint;
+    long resume_step;               /* < 0: the newest complete checkpoint */
+    long num_steps_per_checkpoint;
+    int keep_checkpoints;           /* the newest N are kept (NVIDIA keeps 3) */
+    bool skip_checkpoint;
+    /* evaluation and logging */
+    long eval_steps;                /* <= 0: no evaluation during training */
+    int eval_batches;               /* batches of held-out data per evaluation (<= 0: all) */
+    long log_freq;
+    const char *json_summary;       /* DLLogger JSON lines; NULL: none */
+    bool disable_progress_bar;
+    int threads;                    /* <= 0: OpenMP's default */
+} PretrainOptions;
+
+typedef struct {
+    long first_step, last_step;     /* phase steps this run started at and reached */
+    long sequences;                 /* sequences trained on in this run */
+    double seconds, sequences_per_second;
+    double mean_loss, final_loss;   /* mean over this run's steps, and of the last step */
+    double final_mlm_accuracy;      /* of the last evaluation, or NAN */
+    bool stopped_by_signal;
+    char last_checkpoint[4096];     /* "" when none was written */
+} PretrainSummary;
+
+/* NVIDIA's defaults where they apply (phase 1: seq 128, 20 predictions, LAMB, lr 6e-3,
+ * warmup 0.2843, 7038 steps, checkpoints every 200 steps, seed 42). */
+void pretrain_default_options(PretrainOptions *o);
+
+/* Runs (or resumes) the training. Returns 0 on success, including a stop by SIGTERM/SIGINT
+ * after which a checkpoint was written (summary->stopped_by_signal); -1 with err filled. */
+int pretrain_run(const PretrainOptions *o, PretrainSummary *summary, BertError *err);
+
+#endif
