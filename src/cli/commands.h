@@ -13,5 +13,6 @@ int cmd_prepare(int argc, char **argv);
 int cmd_train_demo(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
+int cmd_pretrain(int argc, char **argv);
 
 #endif

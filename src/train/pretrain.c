@@ -1,0 +1,487 @@
+/* The pre-training loop: see pretrain.h. NVIDIA's run_pretraining.py, read for its
+ * semantics (not its code): accumulation divides each micro-batch's loss by the count, the
+ * scheduler is stepped before each optimizer step, phase 2 counts its steps from phase 1's
+ * end, checkpoints are ckpt_<step> and the last 3 kept, SIGTERM saves and exits. */
+#include "train/pretrain.h"
+
+#include <errno.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/rng.h"
+#include "io/config.h"
+#include "model/bert.h"
+#include "optim/optimizer.h"
+#include "train/checkpoint.h"
+#include "train/dataloader.h"
+#include "train/logger.h"
+#include "train/schedulers.h"
+#include "train/stop_signal.h"
+
+void pretrain_default_options(PretrainOptions *o) {
+    memset(o, 0, sizeof *o);
+    o->max_seq_length = 128, o->max_predictions_per_seq = 20;
+    o->optimizer = "lamb";
+    o->train_batch_size = 64, o->gradient_accumulation_steps = 1;
+    o->learning_rate = 6e-3, o->warmup_proportion = 0.2843;
+    o->max_steps = 7038, o->steps_this_run = 0, o->seed = 42;
+    o->phase1_end_step = 7038, o->resume_step = -1;
+    o->num_steps_per_checkpoint = 200, o->keep_checkpoints = 3;
+    o->eval_steps = 0, o->eval_batches = 20, o->log_freq = 1;
+}
+
+static int check_options(const PretrainOptions *o, BertError *err) {
+    if (!o->input_dir) return bert_fail(err, "--input_dir is required (a folder of HDF5 shards)");
+    if (!o->output_dir) return bert_fail(err, "--output_dir is required");
+    if (!o->config_file == !o->bert_model) return bert_fail(err, "give one of --config_file and --bert_model");
+    if (o->train_batch_size < 1 || o->gradient_accumulation_steps < 1)
+        return bert_fail(err, "--train_batch_size and --gradient_accumulation_steps must be at least 1");
+    if (o->train_batch_size % o->gradient_accumulation_steps != 0)
+        return bert_fail(err, "--train_batch_size %d is not divisible by --gradient_accumulation_steps %d",
+                         o->train_batch_size, o->gradient_accumulation_steps);
+    if (o->max_seq_length < 8 || o->max_predictions_per_seq < 1 || o->max_predictions_per_seq > o->max_seq_length - 2)
+        return bert_fail(err, "--max_seq_length %d / --max_predictions_per_seq %d: need seq >= 8 and 1 <= predictions "
+                              "<= seq - 2", o->max_seq_length, o->max_predictions_per_seq);
+    if (!(o->learning_rate > 0) || !(o->warmup_proportion >= 0 && o->warmup_proportion < 1))
+        return bert_fail(err, "--learning_rate must be > 0 and --warmup_proportion in [0, 1)");
+    if (o->max_steps < 1) return bert_fail(err, "--max_steps must be at least 1");
+    if (o->log_freq < 1 || o->num_steps_per_checkpoint < 1)
+        return bert_fail(err, "--log_freq and --num_steps_per_checkpoint must be at least 1");
+    if (strcmp(o->optimizer, "lamb") != 0 && strcmp(o->optimizer, "adamw") != 0)
+        return bert_fail(err, "--optimizer '%s': lamb or adamw", o->optimizer);
+    if (o->phase2 && o->phase1_end_step < 0) return bert_fail(err, "--phase1_end_step must not be negative");
+    if (o->threads < 0 || o->threads > 1024) return bert_fail(err, "--threads %d must be in [0, 1024]", o->threads);
+    return 0;
+}
+
+/* ---- one run ---- */
+
+typedef struct {
+    const PretrainOptions *o;
+    BertConfig cfg;
+    BertModel *model;
+    Optimizer *opt;
+    DataLoader *train, *eval;
+    Logger *log;
+    int micro;            /* sequences per micro-batch */
+    int phase;            /* 1 or 2 */
+    long step;            /* optimizer steps done in this phase */
+    long offset;          /* checkpoint names: phase 2 counts on from phase1_end_step */
+    long epoch;           /* of the data position */
+} Run;
+
+static bool same_architecture(const BertConfig *a, const BertConfig *b) {
+    return a->vocab_size == b->vocab_size && a->hidden_size == b->hidden_size &&
+           a->num_hidden_layers == b->num_hidden_layers && a->num_attention_heads == b->num_attention_heads &&
+           a->intermediate_size == b->intermediate_size && a->hidden_act == b->hidden_act &&
+           a->max_position_embeddings == b->max_position_embeddings && a->type_vocab_size == b->type_vocab_size;
+}
+
+static void describe_config(const BertConfig *c, char *out, size_t n) {
+    snprintf(out, n, "L%d H%d A%d I%d vocab %d, %d positions", c->num_hidden_layers, c->hidden_size,
+             c->num_attention_heads, c->intermediate_size, c->vocab_size, c->max_position_embeddings);
+}
+
+/* ---- checkpoints: model.safetensors + config.json + optimizer.safetensors + state.json ---- */
+
+static int write_checkpoint_files(const char *dir, void *p, BertError *err) {
+    const Run *r = p;
+    const PretrainOptions *o = r->o;
+    char path[4096 + 64];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if (bert_save_safetensors(r->model, path, err) != 0) return -1;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (bert_config_save(path, &r->cfg, err) != 0) return -1;
+    snprintf(path, sizeof path, "%s/optimizer.safetensors", dir);
+    if (optimizer_save(r->opt, path, err) != 0) return -1;
+    LoaderPosition pos = loader_position(r->train);
+    cJSON *s = cJSON_CreateObject(), *data = cJSON_CreateObject();
+    cJSON_AddStringToObject(s, "format", "bert.c pre-training checkpoint");
+    cJSON_AddNumberToObject(s, "version", 1);
+    cJSON_AddNumberToObject(s, "phase", r->phase);
+    cJSON_AddNumberToObject(s, "step", (double)r->step);
+    cJSON_AddNumberToObject(s, "checkpoint_step", (double)(r->step + r->offset));
+    cJSON_AddNumberToObject(s, "max_steps", (double)o->max_steps);
+    cJSON_AddNumberToObject(s, "learning_rate", o->learning_rate);
+    cJSON_AddNumberToObject(s, "warmup_proportion", o->warmup_proportion);
+    cJSON_AddStringToObject(s, "optimizer", o->optimizer);
+    cJSON_AddNumberToObject(s, "optimizer_step", (double)optimizer_step_count(r->opt));
+    cJSON_AddNumberToObject(s, "seed", (double)o->seed);
+    cJSON_AddNumberToObject(s, "train_batch_size", o->train_batch_size);
+    cJSON_AddNumberToObject(s, "gradient_accumulation_steps", o->gradient_accumulation_steps);
+    cJSON_AddNumberToObject(s, "max_seq_length", o->max_seq_length);
+    cJSON_AddNumberToObject(s, "max_predictions_per_seq", o->max_predictions_per_seq);
+    cJSON_AddBoolToObject(s, "dynamic_masking", o->dynamic_masking);
+    cJSON_AddStringToObject(data, "input_dir", o->input_dir);
+    cJSON_AddNumberToObject(data, "epoch", (double)pos.epoch);
+    cJSON_AddNumberToObject(data, "file", pos.file);
+    cJSON_AddNumberToObject(data, "offset", (double)pos.offset);
+    cJSON_AddItemToObject(s, "data", data);
+    int rc = checkpoint_write_json(dir, "state.json", s, err);   /* last: its presence marks a complete folder */
+    cJSON_Delete(s);
+    return rc;
+}
+
+static int save_checkpoint(Run *r, PretrainSummary *sum, BertError *err) {
+    if (r->o->skip_checkpoint) return 0;
+    double t0 = now_seconds();
+    if (checkpoint_save(r->o->output_dir, r->step + r->offset, r->o->keep_checkpoints, write_checkpoint_files, r,
+                        sum->last_checkpoint, sizeof sum->last_checkpoint, err) != 0)
+        return -1;
+    logger_print(r->log, "checkpoint %s (%.1f s)", sum->last_checkpoint, now_seconds() - t0);
+    cJSON *d = cJSON_CreateObject();
+    cJSON_AddNumberToObject(d, "checkpoint_step", (double)(r->step + r->offset));
+    logger_parameters(r->log, d);
+    return 0;
+}
+
+static double json_number(const cJSON *o, const char *key, double fallback) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : fallback;
+}
+
+/* Restores model, optimizer and data position from dir (state already read). Starting
+ * phase 2 from a phase-1 checkpoint keeps weights and moments only. */
+static int restore_checkpoint(Run *r, const char *dir, const cJSON *state, BertError *err) {
+    const PretrainOptions *o = r->o;
+    char path[4096 + 64];
+    BertConfig saved;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (bert_config_load(path, &saved, err) != 0) return -1;
+    if (!same_architecture(&saved, &r->cfg)) {
+        char a[160], b[160];
+        describe_config(&saved, a, sizeof a), describe_config(&r->cfg, b, sizeof b);
+        return bert_fail(err, "checkpoint %s holds a model of %s; this run's model is %s", dir, a, b);
+    }
+    const cJSON *kind = cJSON_GetObjectItemCaseSensitive(state, "optimizer");
+    if (!cJSON_IsString(kind) || strcmp(kind->valuestring, o->optimizer) != 0)
+        return bert_fail(err, "checkpoint %s was trained with --optimizer %s, not %s", dir,
+                         cJSON_IsString(kind) ? kind->valuestring : "?", o->optimizer);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if (bert_load_safetensors(r->model, path, err) != 0) return -1;
+    snprintf(path, sizeof path, "%s/optimizer.safetensors", dir);
+    if (optimizer_load(r->opt, path, err) != 0) return -1;
+    const int saved_phase = (int)json_number(state, "phase", 1);
+    const long saved_step = (long)json_number(state, "checkpoint_step", -1);
+    if (saved_phase == 2 && !o->phase2)
+        return bert_fail(err, "checkpoint %s is from phase 2: add --phase2 (and --phase1_end_step)", dir);
+    if (o->phase2 && saved_phase == 1) {
+        /* NVIDIA: global_step = resume_step - phase1_end_step, the optimizer's step set to it,
+         * the data read afresh from phase 2's shards */
+        r->step = saved_step - o->phase1_end_step;
+        if (r->step < 0)
+            return bert_fail(err, "phase-1 checkpoint %s is at step %ld, before --phase1_end_step %ld", dir,
+                             saved_step, o->phase1_end_step);
+        optimizer_set_step_count(r->opt, r->step);
+        return 0;
+    }
+    r->step = (long)json_number(state, "step", -1);
+    const cJSON *data = cJSON_GetObjectItemCaseSensitive(state, "data");
+    LoaderPosition pos = {(long)json_number(data, "epoch", -1), (int)json_number(data, "file", -1),
+                          (long)json_number(data, "offset", -1)};
+    if (r->step < 0 || pos.epoch < 0) return bert_fail(err, "%s/state.json lacks the step or data position", dir);
+    return loader_seek(r->train, &pos, err);
+}
+
+/* ---- training ---- */
+
+typedef struct { double loss, mlm, nsp; long mlm_correct, mlm_count; } StepStats;
+
+/* MLM accuracy of the last forward: argmax of each labelled slot's logits. */
+static void count_mlm_correct(const Run *r, const BertBatch *b, StepStats *s) {
+    const float *logits = bert_mlm_logits(r->model);
+    const int V = r->cfg.vocab_size;
+    for (int k = 0; k < b->batch * b->max_predictions; k++) {
+        if (b->masked_labels[k] < 0) continue;
+        const float *row = logits + (size_t)k * V;
+        int best = 0;
+        for (int v = 1; v < V; v++) best = row[v] > row[best] ? v : best;
+        s->mlm_correct += best == b->masked_labels[k], s->mlm_count++;
+    }
+}
+
+/* One optimizer step: accumulate the micro-batches' gradients, average them, update. */
+static int train_step(Run *r, bool with_accuracy, StepStats *s, double *lr, double *grad_norm, BertError *err) {
+    const PretrainOptions *o = r->o;
+    const int accum = o->gradient_accumulation_steps;
+    memset(s, 0, sizeof *s);
+    bert_zero_grad(r->model);
+    for (int micro = 0; micro < accum; micro++) {
+        BertBatch b;
+        if (loader_next(r->train, &b, err) != 1) return -1;
+        const uint64_t dropout = rng_key(rng_key((uint64_t)o->seed, (uint64_t)r->phase),
+                                         (uint64_t)r->step * (uint64_t)accum + (uint64_t)micro);
+        float loss = bert_forward(r->model, &b, true, dropout);
+        if (!isfinite(loss)) {
+            const char *why = bert_last_error(r->model);
+            return bert_fail(err, "step %ld: %s", r->step + r->offset + 1, why[0] ? why : "the loss is not finite");
+        }
+        if (with_accuracy) count_mlm_correct(r, &b, s);
+        bert_backward(r->model, &b);
+        s->loss += loss / accum, s->mlm += bert_last_mlm_loss(r->model) / accum;
+        s->nsp += bert_last_nsp_loss(r->model) / accum;
+    }
+    int ntensors = bert_num_param_tensors(r->model);
+    /* NVIDIA divides each micro-batch's loss by the count: the mean of their gradients */
+    if (accum > 1) tensors_scale_grads(bert_param_info(r->model, 0), ntensors, 1.0f / (float)accum);
+    /* [all-reduce across processes and the loss-scale check go here] */
+    *lr = poly_warmup_lr(o->learning_rate, o->warmup_proportion, o->max_steps, 0.5, r->step);
+    *grad_norm = optimizer_step(r->opt, *lr);
+    if (!isfinite(*grad_norm)) return bert_fail(err, "step %ld: the gradient is not finite", r->step + r->offset + 1);
+    r->step++;
+    r->epoch = loader_position(r->train).epoch;
+    return 0;
+}
+
+typedef struct { double mlm_loss, mlm_accuracy, nsp_accuracy; long sequences; } EvalResult;
+
+static int evaluate(Run *r, EvalResult *e, BertError *err) {
+    memset(e, 0, sizeof *e);
+    if (loader_rewind(r->eval, err) != 0) return -1;
+    double loss_sum = 0;
+    long slots = 0, correct = 0, nsp_correct = 0;
+    BertBatch b;
+    int got;
+    for (int n = 0; (r->o->eval_batches <= 0 || n < r->o->eval_batches) && (got = loader_next(r->eval, &b, err)) == 1;
+         n++) {
+        float loss = bert_forward(r->model, &b, false, 0);
+        if (!isfinite(loss)) return bert_fail(err, "evaluation: the loss is not finite");
+        StepStats s = {0};
+        count_mlm_correct(r, &b, &s);
+        loss_sum += bert_last_mlm_loss(r->model) * s.mlm_count, slots += s.mlm_count, correct += s.mlm_correct;
+        const float *nsp = bert_nsp_logits(r->model);
+        for (int i = 0; i < b.batch; i++) nsp_correct += (nsp[2 * i + 1] > nsp[2 * i]) == (b.next_sentence_labels[i] == 1);
+        e->sequences += b.batch;
+    }
+    if (e->sequences == 0) return bert_fail(err, "evaluation: no held-out sequences");
+    e->mlm_loss = slots ? loss_sum / slots : 0, e->mlm_accuracy = slots ? (double)correct / slots : 0;
+    e->nsp_accuracy = (double)nsp_correct / e->sequences;
+    return 0;
+}
+
+/* ---- setup ---- */
+
+static int setup_model(Run *r, BertError *err) {
+    const PretrainOptions *o = r->o;
+    if (bert_config_resolve(o->config_file ? o->config_file : o->bert_model, &r->cfg, err) != 0) return -1;
+    if (o->max_seq_length > r->cfg.max_position_embeddings)
+        return bert_fail(err, "--max_seq_length %d exceeds the model's max_position_embeddings %d", o->max_seq_length,
+                         r->cfg.max_position_embeddings);
+    if (bert_model_create(&r->model, &r->cfg, r->micro, o->max_seq_length, o->max_predictions_per_seq, err) != 0)
+        return -1;
+    bert_init_weights(r->model, (uint64_t)o->seed);
+    /* pre-training reads only the heads' rows of the last layer, nothing past the last token */
+    bert_set_last_layer_pruning(r->model, true);
+    bert_set_unpadding(r->model, true);
+    OptimizerConfig oc = optimizer_defaults((OptimizerKind)optimizer_kind_from_name(o->optimizer));
+    return optimizer_create(&r->opt, &oc, bert_param_info(r->model, 0), bert_num_param_tensors(r->model), err);
+}
+
+static int setup_data(Run *r, BertError *err) {
+    const PretrainOptions *o = r->o;
+    LoaderOptions lo = {.dir = o->input_dir, .name_filter = "training", .micro_batch = r->micro,
+                        .max_seq_length = o->max_seq_length, .max_predictions = o->max_predictions_per_seq,
+                        .vocab_size = r->cfg.vocab_size, .seed = (uint64_t)o->seed, .training = true,
+                        .dynamic_masking = o->dynamic_masking, .rank = 0, .world_size = 1};
+    if (loader_open(&r->train, &lo, err) != 0) return -1;
+    if (o->eval_steps <= 0) return 0;
+    lo.dir = o->eval_dir ? o->eval_dir : o->input_dir, lo.name_filter = "test", lo.training = false;
+    lo.dynamic_masking = false;
+    return loader_open(&r->eval, &lo, err);
+}
+
+/* Where to start: a checkpoint (--resume_from_checkpoint), --init_checkpoint's weights, or
+ * the seed's initial weights. Returns 1 when a checkpoint was restored. */
+static int setup_start(Run *r, BertError *err) {
+    const PretrainOptions *o = r->o;
+    char dir[4096] = "";
+    long found_step = -1;
+    if (o->resume_from_checkpoint) {
+        if (o->resume_step >= 0) {
+            snprintf(dir, sizeof dir, "%s/ckpt_%ld", o->output_dir, o->resume_step);
+            char state[4096 + 16];
+            snprintf(state, sizeof state, "%s/state.json", dir);
+            if (access(state, R_OK) != 0) return bert_fail(err, "--resume_step %ld: no complete checkpoint %s",
+                                                           o->resume_step, dir);
+        } else {
+            int found = checkpoint_find_latest(o->output_dir, "state.json", dir, sizeof dir, &found_step, err);
+            if (found < 0) return -1;
+            if (!found) dir[0] = '\0';
+        }
+    }
+    if (dir[0]) {
+        cJSON *state;
+        if (checkpoint_read_json(dir, "state.json", &state, err) != 0) return -1;
+        int rc = restore_checkpoint(r, dir, state, err);
+        cJSON_Delete(state);
+        if (rc != 0) return -1;
+        logger_print(r->log, "resumed from %s: phase %d, step %ld", dir, r->phase, r->step);
+        return 1;
+    }
+    if (o->phase2 && !o->init_checkpoint)
+        return bert_fail(err, "phase 2 starts from phase 1's weights: no checkpoint in %s (give "
+                              "--resume_from_checkpoint with phase 1's --output_dir, or --init_checkpoint)",
+                         o->output_dir);
+    if (o->resume_from_checkpoint) logger_print(r->log, "no checkpoint in %s yet: starting at step 0", o->output_dir);
+    if (o->init_checkpoint) {
+        int initialised = 0;
+        if (bert_load_safetensors_ex(r->model, o->init_checkpoint, (uint64_t)o->seed, &initialised, err) != 0)
+            return -1;
+        logger_print(r->log, "weights from %s (%d head tensors initialised)", o->init_checkpoint, initialised);
+    }
+    return 0;
+}
+
+static void log_parameters(Run *r) {
+    const PretrainOptions *o = r->o;
+    cJSON *d = cJSON_CreateObject();
+    cJSON_AddStringToObject(d, "input_dir", o->input_dir);
+    cJSON_AddStringToObject(d, "model", o->config_file ? o->config_file : o->bert_model);
+    cJSON_AddNumberToObject(d, "phase", r->phase);
+    cJSON_AddStringToObject(d, "optimizer", o->optimizer);
+    cJSON_AddNumberToObject(d, "train_batch_size", o->train_batch_size);
+    cJSON_AddNumberToObject(d, "gradient_accumulation_steps", o->gradient_accumulation_steps);
+    cJSON_AddNumberToObject(d, "batch_size_per_gpu", r->micro);   /* NVIDIA's key */
+    cJSON_AddNumberToObject(d, "learning_rate", o->learning_rate);
+    cJSON_AddNumberToObject(d, "warmup_proportion", o->warmup_proportion);
+    cJSON_AddNumberToObject(d, "max_steps", (double)o->max_steps);
+    cJSON_AddNumberToObject(d, "max_seq_length", o->max_seq_length);
+    cJSON_AddNumberToObject(d, "max_predictions_per_seq", o->max_predictions_per_seq);
+    cJSON_AddNumberToObject(d, "SEED", (double)o->seed);
+    cJSON_AddNumberToObject(d, "parameters", (double)bert_num_parameters(r->model));
+    logger_parameters(r->log, d);
+}
+
+static void log_step(Run *r, const StepStats *s, double avg_loss, double lr, double gnorm, double rate, double elapsed,
+                     long stop_step) {
+    char el[32], eta[32];
+    format_duration(elapsed, el, sizeof el);
+    format_duration(rate > 0 ? (double)(stop_step - r->step) * r->o->train_batch_size / rate : -1, eta, sizeof eta);
+    const double acc = s->mlm_count ? (double)s->mlm_correct / s->mlm_count : NAN;
+    logger_print(r->log, "step %ld/%ld (phase %d) | loss %.4f (mlm %.4f, nsp %.4f) | mlm acc %.3f | lr %.3e | "
+                         "grad %.3f | %.1f seq/s | %s, ETA %s",
+                 r->step, r->o->max_steps, r->phase, avg_loss, s->mlm, s->nsp, acc, lr, gnorm, rate, el, eta);
+    cJSON *d = cJSON_CreateObject();
+    cJSON_AddNumberToObject(d, "average_loss", avg_loss);
+    cJSON_AddNumberToObject(d, "step_loss", s->loss);
+    cJSON_AddNumberToObject(d, "mlm_loss", s->mlm);
+    cJSON_AddNumberToObject(d, "nsp_loss", s->nsp);
+    if (s->mlm_count) cJSON_AddNumberToObject(d, "mlm_accuracy", acc);
+    cJSON_AddNumberToObject(d, "learning_rate", lr);
+    cJSON_AddNumberToObject(d, "grad_norm", gnorm);
+    cJSON_AddNumberToObject(d, "training_sequences_per_second", rate);
+    cJSON_AddNumberToObject(d, "phase", r->phase);
+    cJSON_AddNumberToObject(d, "phase_step", (double)r->step);
+    logger_step(r->log, r->epoch, r->step + r->offset, d);
+}
+
+static int run_evaluation(Run *r, PretrainSummary *sum, BertError *err) {
+    EvalResult e;
+    double t0 = now_seconds();
+    if (evaluate(r, &e, err) != 0) return -1;
+    logger_print(r->log, "eval at step %ld: mlm loss %.4f, mlm accuracy %.4f, nsp accuracy %.4f (%ld held-out "
+                         "sequences, %.1f s)", r->step, e.mlm_loss, e.mlm_accuracy, e.nsp_accuracy, e.sequences,
+                 now_seconds() - t0);
+    cJSON *d = cJSON_CreateObject();
+    cJSON_AddNumberToObject(d, "eval_mlm_loss", e.mlm_loss);
+    cJSON_AddNumberToObject(d, "eval_mlm_accuracy", e.mlm_accuracy);
+    cJSON_AddNumberToObject(d, "eval_nsp_accuracy", e.nsp_accuracy);
+    logger_step(r->log, r->epoch, r->step + r->offset, d);
+    sum->final_mlm_accuracy = e.mlm_accuracy;
+    return 0;
+}
+
+/* The steps of this run, with logging, evaluation and checkpoints. */
+static int train_loop(Run *r, PretrainSummary *sum, BertError *err) {
+    const PretrainOptions *o = r->o;
+    long stop_step = o->max_steps;
+    if (o->steps_this_run > 0 && r->step + o->steps_this_run < stop_step) stop_step = r->step + o->steps_this_run;
+    sum->first_step = sum->last_step = r->step;
+    const double t0 = now_seconds();
+    double window_loss = 0, loss_sum = 0;
+    long window = 0, steps = 0;
+    while (r->step < stop_step) {
+        const bool log_now = (r->step + 1) % o->log_freq == 0 || r->step + 1 == stop_step;
+        StepStats s;
+        double lr = 0, gnorm = 0;
+        if (train_step(r, log_now, &s, &lr, &gnorm, err) != 0) {
+            if (sum->last_checkpoint[0])
+                snprintf(err->msg + strlen(err->msg), sizeof err->msg - strlen(err->msg),
+                         "; the last good checkpoint is %s", sum->last_checkpoint);
+            return -1;
+        }
+        steps++, window++, window_loss += s.loss, loss_sum += s.loss;
+        sum->final_loss = s.loss, sum->last_step = r->step;
+        sum->sequences += o->train_batch_size;
+        const double elapsed = now_seconds() - t0, rate = sum->sequences / elapsed;
+        if (log_now) {
+            log_step(r, &s, window_loss / window, lr, gnorm, rate, elapsed, stop_step);
+            window_loss = 0, window = 0;
+        } else {
+            logger_progress(r->log, "step %ld/%ld  loss %.4f  %.1f seq/s", r->step, o->max_steps, s.loss, rate);
+        }
+        if (o->eval_steps > 0 && (r->step % o->eval_steps == 0 || r->step == stop_step) && run_evaluation(r, sum, err))
+            return -1;
+        const int sig = stop_signal_received();
+        if (r->step % o->num_steps_per_checkpoint == 0 || r->step == stop_step || sig) {
+            if (save_checkpoint(r, sum, err) != 0) return -1;
+        }
+        if (sig) {
+            logger_print(r->log, "stopped by signal %d at step %ld", sig, r->step);
+            sum->stopped_by_signal = true;
+            break;
+        }
+    }
+    sum->seconds = now_seconds() - t0;
+    sum->sequences_per_second = sum->seconds > 0 ? sum->sequences / sum->seconds : 0;
+    sum->mean_loss = steps ? loss_sum / steps : NAN;
+    return 0;
+}
+
+int pretrain_run(const PretrainOptions *o, PretrainSummary *sum, BertError *err) {
+    memset(sum, 0, sizeof *sum);
+    sum->final_mlm_accuracy = NAN, sum->final_loss = NAN, sum->mean_loss = NAN;
+    if (check_options(o, err) != 0) return -1;
+    if (o->threads > 0) omp_set_num_threads(o->threads);
+    Run r = {.o = o, .micro = o->train_batch_size / o->gradient_accumulation_steps, .phase = o->phase2 ? 2 : 1,
+             .offset = o->phase2 ? o->phase1_end_step : 0};
+    if (mkdir(o->output_dir, 0777) != 0 && errno != EEXIST)
+        return bert_fail(err, "cannot create %s: %s", o->output_dir, strerror(errno));
+    int rc = logger_open(&r.log, o->json_summary, o->resume_from_checkpoint, !o->disable_progress_bar, err);
+    if (rc == 0) rc = setup_model(&r, err);
+    if (rc == 0) rc = setup_data(&r, err);
+    if (rc == 0) rc = setup_start(&r, err) < 0 ? -1 : 0;
+    if (rc == 0 && r.step >= o->max_steps)
+        rc = bert_fail(err, "step %ld: this phase's --max_steps %ld are done", r.step, o->max_steps);
+    if (rc == 0) {
+        char desc[160];
+        describe_config(&r.cfg, desc, sizeof desc);
+        logger_print(r.log, "pretrain phase %d: %s, %zu parameters; %d files in %s; %d x %d sequences per step, "
+                            "%s, lr %g, %d threads", r.phase, desc, bert_num_parameters(r.model),
+                     loader_file_count(r.train), o->input_dir, o->gradient_accumulation_steps, r.micro, o->optimizer,
+                     o->learning_rate, omp_get_max_threads());
+        log_parameters(&r);
+        stop_signal_install();
+        rc = train_loop(&r, sum, err);
+        stop_signal_restore();
+        stop_signal_clear();
+    }
+    if (rc == 0) {
+        cJSON *d = cJSON_CreateObject();
+        cJSON_AddNumberToObject(d, "e2e_train_time", sum->seconds);
+        cJSON_AddNumberToObject(d, "training_sequences_per_second", sum->sequences_per_second);
+        cJSON_AddNumberToObject(d, "final_loss", sum->final_loss);
+        cJSON_AddNumberToObject(d, "raw_train_time", sum->seconds);
+        logger_summary(r.log, d);
+    }
+    loader_close(r.train), loader_close(r.eval);
+    optimizer_free(r.opt);
+    bert_model_free(r.model);
+    logger_close(r.log);
+    return rc;
+}
