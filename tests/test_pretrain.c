@@ -1,0 +1,514 @@
+/* Pre-training: the shard loader (src/train/dataloader.h) and the loop (src/train/pretrain.h).
+ *  - loader: NVIDIA's file order (random.Random(seed + epoch).shuffle of the sorted names,
+ *    hard-coded from Python), every row once per epoch, labels rebuilt as NVIDIA's
+ *    pretraining_dataset does, rank split, seek, an ordered evaluation pass, dynamic masking
+ *    deterministic and 80/10/10, bad shards named in errors;
+ *  - loop: k micro-batches of b equal one batch of k*b (to float rounding); exact resume
+ *    (steps_this_run, SIGTERM, SIGKILL after a checkpoint; with accumulation and dynamic
+ *    masking): identical losses and final weights, bit for bit; phase 2 from phase 1's
+ *    checkpoint; bad input refused clearly.
+ * Shards are written by the test with the project's HDF5 writer: synthetic sequences whose
+ * first token after [CLS] encodes (file, row), so the test can tell which row it got. */
+#include "test.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "data/hdf5_shard.h"
+#include "io/config.h"
+#include "io/safetensors.h"
+#include "train/checkpoint.h"
+#include "train/dataloader.h"
+#include "train/pretrain.h"
+
+enum { T = 24, P = 4, VOCAB = 120, CLS = 2, SEP = 3, MASK = 4, ROWS = 10, NFILES = 5 };
+
+static char root[256], shards[512], uniform[512], bert_bin[1024];
+static int uniform_masks;   /* every row masks 2 tokens (for the accumulation test) */
+
+/* Row r of file f: [CLS] (10 + f*ROWS + r) words... [SEP] words [SEP], a length that varies,
+ * masked slots at 2..(2+n) holding [MASK] with their original ids. */
+static void make_instance(Instance *in, int f, int r, int32_t *ids, int32_t *pos, int32_t *mids) {
+    int len = 10 + (f * 7 + r * 3) % (T - 10);
+    memset(ids, 0, sizeof(int32_t) * T);
+    ids[0] = CLS;
+    for (int t = 1; t < len - 1; t++) ids[t] = 10 + (t * 13 + f * 5 + r * 11) % (VOCAB - 10);
+    ids[1] = 10 + f * ROWS + r;
+    int half = len / 2;
+    ids[half] = SEP, ids[len - 1] = SEP;
+    int n = uniform_masks ? 2 : 1 + (f + r) % P;
+    for (int k = 0; k < n; k++) pos[k] = 2 + k, mids[k] = ids[2 + k], ids[2 + k] = MASK;
+    *in = (Instance){.n_tokens = len, .n_segment_a = half + 1, .is_random_next = (f + r) % 2, .n_masked = n,
+                     .input_ids = ids, .masked_positions = pos, .masked_ids = mids};
+}
+
+static void write_shard(const char *path, int f, int rows, int seq, int preds) {
+    Hdf5ShardWriter *w;
+    BertError err;
+    CHECKF(hdf5_shard_create(&w, path, (size_t)rows, seq, preds, &err) == 0, "%s", err.msg);
+    for (int r = 0; r < rows; r++) {
+        int32_t ids[64] = {0}, pos[16] = {0}, mids[16] = {0};
+        Instance in;
+        make_instance(&in, f, r, ids, pos, mids);
+        CHECKF(hdf5_shard_append(w, &in, &err) == 0, "%s", err.msg);
+    }
+    CHECKF(hdf5_shard_finish(w, &err) == 0, "%s", err.msg);
+}
+
+static void make_shards(void) {
+    mkdir(shards, 0777), mkdir(uniform, 0777);
+    char path[1024];
+    uniform_masks = 1;
+    snprintf(path, sizeof path, "%s/u_training_0.hdf5", uniform);
+    write_shard(path, 0, ROWS, T, P);
+    uniform_masks = 0;
+    for (int f = 0; f < NFILES; f++) {
+        snprintf(path, sizeof path, "%s/x_training_%d.hdf5", shards, f);
+        write_shard(path, f, ROWS, T, P);
+    }
+    snprintf(path, sizeof path, "%s/x_test_0.hdf5", shards);
+    write_shard(path, 9, 7, T, P);
+    /* a writer's temporary and a hidden file: never shards */
+    snprintf(path, sizeof path, "%s/x_training_9.hdf5.tmp.123", shards);
+    FILE *f = fopen(path, "w");
+    fputs("partial", f), fclose(f);
+}
+
+static LoaderOptions loader_options(int batch, bool training) {
+    return (LoaderOptions){.dir = shards, .name_filter = training ? "training" : "test", .micro_batch = batch,
+                           .max_seq_length = T, .max_predictions = P, .vocab_size = VOCAB, .seed = 7,
+                           .training = training, .rank = 0, .world_size = 1};
+}
+
+static int row_id(const BertBatch *b, int i) { return b->input_ids[(size_t)i * T + 1] - 10; }
+
+static void test_loader_epoch_order_and_labels(void) {
+    DataLoader *l;
+    BertError err;
+    LoaderOptions o = loader_options(5, true);
+    if (loader_open(&l, &o, &err)) { CHECKF(0, "%s", err.msg); return; }
+    CHECK(loader_file_count(l) == NFILES);
+    /* NVIDIA's order, from Python: random.Random(7 + epoch).shuffle(sorted files) */
+    const int order[2][NFILES] = {{4, 0, 3, 1, 2}, {3, 0, 4, 2, 1}};
+    int seen[2][NFILES * ROWS] = {{0}};
+    for (int step = 0; step < 2 * NFILES * ROWS / 5; step++) {
+        BertBatch b;
+        CHECK(loader_next(l, &b, &err) == 1 && b.batch == 5);
+        for (int i = 0; i < 5; i++) {
+            int id = row_id(&b, i), epoch = step * 5 / (NFILES * ROWS), k = (step * 5 + i) % (NFILES * ROWS) / ROWS;
+            CHECKF(id / ROWS == order[epoch][k], "epoch %d file %d: got a row of file %d", epoch, k, id / ROWS);
+            seen[epoch][id]++;
+            /* labels: NVIDIA's rebuild from positions and ids (slots up to the first 0) */
+            int32_t ids[64], pos[16], mids[16];
+            Instance in;
+            make_instance(&in, id / ROWS, id % ROWS, ids, pos, mids);
+            for (int k2 = 0; k2 < P; k2++) {
+                int32_t want = k2 < in.n_masked ? mids[k2] : -1;
+                CHECKF(b.masked_labels[i * P + k2] == want, "row %d slot %d: label %d, want %d", id, k2,
+                       b.masked_labels[i * P + k2], want);
+            }
+            CHECK(b.next_sentence_labels[i] == in.is_random_next);
+            CHECK(b.attention_mask[(size_t)i * T + in.n_tokens - 1] == 1 &&
+                  (in.n_tokens == T || b.attention_mask[(size_t)i * T + in.n_tokens] == 0));
+        }
+    }
+    for (int e = 0; e < 2; e++)
+        for (int id = 0; id < NFILES * ROWS; id++) CHECKF(seen[e][id] == 1, "epoch %d row %d read %d times", e, id, seen[e][id]);
+    loader_close(l);
+}
+
+static void test_loader_seek_and_ranks(void) {
+    BertError err;
+    DataLoader *a, *b;
+    LoaderOptions o = loader_options(3, true);
+    loader_open(&a, &o, &err), loader_open(&b, &o, &err);
+    BertBatch x, y;
+    for (int i = 0; i < 7; i++) loader_next(a, &x, &err);
+    LoaderPosition p = loader_position(a);
+    CHECKF(loader_seek(b, &p, &err) == 0, "%s", err.msg);
+    for (int i = 0; i < 30; i++) {   /* across files and into the next epoch */
+        loader_next(a, &x, &err), loader_next(b, &y, &err);
+        CHECK(memcmp(x.input_ids, y.input_ids, sizeof(int32_t) * 3 * T) == 0);
+        CHECK(memcmp(x.masked_labels, y.masked_labels, sizeof(int32_t) * 3 * P) == 0);
+    }
+    LoaderPosition bad = {0, 99, 0};
+    CHECK(loader_seek(b, &bad, &err) != 0);
+    loader_close(a), loader_close(b);
+    /* 5 files over 2 ranks: 3 files each per epoch, (k W + r) mod N: rank 0 reads files
+     * 0, 2, 4 of the epoch order, rank 1 reads 1, 3, 0: together every file */
+    int count[NFILES * ROWS] = {0};
+    for (int rank = 0; rank < 2; rank++) {
+        LoaderOptions ro = loader_options(ROWS, true);
+        ro.rank = rank, ro.world_size = 2;
+        DataLoader *l;
+        loader_open(&l, &ro, &err);
+        for (int i = 0; i < 3; i++) {
+            loader_next(l, &x, &err);
+            for (int r = 0; r < ROWS; r++) count[row_id(&x, r)]++;
+        }
+        loader_close(l);
+    }
+    int missing = 0, twice = 0;
+    for (int id = 0; id < NFILES * ROWS; id++) missing += count[id] == 0, twice += count[id] == 2;
+    CHECKF(missing == 0 && twice == ROWS, "rank split: %d rows missing, %d read twice", missing, twice);
+    LoaderOptions wrong = loader_options(3, true);
+    wrong.rank = 2, wrong.world_size = 2;
+    DataLoader *l;
+    CHECK(loader_open(&l, &wrong, &err) != 0);
+}
+
+static void test_loader_eval_pass(void) {
+    BertError err;
+    DataLoader *l;
+    LoaderOptions o = loader_options(3, false);
+    if (loader_open(&l, &o, &err)) { CHECKF(0, "%s", err.msg); return; }
+    BertBatch b;
+    int rows = 0, batches = 0, got;
+    while ((got = loader_next(l, &b, &err)) == 1) {
+        for (int i = 0; i < b.batch; i++) CHECK(row_id(&b, i) == 90 + rows + i);   /* file 9, in order */
+        rows += b.batch, batches++;
+    }
+    CHECK(got == 0 && rows == 7 && batches == 3);
+    CHECK(loader_rewind(l, &err) == 0 && loader_next(l, &b, &err) == 1 && row_id(&b, 0) == 90);
+    loader_close(l);
+}
+
+static void test_dynamic_masking(void) {
+    BertError err;
+    LoaderOptions o = loader_options(ROWS, true);
+    o.dynamic_masking = true;
+    DataLoader *a, *b;
+    loader_open(&a, &o, &err), loader_open(&b, &o, &err);
+    long masked = 0, as_mask = 0, kept = 0;
+    for (int step = 0; step < 2 * NFILES; step++) {
+        BertBatch x, y;
+        CHECK(loader_next(a, &x, &err) == 1 && loader_next(b, &y, &err) == 1);
+        CHECK(memcmp(x.input_ids, y.input_ids, sizeof(int32_t) * ROWS * T) == 0);   /* deterministic */
+        for (int i = 0; i < ROWS; i++) {
+            /* position 1 holds the row's id, unless this draw masked it: then its label does */
+            int id = row_id(&x, i);
+            for (int k = 0; k < P; k++)
+                if (x.masked_labels[i * P + k] >= 0 && x.masked_positions[i * P + k] == 1) id = x.masked_labels[i * P + k] - 10;
+            int32_t ids[64], pos[16], mids[16];
+            Instance in;
+            make_instance(&in, id / ROWS, id % ROWS, ids, pos, mids);
+            for (int k = 0; k < in.n_masked; k++) ids[pos[k]] = mids[k];   /* the original tokens */
+            int n = 0;
+            for (int k = 0; k < P; k++) {
+                int32_t lab = x.masked_labels[i * P + k];
+                if (lab < 0) continue;
+                int t = x.masked_positions[i * P + k];
+                CHECK(t > 0 && t < in.n_tokens && ids[t] != SEP && lab == ids[t]);
+                as_mask += x.input_ids[(size_t)i * T + t] == MASK, kept += x.input_ids[(size_t)i * T + t] == ids[t];
+                n++;
+            }
+            int want = (int)nearbyint(in.n_tokens * 0.15);
+            want = want < 1 ? 1 : want > P ? P : want;
+            CHECKF(n == want, "row %d: %d masked, want %d", id, n, want);
+            masked += n;
+            /* unmasked tokens are the originals */
+            for (int t = 0; t < in.n_tokens; t++) {
+                bool slot = false;
+                for (int k = 0; k < n; k++) slot |= x.masked_positions[i * P + k] == t;
+                if (!slot) CHECK(x.input_ids[(size_t)i * T + t] == ids[t]);
+            }
+        }
+    }
+    double mask_share = (double)as_mask / masked;
+    CHECKF(mask_share > 0.65 && mask_share < 0.92 && kept > 0, "[MASK] share %.2f of %ld, %ld kept", mask_share, masked,
+           kept);
+    loader_close(a), loader_close(b);
+}
+
+static void test_loader_bad_shards(void) {
+    BertError err;
+    DataLoader *l;
+    char dir[600], path[700];
+    snprintf(dir, sizeof dir, "%s/bad", root);
+    mkdir(dir, 0777);
+    snprintf(path, sizeof path, "%s/y_training_0.hdf5", dir);
+    write_shard(path, 0, 3, 32, P);   /* seq 32, the run says 24 */
+    LoaderOptions o = loader_options(2, true);
+    o.dir = dir;
+    CHECK(loader_open(&l, &o, &err) == 0);
+    BertBatch b;
+    CHECKF(loader_next(l, &b, &err) == -1 && strstr(err.msg, "y_training_0.hdf5") && strstr(err.msg, "--max_seq_length"),
+           "%s", err.msg);
+    loader_close(l);
+    write_shard(path, 0, 3, T, P);
+    o.vocab_size = 50;   /* ids up to 119 */
+    loader_open(&l, &o, &err);
+    CHECKF(loader_next(l, &b, &err) == -1 && strstr(err.msg, "vocabulary"), "%s", err.msg);
+    loader_close(l);
+    FILE *f = fopen(path, "w");
+    fputs("not hdf5", f), fclose(f);
+    o.vocab_size = VOCAB;
+    loader_open(&l, &o, &err);
+    CHECKF(loader_next(l, &b, &err) == -1 && strstr(err.msg, "y_training_0.hdf5"), "%s", err.msg);
+    loader_close(l);
+    unlink(path);
+    CHECK(loader_open(&l, &o, &err) != 0 && strstr(err.msg, "no shard files"));
+}
+
+/* ---- the loop ---- */
+
+static PretrainOptions small_run(const char *out, long max_steps) {
+    PretrainOptions o;
+    pretrain_default_options(&o);
+    o.input_dir = shards, o.bert_model = NULL, o.config_file = "tests/data/bench/micro_config.json";
+    o.output_dir = out, o.max_seq_length = T, o.max_predictions_per_seq = P;
+    o.train_batch_size = 4, o.gradient_accumulation_steps = 2, o.max_steps = max_steps;
+    o.learning_rate = 1e-2, o.warmup_proportion = 0.2, o.num_steps_per_checkpoint = 100;
+    o.log_freq = 1000, o.disable_progress_bar = true, o.seed = 5;
+    return o;
+}
+
+static char *read_all(const char *path) {
+    char *text = NULL;
+    BertError err;
+    return read_file(path, &text, NULL, &err) == 0 ? text : xstrdup("");
+}
+
+/* The "step_loss" values of a DLLogger log, concatenated (the losses, bit for bit as
+ * printed with 17 significant digits). */
+static void step_losses(const char *log, char *out, size_t n) {
+    char *text = read_all(log), *p = text;
+    out[0] = '\0';
+    while ((p = strstr(p, "\"step_loss\":"))) {
+        char *end = strchr(p, ',');
+        size_t len = strlen(out);
+        snprintf(out + len, n - len, "%.*s;", (int)(end - p), p);
+        p = end;
+    }
+    free(text);
+}
+
+static int files_equal(const char *a, const char *b) {
+    char *x = read_all(a), *y = read_all(b);
+    int same = strlen(x) > 0 && strcmp(x, y) == 0;
+    free(x), free(y);
+    return same;
+}
+
+static void run_ok(const PretrainOptions *o, PretrainSummary *s) {
+    BertError err;
+    CHECKF(pretrain_run(o, s, &err) == 0, "%s", err.msg);
+}
+
+static void test_resume_is_exact(void) {
+    for (int dyn = 0; dyn < 2; dyn++) {
+        char a[600], b[600], la[700], lb[700], ma[800], mb[800];
+        snprintf(a, sizeof a, "%s/straight%d", root, dyn), snprintf(b, sizeof b, "%s/resumed%d", root, dyn);
+        snprintf(la, sizeof la, "%s.json", a), snprintf(lb, sizeof lb, "%s.json", b);
+        PretrainSummary s;
+        PretrainOptions o = small_run(a, 8);
+        o.dynamic_masking = dyn, o.json_summary = la, o.log_freq = 1;
+        run_ok(&o, &s);
+        CHECK(s.last_step == 8 && s.sequences == 32 && isfinite(s.final_loss));
+        o.output_dir = b, o.json_summary = lb, o.steps_this_run = 3;
+        run_ok(&o, &s);
+        CHECK(s.last_step == 3);
+        o.resume_from_checkpoint = true, o.steps_this_run = 0;
+        run_ok(&o, &s);
+        CHECK(s.first_step == 3 && s.last_step == 8);
+        snprintf(ma, sizeof ma, "%s/ckpt_8/model.safetensors", a), snprintf(mb, sizeof mb, "%s/ckpt_8/model.safetensors", b);
+        CHECKF(files_equal(ma, mb), "dynamic masking %d: final weights differ after resume", dyn);
+        snprintf(ma, sizeof ma, "%s/ckpt_8/optimizer.safetensors", a), snprintf(mb, sizeof mb, "%s/ckpt_8/optimizer.safetensors", b);
+        CHECK(files_equal(ma, mb));
+        static char la_losses[8192], lb_losses[8192];
+        step_losses(la, la_losses, sizeof la_losses), step_losses(lb, lb_losses, sizeof lb_losses);
+        CHECKF(strlen(la_losses) > 50 && strcmp(la_losses, lb_losses) == 0, "losses differ:\n%s\n%s", la_losses,
+               lb_losses);
+        /* the finished phase refuses to run on */
+        BertError err;
+        CHECK(pretrain_run(&o, &s, &err) != 0 && strstr(err.msg, "--max_steps"));
+    }
+}
+
+/* Runs ./bert pretrain in a child process; signals it when `ready` (a file) exists. */
+static int run_child_and_signal(const char *out, const char *log, const char *ready, int sig) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        char *argv[] = {bert_bin, "pretrain", "--input_dir", shards, "--config_file", "tests/data/bench/micro_config.json",
+                        "--output_dir", (char *)out, "--max_seq_length", "24", "--max_predictions_per_seq", "4",
+                        "--train_batch_size", "4", "--gradient_accumulation_steps", "2", "--max_steps", "400",
+                        "--learning_rate", "1e-2", "--warmup_proportion", "0.2", "--num_steps_per_checkpoint", "2",
+                        "--log_freq", "1", "--disable_progress_bar", "--seed", "5", "--json-summary", (char *)log,
+                        "--threads", "1", "--resume_from_checkpoint", NULL};
+        int devnull = open("/dev/null", O_WRONLY);
+        dup2(devnull, 1), dup2(devnull, 2);
+        execv(bert_bin, argv);
+        _exit(127);
+    }
+    struct stat st;
+    for (int i = 0; i < 6000 && stat(ready, &st) != 0; i++) usleep(5000);
+    kill(pid, sig);
+    int status;
+    waitpid(pid, &status, 0);
+    return status;
+}
+
+static void test_signals(void) {
+    char out[600], log[700], ready[800];
+    /* SIGTERM: a checkpoint at the step it arrived, exit 0 */
+    snprintf(out, sizeof out, "%s/term", root), snprintf(log, sizeof log, "%s.json", out);
+    snprintf(ready, sizeof ready, "%s/ckpt_4/state.json", out);
+    int status = run_child_and_signal(out, log, ready, SIGTERM);
+    CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "SIGTERM: status %d", status);
+    long step = -1;
+    char path[1024];
+    BertError err;
+    CHECK(checkpoint_find_latest(out, "state.json", path, sizeof path, &step, &err) == 1 && step >= 4 && step < 400);
+    /* SIGKILL after a checkpoint: the newest complete checkpoint is whole */
+    snprintf(out, sizeof out, "%s/kill", root), snprintf(log, sizeof log, "%s.json", out);
+    snprintf(ready, sizeof ready, "%s/ckpt_6/state.json", out);
+    status = run_child_and_signal(out, log, ready, SIGKILL);
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    CHECK(checkpoint_find_latest(out, "state.json", path, sizeof path, &step, &err) == 1 && step >= 6);
+    /* resuming both reaches the same weights as an uninterrupted run to the same step */
+    long term_step = -1;
+    snprintf(out, sizeof out, "%s/term", root);
+    checkpoint_find_latest(out, "state.json", path, sizeof path, &term_step, &err);
+    long target = (step > term_step ? step : term_step) + 2;
+    for (int which = 0; which < 3; which++) {
+        const char *name = which == 0 ? "term" : which == 1 ? "kill" : "straight_sig";
+        snprintf(out, sizeof out, "%s/%s", root, name);
+        PretrainOptions o = small_run(out, 400);
+        o.resume_from_checkpoint = true, o.threads = 1;
+        long from = -1;
+        checkpoint_find_latest(out, "state.json", path, sizeof path, &from, &err);
+        o.steps_this_run = target - (from < 0 ? 0 : from);
+        PretrainSummary s;
+        run_ok(&o, &s);
+        CHECK(s.last_step == target);
+    }
+    char a[1024], b[1024], c[1024];
+    snprintf(a, sizeof a, "%s/term/ckpt_%ld/model.safetensors", root, target);
+    snprintf(b, sizeof b, "%s/kill/ckpt_%ld/model.safetensors", root, target);
+    snprintf(c, sizeof c, "%s/straight_sig/ckpt_%ld/model.safetensors", root, target);
+    CHECKF(files_equal(a, c) && files_equal(b, c), "weights at step %ld differ after SIGTERM / SIGKILL", target);
+}
+
+/* k micro-batches of b = one batch of k*b: one step from the same start with 1 x 4 and 2 x 2
+ * sequences. NVIDIA averages each micro-batch's loss (a mean over its masked tokens), so
+ * this holds exactly only when every micro-batch masks as many tokens: these shards mask 2
+ * per row. Dropout is off (its masks are drawn per micro-batch). Equal up to float32
+ * rounding of the reductions. */
+static void test_accumulation_equals_big_batch(void) {
+    char a[600], b[600], ma[700], mb[700];
+    snprintf(a, sizeof a, "%s/acc1", root), snprintf(b, sizeof b, "%s/acc2", root);
+    char cfg[700];
+    snprintf(cfg, sizeof cfg, "%s/no_dropout.json", root);
+    FILE *f = fopen(cfg, "w");
+    fputs("{\"vocab_size\": 1200, \"hidden_size\": 32, \"num_hidden_layers\": 2, \"num_attention_heads\": 2, "
+          "\"intermediate_size\": 64, \"max_position_embeddings\": 64, \"hidden_dropout_prob\": 0, "
+          "\"attention_probs_dropout_prob\": 0}", f);
+    fclose(f);
+    PretrainOptions o = small_run(a, 4);
+    o.input_dir = uniform, o.config_file = cfg;
+    o.steps_this_run = 1, o.gradient_accumulation_steps = 1, o.optimizer = "adamw";
+    PretrainSummary s1, s2;
+    char log1[700], log2[700];
+    snprintf(log1, sizeof log1, "%s.json", a), snprintf(log2, sizeof log2, "%s.json", b);
+    o.json_summary = log1, o.log_freq = 1;
+    run_ok(&o, &s1);
+    o.output_dir = b, o.gradient_accumulation_steps = 2, o.json_summary = log2;
+    run_ok(&o, &s2);
+    /* the gradient itself: its norm (AdamW's update would not show a wrong scale) */
+    double g[2] = {0, 0};
+    const char *logs[2] = {log1, log2};
+    for (int i = 0; i < 2; i++) {
+        char *text = read_all(logs[i]), *p = strstr(text, "\"grad_norm\":");
+        if (p) g[i] = strtod(p + 12, NULL);
+        free(text);
+    }
+    CHECKF(g[0] > 0 && fabs(g[0] - g[1]) <= 1e-5 * g[0], "gradient norm %.9g (1 x 4) vs %.9g (2 x 2)", g[0], g[1]);
+    snprintf(ma, sizeof ma, "%s/ckpt_1/model.safetensors", a), snprintf(mb, sizeof mb, "%s/ckpt_1/model.safetensors", b);
+    SafeTensors x, y;
+    BertError err;
+    if (safetensors_open(&x, ma, &err) || safetensors_open(&y, mb, &err)) { CHECKF(0, "%s", err.msg); return; }
+    /* over all weights at once: a key bias has a gradient of exactly 0 in exact arithmetic
+     * (softmax ignores a shift of every score), so its own update is rounding noise */
+    double diff = 0, norm = 0;
+    for (int i = 0; i < x.n; i++) {
+        const StTensor *t = &x.tensors[i], *u = safetensors_find(&y, t->name);
+        const float *wa = (const float *)(x.data + t->begin), *wb = (const float *)(y.data + u->begin);
+        for (size_t k = 0; k < (t->end - t->begin) / 4; k++)
+            diff += ((double)wa[k] - wb[k]) * ((double)wa[k] - wb[k]), norm += (double)wa[k] * wa[k];
+    }
+    double worst = sqrt(diff / norm);
+    /* AdamW's first step moves every weight by ~lr sign(g): equal gradients up to rounding
+     * give equal weights up to rounding; a wrong accumulation (sum instead of mean, one
+     * micro-batch lost) moves them by ~lr = 1e-2 relative to weights of ~2e-2 */
+    printf("    1 x 4 vs 2 x 2 sequences: weights after one AdamW step differ by %.2g (norm-wise)\n", worst);
+    CHECKF(fabs(s1.final_loss - s2.final_loss) <= 1e-5 * fabs(s1.final_loss), "loss %.9g vs %.9g", s1.final_loss,
+           s2.final_loss);
+    CHECKF(worst < 1e-3, "weights differ by %.3g", worst);
+    safetensors_close(&x), safetensors_close(&y);
+}
+
+static void test_phase2_and_bad_input(void) {
+    char p1[600];
+    snprintf(p1, sizeof p1, "%s/phases", root);
+    PretrainOptions o = small_run(p1, 4);
+    PretrainSummary s;
+    run_ok(&o, &s);
+    /* phase 2 from phase 1's newest checkpoint: steps counted from 0, checkpoints named past
+     * phase1_end_step, weights carried over */
+    o.phase2 = true, o.phase1_end_step = 4, o.resume_from_checkpoint = true, o.max_steps = 3;
+    o.learning_rate = 4e-3, o.warmup_proportion = 0.1;
+    run_ok(&o, &s);
+    CHECK(s.first_step == 0 && s.last_step == 3);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/ckpt_7/state.json", p1);
+    CHECK(access(path, R_OK) == 0);
+    BertError err;
+    /* another model's checkpoint */
+    PretrainOptions other = small_run(p1, 10);
+    other.config_file = NULL, other.bert_model = "bert-tiny", other.resume_from_checkpoint = true;
+    other.phase2 = true, other.phase1_end_step = 4;
+    CHECK(pretrain_run(&other, &s, &err) != 0 && strstr(err.msg, "holds a model of"));
+    /* shards of another shape */
+    PretrainOptions wrong = small_run(p1, 4);
+    char fresh[700];
+    snprintf(fresh, sizeof fresh, "%s/fresh", root);
+    wrong.output_dir = fresh, wrong.max_seq_length = 32;
+    CHECK(pretrain_run(&wrong, &s, &err) != 0 && strstr(err.msg, "--max_seq_length"));
+    wrong = small_run(fresh, 4);
+    wrong.train_batch_size = 5;
+    CHECK(pretrain_run(&wrong, &s, &err) != 0 && strstr(err.msg, "divisible"));
+    wrong = small_run(fresh, 4);
+    wrong.phase2 = true;
+    CHECK(pretrain_run(&wrong, &s, &err) != 0 && strstr(err.msg, "phase 2"));
+}
+
+int main(int argc, char **argv) {
+    char build[256], cwd[512];
+    snprintf(build, sizeof build, "%s", argv[0]);
+    char *slash = strstr(build, "/tests/");
+    if (slash) *slash = 0;
+    if (!getcwd(cwd, sizeof cwd)) return 1;
+    snprintf(bert_bin, sizeof bert_bin, "%s/%s", cwd, strcmp(build, "build") == 0 ? "bert" : strcat(build, "/bert"));
+    (void)argc;
+    snprintf(root, sizeof root, "/tmp/bert_test_pretrain.%ld", (long)getpid());
+    snprintf(shards, sizeof shards, "%s/shards", root);
+    snprintf(uniform, sizeof uniform, "%s/uniform", root);
+    BertError err;
+    fs_remove_tree(root, &err);
+    mkdir(root, 0777);
+    make_shards();
+    RUN_TEST(test_loader_epoch_order_and_labels);
+    RUN_TEST(test_loader_seek_and_ranks);
+    RUN_TEST(test_loader_eval_pass);
+    RUN_TEST(test_dynamic_masking);
+    RUN_TEST(test_loader_bad_shards);
+    RUN_TEST(test_signals);   /* forks: before this process runs OpenMP threads (libgomp) */
+    RUN_TEST(test_resume_is_exact);
+    RUN_TEST(test_accumulation_equals_big_batch);
+    RUN_TEST(test_phase2_and_bad_input);
+    if (!getenv("BERT_KEEP_TEST_FILES")) fs_remove_tree(root, &err);
+    return test_summary();
+}
