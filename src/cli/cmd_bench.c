@@ -12,6 +12,7 @@
 
 #include "bench/sgemm_peak.h"
 #include "kernels/sgemm.h"
+#include "optim/optimizer.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "core/common.h"
@@ -120,8 +121,7 @@ static void timing_add(Timing *t, double step_s, double cpu_s, bool timed) {
 }
 
 /* Warm-up steps run first and are not timed. Returns -1 if the model rejects the batch. */
-static int bench_train(BertModel *m, const SyntheticBatch *s, const BenchOptions *o, Timing *t) {
-    AdamWConfig adam = {(float)o->lr, 0.9f, 0.999f, 1e-6f, 0.01f};
+static int bench_train(BertModel *m, Optimizer *opt, const SyntheticBatch *s, const BenchOptions *o, Timing *t) {
     memset(t, 0, sizeof *t);
     /* pre-training reads only the heads' rows of the last layer, and no trailing padding */
     bert_set_last_layer_pruning(m, !o->full_last_layer && !o->all_rows);
@@ -135,7 +135,7 @@ static int bench_train(BertModel *m, const SyntheticBatch *s, const BenchOptions
         double t1 = now_seconds();
         bert_backward(m, &s->train);
         double t2 = now_seconds();
-        bert_adamw_step(m, &adam, step);
+        optimizer_step(opt, o->lr);
         double t3 = now_seconds();
         if (step == 1) t->first_loss = loss;
         t->last_loss = loss;
@@ -244,7 +244,7 @@ static void print_text(const BenchReport *r, const BenchOptions *o) {
                1e3 * t->best_s, g, percent_of_peak(r, g), 1e3 * t->cpu_s / t->steps, r->infer_flops / B * 1e-9,
                t->steps);
     }
-    printf("memory    peak RSS %.1f MiB (model buffers %.1f MiB)\n", r->peak_rss / 1048576.0,
+    printf("memory    peak RSS %.1f MiB (model and optimizer buffers %.1f MiB)\n", r->peak_rss / 1048576.0,
            r->model_bytes / 1048576.0);
 }
 
@@ -384,7 +384,17 @@ int cmd_bench(int argc, char **argv) {
     if (!o.json)
         fprintf(stderr, "bert bench: %s, batch %d, seq %d, preds %d, %d threads\n", r.name, o.batch, o.seq, o.preds,
                 o.threads);
-    int failed = (o.steps > 0 && bench_train(m, &s, &o, &r.train) != 0) ||
+    /* AdamW as the PyTorch peer runs it (no clipping), its moments allocated up front */
+    OptimizerConfig oc = optimizer_defaults(OPTIMIZER_ADAMW);
+    oc.max_grad_norm = 0;
+    Optimizer *opt = NULL;
+    if (optimizer_create(&opt, &oc, bert_param_info(m, 0), bert_num_param_tensors(m), &err) != 0) {
+        fprintf(stderr, "bert bench: %s\n", err.msg);
+        synthetic_batch_free(&s), bert_model_free(m);
+        return 1;
+    }
+    if (o.steps > 0) r.model_bytes += optimizer_state_bytes(opt);
+    int failed = (o.steps > 0 && bench_train(m, opt, &s, &o, &r.train) != 0) ||
                  (o.infer_steps > 0 && bench_infer(m, &s, &o, &r.infer) != 0);
 
     r.peak_rss = peak_rss_bytes();
@@ -393,6 +403,7 @@ int cmd_bench(int argc, char **argv) {
         else print_text(&r, &o);
     }
     synthetic_batch_free(&s);
+    optimizer_free(opt);
     bert_model_free(m);
     return failed ? 1 : 0;
 }

@@ -21,6 +21,7 @@
 #include "cli/flags.h"
 #include "core/rng.h"
 #include "model/bert.h"
+#include "optim/optimizer.h"
 
 /* The demo's own small vocabulary: 4 special tokens, then the words. */
 enum { TOK_PAD = 0, TOK_CLS = 1, TOK_SEP = 2, TOK_MASK = 3, FIRST_WORD = 4, NUM_TOPICS = 20, TOPIC_WORDS = 10,
@@ -142,7 +143,14 @@ static int train(const DemoOptions *o, const BertConfig *cfg) {
            bert_num_parameters(m), o->batch, o->seq, o->preds, o->steps, omp_get_max_threads());
     DemoBatch d;
     demo_batch_alloc(&d, o->batch, o->seq, o->preds);
-    AdamWConfig opt = {.lr = o->lr, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-6f, .weight_decay = 0.01f};
+    /* AdamW (b1 0.9, b2 0.999, eps 1e-6, decay 0.01), the global gradient norm clipped to 1 */
+    OptimizerConfig oc = optimizer_defaults(OPTIMIZER_ADAMW);
+    Optimizer *opt;
+    if (optimizer_create(&opt, &oc, bert_param_info(m, 0), bert_num_param_tensors(m), &err)) {
+        fprintf(stderr, "bert train_demo: %s\n", err.msg);
+        bert_model_free(m);
+        return 1;
+    }
     const int warmup = o->steps / 10 > 0 ? o->steps / 10 : 1;
     double t0 = now_seconds(), loss_sum = 0, mlm_sum = 0, nsp_sum = 0;
     int window = 0, rc = 0;
@@ -156,14 +164,13 @@ static int train(const DemoOptions *o, const BertConfig *cfg) {
             break;
         }
         bert_backward(m, &d.batch);
-        bert_clip_grad_norm(m, 1.0);  /* as BERT: global norm 1 */
-        opt.lr = learning_rate(o->lr, step, o->steps, warmup);
-        bert_adamw_step(m, &opt, step);
+        const float lr = learning_rate(o->lr, step, o->steps, warmup);
+        optimizer_step(opt, lr);
         loss_sum += loss, mlm_sum += bert_last_mlm_loss(m), nsp_sum += bert_last_nsp_loss(m), window++;
         if (step % o->log_every == 0 || step == o->steps) {
             double el = now_seconds() - t0, rate = step * o->batch / el;
             printf("step %5d/%d  loss %.4f (mlm %.4f, nsp %.4f)  lr %.2e  %.1f seq/s  elapsed %.1fs  ETA %.1fs\n",
-                   step, o->steps, loss_sum / window, mlm_sum / window, nsp_sum / window, opt.lr, rate, el,
+                   step, o->steps, loss_sum / window, mlm_sum / window, nsp_sum / window, lr, rate, el,
                    (o->steps - step) * o->batch / rate);
             fflush(stdout);
             loss_sum = mlm_sum = nsp_sum = 0, window = 0;
@@ -171,6 +178,7 @@ static int train(const DemoOptions *o, const BertConfig *cfg) {
     }
     if (rc == 0) rc = save_outputs(m, cfg, o->out);
     demo_batch_free(&d);
+    optimizer_free(opt);
     bert_model_free(m);
     return rc;
 }

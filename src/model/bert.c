@@ -171,7 +171,6 @@ int bert_model_create(BertModel **out, const BertConfig *cfg, int max_batch, int
     m->info = xcalloc(m->num_tensors, sizeof(BertParamInfo));
     m->params = xcalloc(m->num_params, sizeof(float));
     m->grads = xcalloc(m->num_params, sizeof(float));
-    m->norm_partial = xcalloc(m->num_params / GRAD_NORM_CHUNK + 1, sizeof(double));
     lo = (Layout){.info = m->info, .base = m->params};
     layout_params(&lo, &m->p, cfg);
     lo = (Layout){.base = m->grads};
@@ -212,7 +211,7 @@ int bert_model_create(BertModel **out, const BertConfig *cfg, int max_batch, int
 void bert_model_free(BertModel *m) {
     if (!m) return;
     free(m->p.layers), free(m->g.layers), free(m->act.layers);
-    free(m->info), free(m->params), free(m->grads), free(m->norm_partial), free(m->adam_state), free(m->act_memory);
+    free(m->info), free(m->params), free(m->grads), free(m->act_memory);
     free(m->kv_len), free(m->has_holes), free(m->zero_types);
     free(m->mlm_src_row), free(m->mlm_slot), free(m->mlm_label), free(m->nsp_label);
     free(m->seq_row), free(m->seq_rows), free(m->full_row), free(m->row_map), free(m->out_map);
@@ -253,7 +252,7 @@ int bert_last_layer_rows(const BertModel *m) { return m->kept_count; }
 void bert_zero_grad(BertModel *m) { memset(m->grads, 0, m->num_params * sizeof(float)); }
 
 size_t bert_model_bytes(const BertModel *m) {
-    return (m->num_params * (m->adam_state ? 4 : 2) + m->act_floats) * sizeof(float);
+    return (m->num_params * 2 + m->act_floats) * sizeof(float);
 }
 
 /* ---------------------------------------------------------------- initialisation */

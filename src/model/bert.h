@@ -1,8 +1,9 @@
 /* The BERT model (HuggingFace BertForPreTraining architecture and tensor names) on the CPU:
- * forward, backward, AdamW, safetensors load/save.
+ * forward, backward, safetensors load/save.
  *
  * Memory layout, in the llm.c manner: all parameters live in one float allocation, all
- * gradients in a second with the same layout, AdamW's m and v in a third; a table of
+ * gradients in a second with the same layout (the optimizer keeps its moments in a third,
+ * src/optim/optimizer.h); a table of
  * BertParamInfo {HF name, shape, data, grad, decay} makes save/load/optimizer/all-reduce
  * plain loops. Activations are one allocation sized at create time for
  * (max_batch, max_seq, max_predictions): no allocation happens per step. */
@@ -54,22 +55,14 @@ void  bert_zero_grad(BertModel *m);
  * on the same batch (it does nothing otherwise); the gradient is d(loss returned by forward). */
 void  bert_backward(BertModel *m, const BertBatch *b);
 
-/* Optimizer (src/optim/adamw.c): AdamW as torch.optim.AdamW (decoupled weight decay, bias
- * correction). Weight decay skips biases and LayerNorm parameters (BERT/NVIDIA groups). */
-typedef struct { float lr, beta1, beta2, eps, weight_decay; } AdamWConfig;
-void  bert_adamw_step(BertModel *m, const AdamWConfig *c, int step /* 1-based */);
-
-/* Global L2 norm of all gradients (deterministic for any thread count); clipping scales the
- * gradients by max_norm / (norm + 1e-6) when norm > max_norm, as torch's clip_grad_norm_.
- * Both return the norm before clipping. */
-double bert_grad_norm(const BertModel *m);
-double bert_clip_grad_norm(BertModel *m, double max_norm);
+/* Optimizers (LAMB, AdamW), gradient norms and clipping live in src/optim/optimizer.h and
+ * work on the parameter table below (bert_param_info): the model holds no optimizer state. */
 
 /* FLOPs of one training step / one inference forward (matmuls, 2*M*N*K), for throughput reports. */
 double bert_train_flops(const BertConfig *cfg, int batch, int seq, int preds);
 double bert_infer_flops(const BertConfig *cfg, int batch, int seq);
 
-/* ---- additions beyond the contract ---- */
+/* ---- the parameter table, row plans and other details ---- */
 
 /* One named parameter tensor: views into the parameter and gradient allocations. */
 typedef struct {
@@ -132,7 +125,7 @@ int   bert_encoder_rows(const BertModel *m);
  * skipping of padded keys left out. */
 int   bert_last_layer_rows(const BertModel *m);
 double bert_executed_train_flops(const BertModel *m);
-/* Bytes of parameters + grads + optimizer state + activations allocated by the model. */
+/* Bytes of parameters + grads + activations allocated by the model (the optimizer reports its own). */
 size_t bert_model_bytes(const BertModel *m);
 
 #endif

@@ -58,8 +58,7 @@ struct BertModel {
     int num_tensors;
     BertParamInfo *info;
     size_t num_params;
-    float *params, *grads, *adam_state;  /* adam_state: m then v, 2 * num_params */
-    double *norm_partial;                /* per-chunk sums of squares for bert_grad_norm */
+    float *params, *grads;
     ParamViews p, g;
     Activations act;
     float *act_memory;
@@ -104,9 +103,6 @@ void bert_hidden_dropout(const BertModel *m, float *x, int R, const int32_t *row
 
 /* The full rows of the encoder's layout, for dropout masks (NULL: all B*T rows in order). */
 static inline const int32_t *layout_rows(const BertModel *m) { return m->unpadded ? m->full_row : NULL; }
-
-/* bert_grad_norm sums squares over chunks of this many gradients. */
-enum { GRAD_NORM_CHUNK = 1 << 16 };
 
 /* Initialises one parameter tensor (BERT rules) from the counter-based RNG. */
 void bert_init_tensor(const BertParamInfo *t, float initializer_range, uint64_t seed, int tensor_index);
