@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/launcher.h"
 #include "data/corpus.h"
 #include "data/hdf5_shard.h"
 #include "data/progress.h"
@@ -54,20 +55,6 @@ static int make_dirs(const char *path, BertError *err) {
         }
     }
     return 0;
-}
-
-/* MPI launchers tell each process its rank in the environment; no MPI library needed. */
-static void rank_from_environment(int *rank, int *size) {
-    const char *pairs[][2] = {{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-                              {"PMI_RANK", "PMI_SIZE"}, {"SLURM_PROCID", "SLURM_NTASKS"}};
-    *rank = 0, *size = 1;
-    for (size_t k = 0; k < sizeof pairs / sizeof pairs[0]; k++) {
-        const char *r = getenv(pairs[k][0]), *s = getenv(pairs[k][1]);
-        if (r && s && atoi(s) >= 1) {
-            *rank = atoi(r), *size = atoi(s);
-            return;
-        }
-    }
 }
 
 /* ---- Step 1: formatting ------------------------------------------------------------ */
@@ -312,7 +299,7 @@ static int list_hdf5_jobs(const PrepareOptions *o, const char *shard_dir, const 
 static int run_hdf5(const PrepareOptions *o, const char *shard_dir, const char *dataset, int n_train,
                     int n_test, PrepareStats *st, BertError *err) {
     int rank = o->rank, world = o->world_size;
-    if (world <= 0) rank_from_environment(&rank, &world);
+    if (world <= 0) launcher_rank(&rank, &world);
     if (rank < 0 || rank >= world) return bert_fail(err, "rank %d is outside [0, %d)", rank, world);
     Hdf5Job *jobs;
     int n_jobs = list_hdf5_jobs(o, shard_dir, dataset, n_train, n_test, rank, world, st, &jobs, err);

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/launcher.h"
 #include "core/rng.h"
 #include "io/config.h"
 #include "model/bert.h"
@@ -447,6 +448,11 @@ int pretrain_run(const PretrainOptions *o, PretrainSummary *sum, BertError *err)
     memset(sum, 0, sizeof *sum);
     sum->final_mlm_accuracy = NAN, sum->final_loss = NAN, sum->mean_loss = NAN;
     if (check_options(o, err) != 0) return -1;
+    int rank, world;
+    launcher_rank(&rank, &world);
+    if (world > 1)   /* each process would train alone on its part of the data */
+        return bert_fail(err, "started as %d processes (rank %d): data-parallel training over MPI is not there yet; "
+                              "run one process", world, rank);
     if (o->threads > 0) omp_set_num_threads(o->threads);
     Run r = {.o = o, .micro = o->train_batch_size / o->gradient_accumulation_steps, .phase = o->phase2 ? 2 : 1,
              .offset = o->phase2 ? o->phase1_end_step : 0};

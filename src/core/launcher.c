@@ -1,0 +1,16 @@
+#include "core/launcher.h"
+
+#include <stdlib.h>
+
+void launcher_rank(int *rank, int *world_size) {
+    static const char *const pairs[][2] = {{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                                           {"PMI_RANK", "PMI_SIZE"}, {"SLURM_PROCID", "SLURM_NTASKS"}};
+    *rank = 0, *world_size = 1;
+    for (size_t k = 0; k < sizeof pairs / sizeof pairs[0]; k++) {
+        const char *r = getenv(pairs[k][0]), *s = getenv(pairs[k][1]);
+        if (r && s && atoi(s) >= 1) {
+            *rank = atoi(r), *world_size = atoi(s);
+            return;
+        }
+    }
+}
