@@ -480,6 +480,12 @@ static void test_phase2_and_bad_input(void) {
     wrong = small_run(fresh, 4);
     wrong.train_batch_size = 5;
     CHECK(pretrain_run(&wrong, &s, &err) != 0 && strstr(err.msg, "divisible"));
+    /* a diverging run stops at the step it diverged, naming the last good checkpoint */
+    wrong = small_run(p1, 10);
+    wrong.phase2 = true, wrong.phase1_end_step = 4, wrong.resume_from_checkpoint = true;
+    wrong.learning_rate = 1e30, wrong.optimizer = "lamb";
+    CHECKF(pretrain_run(&wrong, &s, &err) != 0 && strstr(err.msg, "not finite") && strstr(err.msg, "ckpt_7"), "%s",
+           err.msg);
     wrong = small_run(fresh, 4);
     wrong.phase2 = true;
     CHECK(pretrain_run(&wrong, &s, &err) != 0 && strstr(err.msg, "phase 2"));

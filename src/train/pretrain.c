@@ -74,6 +74,7 @@ typedef struct {
     long step;            /* optimizer steps done in this phase */
     long offset;          /* checkpoint names: phase 2 counts on from phase1_end_step */
     long epoch;           /* of the data position */
+    char resumed_from[4096];
 } Run;
 
 static bool same_architecture(const BertConfig *a, const BertConfig *b) {
@@ -322,6 +323,7 @@ static int setup_start(Run *r, BertError *err) {
         cJSON_Delete(state);
         if (rc != 0) return -1;
         logger_print(r->log, "resumed from %s: phase %d, step %ld", dir, r->phase, r->step);
+        snprintf(r->resumed_from, sizeof r->resumed_from, "%s", dir);
         return 1;
     }
     if (o->phase2 && !o->init_checkpoint)
@@ -472,6 +474,8 @@ int pretrain_run(const PretrainOptions *o, PretrainSummary *sum, BertError *err)
                      loader_file_count(r.train), o->input_dir, o->gradient_accumulation_steps, r.micro, o->optimizer,
                      o->learning_rate, omp_get_max_threads());
         log_parameters(&r);
+        /* the newest good checkpoint, named if the run has to stop */
+        snprintf(sum->last_checkpoint, sizeof sum->last_checkpoint, "%s", r.resumed_from);
         stop_signal_install();
         rc = train_loop(&r, sum, err);
         stop_signal_restore();
