@@ -34,7 +34,7 @@ TEST_SRC := $(sort $(wildcard tests/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BERT     := $(if $(filter build,$(BUILD)),bert,$(BUILD)/bert)
 
-.PHONY: all test test-fast test-matrix clean
+.PHONY: all test test-fast test-matrix install clean
 all: $(BERT) $(TEST_BIN)
 
 $(BUILD)/libbert.a: $(LIB_OBJ)
@@ -73,6 +73,14 @@ test-matrix:
 	@$(MAKE) --no-print-directory BUILD=build-openblas GEMM=openblas \
 		$(addprefix build-openblas/tests/,test_layers test_model test_bench)
 	@bash tests/matrix.sh
+
+# `make install PREFIX=/opt/bert`: the program in PREFIX/bin, the bundled vocabularies and
+# corpus in PREFIX/share/bert, where the installed program finds them (src/core/bundled.h).
+PREFIX ?= /usr/local
+install: $(BERT)
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/bert
+	install -m 755 $(BERT) $(DESTDIR)$(PREFIX)/bin/bert
+	cp -R data/vocab data/corpus $(DESTDIR)$(PREFIX)/share/bert/
 
 clean:
 	rm -rf build build-asan build-openblas bert

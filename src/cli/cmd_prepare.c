@@ -5,9 +5,9 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "core/bundled.h"
 #include "data/prepare.h"
 
-#define DEFAULT_BOOKS "data/corpus/books"
 
 /* Splits a comma-separated list (s is modified); returns the count or -1 if too many. */
 static int split_list(char *s, const char **items, int max) {
@@ -51,10 +51,10 @@ int cmd_prepare(int argc, char **argv) {
     long long seed = o.base.random_seed;
     const Flag flags[] = {
         {"wikipedia", FLAG_STRING, &wiki, "MediaWiki pages-articles dumps (.xml or .xml.bz2), comma-separated"},
-        {"books", FLAG_STRING, &books, "folders of plain-text books, comma-separated (default " DEFAULT_BOOKS " when no corpus is given)"},
+        {"books", FLAG_STRING, &books, "folders of plain-text books, comma-separated (default: the bundled data/corpus/books when no corpus is given)"},
         {"formatted", FLAG_STRING, &formatted, "already one-document-per-line text files, comma-separated"},
         {"output_dir", FLAG_STRING, &o.work_dir, "working folder (NVIDIA's BERT_PREP_WORKING_DIR); default prepared"},
-        {"vocab_file", FLAG_STRING, &o.vocab_file, "WordPiece vocabulary; default data/vocab/bert-base-uncased-vocab.txt"},
+        {"vocab_file", FLAG_STRING, &o.vocab_file, "WordPiece vocabulary; default the bundled data/vocab/bert-base-uncased-vocab.txt"},
         {"dataset", FLAG_STRING, &o.dataset, "dataset name in folder/file names; default NVIDIA's (wikicorpus_en, bookscorpus, books_wiki_en_corpus)"},
         {"steps", FLAG_STRING, &steps, "which of format,shard,hdf5 to run; default all three"},
         {"n_training_shards", FLAG_INT, &o.n_training_shards, "default 256 (fewer for a small corpus)"},
@@ -104,8 +104,10 @@ int cmd_prepare(int argc, char **argv) {
         return 2;
     }
     if (o.n_wikipedia + o.n_books + o.n_formatted == 0) {
-        o.books[o.n_books++] = DEFAULT_BOOKS;
-        if (!o.quiet) fprintf(stderr, "prepare: no corpus given, using the bundled books in %s\n", DEFAULT_BOOKS);
+        static char books_dir[4096];
+        bundled_data_path("corpus/books", books_dir, sizeof books_dir);
+        o.books[o.n_books++] = books_dir;
+        if (!o.quiet) fprintf(stderr, "prepare: no corpus given, using the bundled books in %s\n", books_dir);
     }
     PrepareStats st;
     BertError err;

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/bundled.h"
 #include "core/launcher.h"
 #include "data/corpus.h"
 #include "data/hdf5_shard.h"
@@ -20,7 +21,9 @@ PrepareOptions prepare_default_options(void) {
     PrepareOptions o;
     memset(&o, 0, sizeof o);
     o.work_dir = "prepared";
-    o.vocab_file = "data/vocab/bert-base-uncased-vocab.txt";
+    static char vocab[4096];   /* bundled with bert.c, found from the program's location */
+    bundled_data_path("vocab/bert-base-uncased-vocab.txt", vocab, sizeof vocab);
+    o.vocab_file = vocab;
     o.do_format = o.do_shard = o.do_hdf5 = true;
     o.fraction_test_set = 0.1;
     o.max_shard_mb = 256;
