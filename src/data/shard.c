@@ -187,12 +187,14 @@ static void flush_batch(Pass1 *p) {
     b->n = 0;
     b->bytes = 0;
     double now = now_seconds();
-    if (p->opt->progress && now - p->last_report > 1) {
+    /* a terminal gets one line redrawn each second; a log or pipe a plain line every 10 s */
+    const bool tty = isatty(STDERR_FILENO);
+    if (p->opt->progress && now - p->last_report > (tty ? 1 : 10)) {
         p->last_report = now;
         double rate = p->st->input_bytes / (now - p->t0);
-        fprintf(stderr, "\rshard: pass 1 of 2: %lld documents, %.1f of %.1f MB, %.1f MB/s, ETA %.0f s   ",
-                p->docs->n, p->st->input_bytes / 1e6, p->total_bytes / 1e6, rate / 1e6,
-                rate > 0 ? (double)(p->total_bytes - p->st->input_bytes) / rate : 0.0);
+        fprintf(stderr, "%sshard: pass 1 of 2: %lld documents, %.1f of %.1f MB, %.1f MB/s, ETA %.0f s%s",
+                tty ? "\r" : "", p->docs->n, p->st->input_bytes / 1e6, p->total_bytes / 1e6, rate / 1e6,
+                rate > 0 ? (double)(p->total_bytes - p->st->input_bytes) / rate : 0.0, tty ? "   " : "\n");
     }
 }
 
@@ -511,8 +513,12 @@ static int write_all_shards(const ShardOptions *opt, const Shard *train, const S
             int done;
 #pragma omp atomic capture
             done = ++shards_done;
-            fprintf(stderr, "\rshard: pass 2 of 2: %d of %d shards written   %s", done, n_all,
-                    done == n_all ? "\n" : "");
+            /* redrawn on a terminal; in a log one line per tenth of the shards */
+            if (isatty(STDERR_FILENO))
+                fprintf(stderr, "\rshard: pass 2 of 2: %d of %d shards written   %s", done, n_all,
+                        done == n_all ? "\n" : "");
+            else if (done == n_all || done * 10 / n_all != (done - 1) * 10 / n_all)
+                fprintf(stderr, "shard: pass 2 of 2: %d of %d shards written\n", done, n_all);
         }
         if (rc != 0) {
 #pragma omp critical(shard_error)
