@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include "io/safetensors.h"
+#include "io/config.h"
 #include "model/bert.h"
 #include "optim/optimizer.h"
 #include "test.h"

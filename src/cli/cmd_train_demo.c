@@ -20,6 +20,7 @@
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "core/rng.h"
+#include "io/config.h"
 #include "model/bert.h"
 #include "optim/optimizer.h"
 

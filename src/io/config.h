@@ -1,28 +1,11 @@
-/* BERT model configuration: HuggingFace-style config.json and named presets. */
+/* BERT model configuration files: HuggingFace-style config.json and named presets (the
+ * struct itself is the model's: model/config.h). */
 #ifndef BERT_CONFIG_H
 #define BERT_CONFIG_H
 
 #include "core/common.h"
+#include "model/config.h"
 
-typedef enum {
-    ACT_GELU,      /* "gelu": exact, 0.5 x (1 + erf(x / sqrt 2)) */
-    ACT_GELU_NEW,  /* "gelu_new" / "gelu_pytorch_tanh": tanh approximation */
-} Activation;
-
-typedef struct {
-    int vocab_size;
-    int hidden_size;
-    int num_hidden_layers;
-    int num_attention_heads;
-    int intermediate_size;
-    Activation hidden_act;
-    int max_position_embeddings;
-    int type_vocab_size;
-    float layer_norm_eps;
-    float hidden_dropout_prob;
-    float attention_probs_dropout_prob;
-    float initializer_range;
-} BertConfig;
 
 /* bert-tiny (L2 H128 A2), bert-mini (L4 H256 A4), bert-small (L4 H512 A8),
  * bert-medium (L8 H512 A8), bert-base (L12 H768 A12), bert-large (L24 H1024 A16);

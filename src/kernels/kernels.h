@@ -16,7 +16,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "io/config.h"
+
+/* The feed-forward activation (HuggingFace's hidden_act). */
+typedef enum {
+    ACT_GELU,      /* "gelu": exact, 0.5 x (1 + erf(x / sqrt 2)) */
+    ACT_GELU_NEW,  /* "gelu_new" / "gelu_pytorch_tanh": tanh approximation */
+} Activation;
 
 /* out[N, OC] = inp[N, C] @ weight[OC, C]^T + bias[OC] (bias may be NULL). */
 void k_matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int N, int C, int OC);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/rng.h"
+#include "io/config.h"
 #include "model/bert_internal.h"
 
 /* ---------------------------------------------------------------- parameter layout */

@@ -14,7 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "io/config.h"
+#include "core/common.h"
+#include "model/config.h"
 
 typedef struct {                 /* one training/inference batch; all arrays row-major */
     int batch, seq_len;          /* B, T (T <= max_position_embeddings) */
