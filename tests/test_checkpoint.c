@@ -3,6 +3,7 @@
  * processes cleaned; a process killed while writing leaves the previous checkpoints whole.
  * Also the stop-signal flag and `bert plot`'s SVG from DLLogger logs. */
 #include "test.h"
+#include "test_util.h"
 
 #include <dirent.h>
 #include <signal.h>
@@ -16,10 +17,6 @@
 
 static char root[256];
 
-static int path_exists(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0;
-}
 
 typedef struct { long step; int fail_after_first, kill_midway; } WriterCtx;
 
@@ -77,7 +74,7 @@ static void test_save_keep_find(void) {
     snprintf(half, sizeof half, "%s/ckpt_50", root);
     mkdir(half, 0777);
     CHECK(checkpoint_find_latest(root, "state.json", path, sizeof path, &latest, &err) == 1 && latest == 40);
-    CHECK(fs_remove_tree(half, &err) == 0 && !path_exists(half));
+    CHECK(fs_remove_tree(half, &err) == 0 && !file_exists(half));
     /* names that only look like checkpoints are not listed */
     snprintf(half, sizeof half, "%s/ckpt_7x", root), mkdir(half, 0777);
     CHECK(checkpoint_list(root, &steps, &n, &err) == 0 && n == 3);
@@ -103,7 +100,7 @@ static void test_failed_or_killed_writer(void) {
     /* the writer fails (a full disk): no checkpoint of that step, no temporary */
     CHECK(save(60, 3, 1) != 0);
     snprintf(path, sizeof path, "%s/ckpt_60", root);
-    CHECK(!path_exists(path));
+    CHECK(!file_exists(path));
     CHECKF(count_entries(root) == 3, "%d entries after a failed save", count_entries(root));
     /* killed while writing: the previous checkpoints stay, the next save cleans up */
     pid_t pid = fork();
@@ -116,7 +113,7 @@ static void test_failed_or_killed_writer(void) {
     waitpid(pid, &status, 0);
     CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
     snprintf(path, sizeof path, "%s/ckpt_70", root);
-    CHECK(!path_exists(path));
+    CHECK(!file_exists(path));
     CHECK(checkpoint_find_latest(root, "state.json", path, sizeof path, &latest, &err) == 1 && latest == 40);
     CHECKF(count_entries(root) == 4, "the killed writer's temporary is there: %d entries", count_entries(root));
     CHECK(save(80, 3, 0) == 0);
@@ -124,7 +121,7 @@ static void test_failed_or_killed_writer(void) {
     /* a temporary of a process that still runs (pid 1) is left alone */
     snprintf(path, sizeof path, "%s/.ckpt_90.tmp.1", root);
     mkdir(path, 0777);
-    CHECK(save(100, 3, 0) == 0 && path_exists(path));
+    CHECK(save(100, 3, 0) == 0 && file_exists(path));
     fs_remove_tree(path, &err);
 }
 
@@ -151,12 +148,6 @@ static void test_stop_signal(void) {
     stop_signal_restore(), stop_signal_clear();
 }
 
-static char *slurp(const char *path) {
-    char *text = NULL;
-    BertError err;
-    if (read_file(path, &text, NULL, &err) != 0) return xstrdup("");
-    return text;
-}
 
 static void test_plot(void) {
     char log_a[4096], log_b[4096], empty[4096], svg[4096];
@@ -182,13 +173,13 @@ static void test_plot(void) {
     const char *one[] = {log_a}, *two[] = {log_a, log_b}, *bad[] = {log_a, empty};
     CHECK(training_log_plot(one, 1, "run <A>", svg, &records, &err) == 0);
     CHECKF(records == 3, "%ld records", records);
-    char *text = slurp(svg);
+    char *text = read_text(svg);
     CHECK(strncmp(text, "<svg ", 5) == 0 && strstr(text, "</svg>"));
     CHECK(strstr(text, "average_loss") && strstr(text, "learning_rate") && strstr(text, "eval_mlm_accuracy (points)"));
     CHECK(strstr(text, "run &lt;A&gt;") && strstr(text, "<polyline") && strstr(text, "<circle"));
     free(text);
     CHECK(training_log_plot(two, 2, "two", svg, &records, &err) == 0 && records == 4);
-    text = slurp(svg);
+    text = read_text(svg);
     CHECK(strstr(text, "a.json: average_loss") && strstr(text, "b.json: average_loss"));
     free(text);
     CHECK(training_log_plot(bad, 2, "bad", svg, &records, &err) != 0 && strstr(err.msg, "empty.json"));

@@ -9,6 +9,7 @@
 #include "data/corpus.h"
 #include "data/wikitext.h"
 #include "test.h"
+#include "test_util.h"
 
 #define DIR_ "tests/data/corpus/"
 
@@ -37,13 +38,7 @@ static bool file_equals(const char *path, const char *want_path) {
     return same;
 }
 
-static bool exists(const char *path) { return access(path, F_OK) == 0; }
 
-static void write_bytes(const char *path, const void *data, size_t n) {
-    FILE *f = fopen(path, "wb");
-    fwrite(data, 1, n, f);
-    fclose(f);
-}
 
 /* ---- Books ---- */
 
@@ -105,7 +100,7 @@ static void test_books_bad_input(void) {
     CHECK(format_books(DIR_ "shard_expected", tmp_path("x.txt"), NULL, NULL, &err) != 0 &&
           strstr(err.msg, "no *.txt"));
     CHECK(format_books(dir, "/nonexistent_dir/out.txt", NULL, NULL, &err) != 0);
-    CHECK(!exists(tmp_path("x.txt")));
+    CHECK(!file_exists(tmp_path("x.txt")));
 }
 
 /* ---- Wikipedia ---- */
@@ -135,7 +130,7 @@ static void test_wiki_multistream_parallel(void) {
                             &err) == 0, "%s", err.msg);
     CHECK(st.parallel_ranges == 0 && st.documents_written == 11);
     CHECK(file_equals(tmp_path("ms2.txt"), DIR_ "wiki_sample_expected.txt"));
-    CHECK(!exists(tmp_path("ms2.txt.part0")) && !exists(tmp_path("ms2.txt.part1")));
+    CHECK(!file_exists(tmp_path("ms2.txt.part0")) && !file_exists(tmp_path("ms2.txt.part1")));
     opt.n_threads = 1;
     CHECK(format_wikipedia(DIR_ "wiki_sample_multistream.xml.bz2", tmp_path("ms3.txt"), &opt, &st, &err) == 0);
     CHECK(st.parallel_ranges == 0 && file_equals(tmp_path("ms3.txt"), DIR_ "wiki_sample_expected.txt"));
@@ -145,10 +140,10 @@ static void test_wiki_truncated(void) {
     BertError err;
     CHECK(format_wikipedia(DIR_ "wiki_sample_truncated.xml.bz2", tmp_path("t1.txt"), NULL, NULL, &err) != 0);
     CHECKF(strstr(err.msg, "truncated bzip2"), "%s", err.msg);
-    CHECK(!exists(tmp_path("t1.txt")));
+    CHECK(!file_exists(tmp_path("t1.txt")));
     CHECK(format_wikipedia(DIR_ "wiki_sample_truncated.xml", tmp_path("t2.txt"), NULL, NULL, &err) != 0);
     CHECKF(strstr(err.msg, "truncated XML"), "%s", err.msg);
-    CHECK(!exists(tmp_path("t2.txt")));
+    CHECK(!file_exists(tmp_path("t2.txt")));
     /* corrupt bz2: a damaged block */
     char *data;
     size_t n;
@@ -158,12 +153,12 @@ static void test_wiki_truncated(void) {
     free(data);
     CHECK(format_wikipedia(tmp_path("corrupt.xml.bz2"), tmp_path("t3.txt"), NULL, NULL, &err) != 0);
     CHECKF(strstr(err.msg, "corrupt bzip2"), "%s", err.msg);
-    CHECK(!exists(tmp_path("t3.txt")));
+    CHECK(!file_exists(tmp_path("t3.txt")));
     CHECK(format_wikipedia(DIR_ "no_such_dump.xml", tmp_path("t4.txt"), NULL, NULL, &err) != 0);
     /* not XML at all */
     write_bytes(tmp_path("junk.xml"), "this is not xml", 15);
     CHECK(format_wikipedia(tmp_path("junk.xml"), tmp_path("t5.txt"), NULL, NULL, &err) != 0);
-    CHECK(!exists(tmp_path("t5.txt")));
+    CHECK(!file_exists(tmp_path("t5.txt")));
 }
 
 /* Two pages, compressed as two concatenated bzip2 streams (as pbzip2 writes them). */

@@ -8,18 +8,9 @@
 #include "io/config.h"
 #include "io/safetensors.h"
 #include "test.h"
+#include "test_util.h"
 
-static void write_text(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    fputs(text, f);
-    fclose(f);
-}
 
-static void write_bytes(const char *path, const char *bytes, size_t n) {
-    FILE *f = fopen(path, "wb");
-    fwrite(bytes, 1, n, f);
-    fclose(f);
-}
 
 static void test_presets(void) {
     static const struct { const char *name; int L, H, A; } want[] = {

@@ -10,6 +10,7 @@
  * Shards are written by the test with the project's HDF5 writer: synthetic sequences whose
  * first token after [CLS] encodes (file, row), so the test can tell which row it got. */
 #include "test.h"
+#include "test_util.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -266,16 +267,11 @@ static PretrainOptions small_run(const char *out, long max_steps) {
     return o;
 }
 
-static char *read_all(const char *path) {
-    char *text = NULL;
-    BertError err;
-    return read_file(path, &text, NULL, &err) == 0 ? text : xstrdup("");
-}
 
 /* The "step_loss" values of a DLLogger log, concatenated (the losses, bit for bit as
  * printed with 17 significant digits). */
 static void step_losses(const char *log, char *out, size_t n) {
-    char *text = read_all(log), *p = text;
+    char *text = read_text(log), *p = text;
     out[0] = '\0';
     while ((p = strstr(p, "\"step_loss\":"))) {
         char *end = strchr(p, ',');
@@ -286,12 +282,6 @@ static void step_losses(const char *log, char *out, size_t n) {
     free(text);
 }
 
-static int files_equal(const char *a, const char *b) {
-    char *x = read_all(a), *y = read_all(b);
-    int same = strlen(x) > 0 && strcmp(x, y) == 0;
-    free(x), free(y);
-    return same;
-}
 
 static void run_ok(const PretrainOptions *o, PretrainSummary *s) {
     BertError err;
@@ -421,7 +411,7 @@ static void test_accumulation_equals_big_batch(void) {
     double g[2] = {0, 0};
     const char *logs[2] = {log1, log2};
     for (int i = 0; i < 2; i++) {
-        char *text = read_all(logs[i]), *p = strstr(text, "\"grad_norm\":");
+        char *text = read_text(logs[i]), *p = strstr(text, "\"grad_norm\":");
         if (p) g[i] = strtod(p + 12, NULL);
         free(text);
     }

@@ -15,6 +15,7 @@
 #include "data/hdf5_shard.h"
 #include "data/pretraining.h"
 #include "test.h"
+#include "test_util.h"
 
 #define DIR "tests/data/pretraining/"
 
@@ -287,19 +288,13 @@ static void fixture_close(Fixture *f) {
     vocab_free(f->vocab);
 }
 
-static void write_text(const char *path, const char *text, size_t len) {
-    FILE *f = fopen(path, "wb");
-    fwrite(text, 1, len, f);
-    fclose(f);
-}
 
-static bool exists(const char *path) { return access(path, F_OK) == 0; }
 
 static void test_invalid_utf8_is_dropped_and_counted(void) {
     Fixture f = fixture_open();
     if (!f.tok) return;
     const char text[] = "Hello \xff world, this is fine.\nA second \xc3 sentence here.\n\nNew doc \xe2\x82 here.\n";
-    write_text("build/test_pretraining_bad_utf8.txt", text, sizeof text - 1);
+    write_bytes("build/test_pretraining_bad_utf8.txt", text, sizeof text - 1);
     PretrainingOptions opt = pretraining_default_options();
     opt.dupe_factor = 2;
     PretrainingStats st;
@@ -344,7 +339,7 @@ static void test_missing_input_and_bad_flags(void) {
     opt = pretraining_default_options();
     opt.max_predictions_per_seq = 0;
     CHECK(create_pretraining_data(&opt, DIR "tiny.txt", out, f.tok, &st, NULL, NULL, &err) == -1);
-    CHECK(!exists(out));
+    CHECK(!file_exists(out));
     fixture_close(&f);
 }
 
@@ -364,11 +359,11 @@ static void test_mistaken_requests_are_refused(void) {
     CHECK(create_pretraining_data(&opt, DIR "tiny.txt", "build/test_pretraining_twice.hdf5,build/test_pretraining_twice.hdf5",
                                   f.tok, &st, NULL, NULL, &err) == -1);
     CHECKF(strstr(err.msg, "twice") != NULL, "%s", err.msg);
-    CHECK(!exists("build/test_pretraining_twice.hdf5"));
+    CHECK(!file_exists("build/test_pretraining_twice.hdf5"));
     CHECK(create_pretraining_data(&opt, DIR "tiny.txt", out, f.tok, &st, NULL, NULL, &err) == 0);
     CHECK(create_pretraining_data(&opt, out, "build/test_pretraining_from_shard.hdf5", f.tok, &st, NULL, NULL, &err) == -1);
     CHECKF(strstr(err.msg, "HDF5") != NULL, "%s", err.msg);
-    CHECK(!exists("build/test_pretraining_from_shard.hdf5"));
+    CHECK(!file_exists("build/test_pretraining_from_shard.hdf5"));
     unlink(out);
     fixture_close(&f);
 }
@@ -376,7 +371,7 @@ static void test_mistaken_requests_are_refused(void) {
 static void test_empty_input_gives_an_empty_valid_shard(void) {
     Fixture f = fixture_open();
     if (!f.tok) return;
-    write_text("build/test_pretraining_empty.txt", "\n \n\t\n\x01\n", 7);
+    write_bytes("build/test_pretraining_empty.txt", "\n \n\t\n\x01\n", 7);
     PretrainingOptions opt = pretraining_default_options();
     PretrainingStats st;
     BertError err;
@@ -403,7 +398,7 @@ static void test_writer_rejects_short_or_overfull_shards(void) {
     CHECK(hdf5_shard_create(&w, out, 2, 8, 2, &err) == 0);
     CHECK(hdf5_shard_append(w, &in, &err) == 0);
     CHECK(hdf5_shard_finish(w, &err) == -1); /* one row of two: no file appears */
-    CHECK(!exists(out));
+    CHECK(!file_exists(out));
     CHECK(hdf5_shard_create(&w, out, 1, 8, 2, &err) == 0);
     in.n_tokens = 9;
     CHECK(hdf5_shard_append(w, &in, &err) == -1); /* does not fit */
@@ -428,7 +423,7 @@ static void test_line_endings_and_blank_lines(void) {
     Fixture f = fixture_open();
     if (!f.tok) return;
     const char text[] = "one two\r\nthree\rfour five\n\xc2\xa0\xe3\x80\x80\t\nsix seven";
-    write_text("build/test_pretraining_lines.txt", text, sizeof text - 1);
+    write_bytes("build/test_pretraining_lines.txt", text, sizeof text - 1);
     DocumentSet d;
     documents_init(&d);
     ReadStats rs = {0};
@@ -442,7 +437,7 @@ static void test_line_endings_and_blank_lines(void) {
     char *big = malloc(n + 16);
     for (size_t i = 0; i < n; i++) big[i] = i % 3 == 2 ? ' ' : 'a';
     memcpy(big + n, "\r\nlast\n", 8);
-    write_text("build/test_pretraining_lines.txt", big, n + 8);
+    write_bytes("build/test_pretraining_lines.txt", big, n + 8);
     documents_init(&d);
     CHECK(documents_read_text(&d, "build/test_pretraining_lines.txt", f.tok, &rs, NULL, NULL, &err) == 0);
     CHECK(d.n_documents == 1 && d.n_sentences == 2);

@@ -9,6 +9,7 @@
 #include "data/hdf5_shard.h"
 #include "data/prepare.h"
 #include "test.h"
+#include "test_util.h"
 
 #define WORK "build/test_prepare_work"
 #define BOOKS "build/test_prepare_books"
@@ -16,19 +17,6 @@
 #define PHASE2 WORK "/hdf5_lower_case_1_seq_len_64_max_pred_10_masked_lm_prob_0.15_random_seed_12345_dupe_factor_2/bookscorpus"
 #define SHARDS WORK "/sharded_training_shards_3_test_shards_1_fraction_0.1/bookscorpus"
 
-static void remove_tree(const char *path) {
-    DIR *d = opendir(path);
-    if (!d) { unlink(path); return; }
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        char sub[1024];
-        snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
-        remove_tree(sub);
-    }
-    closedir(d);
-    rmdir(path);
-}
 
 /* Four "books" cut from the committed fixture text, so the test needs no other data. */
 static void make_books(void) {
@@ -62,7 +50,6 @@ static PrepareOptions small_options(void) {
     return o;
 }
 
-static bool exists(const char *p) { return access(p, F_OK) == 0; }
 
 /* The shard prepare wrote equals create_pretraining_data run alone on its text shard. */
 static void check_shard_matches_direct_run(const PrepareOptions *o, const char *txt, const char *hdf5,
@@ -101,7 +88,7 @@ static void test_whole_chain_with_nvidia_names(void) {
     PrepareStats st;
     BertError err;
     CHECKF(prepare_run(&o, &st, &err) == 0, "%s", err.msg);
-    CHECK(exists(WORK "/formatted_one_article_per_line/bookscorpus_one_book_per_line.txt"));
+    CHECK(file_exists(WORK "/formatted_one_article_per_line/bookscorpus_one_book_per_line.txt"));
     CHECK(st.n_training_shards == 3 && st.n_test_shards == 1);
     CHECK(st.instances[0] > 0 && st.instances[1] > 0 && st.jobs_done == 8);
     const char *names[] = {"training_0", "training_1", "training_2", "test_0"};
@@ -110,7 +97,7 @@ static void test_whole_chain_with_nvidia_names(void) {
         snprintf(txt, sizeof txt, SHARDS "/bookscorpus_%s.txt", names[k]);
         snprintf(h1, sizeof h1, PHASE1 "/bookscorpus_%s.hdf5", names[k]);
         snprintf(h2, sizeof h2, PHASE2 "/bookscorpus_%s.hdf5", names[k]);
-        CHECKF(exists(txt) && exists(h1) && exists(h2), "missing %s", names[k]);
+        CHECKF(file_exists(txt) && file_exists(h1) && file_exists(h2), "missing %s", names[k]);
     }
     check_shard_matches_direct_run(&o, SHARDS "/bookscorpus_training_1.txt", PHASE1 "/bookscorpus_training_1.hdf5", 32, 5);
     check_shard_matches_direct_run(&o, SHARDS "/bookscorpus_test_0.txt", PHASE2 "/bookscorpus_test_0.hdf5", 64, 10);
@@ -129,16 +116,16 @@ static void test_ranks_take_disjoint_shards(void) {
     BertError err;
     CHECKF(prepare_run(&o, &st, &err) == 0, "%s", err.msg);
     CHECK(st.jobs_done == 4);
-    CHECK(!exists(PHASE1 "/bookscorpus_training_0.hdf5") && exists(PHASE1 "/bookscorpus_training_1.hdf5"));
-    CHECK(!exists(PHASE1 "/bookscorpus_training_2.hdf5") && exists(PHASE1 "/bookscorpus_test_0.hdf5"));
-    CHECK(!exists(PHASE2 "/bookscorpus_training_0.hdf5") && exists(PHASE2 "/bookscorpus_training_1.hdf5"));
+    CHECK(!file_exists(PHASE1 "/bookscorpus_training_0.hdf5") && file_exists(PHASE1 "/bookscorpus_training_1.hdf5"));
+    CHECK(!file_exists(PHASE1 "/bookscorpus_training_2.hdf5") && file_exists(PHASE1 "/bookscorpus_test_0.hdf5"));
+    CHECK(!file_exists(PHASE2 "/bookscorpus_training_0.hdf5") && file_exists(PHASE2 "/bookscorpus_training_1.hdf5"));
     o.rank = 2;
     CHECK(prepare_run(&o, &st, &err) == -1);
     /* --resume: rank 1's shards are done; a full run now does only rank 0's. */
     o.rank = 0, o.world_size = 1, o.resume = true;
     CHECKF(prepare_run(&o, &st, &err) == 0, "%s", err.msg);
     CHECK(st.jobs_done == 4 && st.jobs_skipped == 4);
-    CHECK(exists(PHASE1 "/bookscorpus_training_0.hdf5") && exists(PHASE2 "/bookscorpus_training_2.hdf5"));
+    CHECK(file_exists(PHASE1 "/bookscorpus_training_0.hdf5") && file_exists(PHASE2 "/bookscorpus_training_2.hdf5"));
     remove_tree(WORK);
     remove_tree(BOOKS);
 }

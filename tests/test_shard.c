@@ -7,6 +7,7 @@
 
 #include "data/corpus.h"
 #include "test.h"
+#include "test_util.h"
 
 static const char *const FIXTURE_INPUTS[] = {"tests/data/corpus/shard_input_a.txt",
                                              "tests/data/corpus/shard_input_b.txt"};
@@ -17,21 +18,6 @@ static char *make_tmpdir(void) {
     return d ? xstrdup(d) : NULL;
 }
 
-static void remove_tree(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    char path[4096];
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        struct stat sb;
-        if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) remove_tree(path);
-        else unlink(path);
-    }
-    closedir(d);
-    rmdir(dir);
-}
 
 static int count_files(const char *dir) {
     DIR *d = opendir(dir);
@@ -43,20 +29,6 @@ static int count_files(const char *dir) {
     return n;
 }
 
-static bool same_file(const char *a, const char *b) {
-    char *x, *y;
-    size_t nx, ny;
-    BertError err;
-    if (read_file(a, &x, &nx, &err) != 0) return false;
-    if (read_file(b, &y, &ny, &err) != 0) {
-        free(x);
-        return false;
-    }
-    bool same = nx == ny && !memcmp(x, y, nx);
-    free(x);
-    free(y);
-    return same;
-}
 
 static void check_parity(const char *config, int n_train, int n_test, double fraction) {
     char *dir = make_tmpdir();
@@ -82,7 +54,7 @@ static void check_parity(const char *config, int n_train, int n_test, double fra
         ShardOptions r = opt;
         r.output_dir = refdir;
         shard_path(&r, is_test, is_test ? i - n_train : i, ref, sizeof ref);
-        bool eq = same_file(ours, ref);
+        bool eq = files_equal(ours, ref);
         CHECKF(eq, "%s differs from NVIDIA's %s", ours, ref);
         same += eq;
     }
@@ -145,11 +117,6 @@ static void test_seeded_order(void) {
     free(d1), free(d2), free(d3);
 }
 
-static void write_text(const char *path, const char *text, size_t len) {
-    FILE *f = fopen(path, "wb");
-    fwrite(text, 1, len, f);
-    fclose(f);
-}
 
 static void test_bad_input(void) {
     char *dir = make_tmpdir(), in[4096], out[4096];
@@ -165,7 +132,7 @@ static void test_bad_input(void) {
     BertError err;
     /* fewer documents than shards: blank and whitespace-only lines are not documents */
     const char few[] = "One doc. Two sentences.\n\n   \t\n\xC2\xA0\nSecond doc.\n";
-    write_text(in, few, sizeof few - 1);
+    write_bytes(in, few, sizeof few - 1);
     CHECK(shard_corpus(&opt, NULL, &err) != 0);
     CHECKF(strstr(err.msg, "fewer documents (2) than shards (3)"), "%s", err.msg);
     CHECK(count_files(out) == 0);
@@ -175,7 +142,7 @@ static void test_bad_input(void) {
     memset(text + n, 'x', 15000);
     n += 15000;
     text[n++] = '\n';
-    write_text(in, text, (size_t)n);
+    write_bytes(in, text, (size_t)n);
     ShardStats st;
     CHECKF(shard_corpus(&opt, &st, &err) == 0, "%s", err.msg);
     CHECK(st.documents == 3 && st.sentences == 4 && st.invalid_utf8_bytes == 1);

@@ -1,0 +1,69 @@
+/* File helpers the tests share: existence, writing, reading back, comparing, deleting. */
+#ifndef BERT_TEST_UTIL_H
+#define BERT_TEST_UTIL_H
+
+#include <dirent.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/common.h"
+
+static inline bool file_exists(const char *path) { return access(path, F_OK) == 0; }
+
+static inline void write_bytes(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return;
+    fwrite(data, 1, n, f);
+    fclose(f);
+}
+
+static inline void write_text(const char *path, const char *text) { write_bytes(path, text, strlen(text)); }
+
+/* The whole file as a NUL-terminated string (caller frees); "" when it cannot be read. */
+static inline char *read_text(const char *path) {
+    char *text = NULL;
+    BertError err;
+    return read_file(path, &text, NULL, &err) == 0 ? text : xstrdup("");
+}
+
+/* Both files readable and byte for byte the same. */
+static inline bool files_equal(const char *a, const char *b) {
+    char *x, *y;
+    size_t nx, ny;
+    BertError err;
+    if (read_file(a, &x, &nx, &err) != 0) return false;
+    if (read_file(b, &y, &ny, &err) != 0) {
+        free(x);
+        return false;
+    }
+    bool same = nx == ny && memcmp(x, y, nx) == 0;
+    free(x), free(y);
+    return same;
+}
+
+/* Deletes a file or a folder with everything below it (symbolic links are not followed). */
+static inline void remove_tree(const char *path) {
+    struct stat st;
+    if (lstat(path, &st) != 0) return;
+    if (!S_ISDIR(st.st_mode)) {
+        unlink(path);
+        return;
+    }
+    DIR *d = opendir(path);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        size_t n = strlen(path) + strlen(e->d_name) + 2;
+        char *sub = malloc(n);
+        snprintf(sub, n, "%s/%s", path, e->d_name);
+        remove_tree(sub);
+        free(sub);
+    }
+    if (d) closedir(d);
+    rmdir(path);
+}
+
+#endif
