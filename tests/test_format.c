@@ -23,23 +23,6 @@ static const char *tmp_path(const char *name) {
     return buf[k];
 }
 
-static bool file_equals(const char *path, const char *want_path) {
-    char *a, *b;
-    size_t na, nb;
-    BertError err;
-    if (read_file(path, &a, &na, &err) != 0) return false;
-    if (read_file(want_path, &b, &nb, &err) != 0) {
-        free(a);
-        return false;
-    }
-    bool same = na == nb && !memcmp(a, b, na);
-    free(a);
-    free(b);
-    return same;
-}
-
-
-
 /* ---- Books ---- */
 
 static void test_books_nvidia_parity(void) {
@@ -49,7 +32,7 @@ static void test_books_nvidia_parity(void) {
     BertError err;
     CHECKF(format_books(DIR_ "books", tmp_path("books.txt"), &opt, &st, &err) == 0, "%s", err.msg);
     CHECK(st.documents_written == 3);
-    CHECKF(file_equals(tmp_path("books.txt"), DIR_ "books_expected_nvidia.txt"),
+    CHECKF(files_equal(tmp_path("books.txt"), DIR_ "books_expected_nvidia.txt"),
            "differs from NVIDIA's BookscorpusTextFormatting output");
 }
 
@@ -110,7 +93,7 @@ static void test_wiki_parity(void) {
     BertError err;
     CHECKF(format_wikipedia(DIR_ "wiki_sample.xml.bz2", tmp_path("wiki.txt"), NULL, &st, &err) == 0, "%s", err.msg);
     CHECK(st.documents_written == 11 && st.documents_skipped == 2); /* a redirect, a Wikipedia: page */
-    CHECKF(file_equals(tmp_path("wiki.txt"), DIR_ "wiki_sample_expected.txt"),
+    CHECKF(files_equal(tmp_path("wiki.txt"), DIR_ "wiki_sample_expected.txt"),
            "differs from WikiExtractor + WikicorpusTextFormatting");
 }
 
@@ -125,15 +108,15 @@ static void test_wiki_multistream_parallel(void) {
            "%s", err.msg);
     CHECKF(st.parallel_ranges >= 3 && st.documents_written == 11 && st.documents_skipped == 2,
            "%d ranges, %lld written, %lld skipped", st.parallel_ranges, st.documents_written, st.documents_skipped);
-    CHECK(file_equals(tmp_path("ms.txt"), DIR_ "wiki_sample_expected.txt"));
+    CHECK(files_equal(tmp_path("ms.txt"), DIR_ "wiki_sample_expected.txt"));
     CHECKF(format_wikipedia(DIR_ "wiki_sample_multistream_split_page.xml.bz2", tmp_path("ms2.txt"), &opt, &st,
                             &err) == 0, "%s", err.msg);
     CHECK(st.parallel_ranges == 0 && st.documents_written == 11);
-    CHECK(file_equals(tmp_path("ms2.txt"), DIR_ "wiki_sample_expected.txt"));
+    CHECK(files_equal(tmp_path("ms2.txt"), DIR_ "wiki_sample_expected.txt"));
     CHECK(!file_exists(tmp_path("ms2.txt.part0")) && !file_exists(tmp_path("ms2.txt.part1")));
     opt.n_threads = 1;
     CHECK(format_wikipedia(DIR_ "wiki_sample_multistream.xml.bz2", tmp_path("ms3.txt"), &opt, &st, &err) == 0);
-    CHECK(st.parallel_ranges == 0 && file_equals(tmp_path("ms3.txt"), DIR_ "wiki_sample_expected.txt"));
+    CHECK(st.parallel_ranges == 0 && files_equal(tmp_path("ms3.txt"), DIR_ "wiki_sample_expected.txt"));
 }
 
 static void test_wiki_truncated(void) {
@@ -183,7 +166,7 @@ static void test_wiki_multistream_and_plain(void) {
     snprintf(plain, sizeof plain, "%s%s", part1, part2);
     write_bytes(tmp_path("plain.xml"), plain, strlen(plain));
     CHECK(format_wikipedia(tmp_path("plain.xml"), tmp_path("plain.txt"), NULL, &st, &err) == 0);
-    CHECK(file_equals(tmp_path("plain.txt"), tmp_path("multi.txt")));
+    CHECK(files_equal(tmp_path("plain.txt"), tmp_path("multi.txt")));
     /* a dump in parts: the parts' articles in order, in one file */
     const char *parts[] = {tmp_path("multi.xml.bz2"), tmp_path("plain.xml")};
     CHECK(format_wikipedia_dumps(parts, 2, tmp_path("parts.txt"), NULL, &st, &err) == 0);
@@ -307,8 +290,6 @@ int main(void) {
     RUN_TEST(test_wikitext_rules);
     RUN_TEST(test_wikitext_nesting);
     RUN_TEST(test_wikitext_unclosed_openers);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    remove_tree(tmpdir);
     return test_summary();
 }
