@@ -208,6 +208,47 @@ static void test_hostile_headers(void) {
     unlink("build/test_hostile.safetensors");
 }
 
+/* A header of n empty tensors ("t<i>": F32 [0]), optionally with one name twice. */
+static void write_many_tensors(const char *path, int n, bool duplicate) {
+    size_t cap = (size_t)n * 64 + 64, len = 0;
+    char *h = malloc(cap);
+    len += (size_t)snprintf(h + len, cap - len, "{");
+    for (int i = 0; i < n; i++)
+        len += (size_t)snprintf(h + len, cap - len, "%s\"t%d\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}",
+                                i ? "," : "", duplicate && i == n - 1 ? 0 : i);
+    len += (size_t)snprintf(h + len, cap - len, "}");
+    FILE *f = fopen(path, "wb");
+    unsigned char le[8];
+    for (int k = 0; k < 8; k++) le[k] = (unsigned char)((uint64_t)len >> (8 * k));
+    fwrite(le, 1, 8, f), fwrite(h, 1, len, f), fclose(f);
+    free(h);
+}
+
+/* Issue 14, defect 8: the duplicate-name check was quadratic (12 s at 80k names). Counted
+ * in comparisons, 10x the names must cost under 15x the work (n log n: ~12.5x; n^2: 100x). */
+static void test_many_tensor_names_scale(void) {
+    const char *path = "build/test_io_many.safetensors";
+    size_t work[2];
+    const int sizes[2] = {10000, 100000};
+    for (int k = 0; k < 2; k++) {
+        write_many_tensors(path, sizes[k], false);
+        SafeTensors st;
+        BertError err;
+        size_t before = safetensors_name_comparisons();
+        CHECKF(safetensors_open(&st, path, &err) == 0, "%s", err.msg);
+        work[k] = safetensors_name_comparisons() - before;
+        CHECK(st.n == sizes[k] && safetensors_find(&st, "t0") && safetensors_find(&st, "t99") &&
+              !safetensors_find(&st, "t-1"));
+        safetensors_close(&st);
+    }
+    CHECKF(work[1] < 15 * work[0], "10x the names cost %.1fx the comparisons", (double)work[1] / work[0]);
+    write_many_tensors(path, 100000, true);
+    SafeTensors st;
+    BertError err;
+    CHECK(safetensors_open(&st, path, &err) != 0 && strstr(err.msg, "'t0' appears twice"));
+    unlink(path);
+}
+
 int main(void) {
     RUN_TEST(test_presets);
     RUN_TEST(test_config_json_load_save);
@@ -216,5 +257,6 @@ int main(void) {
     RUN_TEST(test_write_read_roundtrip);
     RUN_TEST(test_truncated_and_corrupt_files);
     RUN_TEST(test_hostile_headers);
+    RUN_TEST(test_many_tensor_names_scale);
     return test_summary();
 }

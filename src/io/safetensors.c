@@ -79,6 +79,15 @@ static int parse_entry(const cJSON *item, StTensor *t, size_t data_len, const ch
     return 0;
 }
 
+static _Thread_local size_t name_comparisons;
+size_t safetensors_name_comparisons(void) { return name_comparisons; }
+
+static int compare_tensor_names(const void *a, const void *b, void *table) {
+    const StTensor *t = table;
+    name_comparisons++;
+    return strcmp(t[*(const int *)a].name, t[*(const int *)b].name);
+}
+
 static int parse_header(SafeTensors *st, const char *json, size_t len, BertError *err) {
     cJSON *root = cJSON_ParseWithLength(json, len);
     if (!root || !cJSON_IsObject(root)) {
@@ -91,13 +100,19 @@ static int parse_header(SafeTensors *st, const char *json, size_t len, BertError
     int rc = 0;
     for (const cJSON *item = root->child; item && rc == 0; item = item->next) {
         if (!strcmp(item->string, "__metadata__")) continue;
-        if (safetensors_find(st, item->string))
-            rc = bert_fail(err, "%s: tensor '%s' appears twice", st->path, item->string);
-        else if ((rc = parse_entry(item, &st->tensors[st->n], st->data_len, st->path, err)) == 0)
-            st->n++;
+        if ((rc = parse_entry(item, &st->tensors[st->n], st->data_len, st->path, err)) == 0) st->n++;
     }
     cJSON_Delete(root);
-    return rc;
+    if (rc != 0) return rc;
+    /* names sorted once: duplicates are neighbours, and look-ups are binary searches (a
+     * header of 100,000 names costs n log n, not n^2) */
+    st->sorted = xmalloc(sizeof(int) * (size_t)(st->n + 1));
+    for (int i = 0; i < st->n; i++) st->sorted[i] = i;
+    qsort_r(st->sorted, (size_t)st->n, sizeof(int), compare_tensor_names, st->tensors);
+    for (int i = 1; i < st->n; i++)
+        if (!strcmp(st->tensors[st->sorted[i]].name, st->tensors[st->sorted[i - 1]].name))
+            return bert_fail(err, "%s: tensor '%s' appears twice", st->path, st->tensors[st->sorted[i]].name);
+    return 0;
 }
 
 int safetensors_open(SafeTensors *st, const char *path, BertError *err) {
@@ -136,7 +151,8 @@ int safetensors_open(SafeTensors *st, const char *path, BertError *err) {
 
 void safetensors_close(SafeTensors *st) {
     for (int i = 0; i < st->n; i++) free(st->tensors[i].name);
-    free(st->tensors);
+    free(st->tensors), free(st->sorted);
+    st->sorted = NULL;
     if (st->map) munmap(st->map, st->map_len);
     st->tensors = NULL;
     st->map = NULL;
@@ -144,8 +160,13 @@ void safetensors_close(SafeTensors *st) {
 }
 
 const StTensor *safetensors_find(const SafeTensors *st, const char *name) {
-    for (int i = 0; i < st->n; i++)
-        if (!strcmp(st->tensors[i].name, name)) return &st->tensors[i];
+    int lo = 0, hi = st->n - 1;
+    while (st->sorted && lo <= hi) {
+        int mid = lo + (hi - lo) / 2, c = strcmp(st->tensors[st->sorted[mid]].name, name);
+        if (c == 0) return &st->tensors[st->sorted[mid]];
+        if (c < 0) lo = mid + 1;
+        else hi = mid - 1;
+    }
     return NULL;
 }
 
@@ -264,12 +285,20 @@ static char *build_header(const StWriteTensor *tensors, int n, const char *const
     return json;
 }
 
+static int compare_strings(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
 int safetensors_write(const char *path, const StWriteTensor *tensors, int n, const char *const *metadata,
                       BertError *err) {
-    for (int i = 0; i < n; i++)
-        for (int j = 0; j < i; j++)
-            if (!strcmp(tensors[i].name, tensors[j].name))
-                return bert_fail(err, "safetensors_write: tensor '%s' given twice", tensors[i].name);
+    const char **names = xmalloc(sizeof(char *) * (size_t)(n + 1));
+    for (int i = 0; i < n; i++) names[i] = tensors[i].name;
+    qsort(names, (size_t)n, sizeof(char *), compare_strings);
+    for (int i = 1; i < n; i++)
+        if (!strcmp(names[i], names[i - 1])) {
+            int rc = bert_fail(err, "safetensors_write: tensor '%s' given twice", names[i]);
+            free(names);
+            return rc;
+        }
+    free(names);
     size_t data_bytes;
     char *json = build_header(tensors, n, metadata, &data_bytes);
     size_t json_len = strlen(json);
