@@ -179,6 +179,20 @@ static void test_hostile_flags_and_inputs(void) {
     CHECK(run("train_demo --threads 100000") == 2);
     CHECK(run("train_demo --vocab_size -1") == 2);
     CHECK(run("train_demo --lr 1e300") == 2);  /* a float flag: would have been inf */
+    CHECK(run("train_demo --steps 2147483647") == 2);  /* the step counter would overflow */
+    CHECK(run("bench --warmup 2147483647") == 2);
+    /* a line starting with more than a block of spaces: the first output chunk is empty
+     * (fwrite(NULL, ...) under UBSan before the fix) */
+    size_t big = (size_t)5 << 20;
+    char *spaces = malloc(big + 3);
+    memset(spaces, ' ', big), memcpy(spaces + big, "a\n", 3);
+    write_file("in", spaces, big + 2);
+    free(spaces);
+    CHECK(run("tokenize --vocab_file " VOCAB) == 0);
+    char *tokens = slurp("out");
+    CHECKF(tokens && strcmp(tokens, "a\n") == 0, "tokens: %.40s", tokens ? tokens : "(none)");
+    free(tokens);
+    write_file("in", "x\n", 2);
     write_file("inf.json", "{\"layer_norm_eps\": 1e400}", 25);  /* saved back, it became null */
     CHECK(run("train_demo --model inf.json --steps 1") == 2);
     /* output = input: the atomic rename would have replaced the input with the output */

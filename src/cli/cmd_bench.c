@@ -298,8 +298,9 @@ static int check_options(const BenchOptions *o, const BertConfig *cfg) {
                  cfg->max_position_embeddings);
     else if (o->preds < 0 || o->preds > o->seq - 2)
         snprintf(bad, sizeof bad, "--preds %d must be in [0, %d] (seq minus [CLS] and [SEP])", o->preds, o->seq - 2);
-    else if (o->steps < 0 || o->warmup < 0 || o->infer_steps < 0)
-        snprintf(bad, sizeof bad, "--steps, --infer_steps and --warmup must not be negative");
+    else if (o->steps < 0 || o->warmup < 0 || o->infer_steps < 0 || o->steps > 1000000 || o->warmup > 1000000 ||
+             o->infer_steps > 1000000)
+        snprintf(bad, sizeof bad, "--steps, --infer_steps and --warmup must be in [0, 1000000]");
     else if (o->threads < 1 || o->threads > FLAGS_MAX_THREADS)
         snprintf(bad, sizeof bad, "--threads %d must be in [1, %d]", o->threads, FLAGS_MAX_THREADS);
     else if (!(o->pad_fraction >= 0 && o->pad_fraction < 0.5))

@@ -205,7 +205,7 @@ static void stream_stdin(const Format *f, size_t block, int threads, StreamStats
             single.len = 0;
             st->invalid += format_chunk(&partial, lines[0].text, lines[0].len, &pt[0].work);
             out_append(&single, "\n", 1);
-            fwrite(single.data, 1, single.len, stdout);
+            if (single.len) fwrite(single.data, 1, single.len, stdout);   /* data is NULL until something is appended */
             in_partial = false;
             first = 1;
         }
@@ -222,7 +222,7 @@ static void stream_stdin(const Format *f, size_t block, int threads, StreamStats
         single.len = 0;
         st->invalid += format_chunk(&partial, buf, cut, &pt[0].work);
         if (eof) out_append(&single, "\n", 1);
-        fwrite(single.data, 1, single.len, stdout);
+        if (single.len) fwrite(single.data, 1, single.len, stdout);   /* data is NULL until something is appended */
         partial.base += (long)cut;
         in_partial = !eof;
         memmove(buf, buf + cut, filled - cut);

@@ -205,8 +205,10 @@ int cmd_train_demo(int argc, char **argv) {
                            flags, (int)(sizeof flags / sizeof flags[0]), 0, 0};
     int rc = flags_parse(&spec, argc, argv, NULL, NULL);
     if (rc) return rc > 0 ? 0 : 2;
-    if (o.steps < 1 || o.batch < 1 || o.seq < 8 || o.preds < 1 || o.log_every < 1 || o.lr <= 0) {
-        fprintf(stderr, "bert train_demo: --steps, --batch, --preds, --log_every must be >= 1, --seq >= 8, --lr > 0\n");
+    if (o.steps < 1 || o.steps > 100000000 || o.batch < 1 || o.seq < 8 || o.preds < 1 || o.log_every < 1 ||
+        !(o.lr > 0)) {
+        fprintf(stderr, "bert train_demo: --steps must be in [1, 1e8], --batch, --preds, --log_every >= 1, --seq >= 8, "
+                        "--lr > 0\n");
         return 2;
     }
     if (o.threads < 0 || o.threads > FLAGS_MAX_THREADS || o.vocab_size < 0) {
