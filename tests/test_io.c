@@ -65,6 +65,12 @@ static void test_config_errors(void) {
     CHECK(bert_config_load("build/test_bad.json", &c, &err) == -1 && strstr(err.msg, "relu6"));
     write_text("build/test_bad.json", "{\"hidden_size\": 768,");
     CHECK(bert_config_load("build/test_bad.json", &c, &err) == -1 && strstr(err.msg, "JSON"));
+    /* issue 14, defect 12: trailing text refused; of duplicate keys the last wins (Python's
+     * json, so HuggingFace); a trailing newline is fine */
+    write_text("build/test_bad.json", "{\"hidden_size\": 256} junk");
+    CHECKF(bert_config_load("build/test_bad.json", &c, &err) == -1 && strstr(err.msg, "after the JSON"), "%s", err.msg);
+    write_text("build/test_bad.json", "{\"num_hidden_layers\": 3, \"num_hidden_layers\": 5}\n");
+    CHECK(bert_config_load("build/test_bad.json", &c, &err) == 0 && c.num_hidden_layers == 5);
     CHECK(bert_config_resolve("bert-mini", &c, &err) == 0 && c.hidden_size == 256);
     /* out of int's range: was an undefined double -> int conversion */
     write_text("build/test_bad.json", "{\"vocab_size\": 1e20}");

@@ -63,9 +63,18 @@ int bert_config_validate(const BertConfig *c, BertError *err) {
     return 0;
 }
 
+/* The value of `key`; when it appears more than once, the last one, as Python's json (and so
+ * HuggingFace) takes it. */
+static const cJSON *last_item(const cJSON *root, const char *key) {
+    const cJSON *found = NULL, *item;
+    cJSON_ArrayForEach(item, root)
+        if (item->string && strcmp(item->string, key) == 0) found = item;
+    return found;
+}
+
 /* Reads an optional integer key; a present key of the wrong type is an error. */
 static int get_int(const cJSON *root, const char *key, int *dst, const char *path, BertError *err) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+    const cJSON *v = last_item(root, key);
     if (!v) return 0;
     /* range first: converting a double outside int's range to int is undefined */
     if (!cJSON_IsNumber(v) || !(v->valuedouble >= INT_MIN && v->valuedouble <= INT_MAX) ||
@@ -76,7 +85,7 @@ static int get_int(const cJSON *root, const char *key, int *dst, const char *pat
 }
 
 static int get_float(const cJSON *root, const char *key, float *dst, const char *path, BertError *err) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+    const cJSON *v = last_item(root, key);
     if (!v) return 0;
     if (!cJSON_IsNumber(v)) return bert_fail(err, "%s: \"%s\" must be a number", path, key);
     *dst = (float)v->valuedouble;
@@ -84,7 +93,7 @@ static int get_float(const cJSON *root, const char *key, float *dst, const char 
 }
 
 static int get_activation(const cJSON *root, Activation *dst, const char *path, BertError *err) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
+    const cJSON *v = last_item(root, "hidden_act");
     if (!v) return 0;
     if (!cJSON_IsString(v)) return bert_fail(err, "%s: \"hidden_act\" must be a string", path);
     if (!strcmp(v->valuestring, "gelu")) *dst = ACT_GELU;
@@ -96,7 +105,13 @@ static int get_activation(const cJSON *root, Activation *dst, const char *path, 
 int bert_config_load(const char *path, BertConfig *cfg, BertError *err) {
     char *text = NULL;
     if (read_file(path, &text, NULL, err) != 0) return -1;
-    cJSON *root = cJSON_Parse(text);
+    /* the whole file must be the object: trailing text is refused, as Python's json does */
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
+    if (!root && end && *end && cJSON_Parse(text)) {
+        free(text);
+        return bert_fail(err, "%s: text after the JSON object", path);
+    }
     free(text);
     if (!root || !cJSON_IsObject(root)) {
         cJSON_Delete(root);
