@@ -87,13 +87,13 @@ static void test_executed_flops(void) {
     const double H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size, after = 2 * H * H + 4 * H * I;
     const double heads = B * (2 * H * H + 4 * H) + 8 * (2 * H * H + 2 * H * V);   /* 8 labelled slots */
 
-    BertBatch dense = {B, T, P, ids, types, full, pos, labels, nsp};   /* no padding, every row */
+    BertBatch dense = bert_pretraining_batch(B, T, P, ids, types, full, pos, labels, nsp);   /* no padding, every row */
     bert_forward(m, &dense, false, 0);
     double formula = bert_train_flops(&c, B, T, P) - 3 * (2 * H * H + 2 * H * V);   /* one slot unlabelled */
     CHECKF(fabs(bert_executed_train_flops(m) - formula) <= 1e-9 * formula, "dense %.6g vs %.6g",
            bert_executed_train_flops(m), formula);
 
-    BertBatch padded = {B, T, P, ids, types, mask, pos, labels, nsp};
+    BertBatch padded = bert_pretraining_batch(B, T, P, ids, types, mask, pos, labels, nsp);
     bert_forward(m, &padded, false, 0);   /* every row; attention skips the keys past each length */
     double want = 3 * (2 * (B * T * 2 * H * 3 * H + 4 * T * (16 + 10 + 7) * H + B * T * after) + heads);
     CHECKF(fabs(bert_executed_train_flops(m) - want) <= 1e-9 * want, "padded %.6g vs %.6g",

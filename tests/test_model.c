@@ -3,6 +3,7 @@
  * the issue's: relative error <= 1e-4 on logits and loss, <= 1e-3 on gradients. Also: the
  * same numbers for any thread count, dropout statistics, bad batches rejected. */
 #include <omp.h>
+#include <unistd.h>
 
 #include "io/safetensors.h"
 #include "io/config.h"
@@ -55,9 +56,7 @@ static int fixture_open(Fixture *f, const char *stem) {
     f->positions = read_ints(f, "input.masked_positions", f->B, f->P, 2);
     f->labels = read_ints(f, "input.masked_labels", f->B, f->P, 2);
     f->nsp = read_ints(f, "input.next_sentence_labels", f->B, 0, 1);
-    f->batch = (BertBatch){.batch = f->B, .seq_len = f->T, .max_predictions = f->P, .input_ids = f->ids,
-                           .token_type_ids = f->types, .attention_mask = f->mask, .masked_positions = f->positions,
-                           .masked_labels = f->labels, .next_sentence_labels = f->nsp};
+    f->batch = bert_pretraining_batch(f->B, f->T, f->P, f->ids, f->types, f->mask, f->positions, f->labels, f->nsp);
     if (bert_model_create(&f->model, &f->cfg, f->B, f->T, f->P, &err)) { CHECKF(0, "%s", err.msg); return -1; }
     if (bert_load_safetensors(f->model, path, &err)) { CHECKF(0, "%s", err.msg); return -1; }
     return 0;
@@ -226,7 +225,7 @@ static void test_thread_count_independent(void) {
         mask[i] = t < len && !(i / T == 3 && t == 5), ids[i] = mask[i] ? 5 + (i * 37) % 490 : 0, types[i] = t > len / 2;
     }
     for (int i = 0; i < B * P; i++) pos[i] = 1 + (i * 5) % 30, labels[i] = i % 7 == 3 ? -1 : 10 + i;
-    BertBatch batch = {B, T, P, ids, types, mask, pos, labels, nsp};
+    BertBatch batch = bert_pretraining_batch(B, T, P, ids, types, mask, pos, labels, nsp);
     float *grads1 = NULL, losses[2] = {0, 0};
     int saved = omp_get_max_threads();
     for (int run = 0; run < 2; run++) {
@@ -283,7 +282,7 @@ static void test_skipping_rows_matches_full(void) {
     pos[1] = pos[0];                               /* one position masked twice */
     pos[2 * P + 3] = 0, labels[2 * P + 3] = 42;    /* the [CLS] position itself */
     pos[2 * P + 4] = 25, labels[2 * P + 4] = 43;   /* padding: past the last real token (17) */
-    BertBatch batch = {B, T, P, ids, types, mask, pos, labels, nsp};
+    BertBatch batch = bert_pretraining_batch(B, T, P, ids, types, mask, pos, labels, nsp);
     BertModel *m;
     if (bert_model_create(&m, &c, B, T, P, &err)) { CHECKF(0, "%s", err.msg); return; }
     bert_init_weights(m, 11);
@@ -371,10 +370,10 @@ static void test_skipping_rows_edge_cases(void) {
     int32_t ids[B * T], types[B * T];
     for (int i = 0; i < B * T; i++) ids[i] = 3 + (i * 13) % 50, types[i] = (i % T) > 4;
     const BertBatch batches[] = {
-        {1, 1, 1, ids, types, mask_a, pos_a, lab_a, nsp},
-        {2, 2, 0, ids, types, mask_b, NULL, NULL, nsp},
-        {B, T, P, ids, types, mask_c, pos_c, lab_c, nsp},
-        {B, T, P, ids, NULL, mask_c, pos_d, NULL, NULL},
+        bert_pretraining_batch(1, 1, 1, ids, types, mask_a, pos_a, lab_a, nsp),
+        bert_pretraining_batch(2, 2, 0, ids, types, mask_b, NULL, NULL, nsp),
+        bert_pretraining_batch(B, T, P, ids, types, mask_c, pos_c, lab_c, nsp),
+        bert_pretraining_batch(B, T, P, ids, NULL, mask_c, pos_d, NULL, NULL),
     };
     const int nbatches = (int)(sizeof batches / sizeof batches[0]);
     /* unpadded rows: 1; 1 + 2; 9 (position 8) + 9 + 6 (position 5); 9 + 9 + 7 (every slot read).
@@ -695,6 +694,170 @@ static void test_flops_formula(void) {
     }
 }
 
+/* ---- task heads: HF's BertForQuestionAnswering and BertForSequenceClassification ---- */
+
+static BertConfig heads_config(void) {
+    BertConfig c;
+    BertError err;
+    bert_config_preset("bert-tiny", &c, &err);
+    c.vocab_size = 211, c.hidden_size = 48, c.num_hidden_layers = 2, c.num_attention_heads = 4;
+    c.intermediate_size = 96, c.hidden_act = ACT_GELU, c.max_position_embeddings = 24;
+    return c;
+}
+
+typedef struct {
+    SafeTensors st;
+    BertModel *m;
+    int32_t ids[64], types[64], mask[64], starts[4], ends[4], classes[4];
+    float targets[4];
+    BertBatch b;
+} HeadsFixture;
+
+static int heads_open(HeadsFixture *h, const char *path, BertHeads heads) {
+    BertError err;
+    enum { B = 4, T = 16 };
+    const int64_t bt[2] = {B, T}, b1[1] = {B};
+    BertConfig c = heads_config();
+    if (safetensors_open(&h->st, path, &err) || bert_model_create_with_heads(&h->m, &c, heads, B, T, 0, &err)) {
+        CHECKF(0, "%s", err.msg);
+        return -1;
+    }
+    int initialised = -1;
+    CHECKF(bert_load_safetensors_ex(h->m, path, 1, &initialised, &err) == 0 && initialised == 0, "%s (%d initialised)",
+           err.msg, initialised);
+    safetensors_read_i32(&h->st, "input.input_ids", bt, 2, h->ids, &err);
+    safetensors_read_i32(&h->st, "input.token_type_ids", bt, 2, h->types, &err);
+    safetensors_read_i32(&h->st, "input.attention_mask", bt, 2, h->mask, &err);
+    h->b = bert_pretraining_batch(B, T, 0, h->ids, h->types, h->mask, NULL, NULL, NULL);
+    if (heads.kind == BERT_HEADS_QA) {
+        safetensors_read_i32(&h->st, "input.start_positions", b1, 1, h->starts, &err);
+        safetensors_read_i32(&h->st, "input.end_positions", b1, 1, h->ends, &err);
+        h->b.start_positions = h->starts, h->b.end_positions = h->ends;
+    } else if (heads.num_labels == 1) {
+        safetensors_read_f32(&h->st, "input.regression_targets", b1, 1, h->targets, &err);
+        h->b.regression_targets = h->targets;
+    } else {
+        safetensors_read_i32(&h->st, "input.class_labels", b1, 1, h->classes, &err);
+        h->b.class_labels = h->classes;
+    }
+    return 0;
+}
+
+static double heads_grad_error(HeadsFixture *h) {
+    double worst = 0, global = 0;
+    for (int i = 0; i < bert_num_param_tensors(h->m); i++) {
+        char name[160];
+        snprintf(name, sizeof name, "grad.%s", bert_param_info(h->m, i)->name);
+        const StTensor *t = safetensors_find(&h->st, name);
+        if (t) for (size_t k = 0; k < (t->end - t->begin) / 4; k++) global = fmax(global, fabs(((const float *)(h->st.data + t->begin))[k]));
+    }
+    for (int i = 0; i < bert_num_param_tensors(h->m); i++) {
+        const BertParamInfo *info = bert_param_info(h->m, i);
+        char name[160];
+        snprintf(name, sizeof name, "grad.%s", info->name);
+        const StTensor *t = safetensors_find(&h->st, name);
+        CHECKF(t != NULL, "fixture lacks %s", name);
+        if (!t) continue;
+        const float *want = (const float *)(h->st.data + t->begin);
+        float scale = 0;
+        for (size_t k = 0; k < info->numel; k++) scale = fmaxf(scale, fabsf(want[k]));
+        /* as check_fixture: per entry against max(|ref|, 1e-2 of the tensor's and 1e-4 of the model's largest) */
+        worst = fmax(worst, max_rel_error(info->grad, want, info->numel, fmax(scale * 1e-2, global * 1e-4)));
+    }
+    return worst;
+}
+
+/* Logits, loss and every gradient against float64 PyTorch in HF's head definitions (QA with
+ * an ignored start and a clamped end; 3-way classification; regression). The issue's
+ * tolerances: 1e-4 on logits and loss, 1e-3 on gradients. No cls.* tensors, and the QA model
+ * has no pooler. */
+static void test_task_heads_fixture(void) {
+    const struct { const char *path; BertHeads heads; int nlogits; } cases[] = {
+        {"tests/data/model/heads_qa.safetensors", {BERT_HEADS_QA, 0}, 2},
+        {"tests/data/model/heads_classify.safetensors", {BERT_HEADS_CLASSIFIER, 3}, 1},
+        {"tests/data/model/heads_regress.safetensors", {BERT_HEADS_CLASSIFIER, 1}, 1},
+    };
+    for (int c = 0; c < 3; c++) {
+        HeadsFixture h;
+        if (heads_open(&h, cases[c].path, cases[c].heads)) continue;
+        CHECK(bert_find_param(h.m, "cls.seq_relationship.weight") == NULL);
+        CHECK((bert_find_param(h.m, "bert.pooler.dense.weight") == NULL) == (cases[c].heads.kind == BERT_HEADS_QA));
+        bert_zero_grad(h.m);
+        float loss = bert_forward(h.m, &h.b, false, 0);
+        const float *want_loss = (const float *)(h.st.data + safetensors_find(&h.st, "expect.loss")->begin);
+        CHECKF(rel(loss, want_loss[0]) <= 1e-4, "%s: loss %.7f vs %.7f", cases[c].path, loss, want_loss[0]);
+        const float *got[2] = {cases[c].heads.kind == BERT_HEADS_QA ? bert_qa_start_logits(h.m)
+                                                                    : bert_classifier_logits(h.m),
+                               bert_qa_end_logits(h.m)};
+        for (int k = 0; k < cases[c].nlogits; k++) {
+            char name[32];
+            snprintf(name, sizeof name, "expect.logits%d", k);
+            const StTensor *t = safetensors_find(&h.st, name);
+            const float *want = (const float *)(h.st.data + t->begin);
+            size_t n = (t->end - t->begin) / 4;
+            float scale = 0;
+            for (size_t i = 0; i < n; i++) scale = fmaxf(scale, fabsf(want[i]));
+            double e = max_rel_error(got[k], want, n, 1e-2 * scale);
+            CHECKF(e <= 1e-4, "%s: logits %d rel err %.3g", cases[c].path, k, e);
+        }
+        bert_backward(h.m, &h.b);
+        double e = heads_grad_error(&h);
+        printf("    %s: loss %.6f, gradients worst rel err %.2g\n", cases[c].path, loss, e);
+        CHECKF(e <= 1e-3, "%s: gradients rel err %.3g", cases[c].path, e);
+        bert_model_free(h.m);
+        safetensors_close(&h.st);
+    }
+}
+
+static double classifier_training_loss(BertModel *m, const BertBatch *b, void *ctx) {
+    (void)ctx;
+    return bert_forward(m, b, true, 77);
+}
+
+/* Training mode: the classifier's dropout mask is the same in backward (finite differences);
+ * a pre-training checkpoint loads into a task model with only the new head initialised. */
+static void test_task_heads_training_and_loading(void) {
+    HeadsFixture h;
+    if (heads_open(&h, "tests/data/model/heads_classify.safetensors", (BertHeads){BERT_HEADS_CLASSIFIER, 3})) return;
+    size_t np = bert_num_parameters(h.m);
+    bert_zero_grad(h.m);
+    float l0 = bert_forward(h.m, &h.b, true, 77), l1 = bert_forward(h.m, &h.b, true, 77);
+    CHECK(l0 == l1 && isfinite(l0));
+    bert_backward(h.m, &h.b);
+    float *g = malloc(np * sizeof(float));
+    memcpy(g, bert_grads(h.m), np * sizeof(float));
+    check_directional(h.m, &h.b, g, classifier_training_loss, NULL, "classifier, training mode");
+    free(g);
+    bert_model_free(h.m);
+    safetensors_close(&h.st);
+    /* pre-training weights -> QA model: qa_outputs initialised, cls.* and the pooler ignored */
+    BertConfig c = heads_config();
+    BertModel *pre, *qa;
+    BertError err;
+    const char *path = "build/test_heads_pretrained.safetensors";
+    CHECK(bert_model_create(&pre, &c, 2, 8, 2, &err) == 0);
+    bert_init_weights(pre, 3);
+    CHECK(bert_save_safetensors(pre, path, &err) == 0);
+    CHECK(bert_model_create_with_heads(&qa, &c, (BertHeads){BERT_HEADS_QA, 0}, 2, 8, 0, &err) == 0);
+    int initialised = -1;
+    CHECKF(bert_load_safetensors_ex(qa, path, 9, &initialised, &err) == 0 && initialised == 2, "%d initialised: %s",
+           initialised, err.msg);
+    const BertParamInfo *w = bert_find_param(qa, "bert.encoder.layer.1.output.dense.weight");
+    CHECK(w && memcmp(w->data, bert_find_param(pre, w->name)->data, w->numel * sizeof(float)) == 0);
+    /* bad requests */
+    BertModel *bad;
+    CHECK(bert_model_create_with_heads(&bad, &c, (BertHeads){BERT_HEADS_CLASSIFIER, 0}, 2, 8, 0, &err) != 0);
+    CHECK(bert_model_create_with_heads(&bad, &c, (BertHeads){BERT_HEADS_QA, 0}, 2, 8, 3, &err) != 0);
+    int32_t ids[16] = {5, 6, 7}, classes[2] = {0, 4};
+    BertModel *cls3;
+    CHECK(bert_model_create_with_heads(&cls3, &c, (BertHeads){BERT_HEADS_CLASSIFIER, 3}, 2, 8, 0, &err) == 0);
+    BertBatch b = bert_pretraining_batch(2, 8, 0, ids, NULL, NULL, NULL, NULL, NULL);
+    b.class_labels = classes;
+    CHECK(isnan(bert_forward(cls3, &b, false, 0)) && strstr(bert_last_error(cls3), "class_labels"));
+    bert_model_free(cls3), bert_model_free(pre), bert_model_free(qa);
+    unlink(path);
+}
+
 int main(void) {
     RUN_TEST(test_fixture_gelu_padded);
     RUN_TEST(test_fixture_gelu_new_unpadded);
@@ -712,5 +875,7 @@ int main(void) {
     RUN_TEST(test_impossible_model_refused);
     RUN_TEST(test_inference_without_labels);
     RUN_TEST(test_flops_formula);
+    RUN_TEST(test_task_heads_fixture);
+    RUN_TEST(test_task_heads_training_and_loading);
     return test_summary();
 }

@@ -99,8 +99,8 @@ static void synthetic_batch_make(SyntheticBatch *s, const BertConfig *cfg, const
         synthetic_masks(&rng, len, P, cfg->vocab_size, s->positions + (size_t)b * P, s->labels + (size_t)b * P);
         s->nsp[b] = (int)(splitmix64(&rng) & 1);
     }
-    s->train = (BertBatch){B, T, P, s->ids, s->types, s->mask, s->positions, s->labels, s->nsp};
-    s->infer = (BertBatch){B, T, 0, s->ids, s->types, s->mask, NULL, NULL, NULL};
+    s->train = bert_pretraining_batch(B, T, P, s->ids, s->types, s->mask, s->positions, s->labels, s->nsp);
+    s->infer = bert_pretraining_batch(B, T, 0, s->ids, s->types, s->mask, NULL, NULL, NULL);
 }
 
 static void synthetic_batch_free(SyntheticBatch *s) {

@@ -92,4 +92,9 @@ double k_xent_forward(float *row_loss, float *probs, const float *logits, const 
                       const int32_t *labels, int M, int V);
 void k_xent_backward(float *probs_to_dlogits, const int32_t *labels, int M, int V, float scale);
 
+/* Squared error: returns sum_i (pred[i] - target[i])^2 over n; backward writes
+ * dpred = 2 (pred - target) * scale. */
+double k_mse_forward(const float *pred, const float *target, int n);
+void k_mse_backward(float *dpred, const float *pred, const float *target, int n, float scale);
+
 #endif

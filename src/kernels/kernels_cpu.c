@@ -447,3 +447,13 @@ void k_xent_backward(float *dlogits, const int32_t *labels, int M, int V, float 
         g[labels[k]] -= scale;
     }
 }
+
+double k_mse_forward(const float *pred, const float *target, int n) {
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += ((double)pred[i] - target[i]) * ((double)pred[i] - target[i]);
+    return sum;
+}
+
+void k_mse_backward(float *dpred, const float *pred, const float *target, int n, float scale) {
+    for (int i = 0; i < n; i++) dpred[i] = 2.0f * (pred[i] - target[i]) * scale;
+}

@@ -64,7 +64,7 @@ static void layout_layer(Layout *lo, LayerParams *v, int l, int H, int I) {
     v->ln2_b = add(lo, false, H, 0, "%s.%d.output.LayerNorm.bias", pre, l);
 }
 
-static void layout_params(Layout *lo, ParamViews *v, const BertConfig *c) {
+static void layout_params(Layout *lo, ParamViews *v, const BertConfig *c, BertHeads heads) {
     const int H = c->hidden_size;
     v->word = add(lo, false, c->vocab_size, H, "bert.embeddings.word_embeddings.weight");
     v->pos = add(lo, false, c->max_position_embeddings, H, "bert.embeddings.position_embeddings.weight");
@@ -72,8 +72,18 @@ static void layout_params(Layout *lo, ParamViews *v, const BertConfig *c) {
     v->emb_ln_w = add(lo, false, H, 0, "bert.embeddings.LayerNorm.weight");
     v->emb_ln_b = add(lo, false, H, 0, "bert.embeddings.LayerNorm.bias");
     for (int l = 0; l < c->num_hidden_layers; l++) layout_layer(lo, &v->layers[l], l, H, c->intermediate_size);
-    v->pool_w = add(lo, true, H, H, "bert.pooler.dense.weight");
-    v->pool_b = add(lo, true, H, 0, "bert.pooler.dense.bias");
+    if (heads.kind != BERT_HEADS_QA) {   /* HF's question-answering model has no pooler */
+        v->pool_w = add(lo, true, H, H, "bert.pooler.dense.weight");
+        v->pool_b = add(lo, true, H, 0, "bert.pooler.dense.bias");
+    }
+    if (heads.kind == BERT_HEADS_QA) {
+        v->qa_w = add(lo, true, 2, H, "qa_outputs.weight");
+        v->qa_b = add(lo, true, 2, 0, "qa_outputs.bias");
+    } else if (heads.kind == BERT_HEADS_CLASSIFIER) {
+        v->cls_w = add(lo, true, heads.num_labels, H, "classifier.weight");
+        v->cls_b = add(lo, true, heads.num_labels, 0, "classifier.bias");
+    }
+    if (heads.kind != BERT_HEADS_PRETRAINING) return;
     v->mlm_bias = add(lo, true, c->vocab_size, 0, "cls.predictions.bias");
     v->mlm_dense_w = add(lo, true, H, H, "cls.predictions.transform.dense.weight");
     v->mlm_dense_b = add(lo, true, H, 0, "cls.predictions.transform.dense.bias");
@@ -118,6 +128,12 @@ static void layout_activations(Arena *a, Activations *v, const BertModel *m) {
     v->d_pooled = take(a, B * H), v->d_cls = take(a, B * H), v->d_nsp_logits = take(a, B * 2);
     v->attn_scratch = take(a, (size_t)m->nthreads * 2 * T * T);
     v->kept_x = take(a, (BP + B) * H);
+    const size_t NL = m->heads.kind == BERT_HEADS_CLASSIFIER ? (size_t)m->heads.num_labels : 0;
+    const size_t QA = m->heads.kind == BERT_HEADS_QA ? N : 0;
+    v->qa_start = take(a, QA), v->qa_end = take(a, QA), v->d_qa_start = take(a, QA), v->d_qa_end = take(a, QA);
+    v->qa_probs_start = take(a, QA), v->qa_probs_end = take(a, QA), v->qa_row_loss = take(a, B);
+    v->cls_dropped = take(a, NL ? B * H : 0), v->cls_logits = take(a, B * NL), v->cls_probs = take(a, B * NL);
+    v->cls_row_loss = take(a, B), v->d_cls_logits = take(a, B * NL), v->d_cls_in = take(a, NL ? B * H : 0);
 }
 
 /* ---------------------------------------------------------------- create / free */
@@ -142,8 +158,23 @@ static int check_model_size(const BertConfig *c, int B, int T, int P, BertError 
 
 int bert_model_create(BertModel **out, const BertConfig *cfg, int max_batch, int max_seq, int max_predictions,
                       BertError *err) {
+    BertHeads pretraining = {BERT_HEADS_PRETRAINING, 0};
+    return bert_model_create_with_heads(out, cfg, pretraining, max_batch, max_seq, max_predictions, err);
+}
+
+int bert_model_create_with_heads(BertModel **out, const BertConfig *cfg, BertHeads heads, int max_batch, int max_seq,
+                                 int max_predictions, BertError *err) {
     *out = NULL;
     if (bert_config_validate(cfg, err)) return -1;
+    if (heads.kind < BERT_HEADS_PRETRAINING || heads.kind > BERT_HEADS_NONE)
+        return bert_fail(err, "bert_model_create: unknown head kind %d", (int)heads.kind);
+    if (heads.kind == BERT_HEADS_CLASSIFIER && (heads.num_labels < 1 || heads.num_labels > 100000))
+        return bert_fail(err, "bert_model_create: a classifier needs 1 (regression) to 100000 labels, not %d",
+                         heads.num_labels);
+    if (heads.kind != BERT_HEADS_PRETRAINING && max_predictions != 0)
+        return bert_fail(err, "bert_model_create: masked-token slots (%d) need the pre-training heads",
+                         max_predictions);
+    if (heads.kind != BERT_HEADS_CLASSIFIER) heads.num_labels = 0;
     if (max_batch < 1 || max_seq < 1 || max_predictions < 0)
         return bert_fail(err, "bert_model_create: bad sizes batch=%d seq=%d predictions=%d", max_batch, max_seq,
                          max_predictions);
@@ -158,6 +189,7 @@ int bert_model_create(BertModel **out, const BertConfig *cfg, int max_batch, int
     if (check_model_size(cfg, max_batch, max_seq, max_predictions, err)) return -1;
     BertModel *m = xcalloc(1, sizeof *m);
     m->cfg = *cfg;
+    m->heads = heads;
     m->max_batch = max_batch, m->max_seq = max_seq, m->max_preds = max_predictions;
     m->nthreads = omp_get_max_threads();
     const int L = cfg->num_hidden_layers;
@@ -166,16 +198,16 @@ int bert_model_create(BertModel **out, const BertConfig *cfg, int max_batch, int
     m->act.layers = xcalloc(L, sizeof(LayerActs));
 
     Layout lo = {0};
-    layout_params(&lo, &m->p, cfg);  /* count */
+    layout_params(&lo, &m->p, cfg, heads);  /* count */
     m->num_tensors = lo.count;
     m->num_params = lo.cursor;
     m->info = xcalloc(m->num_tensors, sizeof(BertParamInfo));
     m->params = xcalloc(m->num_params, sizeof(float));
     m->grads = xcalloc(m->num_params, sizeof(float));
     lo = (Layout){.info = m->info, .base = m->params};
-    layout_params(&lo, &m->p, cfg);
+    layout_params(&lo, &m->p, cfg, heads);
     lo = (Layout){.base = m->grads};
-    layout_params(&lo, &m->g, cfg);
+    layout_params(&lo, &m->g, cfg, heads);
     for (int i = 0; i < m->num_tensors; i++) {
         m->info[i].data = m->params + m->info[i].offset;
         m->info[i].grad = m->grads + m->info[i].offset;
@@ -205,6 +237,9 @@ int bert_model_create(BertModel **out, const BertConfig *cfg, int max_batch, int
     m->kept_full = xcalloc(BP + max_batch, sizeof(int32_t));
     m->cls_row = xcalloc(max_batch, sizeof(int32_t));
     m->mlm_out_row = xcalloc(BP + 1, sizeof(int32_t));
+    for (int side = 0; side < 2; side++)
+        m->qa_seq[side] = xcalloc(max_batch, sizeof(int32_t)), m->qa_label[side] = xcalloc(max_batch, sizeof(int32_t));
+    m->class_label = xcalloc(max_batch, sizeof(int32_t)), m->target = xcalloc(max_batch, sizeof(float));
     *out = m;
     return 0;
 }
@@ -217,6 +252,8 @@ void bert_model_free(BertModel *m) {
     free(m->mlm_src_row), free(m->mlm_slot), free(m->mlm_label), free(m->nsp_label);
     free(m->seq_row), free(m->seq_rows), free(m->full_row), free(m->row_map), free(m->out_map);
     free(m->kept_row), free(m->kept_full), free(m->cls_row), free(m->mlm_out_row);
+    free(m->qa_seq[0]), free(m->qa_seq[1]), free(m->qa_label[0]), free(m->qa_label[1]);
+    free(m->class_label), free(m->target);
     free(m);
 }
 
@@ -238,9 +275,16 @@ const BertConfig *bert_model_config(const BertModel *m) { return &m->cfg; }
 const char *bert_last_error(const BertModel *m) { return m->error; }
 float bert_last_mlm_loss(const BertModel *m) { return m->mlm_loss; }
 float bert_last_nsp_loss(const BertModel *m) { return m->nsp_loss; }
+float bert_last_task_loss(const BertModel *m) { return m->task_loss; }
+BertHeads bert_model_heads(const BertModel *m) { return m->heads; }
+const float *bert_qa_start_logits(const BertModel *m) { return m->heads.kind == BERT_HEADS_QA ? m->act.qa_start : NULL; }
+const float *bert_qa_end_logits(const BertModel *m) { return m->heads.kind == BERT_HEADS_QA ? m->act.qa_end : NULL; }
+const float *bert_classifier_logits(const BertModel *m) {
+    return m->heads.kind == BERT_HEADS_CLASSIFIER ? m->act.cls_logits : NULL;
+}
 const float *bert_mlm_logits(const BertModel *m) { return m->act.mlm_logits; }
-const float *bert_nsp_logits(const BertModel *m) { return m->act.nsp_logits; }
-const float *bert_pooled_output(const BertModel *m) { return m->act.pooled; }
+const float *bert_nsp_logits(const BertModel *m) { return m->p.nsp_w ? m->act.nsp_logits : NULL; }
+const float *bert_pooled_output(const BertModel *m) { return m->p.pool_w ? m->act.pooled : NULL; }
 const float *bert_sequence_output(const BertModel *m) {
     int L = m->cfg.num_hidden_layers;
     if (m->pruned || m->unpadded) return NULL;
@@ -321,6 +365,19 @@ int bert_batch_validate(const BertModel *m, const BertBatch *b, BertError *err) 
     }
     if (b->next_sentence_labels && check_ids(b->next_sentence_labels, b->batch, 0, 2, "next_sentence_labels", err))
         return -1;
+    if (!b->start_positions != !b->end_positions)
+        return bert_fail(err, "batch: give both start_positions and end_positions, or neither");
+    if (b->class_labels && m->heads.num_labels >= 2 &&
+        check_ids(b->class_labels, b->batch, 0, m->heads.num_labels, "class_labels", err))
+        return -1;
+    if (m->heads.kind == BERT_HEADS_CLASSIFIER && m->heads.num_labels == 1 && b->class_labels)
+        return bert_fail(err, "batch: a regression head (1 label) takes regression_targets, not class_labels");
+    if (m->heads.kind == BERT_HEADS_CLASSIFIER && m->heads.num_labels >= 2 && b->regression_targets)
+        return bert_fail(err, "batch: a %d-label classifier takes class_labels, not regression_targets",
+                         m->heads.num_labels);
+    for (int s = 0; b->regression_targets && s < b->batch; s++)
+        if (!isfinite(b->regression_targets[s]))
+            return bert_fail(err, "batch: regression_targets[%d] is not finite", s);
     return 0;
 }
 

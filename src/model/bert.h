@@ -26,14 +26,56 @@ typedef struct {                 /* one training/inference batch; all arrays row
     const int32_t *masked_positions; /* [B*P] position in the sequence of each masked slot */
     const int32_t *masked_labels;    /* [B*P] vocab id, or -1 for an unused slot (ignored in the loss) */
     const int32_t *next_sentence_labels; /* [B] 0/1, or NULL for no NSP loss */
+    /* task heads' labels (NULL: no loss); unused by the pre-training heads */
+    const int32_t *start_positions, *end_positions; /* [B] question answering: token index of the
+                                                        answer's start / end (clamped to [0, T] as
+                                                        HF does; T itself is ignored) */
+    const int32_t *class_labels;         /* [B] classification with N >= 2 labels: 0 .. N-1 */
+    const float *regression_targets;     /* [B] regression (a classifier head with 1 label) */
 } BertBatch;
+
+/* The heads a model is created with; their tensors are ordinary parameters with
+ * HuggingFace's names (loaded, saved, decayed and optimised like the encoder's):
+ *   PRETRAINING  bert.pooler.* + cls.* (MLM, tied to the word embeddings; NSP): BertForPreTraining
+ *   QA           qa_outputs.weight [2, H], .bias [2], no pooler: BertForQuestionAnswering
+ *   CLASSIFIER   bert.pooler.* + classifier.weight [N, H], .bias [N]: BertForSequenceClassification
+ *                (N >= 2: cross-entropy; N == 1: regression, mean squared error)
+ *   NONE         bert.pooler.* only (HF's BertModel with its default pooling layer)
+ * Only PRETRAINING allocates cls.*; last-layer pruning and unpadding apply to it alone. */
+typedef enum { BERT_HEADS_PRETRAINING = 0, BERT_HEADS_QA, BERT_HEADS_CLASSIFIER, BERT_HEADS_NONE } BertHeadKind;
+typedef struct {
+    BertHeadKind kind;
+    int num_labels;   /* CLASSIFIER only */
+} BertHeads;
+
+/* A pre-training (or unlabelled) batch: the first nine fields, no task labels. */
+static inline BertBatch bert_pretraining_batch(int batch, int seq_len, int max_predictions, const int32_t *input_ids,
+                                               const int32_t *token_type_ids, const int32_t *attention_mask,
+                                               const int32_t *masked_positions, const int32_t *masked_labels,
+                                               const int32_t *next_sentence_labels) {
+    return (BertBatch){.batch = batch, .seq_len = seq_len, .max_predictions = max_predictions,
+                       .input_ids = input_ids, .token_type_ids = token_type_ids, .attention_mask = attention_mask,
+                       .masked_positions = masked_positions, .masked_labels = masked_labels,
+                       .next_sentence_labels = next_sentence_labels};
+}
 
 typedef struct BertModel BertModel;
 
 /* Allocates everything for batches up to (max_batch, max_seq, max_predictions). The weights
  * start at zero: follow with bert_init_weights or bert_load_safetensors. */
 int   bert_model_create(BertModel **out, const BertConfig *cfg, int max_batch, int max_seq, int max_predictions,
-                        BertError *err);
+                        BertError *err);   /* with the pre-training heads */
+int   bert_model_create_with_heads(BertModel **out, const BertConfig *cfg, BertHeads heads, int max_batch, int max_seq,
+                                   int max_predictions, BertError *err);
+BertHeads bert_model_heads(const BertModel *m);
+/* The task heads' outputs of the last forward: QA start and end logits [B, T] (two arrays),
+ * classifier logits [B, N]; NULL for a model without that head. The task loss (QA: the mean
+ * of the start and end cross-entropies; classification: cross-entropy; regression: MSE), 0
+ * without labels. bert_forward returns it (plus the MLM and NSP losses for pre-training). */
+const float *bert_qa_start_logits(const BertModel *m);
+const float *bert_qa_end_logits(const BertModel *m);
+const float *bert_classifier_logits(const BertModel *m);
+float bert_last_task_loss(const BertModel *m);
 void  bert_model_free(BertModel *m);
 void  bert_init_weights(BertModel *m, uint64_t seed);     /* BERT init: truncated normal std=initializer_range, LN 1/0, biases 0 */
 int   bert_load_safetensors(BertModel *m, const char *path, BertError *err); /* HF names; missing heads initialised */

@@ -7,15 +7,49 @@
 #include "kernels/kernels.h"
 #include "model/bert_internal.h"
 
-/* Pooler, fed by the NSP loss (when labelled) and/or an external d(pooled output); adds
- * the gradient of the [CLS] rows into d_out. */
+/* Classifier head: d(pooled output) from the CE or MSE loss, through the head's dropout. */
+static void classifier_backward(BertModel *m, float *d_pooled) {
+    const int B = m->B, H = m->cfg.hidden_size, NL = m->heads.num_labels;
+    Activations *a = &m->act;
+    if (NL == 1) k_mse_backward(a->d_cls_logits, a->cls_logits, m->target, B, 1.0f / B);
+    else k_xent_backward(a->cls_probs, m->class_label, B, NL, 1.0f / B);
+    const float *d_logits = NL == 1 ? a->d_cls_logits : a->cls_probs;   /* the softmax became dlogits in place */
+    k_matmul_backward(d_pooled, m->g.cls_w, m->g.cls_b, d_logits, a->cls_dropped, m->p.cls_w, B, H, NL, false);
+    k_dropout(d_pooled, (long)B * H, m->training ? m->cfg.hidden_dropout_prob : 0.0f,
+              rng_key(m->dropout_seed, classifier_dropout_site(m->cfg.num_hidden_layers)), 0);
+}
+
+/* QA head: the start and end logits' gradients (0 at ignored sequences) through their
+ * one-output products, added into d_out. */
+static void qa_backward(BertModel *m, float *d_out) {
+    const int B = m->B, T = m->T, N = B * T, H = m->cfg.hidden_size;
+    Activations *a = &m->act;
+    for (int side = 0; side < 2; side++) {
+        const int M = m->qa_count[side];
+        float *d_logits = side ? a->d_qa_end : a->d_qa_start, *probs = side ? a->qa_probs_end : a->qa_probs_start;
+        memset(d_logits, 0, sizeof(float) * N);
+        if (M) {
+            k_xent_backward(probs, m->qa_label[side], M, T, 0.5f / M);
+            for (int k = 0; k < M; k++)
+                memcpy(d_logits + (size_t)m->qa_seq[side][k] * T, probs + (size_t)k * T, sizeof(float) * T);
+        }
+        k_matmul_backward(d_out, m->g.qa_w + (size_t)side * H, m->g.qa_b + side, d_logits, bert_sequence_output(m),
+                          m->p.qa_w + (size_t)side * H, N, H, 1, true);
+    }
+}
+
+/* Pooler, fed by the NSP or classifier loss (when labelled) and/or an external d(pooled
+ * output); adds the gradient of the [CLS] rows into d_out. */
 static void pooler_backward(BertModel *m, float *d_out, const float *d_pooled_ext) {
     const int B = m->B, H = m->cfg.hidden_size;
     Activations *a = &m->act;
-    if (!m->have_nsp_labels && !d_pooled_ext) return;
+    const bool classifier = m->heads.kind == BERT_HEADS_CLASSIFIER && m->have_task_labels;
+    if (!m->p.pool_w || (!m->have_nsp_labels && !classifier && !d_pooled_ext)) return;
     if (m->have_nsp_labels) {
         k_xent_backward(a->d_nsp_logits, m->nsp_label, B, 2, 1.0f / B);
         k_matmul_backward(a->d_pooled, m->g.nsp_w, m->g.nsp_b, a->d_nsp_logits, a->pooled, m->p.nsp_w, B, H, 2, false);
+    } else if (classifier) {
+        classifier_backward(m, a->d_pooled);
     } else {
         memset(a->d_pooled, 0, sizeof(float) * B * H);
     }
@@ -102,7 +136,8 @@ void bert_backward_with(BertModel *m, const BertBatch *b, const float *d_sequenc
     if (d_sequence_output) memcpy(a->d_x, d_sequence_output, sizeof(float) * N * H);
     else memset(a->d_x, 0, sizeof(float) * N * H);
     pooler_backward(m, a->d_x, d_pooled);
-    if (m->have_mlm_labels && m->mlm_count > 0) mlm_backward(m, a->d_x);
+    if (m->heads.kind == BERT_HEADS_PRETRAINING && m->have_mlm_labels && m->mlm_count > 0) mlm_backward(m, a->d_x);
+    if (m->heads.kind == BERT_HEADS_QA && m->have_task_labels) qa_backward(m, a->d_x);
     for (int l = L - 1; l >= 0; l--)
         layer_backward(m, l, l ? a->layers[l - 1].out : a->emb_out, b->attention_mask, m->pruned && l == L - 1);
     bert_hidden_dropout(m, a->d_x, m->rows, layout_rows(m), 0, SITE_EMBEDDINGS);

@@ -11,7 +11,8 @@
  * or a head reads: its last real token, or a masked position past it. */
 static void plan_encoder_rows(BertModel *m) {
     const int B = m->B, T = m->T, N = B * T;
-    m->unpadded = m->unpad && m->cfg.num_hidden_layers > 0;
+    /* only pre-training skips rows: task heads read (or return) every row, as HF's */
+    m->unpadded = m->unpad && m->cfg.num_hidden_layers > 0 && m->heads.kind == BERT_HEADS_PRETRAINING;
     if (!m->unpadded) {
         m->rows = N;
         return;
@@ -37,7 +38,7 @@ static void plan_last_layer_rows(BertModel *m) {
     const int B = m->B, T = m->T, M = m->mlm_count, R = m->rows;
     const int32_t *layout = m->unpadded ? m->row_map : NULL;   /* full row -> layout row */
 #define LAYOUT_ROW(n) (layout ? layout[n] : (n))
-    m->pruned = m->prune_last_layer && m->cfg.num_hidden_layers > 0;
+    m->pruned = m->prune_last_layer && m->cfg.num_hidden_layers > 0 && m->heads.kind == BERT_HEADS_PRETRAINING;
     if (!m->pruned) {
         for (int s = 0; s < B; s++) m->cls_row[s] = LAYOUT_ROW(s * T);
         for (int k = 0; k < M; k++) m->mlm_out_row[k] = LAYOUT_ROW(m->mlm_src_row[k]);
@@ -58,6 +59,31 @@ static void plan_last_layer_rows(BertModel *m) {
     for (int s = 0; s < B; s++) m->cls_row[s] = m->out_map[LAYOUT_ROW(s * T)];
     for (int k = 0; k < M; k++) m->mlm_out_row[k] = m->out_map[LAYOUT_ROW(m->mlm_src_row[k])];
 #undef LAYOUT_ROW
+}
+
+/* The task head's labels. QA as HF: positions clamped to [0, T], and T is ignored (the
+ * start and the end separately). */
+static void prepare_task_labels(BertModel *m, const BertBatch *b) {
+    const int B = m->B, T = m->T;
+    m->have_task_labels = false;
+    if (m->heads.kind == BERT_HEADS_QA && b->start_positions) {
+        m->have_task_labels = true;
+        for (int side = 0; side < 2; side++) {
+            const int32_t *pos = side ? b->end_positions : b->start_positions;
+            m->qa_count[side] = 0;
+            for (int s = 0; s < B; s++) {
+                int p = pos[s] < 0 ? 0 : pos[s] > T ? T : pos[s];
+                if (p == T) continue;
+                m->qa_seq[side][m->qa_count[side]] = s, m->qa_label[side][m->qa_count[side]++] = p;
+            }
+        }
+    } else if (m->heads.kind == BERT_HEADS_CLASSIFIER && m->heads.num_labels >= 2 && b->class_labels) {
+        m->have_task_labels = true;
+        memcpy(m->class_label, b->class_labels, sizeof(int32_t) * B);
+    } else if (m->heads.kind == BERT_HEADS_CLASSIFIER && m->heads.num_labels == 1 && b->regression_targets) {
+        m->have_task_labels = true;
+        memcpy(m->target, b->regression_targets, sizeof(float) * B);
+    }
 }
 
 /* Per-sequence attention range (everything after the last real token is skipped), the
@@ -87,8 +113,9 @@ static void prepare_batch(BertModel *m, const BertBatch *b) {
     plan_encoder_rows(m);
     plan_last_layer_rows(m);
     m->have_mlm_labels = b->masked_labels != NULL && P > 0;
-    m->have_nsp_labels = b->next_sentence_labels != NULL;
+    m->have_nsp_labels = b->next_sentence_labels != NULL && m->heads.kind == BERT_HEADS_PRETRAINING;
     if (m->have_nsp_labels) memcpy(m->nsp_label, b->next_sentence_labels, sizeof(int32_t) * B);
+    prepare_task_labels(m, b);
 }
 
 void bert_attention_args(const BertModel *m, AttentionArgs *a, const int32_t *mask, int layer) {
@@ -166,13 +193,19 @@ static void embeddings_forward(BertModel *m, const BertBatch *b) {
     bert_hidden_dropout(m, a->emb_out, m->rows, layout_rows(m), 0, SITE_EMBEDDINGS);
 }
 
-/* Pooler (tanh of the [CLS] row) and the NSP logits; returns the NSP mean loss or 0. */
-static float nsp_forward(BertModel *m, const float *seq_out) {
+/* Pooler: tanh of the dense layer on each sequence's [CLS] row. */
+static void pooler_forward(BertModel *m, const float *seq_out) {
     const int B = m->B, H = m->cfg.hidden_size;
     Activations *a = &m->act;
     gather_rows(a->cls_in, seq_out, m->cls_row, B, H);
     k_matmul_forward(a->pooled, a->cls_in, m->p.pool_w, m->p.pool_b, B, H, H);
     k_tanh_forward(a->pooled, (long)B * H);
+}
+
+/* The NSP logits from the pooled output; returns the NSP mean loss or 0. */
+static float nsp_forward(BertModel *m) {
+    const int B = m->B, H = m->cfg.hidden_size;
+    Activations *a = &m->act;
     k_matmul_forward(a->nsp_logits, a->pooled, m->p.nsp_w, m->p.nsp_b, B, H, 2);
     if (!m->have_nsp_labels) return 0.0f;
     return (float)(k_xent_forward(a->nsp_row_loss, a->d_nsp_logits, a->nsp_logits, NULL, m->nsp_label, B, 2) / B);
@@ -214,6 +247,38 @@ static float mlm_forward(BertModel *m, const float *seq_out) {
     return loss;
 }
 
+/* QA head: start and end logits per token (two one-output products, so each side's logits
+ * are [B, T] rows for the cross-entropy); loss = mean of the two sides' mean CE. */
+static float qa_forward(BertModel *m, const float *seq_out) {
+    const int B = m->B, T = m->T, N = B * T, H = m->cfg.hidden_size;
+    Activations *a = &m->act;
+    k_matmul_forward(a->qa_start, seq_out, m->p.qa_w, m->p.qa_b, N, H, 1);
+    k_matmul_forward(a->qa_end, seq_out, m->p.qa_w + H, m->p.qa_b + 1, N, H, 1);
+    if (!m->have_task_labels) return 0.0f;
+    double loss = 0;
+    for (int side = 0; side < 2; side++) {
+        const int M = m->qa_count[side];
+        if (!M) continue;   /* every position ignored: HF's mean over nothing is NaN; bert.c adds 0 */
+        loss += k_xent_forward(a->qa_row_loss, side ? a->qa_probs_end : a->qa_probs_start,
+                               side ? a->qa_end : a->qa_start, m->qa_seq[side], m->qa_label[side], M, T) / M;
+    }
+    return (float)(loss / 2);
+}
+
+/* Classifier head: dropout on the pooled output, then the linear layer; CE (N >= 2
+ * labels) or MSE (1 label, regression), both means over the batch. */
+static float classifier_forward(BertModel *m) {
+    const int B = m->B, H = m->cfg.hidden_size, NL = m->heads.num_labels;
+    Activations *a = &m->act;
+    memcpy(a->cls_dropped, a->pooled, sizeof(float) * B * H);
+    k_dropout(a->cls_dropped, (long)B * H, hidden_dropout_p(m),
+              rng_key(m->dropout_seed, classifier_dropout_site(m->cfg.num_hidden_layers)), 0);
+    k_matmul_forward(a->cls_logits, a->cls_dropped, m->p.cls_w, m->p.cls_b, B, H, NL);
+    if (!m->have_task_labels) return 0.0f;
+    if (NL == 1) return (float)(k_mse_forward(a->cls_logits, m->target, B) / B);
+    return (float)(k_xent_forward(a->cls_row_loss, a->cls_probs, a->cls_logits, NULL, m->class_label, B, NL) / B);
+}
+
 float bert_forward(BertModel *m, const BertBatch *b, bool training, uint64_t dropout_seed) {
     BertError err;
     if (bert_batch_validate(m, b, &err)) {
@@ -231,8 +296,17 @@ float bert_forward(BertModel *m, const BertBatch *b, bool training, uint64_t dro
         layer_forward(m, l, x, b->attention_mask, m->pruned && l == m->cfg.num_hidden_layers - 1);
         x = m->act.layers[l].out;
     }
-    m->nsp_loss = nsp_forward(m, x);
-    m->mlm_loss = m->P > 0 ? mlm_forward(m, x) : 0.0f;
+    m->nsp_loss = m->mlm_loss = m->task_loss = 0.0f;
+    if (m->p.pool_w) pooler_forward(m, x);
+    switch (m->heads.kind) {
+    case BERT_HEADS_PRETRAINING:
+        m->nsp_loss = nsp_forward(m);
+        m->mlm_loss = m->P > 0 ? mlm_forward(m, x) : 0.0f;
+        break;
+    case BERT_HEADS_QA: m->task_loss = qa_forward(m, x); break;
+    case BERT_HEADS_CLASSIFIER: m->task_loss = classifier_forward(m); break;
+    case BERT_HEADS_NONE: break;
+    }
     m->backward_ready = true;
-    return m->mlm_loss + m->nsp_loss;
+    return m->mlm_loss + m->nsp_loss + m->task_loss;
 }

@@ -19,6 +19,8 @@ typedef struct {
     float *pool_w, *pool_b;
     float *mlm_bias, *mlm_dense_w, *mlm_dense_b, *mlm_ln_w, *mlm_ln_b;
     float *nsp_w, *nsp_b;
+    float *qa_w, *qa_b;            /* QA head: [2, H], [2] */
+    float *cls_w, *cls_b;          /* classifier head: [N, H], [N] */
 } ParamViews;
 
 /* Activations of one encoder layer kept for backward (N = B*T rows). */
@@ -50,10 +52,17 @@ typedef struct {
     float *d_pooled, *d_cls, *d_nsp_logits;           /* [B, H], [B, H], [B, 2] */
     float *attn_scratch;                              /* nthreads * 2 * T * T */
     float *kept_x;                                    /* [B(P+1), H] last layer's input at the kept rows */
+    /* task heads */
+    float *qa_start, *qa_end, *d_qa_start, *d_qa_end; /* [B*T] logits and their gradients */
+    float *qa_probs_start, *qa_probs_end;             /* [B, T] softmax of the labelled sequences (compact) */
+    float *qa_row_loss;                               /* [B] */
+    float *cls_dropped, *cls_logits, *cls_probs;      /* [B, H], [B, N], [B, N] */
+    float *cls_row_loss, *d_cls_logits, *d_cls_in;    /* [B], [B, N], [B, H] */
 } Activations;
 
 struct BertModel {
     BertConfig cfg;
+    BertHeads heads;
     int max_batch, max_seq, max_preds, nthreads;
     int num_tensors;
     BertParamInfo *info;
@@ -82,7 +91,14 @@ struct BertModel {
     bool have_mlm_labels, have_nsp_labels, training;
     bool backward_ready;  /* a forward succeeded and its backward has not run yet */
     uint64_t dropout_seed;
-    float mlm_loss, nsp_loss;
+    float mlm_loss, nsp_loss, task_loss;
+    /* task labels of the current batch. QA, for side 0 (start) and 1 (end): the sequences
+     * whose position is not ignored (qa_seq, compact) and that position (qa_label); then
+     * classes, regression targets */
+    int32_t *qa_seq[2], *qa_label[2], *class_label;
+    float *target;
+    int qa_count[2];
+    bool have_task_labels;
     char error[1024];
 };
 
@@ -91,6 +107,8 @@ enum { SITE_EMBEDDINGS = 0, SITE_ATTN_PROBS = 1, SITE_ATTN_OUT = 2, SITE_FFN_OUT
 static inline uint64_t dropout_site(int layer, int kind) {
     return kind == SITE_EMBEDDINGS ? 0 : 1 + (uint64_t)layer * SITES_PER_LAYER + (uint64_t)(kind - 1);
 }
+/* The classifier head's dropout (on the pooled output): the site after the last layer's. */
+static inline uint64_t classifier_dropout_site(int layers) { return 1 + (uint64_t)layers * SITES_PER_LAYER; }
 
 /* The attention kernel's arguments for layer `layer` of the current batch (dropout keyed
  * by the forward's seed when training). */

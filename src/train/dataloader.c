@@ -311,8 +311,8 @@ int loader_next(DataLoader *l, BertBatch *batch, BertError *err) {
     }
 pass_ended:
     if (rows == 0) return 0;
-    *batch = (BertBatch){rows, l->o.max_seq_length, l->o.max_predictions, l->ids, l->types, l->mask, l->positions,
-                         l->labels, l->nsp};
+    *batch = bert_pretraining_batch(rows, l->o.max_seq_length, l->o.max_predictions, l->ids, l->types, l->mask, l->positions,
+                         l->labels, l->nsp);
     return 1;
 }
 
