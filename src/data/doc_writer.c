@@ -2,8 +2,8 @@
 #include <errno.h>
 #include <string.h>
 #include <unistd.h>
-#include <utf8proc.h>
 
+#include "core/utf8.h"
 #include "data/doc_writer.h"
 
 int doc_writer_open(DocWriter *w, const char *path, FormatStats *stats, bool progress,
@@ -86,10 +86,9 @@ void doc_writer_abort(DocWriter *w) {
 size_t utf8_strip(const char *text, size_t len, size_t *start) {
     size_t i = 0;
     while (i < len) {
-        int32_t cp;
-        utf8proc_ssize_t n = utf8proc_iterate((const utf8proc_uint8_t *)text + i,
-                                              (utf8proc_ssize_t)(len - i), &cp);
-        if (n <= 0 || !utf8_is_space(cp)) break;
+        int n;
+        int32_t cp = utf8_decode((const unsigned char *)text + i, len - i, &n);
+        if (cp < 0 || !py_isspace(cp)) break;
         i += (size_t)n;
     }
     *start = i;

@@ -2,6 +2,7 @@
  * the reference does, spooling instances (memory, then disk), the final shuffle, the HDF5
  * shard. */
 #include "data/pretraining.h"
+#include "core/utf8.h"
 
 #include <errno.h>
 #include <glob.h>
@@ -82,37 +83,14 @@ static int reader_next(LineReader *r, const char **line, size_t *n, const char *
 
 /* ---- Python's str.strip() emptiness ------------------------------------------------- */
 
-/* Code points for which Python's str.isspace() is true. */
-static bool python_isspace(uint32_t c) {
-    return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 ||
-           c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 ||
-           c == 0x202F || c == 0x205F || c == 0x3000;
-}
-
-/* Decodes one UTF-8 sequence at s (n bytes left); returns its length, or 0 if invalid. */
-static size_t utf8_decode(const unsigned char *s, size_t n, uint32_t *cp) {
-    if (s[0] < 0x80) { *cp = s[0]; return 1; }
-    size_t len = s[0] >= 0xF0 ? 4 : s[0] >= 0xE0 ? 3 : s[0] >= 0xC2 ? 2 : 0;
-    if (len == 0 || len > n || s[0] > 0xF4) return 0;
-    uint32_t c = s[0] & (0x7F >> len);
-    for (size_t k = 1; k < len; k++) {
-        if ((s[k] & 0xC0) != 0x80) return 0;
-        c = (c << 6) | (s[k] & 0x3F);
-    }
-    static const uint32_t min_for_len[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (c < min_for_len[len] || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return 0;
-    *cp = c;
-    return len;
-}
-
 /* The reference's `if not line.strip()`: a document boundary. */
 static bool line_is_blank(const char *text, size_t n) {
     const unsigned char *s = (const unsigned char *)text;
     for (size_t i = 0; i < n;) {
-        uint32_t c;
-        size_t len = utf8_decode(s + i, n - i, &c);
-        if (len == 0 || !python_isspace(c)) return false;
-        i += len;
+        int len;
+        int32_t c = utf8_decode(s + i, n - i, &len);
+        if (c < 0 || !py_isspace(c)) return false;
+        i += (size_t)len;
     }
     return true;
 }

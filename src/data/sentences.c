@@ -18,6 +18,7 @@
 #include <string.h>
 #include <utf8proc.h>
 
+#include "core/utf8.h"
 #include "data/corpus.h"
 #include "data/punkt_model.h"
 
@@ -138,20 +139,13 @@ static void sentence_list_push(SentenceList *l, size_t start, size_t end) {
 
 /* Decodes the code point at text[i] (i < len); an invalid byte is U+FFFD of length 1. */
 static int decode_at(const char *text, size_t len, size_t i, int32_t *cp) {
-    utf8proc_ssize_t n = utf8proc_iterate((const utf8proc_uint8_t *)text + i,
-                                          (utf8proc_ssize_t)(len - i), cp);
-    if (n <= 0) {
+    int n;
+    *cp = utf8_decode((const unsigned char *)text + i, len - i, &n);
+    if (*cp < 0) {   /* an invalid byte reads as U+FFFD, one byte at a time */
         *cp = 0xFFFD;
         return 1;
     }
-    return (int)n;
-}
-
-/* str.isspace(): what str.strip() and str.rstrip() remove. */
-static bool py_isspace(int32_t c) {
-    return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20) || c == 0x85 || c == 0xa0 ||
-           c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 ||
-           c == 0x202f || c == 0x205f || c == 0x3000;
+    return n;
 }
 
 /* \s of the `regex` module that NLTK compiles punkt's patterns with (Unicode White_Space:

@@ -14,8 +14,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <utf8proc.h>
 
+#include "core/utf8.h"
 #include "data/corpus.h"
 
 /* Far more than any corpus needs; keeps training + test shards within an int. */
@@ -39,12 +39,6 @@ void shard_path(const ShardOptions *opt, bool is_test, int i, char *out, size_t 
 
 /* ---- Documents: reading, cleaning, splitting ---------------------------------------- */
 
-bool utf8_is_space(int32_t c) { /* Python's str.isspace() */
-    return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20) || c == 0x85 || c == 0xa0 ||
-           c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 ||
-           c == 0x202f || c == 0x205f || c == 0x3000;
-}
-
 size_t utf8_sanitize(const char *in, size_t len, char **buf, size_t *cap, long long *n_invalid) {
     if (*cap < 3 * len + 1) {
         *cap = 3 * len + 1;
@@ -58,10 +52,8 @@ size_t utf8_sanitize(const char *in, size_t len, char **buf, size_t *cap, long l
             i++;
             continue;
         }
-        int32_t cp;
-        utf8proc_ssize_t n = utf8proc_iterate((const utf8proc_uint8_t *)in + i,
-                                              (utf8proc_ssize_t)(len - i), &cp);
-        if (n <= 0) {
+        int n;
+        if (utf8_decode((const unsigned char *)in + i, len - i, &n) < 0) {
             memcpy(*buf + o, "\xEF\xBF\xBD", 3); /* U+FFFD */
             o += 3;
             i++;
@@ -82,10 +74,9 @@ size_t utf8_rstrip_len(const char *text, size_t len) {
     while (len > 0) {
         size_t k = len - 1;
         while (k > 0 && len - k < 4 && ((unsigned char)text[k] & 0xC0) == 0x80) k--;
-        int32_t cp;
-        utf8proc_ssize_t n = utf8proc_iterate((const utf8proc_uint8_t *)text + k,
-                                              (utf8proc_ssize_t)(len - k), &cp);
-        if (n != (utf8proc_ssize_t)(len - k) || !utf8_is_space(cp)) return len;
+        int n;
+        int32_t cp = utf8_decode((const unsigned char *)text + k, len - k, &n);
+        if (cp < 0 || (size_t)n != len - k || !py_isspace(cp)) return len;
         len = k;
     }
     return 0;

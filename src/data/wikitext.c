@@ -23,6 +23,7 @@
 #include <utf8proc.h>
 
 #include "core/common.h"
+#include "core/utf8.h"
 #include "data/wikitext.h"
 
 typedef struct {
@@ -64,13 +65,11 @@ static bool starts_with(const Str *s, size_t i, const char *lit) {
 }
 
 static int32_t cp_at(const char *p, size_t n, size_t i, int *len) {
-    int32_t cp;
-    utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)p + i, (utf8proc_ssize_t)(n - i), &cp);
-    if (k <= 0) {
+    int32_t cp = utf8_decode((const unsigned char *)p + i, n - i, len);
+    if (cp < 0) {   /* an invalid byte reads as U+FFFD, one byte at a time */
         *len = 1;
         return 0xFFFD;
     }
-    *len = (int)k;
     return cp;
 }
 

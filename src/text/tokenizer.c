@@ -8,6 +8,7 @@
  * each word goes straight to the longest-match search. Nothing is allocated per token:
  * all working memory lives in the caller's TokenList and only grows. */
 #include "text/tokenizer.h"
+#include "core/utf8.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -138,42 +139,6 @@ static void push_token(TokenList *l, int id, int start, int end) {
     l->tokens[l->n++] = (Token){id, start, end};
 }
 
-/* ---- UTF-8 decoding, as Python's decoder with errors="replace" ---- */
-
-/* Decodes the code point at s[0..len) (s[0] >= 0x80). Returns it, or -1 for an invalid
- * sequence; *nbytes is the length consumed (for -1: the maximal subpart that is
- * replaced by one U+FFFD, as Unicode recommends and Python does). */
-static int32_t decode_utf8(const unsigned char *s, size_t len, int *nbytes) {
-    unsigned char b = s[0];
-    int need;
-    int32_t cp;
-    unsigned char lo = 0x80, hi = 0xBF;  /* allowed range of the second byte */
-    if (b >= 0xC2 && b <= 0xDF) { need = 1; cp = b & 0x1F; }
-    else if (b >= 0xE0 && b <= 0xEF) {
-        need = 2; cp = b & 0x0F;
-        if (b == 0xE0) lo = 0xA0;          /* overlong */
-        if (b == 0xED) hi = 0x9F;          /* surrogates */
-    } else if (b >= 0xF0 && b <= 0xF4) {
-        need = 3; cp = b & 0x07;
-        if (b == 0xF0) lo = 0x90;          /* overlong */
-        if (b == 0xF4) hi = 0x8F;          /* beyond U+10FFFF */
-    } else {
-        *nbytes = 1;
-        return -1;
-    }
-    for (int k = 1; k <= need; k++) {
-        unsigned char c = (size_t)k < len ? s[k] : 0;
-        unsigned char min = k == 1 ? lo : 0x80, max = k == 1 ? hi : 0xBF;
-        if ((size_t)k >= len || c < min || c > max) {
-            *nbytes = k;
-            return -1;
-        }
-        cp = (cp << 6) | (c & 0x3F);
-    }
-    *nbytes = need + 1;
-    return cp;
-}
-
 /* ---- lower-casing and accent stripping (uncased only) ---- */
 
 /* Python's str.lower() maps U+03A3 to final sigma U+03C2 when a cased letter precedes
@@ -275,9 +240,9 @@ static void emit_never_split(const Tokenizer *t, Scratch *s, const char *text, s
     size_t end = pos + t->never_split_len[which];
     s->piece_n = 0;
     while (pos < end) {
-        utf8proc_int32_t cp;
-        utf8proc_ssize_t k = utf8proc_iterate(u + pos, (utf8proc_ssize_t)(end - pos), &cp);
-        Char c = {cp, (int)pos, (int)(pos + (size_t)k), 0};
+        int k;
+        int32_t cp = utf8_decode(u + pos, end - pos, &k);   /* never-split tokens come from valid text */
+        Char c = {cp < 0 ? 0xFFFD : cp, (int)pos, (int)(pos + (size_t)k), 0};
         push_char(&s->piece, &s->piece_n, &s->piece_cap, c);
         pos += (size_t)k;
     }
@@ -358,7 +323,7 @@ static long run_basic(const Tokenizer *t, Scratch *s, const char *text, size_t l
             cp = u[pos];
             cls = t->bmp_class[cp];
         } else {
-            cp = decode_utf8(u + pos, len - pos, &nbytes);
+            cp = utf8_decode(u + pos, len - pos, &nbytes);
             if (cp < 0) {
                 invalid++;  /* U+FFFD, which _clean_text drops */
                 pos += (size_t)nbytes;

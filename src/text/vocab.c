@@ -4,11 +4,11 @@
  * The hash is FNV-1a over the piece's bytes (a different start value for continuations),
  * so the tokenizer hashes the prefixes of a word incrementally, one pass per start
  * position, and looks each up without rehashing. */
+#include "core/utf8.h"
 #include "text/vocab_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <utf8proc.h>
 
 uint64_t vocab_hash_init(bool continuation) { return continuation ? 0x84222325cbf29ce4ULL : 0xcbf29ce484222325ULL; }
 
@@ -126,10 +126,9 @@ int vocab_load(Vocab **out, const char *path, BertError *err) {
         /* load_vocab strips each line; vocab tokens never start or end in other spaces. */
         while (a < b && is_ascii_space(data[a])) a++;
         while (b > a && is_ascii_space(data[b - 1])) b--;
-        utf8proc_int32_t cp;
         for (size_t i = a; i < b;) {
-            utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)data + i, (utf8proc_ssize_t)(b - i), &cp);
-            if (k < 0) {
+            int k;
+            if (utf8_decode((const unsigned char *)data + i, b - i, &k) < 0) {
                 rc = bert_fail(err, "%s: line %d is not valid UTF-8", path, n + 1);
                 break;
             }
