@@ -107,12 +107,6 @@ static void synthetic_batch_free(SyntheticBatch *s) {
     free(s->ids), free(s->types), free(s->mask), free(s->positions), free(s->labels), free(s->nsp);
 }
 
-static double cpu_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void timing_add(Timing *t, double step_s, double cpu_s, bool timed) {
     if (!timed) return;
     t->steps++;

@@ -235,12 +235,6 @@ static void stream_stdin(const Format *f, size_t block, int threads, StreamStats
     free(buf);
 }
 
-static double process_cpu_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* --bench: the whole of stdin in memory, tokenized `repeat` times on `threads` threads;
  * reports tokenization throughput only (no output formatting). */
 static int run_bench(const Tokenizer *tok, int threads, int repeat) {
@@ -259,10 +253,10 @@ static int run_bench(const Tokenizer *tok, int threads, int repeat) {
     double best = 1e30, best_cpu = 1e30;
     for (int r = 0; r <= repeat; r++) {  /* round 0 warms caches and scratch memory */
         long count = 0;
-        double t0 = now_seconds(), c0 = process_cpu_seconds();
+        double t0 = now_seconds(), c0 = cpu_seconds();
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 64) reduction(+ : count)
         for (int i = 0; i < n; i++) count += tokenize(tok, lines[i].text, lines[i].len, &pt[omp_get_thread_num()].work);
-        double dt = now_seconds() - t0, dc = process_cpu_seconds() - c0;
+        double dt = now_seconds() - t0, dc = cpu_seconds() - c0;
         if (r > 0 && dt < best) best = dt;
         if (r > 0 && dc < best_cpu) best_cpu = dc;
         tokens = count;

@@ -94,18 +94,6 @@ static float learning_rate(float peak, int step, int steps, int warmup) {
     return peak * (float)(steps - step) / (float)(steps - warmup > 0 ? steps - warmup : 1);
 }
 
-static int make_parent_dirs(const char *path) {
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = '\0';
-        if (mkdir(buf, 0755) && errno != EEXIST) return -1;
-        *p = '/';
-    }
-    return 0;
-}
-
 typedef struct {
     const char *model, *out;
     int steps, batch, seq, preds, log_every, threads, vocab_size;
@@ -118,8 +106,10 @@ static int save_outputs(BertModel *m, const BertConfig *cfg, const char *out) {
     char cfg_path[4200];
     const char *slash = strrchr(out, '/');
     snprintf(cfg_path, sizeof cfg_path, "%.*sconfig.json", slash ? (int)(slash - out + 1) : 0, out);
-    if (make_parent_dirs(out)) {
-        fprintf(stderr, "bert train_demo: cannot create the directory of %s: %s\n", out, strerror(errno));
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - out) : 1, slash ? out : ".");
+    if (slash && slash != out && make_dirs(dir, &err)) {
+        fprintf(stderr, "bert train_demo: %s\n", err.msg);
         return 1;
     }
     if (bert_save_safetensors(m, out, &err) || bert_config_save(cfg_path, cfg, &err)) {

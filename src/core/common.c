@@ -150,3 +150,25 @@ int read_file(const char *path, char **data, size_t *len, BertError *err) {
     if (len) *len = n;
     return 0;
 }
+
+double cpu_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int make_dirs(const char *path, BertError *err) {
+    char buf[4096];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return bert_fail(err, "path too long: %s", path);
+    for (char *p = buf + 1;; p++) {
+        if (*p != '/' && *p) continue;
+        char saved = *p;
+        *p = 0;
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST) return bert_fail(err, "cannot create %s: %s", buf, strerror(errno));
+        *p = saved;
+        if (!saved) break;
+    }
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) return bert_fail(err, "%s exists and is not a folder", path);
+    return 0;
+}

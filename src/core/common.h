@@ -26,8 +26,12 @@ char *xstrdup(const char *s);
 /* Prints "bert: <msg>" to stderr and exits with status 1. */
 void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
-/* Monotonic wall-clock seconds. */
+/* Monotonic wall-clock seconds, and the CPU seconds this process has used (all threads). */
 double now_seconds(void);
+double cpu_seconds(void);
+
+/* mkdir -p: creates path and its missing parents; fails if path exists and is not a folder. */
+int make_dirs(const char *path, BertError *err);
 
 /* Peak resident set size of this process in bytes (VmHWM; 0 if unknown), and a reset of that
  * peak to the current size (Linux's /proc/self/clear_refs; returns -1 where unsupported), so

@@ -45,21 +45,6 @@ void python_float_str(double x, char *out, size_t outlen) {
     if (!strpbrk(out, ".en")) strncat(out, ".0", outlen - strlen(out) - 1); /* 1 -> "1.0" */
 }
 
-static int make_dirs(const char *path, BertError *err) {
-    char buf[4096];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return bert_fail(err, "path too long: %s", path);
-    for (char *p = buf + 1;; p++) {
-        if (*p == '/' || *p == 0) {
-            char c = *p;
-            *p = 0;
-            if (mkdir(buf, 0777) != 0 && errno != EEXIST) return bert_fail(err, "cannot create %s: %s", buf, strerror(errno));
-            *p = c;
-            if (!c) break;
-        }
-    }
-    return 0;
-}
-
 /* ---- Step 1: formatting ------------------------------------------------------------ */
 
 typedef struct {

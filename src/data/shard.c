@@ -422,25 +422,6 @@ static void plan_shards(const int32_t *counts, long long n_docs, const ShardOpti
 
 /* ---- Pass 2: writing the shards ----------------------------------------------------- */
 
-static int mkdir_p(const char *dir, BertError *err) {
-    char path[4096];
-    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path)
-        return bert_fail(err, "output directory name too long: '%s'", dir);
-    for (char *p = path + 1;; p++) {
-        if (*p != '/' && *p) continue;
-        char saved = *p;
-        *p = 0;
-        if (mkdir(path, 0777) != 0 && errno != EEXIST)
-            return bert_fail(err, "cannot create directory '%s': %s", path, strerror(errno));
-        *p = saved;
-        if (!saved) break;
-    }
-    struct stat sb;
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return bert_fail(err, "'%s' is not a directory", dir);
-    return 0;
-}
-
 /* Writes one shard to af (already open), reading its documents back from fds. */
 static int write_shard(const Shard *s, const DocTable *docs, const int *fds,
                        const SentenceSplitter *sp, AtomicFile *af, long long *bytes, BertError *err) {
@@ -572,7 +553,7 @@ int shard_corpus(const ShardOptions *opt_in, ShardStats *stats, BertError *err) 
     Shard *test = xcalloc((size_t)opt.n_test_shards, sizeof *test);
     if (rc == 0) {
         plan_shards(docs.sentences, docs.n, &opt, train, test);
-        rc = mkdir_p(opt.output_dir, err);
+        rc = make_dirs(opt.output_dir, err);
     }
     if (rc == 0) rc = write_all_shards(&opt, train, test, &docs, sp, &st, err);
     if (rc == 0) {

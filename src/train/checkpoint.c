@@ -108,8 +108,7 @@ static void checkpoint_path(char *out, size_t n, const char *output_dir, long st
 int checkpoint_save(const char *output_dir, long step, int keep_last, CheckpointWriter write, void *ctx,
                     char *saved_path, size_t saved_path_len, BertError *err) {
     if (step < 0) return bert_fail(err, "checkpoint step %ld is negative", step);
-    if (mkdir(output_dir, 0777) != 0 && errno != EEXIST)
-        return bert_fail(err, "cannot create %s: %s", output_dir, strerror(errno));
+    if (make_dirs(output_dir, err) != 0) return -1;
     remove_stale_temporaries(output_dir);
     char tmp[4096], final_path[4096];
     snprintf(tmp, sizeof tmp, "%s/.ckpt_%ld.tmp.%ld", output_dir, step, (long)getpid());

@@ -458,8 +458,7 @@ int pretrain_run(const PretrainOptions *o, PretrainSummary *sum, BertError *err)
     if (o->threads > 0) omp_set_num_threads(o->threads);
     Run r = {.o = o, .micro = o->train_batch_size / o->gradient_accumulation_steps, .phase = o->phase2 ? 2 : 1,
              .offset = o->phase2 ? o->phase1_end_step : 0};
-    if (mkdir(o->output_dir, 0777) != 0 && errno != EEXIST)
-        return bert_fail(err, "cannot create %s: %s", o->output_dir, strerror(errno));
+    if (make_dirs(o->output_dir, err) != 0) return -1;
     int rc = logger_open(&r.log, o->json_summary, o->resume_from_checkpoint, !o->disable_progress_bar, err);
     if (rc == 0) rc = setup_model(&r, err);
     if (rc == 0) rc = setup_data(&r, err);
