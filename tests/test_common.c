@@ -56,10 +56,23 @@ static void test_peak_rss_reset(void) {
     CHECKF(after + n / 2 <= during, "peak %zu after the reset, %zu before it", after, during);
 }
 
+/* The one list splitter every list flag uses: empty items skipped, too many refused. */
+static void test_split_list(void) {
+    char a[] = "x,,y,z,";
+    const char *items[3];
+    CHECK(list_capacity("x,,y,z,") == 5);
+    CHECK(split_list(a, items, 3) == 3 && !strcmp(items[0], "x") && !strcmp(items[1], "y") && !strcmp(items[2], "z"));
+    char b[] = "p,q,r,s";
+    CHECK(split_list(b, items, 3) == -1);
+    char c[] = ",,";
+    CHECK(split_list(c, items, 3) == 0);
+}
+
 int main(void) {
     RUN_TEST(test_atomic_file_replaces_only_on_commit);
     RUN_TEST(test_unwritable_output_is_an_error);
     RUN_TEST(test_is_same_file);
     RUN_TEST(test_peak_rss_reset);
+    RUN_TEST(test_split_list);
     return test_summary();
 }

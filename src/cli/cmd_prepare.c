@@ -8,18 +8,6 @@
 #include "core/bundled.h"
 #include "data/prepare.h"
 
-
-/* Splits a comma-separated list (s is modified); returns the count or -1 if too many. */
-static int split_list(char *s, const char **items, int max) {
-    int n = 0;
-    for (char *tok = strtok(s, ","); tok; tok = strtok(NULL, ","))
-        if (*tok) {
-            if (n == max) return -1;
-            items[n++] = tok;
-        }
-    return n;
-}
-
 static int parse_steps(const char *steps, PrepareOptions *o) {
     o->do_format = strstr(steps, "format") != NULL;
     o->do_shard = strstr(steps, "shard") != NULL;

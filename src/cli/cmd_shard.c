@@ -8,14 +8,6 @@
 #include "cli/flags.h"
 #include "data/corpus.h"
 
-/* Splits a comma-separated list in place (s is modified); returns the count. */
-static int split_list(char *s, const char **items, int max) {
-    int n = 0;
-    for (char *tok = strtok(s, ","); tok && n < max; tok = strtok(NULL, ","))
-        if (*tok) items[n++] = tok;
-    return n;
-}
-
 int cmd_shard(int argc, char **argv) {
     ShardOptions opt = shard_default_options();
     const char *inputs = NULL, *output_dir = NULL, *prefix = opt.output_name_prefix;
@@ -48,8 +40,7 @@ int cmd_shard(int argc, char **argv) {
         return 2;
     }
     char *list = xstrdup(inputs);
-    int max_files = 1;
-    for (const char *p = inputs; *p; p++) max_files += *p == ',';
+    int max_files = list_capacity(inputs);
     const char **files = xcalloc((size_t)max_files, sizeof *files);
     opt.input_files = files;
     opt.n_input_files = split_list(list, files, max_files);

@@ -172,3 +172,19 @@ int make_dirs(const char *path, BertError *err) {
     if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) return bert_fail(err, "%s exists and is not a folder", path);
     return 0;
 }
+
+int split_list(char *s, const char **items, int max) {
+    int n = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(s, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (n == max) return -1;
+        items[n++] = tok;
+    }
+    return n;
+}
+
+int list_capacity(const char *s) {
+    int n = 1;
+    for (; *s; s++) n += *s == ',';
+    return n;
+}

@@ -59,6 +59,13 @@ int atomic_publish(const char *tmp_path, const char *path, BertError *err);
  * that its atomic rename would put in place of its own input. */
 int is_same_file(const char *a, const char *b);
 
+/* Splits a comma-separated list in place (s is modified): items[] point into s. Empty items
+ * (",," or a trailing ",") are skipped. Returns the count, or -1 when there are more than
+ * max items. Every list flag (--input_files, --books, --input_file patterns) reads this way. */
+int split_list(char *s, const char **items, int max);
+/* The most items split_list can find in s: its commas plus one. */
+int list_capacity(const char *s);
+
 /* Reads a whole file into a NUL-terminated buffer (caller frees). */
 int read_file(const char *path, char **data, size_t *len, BertError *err);
 

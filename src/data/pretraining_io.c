@@ -252,9 +252,13 @@ int documents_read_text(DocumentSet *d, const char *path, const Tokenizer *tok,
 int expand_input_patterns(const char *patterns, char ***files, int *n_files, BertError *err) {
     *files = NULL;
     *n_files = 0;
-    char *copy = xstrdup(patterns), *save = NULL;
+    char *copy = xstrdup(patterns);
+    const int capacity = list_capacity(patterns);
+    const char **pats = xmalloc(sizeof(char *) * (size_t)capacity);
+    const int npats = split_list(copy, pats, capacity);
     int rc = 0;
-    for (char *pat = strtok_r(copy, ",", &save); pat; pat = strtok_r(NULL, ",", &save)) {
+    for (int i = 0; i < npats; i++) {
+        const char *pat = pats[i];
         glob_t g;
         int grc = glob(pat, 0, NULL, &g);
         if (grc != 0) {
@@ -266,7 +270,7 @@ int expand_input_patterns(const char *patterns, char ***files, int *n_files, Ber
         for (size_t k = 0; k < g.gl_pathc; k++) (*files)[(*n_files)++] = xstrdup(g.gl_pathv[k]);
         globfree(&g);
     }
-    free(copy);
+    free(copy), free(pats);
     if (rc == 0 && *n_files == 0) rc = bert_fail(err, "no input files in \"%s\"", patterns);
     if (rc != 0) {
         for (int k = 0; k < *n_files; k++) free((*files)[k]);
