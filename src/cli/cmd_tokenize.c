@@ -168,10 +168,7 @@ static size_t collect_lines(const char *buf, size_t filled, Line **lines, int *n
     size_t pos = 0;
     *n = 0;
     for (const char *nl; (nl = memchr(buf + pos, '\n', filled - pos)) != NULL; pos = (size_t)(nl - buf) + 1) {
-        if (*n == *cap) {
-            *cap *= 2;
-            *lines = xrealloc(*lines, (size_t)*cap * sizeof **lines);
-        }
+        ARRAY_RESERVE(*lines, *cap, (size_t)*n + 1, 64);
         (*lines)[(*n)++] = (Line){buf + pos, (size_t)(nl - buf) - pos, 0, 0, 0};
     }
     return pos;

@@ -137,7 +137,7 @@ int read_file(const char *path, char **data, size_t *len, BertError *err) {
     size_t cap = 1 << 16, n = 0;
     char *buf = xmalloc(cap + 1);
     for (;;) {
-        if (n == cap) { cap *= 2; buf = xrealloc(buf, cap + 1); }
+        if (n == cap) cap = grow_capacity(cap, cap + 1, 1 << 16), buf = xrealloc(buf, cap + 1);   /* + 1: the NUL */
         size_t got = fread(buf + n, 1, cap - n, f);
         n += got;
         if (got == 0) break;
@@ -187,4 +187,11 @@ int list_capacity(const char *s) {
     int n = 1;
     for (; *s; s++) n += *s == ',';
     return n;
+}
+
+size_t grow_capacity(size_t cap, size_t need, size_t first) {
+    if (need <= cap) return cap;
+    size_t c = cap ? cap : first;
+    while (c < need) c *= 2;
+    return c;
 }

@@ -23,6 +23,16 @@ void *xcalloc(size_t count, size_t size);
 void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
 
+/* The one growth rule of bert.c's growable arrays: the capacity (in elements) doubled,
+ * starting from `first`, until it holds `need`; cap itself when it already does. */
+size_t grow_capacity(size_t cap, size_t need, size_t first);
+/* Room for `need` elements in the growable array (ptr, cap), reallocated by grow_capacity. */
+#define ARRAY_RESERVE(ptr, cap, need, first)                                                    \
+    do {                                                                                        \
+        size_t new_cap_ = grow_capacity((size_t)(cap), (size_t)(need), (first));               \
+        if (new_cap_ != (size_t)(cap)) (ptr) = xrealloc((ptr), new_cap_ * sizeof *(ptr)), (cap) = new_cap_; \
+    } while (0)
+
 /* Prints "bert: <msg>" to stderr and exits with status 1. */
 void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 

@@ -27,7 +27,7 @@ int bz2_find_streams(const char *path, long long **offsets, int *n, long long *f
         size_t got = fread(buf + keep, 1, BLOCK, fp), have = keep + got;
         for (size_t i = 0; i + SIG <= have; i++) {
             if (buf[i] != 'B' || !stream_start_at(buf + i)) continue;
-            if ((size_t)*n == cap) *offsets = xrealloc(*offsets, (cap *= 2) * sizeof **offsets);
+            ARRAY_RESERVE(*offsets, cap, (size_t)*n + 1, 64);
             (*offsets)[(*n)++] = base + (long long)i;
         }
         if (got == 0) {

@@ -116,7 +116,7 @@ static int list_books(const char *dir, char ***out, int *n_out, BertError *err) 
     struct dirent *e;
     while ((e = readdir(d))) {
         if (e->d_name[0] == '.' || !has_txt_suffix(e->d_name)) continue;
-        if (*n_out == cap) *out = xrealloc(*out, (size_t)(cap = cap ? 2 * cap : 64) * sizeof **out);
+        ARRAY_RESERVE(*out, cap, (size_t)*n_out + 1, 64);
         size_t n = strlen(dir) + strlen(e->d_name) + 2;
         (*out)[*n_out] = xmalloc(n);
         snprintf((*out)[(*n_out)++], n, "%s/%s", dir, e->d_name);

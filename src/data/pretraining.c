@@ -58,19 +58,18 @@ void documents_add_sentence(DocumentSet *d, const int32_t *ids, size_t n) {
     if (n == 0) return;
     if (!d->document_open) {
         if (d->n_documents + 2 > d->cap_documents) {
-            d->cap_documents *= 2;
+            d->cap_documents = grow_capacity(d->cap_documents, d->n_documents + 2, 1024);
             d->document_start = xrealloc(d->document_start, d->cap_documents * sizeof *d->document_start);
         }
         d->n_documents++;
         d->document_open = true;
     }
     if (d->n_tokens + n > d->cap_tokens) {
-        d->cap_tokens = d->cap_tokens ? d->cap_tokens : 1 << 16;
-        while (d->n_tokens + n > d->cap_tokens) d->cap_tokens *= 2;
+        d->cap_tokens = grow_capacity(d->cap_tokens, d->n_tokens + n, 1 << 16);
         d->tokens = xrealloc(d->tokens, d->cap_tokens * sizeof *d->tokens);
     }
     if (d->n_sentences + 2 > d->cap_sentences) {
-        d->cap_sentences *= 2;
+        d->cap_sentences = grow_capacity(d->cap_sentences, d->n_sentences + 2, 1024);
         d->sentence_start = xrealloc(d->sentence_start, d->cap_sentences * sizeof *d->sentence_start);
     }
     memcpy(d->tokens + d->n_tokens, ids, n * sizeof *ids);

@@ -33,7 +33,7 @@ static int reader_fill(LineReader *r, size_t want, const char *path, BertError *
         r->pos = 0;
     }
     while (r->len - r->pos < want && !r->eof) {
-        if (r->len == r->cap) { r->cap *= 2; r->buf = xrealloc(r->buf, r->cap); }
+        ARRAY_RESERVE(r->buf, r->cap, r->len + 1, 1 << 16);
         size_t got = fread(r->buf + r->len, 1, r->cap - r->len, r->fp);
         r->len += got;
         r->total += got;
@@ -137,10 +137,7 @@ static void batch_free(LineBatch *b) {
 }
 
 static void batch_add(LineBatch *b, const char *line, size_t n) {
-    if (b->text_len + n > b->text_cap) {
-        while (b->text_len + n > b->text_cap) b->text_cap *= 2;
-        b->text = xrealloc(b->text, b->text_cap);
-    }
+    ARRAY_RESERVE(b->text, b->text_cap, b->text_len + n, 1 << 16);
     b->line_start[b->n_lines] = b->text_len;
     memcpy(b->text + b->text_len, line, n);
     b->text_len += n;
@@ -351,8 +348,7 @@ static void spool_close(Spool *s) {
 static int spool_put(Spool *s, const unsigned char *bytes, size_t n, BertError *err) {
     if (!s->on_disk && s->mem_len + n <= s->budget) {
         if (s->mem_len + n > s->mem_cap) {
-            size_t cap = s->mem_cap ? 2 * s->mem_cap : 1 << 20;
-            while (cap < s->mem_len + n) cap *= 2;
+            size_t cap = grow_capacity(s->mem_cap, s->mem_len + n, 1 << 20);
             s->mem_cap = cap < s->budget ? cap : s->budget;
             s->mem = xrealloc(s->mem, s->mem_cap);
         }
@@ -394,10 +390,7 @@ static int spool_sink(void *ctx, const Instance *in, BertError *err) {
     }
     size_t bytes = (size_t)(p - s->record);
     if (spool_put(s, s->record, bytes, err) != 0) return -1;
-    if (s->n + 2 > s->cap) {
-        s->cap *= 2;
-        s->offset = xrealloc(s->offset, s->cap * sizeof *s->offset);
-    }
+    ARRAY_RESERVE(s->offset, s->cap, s->n + 2, 1024);
     s->offset[s->n + 1] = s->offset[s->n] + (int64_t)bytes;
     s->n++;
     return 0;

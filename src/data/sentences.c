@@ -128,10 +128,7 @@ void sentence_list_init(SentenceList *l) { memset(l, 0, sizeof *l); }
 void sentence_list_free(SentenceList *l) { free(l->spans); sentence_list_init(l); }
 
 static void sentence_list_push(SentenceList *l, size_t start, size_t end) {
-    if (l->n == l->cap) {
-        l->cap = l->cap ? 2 * l->cap : 64;
-        l->spans = xrealloc(l->spans, (size_t)l->cap * sizeof *l->spans);
-    }
+    ARRAY_RESERVE(l->spans, l->cap, (size_t)l->n + 1, 64);
     l->spans[l->n++] = (SentenceSpan){start, end};
 }
 
@@ -276,10 +273,7 @@ static bool is_numeric(const char *t, size_t s, size_t e) { /* ^-?[\.,]?\d[\d,\.
 }
 
 static void add_word(Scratch *sc, const char *t, size_t s, size_t e) {
-    if (sc->n == sc->cap) {
-        sc->cap = sc->cap ? 2 * sc->cap : 16;
-        sc->words = xrealloc(sc->words, (size_t)sc->cap * sizeof *sc->words);
-    }
+    ARRAY_RESERVE(sc->words, sc->cap, (size_t)sc->n + 1, 16);
     Word *w = &sc->words[sc->n++];
     memset(w, 0, sizeof *w);
     w->start = s;
@@ -481,10 +475,7 @@ static bool candidate_at(const char *t, size_t len, size_t i, Candidate *c) {
 }
 
 static void push_slice(Scratch *sc, size_t start, size_t end) {
-    if (sc->n_slices == sc->cap_slices) {
-        sc->cap_slices = sc->cap_slices ? 2 * sc->cap_slices : 64;
-        sc->slices = xrealloc(sc->slices, (size_t)sc->cap_slices * sizeof *sc->slices);
-    }
+    ARRAY_RESERVE(sc->slices, sc->cap_slices, (size_t)sc->n_slices + 1, 64);
     sc->slices[sc->n_slices++] = (SentenceSpan){start, end};
 }
 

@@ -111,7 +111,7 @@ typedef struct {
 
 static void doc_table_push(DocTable *t, DocRef r) {
     if (t->n == t->cap) {
-        t->cap = t->cap ? 2 * t->cap : 4096;
+        t->cap = grow_capacity(t->cap, t->cap + 1, 4096);
         t->refs = xrealloc(t->refs, (size_t)t->cap * sizeof *t->refs);
         t->sentences = xrealloc(t->sentences, (size_t)t->cap * sizeof *t->sentences);
     }
@@ -255,10 +255,7 @@ typedef struct {
 } Shard;
 
 static void shard_append(Shard *s, int32_t doc, int32_t sentences) {
-    if (s->n == s->cap) {
-        s->cap = s->cap ? 2 * s->cap : 64;
-        s->docs = xrealloc(s->docs, (size_t)s->cap * sizeof *s->docs);
-    }
+    ARRAY_RESERVE(s->docs, s->cap, (size_t)s->n + 1, 64);
     s->docs[s->n++] = doc;
     s->sentences += sentences;
 }

@@ -132,7 +132,7 @@ static size_t balanced_spans(const Str *in, const char *open, const char *close,
         if (j >= in->n) break;
         if (starts_with(in, j, open)) {
             if (n_open + n_pairs == cap) {
-                cap *= 2;
+                cap = grow_capacity(cap, cap + 1, 16);
                 opens = xrealloc(opens, cap * sizeof *opens);
                 pairs = xrealloc(pairs, cap * sizeof *pairs);
             }
@@ -475,7 +475,7 @@ typedef struct {
 
 static size_t memo_push(ScanMemo *m, size_t open) {
     if (m->n == m->cap) {
-        m->cap = m->cap ? 2 * m->cap : 64;
+        m->cap = grow_capacity(m->cap, m->cap + 1, 64);
         m->open = xrealloc(m->open, m->cap * sizeof *m->open);
         m->end = xrealloc(m->end, m->cap * sizeof *m->end);
     }

@@ -108,9 +108,13 @@ int bert_config_load(const char *path, BertConfig *cfg, BertError *err) {
     /* the whole file must be the object: trailing text is refused, as Python's json does */
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
-    if (!root && end && *end && cJSON_Parse(text)) {
-        free(text);
-        return bert_fail(err, "%s: text after the JSON object", path);
+    if (!root && end && *end) {
+        cJSON *prefix = cJSON_Parse(text);   /* an object followed by junk, or just broken? */
+        cJSON_Delete(prefix);
+        if (prefix) {
+            free(text);
+            return bert_fail(err, "%s: text after the JSON object", path);
+        }
     }
     free(text);
     if (!root || !cJSON_IsObject(root)) {

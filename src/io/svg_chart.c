@@ -31,8 +31,8 @@ SvgSeries *svg_panel_series(SvgPanel *p, const char *name, bool points) {
 }
 
 void svg_series_add(SvgSeries *s, double x, double y) {
-    if (s->n == s->cap) {
-        s->cap = s->cap ? 2 * s->cap : 64;
+    if (s->n == s->cap) {   /* two arrays, one capacity */
+        s->cap = grow_capacity(s->cap, s->n + 1, 64);
         s->x = xrealloc(s->x, sizeof(double) * s->cap), s->y = xrealloc(s->y, sizeof(double) * s->cap);
     }
     s->x[s->n] = x, s->y[s->n] = y, s->n++;

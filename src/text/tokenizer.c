@@ -124,18 +124,12 @@ static Scratch *scratch_of(TokenList *l) {
 }
 
 static void push_char(Char **arr, size_t *n, size_t *cap, Char c) {
-    if (*n == *cap) {
-        *cap = *cap ? *cap * 2 : 256;
-        *arr = xrealloc(*arr, *cap * sizeof **arr);
-    }
+    ARRAY_RESERVE(*arr, *cap, *n + 1, 256);
     (*arr)[(*n)++] = c;
 }
 
 static void push_token(TokenList *l, int id, int start, int end) {
-    if (l->n == l->cap) {
-        l->cap = l->cap ? l->cap * 2 : 256;
-        l->tokens = xrealloc(l->tokens, (size_t)l->cap * sizeof *l->tokens);
-    }
+    ARRAY_RESERVE(l->tokens, l->cap, (size_t)l->n + 1, 256);
     l->tokens[l->n++] = (Token){id, start, end};
 }
 
@@ -194,8 +188,7 @@ static void lower_and_strip_accents(Scratch *s) {
 /* ---- basic tokenization ---- */
 
 static void grow_word_buffers(Scratch *s, size_t n) {
-    size_t cap = s->word_cap ? s->word_cap : 64;
-    while (cap < n + 1) cap *= 2;
+    size_t cap = grow_capacity(s->word_cap, n + 1, 64);
     s->bytes = xrealloc(s->bytes, cap * 4);
     s->byte_at = xrealloc(s->byte_at, cap * sizeof *s->byte_at);
     s->prefix_hash = xrealloc(s->prefix_hash, cap * sizeof *s->prefix_hash);

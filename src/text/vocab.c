@@ -135,7 +135,7 @@ int vocab_load(Vocab **out, const char *path, BertError *err) {
             i += (size_t)k;
         }
         if (n == cap) {
-            cap *= 2;
+            cap = (int)grow_capacity((size_t)cap, (size_t)cap + 1, 64);
             tokens = xrealloc(tokens, (size_t)cap * sizeof *tokens);
             lens = xrealloc(lens, (size_t)cap * sizeof *lens);
         }

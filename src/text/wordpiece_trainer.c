@@ -63,7 +63,7 @@ static size_t strmap_intern(StrMap *m, const char *key, size_t len) {
         if (m->lens[i] == len && memcmp(m->keys[i], key, len) == 0) return i;
     }
     if (m->n == m->cap) {
-        m->cap = m->cap ? m->cap * 2 : 1024;
+        m->cap = grow_capacity(m->cap, m->cap + 1, 1024);
         m->keys = xrealloc(m->keys, m->cap * sizeof *m->keys);
         m->lens = xrealloc(m->lens, m->cap * sizeof *m->lens);
         m->values = xrealloc(m->values, m->cap * sizeof *m->values);

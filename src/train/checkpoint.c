@@ -93,7 +93,7 @@ int checkpoint_list(const char *output_dir, long **steps, int *count, BertError 
     for (struct dirent *e; (e = readdir(d));) {
         long step = checkpoint_step_of(e->d_name);
         if (step < 0) continue;
-        if (*count == cap) cap = cap ? 2 * cap : 16, *steps = xrealloc(*steps, sizeof(long) * (size_t)cap);
+        ARRAY_RESERVE(*steps, cap, (size_t)*count + 1, 16);
         (*steps)[(*count)++] = step;
     }
     closedir(d);

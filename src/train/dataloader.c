@@ -64,7 +64,7 @@ static int list_files(DataLoader *l, BertError *err) {
         snprintf(path, sizeof path, "%s/%s", l->o.dir, e->d_name);
         struct stat st;
         if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;
-        if (l->nfiles == cap) cap = cap ? 2 * cap : 64, l->files = xrealloc(l->files, sizeof(char *) * (size_t)cap);
+        ARRAY_RESERVE(l->files, cap, (size_t)l->nfiles + 1, 64);
         l->files[l->nfiles++] = xstrdup(path);
     }
     closedir(d);
