@@ -13,9 +13,13 @@ HDF5_LIBS   := $(shell pkg-config --libs hdf5-serial 2>/dev/null)
 
 WARN    := -Wall -Wextra -Wshadow -Wno-unused-parameter
 CFLAGS  := -std=c11 -D_GNU_SOURCE $(WARN) -Isrc -I$(BLAS_INC) $(HDF5_CFLAGS) -fopenmp -MMD -MP
-LDLIBS  := -L$(BLAS_LIB) -Wl,-rpath,$(BLAS_LIB) -lopenblas $(HDF5_LIBS) -lisal -lutf8proc -lcjson -lbz2 -lexpat -lm -fopenmp
+# OpenBLAS: the GEMM library of GEMM=openblas builds; otherwise only the sgemm peak (src/bench,
+# in the program and the bench test) times it.
+BLAS_LIBS := -L$(BLAS_LIB) -Wl,-rpath,$(BLAS_LIB) -lopenblas
+LDLIBS  := $(HDF5_LIBS) -lisal -lutf8proc -lcjson -lbz2 -lexpat -lm -fopenmp
 ifeq ($(GEMM),openblas)
   CFLAGS += -DBERT_GEMM_OPENBLAS
+  LDLIBS := $(BLAS_LIBS) $(LDLIBS)
 else ifeq ($(GEMM),onednn)
   LDLIBS := -ldnnl $(LDLIBS)
 else
@@ -28,8 +32,13 @@ else
   CFLAGS += -O3 -march=native -g
 endif
 
-LIB_SRC  := $(filter-out src/cli/main.c,$(shell find src -name '*.c' | sort))
+# libbert.a: the library (no command-line or benchmark code); libbert_cli.a: the commands
+# and the sgemm peak, linked into ./bert and the tests that drive commands in-process.
+LIB_SRC  := $(shell find src -name '*.c' -not -path 'src/cli/*' -not -path 'src/bench/*' | sort)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CLI_SRC  := $(filter-out src/cli/main.c,$(sort $(wildcard src/cli/*.c src/bench/*.c)))
+CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+CLI_TESTS := test_bench
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BERT     := $(if $(filter build,$(BUILD)),bert,$(BUILD)/bert)
@@ -41,12 +50,18 @@ $(BUILD)/libbert.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BERT): $(BUILD)/src/cli/main.o $(BUILD)/libbert.a
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+$(BUILD)/libbert_cli.a: $(CLI_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
 
-$(BUILD)/tests/%: tests/%.c tests/test.h $(BUILD)/libbert.a
+$(BERT): $(BUILD)/src/cli/main.o $(BUILD)/libbert_cli.a $(BUILD)/libbert.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(if $(filter openblas,$(GEMM)),,$(BLAS_LIBS))
+
+# Tests link the library; the ones that drive commands in-process also the commands.
+$(BUILD)/tests/%: tests/%.c tests/test.h tests/test_util.h $(BUILD)/libbert.a $(BUILD)/libbert_cli.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests -o $@ $< $(BUILD)/libbert.a $(LDLIBS)
+	$(CC) $(CFLAGS) -Itests -o $@ $< $(if $(filter $*,$(CLI_TESTS)),$(BUILD)/libbert_cli.a) $(BUILD)/libbert.a \
+		$(LDLIBS) $(if $(filter $*,$(CLI_TESTS)),$(if $(filter openblas,$(GEMM)),,$(BLAS_LIBS)))
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)

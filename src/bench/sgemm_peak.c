@@ -74,3 +74,7 @@ void sgemm_peak_measure(SgemmPeak *out, int m, double budget_seconds) {
     measure_in_process(out, m, budget_seconds);
     reset_peak_rss();   /* its ~100 MB of buffers are freed: they are not the caller's peak */
 }
+
+void sgemm_peak_openblas_describe(char *out, size_t n) {
+    openblas_describe(out, n, openblas_get_config(), openblas_get_corename());
+}

@@ -6,6 +6,8 @@
 #ifndef BERT_SGEMM_PEAK_H
 #define BERT_SGEMM_PEAK_H
 
+#include <stddef.h>
+
 typedef struct {
     int m, n, k;          /* C[m,n] = A[m,k] B[k,n] */
     double best_gflops;   /* fastest of the timed repetitions */
@@ -30,5 +32,8 @@ typedef struct {
  * (reset_peak_rss), so they do not count in the caller's peak. (It used to run in a forked
  * child; libgomp cannot be used in a child forked after the parent ran OpenMP threads.) */
 void sgemm_peak_measure(SgemmPeak *out, int m, double budget_seconds);
+
+/* What the OpenBLAS the peak times runs: "OpenBLAS 0.3.21 (Haswell kernel)". */
+void sgemm_peak_openblas_describe(char *out, size_t n);
 
 #endif

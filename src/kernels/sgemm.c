@@ -48,11 +48,10 @@ const char *sgemm_library(void) { return "onednn"; }
 #include <stdlib.h>
 #include <string.h>
 
-/* OpenBLAS is linked in both builds (the sgemm peak times it next to oneDNN). */
+#if defined(BERT_GEMM_OPENBLAS)
 char *openblas_get_corename(void);
 char *openblas_get_config(void);
-
-#if !defined(BERT_GEMM_OPENBLAS)
+#else
 static const char *onednn_isa_name(dnnl_cpu_isa_t isa) {
     switch ((int)isa) {
     case dnnl_cpu_isa_sse41: return "sse41";
@@ -69,20 +68,21 @@ static const char *onednn_isa_name(dnnl_cpu_isa_t isa) {
 #endif
 
 void sgemm_describe(char *out, size_t n) {
-    char openblas[160];
-    const char *config = openblas_get_config(), *core = openblas_get_corename();
+#if defined(BERT_GEMM_OPENBLAS)
+    openblas_describe(out, n, openblas_get_config(), openblas_get_corename());
+#else
+    const dnnl_version_t *v = dnnl_version();
+    snprintf(out, n, "oneDNN %d.%d.%d (ISA %s)", v->major, v->minor, v->patch,
+             onednn_isa_name(dnnl_get_effective_cpu_isa()));
+#endif
+}
+
+void openblas_describe(char *out, size_t n, const char *config, const char *core) {
     /* the config string starts "OpenBLAS 0.3.21 ..."; keep the name and version */
     int version_len = 0;
     for (int spaces = 0; config && config[version_len] && spaces < 2; version_len++)
         if (config[version_len] == ' ' && ++spaces == 2) break;
-    snprintf(openblas, sizeof openblas, "%.*s (%s kernel)", version_len, config ? config : "OpenBLAS", core ? core : "?");
-#if defined(BERT_GEMM_OPENBLAS)
-    snprintf(out, n, "%s", openblas);
-#else
-    const dnnl_version_t *v = dnnl_version();
-    snprintf(out, n, "oneDNN %d.%d.%d (ISA %s); the peak also times %s", v->major, v->minor, v->patch,
-             onednn_isa_name(dnnl_get_effective_cpu_isa()), openblas);
-#endif
+    snprintf(out, n, "%.*s (%s kernel)", version_len, config ? config : "OpenBLAS", core ? core : "?");
 }
 
 void compute_environment(char *out, size_t n) {

@@ -20,6 +20,9 @@ const char *sgemm_library(void);
 /* For reports, so two runs can be compared: the library with its version and the kernel it
  * runs on this CPU ("oneDNN 3.0.0 (ISA avx2); ...", "OpenBLAS 0.3.21 (Haswell kernel)"). */
 void sgemm_describe(char *out, size_t n);
+/* "OpenBLAS 0.3.21 (Haswell kernel)" from openblas_get_config() / openblas_get_corename()
+ * (given by the caller, so that only code that links OpenBLAS calls them). */
+void openblas_describe(char *out, size_t n, const char *config, const char *core);
 /* The environment variables that change the kernels' speed or rounding (OpenMP threads and
  * waiting, OpenBLAS's core type and cache size, oneDNN's ISA cap), as "NAME=value ..." for
  * those set, or "none set". */
