@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Builds the Wikipedia fixtures of tests/test_format_wiki.c from the real enwiki dump
+"""Builds the Wikipedia fixtures of tests/test_format.c (test_wiki_*) from the real enwiki dump
 excerpt in ../shared/data/wikipedia (CC BY-SA 3.0 / GFDL):
 
   wiki_sample.xml.bz2            the dump's <siteinfo> and a few of its <page>s, verbatim:

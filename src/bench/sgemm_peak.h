@@ -29,8 +29,8 @@ typedef struct {
 /* Times the three BERT-base linear shapes (tokens=m, hidden=768, intermediate=3072) for about
  * budget_seconds in total, with the current thread count. m <= 0 picks 4096 (batch 32 x
  * seq 128). Its ~100 MB of buffers are freed and the peak RSS reset afterwards
- * (reset_peak_rss), so they do not count in the caller's peak. (It used to run in a forked
- * child; libgomp cannot be used in a child forked after the parent ran OpenMP threads.) */
+ * (reset_peak_rss), so they do not count in the caller's peak. It runs in this process: a
+ * child forked after the parent ran OpenMP threads cannot use libgomp. */
 void sgemm_peak_measure(SgemmPeak *out, int m, double budget_seconds);
 
 /* What the OpenBLAS the peak times runs: "OpenBLAS 0.3.21 (Haswell kernel)". */

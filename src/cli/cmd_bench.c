@@ -1,7 +1,7 @@
 /* `bert bench`: training-step and inference throughput of a model configuration on
  * synthetic inputs, with achieved GFLOP/s next to the machine's measured sgemm peak.
  * bench/run_model_bench.sh runs it beside the PyTorch peer (bench/bench_pytorch.py), which
- * uses the same shapes and the same FLOP formula (src/model/flops.c). */
+ * uses the same shapes and the same FLOP formula (bert_train_flops, src/model/bert.c). */
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
