@@ -95,8 +95,10 @@ const float *bert_mlm_logits(const BertModel *m);  /* [B*P, vocab]; rows of igno
 const float *bert_nsp_logits(const BertModel *m);  /* [B, 2] */
 void  bert_zero_grad(BertModel *m);
 /* Accumulates into grads (for gradient accumulation). Runs once per successful bert_forward,
- * on the same batch (it does nothing otherwise); the gradient is d(loss returned by forward). */
-void  bert_backward(BertModel *m, const BertBatch *b);
+ * on the same batch; the gradient is d(loss returned by forward). Misuse (no successful
+ * forward, a second backward) leaves the gradients as they are and returns -1 with the
+ * message in bert_last_error(), as every misuse of the model API does; 0 otherwise. */
+int   bert_backward(BertModel *m, const BertBatch *b);
 
 /* Optimizers (LAMB, AdamW), gradient norms and clipping live in src/optim/optimizer.h and
  * work on the parameter table below (bert_param_info): the model holds no optimizer state. */
@@ -143,7 +145,7 @@ int   bert_load_safetensors_ex(BertModel *m, const char *path, uint64_t head_see
  * respect to them (either may be NULL), on top of any pre-training losses that had labels. */
 const float *bert_sequence_output(const BertModel *m);
 const float *bert_pooled_output(const BertModel *m);
-void  bert_backward_with(BertModel *m, const BertBatch *b, const float *d_sequence_output, const float *d_pooled);
+int   bert_backward_with(BertModel *m, const BertBatch *b, const float *d_sequence_output, const float *d_pooled);
 /* Pre-training only reads the last layer's output at the [CLS] rows (NSP) and the labelled
  * masked positions (MLM). With pruning on, bert_forward runs the last encoder layer's
  * attention over every token (its keys and values are needed) but everything after it (output

@@ -1,5 +1,6 @@
 /* BERT backward pass: the exact reverse of bert_forward.c, accumulating into the gradient
  * allocation. Dropout masks are recomputed from the counter-based RNG, not stored. */
+#include <stdio.h>
 #include <string.h>
 
 #include "core/common.h"
@@ -124,15 +125,21 @@ static void layer_backward(BertModel *m, int l, const float *x, const int32_t *m
     k_matmul_backward(d->d_x, g->qkv_w, g->qkv_b, d->d_qkv, x, p->qkv_w, N, H, 3 * H, true);
 }
 
-void bert_backward_with(BertModel *m, const BertBatch *b, const float *d_sequence_output, const float *d_pooled) {
-    if (!m->backward_ready) return;  /* no forward, a rejected batch, or backward ran already */
-    m->backward_ready = false;       /* the softmax buffers were consumed in place */
+int bert_backward_with(BertModel *m, const BertBatch *b, const float *d_sequence_output, const float *d_pooled) {
+    if (!m->backward_ready) {   /* the gradients are left as they are */
+        snprintf(m->error, sizeof m->error, "bert_backward: no successful bert_forward to go back through (none, a "
+                                            "rejected batch, or its backward ran already)");
+        return -1;
+    }
+    if (d_sequence_output && (m->pruned || m->unpadded)) {
+        snprintf(m->error, sizeof m->error, "bert_backward_with: a d_sequence_output after a forward with last-layer "
+                                            "pruning or unpadding: not every row was computed");
+        return -1;
+    }
+    m->backward_ready = false;       /* the softmax buffers are consumed in place */
     const BertConfig *c = &m->cfg;
     const int N = m->B * m->T, H = c->hidden_size, L = c->num_hidden_layers;
     Activations *a = &m->act;
-    if (d_sequence_output && (m->pruned || m->unpadded))
-        die("bert_backward_with: a d_sequence_output after a forward with last-layer pruning or unpadding "
-            "(bert_set_last_layer_pruning, bert_set_unpadding): not every row was computed");
     if (d_sequence_output) memcpy(a->d_x, d_sequence_output, sizeof(float) * N * H);
     else memset(a->d_x, 0, sizeof(float) * N * H);
     pooler_backward(m, a->d_x, d_pooled);
@@ -147,6 +154,7 @@ void bert_backward_with(BertModel *m, const BertBatch *b, const float *d_sequenc
                          m->p.emb_ln_w, N, H);
     const int32_t *types = b->token_type_ids ? b->token_type_ids : m->zero_types;
     k_embeddings_backward(m->g.word, m->g.pos, m->g.type, a->d_sum, b->input_ids, types, m->B, m->T, H);
+    return 0;
 }
 
-void bert_backward(BertModel *m, const BertBatch *b) { bert_backward_with(m, b, NULL, NULL); }
+int bert_backward(BertModel *m, const BertBatch *b) { return bert_backward_with(m, b, NULL, NULL); }
