@@ -277,9 +277,8 @@ static void check_attention(float dropout_p, const char *what) {
     const int32_t kv_len[B] = {6, 4, 4};
     const uint8_t holes[B] = {0, 0, 1};
     static float qkv[B * T * 3 * H], ctx[B * T * H], probs[B * A * T * T], r[B * T * H], dqkv[B * T * 3 * H];
-    static float scratch[8 * 2 * T * T];
     fill(qkv, B * T * 3 * H, 18, 1, 0), fill(r, B * T * H, 19, 1, 0);
-    AttentionArgs a = {B, T, A, d, kv_len, mask, holes, dropout_p, rng_key(3, 4), scratch, 8, NULL, NULL};
+    AttentionArgs a = {B, T, A, d, kv_len, mask, holes, dropout_p, rng_key(3, 4), NULL, NULL};
     AttnCtx c = {ctx, probs, qkv, r, &a};
     attn_loss(&c);
     k_attention_backward(dqkv, r, qkv, probs, &a);
@@ -309,7 +308,7 @@ static void test_attention_packed(void) {
     const uint8_t holes[B] = {0, 0, 1};
     static float qkv[B * T * 3 * H], ctx[B * T * H], probs[B * A * T * T], dctx[B * T * H], dqkv[B * T * 3 * H];
     static float pqkv[(ROWS + 1) * 3 * H], pctx[(ROWS + 1) * H], pprobs[B * A * T * T], pdctx[ROWS * H];
-    static float pdqkv[(ROWS + 1) * 3 * H], scratch[8 * 2 * T * T];
+    static float pdqkv[(ROWS + 1) * 3 * H];
     fill(qkv, B * T * 3 * H, 21, 1, 0), fill(dctx, B * T * H, 22, 1, 0);
     for (int b = 0; b < B; b++)   /* nothing reads the rows packing drops: their gradient is 0 */
         memset(dctx + (size_t)(b * T + seq_rows[b]) * H, 0, sizeof(float) * (T - seq_rows[b]) * H);
@@ -320,7 +319,7 @@ static void test_attention_packed(void) {
         }
     for (int j = 0; j < H; j++) pctx[ROWS * H + j] = 7.0f;
     for (int j = 0; j < 3 * H; j++) pdqkv[ROWS * 3 * H + j] = 7.0f;
-    AttentionArgs full = {B, T, A, d, kv_len, mask, holes, 0.3f, rng_key(3, 5), scratch, 8, NULL, NULL};
+    AttentionArgs full = {B, T, A, d, kv_len, mask, holes, 0.3f, rng_key(3, 5), NULL, NULL};
     AttentionArgs pack = full;
     pack.seq_row = seq_row, pack.seq_rows = seq_rows;
     k_attention_forward(ctx, probs, qkv, &full);
@@ -395,7 +394,9 @@ static void test_sgemm_thread_state(void) {
 typedef struct { float *logits, *row_loss, *probs; const int32_t *rows, *labels; int M, V; } XentCtx;
 static double xent_loss(void *p) {
     XentCtx *c = p;
-    return k_xent_forward(c->row_loss, c->probs, c->logits, c->rows, c->labels, c->M, c->V);
+    float mean;
+    k_xent_forward(&mean, c->row_loss, c->probs, c->logits, c->rows, c->labels, c->M, c->V);
+    return (double)mean * c->M;   /* the sum, whose gradient backward gives with scale 1 */
 }
 
 static void test_xent(void) {
@@ -455,6 +456,40 @@ static void test_thread_count_independent(void) {
     free(x), free(dy), free(w), free(b), free(out), free(dx[0]), free(dx[1]);
 }
 
+/* The row-moving kernels against plain loops: gather (also in place), scatter-add with a
+ * repeated row, scatter with zeroing, spreading compact rows to their slots in place. */
+static void test_row_kernels(void) {
+    enum { N = 6, C = 3 };
+    float src[N * C], dst[N * C], want[N * C];
+    fill(src, N * C, 40, 1, 0);
+    const int32_t rows[3] = {4, 1, 4}, asc[3] = {0, 2, 5};
+    k_gather_rows(dst, src, rows, 3, C);
+    for (int k = 0; k < 3; k++) CHECK(!memcmp(dst + k * C, src + rows[k] * C, sizeof(float) * C));
+    memcpy(dst, src, sizeof dst);
+    k_gather_rows(dst, dst, asc, 3, C);   /* in place */
+    for (int k = 0; k < 3; k++) CHECK(!memcmp(dst + k * C, src + asc[k] * C, sizeof(float) * C));
+    memcpy(dst, src, sizeof dst), memcpy(want, src, sizeof want);
+    k_scatter_add_rows(dst, src, rows, 3, C);
+    for (int k = 0; k < 3; k++)
+        for (int c = 0; c < C; c++) want[rows[k] * C + c] += src[k * C + c];
+    CHECK(!memcmp(dst, want, sizeof dst));
+    k_scatter_rows(dst, src, asc, 3, N, C);
+    for (int r = 0; r < N; r++)
+        for (int c = 0; c < C; c++) {
+            int k = r == 0 ? 0 : r == 2 ? 1 : r == 5 ? 2 : -1;
+            CHECK(dst[r * C + c] == (k < 0 ? 0.0f : src[k * C + c]));
+        }
+    memcpy(dst, src, sizeof dst);
+    k_spread_rows(dst, asc, 3, N, C);   /* compact rows 0, 1, 2 to slots 0, 2, 5 */
+    for (int r = 0; r < N; r++)
+        for (int c = 0; c < C; c++) {
+            int k = r == 0 ? 0 : r == 2 ? 1 : r == 5 ? 2 : -1;
+            CHECK(dst[r * C + c] == (k < 0 ? 0.0f : src[k * C + c]));
+        }
+    k_zero(dst, N * C), k_add(dst, src, N * C);
+    CHECK(!memcmp(dst, src, sizeof dst) && k_read_scalar(dst + 4) == src[4]);
+}
+
 int main(void) {
     RUN_TEST(test_matmul);
     RUN_TEST(test_layernorm);
@@ -470,5 +505,6 @@ int main(void) {
     RUN_TEST(test_xent);
     RUN_TEST(test_thread_count_independent);
     RUN_TEST(test_sgemm_thread_state);
+    RUN_TEST(test_row_kernels);
     return test_summary();
 }

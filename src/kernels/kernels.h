@@ -2,6 +2,10 @@
  * This is the whole interface a backend implements (the CPU one is kernels_cpu.c: sgemm.h's
  * matrix products + OpenMP); a CUDA backend would provide the same functions on device pointers.
  *
+ * The activations' element type is float here; a bf16 backend is a second implementation of
+ * these calls with its own storage, not branches in the model. CPU-only context (attention
+ * scratch, thread counts) stays inside the implementation.
+ *
  * Conventions: row-major; N rows of C features; "weight [OC, C]" is PyTorch's nn.Linear
  * layout. Backward functions ACCUMULATE into parameter gradients (dweight, dbias, +=) and
  * OVERWRITE activation gradients (dinp) unless the argument says otherwise. Element-wise
@@ -75,8 +79,6 @@ typedef struct {
     const uint8_t *has_holes;      /* [B] 1 if some key before kv_len[b] is padding */
     float dropout_p;               /* attention-probability dropout */
     uint64_t dropout_key;
-    float *scratch;                /* nthreads * 2 * T * T floats */
-    int nthreads;
     const int32_t *seq_row, *seq_rows;  /* [B] packed layout, or both NULL: row b*T, T rows */
 } AttentionArgs;
 /* probs: [B, A, T, T] blocks (row stride kv_len[b]) of softmax probabilities before dropout. */
@@ -86,15 +88,33 @@ void k_attention_backward(float *dqkv, const float *dctx, const float *qkv, cons
 
 /* Softmax cross-entropy over rows of logits [*, V]. row_index maps compact row k to the
  * logits row it reads (NULL = k). Forward stores each row's loss in row_loss[M] and its
- * softmax in probs[M, V] (compact), and returns the summed loss. Backward turns those
- * probabilities, in place, into dlogits = (softmax - onehot(label)) * scale. */
-double k_xent_forward(float *row_loss, float *probs, const float *logits, const int32_t *row_index,
-                      const int32_t *labels, int M, int V);
+ * softmax in probs[M, V] (compact), and the mean loss in loss[0] (summed in float64, in row
+ * order). Backward turns those probabilities, in place, into
+ * dlogits = (softmax - onehot(label)) * scale. */
+void k_xent_forward(float *loss, float *row_loss, float *probs, const float *logits, const int32_t *row_index,
+                    const int32_t *labels, int M, int V);
 void k_xent_backward(float *probs_to_dlogits, const int32_t *labels, int M, int V, float scale);
 
-/* Squared error: returns sum_i (pred[i] - target[i])^2 over n; backward writes
+/* Squared error: loss[0] = mean_i (pred[i] - target[i])^2 over n; backward writes
  * dpred = 2 (pred - target) * scale. */
-double k_mse_forward(const float *pred, const float *target, int n);
+void k_mse_forward(float *loss, const float *pred, const float *target, int n);
 void k_mse_backward(float *dpred, const float *pred, const float *target, int n, float scale);
+
+/* ---- moving, clearing and reading activation memory (rows of C floats) ---- */
+
+/* dst[k] = src[rows[k]] for k < R; dst may be src when rows ascend (compaction in place). */
+void k_gather_rows(float *dst, const float *src, const int32_t *rows, int R, int C);
+/* dst[rows[k]] += src[k], in k order (rows may repeat). */
+void k_scatter_add_rows(float *dst, const float *src, const int32_t *rows, int R, int C);
+/* dst[rows[k]] = src[k]; every other of dst's N rows zeroed. */
+void k_scatter_rows(float *dst, const float *src, const int32_t *rows, int R, int N, int C);
+/* In place: compact row k moves to row slot[k] (slot ascending, slot[k] >= k); the other of
+ * the N rows are zeroed. */
+void k_spread_rows(float *x, const int32_t *slot, int M, int N, int C);
+void k_copy(float *dst, const float *src, long n);
+void k_zero(float *x, long n);
+void k_add(float *dst, const float *src, long n);   /* dst += src */
+/* One value of activation memory, for the host (a loss). */
+float k_read_scalar(const float *x);
 
 #endif

@@ -6,8 +6,10 @@
  * for any thread count. */
 #include <math.h>
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "core/common.h"
 #include "core/rng.h"
 #include "kernels/kernels.h"
 #include "kernels/sgemm.h"
@@ -398,37 +400,44 @@ static AttnBlock attention_block(const AttentionArgs *a, const float *qkv, int b
                        .mask = a->has_holes[b] ? a->mask + (size_t)b * a->T : NULL};
 }
 
+/* Each thread's scratch: 2 T^2 floats (the dropped probabilities, or dP and its product). */
+static float *attention_scratch(int nthreads, int T) { return xmalloc(sizeof(float) * (size_t)nthreads * 2 * T * T); }
+
 void k_attention_forward(float *ctx, float *probs, const float *qkv, const AttentionArgs *a) {
-    const int B = a->B, T = a->T, A = a->A, H = A * a->d;
+    const int B = a->B, T = a->T, A = a->A, H = A * a->d, nthreads = omp_get_max_threads();
     const bool parallel = (long)B * A * T * T * a->d >= PARALLEL_MIN_WORK;
-#pragma omp parallel for collapse(2) schedule(dynamic, 1) num_threads(a->nthreads) if (parallel)
+    float *scratch_all = attention_scratch(nthreads, T);
+#pragma omp parallel for collapse(2) schedule(dynamic, 1) num_threads(nthreads) if (parallel)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < A; h++) {
             AttnBlock x = attention_block(a, qkv, b, h);
-            float *scratch = a->scratch + (size_t)omp_get_thread_num() * 2 * T * T;
+            float *scratch = scratch_all + (size_t)omp_get_thread_num() * 2 * T * T;
             attention_block_forward(&x, ctx + sequence_row(a, b) * H + (size_t)h * a->d, probs + x.block * T * T,
                                     scratch, a);
         }
+    free(scratch_all);
 }
 
 void k_attention_backward(float *dqkv, const float *dctx, const float *qkv, const float *probs, const AttentionArgs *a) {
-    const int B = a->B, T = a->T, A = a->A, H = A * a->d;
+    const int B = a->B, T = a->T, A = a->A, H = A * a->d, nthreads = omp_get_max_threads();
     const bool parallel = (long)B * A * T * T * a->d >= PARALLEL_MIN_WORK;
-#pragma omp parallel for collapse(2) schedule(dynamic, 1) num_threads(a->nthreads) if (parallel)
+    float *scratch_all = attention_scratch(nthreads, T);
+#pragma omp parallel for collapse(2) schedule(dynamic, 1) num_threads(nthreads) if (parallel)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < A; h++) {
             AttnBlock x = attention_block(a, qkv, b, h);
-            float *scratch = a->scratch + (size_t)omp_get_thread_num() * 2 * T * T;
+            float *scratch = scratch_all + (size_t)omp_get_thread_num() * 2 * T * T;
             size_t row = sequence_row(a, b), off = row * 3 * H + (size_t)h * a->d;
             attention_block_backward(&x, dqkv + off, dctx + row * H + (size_t)h * a->d,
                                      probs + x.block * T * T, scratch, a);
         }
+    free(scratch_all);
 }
 
 /* ---------------------------------------------------------------- cross-entropy */
 
-double k_xent_forward(float *row_loss, float *probs, const float *logits, const int32_t *row_index,
-                      const int32_t *labels, int M, int V) {
+void k_xent_forward(float *loss, float *row_loss, float *probs, const float *logits, const int32_t *row_index,
+                    const int32_t *labels, int M, int V) {
 #pragma omp parallel for schedule(static) if ((long)M * V >= PARALLEL_MIN_WORK)
     for (int k = 0; k < M; k++) {
         const float *row = logits + (size_t)(row_index ? row_index[k] : k) * V;
@@ -436,7 +445,7 @@ double k_xent_forward(float *row_loss, float *probs, const float *logits, const 
     }
     double total = 0.0;  /* summed in order: the same for any thread count */
     for (int k = 0; k < M; k++) total += row_loss[k];
-    return total;
+    loss[0] = (float)(total / M);
 }
 
 void k_xent_backward(float *dlogits, const int32_t *labels, int M, int V, float scale) {
@@ -448,12 +457,51 @@ void k_xent_backward(float *dlogits, const int32_t *labels, int M, int V, float 
     }
 }
 
-double k_mse_forward(const float *pred, const float *target, int n) {
+void k_mse_forward(float *loss, const float *pred, const float *target, int n) {
     double sum = 0;
     for (int i = 0; i < n; i++) sum += ((double)pred[i] - target[i]) * ((double)pred[i] - target[i]);
-    return sum;
+    loss[0] = (float)(sum / n);
 }
 
 void k_mse_backward(float *dpred, const float *pred, const float *target, int n, float scale) {
     for (int i = 0; i < n; i++) dpred[i] = 2.0f * (pred[i] - target[i]) * scale;
 }
+
+/* ---------------------------------------------------------------- memory */
+
+void k_gather_rows(float *dst, const float *src, const int32_t *rows, int R, int C) {
+    for (int k = 0; k < R; k++)
+        if (dst + (size_t)k * C != src + (size_t)rows[k] * C)
+            memmove(dst + (size_t)k * C, src + (size_t)rows[k] * C, sizeof(float) * C);
+}
+
+void k_scatter_add_rows(float *dst, const float *src, const int32_t *rows, int R, int C) {
+    for (int k = 0; k < R; k++) {   /* serial: two k may name the same row */
+        float *d = dst + (size_t)rows[k] * C;
+        const float *s = src + (size_t)k * C;
+        for (int c = 0; c < C; c++) d[c] += s[c];
+    }
+}
+
+void k_scatter_rows(float *dst, const float *src, const int32_t *rows, int R, int N, int C) {
+    memset(dst, 0, sizeof(float) * (size_t)N * C);
+    for (int k = 0; k < R; k++) memcpy(dst + (size_t)rows[k] * C, src + (size_t)k * C, sizeof(float) * C);
+}
+
+void k_spread_rows(float *x, const int32_t *slot, int M, int N, int C) {
+    if (M == N) return;
+    for (int k = M - 1; k >= 0; k--)   /* backwards: slot[k] >= k, so no row still to move is overwritten */
+        if (slot[k] != k) memmove(x + (size_t)slot[k] * C, x + (size_t)k * C, sizeof(float) * C);
+    int next = 0;
+    for (int row = 0; row < N; row++) {
+        if (next < M && slot[next] == row) { next++; continue; }
+        memset(x + (size_t)row * C, 0, sizeof(float) * C);
+    }
+}
+
+void k_copy(float *dst, const float *src, long n) { memcpy(dst, src, sizeof(float) * (size_t)n); }
+void k_zero(float *x, long n) { memset(x, 0, sizeof(float) * (size_t)n); }
+void k_add(float *dst, const float *src, long n) {
+    for (long i = 0; i < n; i++) dst[i] += src[i];
+}
+float k_read_scalar(const float *x) { return x[0]; }

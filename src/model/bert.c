@@ -126,7 +126,6 @@ static void layout_activations(Arena *a, Activations *v, const BertModel *m) {
     v->d_qkv = take(a, N * 3 * H), v->d_ffn = take(a, N * I), v->d_mlm_logits = take(a, BP * V);
     v->d_mlm_a = take(a, BP * H), v->d_mlm_b = take(a, BP * H);
     v->d_pooled = take(a, B * H), v->d_cls = take(a, B * H), v->d_nsp_logits = take(a, B * 2);
-    v->attn_scratch = take(a, (size_t)m->nthreads * 2 * T * T);
     v->kept_x = take(a, (BP + B) * H);
     const size_t NL = m->heads.kind == BERT_HEADS_CLASSIFIER ? (size_t)m->heads.num_labels : 0;
     const size_t QA = m->heads.kind == BERT_HEADS_QA ? N : 0;
@@ -134,6 +133,7 @@ static void layout_activations(Arena *a, Activations *v, const BertModel *m) {
     v->qa_probs_start = take(a, QA), v->qa_probs_end = take(a, QA), v->qa_row_loss = take(a, B);
     v->cls_dropped = take(a, NL ? B * H : 0), v->cls_logits = take(a, B * NL), v->cls_probs = take(a, B * NL);
     v->cls_row_loss = take(a, B), v->d_cls_logits = take(a, B * NL), v->d_cls_in = take(a, NL ? B * H : 0);
+    v->losses = take(a, LOSS_SLOTS);
 }
 
 /* ---------------------------------------------------------------- create / free */
@@ -191,7 +191,6 @@ int bert_model_create_with_heads(BertModel **out, const BertConfig *cfg, BertHea
     m->cfg = *cfg;
     m->heads = heads;
     m->max_batch = max_batch, m->max_seq = max_seq, m->max_preds = max_predictions;
-    m->nthreads = omp_get_max_threads();
     const int L = cfg->num_hidden_layers;
     m->p.layers = xcalloc(L, sizeof(LayerParams));
     m->g.layers = xcalloc(L, sizeof(LayerParams));
@@ -294,7 +293,7 @@ void bert_set_last_layer_pruning(BertModel *m, bool on) { m->prune_last_layer = 
 void bert_set_unpadding(BertModel *m, bool on) { m->unpad = on; }
 int bert_encoder_rows(const BertModel *m) { return m->rows; }
 int bert_last_layer_rows(const BertModel *m) { return m->kept_count; }
-void bert_zero_grad(BertModel *m) { memset(m->grads, 0, m->num_params * sizeof(float)); }
+void bert_zero_grad(BertModel *m) { k_zero(m->grads, (long)m->num_params); }
 
 size_t bert_model_bytes(const BertModel *m) {
     return (m->num_params * 2 + m->act_floats) * sizeof(float);

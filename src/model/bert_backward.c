@@ -28,12 +28,8 @@ static void qa_backward(BertModel *m, float *d_out) {
     for (int side = 0; side < 2; side++) {
         const int M = m->qa_count[side];
         float *d_logits = side ? a->d_qa_end : a->d_qa_start, *probs = side ? a->qa_probs_end : a->qa_probs_start;
-        memset(d_logits, 0, sizeof(float) * N);
-        if (M) {
-            k_xent_backward(probs, m->qa_label[side], M, T, 0.5f / M);
-            for (int k = 0; k < M; k++)
-                memcpy(d_logits + (size_t)m->qa_seq[side][k] * T, probs + (size_t)k * T, sizeof(float) * T);
-        }
+        if (M) k_xent_backward(probs, m->qa_label[side], M, T, 0.5f / M);
+        k_scatter_rows(d_logits, probs, m->qa_seq[side], M, B, T);   /* ignored sequences get 0 */
         k_matmul_backward(d_out, m->g.qa_w + (size_t)side * H, m->g.qa_b + side, d_logits, bert_sequence_output(m),
                           m->p.qa_w + (size_t)side * H, N, H, 1, true);
     }
@@ -52,17 +48,12 @@ static void pooler_backward(BertModel *m, float *d_out, const float *d_pooled_ex
     } else if (classifier) {
         classifier_backward(m, a->d_pooled);
     } else {
-        memset(a->d_pooled, 0, sizeof(float) * B * H);
+        k_zero(a->d_pooled, (long)B * H);
     }
-    if (d_pooled_ext)
-        for (int i = 0; i < B * H; i++) a->d_pooled[i] += d_pooled_ext[i];
+    if (d_pooled_ext) k_add(a->d_pooled, d_pooled_ext, (long)B * H);
     k_tanh_backward(a->d_pooled, a->d_pooled, a->pooled, (long)B * H);
     k_matmul_backward(a->d_cls, m->g.pool_w, m->g.pool_b, a->d_pooled, a->cls_in, m->p.pool_w, B, H, H, false);
-    for (int s = 0; s < B; s++) {
-        float *dst = d_out + (size_t)m->cls_row[s] * H;
-        const float *src = a->d_cls + (size_t)s * H;
-        for (int c = 0; c < H; c++) dst[c] += src[c];
-    }
+    k_scatter_add_rows(d_out, a->d_cls, m->cls_row, B, H);
 }
 
 /* MLM head: adds the gradient of the gathered rows into d_out. */
@@ -77,17 +68,7 @@ static void mlm_backward(BertModel *m, float *d_out) {
     k_gelu_backward(a->d_mlm_b, a->d_mlm_b, a->mlm_pre, (long)M * H, c->hidden_act);
     k_matmul_backward(a->d_mlm_a, m->g.mlm_dense_w, m->g.mlm_dense_b, a->d_mlm_b, a->mlm_in, m->p.mlm_dense_w, M, H,
                       H, false);
-    for (int k = 0; k < M; k++) {  /* serial: two slots may name the same position */
-        float *dst = d_out + (size_t)m->mlm_out_row[k] * H;
-        const float *src = a->d_mlm_a + (size_t)k * H;
-        for (int j = 0; j < H; j++) dst[j] += src[j];
-    }
-}
-
-/* dst[rows[k]] = src[k] for k < R, rows of H floats, every other row of dst's N zeroed. */
-static void scatter_rows(float *dst, const float *src, const int32_t *rows, int R, int N, int H) {
-    memset(dst, 0, sizeof(float) * N * H);
-    for (int k = 0; k < R; k++) memcpy(dst + (size_t)rows[k] * H, src + (size_t)k * H, sizeof(float) * H);
+    k_scatter_add_rows(d_out, a->d_mlm_a, m->mlm_out_row, M, H);   /* in slot order: positions may repeat */
 }
 
 /* d_x holds d(layer output) on entry (the kept rows only, compact, when prune) and d(layer
@@ -104,7 +85,7 @@ static void layer_backward(BertModel *m, int l, const float *x, const int32_t *m
 
     /* out = LN2(dropout(FFN(h1)) + h1) */
     k_layernorm_backward(d->d_sum, g->ln2_w, g->ln2_b, d->d_x, a->ffn_sum, a->ln2_mean, a->ln2_rstd, p->ln2_w, R, H);
-    memcpy(d->d_h1, d->d_sum, sizeof(float) * R * H);  /* residual branch */
+    k_copy(d->d_h1, d->d_sum, (long)R * H);  /* residual branch */
     bert_hidden_dropout(m, d->d_sum, R, rows, l, SITE_FFN_OUT);
     k_matmul_backward(d->d_ffn, g->ffn_out_w, g->ffn_out_b, d->d_sum, a->ffn_act, p->ffn_out_w, R, I, H, false);
     k_gelu_backward(d->d_ffn, d->d_ffn, a->ffn_pre, (long)R * I, c->hidden_act);
@@ -112,13 +93,13 @@ static void layer_backward(BertModel *m, int l, const float *x, const int32_t *m
 
     /* h1 = LN1(dropout(Attention(x) Wo + bo) + x) */
     k_layernorm_backward(d->d_sum, g->ln1_w, g->ln1_b, d->d_h1, a->attn_sum, a->ln1_mean, a->ln1_rstd, p->ln1_w, R, H);
-    if (prune) scatter_rows(d->d_x, d->d_sum, m->kept_row, R, N, H);  /* residual branch */
-    else memcpy(d->d_x, d->d_sum, sizeof(float) * N * H);
+    if (prune) k_scatter_rows(d->d_x, d->d_sum, m->kept_row, R, N, H);  /* residual branch */
+    else k_copy(d->d_x, d->d_sum, (long)N * H);
     bert_hidden_dropout(m, d->d_sum, R, rows, l, SITE_ATTN_OUT);
     /* pruned: d(ctx) of the kept rows goes through d_h1 (free now), the other rows' is zero */
     float *d_ctx_rows = prune ? d->d_h1 : d->d_ctx;
     k_matmul_backward(d_ctx_rows, g->attn_out_w, g->attn_out_b, d->d_sum, a->ctx, p->attn_out_w, R, H, H, false);
-    if (prune) scatter_rows(d->d_ctx, d_ctx_rows, m->kept_row, R, N, H);
+    if (prune) k_scatter_rows(d->d_ctx, d_ctx_rows, m->kept_row, R, N, H);
     AttentionArgs args;
     bert_attention_args(m, &args, mask, l);
     k_attention_backward(d->d_qkv, d->d_ctx, a->qkv, a->probs, &args);
@@ -140,8 +121,8 @@ int bert_backward_with(BertModel *m, const BertBatch *b, const float *d_sequence
     const BertConfig *c = &m->cfg;
     const int N = m->B * m->T, H = c->hidden_size, L = c->num_hidden_layers;
     Activations *a = &m->act;
-    if (d_sequence_output) memcpy(a->d_x, d_sequence_output, sizeof(float) * N * H);
-    else memset(a->d_x, 0, sizeof(float) * N * H);
+    if (d_sequence_output) k_copy(a->d_x, d_sequence_output, (long)N * H);
+    else k_zero(a->d_x, (long)N * H);
     pooler_backward(m, a->d_x, d_pooled);
     if (m->heads.kind == BERT_HEADS_PRETRAINING && m->have_mlm_labels && m->mlm_count > 0) mlm_backward(m, a->d_x);
     if (m->heads.kind == BERT_HEADS_QA && m->have_task_labels) qa_backward(m, a->d_x);
@@ -149,7 +130,7 @@ int bert_backward_with(BertModel *m, const BertBatch *b, const float *d_sequence
         layer_backward(m, l, l ? a->layers[l - 1].out : a->emb_out, b->attention_mask, m->pruned && l == L - 1);
     bert_hidden_dropout(m, a->d_x, m->rows, layout_rows(m), 0, SITE_EMBEDDINGS);
     const float *d_emb = a->d_x;   /* the embeddings ran on all B*T rows: skipped ones get 0 */
-    if (m->unpadded) scatter_rows(a->d_h1, a->d_x, m->full_row, m->rows, N, H), d_emb = a->d_h1;
+    if (m->unpadded) k_scatter_rows(a->d_h1, a->d_x, m->full_row, m->rows, N, H), d_emb = a->d_h1;
     k_layernorm_backward(a->d_sum, m->g.emb_ln_w, m->g.emb_ln_b, d_emb, a->emb_sum, a->emb_mean, a->emb_rstd,
                          m->p.emb_ln_w, N, H);
     const int32_t *types = b->token_type_ids ? b->token_type_ids : m->zero_types;

@@ -122,7 +122,7 @@ void bert_attention_args(const BertModel *m, AttentionArgs *a, const int32_t *ma
     const BertConfig *c = &m->cfg;
     *a = (AttentionArgs){.B = m->B, .T = m->T, .A = c->num_attention_heads,
                          .d = c->hidden_size / c->num_attention_heads, .kv_len = m->kv_len, .mask = mask,
-                         .has_holes = m->has_holes, .scratch = m->act.attn_scratch, .nthreads = m->nthreads,
+                         .has_holes = m->has_holes,
                          .seq_row = m->unpadded ? m->seq_row : NULL, .seq_rows = m->unpadded ? m->seq_rows : NULL};
     if (m->training) {
         a->dropout_p = c->attention_probs_dropout_prob;
@@ -138,13 +138,6 @@ void bert_hidden_dropout(const BertModel *m, float *x, int R, const int32_t *row
     const uint64_t key = rng_key(m->dropout_seed, dropout_site(layer, site));
     if (rows) k_dropout_rows(x, rows, R, H, p, key);
     else k_dropout(x, (long)R * H, p, key, 0);
-}
-
-/* dst[k] = src[rows[k]] for k < R, rows of H floats; dst may be src when rows ascend. */
-static void gather_rows(float *dst, const float *src, const int32_t *rows, int R, int H) {
-    for (int k = 0; k < R; k++)
-        if (dst + (size_t)k * H != src + (size_t)rows[k] * H)
-            memmove(dst + (size_t)k * H, src + (size_t)rows[k] * H, sizeof(float) * H);
 }
 
 /* On the encoder's m->rows rows. With prune (the last layer under
@@ -164,8 +157,8 @@ static void layer_forward(BertModel *m, int l, const float *x, const int32_t *ma
     const int32_t *rows = prune ? m->kept_full : layout_rows(m);   /* for the dropout masks */
     const float *residual = x;
     if (prune) {
-        gather_rows(a->ctx, a->ctx, m->kept_row, R, H);
-        gather_rows(m->act.kept_x, x, m->kept_row, R, H);
+        k_gather_rows(a->ctx, a->ctx, m->kept_row, R, H);
+        k_gather_rows(m->act.kept_x, x, m->kept_row, R, H);
         residual = m->act.kept_x;
     }
     k_matmul_forward(a->attn_sum, a->ctx, p->attn_out_w, p->attn_out_b, R, H, H);
@@ -189,7 +182,7 @@ static void embeddings_forward(BertModel *m, const BertBatch *b) {
     k_embeddings_forward(a->emb_sum, b->input_ids, types, m->p.word, m->p.pos, m->p.type, m->B, m->T, H);
     k_layernorm_forward(a->emb_out, NULL, a->emb_mean, a->emb_rstd, a->emb_sum, NULL, m->p.emb_ln_w, m->p.emb_ln_b, N,
                         H, c->layer_norm_eps);
-    if (m->unpadded) gather_rows(a->emb_out, a->emb_out, m->full_row, m->rows, H);   /* in place: ascending */
+    if (m->unpadded) k_gather_rows(a->emb_out, a->emb_out, m->full_row, m->rows, H);   /* in place: ascending */
     bert_hidden_dropout(m, a->emb_out, m->rows, layout_rows(m), 0, SITE_EMBEDDINGS);
 }
 
@@ -197,7 +190,7 @@ static void embeddings_forward(BertModel *m, const BertBatch *b) {
 static void pooler_forward(BertModel *m, const float *seq_out) {
     const int B = m->B, H = m->cfg.hidden_size;
     Activations *a = &m->act;
-    gather_rows(a->cls_in, seq_out, m->cls_row, B, H);
+    k_gather_rows(a->cls_in, seq_out, m->cls_row, B, H);
     k_matmul_forward(a->pooled, a->cls_in, m->p.pool_w, m->p.pool_b, B, H, H);
     k_tanh_forward(a->pooled, (long)B * H);
 }
@@ -208,23 +201,8 @@ static float nsp_forward(BertModel *m) {
     Activations *a = &m->act;
     k_matmul_forward(a->nsp_logits, a->pooled, m->p.nsp_w, m->p.nsp_b, B, H, 2);
     if (!m->have_nsp_labels) return 0.0f;
-    return (float)(k_xent_forward(a->nsp_row_loss, a->d_nsp_logits, a->nsp_logits, NULL, m->nsp_label, B, 2) / B);
-}
-
-/* Moves the compact logits rows 0..M-1 to their slots in [B*P, V] (slot[k] >= k, so going
- * backwards never overwrites a row still to be moved) and zeroes the unlabelled slots. */
-static void expand_mlm_logits(BertModel *m) {
-    const int M = m->mlm_count, BP = m->B * m->P, V = m->cfg.vocab_size;
-    float *logits = m->act.mlm_logits;
-    if (M == BP) return;
-    for (int k = M - 1; k >= 0; k--)
-        if (m->mlm_slot[k] != k)
-            memmove(logits + (size_t)m->mlm_slot[k] * V, logits + (size_t)k * V, sizeof(float) * V);
-    int next = 0;
-    for (int slot = 0; slot < BP; slot++) {
-        if (next < M && m->mlm_slot[next] == slot) { next++; continue; }
-        memset(logits + (size_t)slot * V, 0, sizeof(float) * V);
-    }
+    k_xent_forward(a->losses + LOSS_NSP, a->nsp_row_loss, a->d_nsp_logits, a->nsp_logits, NULL, m->nsp_label, B, 2);
+    return k_read_scalar(a->losses + LOSS_NSP);
 }
 
 /* MLM head on the labelled masked positions only; returns the MLM mean loss or 0. */
@@ -234,16 +212,20 @@ static float mlm_forward(BertModel *m, const float *seq_out) {
     Activations *a = &m->act;
     float loss = 0.0f;
     if (M > 0) {
-        gather_rows(a->mlm_in, seq_out, m->mlm_out_row, M, H);
+        k_gather_rows(a->mlm_in, seq_out, m->mlm_out_row, M, H);
         k_matmul_forward(a->mlm_pre, a->mlm_in, m->p.mlm_dense_w, m->p.mlm_dense_b, M, H, H);
         k_gelu_forward(a->mlm_act, a->mlm_pre, (long)M * H, c->hidden_act);
         k_layernorm_forward(a->mlm_ln, NULL, a->mlm_mean, a->mlm_rstd, a->mlm_act, NULL, m->p.mlm_ln_w, m->p.mlm_ln_b,
                             M, H, c->layer_norm_eps);
         k_matmul_forward(a->mlm_logits, a->mlm_ln, m->p.word, m->p.mlm_bias, M, H, V);  /* tied decoder */
-        if (m->have_mlm_labels)  /* the softmax goes to d_mlm_logits, where backward wants it */
-            loss = (float)(k_xent_forward(a->mlm_row_loss, a->d_mlm_logits, a->mlm_logits, NULL, m->mlm_label, M, V) / M);
+        if (m->have_mlm_labels) {   /* the softmax goes to d_mlm_logits, where backward wants it */
+            k_xent_forward(a->losses + LOSS_MLM, a->mlm_row_loss, a->d_mlm_logits, a->mlm_logits, NULL, m->mlm_label,
+                           M, V);
+            loss = k_read_scalar(a->losses + LOSS_MLM);
+        }
     }
-    expand_mlm_logits(m);
+    /* the compact rows to their slots of [B*P, V], unlabelled slots zero */
+    k_spread_rows(a->mlm_logits, m->mlm_slot, M, m->B * m->P, V);
     return loss;
 }
 
@@ -255,14 +237,16 @@ static float qa_forward(BertModel *m, const float *seq_out) {
     k_matmul_forward(a->qa_start, seq_out, m->p.qa_w, m->p.qa_b, N, H, 1);
     k_matmul_forward(a->qa_end, seq_out, m->p.qa_w + H, m->p.qa_b + 1, N, H, 1);
     if (!m->have_task_labels) return 0.0f;
-    double loss = 0;
+    float loss = 0;
     for (int side = 0; side < 2; side++) {
         const int M = m->qa_count[side];
         if (!M) continue;   /* every position ignored: HF's mean over nothing is NaN; bert.c adds 0 */
-        loss += k_xent_forward(a->qa_row_loss, side ? a->qa_probs_end : a->qa_probs_start,
-                               side ? a->qa_end : a->qa_start, m->qa_seq[side], m->qa_label[side], M, T) / M;
+        float *out = a->losses + (side ? LOSS_QA_END : LOSS_QA_START);
+        k_xent_forward(out, a->qa_row_loss, side ? a->qa_probs_end : a->qa_probs_start, side ? a->qa_end : a->qa_start,
+                       m->qa_seq[side], m->qa_label[side], M, T);
+        loss += k_read_scalar(out);
     }
-    return (float)(loss / 2);
+    return loss / 2;
 }
 
 /* Classifier head: dropout on the pooled output, then the linear layer; CE (N >= 2
@@ -270,13 +254,15 @@ static float qa_forward(BertModel *m, const float *seq_out) {
 static float classifier_forward(BertModel *m) {
     const int B = m->B, H = m->cfg.hidden_size, NL = m->heads.num_labels;
     Activations *a = &m->act;
-    memcpy(a->cls_dropped, a->pooled, sizeof(float) * B * H);
+    k_copy(a->cls_dropped, a->pooled, (long)B * H);
     k_dropout(a->cls_dropped, (long)B * H, hidden_dropout_p(m),
               rng_key(m->dropout_seed, classifier_dropout_site(m->cfg.num_hidden_layers)), 0);
     k_matmul_forward(a->cls_logits, a->cls_dropped, m->p.cls_w, m->p.cls_b, B, H, NL);
     if (!m->have_task_labels) return 0.0f;
-    if (NL == 1) return (float)(k_mse_forward(a->cls_logits, m->target, B) / B);
-    return (float)(k_xent_forward(a->cls_row_loss, a->cls_probs, a->cls_logits, NULL, m->class_label, B, NL) / B);
+    if (NL == 1) k_mse_forward(a->losses + LOSS_CLASSIFIER, a->cls_logits, m->target, B);
+    else k_xent_forward(a->losses + LOSS_CLASSIFIER, a->cls_row_loss, a->cls_probs, a->cls_logits, NULL, m->class_label,
+                        B, NL);
+    return k_read_scalar(a->losses + LOSS_CLASSIFIER);
 }
 
 float bert_forward(BertModel *m, const BertBatch *b, bool training, uint64_t dropout_seed) {

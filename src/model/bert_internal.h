@@ -50,7 +50,6 @@ typedef struct {
     float *d_mlm_logits;                              /* [BP, V] compact */
     float *d_mlm_a, *d_mlm_b;                         /* [BP, H] */
     float *d_pooled, *d_cls, *d_nsp_logits;           /* [B, H], [B, H], [B, 2] */
-    float *attn_scratch;                              /* nthreads * 2 * T * T */
     float *kept_x;                                    /* [B(P+1), H] last layer's input at the kept rows */
     /* task heads */
     float *qa_start, *qa_end, *d_qa_start, *d_qa_end; /* [B*T] logits and their gradients */
@@ -58,12 +57,15 @@ typedef struct {
     float *qa_row_loss;                               /* [B] */
     float *cls_dropped, *cls_logits, *cls_probs;      /* [B, H], [B, N], [B, N] */
     float *cls_row_loss, *d_cls_logits, *d_cls_in;    /* [B], [B, N], [B, H] */
+    float *losses;                                    /* [LOSS_SLOTS] the kernels' loss outputs */
 } Activations;
+
+enum { LOSS_NSP, LOSS_MLM, LOSS_QA_START, LOSS_QA_END, LOSS_CLASSIFIER, LOSS_SLOTS };
 
 struct BertModel {
     BertConfig cfg;
     BertHeads heads;
-    int max_batch, max_seq, max_preds, nthreads;
+    int max_batch, max_seq, max_preds;
     int num_tensors;
     BertParamInfo *info;
     size_t num_params;
