@@ -372,8 +372,8 @@ static void log_step(Run *r, const StepStats *s, double avg_loss, double lr, dou
     cJSON *d = cJSON_CreateObject();
     cJSON_AddNumberToObject(d, "average_loss", avg_loss);
     cJSON_AddNumberToObject(d, "step_loss", s->loss);
-    cJSON_AddNumberToObject(d, "mlm_loss", s->mlm);
-    cJSON_AddNumberToObject(d, "nsp_loss", s->nsp);
+    cJSON_AddNumberToObject(d, "average_mlm_loss", s->mlm);
+    cJSON_AddNumberToObject(d, "average_nsp_loss", s->nsp);
     if (s->mlm_count) cJSON_AddNumberToObject(d, "mlm_accuracy", acc);
     cJSON_AddNumberToObject(d, "learning_rate", lr);
     cJSON_AddNumberToObject(d, "grad_norm", gnorm);
@@ -406,7 +406,7 @@ static int train_loop(Run *r, PretrainSummary *sum, BertError *err) {
     if (o->steps_this_run > 0 && r->step + o->steps_this_run < stop_step) stop_step = r->step + o->steps_this_run;
     sum->first_step = sum->last_step = r->step;
     const double t0 = now_seconds();
-    double window_loss = 0, loss_sum = 0;
+    double window_loss = 0, window_mlm = 0, window_nsp = 0, loss_sum = 0;
     long window = 0, steps = 0;
     while (r->step < stop_step) {
         const bool log_now = (r->step + 1) % o->log_freq == 0 || r->step + 1 == stop_step;
@@ -418,13 +418,15 @@ static int train_loop(Run *r, PretrainSummary *sum, BertError *err) {
                          "; the last good checkpoint is %s", sum->last_checkpoint);
             return -1;
         }
-        steps++, window++, window_loss += s.loss, loss_sum += s.loss;
+        steps++, window++, window_loss += s.loss, loss_sum += s.loss, window_mlm += s.mlm, window_nsp += s.nsp;
         sum->final_loss = s.loss, sum->last_step = r->step;
         sum->sequences += o->train_batch_size;
         const double elapsed = now_seconds() - t0, rate = sum->sequences / elapsed;
         if (log_now) {
-            log_step(r, &s, window_loss / window, lr, gnorm, rate, elapsed, stop_step);
-            window_loss = 0, window = 0;
+            StepStats avg = s;   /* the window's means; the step's own loss stays as step_loss */
+            avg.mlm = window_mlm / window, avg.nsp = window_nsp / window;
+            log_step(r, &avg, window_loss / window, lr, gnorm, rate, elapsed, stop_step);
+            window_loss = window_mlm = window_nsp = 0, window = 0;
         } else {
             logger_progress(r->log, "step %ld/%ld  loss %.4f  %.1f seq/s", r->step, o->max_steps, s.loss, rate);
         }
