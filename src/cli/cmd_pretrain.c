@@ -65,6 +65,9 @@ int cmd_pretrain(int argc, char **argv) {
            s.first_step, s.last_step, s.sequences, s.seconds, s.sequences_per_second, s.mean_loss, s.final_loss);
     if (!isnan(s.final_mlm_accuracy)) printf(", held-out MLM accuracy %.4f", s.final_mlm_accuracy);
     printf("\n");
+    if (s.seconds > 0)
+        printf("bert pretrain: %.1f%% of the time in the model and optimizer, %.1f%% in the loop (data, logs, "
+               "evaluation, checkpoints)\n", 100 * s.model_seconds / s.seconds, 100 * (1 - s.model_seconds / s.seconds));
     if (s.last_checkpoint[0]) printf("bert pretrain: last checkpoint %s\n", s.last_checkpoint);
     if (s.stopped_by_signal) printf("bert pretrain: stopped by a signal after the checkpoint above; rerun with "
                                     "--resume_from_checkpoint to continue\n");

@@ -74,6 +74,7 @@ typedef struct {
     long step;            /* optimizer steps done in this phase */
     long offset;          /* checkpoint names: phase 2 counts on from phase1_end_step */
     long epoch;           /* of the data position */
+    double model_seconds; /* in forward, backward and the optimizer, this run */
     char resumed_from[4096];
 } Run;
 
@@ -216,6 +217,7 @@ static int train_step(Run *r, bool with_accuracy, StepStats *s, double *lr, doub
     for (int micro = 0; micro < accum; micro++) {
         BertBatch b;
         if (loader_next(r->train, &b, err) != 1) return -1;
+        const double t0 = now_seconds();
         const uint64_t dropout = rng_key(rng_key((uint64_t)o->seed, (uint64_t)r->phase),
                                          (uint64_t)r->step * (uint64_t)accum + (uint64_t)micro);
         float loss = bert_forward(r->model, &b, true, dropout);
@@ -223,17 +225,25 @@ static int train_step(Run *r, bool with_accuracy, StepStats *s, double *lr, doub
             const char *why = bert_last_error(r->model);
             return bert_fail(err, "step %ld: %s", r->step + r->offset + 1, why[0] ? why : "the loss is not finite");
         }
-        if (with_accuracy) count_mlm_correct(r, &b, s);
+        double accuracy_s = 0;   /* logging's cost, not the model's */
+        if (with_accuracy) {
+            const double ta = now_seconds();
+            count_mlm_correct(r, &b, s);
+            accuracy_s = now_seconds() - ta;
+        }
         bert_backward(r->model, &b);
         s->loss += loss / accum, s->mlm += bert_last_mlm_loss(r->model) / accum;
         s->nsp += bert_last_nsp_loss(r->model) / accum;
+        r->model_seconds += now_seconds() - t0 - accuracy_s;
     }
+    const double t1 = now_seconds();
     int ntensors = bert_num_param_tensors(r->model);
     /* NVIDIA divides each micro-batch's loss by the count: the mean of their gradients */
     if (accum > 1) tensors_scale_grads(bert_param_info(r->model, 0), ntensors, 1.0f / (float)accum);
     /* [all-reduce across processes and the loss-scale check go here] */
     *lr = poly_warmup_lr(o->learning_rate, o->warmup_proportion, o->max_steps, 0.5, r->step);
     *grad_norm = optimizer_step(r->opt, *lr);
+    r->model_seconds += now_seconds() - t1;
     if (!isfinite(*grad_norm)) return bert_fail(err, "step %ld: the gradient is not finite", r->step + r->offset + 1);
     r->step++;
     r->epoch = loader_position(r->train).epoch;
@@ -443,6 +453,7 @@ static int train_loop(Run *r, PretrainSummary *sum, BertError *err) {
         }
     }
     sum->seconds = now_seconds() - t0;
+    sum->model_seconds = r->model_seconds;
     sum->sequences_per_second = sum->seconds > 0 ? sum->sequences / sum->seconds : 0;
     sum->mean_loss = steps ? loss_sum / steps : NAN;
     return 0;
@@ -488,6 +499,7 @@ int pretrain_run(const PretrainOptions *o, PretrainSummary *sum, BertError *err)
         cJSON_AddNumberToObject(d, "training_sequences_per_second", sum->sequences_per_second);
         cJSON_AddNumberToObject(d, "final_loss", sum->final_loss);
         cJSON_AddNumberToObject(d, "raw_train_time", sum->seconds);
+        cJSON_AddNumberToObject(d, "model_time", sum->model_seconds);
         logger_summary(r.log, d);
     }
     loader_close(r.train), loader_close(r.eval);

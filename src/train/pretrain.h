@@ -59,6 +59,8 @@ typedef struct {
     long first_step, last_step;     /* phase steps this run started at and reached */
     long sequences;                 /* sequences trained on in this run */
     double seconds, sequences_per_second;
+    double model_seconds;           /* of those, inside forward, backward and the optimizer: the rest
+                                       is the loop's own cost (data, logging, evaluation, checkpoints) */
     double mean_loss, final_loss;   /* mean over this run's steps, and of the last step */
     double final_mlm_accuracy;      /* of the last evaluation, or NAN */
     bool stopped_by_signal;
