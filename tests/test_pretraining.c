@@ -8,6 +8,7 @@
  *    padding included.
  * Plus bad input: invalid UTF-8, unwritable output, empty input, bad flags. */
 #include <glob.h>
+#include <hdf5.h>
 #include <stdbool.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -543,6 +544,26 @@ static void test_chunks_stored_in_any_order(void) {
     unlink(out);
 }
 
+/* Issue 14, defect 2: a 3 KB file declaring input_ids int32 [2, 2^61] (chunked, never
+ * written) made the buffer size wrap and H5Dread write past it. Now refused by shape, with the
+ * file and the dataset named, before any allocation. */
+static void test_crafted_huge_dataset_refused(void) {
+    const char *path = "build/test_crafted_huge.hdf5";
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hsize_t dims[2] = {2, (hsize_t)1 << 61}, chunk[2] = {1, 1024};
+    hid_t space = H5Screate_simple(2, dims, NULL), plist = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(plist, 2, chunk);
+    hid_t ds = H5Dcreate2(f, "input_ids", H5T_NATIVE_INT32, space, H5P_DEFAULT, plist, H5P_DEFAULT);
+    CHECK(f >= 0 && ds >= 0);
+    H5Dclose(ds), H5Pclose(plist), H5Sclose(space), H5Fclose(f);
+    PretrainingShard sh;
+    BertError err;
+    CHECKF(hdf5_shard_load(path, &sh, &err) != 0 && strstr(err.msg, "input_ids") && strstr(err.msg, path), "%s",
+           err.msg);
+    unlink(path);
+}
+
 int main(void) {
     RUN_TEST(test_algorithm_seq128);
     RUN_TEST(test_algorithm_seq128_wwm);
@@ -567,5 +588,6 @@ int main(void) {
     RUN_TEST(test_chunks_stored_in_any_order);
     RUN_TEST(test_line_endings_and_blank_lines);
     RUN_TEST(test_wide_vocabulary_spool);
+    RUN_TEST(test_crafted_huge_dataset_refused);
     return test_summary();
 }

@@ -298,6 +298,17 @@ static void *load_dataset(hid_t file, const char *path, const char *name, int ra
         goto done;
     }
     H5Sget_simple_extent_dims(space, dims, NULL);
+    /* A dataset declares its shape; a crafted or corrupt file can declare any (2 x 2^61 in a
+     * 3 KB file, chunked and never written). Bound each dimension and the product before
+     * anything is allocated: no real shard comes near. */
+    const hsize_t max_rows = (hsize_t)1 << 31, max_width = (hsize_t)1 << 16, max_elements = (hsize_t)1 << 30;
+    if (dims[0] > max_rows || (rank == 2 && (dims[1] < 1 || dims[1] > max_width)) ||
+        (rank == 2 && dims[0] > max_elements / dims[1])) {
+        bert_fail(err, "%s: %s declares a shape of %llu x %llu, beyond any pre-training shard (at most 2^30 values, "
+                       "rows of 1 to 65536)", path, name, (unsigned long long)dims[0],
+                  (unsigned long long)(rank == 2 ? dims[1] : 1));
+        goto done;
+    }
     if (*n_rows != (size_t)-1 && dims[0] != *n_rows) {
         bert_fail(err, "%s: %s has %llu rows, input_ids has %zu", path, name,
                   (unsigned long long)dims[0], *n_rows);
