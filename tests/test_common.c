@@ -4,6 +4,9 @@
 #include <unistd.h>
 
 #include "core/common.h"
+#include <dirent.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include "test.h"
 
 static void test_atomic_file_replaces_only_on_commit(void) {
@@ -68,11 +71,63 @@ static void test_split_list(void) {
     CHECK(split_list(c, items, 3) == 0);
 }
 
+static int count_dir(const char *dir, const char *prefix) {
+    int n = 0;
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+    if (d) closedir(d);
+    return n;
+}
+
+/* Issue 14, defect 7: temporaries looked like outputs ("x_training_0.hdf5.tmp.PID", which
+ * NVIDIA's trainer loads) and stayed after SIGTERM, SIGINT and kills. Now hidden and without
+ * the output's name, removed on SIGTERM, and a killed process's removed by the next write in
+ * that folder. */
+static void test_temporaries(void) {
+    char dir[] = "/tmp/bert-tmpnames-XXXXXX";
+    if (!mkdtemp(dir)) return;
+    char out[256];
+    snprintf(out, sizeof out, "%s/x_training_0.hdf5", dir);
+    AtomicFile af;
+    BertError err;
+    CHECK(atomic_open(&af, out, &err) == 0);
+    const char *base = strrchr(af.tmp_path, '/') + 1;
+    CHECKF(base[0] == '.' && !strstr(base, "training"), "temporary %s", af.tmp_path);
+    atomic_abort(&af);
+    CHECK(count_dir(dir, ".bert-tmp.") == 0);
+    for (int sig = 0; sig < 2; sig++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            atomic_cleanup_on_signals();
+            AtomicFile child;
+            if (atomic_open(&child, out, &err) != 0) _exit(3);
+            fputs("half", child.fp), fflush(child.fp);
+            raise(sig == 0 ? SIGTERM : SIGKILL);
+            _exit(4);
+        }
+        int status;
+        waitpid(pid, &status, 0);
+        CHECK(WIFSIGNALED(status));
+        int left = count_dir(dir, ".bert-tmp.");
+        CHECKF(left == (sig == 0 ? 0 : 1), "%s: %d temporaries left", sig == 0 ? "SIGTERM" : "SIGKILL", left);
+    }
+    /* the killed writer's temporary goes when a later run writes in the folder (each process
+     * looks at a folder once) */
+    pid_t pid = fork();
+    if (pid == 0) _exit(atomic_open(&af, out, &err) == 0 && atomic_commit(&af, &err) == 0 ? 0 : 1);
+    int status;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK(count_dir(dir, ".bert-tmp.") == 0 && count_dir(dir, "x_training_0.hdf5") == 1);
+    unlink(out), rmdir(dir);
+}
+
 int main(void) {
     RUN_TEST(test_atomic_file_replaces_only_on_commit);
     RUN_TEST(test_unwritable_output_is_an_error);
     RUN_TEST(test_is_same_file);
     RUN_TEST(test_peak_rss_reset);
     RUN_TEST(test_split_list);
+    RUN_TEST(test_temporaries);
     return test_summary();
 }

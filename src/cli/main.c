@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "core/common.h"
 
 typedef struct {
     const char *name;
@@ -33,6 +34,7 @@ static void print_help(FILE *out) {
 }
 
 int main(int argc, char **argv) {
+    atomic_cleanup_on_signals();   /* a stopped command leaves no temporary behind */
     if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         print_help(stdout);
         return argc < 2 ? 2 : 0;

@@ -1,7 +1,10 @@
 #include "core/common.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,16 +87,101 @@ int reset_peak_rss(void) {
     return (fclose(f) == 0 && ok) ? 0 : -1;
 }
 
+/* ---- temporary names: never mistaken for outputs, never left behind ----
+ * A temporary is "<dir>/.bert-tmp.<pid>.<n>": hidden, and without the output's name, so no
+ * reader that picks files by name (NVIDIA's trainer takes every name containing "training")
+ * takes a half-written one. Live temporaries are listed so that SIGTERM, SIGINT and SIGHUP
+ * remove them before the process ends (atomic_cleanup_on_signals); those of processes that
+ * died anyway (SIGKILL) are removed the next time a file is written in that folder. */
+
+enum { MAX_LIVE_TEMPORARIES = 256, TMP_NAME_MAX = 4096 + 320, MAX_SCANNED_DIRS = 64 };
+static char live_names[MAX_LIVE_TEMPORARIES][TMP_NAME_MAX];
+static volatile sig_atomic_t live_used[MAX_LIVE_TEMPORARIES];
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static char scanned_dirs[MAX_SCANNED_DIRS][4096];
+static int scanned_count;
+
+static void forget_temporary(const char *tmp_path) {
+    pthread_mutex_lock(&live_lock);
+    for (int i = 0; i < MAX_LIVE_TEMPORARIES; i++)
+        if (live_used[i] && strcmp(live_names[i], tmp_path) == 0) {
+            live_used[i] = 0;
+            break;
+        }
+    pthread_mutex_unlock(&live_lock);
+}
+
+static void remember_temporary(const char *tmp_path) {
+    pthread_mutex_lock(&live_lock);
+    for (int i = 0; i < MAX_LIVE_TEMPORARIES; i++)
+        if (!live_used[i]) {
+            snprintf(live_names[i], TMP_NAME_MAX, "%s", tmp_path);
+            live_used[i] = 1;
+            break;
+        }
+    pthread_mutex_unlock(&live_lock);
+}
+
+static void remove_temporaries_and_die(int sig) {
+    for (int i = 0; i < MAX_LIVE_TEMPORARIES; i++)   /* unlink is async-signal-safe */
+        if (live_used[i]) unlink(live_names[i]);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void atomic_cleanup_on_signals(void) {
+    const int signals[] = {SIGTERM, SIGINT, SIGHUP};
+    for (size_t i = 0; i < sizeof signals / sizeof signals[0]; i++) signal(signals[i], remove_temporaries_and_die);
+}
+
+/* Removes the temporaries of processes that no longer run from dir (once per folder). */
+static void remove_stale_temporaries(const char *dir) {
+    static pid_t scanned_by;
+    pthread_mutex_lock(&live_lock);
+    if (scanned_by != getpid()) scanned_by = getpid(), scanned_count = 0;   /* a forked child looks again */
+    for (int i = 0; i < scanned_count; i++)
+        if (strcmp(scanned_dirs[i], dir) == 0) {
+            pthread_mutex_unlock(&live_lock);
+            return;
+        }
+    if (scanned_count < MAX_SCANNED_DIRS) snprintf(scanned_dirs[scanned_count++], sizeof scanned_dirs[0], "%s", dir);
+    pthread_mutex_unlock(&live_lock);
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (strncmp(e->d_name, ".bert-tmp.", 10) != 0) continue;
+        long pid = strtol(e->d_name + 10, NULL, 10);
+        if (pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        char stale[TMP_NAME_MAX];
+        snprintf(stale, sizeof stale, "%s/%s", dir, e->d_name);
+        unlink(stale);
+    }
+    if (d) closedir(d);
+}
+
 void atomic_tmp_name(const char *path, char *out, size_t outlen) {
-    snprintf(out, outlen, "%s.tmp.%ld", path, (long)getpid());
+    static unsigned long counter;
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    if (slash) snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    else snprintf(dir, sizeof dir, ".");
+    remove_stale_temporaries(dir);
+    unsigned long n = __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED);
+    snprintf(out, outlen, "%s/.bert-tmp.%ld.%lu", strcmp(dir, "/") ? dir : "", (long)getpid(), n);
+    remember_temporary(out);
+}
+
+void atomic_tmp_discard(const char *tmp_path) {
+    unlink(tmp_path);
+    forget_temporary(tmp_path);
 }
 
 int atomic_publish(const char *tmp_path, const char *path, BertError *err) {
     if (rename(tmp_path, path) != 0) {
         int e = errno;
-        unlink(tmp_path);
+        atomic_tmp_discard(tmp_path);
         return bert_fail(err, "cannot rename %s to %s: %s", tmp_path, path, strerror(e));
     }
+    forget_temporary(tmp_path);
     return 0;
 }
 
@@ -102,7 +190,11 @@ int atomic_open(AtomicFile *af, const char *path, BertError *err) {
     snprintf(af->path, sizeof af->path, "%s", path);
     atomic_tmp_name(path, af->tmp_path, sizeof af->tmp_path);
     af->fp = fopen(af->tmp_path, "wb");
-    if (!af->fp) return bert_fail(err, "cannot write %s: %s", af->tmp_path, strerror(errno));
+    if (!af->fp) {
+        int e = errno;
+        forget_temporary(af->tmp_path);
+        return bert_fail(err, "cannot write %s (a temporary beside %s): %s", af->tmp_path, path, strerror(e));
+    }
     return 0;
 }
 
@@ -114,7 +206,7 @@ int atomic_commit(AtomicFile *af, BertError *err) {
     if (fclose(af->fp) != 0) bad = 1;
     af->fp = NULL;
     if (bad) {
-        unlink(af->tmp_path);
+        atomic_tmp_discard(af->tmp_path);
         return bert_fail(err, "error writing %s: %s", af->path, strerror(e));
     }
     return atomic_publish(af->tmp_path, af->path, err);
@@ -123,7 +215,7 @@ int atomic_commit(AtomicFile *af, BertError *err) {
 void atomic_abort(AtomicFile *af) {
     if (af->fp) fclose(af->fp);
     af->fp = NULL;
-    unlink(af->tmp_path);
+    atomic_tmp_discard(af->tmp_path);
 }
 
 int is_same_file(const char *a, const char *b) {

@@ -49,11 +49,11 @@ int make_dirs(const char *path, BertError *err);
 size_t peak_rss_bytes(void);
 int reset_peak_rss(void);
 
-/* Atomic output: data goes to "<path>.tmp.<pid>" and is renamed over <path> only on
- * commit, so a crash or kill leaves any previous <path> whole. */
+/* Atomic output: data goes to a temporary in <path>'s folder and is renamed over <path> only
+ * on commit (after fsync), so a crash or kill leaves any previous <path> whole. */
 typedef struct {
     char path[4096];
-    char tmp_path[4096 + 32];
+    char tmp_path[4096 + 64];
     FILE *fp;
 } AtomicFile;
 
@@ -64,6 +64,12 @@ void atomic_abort(AtomicFile *af);                                  /* close and
  * and the rename that publishes it. */
 void atomic_tmp_name(const char *path, char *out, size_t outlen);
 int atomic_publish(const char *tmp_path, const char *path, BertError *err);
+void atomic_tmp_discard(const char *tmp_path);   /* unlink a temporary that will not be published */
+/* Temporaries are "<dir>/.bert-tmp.<pid>.<n>" (hidden, without the output's name: no reader
+ * that picks files by name takes one). After this call SIGTERM, SIGINT and SIGHUP remove the
+ * live ones before the process ends; a later write in the same folder removes those of
+ * processes that were killed. */
+void atomic_cleanup_on_signals(void);
 
 /* 1 when both paths name one existing file (same device and inode), else 0: an output
  * that its atomic rename would put in place of its own input. */

@@ -36,7 +36,7 @@ struct Hdf5Chunk {
 };
 
 struct Hdf5ShardWriter {
-    char path[4096], tmp_path[4096 + 32];
+    char path[4096], tmp_path[4096 + 64];
     hid_t file, dataset[DS_COUNT];
     size_t n_instances, rows_appended, rows_stored;
     int seq, pred;
@@ -130,6 +130,7 @@ int hdf5_shard_create(Hdf5ShardWriter **out, const char *path, size_t n_instance
     w->file = H5Fcreate(w->tmp_path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     if (w->file < 0) {
         bert_fail(err, "cannot create HDF5 file %s (is the folder writable?)", w->tmp_path);
+        atomic_tmp_discard(w->tmp_path);
         writer_free(w);
         return -1;
     }
@@ -272,7 +273,7 @@ int hdf5_shard_finish(Hdf5ShardWriter *w, BertError *err) {
 void hdf5_shard_abort(Hdf5ShardWriter *w) {
     if (!w) return;
     close_handles(w);
-    unlink(w->tmp_path);
+    atomic_tmp_discard(w->tmp_path);
     writer_free(w);
 }
 

@@ -27,7 +27,7 @@
 
 typedef struct Hdf5ShardWriter Hdf5ShardWriter;
 
-/* Opens "<path>.tmp.<pid>" for exactly n_instances rows. */
+/* Opens a temporary beside path (core/common.h: atomic_tmp_name) for exactly n_instances rows. */
 int hdf5_shard_create(Hdf5ShardWriter **out, const char *path, size_t n_instances,
                       int max_seq_length, int max_predictions_per_seq, BertError *err);
 /* Appends the next row (pads it). Fails on a shape mismatch or a write error. */

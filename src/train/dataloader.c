@@ -58,7 +58,7 @@ static int list_files(DataLoader *l, BertError *err) {
     if (!d) return bert_fail(err, "cannot open the shard folder %s", l->o.dir);
     int cap = 0;
     for (struct dirent *e; (e = readdir(d));) {
-        /* hidden names and writers' temporaries (NAME.tmp.PID) are never shards */
+        /* hidden names (bert.c's temporaries) and others' NAME.tmp.PID are never shards */
         if (e->d_name[0] == '.' || strstr(e->d_name, ".tmp.") || !strstr(e->d_name, l->o.name_filter)) continue;
         char path[4096 + 256];
         snprintf(path, sizeof path, "%s/%s", l->o.dir, e->d_name);
