@@ -7,7 +7,10 @@
 #include <dirent.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include "test.h"
+#include "test_util.h"
 
 static void test_atomic_file_replaces_only_on_commit(void) {
     const char *path = "build/test_atomic.txt";
@@ -122,6 +125,56 @@ static void test_temporaries(void) {
     unlink(out), rmdir(dir);
 }
 
+static int atomic_write_text(const char *path, const char *text, BertError *err) {
+    AtomicFile af;
+    if (atomic_open(&af, path, err) != 0) return -1;
+    fputs(text, af.fp);
+    return atomic_commit(&af, err);
+}
+
+/* Issue 14, defect 1: an output that is a device, FIFO or link was replaced by a regular file
+ * (run as root, `-o /dev/null` turned the machine's /dev/null into one). Now devices and
+ * FIFOs are written through, a link's target is replaced and the link kept, a folder refused. */
+static void test_special_outputs(void) {
+    char dir[] = "/tmp/bert-special-XXXXXX";
+    if (!mkdtemp(dir)) return;
+    char fifo[128], target[128], link[128], dev[128];
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir), snprintf(target, sizeof target, "%s/target.txt", dir);
+    snprintf(link, sizeof link, "%s/link.txt", dir), snprintf(dev, sizeof dev, "%s/null", dir);
+    BertError err;
+    struct stat st;
+    /* a FIFO: a reader gets the text, the FIFO stays */
+    CHECK(mkfifo(fifo, 0600) == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        char buf[64] = "";
+        FILE *f = fopen(fifo, "r");
+        size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+        _exit(n == 6 && !memcmp(buf, "piped\n", 6) ? 0 : 1);
+    }
+    CHECKF(atomic_write_text(fifo, "piped\n", &err) == 0, "%s", err.msg);
+    int status;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK(lstat(fifo, &st) == 0 && S_ISFIFO(st.st_mode));
+    /* a link: its target replaced, the link kept */
+    write_text(target, "old\n");
+    CHECK(symlink("target.txt", link) == 0);
+    CHECK(atomic_write_text(link, "new\n", &err) == 0);
+    CHECK(lstat(link, &st) == 0 && S_ISLNK(st.st_mode));
+    char *text = read_text(target);
+    CHECK(!strcmp(text, "new\n"));
+    free(text);
+    /* a character device (needs root to make one; /dev/null's numbers) */
+    if (mknod(dev, S_IFCHR | 0600, makedev(1, 3)) == 0) {
+        CHECK(atomic_write_text(dev, "gone\n", &err) == 0);
+        CHECK(lstat(dev, &st) == 0 && S_ISCHR(st.st_mode));
+    }
+    /* a folder */
+    CHECK(atomic_write_text(dir, "x", &err) != 0 && strstr(err.msg, "folder"));
+    remove_tree(dir);
+}
+
 int main(void) {
     RUN_TEST(test_atomic_file_replaces_only_on_commit);
     RUN_TEST(test_unwritable_output_is_an_error);
@@ -129,5 +182,6 @@ int main(void) {
     RUN_TEST(test_peak_rss_reset);
     RUN_TEST(test_split_list);
     RUN_TEST(test_temporaries);
+    RUN_TEST(test_special_outputs);
     return test_summary();
 }

@@ -185,10 +185,42 @@ int atomic_publish(const char *tmp_path, const char *path, BertError *err) {
     return 0;
 }
 
+int resolve_output(const char *path, char *resolved, size_t n, BertError *err) {
+    struct stat st;
+    if (strlen(path) >= n) return bert_fail(err, "output path too long: %s", path);
+    snprintf(resolved, n, "%s", path);
+    if (lstat(path, &st) != 0) return 0;   /* a new file */
+    if (S_ISLNK(st.st_mode)) {
+        char *target = realpath(path, NULL);
+        if (!target) {   /* a dangling link: create its target */
+            char link[4096];
+            ssize_t len = readlink(path, link, sizeof link - 1);
+            if (len <= 0) return bert_fail(err, "cannot read the link %s: %s", path, strerror(errno));
+            link[len] = '\0';
+            const char *slash = strrchr(path, '/');
+            if (link[0] == '/' || !slash) snprintf(resolved, n, "%s", link);
+            else snprintf(resolved, n, "%.*s/%s", (int)(slash - path), path, link);
+            return 0;
+        }
+        snprintf(resolved, n, "%s", target);
+        free(target);
+        if (stat(resolved, &st) != 0) return 0;
+    }
+    if (S_ISDIR(st.st_mode)) return bert_fail(err, "output %s is a folder", path);
+    return S_ISREG(st.st_mode) ? 0 : 1;
+}
+
 int atomic_open(AtomicFile *af, const char *path, BertError *err) {
-    if (strlen(path) >= sizeof af->path) return bert_fail(err, "output path too long: %s", path);
-    snprintf(af->path, sizeof af->path, "%s", path);
-    atomic_tmp_name(path, af->tmp_path, sizeof af->tmp_path);
+    int kind = resolve_output(path, af->path, sizeof af->path, err);
+    if (kind < 0) return -1;
+    af->direct = kind == 1;
+    if (af->direct) {   /* a device or pipe: written through */
+        af->tmp_path[0] = '\0';
+        af->fp = fopen(af->path, "wb");
+        if (!af->fp) return bert_fail(err, "cannot write %s: %s", path, strerror(errno));
+        return 0;
+    }
+    atomic_tmp_name(af->path, af->tmp_path, sizeof af->tmp_path);
     af->fp = fopen(af->tmp_path, "wb");
     if (!af->fp) {
         int e = errno;
@@ -206,16 +238,16 @@ int atomic_commit(AtomicFile *af, BertError *err) {
     if (fclose(af->fp) != 0) bad = 1;
     af->fp = NULL;
     if (bad) {
-        atomic_tmp_discard(af->tmp_path);
+        if (!af->direct) atomic_tmp_discard(af->tmp_path);
         return bert_fail(err, "error writing %s: %s", af->path, strerror(e));
     }
-    return atomic_publish(af->tmp_path, af->path, err);
+    return af->direct ? 0 : atomic_publish(af->tmp_path, af->path, err);
 }
 
 void atomic_abort(AtomicFile *af) {
     if (af->fp) fclose(af->fp);
     af->fp = NULL;
-    atomic_tmp_discard(af->tmp_path);
+    if (!af->direct) atomic_tmp_discard(af->tmp_path);
 }
 
 int is_same_file(const char *a, const char *b) {

@@ -50,12 +50,20 @@ size_t peak_rss_bytes(void);
 int reset_peak_rss(void);
 
 /* Atomic output: data goes to a temporary in <path>'s folder and is renamed over <path> only
- * on commit (after fsync), so a crash or kill leaves any previous <path> whole. */
+ * on commit (after fsync), so a crash or kill leaves any previous <path> whole. Symbolic
+ * links and special files are handled as resolve_output says. */
 typedef struct {
     char path[4096];
     char tmp_path[4096 + 64];
     FILE *fp;
+    int direct;      /* the destination is a device, FIFO or socket: written through, no rename */
 } AtomicFile;
+
+/* Where an output really goes. A symbolic link: its target (resolved) is what gets replaced,
+ * atomically, and the link stays. A device, FIFO or socket (/dev/null, a pipe): returns 1, to
+ * be written through, never replaced by a regular file. A folder: an error. Otherwise 0 with
+ * resolved = path (which need not exist yet). */
+int resolve_output(const char *path, char *resolved, size_t n, BertError *err);
 
 int atomic_open(AtomicFile *af, const char *path, BertError *err);  /* af->fp is ready */
 int atomic_commit(AtomicFile *af, BertError *err);                  /* flush, fsync, rename */

@@ -112,9 +112,14 @@ int hdf5_shard_create(Hdf5ShardWriter **out, const char *path, size_t n_instance
     if (max_seq_length < 1 || max_predictions_per_seq < 1)
         return bert_fail(err, "bad shard shape %d x %d", max_seq_length, max_predictions_per_seq);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* errors are reported through err instead */
+    char resolved[4096];
+    int kind = resolve_output(path, resolved, sizeof resolved, err);
+    if (kind < 0) return -1;
+    if (kind == 1)   /* HDF5 seeks and rewrites: a pipe or device cannot hold it */
+        return bert_fail(err, "%s is a device, pipe or socket: an HDF5 shard needs a regular file", path);
     Hdf5ShardWriter *w = xcalloc(1, sizeof *w);
-    snprintf(w->path, sizeof w->path, "%s", path);
-    atomic_tmp_name(path, w->tmp_path, sizeof w->tmp_path);
+    snprintf(w->path, sizeof w->path, "%s", resolved);
+    atomic_tmp_name(resolved, w->tmp_path, sizeof w->tmp_path);
     w->file = -1;
     for (int k = 0; k < DS_COUNT; k++) w->dataset[k] = -1;
     w->n_instances = n_instances;
