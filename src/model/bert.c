@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/rng.h"
 #include "io/config.h"
@@ -200,6 +201,19 @@ int bert_model_create_with_heads(BertModel **out, const BertConfig *cfg, BertHea
     layout_params(&lo, &m->p, cfg, heads);  /* count */
     m->num_tensors = lo.count;
     m->num_params = lo.cursor;
+    Arena a = {0};
+    layout_activations(&a, &m->act, m);   /* count */
+    m->act_floats = a.cursor;
+    /* Buffers that each fit can still add up past the machine (100,000 layers): refuse with
+     * the total instead of meeting the OOM killer half-way through the allocations. */
+    const double need = ((double)m->num_params * 2 + (double)m->act_floats) * sizeof(float);
+    const double ram = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    if (ram > 0 && need > ram) {
+        bert_model_free(m);
+        return bert_fail(err, "bert_model_create: the model needs %.1f GiB for parameters, gradients and activations "
+                              "(batch %d x seq %d); this machine has %.1f GiB", need / 1073741824.0, max_batch, max_seq,
+                         ram / 1073741824.0);
+    }
     m->info = xcalloc(m->num_tensors, sizeof(BertParamInfo));
     m->params = xcalloc(m->num_params, sizeof(float));
     m->grads = xcalloc(m->num_params, sizeof(float));
@@ -212,9 +226,6 @@ int bert_model_create_with_heads(BertModel **out, const BertConfig *cfg, BertHea
         m->info[i].grad = m->grads + m->info[i].offset;
     }
 
-    Arena a = {0};
-    layout_activations(&a, &m->act, m);
-    m->act_floats = a.cursor;
     m->act_memory = xcalloc(m->act_floats, sizeof(float));
     a = (Arena){.base = m->act_memory};
     layout_activations(&a, &m->act, m);
