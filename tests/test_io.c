@@ -255,6 +255,42 @@ static void test_many_tensor_names_scale(void) {
     unlink(path);
 }
 
+static void write_header_file(const char *path, const char *header, size_t data_bytes) {
+    size_t len = strlen(header);
+    unsigned char le[8];
+    for (int k = 0; k < 8; k++) le[k] = (unsigned char)((uint64_t)len >> (8 * k));
+    FILE *f = fopen(path, "wb");
+    fwrite(le, 1, 8, f), fwrite(header, 1, len, f);
+    for (size_t k = 0; k < data_bytes; k++) fputc(0, f);
+    fclose(f);
+}
+
+/* Issue 14, defect 12: fractional, overlapping or gapped data offsets were accepted. The
+ * format wants whole numbers and ranges that tile the data section. */
+static void test_offsets_must_tile_the_data(void) {
+    const char *path = "build/test_io_offsets.safetensors";
+    const struct { const char *header; size_t data; const char *why; } bad[] = {
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+         "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 8, "overlapping"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, "gap"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 8, "cover"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0.5,4.5]}}", 8, "whole"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        write_header_file(path, bad[k].header, bad[k].data);
+        SafeTensors st;
+        BertError err;
+        CHECKF(safetensors_open(&st, path, &err) != 0 && strstr(err.msg, bad[k].why), "case %zu: %s", k, err.msg);
+    }
+    write_header_file(path, "{\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]},"
+                            "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 8);
+    SafeTensors st;
+    BertError err;
+    CHECKF(safetensors_open(&st, path, &err) == 0, "%s", err.msg);   /* any order in the header is fine */
+    safetensors_close(&st);
+    unlink(path);
+}
+
 int main(void) {
     RUN_TEST(test_presets);
     RUN_TEST(test_config_json_load_save);
@@ -264,5 +300,6 @@ int main(void) {
     RUN_TEST(test_truncated_and_corrupt_files);
     RUN_TEST(test_hostile_headers);
     RUN_TEST(test_many_tensor_names_scale);
+    RUN_TEST(test_offsets_must_tile_the_data);
     return test_summary();
 }

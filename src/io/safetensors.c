@@ -2,6 +2,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +69,8 @@ static int parse_entry(const cJSON *item, StTensor *t, size_t data_len, const ch
     if (!cJSON_IsNumber(begin) || !cJSON_IsNumber(end))
         return bert_fail(err, "%s: tensor '%s': data_offsets are not numbers", path, name);
     double b = begin->valuedouble, e = end->valuedouble;
+    if (b != floor(b) || e != floor(e))
+        return bert_fail(err, "%s: tensor '%s': data offsets [%g, %g) are not whole numbers", path, name, b, e);
     if (!(b >= 0 && e >= b && e <= (double)data_len))
         return bert_fail(err, "%s: tensor '%s': data offsets [%.0f, %.0f) outside the %zu-byte data section (truncated file?)",
                          path, name, b, e, data_len);
@@ -86,6 +89,34 @@ static int compare_tensor_names(const void *a, const void *b, void *table) {
     const StTensor *t = table;
     name_comparisons++;
     return strcmp(t[*(const int *)a].name, t[*(const int *)b].name);
+}
+
+static int compare_begin(const void *a, const void *b, void *table) {
+    const StTensor *t = table;
+    size_t x = t[*(const int *)a].begin, y = t[*(const int *)b].begin;
+    if (x != y) return (x > y) - (x < y);
+    return (t[*(const int *)a].end > t[*(const int *)b].end) - (t[*(const int *)a].end < t[*(const int *)b].end);
+}
+
+/* The format's rule (as the reference library checks it): the tensors' byte ranges, in
+ * order, follow one another without gaps or overlaps and cover the data section exactly. */
+static int check_offsets_cover(const SafeTensors *st, BertError *err) {
+    int *order = xmalloc(sizeof(int) * (size_t)(st->n + 1));
+    for (int i = 0; i < st->n; i++) order[i] = i;
+    qsort_r(order, (size_t)st->n, sizeof(int), compare_begin, st->tensors);
+    size_t at = 0;
+    int rc = 0;
+    for (int i = 0; i < st->n && rc == 0; i++) {
+        const StTensor *t = &st->tensors[order[i]];
+        if (t->begin != at)
+            rc = bert_fail(err, "%s: tensor '%s' starts at byte %zu of the data, expected %zu (%s)", st->path, t->name,
+                           t->begin, at, t->begin < at ? "overlapping another tensor" : "a gap before it");
+        at = t->end;
+    }
+    if (rc == 0 && at != st->data_len)
+        rc = bert_fail(err, "%s: the tensors cover %zu of the %zu data bytes", st->path, at, st->data_len);
+    free(order);
+    return rc;
 }
 
 static int parse_header(SafeTensors *st, const char *json, size_t len, BertError *err) {
@@ -112,7 +143,7 @@ static int parse_header(SafeTensors *st, const char *json, size_t len, BertError
     for (int i = 1; i < st->n; i++)
         if (!strcmp(st->tensors[st->sorted[i]].name, st->tensors[st->sorted[i - 1]].name))
             return bert_fail(err, "%s: tensor '%s' appears twice", st->path, st->tensors[st->sorted[i]].name);
-    return 0;
+    return check_offsets_cover(st, err);
 }
 
 int safetensors_open(SafeTensors *st, const char *path, BertError *err) {
