@@ -25,7 +25,11 @@ else ifeq ($(GEMM),onednn)
 else
   $(error GEMM must be onednn or openblas, not '$(GEMM)')
 endif
-ifeq ($(SANITIZE),1)
+ifeq ($(SANITIZE),fuzz)   # libFuzzer targets (make fuzz): clang, ASan + UBSan, coverage for the fuzzer
+  CFLAGS += -O1 -g -march=native -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer \
+            -fno-sanitize-recover=undefined
+  LDLIBS += -fsanitize=address,undefined
+else ifeq ($(SANITIZE),1)
   CFLAGS += -O1 -g -march=native -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
   LDLIBS += -fsanitize=address,undefined
 else
@@ -43,7 +47,7 @@ TEST_SRC := $(sort $(wildcard tests/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BERT     := $(if $(filter build,$(BUILD)),bert,$(BUILD)/bert)
 
-.PHONY: all test test-fast test-matrix install clean
+.PHONY: all test test-fast test-matrix install fuzz fuzz-build fuzz-replay clean
 all: $(BERT) $(TEST_BIN)
 
 $(BUILD)/libbert.a: $(LIB_OBJ)
@@ -68,12 +72,14 @@ $(BUILD)/%.o: %.c
 	$(CC) $(CFLAGS) -c -o $@ $<
 
 # The whole suite: optimised build, then the sanitizer build, then the model's tests once
-# more with the other GEMM library (OpenBLAS), then one summary line.
+# more with the other GEMM library (OpenBLAS), then the fuzz targets' seed corpora (replayed,
+# not fuzzed), then one summary line.
 test:
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory all BUILD=build-asan SANITIZE=1
 	@$(MAKE) --no-print-directory BUILD=build-openblas GEMM=openblas \
 		$(addprefix build-openblas/tests/,test_layers test_model test_bench)
+	@$(MAKE) --no-print-directory fuzz-build
 	@bash tests/run.sh build build-asan build-openblas
 
 # Optimised build only (quick iteration).
@@ -97,7 +103,22 @@ install: $(BERT)
 	install -m 755 $(BERT) $(DESTDIR)$(PREFIX)/bin/bert
 	cp -R data/vocab data/corpus $(DESTDIR)$(PREFIX)/share/bert/
 
+# Fuzzing: every parser under libFuzzer (tests/fuzz/fuzz_*.c, seeds in tests/fuzz/corpus/<target>/).
+# `make fuzz` runs each for FUZZ_SECONDS (default 30) and fails on a crash, leak or timeout;
+# `make fuzz-replay` runs the seed corpora once (seconds).
+FUZZ_SECONDS ?= 30
+FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,%,$(sort $(wildcard tests/fuzz/fuzz_*.c)))
+build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_util.h build-fuzz/libbert.a
+	clang $(filter-out -MMD -MP,$(CFLAGS)) -Itests/fuzz -fsanitize=fuzzer -o $@ $< build-fuzz/libbert.a $(LDLIBS)
+fuzz-build:
+	@$(MAKE) --no-print-directory CC=clang BUILD=build-fuzz SANITIZE=fuzz \
+		build-fuzz/libbert.a $(addprefix build-fuzz/,$(FUZZ_TARGETS))
+fuzz: fuzz-build
+	@bash tests/fuzz/run.sh fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+fuzz-replay: fuzz-build
+	@bash tests/fuzz/run.sh replay 0 $(FUZZ_TARGETS)
+
 clean:
-	rm -rf build build-asan build-openblas bert
+	rm -rf build build-asan build-openblas build-fuzz bert
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

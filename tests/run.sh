@@ -39,5 +39,10 @@ for build in "$@"; do
     fi
     first=0
 done
+# the fuzz targets' seed corpora, replayed once each (make fuzz-build builds them)
+for t in build-fuzz/fuzz_*; do
+    [ -x "$t" ] || continue
+    run_one "$t (seed corpus)" bash tests/fuzz/run.sh replay 0 "$(basename "$t")"
+done
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
