@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { WIDTH = 960, PANEL_HEIGHT = 300, TOP = 66, GAP = 60, LEFT = 80, RIGHT = 230, BOTTOM = 50 };
+enum { WIDTH = 1100, PANEL_HEIGHT = 300, TOP = 66, GAP = 60, LEFT = 80, RIGHT = 330, BOTTOM = 50 };
 
 static const char *const PALETTE[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
                                       "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"};

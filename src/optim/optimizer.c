@@ -95,20 +95,37 @@ void tensors_scale_grads(const BertParamInfo *tensors, int n, float s) {
     }
 }
 
-/* LAMB's first stage for one tensor: the moments, and the update u written over the
- * gradient's copy in `update` (scratch: the v buffer cannot hold it). Returns ||u||^2. */
-static void lamb_moments(const OptimizerConfig *c, const BertParamInfo *t, float *restrict m, float *restrict v,
-                         float *restrict update, float clip, float bc1, float bc2) {
+/* LAMB's update of one element: m, v advanced, u = m^ / (sqrt(v^) + eps) + wd w returned. */
+static inline float lamb_element(float g, float w, float *m, float *v, float b1, float b2, float eps, float wd,
+                                 float clip, float bc1, float bc2) {
+    const float grad = g / clip;
+    *m = b1 * *m + (1.0f - b1) * grad;
+    *v = b2 * *v + (1.0f - b2) * grad * grad;
+    return (*m / bc1) / (sqrtf(*v / bc2) + eps) + wd * w;
+}
+
+/* LAMB's first stage for one tensor: the moments advanced and ||u||^2 summed over the same
+ * chunks, in the same order, as the norms (no buffer for u: the second stage recomputes it
+ * from the new moments, which gives the same floats). */
+static double lamb_moments(const OptimizerConfig *c, const BertParamInfo *t, float *restrict m, float *restrict v,
+                           float clip, float bc1, float bc2) {
     const float b1 = c->beta1, b2 = c->beta2, eps = c->eps, wd = t->decay ? c->weight_decay : 0.0f;
     const float *restrict g = t->grad, *restrict w = t->data;
-    const size_t len = t->numel;
-#pragma omp parallel for simd schedule(static) if (len >= 4 * (size_t)NORM_CHUNK)
-    for (size_t k = 0; k < len; k++) {
-        float grad = g[k] / clip;
-        m[k] = b1 * m[k] + (1.0f - b1) * grad;
-        v[k] = b2 * v[k] + (1.0f - b2) * grad * grad;
-        update[k] = (m[k] / bc1) / (sqrtf(v[k] / bc2) + eps) + wd * w[k];
+    const size_t len = t->numel, chunks = (len + NORM_CHUNK - 1) / NORM_CHUNK;
+    double *partial = xmalloc(sizeof(double) * (chunks + 1)), total = 0;
+#pragma omp parallel for schedule(static) if (len >= 4 * (size_t)NORM_CHUNK)
+    for (size_t ch = 0; ch < chunks; ch++) {
+        const size_t end = (ch + 1) * NORM_CHUNK < len ? (ch + 1) * NORM_CHUNK : len;
+        double s = 0;
+        for (size_t k = ch * NORM_CHUNK; k < end; k++) {
+            const float u = lamb_element(g[k], w[k], &m[k], &v[k], b1, b2, eps, wd, clip, bc1, bc2);
+            s += (double)u * u;
+        }
+        partial[ch] = s;
     }
+    for (size_t ch = 0; ch < chunks; ch++) total += partial[ch];
+    free(partial);
+    return total;
 }
 
 static void lamb_step(Optimizer *o, double lr, double grad_norm) {
@@ -116,24 +133,23 @@ static void lamb_step(Optimizer *o, double lr, double grad_norm) {
     const float clip = grad_norm > c->max_grad_norm && c->max_grad_norm > 0 ? (float)(grad_norm / c->max_grad_norm)
                                                                             : 1.0f;
     const float bc1 = (float)(1.0 - pow(c->beta1, (double)o->steps)), bc2 = (float)(1.0 - pow(c->beta2, (double)o->steps));
-    size_t largest = 0;
-    for (int i = 0; i < o->n; i++) largest = o->tensors[i].numel > largest ? o->tensors[i].numel : largest;
-    float *update = xmalloc(sizeof(float) * largest);
     for (int i = 0; i < o->n; i++) {
         const BertParamInfo *t = &o->tensors[i];
         float *m = o->state + o->offset[i], *v = o->state + o->numel + o->offset[i];
-        lamb_moments(c, t, m, v, update, clip, bc1, bc2);
+        const double w_norm = sqrt(sum_squares(t->data, t->numel));   /* before the update */
+        const double u_norm = sqrt(lamb_moments(c, t, m, v, clip, bc1, bc2));
         float ratio = (float)lr;
-        if (t->decay && c->weight_decay != 0) {   /* apex: trust ratio only where decay != 0 */
-            double w_norm = sqrt(sum_squares(t->data, t->numel)), u_norm = sqrt(sum_squares(update, t->numel));
-            if (w_norm != 0 && u_norm != 0) ratio = (float)(lr * (w_norm / u_norm));
-        }
+        if (t->decay && c->weight_decay != 0 && w_norm != 0 && u_norm != 0)   /* apex: only where decay != 0 */
+            ratio = (float)(lr * (w_norm / u_norm));
+        const float eps = c->eps, wd = t->decay ? c->weight_decay : 0.0f;
         float *restrict w = t->data;
         const size_t len = t->numel;
 #pragma omp parallel for simd schedule(static) if (len >= 4 * (size_t)NORM_CHUNK)
-        for (size_t k = 0; k < len; k++) w[k] -= ratio * update[k];
+        for (size_t k = 0; k < len; k++) {   /* u again, from the moments just written */
+            const float u = (m[k] / bc1) / (sqrtf(v[k] / bc2) + eps) + wd * w[k];
+            w[k] -= ratio * u;
+        }
     }
-    free(update);
 }
 
 static void adamw_step(Optimizer *o, double lr, double grad_norm) {

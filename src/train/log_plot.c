@@ -84,7 +84,11 @@ int training_log_plot(const char *const *logs, int count, const char *title, con
     int rc = 0;
     for (int i = 0; i < count && rc == 0; i++) {
         char prefix[160] = "";
-        if (count > 1) snprintf(prefix, sizeof prefix, "%.120s: ", base_name(logs[i]));
+        if (count > 1) {   /* series named after their file, without its extension */
+            const char *base = base_name(logs[i]), *dot = strrchr(base, '.');
+            int len = dot && dot != base ? (int)(dot - base) : (int)strlen(base);
+            snprintf(prefix, sizeof prefix, "%.*s: ", len < 120 ? len : 120, base);
+        }
         long n = add_log(panels, logs[i], prefix, err);
         if (n < 0) rc = -1;
         else if (n == 0) rc = bert_fail(err, "%s has no DLLL LOG records with a step and numbers to plot", logs[i]);
