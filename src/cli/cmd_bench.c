@@ -13,6 +13,7 @@
 #include "bench/sgemm_peak.h"
 #include "kernels/sgemm.h"
 #include "optim/optimizer.h"
+#include "train/synthetic.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "core/common.h"
@@ -27,12 +28,6 @@ typedef struct {
     bool json, full_last_layer, all_rows;
 } BenchOptions;
 
-typedef struct {   /* synthetic inputs: owned arrays plus the BertBatch views of them */
-    int32_t *ids, *types, *mask, *positions, *labels, *nsp;
-    int real_tokens;
-    BertBatch train, infer;
-} SyntheticBatch;
-
 typedef struct {
     int steps;
     double total_s, best_s, forward_s, backward_s, optimizer_s;
@@ -42,70 +37,6 @@ typedef struct {
     int encoder_rows;      /* rows the encoder ran on (training) */
     double executed_flops; /* per training step, what the last one ran */
 } Timing;
-
-static uint64_t splitmix64(uint64_t *state) {
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static int uniform_int(uint64_t *state, int lo, int hi) {   /* in [lo, hi) */
-    return lo + (int)(splitmix64(state) % (uint64_t)(hi - lo));
-}
-
-/* Synthetic ids stay clear of the special tokens (ids below 1000 in BERT's vocabularies)
- * when the vocabulary is big enough; a smaller one (a test config) is used whole. */
-static int first_plain_id(int vocab) { return vocab > 1000 ? 1000 : 0; }
-
-/* Sequence length of example b: full length without padding; with pad_fraction f, lengths
- * spread uniformly over [T(1-2f), T] so that about f of all tokens are padding. */
-static int synthetic_length(uint64_t *rng, int T, double pad_fraction) {
-    if (pad_fraction <= 0) return T;
-    int shortest = (int)lround(T * (1.0 - 2.0 * pad_fraction));
-    if (shortest < 8) shortest = T < 8 ? T : 8;
-    return shortest >= T ? T : uniform_int(rng, shortest, T + 1);
-}
-
-/* Masks up to P distinct positions among 1..len-2 (never [CLS] or the final [SEP]). */
-static void synthetic_masks(uint64_t *rng, int len, int P, int vocab, int32_t *pos, int32_t *labels) {
-    int candidates = len - 2, used = 0;
-    for (int p = 0; p < P; p++) pos[p] = 0, labels[p] = -1;
-    for (int i = 1; i <= candidates && used < P; i++)   /* selection sampling: sorted, distinct */
-        if (uniform_int(rng, 0, candidates - i + 1) < P - used) {
-            pos[used] = i;
-            labels[used++] = uniform_int(rng, first_plain_id(vocab), vocab);
-        }
-}
-
-static void synthetic_batch_make(SyntheticBatch *s, const BertConfig *cfg, const BenchOptions *o) {
-    int B = o->batch, T = o->seq, P = o->preds;
-    uint64_t rng = (uint64_t)o->seed;
-    s->ids = xcalloc((size_t)B * T, sizeof(int32_t));
-    s->types = xcalloc((size_t)B * T, sizeof(int32_t));
-    s->mask = xcalloc((size_t)B * T, sizeof(int32_t));
-    s->positions = xcalloc((size_t)B * P + 1, sizeof(int32_t));
-    s->labels = xcalloc((size_t)B * P + 1, sizeof(int32_t));
-    s->nsp = xcalloc((size_t)B, sizeof(int32_t));
-    s->real_tokens = 0;
-    for (int b = 0; b < B; b++) {
-        int len = synthetic_length(&rng, T, o->pad_fraction);
-        for (int t = 0; t < len; t++) {
-            s->ids[b * T + t] = uniform_int(&rng, first_plain_id(cfg->vocab_size), cfg->vocab_size);
-            s->types[b * T + t] = t >= len / 2;
-            s->mask[b * T + t] = 1;
-        }
-        s->real_tokens += len;
-        synthetic_masks(&rng, len, P, cfg->vocab_size, s->positions + (size_t)b * P, s->labels + (size_t)b * P);
-        s->nsp[b] = (int)(splitmix64(&rng) & 1);
-    }
-    s->train = bert_pretraining_batch(B, T, P, s->ids, s->types, s->mask, s->positions, s->labels, s->nsp);
-    s->infer = bert_pretraining_batch(B, T, 0, s->ids, s->types, s->mask, NULL, NULL, NULL);
-}
-
-static void synthetic_batch_free(SyntheticBatch *s) {
-    free(s->ids), free(s->types), free(s->mask), free(s->positions), free(s->labels), free(s->nsp);
-}
 
 static void timing_add(Timing *t, double step_s, double cpu_s, bool timed) {
     if (!timed) return;
@@ -379,7 +310,8 @@ int cmd_bench(int argc, char **argv) {
     }
     bert_init_weights(m, (uint64_t)o.seed);
     SyntheticBatch s;
-    synthetic_batch_make(&s, &r.cfg, &o);
+    synthetic_batch_alloc(&s, o.batch, o.seq, o.preds);
+    synthetic_batch_random(&s, r.cfg.vocab_size, o.pad_fraction, (uint64_t)o.seed);
     r.real_tokens = s.real_tokens;
     r.params = bert_num_parameters(m);
     r.model_bytes = bert_model_bytes(m);

@@ -1,16 +1,9 @@
-/* bert train_demo: the Quick-start job until the real pre-training pipeline lands. Trains a
- * small BERT (bert-tiny's layers with a 256-token vocabulary by default) with MLM + NSP and
- * AdamW on generated data, printing step, loss, throughput and ETA, then saves a safetensors
- * checkpoint (HF names) and its config.json atomically.
- *
- * The generated "language" is learnable, so the loss visibly falls below what word
- * frequencies alone give: every document is about one of NUM_TOPICS topics and draws its
- * words from that topic's TOPIC_WORDS-word list, so a masked word is predictable from the
- * other words (MLM loss can fall from ln(NUM_WORDS) = 5.3 towards ln(TOPIC_WORDS) = 2.3);
- * segment B is either from A's document (NSP label 0, "is next") or from a random
- * document, nearly always of another topic (label 1). With the defaults (300 steps, ~30 s)
- * the MLM loss goes from ~5.4 to ~2.5 and NSP from 0.69 to ~0.3 after the usual plateau.
- */
+/* bert train_demo: a short training run of a small BERT (bert-tiny's layers with a 256-token
+ * vocabulary by default) with MLM + NSP and AdamW on generated data (the toy topic language
+ * of train/synthetic.h, which a model can learn: with the defaults, 300 steps in ~30 s, the
+ * MLM loss goes from ~5.4 to ~2.5 and NSP from 0.69 to ~0.3 after the usual plateau),
+ * printing step, loss, throughput and ETA, then saving a safetensors checkpoint (HF names)
+ * and its config.json atomically. Pre-training on real text is `bert pretrain`. */
 #include <errno.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -23,70 +16,7 @@
 #include "io/config.h"
 #include "model/bert.h"
 #include "optim/optimizer.h"
-
-/* The demo's own small vocabulary: 4 special tokens, then the words. */
-enum { TOK_PAD = 0, TOK_CLS = 1, TOK_SEP = 2, TOK_MASK = 3, FIRST_WORD = 4, NUM_TOPICS = 20, TOPIC_WORDS = 10,
-       NUM_WORDS = NUM_TOPICS * TOPIC_WORDS };
-
-typedef struct {
-    int B, T, P;
-    int32_t *ids, *types, *mask, *positions, *labels, *nsp;
-    BertBatch batch;
-} DemoBatch;
-
-static void demo_batch_alloc(DemoBatch *d, int B, int T, int P) {
-    *d = (DemoBatch){.B = B, .T = T, .P = P};
-    d->ids = xcalloc((size_t)B * T, sizeof(int32_t)), d->types = xcalloc((size_t)B * T, sizeof(int32_t));
-    d->mask = xcalloc((size_t)B * T, sizeof(int32_t)), d->positions = xcalloc((size_t)B * P, sizeof(int32_t));
-    d->labels = xcalloc((size_t)B * P, sizeof(int32_t)), d->nsp = xcalloc(B, sizeof(int32_t));
-    d->batch = (BertBatch){.batch = B, .seq_len = T, .max_predictions = P, .input_ids = d->ids,
-                           .token_type_ids = d->types, .attention_mask = d->mask, .masked_positions = d->positions,
-                           .masked_labels = d->labels, .next_sentence_labels = d->nsp};
-}
-
-static void demo_batch_free(DemoBatch *d) {
-    free(d->ids), free(d->types), free(d->mask), free(d->positions), free(d->labels), free(d->nsp);
-}
-
-/* Small deterministic generator over a counter-based stream. */
-typedef struct { uint64_t key; uint32_t counter; } Stream;
-static int draw(Stream *s, int n) { return (int)(rng_bits32(s->key, s->counter++) % (uint32_t)n); }
-
-static int topic_word(Stream *rs, int topic) { return FIRST_WORD + topic * TOPIC_WORDS + draw(rs, TOPIC_WORDS); }
-
-/* One sequence: [CLS] A [SEP] B [SEP] [PAD]..., then up to P masked slots (BERT's 80/10/10). */
-static void make_sequence(DemoBatch *d, int s, Stream *rs) {
-    int32_t *ids = d->ids + (size_t)s * d->T, *types = d->types + (size_t)s * d->T, *mask = d->mask + (size_t)s * d->T;
-    const int room = d->T - 3, len = room / 2 + draw(rs, room / 2 + 1);  /* some padding */
-    const int len_a = 1 + draw(rs, len - 1), len_b = len - len_a;
-    int topic = draw(rs, NUM_TOPICS), is_random = draw(rs, 2), topic_b = is_random ? draw(rs, NUM_TOPICS) : topic;
-    int t = 0;
-    ids[t++] = TOK_CLS;
-    for (int i = 0; i < len_a; i++) ids[t++] = topic_word(rs, topic);
-    ids[t++] = TOK_SEP;
-    for (int i = 0; i < len_b; i++, t++) ids[t] = topic_word(rs, topic_b), types[t] = 1;
-    types[t] = 1, ids[t++] = TOK_SEP;
-    for (int i = 0; i < d->T; i++) mask[i] = i < t;
-    d->nsp[s] = is_random;
-    int32_t *pos = d->positions + (size_t)s * d->P, *lab = d->labels + (size_t)s * d->P;
-    int want = (len * 15 + 99) / 100, k = 0;
-    if (want > d->P) want = d->P;
-    for (int i = 1; i < t - 1 && k < want; i++) {
-        if (ids[i] == TOK_SEP || draw(rs, len) >= want * 2) continue;
-        pos[k] = i, lab[k] = ids[i], k++;
-        int r = draw(rs, 10);
-        ids[i] = r < 8 ? TOK_MASK : r < 9 ? FIRST_WORD + draw(rs, NUM_WORDS) : ids[i];
-    }
-    for (; k < d->P; k++) pos[k] = 0, lab[k] = -1;
-}
-
-static void make_batch(DemoBatch *d, uint64_t seed, int step) {
-    memset(d->types, 0, sizeof(int32_t) * d->B * d->T);
-    for (int s = 0; s < d->B; s++) {
-        Stream rs = {rng_key(seed, (uint64_t)step * d->B + s), 0};
-        make_sequence(d, s, &rs);
-    }
-}
+#include "train/synthetic.h"
 
 /* BERT's schedule: linear warmup then linear decay to 0. */
 static float learning_rate(float peak, int step, int steps, int warmup) {
@@ -132,8 +62,8 @@ static int train(const DemoOptions *o, const BertConfig *cfg) {
     bert_set_unpadding(m, true);            /* and nothing past a sequence's last real token */
     printf("model %s: %zu parameters; batch %d x seq %d, %d masked slots; %d steps, %d threads\n", o->model,
            bert_num_parameters(m), o->batch, o->seq, o->preds, o->steps, omp_get_max_threads());
-    DemoBatch d;
-    demo_batch_alloc(&d, o->batch, o->seq, o->preds);
+    SyntheticBatch d;
+    synthetic_batch_alloc(&d, o->batch, o->seq, o->preds);
     /* AdamW (b1 0.9, b2 0.999, eps 1e-6, decay 0.01), the global gradient norm clipped to 1 */
     OptimizerConfig oc = optimizer_defaults(OPTIMIZER_ADAMW);
     Optimizer *opt;
@@ -146,15 +76,15 @@ static int train(const DemoOptions *o, const BertConfig *cfg) {
     double t0 = now_seconds(), loss_sum = 0, mlm_sum = 0, nsp_sum = 0;
     int window = 0, rc = 0;
     for (int step = 1; step <= o->steps && rc == 0; step++) {
-        make_batch(&d, (uint64_t)o->seed, step);
+        synthetic_batch_topics(&d, (uint64_t)o->seed, step);
         bert_zero_grad(m);
-        float loss = bert_forward(m, &d.batch, true, rng_key((uint64_t)o->seed, (uint64_t)step));
+        float loss = bert_forward(m, &d.train, true, rng_key((uint64_t)o->seed, (uint64_t)step));
         if (!isfinite(loss)) {
             fprintf(stderr, "bert train_demo: step %d: %s\n", step, bert_last_error(m)[0] ? bert_last_error(m) : "loss is not finite");
             rc = 1;
             break;
         }
-        bert_backward(m, &d.batch);
+        bert_backward(m, &d.train);
         const float lr = learning_rate(o->lr, step, o->steps, warmup);
         optimizer_step(opt, lr);
         loss_sum += loss, mlm_sum += bert_last_mlm_loss(m), nsp_sum += bert_last_nsp_loss(m), window++;
@@ -168,7 +98,7 @@ static int train(const DemoOptions *o, const BertConfig *cfg) {
         }
     }
     if (rc == 0) rc = save_outputs(m, cfg, o->out);
-    demo_batch_free(&d);
+    synthetic_batch_free(&d);
     optimizer_free(opt);
     bert_model_free(m);
     return rc;
@@ -213,8 +143,8 @@ int cmd_train_demo(int argc, char **argv) {
         return 2;
     }
     if (o.vocab_size > 0) cfg.vocab_size = o.vocab_size;
-    if (cfg.vocab_size < FIRST_WORD + NUM_WORDS) {
-        fprintf(stderr, "bert train_demo: the generated data needs vocab_size >= %d\n", FIRST_WORD + NUM_WORDS);
+    if (cfg.vocab_size < SYNTHETIC_TOPIC_VOCAB) {
+        fprintf(stderr, "bert train_demo: the generated data needs vocab_size >= %d\n", SYNTHETIC_TOPIC_VOCAB);
         return 2;
     }
     return train(&o, &cfg);
