@@ -10,11 +10,23 @@ default); --head full runs HF's stock forward, which computes vocabulary logits 
 position (what a plain `model(**batch, labels=...)` user gets). Inference = the encoder and
 pooler (model.bert) under torch.inference_mode().
 
+Precision: --precision fp32 (default) runs everything in fp32. --precision bf16 runs the
+forward and the loss under torch.autocast("cpu", dtype=torch.bfloat16) (inference too), with
+fp32 master weights, fp32 gradients and the same fp32 AdamW: PyTorch's mixed-precision recipe.
+--compile wraps the training step's forward + loss and the inference forward in torch.compile
+(inductor); the inference graph is compiled with torch._inductor.config.freezing = True
+(weights folded in as constants). A failed compile is an error, never a silent eager run.
+The masked head's boolean row selection (data-dependent shape) splits the training graph
+there (3 graph breaks, counted in the JSON); the encoder compiles as one graph.
+
 Needs torch and transformers; Debian's torch 1.13 works with transformers 4.44
-(bench/setup_peer_env.sh makes .venv-bench). Prints a text report, or with --json one JSON
-object whose keys match `bert bench --json`.
+(bench/setup_peer_env.sh makes .venv-bench) for the default fp32 eager run; bf16 and --compile need
+torch >= 2 (bench/setup_bf16_peer_env.sh makes .venv-bf16peer with a current PyPI torch).
+Prints a text report, or with --json one JSON object whose keys match `bert bench --json`
+(plus precision, compiled, torch_version, transformers_version, attn_implementation).
 """
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -113,6 +125,45 @@ def pretraining_loss(torch, model, batch, head):
     return F.cross_entropy(mlm_logits, labels.view(-1)[valid]) + F.cross_entropy(nsp_logits, nsp)
 
 
+def autocast_context(torch, precision):
+    """A fresh context manager for one step: bf16 autocast on the CPU, or nothing (fp32)."""
+    if precision == "bf16":
+        return torch.autocast("cpu", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def compile_or_die(torch, fn, what):
+    if not hasattr(torch, "compile"):
+        sys.exit(f"bench_pytorch: --compile needs torch >= 2 (this is torch {torch.__version__}); "
+                 "run bench/setup_bf16_peer_env.sh and use .venv-bf16peer/bin/python")
+    try:
+        return torch.compile(fn)
+    except Exception as e:  # noqa: BLE001  (compilation itself is lazy: see run_compiled)
+        sys.exit(f"bench_pytorch: torch.compile of the {what} failed: {type(e).__name__}: {e}")
+
+
+def run_compiled(torch, what, run):
+    """Runs the warm-up and timed steps of a compiled function; a compile error ends the
+    program (non-zero) instead of falling back to eager, and so does a run in which Dynamo
+    captured no graph at all (which would be an eager run in disguise)."""
+    from torch._dynamo.utils import counters
+    before = counters["stats"]["unique_graphs"]
+    try:
+        result = run()
+    except Exception as e:  # noqa: BLE001
+        sys.exit(f"bench_pytorch: torch.compile of the {what} failed while compiling or running: "
+                 f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}")
+    if counters["stats"]["unique_graphs"] == before:
+        sys.exit(f"bench_pytorch: torch.compile captured no graph for the {what} (it ran eagerly)")
+    return result
+
+
+def compile_stats(torch):
+    from torch._dynamo.utils import counters
+    return {"compiled_graphs": int(counters["stats"]["unique_graphs"]),
+            "graph_breaks": int(sum(counters["graph_break"].values()))}
+
+
 def time_steps(fn, warmup, steps, log):
     """Wall seconds of each timed step, and the process CPU seconds (all threads) they took."""
     for i in range(warmup):
@@ -143,6 +194,13 @@ def main():
     ap.add_argument("--head", choices=["masked", "full"], default="masked")
     ap.add_argument("--pad_fraction", type=float, default=0.0)
     ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                    help="bf16: forward + loss under torch.autocast('cpu', bfloat16), fp32 master weights")
+    ap.add_argument("--compile", action="store_true",
+                    help="torch.compile the training forward + loss and the inference forward "
+                         "(inference with inductor freezing); torch >= 2")
+    ap.add_argument("--attn", choices=["eager", "sdpa"], default="eager",
+                    help="HF attention implementation (sdpa needs torch >= 2 and transformers that has it)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     infer_steps = args.steps if args.infer_steps is None else args.infer_steps
@@ -155,34 +213,67 @@ def main():
     except ImportError as e:
         sys.exit(f"bench_pytorch: transformers with BertForPreTraining is needed ({e}); "
                  "run bench/setup_peer_env.sh")
+    if args.compile and not hasattr(torch, "compile"):
+        compile_or_die(torch, None, "model")  # exits with the reason
+    if args.precision == "bf16" and int(torch.__version__.split(".")[0]) < 2:
+        # torch 1.13's CPU autocast leaves LayerNorm's input bf16 and its weights fp32, and fails
+        sys.exit(f"bench_pytorch: --precision bf16 needs torch >= 2 (this is torch {torch.__version__}); "
+                 "run bench/setup_bf16_peer_env.sh and use .venv-bf16peer/bin/python")
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     log = (lambda s: None) if args.json else (lambda s: print(s, file=sys.stderr, flush=True))
+    if args.compile and args.warmup < 1:
+        log("bench_pytorch: warning: --compile with --warmup 0 times the compilation in the first step")
 
     cfg = model_config(args)
-    cfg._attn_implementation = "eager"  # the only attention torch 1.13 has; recorded in the report
+    # eager: the only attention torch 1.13 has (the default); recorded in the JSON report
+    cfg._attn_implementation = args.attn
     model = BertForPreTraining(cfg)
     batch = synthetic_batch(torch, cfg, args)
     optimizer = make_optimizer(torch, model, 1e-4)
     losses = []
 
+    def loss_fn():
+        return pretraining_loss(torch, model, batch, args.head)
+
+    forward_loss = compile_or_die(torch, loss_fn, "training forward + loss") if args.compile and train_steps else loss_fn
+
     def train_step():
         optimizer.zero_grad(set_to_none=True)
-        loss = pretraining_loss(torch, model, batch, args.head)
+        with autocast_context(torch, args.precision):
+            loss = forward_loss()
         loss.backward()
         optimizer.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
 
     model.train()
-    train_times, train_cpu = time_steps(train_step, args.warmup, train_steps, log) if train_steps else ([], 0)
+    timed_train = lambda: time_steps(train_step, args.warmup, train_steps, log)  # noqa: E731
+    if not train_steps:
+        train_times, train_cpu = [], 0
+    elif args.compile:
+        train_times, train_cpu = run_compiled(torch, "training forward + loss", timed_train)
+    else:
+        train_times, train_cpu = timed_train()
     model.eval()
     ids, types, mask = batch[:3]
 
-    def infer_step():
-        with torch.inference_mode():
-            model.bert(input_ids=ids, token_type_ids=types, attention_mask=mask)
+    encoder = model.bert
+    if args.compile and infer_steps:
+        import torch._inductor.config as inductor_config
+        inductor_config.freezing = True  # acts only on graphs compiled without grad (inference)
+        encoder = compile_or_die(torch, model.bert, "inference forward")
 
-    infer_times, infer_cpu = time_steps(infer_step, args.warmup, infer_steps, log) if infer_steps else ([], 0)
+    def infer_step():
+        with torch.inference_mode(), autocast_context(torch, args.precision):
+            encoder(input_ids=ids, token_type_ids=types, attention_mask=mask)
+
+    timed_infer = lambda: time_steps(infer_step, args.warmup, infer_steps, log)  # noqa: E731
+    if not infer_steps:
+        infer_times, infer_cpu = [], 0
+    elif args.compile:
+        infer_times, infer_cpu = run_compiled(torch, "inference forward", timed_infer)
+    else:
+        infer_times, infer_cpu = timed_infer()
     report(args, cfg, model, batch, (train_times, train_cpu), (infer_times, infer_cpu), losses, torch)
 
 
@@ -191,8 +282,12 @@ def report(args, cfg, model, batch, train, infer, losses, torch):
     B = args.batch
     tf, inf = train_flops(cfg, B, args.seq, args.preds), infer_flops(cfg, B, args.seq)
     t_train, t_infer = sum(train_times), sum(infer_times)
+    variant = "".join([", bf16 autocast" if args.precision == "bf16" else "",
+                       ", torch.compile" if args.compile else "",
+                       f", attn={args.attn}" if args.attn != "eager" else ""])
+    import transformers
     out = {
-        "impl": f"pytorch {torch.__version__.split('+')[0]} (transformers, head={args.head})",
+        "impl": f"pytorch {torch.__version__.split('+')[0]} (transformers, head={args.head}{variant})",
         "preset": args.config or args.preset, "batch": B, "seq": args.seq, "preds": args.preds,
         "threads": torch.get_num_threads(), "pad_fraction": 1.0 - float(batch[2].float().mean()),
         "params": sum(p.numel() for p in model.parameters()),
@@ -208,12 +303,21 @@ def report(args, cfg, model, batch, train, infer, losses, torch):
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
         "train_gflop_per_seq": tf / B * 1e-9,
         "train_steps": len(train_times), "infer_steps": len(infer_times),
+        "precision": args.precision, "compiled": bool(args.compile),
+        "torch_version": torch.__version__, "transformers_version": transformers.__version__,
+        "attn_implementation": args.attn,
     }
+    if args.compile:
+        out.update(compile_stats(torch))
+        out["inductor_freezing"] = bool(infer_times)
     if args.json:
         print(json.dumps(out))
         return
     print(f"model     {out['preset']}: {out['impl']}, {out['params'] / 1e6:.2f}M parameters, "
           f"{out['threads']} threads")
+    if args.compile:
+        print(f"compile   {out['compiled_graphs']} graphs, {out['graph_breaks']} graph breaks"
+              f"{', inference with inductor freezing' if infer_times else ''}")
     if train_times:
         print(f"train     {out['train_seq_per_s']:.2f} seq/s, {out['train_ms_per_step']:.1f} ms/step "
               f"(best {1e3 * min(train_times):.1f}), {out['train_gflops']:.1f} GFLOP/s, "

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "kernels/gemm_bf16.h"
 #include "kernels/sgemm.h"
 
 typedef void (*SgemmNN)(int m, int n, int k, const float *a, const float *b, float *c);
@@ -73,6 +74,45 @@ void sgemm_peak_measure(SgemmPeak *out, int m, double budget_seconds) {
     if (m <= 0) m = 4096;
     measure_in_process(out, m, budget_seconds);
     reset_peak_rss();   /* its ~100 MB of buffers are freed: they are not the caller's peak */
+}
+
+static void time_bf16_shape(SgemmShapeResult *r, const bf16 *a, const bf16 *b, float *c, double budget) {
+    const int m = r->m, n = r->n, k = r->k;
+    const double flops = 2.0 * m * n * k;
+    double total = 0, best = 0, start;
+    gemm_bf16(false, false, true, m, n, k, a, k, b, k, NULL, 0.0f, c, n);   /* warm-up: pages, threads, primitive */
+    int reps = 0;
+    for (start = now_seconds(); reps < 3 || (now_seconds() - start < budget && reps < 100); reps++) {
+        double t0 = now_seconds();
+        gemm_bf16(false, false, true, m, n, k, a, k, b, k, NULL, 0.0f, c, n);
+        double gflops = flops / (now_seconds() - t0) * 1e-9;
+        if (gflops > best) best = gflops;
+        total += gflops;
+    }
+    r->best_gflops = best, r->mean_gflops = total / reps, r->reps = reps;
+}
+
+void bf16_gemm_peak_measure(Bf16GemmPeak *out, int m, double budget_seconds) {
+    memset(out, 0, sizeof *out);
+    if (!gemm_bf16_native_available()) return;
+    if (m <= 0) m = 4096;
+    const int hidden = 768, inter = 3072;
+    const int shapes[SGEMM_PEAK_SHAPES][2] = {{hidden, hidden}, {inter, hidden}, {hidden, inter}}; /* n, k */
+    const size_t max_a = (size_t)m * inter, max_b = (size_t)inter * hidden, max_c = (size_t)m * inter;
+    float *fa = xmalloc(max_a * sizeof(float)), *fb = xmalloc(max_b * sizeof(float));
+    bf16 *a = xmalloc(max_a * sizeof(bf16)), *b = xmalloc(max_b * sizeof(bf16));
+    float *c = xmalloc(max_c * sizeof(float));
+    fill_uniform(fa, max_a, 1), fill_uniform(fb, max_b, 2);
+    bf16_from_floats(a, fa, (long)max_a), bf16_from_floats(b, fb, (long)max_b);
+    free(fa), free(fb);
+    for (int i = 0; i < SGEMM_PEAK_SHAPES; i++) {
+        SgemmShapeResult *r = &out->shapes[i];
+        r->m = m, r->n = shapes[i][0], r->k = shapes[i][1];
+        time_bf16_shape(r, a, b, c, budget_seconds / SGEMM_PEAK_SHAPES);
+        if (r->best_gflops > out->peak_gflops) out->peak_gflops = r->best_gflops;
+    }
+    free(a), free(b), free(c);
+    reset_peak_rss();
 }
 
 void sgemm_peak_openblas_describe(char *out, size_t n) {

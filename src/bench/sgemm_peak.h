@@ -33,6 +33,15 @@ typedef struct {
  * child forked after the parent ran OpenMP threads cannot use libgomp. */
 void sgemm_peak_measure(SgemmPeak *out, int m, double budget_seconds);
 
+/* The bf16 counterpart (kernels/gemm_bf16.h, oneDNN's matmul on bf16 instructions): the
+ * same three shapes, weights stored [n, k] as the model keeps them, bf16 inputs, fp32
+ * output. Only where gemm_bf16_native_available(); peak 0 otherwise. */
+typedef struct {
+    SgemmShapeResult shapes[SGEMM_PEAK_SHAPES];
+    double peak_gflops;
+} Bf16GemmPeak;
+void bf16_gemm_peak_measure(Bf16GemmPeak *out, int m, double budget_seconds);
+
 /* What the OpenBLAS the peak times runs: "OpenBLAS 0.3.21 (Haswell kernel)". */
 void sgemm_peak_openblas_describe(char *out, size_t n);
 

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "bench/sgemm_peak.h"
+#include "kernels/kernels.h"
 #include "kernels/sgemm.h"
 #include "optim/optimizer.h"
 #include "train/synthetic.h"
@@ -25,7 +26,7 @@ typedef struct {
     int batch, seq, preds, steps, warmup, infer_steps, threads;
     double pad_fraction, sgemm_peak, lr;
     long long seed;
-    bool json, full_last_layer, all_rows;
+    bool json, full_last_layer, all_rows, bf16, bf16_emulate;
 } BenchOptions;
 
 typedef struct {
@@ -62,6 +63,7 @@ static int bench_train(BertModel *m, Optimizer *opt, const SyntheticBatch *s, co
         bert_backward(m, &s->train);
         double t2 = now_seconds();
         optimizer_step(opt, o->lr);
+        bert_params_changed(m);   /* bf16: the weights' copy is remade at the next forward */
         double t3 = now_seconds();
         if (step == 1) t->first_loss = loss;
         t->last_loss = loss;
@@ -99,6 +101,8 @@ typedef struct {
     int real_tokens;
     SgemmPeak peak;
     bool measured_peak;
+    BertPrecision precision;
+    Bf16GemmPeak bf16_peak;   /* measured with --bf16 */
     Timing train, infer;
     double train_flops, infer_flops;   /* per step, the formula's (model FLOPs) */
 
@@ -112,8 +116,16 @@ static double gflops(const Timing *t, double flops) {
     return t->steps ? flops * t->steps / t->total_s * 1e-9 : 0;
 }
 
+/* Against the peak of the arithmetic the products ran in: bf16's with --bf16, else fp32's. */
+static double reference_peak(const BenchReport *r) {
+    return r->precision == BERT_BF16 ? r->bf16_peak.peak_gflops : r->peak.peak_gflops;
+}
+static const char *reference_peak_name(const BenchReport *r) {
+    return r->precision == BERT_BF16 ? "bf16 GEMM peak" : "sgemm peak";
+}
+
 static double percent_of_peak(const BenchReport *r, double g) {
-    return r->peak.peak_gflops > 0 ? 100.0 * g / r->peak.peak_gflops : 0;
+    return reference_peak(r) > 0 ? 100.0 * g / reference_peak(r) : 0;
 }
 
 /* The "rows" line: what the training step skipped against the formula, naming only the
@@ -158,24 +170,35 @@ static void print_text(const BenchReport *r, const BenchOptions *o) {
     }
     char kernel[600], env[1024];
     describe_gemm(kernel, sizeof kernel), compute_environment(env, sizeof env);
-    printf("gemm      the model's products run in %s: %s\n", sgemm_library(), kernel);
+    if (r->precision == BERT_FP32) {
+        printf("gemm      the model's products run in %s: %s\n", sgemm_library(), kernel);
+    } else {
+        char bf16_kernel[256];
+        k_bf16_describe(bf16_kernel, sizeof bf16_kernel);
+        printf("precision %s: the linear layers' products in bf16 with fp32 accumulation (%s); attention's and "
+               "everything else in fp32 (%s)\n", bert_precision_name(r->precision), bf16_kernel, kernel);
+        if (r->precision == BERT_BF16)
+            printf("bf16 gemm peak %.1f GFLOP/s (measured now; best of 4096x768x768, x3072x768, x768x3072: "
+                   "%.1f/%.1f/%.1f)\n", r->bf16_peak.peak_gflops, r->bf16_peak.shapes[0].best_gflops,
+                   r->bf16_peak.shapes[1].best_gflops, r->bf16_peak.shapes[2].best_gflops);
+    }
     printf("env       %s\n", env);
     if (r->train.steps) {
         const Timing *t = &r->train;
         double g = gflops(t, t->executed_flops);   /* what the machine did: the rows that ran */
         if (t->executed_flops < r->train_flops) print_skipped_rows(r, o);
         printf("train     %.2f seq/s, %.1f ms/step (best %.1f; forward %.1f, backward %.1f, AdamW %.1f), "
-               "%.1f GFLOP/s = %.0f%% of sgemm peak, CPU %.1f ms/step [%.2f GFLOP/seq, %d steps, loss %.3f -> %.3f]\n",
+               "%.1f GFLOP/s = %.0f%% of %s, CPU %.1f ms/step [%.2f GFLOP/seq, %d steps, loss %.3f -> %.3f]\n",
                seq_per_s(t, B), 1e3 * t->total_s / t->steps, 1e3 * t->best_s, 1e3 * t->forward_s / t->steps,
                1e3 * t->backward_s / t->steps, 1e3 * t->optimizer_s / t->steps, g, percent_of_peak(r, g),
-               1e3 * t->cpu_s / t->steps, t->executed_flops / B * 1e-9, t->steps, t->first_loss, t->last_loss);
+               reference_peak_name(r), 1e3 * t->cpu_s / t->steps, t->executed_flops / B * 1e-9, t->steps, t->first_loss, t->last_loss);
     }
     if (r->infer.steps) {
         const Timing *t = &r->infer;
         double g = gflops(t, r->infer_flops);
-        printf("inference %.2f seq/s, %.1f ms/batch (best %.1f), %.1f GFLOP/s = %.0f%% of sgemm peak, "
+        printf("inference %.2f seq/s, %.1f ms/batch (best %.1f), %.1f GFLOP/s = %.0f%% of %s, "
                "CPU %.1f ms/batch [%.2f GFLOP/seq, %d batches]\n", seq_per_s(t, B), 1e3 * t->total_s / t->steps,
-               1e3 * t->best_s, g, percent_of_peak(r, g), 1e3 * t->cpu_s / t->steps, r->infer_flops / B * 1e-9,
+               1e3 * t->best_s, g, percent_of_peak(r, g), reference_peak_name(r), 1e3 * t->cpu_s / t->steps, r->infer_flops / B * 1e-9,
                t->steps);
     }
     printf("memory    peak RSS %.1f MiB (model and optimizer buffers %.1f MiB)\n", r->peak_rss / 1048576.0,
@@ -208,6 +231,11 @@ static void print_json(const BenchReport *r, const BenchOptions *o) {
            r->name, o->batch, o->seq, o->preds, o->threads, r->params, r->peak.peak_gflops, sgemm_library(),
            1.0 - r->real_tokens / ((double)o->batch * o->seq));
     print_json_string("gemm_kernel", kernel), print_json_string("environment", env);
+    char bf16_kernel[256] = "";
+    if (r->precision != BERT_FP32) k_bf16_describe(bf16_kernel, sizeof bf16_kernel);
+    print_json_string("precision", bert_precision_name(r->precision));
+    print_json_string("bf16_gemm_kernel", bf16_kernel);
+    printf("\"bf16_peak_gflops\": %.2f, ", r->bf16_peak.peak_gflops);
     printf("\"train_seq_per_s\": %.4f, \"train_ms_per_step\": %.2f, \"train_gflops\": %.2f, "
            "\"train_forward_ms\": %.2f, \"train_backward_ms\": %.2f, \"train_optimizer_ms\": %.2f, "
            "\"train_cpu_ms_per_step\": %.2f, \"train_best_ms_per_step\": %.2f, ",
@@ -271,12 +299,16 @@ static int parse_options(int argc, char **argv, BenchOptions *o) {
         {"all_rows", FLAG_BOOL, &o->all_rows,
          "train on every row: no unpadding (trailing padding skipped by default) and no last-layer pruning"},
         {"json", FLAG_BOOL, &o->json, "print one JSON object instead of the text report"},
+        {"bf16", FLAG_BOOL, &o->bf16,
+         "mixed precision: the linear layers' products in bf16 with fp32 accumulation (needs avx512_bf16)"},
+        {"bf16_emulate", FLAG_BOOL, &o->bf16_emulate, "the same rounding as --bf16 in fp32 arithmetic (any CPU; slow)"},
     };
     const FlagSpec spec = {"bench", "training and inference throughput of a model on synthetic batches", flags,
                            (int)(sizeof flags / sizeof flags[0]), 0, 0};
     int rc = flags_parse(&spec, argc, argv, NULL, NULL);
     if (rc != 0) return rc;
     if (o->preset && o->config) { fprintf(stderr, "bert bench: give --preset or --config, not both\n"); return -1; }
+    if (o->bf16 && o->bf16_emulate) { fprintf(stderr, "bert bench: give --bf16 or --bf16_emulate, not both\n"); return -1; }
     if (o->infer_steps < 0) o->infer_steps = o->steps;
     if (!strcmp(o->mode, "train")) o->infer_steps = 0;
     if (!strcmp(o->mode, "infer")) o->steps = 0;
@@ -299,6 +331,13 @@ int cmd_bench(int argc, char **argv) {
     if (check_options(&o, &r.cfg) != 0) return 2;
     set_threads(o.threads);
 
+    r.precision = o.bf16 ? BERT_BF16 : o.bf16_emulate ? BERT_BF16_EMULATED : BERT_FP32;
+    if (r.precision == BERT_BF16 && !k_bf16_native_available()) {
+        fprintf(stderr, "bert bench: --bf16: this CPU has no bf16 instructions that oneDNN can use (avx512_bf16; or "
+                        "ONEDNN_MAX_CPU_ISA caps them); --bf16_emulate runs the same rounding in fp32\n");
+        return 1;
+    }
+    if (r.precision == BERT_BF16) bf16_gemm_peak_measure(&r.bf16_peak, 0, 1.0);
     r.measured_peak = o.sgemm_peak <= 0;   /* measure before the model exists: its buffers stay out of the peak RSS */
     if (r.measured_peak) sgemm_peak_measure(&r.peak, 0, 1.0);
     else r.peak.peak_gflops = o.sgemm_peak;
@@ -309,6 +348,11 @@ int cmd_bench(int argc, char **argv) {
         return 1;
     }
     bert_init_weights(m, (uint64_t)o.seed);
+    if (bert_set_precision(m, r.precision, &err) != 0) {
+        fprintf(stderr, "bert bench: %s\n", err.msg);
+        bert_model_free(m);
+        return 1;
+    }
     SyntheticBatch s;
     synthetic_batch_alloc(&s, o.batch, o.seq, o.preds);
     synthetic_batch_random(&s, r.cfg.vocab_size, o.pad_fraction, (uint64_t)o.seed);

@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "model/bert.h"
 #include "train/pretrain.h"
 
 int cmd_pretrain(int argc, char **argv) {
@@ -14,6 +15,7 @@ int cmd_pretrain(int argc, char **argv) {
     long long max_steps = o.max_steps, steps_this_run = o.steps_this_run, seed = o.seed;
     long long phase1_end_step = o.phase1_end_step, resume_step = o.resume_step;
     long long ckpt_every = o.num_steps_per_checkpoint, eval_steps = o.eval_steps, log_freq = o.log_freq;
+    bool bf16 = false, bf16_emulate = false;
     const Flag flags[] = {
         {"input_dir", FLAG_STRING, &o.input_dir, "folder of HDF5 shards ('training' in their names) (required)"},
         {"eval_dir", FLAG_STRING, &o.eval_dir, "held-out shards ('test' in their names); default --input_dir"},
@@ -46,12 +48,17 @@ int cmd_pretrain(int argc, char **argv) {
         {"json-summary", FLAG_STRING, &o.json_summary, "DLLogger JSON lines to this file (bert plot reads it)"},
         {"disable_progress_bar", FLAG_BOOL, &o.disable_progress_bar, "no redrawn progress line on a terminal"},
         {"threads", FLAG_INT, &o.threads, "OpenMP threads (0: all cores)"},
+        {"bf16", FLAG_BOOL, &bf16, "mixed precision: matrix products in bf16, fp32 accumulation and master weights "
+                                   "(needs avx512_bf16; refused without)"},
+        {"bf16_emulate", FLAG_BOOL, &bf16_emulate, "the same bf16 rounding in fp32 arithmetic (any CPU; slow; tests)"},
     };
     const FlagSpec spec = {"pretrain", "pretrain --input_dir SHARDS --output_dir OUT [--bert_model bert-base | "
                                        "--config_file config.json] [flags]   (NVIDIA run_pretraining.py's flags)",
                            flags, (int)(sizeof flags / sizeof flags[0]), 0, 0};
     int rc = flags_parse(&spec, argc, argv, NULL, NULL);
     if (rc) return rc > 0 ? 0 : 2;
+    if (bf16 && bf16_emulate) { fprintf(stderr, "bert pretrain: give --bf16 or --bf16_emulate, not both\n"); return 2; }
+    o.precision = bf16 ? BERT_BF16 : bf16_emulate ? BERT_BF16_EMULATED : BERT_FP32;
     o.max_steps = (long)max_steps, o.steps_this_run = (long)steps_this_run, o.seed = (long)seed;
     o.phase1_end_step = (long)phase1_end_step, o.resume_step = (long)resume_step;
     o.num_steps_per_checkpoint = (long)ckpt_every, o.eval_steps = (long)eval_steps, o.log_freq = (long)log_freq;

@@ -34,6 +34,23 @@ void k_matmul_forward(float *out, const float *inp, const float *weight, const f
 void k_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                        const float *weight, int N, int C, int OC, bool accumulate_dinp);
 
+/* The same products in mixed precision (kernels/gemm_bf16.h): the weight is given in bf16
+ * (k_to_bf16 of the fp32 master copy), the activation operands are rounded to bf16 on the
+ * way in (into scratch), the products accumulate in fp32 and out, dinp, dweight, dbias stay
+ * fp32. scratch: N*C bf16 values forward, N*(C + OC) backward. emulate: fp32 arithmetic on
+ * the bf16-rounded operands (no bf16 instructions needed; same terms, other summation order). */
+void k_matmul_forward_bf16(float *out, const float *inp, const uint16_t *weight, const float *bias, int N, int C,
+                           int OC, uint16_t *scratch, bool emulate);
+void k_matmul_backward_bf16(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                            const uint16_t *weight, int N, int C, int OC, bool accumulate_dinp, uint16_t *scratch,
+                            bool emulate);
+/* dst = src rounded to bf16 (to nearest, ties to even). */
+void k_to_bf16(uint16_t *dst, const float *src, long n);
+/* Whether the non-emulated bf16 products can run here (bf16 instructions), and what runs them. */
+bool k_bf16_native_available(void);
+#include <stddef.h>
+void k_bf16_describe(char *out, size_t n);
+
 /* sum = a + residual (residual may be NULL: then sum is a and sum_out may be NULL; sum_out
  * may alias a);
  * out = LayerNorm(sum) * w + b, keeping mean and 1/std per row for backward. */

@@ -264,6 +264,7 @@ void bert_model_free(BertModel *m) {
     free(m->kept_row), free(m->kept_full), free(m->cls_row), free(m->mlm_out_row);
     free(m->qa_seq[0]), free(m->qa_seq[1]), free(m->qa_label[0]), free(m->qa_label[1]);
     free(m->class_label), free(m->target);
+    free(m->params16), free(m->scratch16);
     free(m);
 }
 
@@ -279,7 +280,10 @@ const BertParamInfo *bert_find_param(const BertModel *m, const char *hf_name) {
         if (!strcmp(m->info[i].name, hf_name)) return &m->info[i];
     return NULL;
 }
-float *bert_params(BertModel *m) { return m->params; }
+float *bert_params(BertModel *m) {
+    m->params16_stale = true;   /* the caller may write through it */
+    return m->params;
+}
 float *bert_grads(BertModel *m) { return m->grads; }
 const BertConfig *bert_model_config(const BertModel *m) { return &m->cfg; }
 const char *bert_last_error(const BertModel *m) { return m->error; }
@@ -307,7 +311,76 @@ int bert_last_layer_rows(const BertModel *m) { return m->kept_count; }
 void bert_zero_grad(BertModel *m) { k_zero(m->grads, (long)m->num_params); }
 
 size_t bert_model_bytes(const BertModel *m) {
-    return (m->num_params * 2 + m->act_floats) * sizeof(float);
+    return (m->num_params * 2 + m->act_floats) * sizeof(float) +
+           (m->params16 ? m->num_params : 0) * sizeof(uint16_t) + m->scratch16_len * sizeof(uint16_t);
+}
+
+/* ---------------------------------------------------------------- precision */
+
+const char *bert_precision_name(BertPrecision precision) {
+    switch (precision) {
+    case BERT_FP32: return "fp32";
+    case BERT_BF16: return "bf16";
+    case BERT_BF16_EMULATED: return "bf16-emulated";
+    }
+    return "?";
+}
+
+BertPrecision bert_precision(const BertModel *m) { return m->precision; }
+void bert_params_changed(BertModel *m) { m->params16_stale = true; }
+
+/* The most bf16 operand values one product needs at once: N*(C + OC) over every linear
+ * layer and head at the model's maximum sizes. */
+static size_t bf16_scratch_len(const BertModel *m) {
+    const BertConfig *c = &m->cfg;
+    const size_t N = (size_t)m->max_batch * m->max_seq, B = (size_t)m->max_batch, H = (size_t)c->hidden_size;
+    const size_t I = (size_t)c->intermediate_size, BP = (size_t)m->max_batch * m->max_preds;
+    const size_t labels = m->heads.kind == BERT_HEADS_CLASSIFIER ? (size_t)m->heads.num_labels : 2;
+    size_t need = N * (H + (I > 3 * H ? I : 3 * H));      /* encoder: QKV, feed-forward */
+    if (B * (H + H) > need) need = B * (H + H);            /* pooler */
+    if (B * (H + labels) > need) need = B * (H + labels);  /* NSP, classifier */
+    if (m->heads.kind == BERT_HEADS_PRETRAINING && BP * (H + c->vocab_size) > need) need = BP * (H + c->vocab_size);
+    return need;
+}
+
+int bert_set_precision(BertModel *m, BertPrecision precision, BertError *err) {
+    if (precision != BERT_FP32 && precision != BERT_BF16 && precision != BERT_BF16_EMULATED)
+        return bert_fail(err, "bert_set_precision: unknown precision %d", (int)precision);
+    if (precision == BERT_BF16 && !k_bf16_native_available())
+        return bert_fail(err, "bf16: this CPU has no bf16 instructions that oneDNN can use (no avx512_bf16, or "
+                              "ONEDNN_MAX_CPU_ISA caps them); --bf16_emulate runs the same rounding in fp32, slowly");
+    m->precision = precision;
+    if (precision != BERT_FP32 && !m->params16) {
+        m->params16 = xmalloc(sizeof(uint16_t) * m->num_params);
+        m->scratch16_len = bf16_scratch_len(m);
+        m->scratch16 = xmalloc(sizeof(uint16_t) * m->scratch16_len);
+    }
+    m->params16_stale = true;
+    return 0;
+}
+
+void bert_refresh_bf16_weights(BertModel *m) {
+    if (m->precision == BERT_FP32 || !m->params16_stale) return;
+    k_to_bf16(m->params16, m->params, (long)m->num_params);
+    m->params16_stale = false;
+}
+
+static const uint16_t *bf16_weight(const BertModel *m, const float *weight) {
+    return m->params16 + (weight - m->params);
+}
+
+void bert_linear_forward(BertModel *m, float *out, const float *inp, const float *weight, const float *bias, int N,
+                         int C, int OC) {
+    if (m->precision == BERT_FP32) k_matmul_forward(out, inp, weight, bias, N, C, OC);
+    else k_matmul_forward_bf16(out, inp, bf16_weight(m, weight), bias, N, C, OC, m->scratch16,
+                               m->precision == BERT_BF16_EMULATED);
+}
+
+void bert_linear_backward(BertModel *m, float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                          const float *weight, int N, int C, int OC, bool accumulate_dinp) {
+    if (m->precision == BERT_FP32) k_matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, accumulate_dinp);
+    else k_matmul_backward_bf16(dinp, dweight, dbias, dout, inp, bf16_weight(m, weight), N, C, OC, accumulate_dinp,
+                                m->scratch16, m->precision == BERT_BF16_EMULATED);
 }
 
 /* ---------------------------------------------------------------- initialisation */
@@ -332,6 +405,7 @@ void bert_init_tensor(const BertParamInfo *t, float initializer_range, uint64_t 
 }
 
 void bert_init_weights(BertModel *m, uint64_t seed) {
+    m->params16_stale = true;
     for (int i = 0; i < m->num_tensors; i++) bert_init_tensor(&m->info[i], m->cfg.initializer_range, seed, i);
 }
 

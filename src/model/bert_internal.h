@@ -102,6 +102,12 @@ struct BertModel {
     int qa_count[2];
     bool have_task_labels;
     char error[1024];
+    /* mixed precision (bert_set_precision): the bf16 copy of params (same layout), remade at
+     * the next forward when params16_stale; scratch for the products' bf16 operands */
+    BertPrecision precision;
+    uint16_t *params16, *scratch16;
+    size_t scratch16_len;
+    bool params16_stale;
 };
 
 /* Dropout sites: one RNG stream per site per step. */
@@ -123,6 +129,15 @@ void bert_hidden_dropout(const BertModel *m, float *x, int R, const int32_t *row
 
 /* The full rows of the encoder's layout, for dropout masks (NULL: all B*T rows in order). */
 static inline const int32_t *layout_rows(const BertModel *m) { return m->unpadded ? m->full_row : NULL; }
+
+/* Every linear layer and head of the model goes through these: k_matmul_* in fp32, their
+ * bf16 counterparts otherwise (weight: a view into m->params, mapped to its bf16 copy). */
+void bert_linear_forward(BertModel *m, float *out, const float *inp, const float *weight, const float *bias, int N,
+                         int C, int OC);
+void bert_linear_backward(BertModel *m, float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                          const float *weight, int N, int C, int OC, bool accumulate_dinp);
+/* Remakes the bf16 weights if they are stale (at the start of a forward). */
+void bert_refresh_bf16_weights(BertModel *m);
 
 /* Initialises one parameter tensor (BERT rules) from the counter-based RNG. */
 void bert_init_tensor(const BertParamInfo *t, float initializer_range, uint64_t seed, int tensor_index);

@@ -42,6 +42,7 @@ int bert_load_safetensors_ex(BertModel *m, const char *path, uint64_t head_seed,
                              BertError *err) {
     SafeTensors st;
     if (safetensors_open(&st, path, err)) return -1;
+    m->params16_stale = true;
     int initialised = 0, rc = 0;
     for (int i = 0; i < m->num_tensors && rc == 0; i++) {
         const BertParamInfo *t = &m->info[i];

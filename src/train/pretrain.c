@@ -243,6 +243,7 @@ static int train_step(Run *r, bool with_accuracy, StepStats *s, double *lr, doub
     /* [all-reduce across processes and the loss-scale check go here] */
     *lr = poly_warmup_lr(o->learning_rate, o->warmup_proportion, o->max_steps, 0.5, r->step);
     *grad_norm = optimizer_step(r->opt, *lr);
+    bert_params_changed(r->model);   /* bf16: the weights' copy is remade at the next forward */
     r->model_seconds += now_seconds() - t1;
     if (!isfinite(*grad_norm)) return bert_fail(err, "step %ld: the gradient is not finite", r->step + r->offset + 1);
     r->step++;
@@ -287,6 +288,7 @@ static int setup_model(Run *r, BertError *err) {
     if (bert_model_create(&r->model, &r->cfg, r->micro, o->max_seq_length, o->max_predictions_per_seq, err) != 0)
         return -1;
     bert_init_weights(r->model, (uint64_t)o->seed);
+    if (bert_set_precision(r->model, (BertPrecision)o->precision, err) != 0) return -1;
     /* pre-training reads only the heads' rows of the last layer, nothing past the last token */
     bert_set_last_layer_pruning(r->model, true);
     bert_set_unpadding(r->model, true);
@@ -357,6 +359,7 @@ static void log_parameters(Run *r) {
     cJSON_AddStringToObject(d, "model", o->config_file ? o->config_file : o->bert_model);
     cJSON_AddNumberToObject(d, "phase", r->phase);
     cJSON_AddStringToObject(d, "optimizer", o->optimizer);
+    cJSON_AddStringToObject(d, "precision", bert_precision_name(bert_precision(r->model)));
     cJSON_AddNumberToObject(d, "train_batch_size", o->train_batch_size);
     cJSON_AddNumberToObject(d, "gradient_accumulation_steps", o->gradient_accumulation_steps);
     cJSON_AddNumberToObject(d, "batch_size_per_gpu", r->micro);   /* NVIDIA's key */
@@ -482,9 +485,9 @@ int pretrain_run(const PretrainOptions *o, PretrainSummary *sum, BertError *err)
         char desc[160];
         describe_config(&r.cfg, desc, sizeof desc);
         logger_print(r.log, "pretrain phase %d: %s, %zu parameters; %d files in %s; %d x %d sequences per step, "
-                            "%s, lr %g, %d threads", r.phase, desc, bert_num_parameters(r.model),
+                            "%s, lr %g, %s, %d threads", r.phase, desc, bert_num_parameters(r.model),
                      loader_file_count(r.train), o->input_dir, o->gradient_accumulation_steps, r.micro, o->optimizer,
-                     o->learning_rate, omp_get_max_threads());
+                     o->learning_rate, bert_precision_name(bert_precision(r.model)), omp_get_max_threads());
         log_parameters(&r);
         /* the newest good checkpoint, named if the run has to stop */
         snprintf(sum->last_checkpoint, sizeof sum->last_checkpoint, "%s", r.resumed_from);

@@ -53,6 +53,10 @@ typedef struct {
     const char *json_summary;       /* DLLogger JSON lines; NULL: none */
     bool disable_progress_bar;
     int threads;                    /* <= 0: OpenMP's default */
+    /* precision of the matrix products (model/bert.h BertPrecision): 0 fp32, BF16 (refused
+     * without bf16 instructions), BF16_EMULATED. The fp32 master weights, optimizer state and
+     * checkpoints are the same in every precision, so a run may resume in another. */
+    int precision;
 } PretrainOptions;
 
 typedef struct {

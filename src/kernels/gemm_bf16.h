@@ -1,0 +1,47 @@
+/* Matrix products with bf16 inputs and fp32 accumulation and output, for mixed precision:
+ * C = op(A) op(B) (+ bias) (+ C), row-major, A and B in bf16 (the upper half of an fp32:
+ * 8 bits of mantissa), C in fp32.
+ *
+ * Two ways to run one, chosen per call:
+ *   native    oneDNN's matmul primitive on the CPU's bf16 instructions (AVX512_BF16, AMX);
+ *             primitives are created once per shape and kept
+ *   emulated  the same inputs widened to fp32 (exactly: every bf16 is an fp32) and multiplied
+ *             by sgemm.h. Products of two bf16 values are exact in fp32, so both compute the
+ *             same sums of the same terms, in a different order: they agree to fp32 rounding.
+ *             For machines without bf16 instructions (tests, --bf16_emulate); slow.
+ * Rounding fp32 -> bf16 is to nearest, ties to even (as the instructions do); NaN stays NaN. */
+#ifndef BERT_GEMM_BF16_H
+#define BERT_GEMM_BF16_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef uint16_t bf16;
+
+static inline bf16 bf16_from_float(float f) {
+    union { float f; uint32_t u; } v = {.f = f};
+    if ((v.u & 0x7fffffffu) > 0x7f800000u) return (bf16)((v.u >> 16) | 0x40u);   /* quiet NaN */
+    return (bf16)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16);
+}
+static inline float float_from_bf16(bf16 h) {
+    union { uint32_t u; float f; } v = {.u = (uint32_t)h << 16};
+    return v.f;
+}
+void bf16_from_floats(bf16 *dst, const float *src, long n);
+void floats_from_bf16(float *dst, const bf16 *src, long n);
+
+/* Whether oneDNN runs bf16 matmuls on bf16 instructions here (the CPU has them and
+ * ONEDNN_MAX_CPU_ISA does not cap them away). */
+bool gemm_bf16_native_available(void);
+
+/* C[M, N] = op(A)[M, K] op(B)[K, N] + bias[N] (bias may be NULL) + beta C, beta 0 or 1 (bias
+ * only with beta 0). op = transpose when trans_*; lda/ldb/ldc are the stored row lengths. */
+void gemm_bf16(bool emulate, bool trans_a, bool trans_b, int M, int N, int K, const bf16 *A, int lda, const bf16 *B,
+               int ldb, const float *bias, float beta, float *C, int ldc);
+
+/* For reports: "oneDNN 2.6.3 matmul brg:avx512_core_bf16" (the implementation it picks for a
+ * BERT-sized product), or why there is none. */
+void gemm_bf16_describe(char *out, size_t n);
+
+#endif

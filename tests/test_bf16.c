@@ -1,0 +1,334 @@
+/* Mixed precision (bf16 products, fp32 accumulation): the rounding, the products, the
+ * linear layer's forward and backward, and the model, each against an fp32 or float64
+ * reference within a bound derived from bf16's 8-bit mantissa and the reduction length.
+ *
+ * The arithmetic: rounding to bf16 (8 significant bits, to nearest) changes a value by at
+ * most u_b = 2^-8 relative. A product of two rounded operands is exact in fp32 (16 bits), so
+ * a bf16 product C = sum_k a'_k b'_k accumulated in fp32 differs from the fp32 product of
+ * the unrounded operands by at most
+ *     (2 u_b + u_b^2) sum_k |a_k b_k|      (the operands' rounding)
+ *   + 2 gamma_K sum_k |a_k b_k|            (two fp32 summations in any order, test.h)
+ * element by element: the bound checked on every product below. The native path (oneDNN on
+ * bf16 instructions) is checked wherever the CPU has them and against the same bounds; the
+ * emulated path (the same rounded operands in fp32 sgemm) runs everywhere. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/rng.h"
+#include "kernels/gemm_bf16.h"
+#include "io/config.h"
+#include "kernels/kernels.h"
+#include "model/bert.h"
+#include "test.h"
+#include "train/synthetic.h"
+
+#define BF16_UNIT_ROUNDOFF (1.0 / 256.0)   /* 2^-8: half an ulp of an 8-bit significand */
+
+static void fill(float *x, size_t n, uint64_t seed, float scale) {
+    for (size_t i = 0; i < n; i++) x[i] = scale * (float)(2.0 * rng_uniform(seed, i) - 1.0);
+}
+
+/* ---- rounding ---- */
+
+/* The nearest bf16 to f by exhaustive comparison in double (ties to the even significand):
+ * an independent statement of what bf16_from_float must return. */
+static bf16 nearest_bf16_reference(float f) {
+    union { float f; uint32_t u; } v = {.f = f};
+    bf16 down = (bf16)(v.u >> 16), up = (bf16)(down + 1);  /* neighbours towards zero and away */
+    double dd = fabs((double)float_from_bf16(down) - f), du = fabs((double)float_from_bf16(up) - f);
+    if (isinf(float_from_bf16(up)) && !isinf(f)) {   /* rounding up overflows: IEEE rounds to inf past the midpoint */
+        double max = (double)float_from_bf16((bf16)(up - 1)), half_ulp = ldexp(1.0, 127 - 8);
+        return fabs(f) >= max + half_ulp ? up : down;
+    }
+    if (dd < du) return down;
+    if (du < dd) return up;
+    return (down & 1) ? up : down;
+}
+
+static void test_rounding(void) {
+    int bad = 0;
+    for (uint64_t i = 0; i < 200000; i++) {
+        union { uint32_t u; float f; } v = {.u = (uint32_t)rng_bits32(7, i)};
+        if (isnan(v.f)) continue;
+        if (bf16_from_float(v.f) != nearest_bf16_reference(v.f) && bad++ < 5)
+            printf("    %a -> %04x, nearest %04x\n", v.f, bf16_from_float(v.f), nearest_bf16_reference(v.f));
+    }
+    CHECKF(bad == 0, "%d of 200000 random floats rounded to another bf16 than the nearest", bad);
+    /* ties: 1 + 2^-8 is halfway between 1 and 1 + 2^-7 (even: 1); 1 + 3*2^-8 goes up to 1 + 2^-6 */
+    CHECK(float_from_bf16(bf16_from_float(1.0f + 0x1p-8f)) == 1.0f);
+    CHECK(float_from_bf16(bf16_from_float(1.0f + 3 * 0x1p-8f)) == 1.0f + 0x1p-6f);
+    CHECK(isnan(float_from_bf16(bf16_from_float(NAN))));
+    CHECK(isinf(float_from_bf16(bf16_from_float(INFINITY))));
+    CHECK(float_from_bf16(bf16_from_float(-2.5f)) == -2.5f);
+    float x[1000], y[1000];
+    bf16 h[1000];
+    fill(x, 1000, 3, 100.0f);
+    bf16_from_floats(h, x, 1000);
+    floats_from_bf16(y, h, 1000);
+    double worst = 0;
+    for (int i = 0; i < 1000; i++) worst = fmax(worst, fabs((double)y[i] - x[i]) / fabs((double)x[i]));
+    CHECKF(worst <= BF16_UNIT_ROUNDOFF, "relative rounding error %.3g > 2^-8", worst);
+}
+
+/* ---- products ---- */
+
+/* Worst |C - C_ref| / bound over C = op(A) op(B) (+ bias) (+ C0), where C_ref is the float64
+ * product of the unrounded operands and bound = (2 u_b + u_b^2 + 2 gamma_K) sum|a b| (+ the
+ * fp32 rounding of adding bias and C0). <= 1 passes. */
+static double product_ratio(const float *C, const float *A, const float *B, const float *bias, const float *C0,
+                            bool ta, bool tb, int M, int N, int K) {
+    double worst = 0;
+    const double per_term = 2 * BF16_UNIT_ROUNDOFF + BF16_UNIT_ROUNDOFF * BF16_UNIT_ROUNDOFF + 2 * gamma_k(K + 2);
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double exact = 0, abs_sum = 0;
+            for (int k = 0; k < K; k++) {
+                double a = ta ? A[(size_t)k * M + i] : A[(size_t)i * K + k];
+                double b = tb ? B[(size_t)j * K + k] : B[(size_t)k * N + j];
+                exact += a * b, abs_sum += fabs(a * b);
+            }
+            double extra = (bias ? bias[j] : 0) + (C0 ? C0[(size_t)i * N + j] : 0);
+            exact += extra;
+            double bound = per_term * abs_sum + 2 * gamma_k(K + 2) * fabs(extra) + 1e-40;
+            double r = fabs((double)C[(size_t)i * N + j] - exact) / bound;
+            if (!(r <= worst)) worst = isnan(r) ? INFINITY : r;
+        }
+    return worst;
+}
+
+static void check_products(bool emulate) {
+    const int M = 37, N = 53, K = 300;
+    float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * K * N), *bias = malloc(sizeof(float) * N);
+    float *C = malloc(sizeof(float) * M * N), *C0 = malloc(sizeof(float) * M * N);
+    bf16 *A16 = malloc(sizeof(bf16) * M * K), *B16 = malloc(sizeof(bf16) * K * N);
+    fill(A, (size_t)M * K, 11, 1.0f), fill(B, (size_t)K * N, 12, 0.5f), fill(bias, N, 13, 1.0f);
+    fill(C0, (size_t)M * N, 14, 3.0f);
+    bf16_from_floats(A16, A, (long)M * K), bf16_from_floats(B16, B, (long)K * N);
+    for (int t = 0; t < 4; t++) {
+        bool ta = t & 1, tb = t & 2;
+        int lda = ta ? M : K, ldb = tb ? K : N;
+        gemm_bf16(emulate, ta, tb, M, N, K, A16, lda, B16, ldb, NULL, 0.0f, C, N);
+        double r = product_ratio(C, A, B, NULL, NULL, ta, tb, M, N, K);
+        CHECKF(r <= 1, "%s %c%c: error %.3g of the bound", emulate ? "emulated" : "native", ta ? 'T' : 'N',
+               tb ? 'T' : 'N', r);
+        gemm_bf16(emulate, ta, tb, M, N, K, A16, lda, B16, ldb, bias, 0.0f, C, N);
+        r = product_ratio(C, A, B, bias, NULL, ta, tb, M, N, K);
+        CHECKF(r <= 1, "%s %c%c + bias: error %.3g of the bound", emulate ? "emulated" : "native", ta ? 'T' : 'N',
+               tb ? 'T' : 'N', r);
+        memcpy(C, C0, sizeof(float) * M * N);
+        gemm_bf16(emulate, ta, tb, M, N, K, A16, lda, B16, ldb, NULL, 1.0f, C, N);
+        r = product_ratio(C, A, B, NULL, C0, ta, tb, M, N, K);
+        CHECKF(r <= 1, "%s %c%c accumulating: error %.3g of the bound", emulate ? "emulated" : "native",
+               ta ? 'T' : 'N', tb ? 'T' : 'N', r);
+    }
+    /* the bound is not vacuous: plain fp32 operands' error is far inside it, bf16's is not */
+    gemm_bf16(emulate, false, true, M, N, K, A16, K, B16, K, NULL, 0.0f, C, N);
+    double loose = product_ratio(C, A, B, NULL, NULL, false, true, M, N, K);
+    CHECKF(loose > 0.01, "error %.3g of the bound: the check could not see bf16 rounding", loose);
+    free(A), free(B), free(bias), free(C), free(C0), free(A16), free(B16);
+}
+
+static void test_products_emulated(void) { check_products(true); }
+
+static void test_products_native(void) {
+    if (!gemm_bf16_native_available()) {
+        printf("    (no bf16 instructions here: the native path is checked on machines with avx512_bf16)\n");
+        return;
+    }
+    check_products(false);
+    /* native and emulated sum the same exact terms: within 2 gamma_K sum|a'b'| of each other */
+    const int M = 64, N = 96, K = 768;
+    float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * N * K);
+    float *C1 = malloc(sizeof(float) * M * N), *C2 = malloc(sizeof(float) * M * N);
+    bf16 *A16 = malloc(sizeof(bf16) * M * K), *B16 = malloc(sizeof(bf16) * N * K);
+    fill(A, (size_t)M * K, 21, 1.0f), fill(B, (size_t)N * K, 22, 1.0f);
+    bf16_from_floats(A16, A, (long)M * K), bf16_from_floats(B16, B, (long)N * K);
+    floats_from_bf16(A, A16, (long)M * K), floats_from_bf16(B, B16, (long)N * K);   /* the rounded operands */
+    gemm_bf16(false, false, true, M, N, K, A16, K, B16, K, NULL, 0.0f, C1, N);
+    gemm_bf16(true, false, true, M, N, K, A16, K, B16, K, NULL, 0.0f, C2, N);
+    double r = gemm_reorder_ratio(C1, C2, A, B, M, N, K);
+    CHECKF(r <= 1, "native vs emulated: %.3g of the reordering bound", r);
+    free(A), free(B), free(C1), free(C2), free(A16), free(B16);
+}
+
+/* ---- the linear layer ---- */
+
+/* k_matmul_*_bf16 against fp32 k_matmul_*: forward out, dinp (reduction over OC), dweight
+ * (over N) within the bf16 bound; dbias from the fp32 gradient, within fp32 reordering. */
+static void check_linear(bool emulate) {
+    const int N = 40, C = 72, OC = 56;
+    float *x = malloc(sizeof(float) * N * C), *w = malloc(sizeof(float) * OC * C), *b = malloc(sizeof(float) * OC);
+    float *dout = malloc(sizeof(float) * N * OC), *out = malloc(sizeof(float) * N * OC);
+    float *dinp = malloc(sizeof(float) * N * C), *dw = calloc((size_t)OC * C, sizeof(float));
+    float *db = calloc(OC, sizeof(float)), *db32 = calloc(OC, sizeof(float)), *dw32 = calloc((size_t)OC * C, 4);
+    float *dinp32 = malloc(sizeof(float) * N * C);
+    bf16 *w16 = malloc(sizeof(bf16) * OC * C), *scratch = malloc(sizeof(bf16) * N * (C + OC));
+    fill(x, (size_t)N * C, 31, 2.0f), fill(w, (size_t)OC * C, 32, 0.1f), fill(b, OC, 33, 0.5f);
+    fill(dout, (size_t)N * OC, 34, 1.0f);
+    k_to_bf16(w16, w, (long)OC * C);
+    k_matmul_forward_bf16(out, x, w16, b, N, C, OC, scratch, emulate);
+    double r = product_ratio(out, x, w, b, NULL, false, true, N, OC, C);
+    CHECKF(r <= 1, "forward: %.3g of the bound", r);
+    k_matmul_backward_bf16(dinp, dw, db, dout, x, w16, N, C, OC, false, scratch, emulate);
+    r = product_ratio(dinp, dout, w, NULL, NULL, false, false, N, C, OC);
+    CHECKF(r <= 1, "dinp: %.3g of the bound", r);
+    r = product_ratio(dw, dout, x, NULL, NULL, true, false, OC, C, N);
+    CHECKF(r <= 1, "dweight: %.3g of the bound", r);
+    k_matmul_backward(dinp32, dw32, db32, dout, x, w, N, C, OC, false);
+    CHECKF(max_rel_error(db, db32, OC, 1e-3) <= 2 * gamma_k(N), "dbias differs from fp32's beyond reordering");
+    /* accumulating: dinp += and dweight += a second time */
+    float *dinp_before = malloc(sizeof(float) * N * C);
+    memcpy(dinp_before, dinp, sizeof(float) * N * C);
+    k_matmul_backward_bf16(dinp, dw, NULL, dout, x, w16, N, C, OC, true, scratch, emulate);
+    double worst = 0;
+    for (int i = 0; i < N * C; i++) worst = fmax(worst, fabs(dinp[i] - 2 * dinp_before[i]) / (fabs(dinp[i]) + 1e-6));
+    CHECKF(worst <= 4 * F32_UNIT_ROUNDOFF, "accumulating dinp: %.3g", worst);
+    free(x), free(w), free(b), free(dout), free(out), free(dinp), free(dw), free(db), free(db32), free(dw32);
+    free(dinp32), free(w16), free(scratch), free(dinp_before);
+}
+
+static void test_linear_emulated(void) { check_linear(true); }
+static void test_linear_native(void) {
+    if (!gemm_bf16_native_available()) { printf("    (no bf16 instructions here)\n"); return; }
+    check_linear(false);
+}
+
+/* ---- the model ---- */
+
+enum { MB = 3, MT = 24, MP = 4 };
+
+static BertModel *tiny_model(BertPrecision precision) {
+    BertConfig c;
+    BertError err;
+    if (bert_config_preset("bert-tiny", &c, &err)) { CHECKF(0, "%s", err.msg); return NULL; }
+    c.vocab_size = 1000;
+    BertModel *m = NULL;
+    if (bert_model_create(&m, &c, MB, MT, MP, &err)) { CHECKF(0, "%s", err.msg); return NULL; }
+    bert_init_weights(m, 5);
+    if (bert_set_precision(m, precision, &err)) { CHECKF(0, "%s", err.msg); bert_model_free(m); return NULL; }
+    return m;
+}
+
+/* Norm-wise bound for the model: every bf16 product on the chain adds at most 2 u_b (its two
+ * operands' rounding, relative to sum|a b|, which for these well-scaled, sign-mixed values
+ * is the size of the result) and the stages' errors add to first order (LayerNorm
+ * renormalises each sublayer); plus fp32 reordering (chain_reorder_tolerance). Forward:
+ * 4 products per layer and 3 in the MLM head (pooler, NSP on the other branch); backward:
+ * each product twice more (dinp and dweight) along the chain. */
+static double bf16_chain_tolerance(int layers, bool backward) {
+    double products = 4.0 * layers + 3;
+    if (backward) products *= 3;
+    return 2 * BF16_UNIT_ROUNDOFF * products + chain_reorder_tolerance(2000);
+}
+
+static void test_model_against_fp32(void) {
+    BertModel *ref = tiny_model(BERT_FP32), *m = tiny_model(BERT_BF16_EMULATED);
+    if (!ref || !m) return;
+    SyntheticBatch s;
+    synthetic_batch_alloc(&s, MB, MT, MP);
+    synthetic_batch_random(&s, 1000, 0.2, 9);
+    const int L = bert_model_config(m)->num_hidden_layers;
+    const size_t V = 1000, np = bert_num_parameters(m);
+    bert_zero_grad(ref), bert_zero_grad(m);
+    float l32 = bert_forward(ref, &s.train, false, 0), l16 = bert_forward(m, &s.train, false, 0);
+    double tol = bf16_chain_tolerance(L, false);
+    CHECKF(fabs(l16 - l32) <= tol * fabs(l32), "loss %.6f vs fp32 %.6f (tolerance %.3g relative)", l16, l32, tol);
+    double e = rel_norm_error(bert_mlm_logits(m), bert_mlm_logits(ref), (size_t)MB * MP * V);
+    CHECKF(e <= tol, "MLM logits: %.3g relative to fp32 (tolerance %.3g)", e, tol);
+    printf("    loss %.6f vs %.6f, MLM logits %.2g (tolerance %.2g)\n", l16, l32, e, tol);
+    CHECK(bert_backward(ref, &s.train) == 0 && bert_backward(m, &s.train) == 0);
+    e = rel_norm_error(bert_grads(m), bert_grads(ref), np);
+    double tol_b = bf16_chain_tolerance(L, true);
+    CHECKF(e <= tol_b, "gradients: %.3g relative to fp32 (tolerance %.3g)", e, tol_b);
+    printf("    gradients %.2g (tolerance %.2g)\n", e, tol_b);
+    /* the check sees bf16 at all: the two are not the same computation */
+    CHECKF(e > 1e-5, "gradients equal to fp32's to %.3g: no bf16 rounding happened", e);
+
+    if (gemm_bf16_native_available()) {   /* native: the emulated model's numbers up to fp32 reordering */
+        BertModel *n = tiny_model(BERT_BF16);
+        bert_zero_grad(n);
+        float ln = bert_forward(n, &s.train, false, 0);
+        CHECK(bert_backward(n, &s.train) == 0);
+        double en = rel_norm_error(bert_grads(n), bert_grads(m), np);
+        double tol_n = 4 * chain_reorder_tolerance(2000);
+        CHECKF(fabs(ln - l16) <= tol_n * fabs(l16) && en <= tol_n, "native vs emulated: loss %.7f vs %.7f, "
+               "gradients %.3g (tolerance %.3g)", ln, l16, en, tol_n);
+        bert_model_free(n);
+    }
+    synthetic_batch_free(&s);
+    bert_model_free(ref), bert_model_free(m);
+}
+
+/* The bf16 weights follow the fp32 master copy: after it changes (through bert_params or
+ * bert_params_changed), the next forward uses the new values. */
+static void test_weights_follow_master(void) {
+    BertModel *a = tiny_model(BERT_BF16_EMULATED), *b = tiny_model(BERT_BF16_EMULATED);
+    if (!a || !b) return;
+    SyntheticBatch s;
+    synthetic_batch_alloc(&s, MB, MT, MP);
+    synthetic_batch_random(&s, 1000, 0.0, 4);
+    float before = bert_forward(a, &s.train, false, 0);
+    const BertParamInfo *t = bert_find_param(a, "bert.encoder.layer.0.intermediate.dense.weight");
+    for (size_t i = 0; i < t->numel; i++) t->data[i] *= 1.5f;   /* written through the table ... */
+    bert_params_changed(a);                                      /* ... and said */
+    float *pb = bert_params(b);                                  /* b: written through bert_params */
+    const BertParamInfo *tb = bert_find_param(b, t->name);
+    for (size_t i = 0; i < tb->numel; i++) pb[tb->offset + i] *= 1.5f;
+    BertModel *fresh = tiny_model(BERT_BF16_EMULATED);
+    const BertParamInfo *tf = bert_find_param(fresh, t->name);
+    for (size_t i = 0; i < tf->numel; i++) tf->data[i] *= 1.5f;   /* written before any forward */
+    float la = bert_forward(a, &s.train, false, 0), lb = bert_forward(b, &s.train, false, 0);
+    float lf = bert_forward(fresh, &s.train, false, 0);
+    CHECKF(la != before, "the forward after a change gave the old loss %.7f", la);
+    CHECKF(la == lf && lb == lf, "after the change: %.7f and %.7f, a fresh model %.7f", la, lb, lf);
+    synthetic_batch_free(&s);
+    bert_model_free(a), bert_model_free(b), bert_model_free(fresh);
+}
+
+static void test_precision_refused_without_instructions(void) {
+    BertModel *m = tiny_model(BERT_FP32);
+    if (!m) return;
+    BertError err;
+    int rc = bert_set_precision(m, BERT_BF16, &err);
+    if (gemm_bf16_native_available()) {
+        CHECKF(rc == 0, "bf16 refused on a CPU with bf16 instructions: %s", err.msg);
+    } else {
+        CHECK(rc == -1 && strstr(err.msg, "bf16_emulate"));
+        CHECK(bert_precision(m) == BERT_FP32);   /* unchanged: no silent fallback either way */
+    }
+    CHECK(bert_set_precision(m, (BertPrecision)7, &err) == -1);
+    bert_model_free(m);
+}
+
+/* fp32 stays fp32: switching to bf16 and back gives the fp32 numbers bit for bit. */
+static void test_fp32_unchanged(void) {
+    BertModel *a = tiny_model(BERT_FP32), *b = tiny_model(BERT_BF16_EMULATED);
+    if (!a || !b) return;
+    BertError err;
+    CHECK(bert_set_precision(b, BERT_FP32, &err) == 0);
+    SyntheticBatch s;
+    synthetic_batch_alloc(&s, MB, MT, MP);
+    synthetic_batch_random(&s, 1000, 0.1, 6);
+    bert_zero_grad(a), bert_zero_grad(b);
+    CHECK(bert_forward(a, &s.train, true, 3) == bert_forward(b, &s.train, true, 3));
+    bert_backward(a, &s.train), bert_backward(b, &s.train);
+    CHECK(!memcmp(bert_grads(a), bert_grads(b), sizeof(float) * bert_num_parameters(a)));
+    synthetic_batch_free(&s);
+    bert_model_free(a), bert_model_free(b);
+}
+
+int main(void) {
+    printf("bf16 instructions: %s\n", gemm_bf16_native_available() ? "yes (native path checked)" : "no (emulated only)");
+    RUN_TEST(test_rounding);
+    RUN_TEST(test_products_emulated);
+    RUN_TEST(test_products_native);
+    RUN_TEST(test_linear_emulated);
+    RUN_TEST(test_linear_native);
+    RUN_TEST(test_model_against_fp32);
+    RUN_TEST(test_weights_follow_master);
+    RUN_TEST(test_precision_refused_without_instructions);
+    RUN_TEST(test_fp32_unchanged);
+    return test_summary();
+}
