@@ -35,17 +35,19 @@ void k_matmul_backward(float *dinp, float *dweight, float *dbias, const float *d
                        const float *weight, int N, int C, int OC, bool accumulate_dinp);
 
 /* The same products in mixed precision (kernels/gemm_bf16.h): the weight is given in bf16
- * (k_to_bf16 of the fp32 master copy), the activation operands are rounded to bf16 on the
- * way in (into scratch), the products accumulate in fp32 and out, dinp, dweight, dbias stay
- * fp32. scratch: N*C bf16 values forward, N*(C + OC) backward. emulate: fp32 arithmetic on
- * the bf16-rounded operands (no bf16 instructions needed; same terms, other summation order). */
-void k_matmul_forward_bf16(float *out, const float *inp, const uint16_t *weight, const float *bias, int N, int C,
-                           int OC, uint16_t *scratch, bool emulate);
-void k_matmul_backward_bf16(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
-                            const uint16_t *weight, int N, int C, int OC, bool accumulate_dinp, uint16_t *scratch,
+ * (k_to_bf16 of the fp32 master copy), the products accumulate in fp32 and out, dinp,
+ * dweight, dbias stay fp32. Forward rounds inp into inp16 [N, C], which the backward then
+ * takes as its operand (the layer keeps it instead of inp). The backward rounds dout into
+ * dout16 [N, OC] (scratch); dbias comes from the fp32 dout. emulate: fp32 arithmetic on
+ * the bf16-rounded operands (no bf16 instructions needed; same terms, another order). */
+void k_matmul_forward_bf16(float *out, const float *inp, uint16_t *inp16, const uint16_t *weight, const float *bias,
+                           int N, int C, int OC, bool emulate);
+void k_matmul_backward_bf16(float *dinp, float *dweight, float *dbias, const float *dout, const uint16_t *inp16,
+                            const uint16_t *weight, int N, int C, int OC, bool accumulate_dinp, uint16_t *dout16,
                             bool emulate);
-/* dst = src rounded to bf16 (to nearest, ties to even). */
+/* dst = src rounded to bf16 (to nearest, ties to even); and back (exact). */
 void k_to_bf16(uint16_t *dst, const float *src, long n);
+void k_from_bf16(float *dst, const uint16_t *src, long n);
 /* Whether the non-emulated bf16 products can run here (bf16 instructions), and what runs them. */
 bool k_bf16_native_available(void);
 #include <stddef.h>

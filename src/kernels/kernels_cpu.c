@@ -101,22 +101,21 @@ void k_matmul_backward(float *dinp, float *dweight, float *dbias, const float *d
 /* ---------------------------------------------------------------- matmul, bf16 */
 
 void k_to_bf16(uint16_t *dst, const float *src, long n) { bf16_from_floats(dst, src, n); }
+void k_from_bf16(float *dst, const uint16_t *src, long n) { floats_from_bf16(dst, src, n); }
 bool k_bf16_native_available(void) { return gemm_bf16_native_available(); }
 void k_bf16_describe(char *out, size_t n) { gemm_bf16_describe(out, n); }
 
 /* oneDNN splits each product over the threads itself (no two-way split as above). */
-void k_matmul_forward_bf16(float *out, const float *inp, const uint16_t *weight, const float *bias, int N, int C,
-                           int OC, uint16_t *scratch, bool emulate) {
-    bf16_from_floats(scratch, inp, (long)N * C);
-    gemm_bf16(emulate, false, true, N, OC, C, scratch, C, weight, C, bias, 0.0f, out, OC);
+void k_matmul_forward_bf16(float *out, const float *inp, uint16_t *inp16, const uint16_t *weight, const float *bias,
+                           int N, int C, int OC, bool emulate) {
+    bf16_from_floats(inp16, inp, (long)N * C);
+    gemm_bf16(emulate, false, true, N, OC, C, inp16, C, weight, C, bias, 0.0f, out, OC);
 }
 
-void k_matmul_backward_bf16(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
-                            const uint16_t *weight, int N, int C, int OC, bool accumulate_dinp, uint16_t *scratch,
+void k_matmul_backward_bf16(float *dinp, float *dweight, float *dbias, const float *dout, const uint16_t *inp16,
+                            const uint16_t *weight, int N, int C, int OC, bool accumulate_dinp, uint16_t *dout16,
                             bool emulate) {
-    uint16_t *dout16 = scratch, *inp16 = scratch + (size_t)N * OC;
     bf16_from_floats(dout16, dout, (long)N * OC);
-    bf16_from_floats(inp16, inp, (long)N * C);
     if (dinp) gemm_bf16(emulate, false, false, N, C, OC, dout16, OC, weight, C, NULL, accumulate_dinp ? 1.0f : 0.0f,
                         dinp, C);
     gemm_bf16(emulate, true, false, OC, C, N, dout16, OC, inp16, C, NULL, 1.0f, dweight, C);

@@ -114,9 +114,14 @@ static void layout_activations(Arena *a, Activations *v, const BertModel *m) {
     v->emb_sum = take(a, N * H), v->emb_mean = take(a, N), v->emb_rstd = take(a, N), v->emb_out = take(a, N * H);
     for (int l = 0; l < c->num_hidden_layers; l++) {
         LayerActs *L = &v->layers[l];
-        L->qkv = take(a, N * 3 * H), L->probs = take(a, B * A * T * T), L->ctx = take(a, N * H);
-        L->attn_sum = take(a, N * H), L->ln1_mean = take(a, N), L->ln1_rstd = take(a, N), L->h1 = take(a, N * H);
-        L->ffn_pre = take(a, N * I), L->ffn_act = take(a, N * I), L->ffn_sum = take(a, N * H);
+        /* bf16: the backward reads the bf16 copies of ctx, h1 and ffn_act, so the layers share one */
+        const bool own = l == 0 || m->precision == BERT_FP32;
+        const LayerActs *first = &v->layers[0];
+        L->qkv = take(a, N * 3 * H), L->probs = take(a, B * A * T * T), L->ctx = own ? take(a, N * H) : first->ctx;
+        L->attn_sum = take(a, N * H), L->ln1_mean = take(a, N), L->ln1_rstd = take(a, N);
+        L->h1 = own ? take(a, N * H) : first->h1;
+        L->ffn_pre = own ? take(a, N * I) : first->ffn_pre, L->ffn_act = own ? take(a, N * I) : first->ffn_act;
+        L->ffn_sum = take(a, N * H);
         L->ln2_mean = take(a, N), L->ln2_rstd = take(a, N), L->out = take(a, N * H);
     }
     v->cls_in = take(a, B * H), v->pooled = take(a, B * H), v->nsp_logits = take(a, B * 2);
@@ -135,6 +140,69 @@ static void layout_activations(Arena *a, Activations *v, const BertModel *m) {
     v->cls_dropped = take(a, NL ? B * H : 0), v->cls_logits = take(a, B * NL), v->cls_probs = take(a, B * NL);
     v->cls_row_loss = take(a, B), v->d_cls_logits = take(a, B * NL), v->d_cls_in = take(a, NL ? B * H : 0);
     v->losses = take(a, LOSS_SLOTS);
+}
+
+typedef struct {
+    uint16_t *base;
+    size_t cursor;
+} Arena16;
+
+static uint16_t *take16(Arena16 *a, size_t n) {
+    uint16_t *p = a->base ? a->base + a->cursor : NULL;
+    a->cursor += (n + 31) & ~(size_t)31;  /* 64-byte aligned views */
+    return p;
+}
+
+/* bf16 precision's activations: the products' rounded inputs (see LayerActs) and the
+ * rounded output gradient, sized for the largest product (N*OC). */
+static void layout_bf16_activations(Arena16 *a, Activations *v, const BertModel *m) {
+    const BertConfig *c = &m->cfg;
+    const size_t B = m->max_batch, N = B * m->max_seq, H = c->hidden_size, I = c->intermediate_size;
+    const size_t BP = B * (size_t)m->max_preds, V = c->vocab_size;
+    const bool pretraining = m->heads.kind == BERT_HEADS_PRETRAINING, qa = m->heads.kind == BERT_HEADS_QA;
+    const bool classifier = m->heads.kind == BERT_HEADS_CLASSIFIER;
+    for (int l = 0; l < c->num_hidden_layers; l++) {
+        LayerActs *L = &v->layers[l];
+        L->x16 = take16(a, N * H), L->ctx16 = take16(a, N * H), L->h1_16 = take16(a, N * H), L->act16 = take16(a, N * I);
+        L->pre16 = take16(a, N * I);
+    }
+    v->cls_in16 = take16(a, B * H), v->pooled16 = take16(a, B * H);
+    v->mlm_in16 = take16(a, pretraining ? BP * H : 0), v->mlm_ln16 = take16(a, pretraining ? BP * H : 0);
+    v->seq_out16 = take16(a, qa ? N * H : 0), v->cls_dropped16 = take16(a, classifier ? B * H : 0);
+    size_t dout = N * (I > 3 * H ? I : 3 * H);
+    if (pretraining && BP * V > dout) dout = BP * V;
+    if (classifier && B * (size_t)m->heads.num_labels > dout) dout = B * (size_t)m->heads.num_labels;
+    v->dout16 = take16(a, dout);
+}
+
+/* Lays the activations out again for the model's precision (bf16 shares some fp32 buffers
+ * between layers and adds its own); their contents are lost. */
+static void allocate_activations(BertModel *m) {
+    Arena a = {0};
+    layout_activations(&a, &m->act, m);   /* count */
+    m->act_floats = a.cursor;
+    free(m->act_memory);
+    m->act_memory = xcalloc(m->act_floats, sizeof(float));
+    a = (Arena){.base = m->act_memory};
+    layout_activations(&a, &m->act, m);
+    free(m->act16_memory), free(m->params16);
+    m->act16_memory = NULL, m->params16 = NULL, m->act16_len = 0;
+    if (m->precision == BERT_FP32) {
+        for (int l = 0; l < m->cfg.num_hidden_layers; l++) {
+            LayerActs *L = &m->act.layers[l];
+            L->x16 = L->ctx16 = L->h1_16 = L->act16 = L->pre16 = NULL;
+        }
+        Activations *v = &m->act;
+        v->cls_in16 = v->pooled16 = v->mlm_in16 = v->mlm_ln16 = v->seq_out16 = v->cls_dropped16 = v->dout16 = NULL;
+        return;
+    }
+    Arena16 h = {0};
+    layout_bf16_activations(&h, &m->act, m);
+    m->act16_len = h.cursor;
+    m->act16_memory = xcalloc(m->act16_len, sizeof(uint16_t));
+    h = (Arena16){.base = m->act16_memory};
+    layout_bf16_activations(&h, &m->act, m);
+    m->params16 = xcalloc(m->num_params, sizeof(uint16_t));
 }
 
 /* ---------------------------------------------------------------- create / free */
@@ -226,9 +294,7 @@ int bert_model_create_with_heads(BertModel **out, const BertConfig *cfg, BertHea
         m->info[i].grad = m->grads + m->info[i].offset;
     }
 
-    m->act_memory = xcalloc(m->act_floats, sizeof(float));
-    a = (Arena){.base = m->act_memory};
-    layout_activations(&a, &m->act, m);
+    allocate_activations(m);
 
     const size_t N = (size_t)max_batch * max_seq, BP = (size_t)max_batch * max_predictions;
     m->kv_len = xcalloc(max_batch, sizeof(int32_t));
@@ -264,7 +330,7 @@ void bert_model_free(BertModel *m) {
     free(m->kept_row), free(m->kept_full), free(m->cls_row), free(m->mlm_out_row);
     free(m->qa_seq[0]), free(m->qa_seq[1]), free(m->qa_label[0]), free(m->qa_label[1]);
     free(m->class_label), free(m->target);
-    free(m->params16), free(m->scratch16);
+    free(m->params16), free(m->act16_memory);
     free(m);
 }
 
@@ -312,7 +378,7 @@ void bert_zero_grad(BertModel *m) { k_zero(m->grads, (long)m->num_params); }
 
 size_t bert_model_bytes(const BertModel *m) {
     return (m->num_params * 2 + m->act_floats) * sizeof(float) +
-           (m->params16 ? m->num_params : 0) * sizeof(uint16_t) + m->scratch16_len * sizeof(uint16_t);
+           (m->params16 ? m->num_params : 0) * sizeof(uint16_t) + m->act16_len * sizeof(uint16_t);
 }
 
 /* ---------------------------------------------------------------- precision */
@@ -329,33 +395,17 @@ const char *bert_precision_name(BertPrecision precision) {
 BertPrecision bert_precision(const BertModel *m) { return m->precision; }
 void bert_params_changed(BertModel *m) { m->params16_stale = true; }
 
-/* The most bf16 operand values one product needs at once: N*(C + OC) over every linear
- * layer and head at the model's maximum sizes. */
-static size_t bf16_scratch_len(const BertModel *m) {
-    const BertConfig *c = &m->cfg;
-    const size_t N = (size_t)m->max_batch * m->max_seq, B = (size_t)m->max_batch, H = (size_t)c->hidden_size;
-    const size_t I = (size_t)c->intermediate_size, BP = (size_t)m->max_batch * m->max_preds;
-    const size_t labels = m->heads.kind == BERT_HEADS_CLASSIFIER ? (size_t)m->heads.num_labels : 2;
-    size_t need = N * (H + (I > 3 * H ? I : 3 * H));      /* encoder: QKV, feed-forward */
-    if (B * (H + H) > need) need = B * (H + H);            /* pooler */
-    if (B * (H + labels) > need) need = B * (H + labels);  /* NSP, classifier */
-    if (m->heads.kind == BERT_HEADS_PRETRAINING && BP * (H + c->vocab_size) > need) need = BP * (H + c->vocab_size);
-    return need;
-}
-
 int bert_set_precision(BertModel *m, BertPrecision precision, BertError *err) {
     if (precision != BERT_FP32 && precision != BERT_BF16 && precision != BERT_BF16_EMULATED)
         return bert_fail(err, "bert_set_precision: unknown precision %d", (int)precision);
     if (precision == BERT_BF16 && !k_bf16_native_available())
         return bert_fail(err, "bf16: this CPU has no bf16 instructions that oneDNN can use (no avx512_bf16, or "
                               "ONEDNN_MAX_CPU_ISA caps them); --bf16_emulate runs the same rounding in fp32, slowly");
+    const bool layout_changes = (precision == BERT_FP32) != (m->precision == BERT_FP32);
     m->precision = precision;
-    if (precision != BERT_FP32 && !m->params16) {
-        m->params16 = xmalloc(sizeof(uint16_t) * m->num_params);
-        m->scratch16_len = bf16_scratch_len(m);
-        m->scratch16 = xmalloc(sizeof(uint16_t) * m->scratch16_len);
-    }
+    if (layout_changes) allocate_activations(m);
     m->params16_stale = true;
+    m->backward_ready = false;   /* the activations may have moved */
     return 0;
 }
 
@@ -369,18 +419,18 @@ static const uint16_t *bf16_weight(const BertModel *m, const float *weight) {
     return m->params16 + (weight - m->params);
 }
 
-void bert_linear_forward(BertModel *m, float *out, const float *inp, const float *weight, const float *bias, int N,
-                         int C, int OC) {
+void bert_linear_forward(BertModel *m, float *out, const float *inp, uint16_t *inp16, const float *weight,
+                         const float *bias, int N, int C, int OC) {
     if (m->precision == BERT_FP32) k_matmul_forward(out, inp, weight, bias, N, C, OC);
-    else k_matmul_forward_bf16(out, inp, bf16_weight(m, weight), bias, N, C, OC, m->scratch16,
+    else k_matmul_forward_bf16(out, inp, inp16, bf16_weight(m, weight), bias, N, C, OC,
                                m->precision == BERT_BF16_EMULATED);
 }
 
 void bert_linear_backward(BertModel *m, float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
-                          const float *weight, int N, int C, int OC, bool accumulate_dinp) {
+                          const uint16_t *inp16, const float *weight, int N, int C, int OC, bool accumulate_dinp) {
     if (m->precision == BERT_FP32) k_matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, accumulate_dinp);
-    else k_matmul_backward_bf16(dinp, dweight, dbias, dout, inp, bf16_weight(m, weight), N, C, OC, accumulate_dinp,
-                                m->scratch16, m->precision == BERT_BF16_EMULATED);
+    else k_matmul_backward_bf16(dinp, dweight, dbias, dout, inp16, bf16_weight(m, weight), N, C, OC, accumulate_dinp,
+                                m->act.dout16, m->precision == BERT_BF16_EMULATED);
 }
 
 /* ---------------------------------------------------------------- initialisation */

@@ -15,7 +15,7 @@ static void classifier_backward(BertModel *m, float *d_pooled) {
     if (NL == 1) k_mse_backward(a->d_cls_logits, a->cls_logits, m->target, B, 1.0f / B);
     else k_xent_backward(a->cls_probs, m->class_label, B, NL, 1.0f / B);
     const float *d_logits = NL == 1 ? a->d_cls_logits : a->cls_probs;   /* the softmax became dlogits in place */
-    bert_linear_backward(m, d_pooled, m->g.cls_w, m->g.cls_b, d_logits, a->cls_dropped, m->p.cls_w, B, H, NL, false);
+    bert_linear_backward(m, d_pooled, m->g.cls_w, m->g.cls_b, d_logits, a->cls_dropped, a->cls_dropped16, m->p.cls_w, B, H, NL, false);
     k_dropout(d_pooled, (long)B * H, m->training ? m->cfg.hidden_dropout_prob : 0.0f,
               rng_key(m->dropout_seed, classifier_dropout_site(m->cfg.num_hidden_layers)), 0);
 }
@@ -30,7 +30,7 @@ static void qa_backward(BertModel *m, float *d_out) {
         float *d_logits = side ? a->d_qa_end : a->d_qa_start, *probs = side ? a->qa_probs_end : a->qa_probs_start;
         if (M) k_xent_backward(probs, m->qa_label[side], M, T, 0.5f / M);
         k_scatter_rows(d_logits, probs, m->qa_seq[side], M, B, T);   /* ignored sequences get 0 */
-        bert_linear_backward(m, d_out, m->g.qa_w + (size_t)side * H, m->g.qa_b + side, d_logits, bert_sequence_output(m),
+        bert_linear_backward(m, d_out, m->g.qa_w + (size_t)side * H, m->g.qa_b + side, d_logits, bert_sequence_output(m), a->seq_out16,
                           m->p.qa_w + (size_t)side * H, N, H, 1, true);
     }
 }
@@ -44,7 +44,7 @@ static void pooler_backward(BertModel *m, float *d_out, const float *d_pooled_ex
     if (!m->p.pool_w || (!m->have_nsp_labels && !classifier && !d_pooled_ext)) return;
     if (m->have_nsp_labels) {
         k_xent_backward(a->d_nsp_logits, m->nsp_label, B, 2, 1.0f / B);
-        bert_linear_backward(m, a->d_pooled, m->g.nsp_w, m->g.nsp_b, a->d_nsp_logits, a->pooled, m->p.nsp_w, B, H, 2, false);
+        bert_linear_backward(m, a->d_pooled, m->g.nsp_w, m->g.nsp_b, a->d_nsp_logits, a->pooled, a->pooled16, m->p.nsp_w, B, H, 2, false);
     } else if (classifier) {
         classifier_backward(m, a->d_pooled);
     } else {
@@ -52,7 +52,7 @@ static void pooler_backward(BertModel *m, float *d_out, const float *d_pooled_ex
     }
     if (d_pooled_ext) k_add(a->d_pooled, d_pooled_ext, (long)B * H);
     k_tanh_backward(a->d_pooled, a->d_pooled, a->pooled, (long)B * H);
-    bert_linear_backward(m, a->d_cls, m->g.pool_w, m->g.pool_b, a->d_pooled, a->cls_in, m->p.pool_w, B, H, H, false);
+    bert_linear_backward(m, a->d_cls, m->g.pool_w, m->g.pool_b, a->d_pooled, a->cls_in, a->cls_in16, m->p.pool_w, B, H, H, false);
     k_scatter_add_rows(d_out, a->d_cls, m->cls_row, B, H);
 }
 
@@ -62,11 +62,11 @@ static void mlm_backward(BertModel *m, float *d_out) {
     const int M = m->mlm_count, H = c->hidden_size, V = c->vocab_size;
     Activations *a = &m->act;
     k_xent_backward(a->d_mlm_logits, m->mlm_label, M, V, 1.0f / M);
-    bert_linear_backward(m, a->d_mlm_a, m->g.word, m->g.mlm_bias, a->d_mlm_logits, a->mlm_ln, m->p.word, M, H, V, false);
+    bert_linear_backward(m, a->d_mlm_a, m->g.word, m->g.mlm_bias, a->d_mlm_logits, a->mlm_ln, a->mlm_ln16, m->p.word, M, H, V, false);
     k_layernorm_backward(a->d_mlm_b, m->g.mlm_ln_w, m->g.mlm_ln_b, a->d_mlm_a, a->mlm_act, a->mlm_mean, a->mlm_rstd,
                          m->p.mlm_ln_w, M, H);
     k_gelu_backward(a->d_mlm_b, a->d_mlm_b, a->mlm_pre, (long)M * H, c->hidden_act);
-    bert_linear_backward(m, a->d_mlm_a, m->g.mlm_dense_w, m->g.mlm_dense_b, a->d_mlm_b, a->mlm_in, m->p.mlm_dense_w, M, H,
+    bert_linear_backward(m, a->d_mlm_a, m->g.mlm_dense_w, m->g.mlm_dense_b, a->d_mlm_b, a->mlm_in, a->mlm_in16, m->p.mlm_dense_w, M, H,
                       H, false);
     k_scatter_add_rows(d_out, a->d_mlm_a, m->mlm_out_row, M, H);   /* in slot order: positions may repeat */
 }
@@ -87,9 +87,10 @@ static void layer_backward(BertModel *m, int l, const float *x, const int32_t *m
     k_layernorm_backward(d->d_sum, g->ln2_w, g->ln2_b, d->d_x, a->ffn_sum, a->ln2_mean, a->ln2_rstd, p->ln2_w, R, H);
     k_copy(d->d_h1, d->d_sum, (long)R * H);  /* residual branch */
     bert_hidden_dropout(m, d->d_sum, R, rows, l, SITE_FFN_OUT);
-    bert_linear_backward(m, d->d_ffn, g->ffn_out_w, g->ffn_out_b, d->d_sum, a->ffn_act, p->ffn_out_w, R, I, H, false);
+    bert_linear_backward(m, d->d_ffn, g->ffn_out_w, g->ffn_out_b, d->d_sum, a->ffn_act, a->act16, p->ffn_out_w, R, I, H, false);
+    if (a->pre16) k_from_bf16(a->ffn_pre, a->pre16, (long)R * I);   /* bf16: ffn_pre is shared by the layers */
     k_gelu_backward(d->d_ffn, d->d_ffn, a->ffn_pre, (long)R * I, c->hidden_act);
-    bert_linear_backward(m, d->d_h1, g->ffn_in_w, g->ffn_in_b, d->d_ffn, a->h1, p->ffn_in_w, R, H, I, true);
+    bert_linear_backward(m, d->d_h1, g->ffn_in_w, g->ffn_in_b, d->d_ffn, a->h1, a->h1_16, p->ffn_in_w, R, H, I, true);
 
     /* h1 = LN1(dropout(Attention(x) Wo + bo) + x) */
     k_layernorm_backward(d->d_sum, g->ln1_w, g->ln1_b, d->d_h1, a->attn_sum, a->ln1_mean, a->ln1_rstd, p->ln1_w, R, H);
@@ -98,12 +99,12 @@ static void layer_backward(BertModel *m, int l, const float *x, const int32_t *m
     bert_hidden_dropout(m, d->d_sum, R, rows, l, SITE_ATTN_OUT);
     /* pruned: d(ctx) of the kept rows goes through d_h1 (free now), the other rows' is zero */
     float *d_ctx_rows = prune ? d->d_h1 : d->d_ctx;
-    bert_linear_backward(m, d_ctx_rows, g->attn_out_w, g->attn_out_b, d->d_sum, a->ctx, p->attn_out_w, R, H, H, false);
+    bert_linear_backward(m, d_ctx_rows, g->attn_out_w, g->attn_out_b, d->d_sum, a->ctx, a->ctx16, p->attn_out_w, R, H, H, false);
     if (prune) k_scatter_rows(d->d_ctx, d_ctx_rows, m->kept_row, R, N, H);
     AttentionArgs args;
     bert_attention_args(m, &args, mask, l);
     k_attention_backward(d->d_qkv, d->d_ctx, a->qkv, a->probs, &args);
-    bert_linear_backward(m, d->d_x, g->qkv_w, g->qkv_b, d->d_qkv, x, p->qkv_w, N, H, 3 * H, true);
+    bert_linear_backward(m, d->d_x, g->qkv_w, g->qkv_b, d->d_qkv, x, a->x16, p->qkv_w, N, H, 3 * H, true);
 }
 
 int bert_backward_with(BertModel *m, const BertBatch *b, const float *d_sequence_output, const float *d_pooled) {

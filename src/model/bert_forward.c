@@ -151,7 +151,7 @@ static void layer_forward(BertModel *m, int l, const float *x, const int32_t *ma
     AttentionArgs args;
     bert_attention_args(m, &args, mask, l);
 
-    bert_linear_forward(m, a->qkv, x, p->qkv_w, p->qkv_b, N, H, 3 * H);
+    bert_linear_forward(m, a->qkv, x, a->x16, p->qkv_w, p->qkv_b, N, H, 3 * H);
     k_attention_forward(a->ctx, a->probs, a->qkv, &args);
     const int R = prune ? m->kept_count : N;
     const int32_t *rows = prune ? m->kept_full : layout_rows(m);   /* for the dropout masks */
@@ -161,14 +161,15 @@ static void layer_forward(BertModel *m, int l, const float *x, const int32_t *ma
         k_gather_rows(m->act.kept_x, x, m->kept_row, R, H);
         residual = m->act.kept_x;
     }
-    bert_linear_forward(m, a->attn_sum, a->ctx, p->attn_out_w, p->attn_out_b, R, H, H);
+    bert_linear_forward(m, a->attn_sum, a->ctx, a->ctx16, p->attn_out_w, p->attn_out_b, R, H, H);
     bert_hidden_dropout(m, a->attn_sum, R, rows, l, SITE_ATTN_OUT);
     k_layernorm_forward(a->h1, a->attn_sum, a->ln1_mean, a->ln1_rstd, a->attn_sum, residual, p->ln1_w, p->ln1_b, R, H,
                         c->layer_norm_eps);
 
-    bert_linear_forward(m, a->ffn_pre, a->h1, p->ffn_in_w, p->ffn_in_b, R, H, I);
+    bert_linear_forward(m, a->ffn_pre, a->h1, a->h1_16, p->ffn_in_w, p->ffn_in_b, R, H, I);
+    if (a->pre16) k_to_bf16(a->pre16, a->ffn_pre, (long)R * I);   /* bf16: the backward's copy */
     k_gelu_forward(a->ffn_act, a->ffn_pre, (long)R * I, c->hidden_act);
-    bert_linear_forward(m, a->ffn_sum, a->ffn_act, p->ffn_out_w, p->ffn_out_b, R, I, H);
+    bert_linear_forward(m, a->ffn_sum, a->ffn_act, a->act16, p->ffn_out_w, p->ffn_out_b, R, I, H);
     bert_hidden_dropout(m, a->ffn_sum, R, rows, l, SITE_FFN_OUT);
     k_layernorm_forward(a->out, a->ffn_sum, a->ln2_mean, a->ln2_rstd, a->ffn_sum, a->h1, p->ln2_w, p->ln2_b, R, H,
                         c->layer_norm_eps);
@@ -191,7 +192,7 @@ static void pooler_forward(BertModel *m, const float *seq_out) {
     const int B = m->B, H = m->cfg.hidden_size;
     Activations *a = &m->act;
     k_gather_rows(a->cls_in, seq_out, m->cls_row, B, H);
-    bert_linear_forward(m, a->pooled, a->cls_in, m->p.pool_w, m->p.pool_b, B, H, H);
+    bert_linear_forward(m, a->pooled, a->cls_in, a->cls_in16, m->p.pool_w, m->p.pool_b, B, H, H);
     k_tanh_forward(a->pooled, (long)B * H);
 }
 
@@ -199,7 +200,7 @@ static void pooler_forward(BertModel *m, const float *seq_out) {
 static float nsp_forward(BertModel *m) {
     const int B = m->B, H = m->cfg.hidden_size;
     Activations *a = &m->act;
-    bert_linear_forward(m, a->nsp_logits, a->pooled, m->p.nsp_w, m->p.nsp_b, B, H, 2);
+    bert_linear_forward(m, a->nsp_logits, a->pooled, a->pooled16, m->p.nsp_w, m->p.nsp_b, B, H, 2);
     if (!m->have_nsp_labels) return 0.0f;
     k_xent_forward(a->losses + LOSS_NSP, a->nsp_row_loss, a->d_nsp_logits, a->nsp_logits, NULL, m->nsp_label, B, 2);
     return k_read_scalar(a->losses + LOSS_NSP);
@@ -213,11 +214,11 @@ static float mlm_forward(BertModel *m, const float *seq_out) {
     float loss = 0.0f;
     if (M > 0) {
         k_gather_rows(a->mlm_in, seq_out, m->mlm_out_row, M, H);
-        bert_linear_forward(m, a->mlm_pre, a->mlm_in, m->p.mlm_dense_w, m->p.mlm_dense_b, M, H, H);
+        bert_linear_forward(m, a->mlm_pre, a->mlm_in, a->mlm_in16, m->p.mlm_dense_w, m->p.mlm_dense_b, M, H, H);
         k_gelu_forward(a->mlm_act, a->mlm_pre, (long)M * H, c->hidden_act);
         k_layernorm_forward(a->mlm_ln, NULL, a->mlm_mean, a->mlm_rstd, a->mlm_act, NULL, m->p.mlm_ln_w, m->p.mlm_ln_b,
                             M, H, c->layer_norm_eps);
-        bert_linear_forward(m, a->mlm_logits, a->mlm_ln, m->p.word, m->p.mlm_bias, M, H, V);  /* tied decoder */
+        bert_linear_forward(m, a->mlm_logits, a->mlm_ln, a->mlm_ln16, m->p.word, m->p.mlm_bias, M, H, V);  /* tied decoder */
         if (m->have_mlm_labels) {   /* the softmax goes to d_mlm_logits, where backward wants it */
             k_xent_forward(a->losses + LOSS_MLM, a->mlm_row_loss, a->d_mlm_logits, a->mlm_logits, NULL, m->mlm_label,
                            M, V);
@@ -234,8 +235,8 @@ static float mlm_forward(BertModel *m, const float *seq_out) {
 static float qa_forward(BertModel *m, const float *seq_out) {
     const int B = m->B, T = m->T, N = B * T, H = m->cfg.hidden_size;
     Activations *a = &m->act;
-    bert_linear_forward(m, a->qa_start, seq_out, m->p.qa_w, m->p.qa_b, N, H, 1);
-    bert_linear_forward(m, a->qa_end, seq_out, m->p.qa_w + H, m->p.qa_b + 1, N, H, 1);
+    bert_linear_forward(m, a->qa_start, seq_out, a->seq_out16, m->p.qa_w, m->p.qa_b, N, H, 1);
+    bert_linear_forward(m, a->qa_end, seq_out, a->seq_out16, m->p.qa_w + H, m->p.qa_b + 1, N, H, 1);
     if (!m->have_task_labels) return 0.0f;
     float loss = 0;
     for (int side = 0; side < 2; side++) {
@@ -257,7 +258,7 @@ static float classifier_forward(BertModel *m) {
     k_copy(a->cls_dropped, a->pooled, (long)B * H);
     k_dropout(a->cls_dropped, (long)B * H, hidden_dropout_p(m),
               rng_key(m->dropout_seed, classifier_dropout_site(m->cfg.num_hidden_layers)), 0);
-    bert_linear_forward(m, a->cls_logits, a->cls_dropped, m->p.cls_w, m->p.cls_b, B, H, NL);
+    bert_linear_forward(m, a->cls_logits, a->cls_dropped, a->cls_dropped16, m->p.cls_w, m->p.cls_b, B, H, NL);
     if (!m->have_task_labels) return 0.0f;
     if (NL == 1) k_mse_forward(a->losses + LOSS_CLASSIFIER, a->cls_logits, m->target, B);
     else k_xent_forward(a->losses + LOSS_CLASSIFIER, a->cls_row_loss, a->cls_probs, a->cls_logits, NULL, m->class_label,

@@ -35,6 +35,12 @@ typedef struct {
     float *ffn_sum;             /* [N, H] dropout(act W2 + b2) + h1: LayerNorm 2's input */
     float *ln2_mean, *ln2_rstd; /* [N] */
     float *out;                 /* [N, H] the layer's output */
+    /* bf16 precision: the four products' inputs rounded to bf16 as the forward made them,
+     * the backward's operands (layer input, ctx, h1, ffn_act), and GELU's input in bf16 (as
+     * PyTorch's autocast keeps it: the output of a bf16 product); the fp32 ctx, h1, ffn_pre
+     * and ffn_act are then only needed within the forward (or, ffn_pre, widened again in the
+     * backward) and all layers share layer 0's */
+    uint16_t *x16, *ctx16, *h1_16, *act16, *pre16;
 } LayerActs;
 
 typedef struct {
@@ -58,6 +64,9 @@ typedef struct {
     float *cls_dropped, *cls_logits, *cls_probs;      /* [B, H], [B, N], [B, N] */
     float *cls_row_loss, *d_cls_logits, *d_cls_in;    /* [B], [B, N], [B, H] */
     float *losses;                                    /* [LOSS_SLOTS] the kernels' loss outputs */
+    /* bf16 precision: the heads' product inputs in bf16 (as LayerActs), and the rounded
+     * output gradient of the product being differentiated */
+    uint16_t *cls_in16, *pooled16, *mlm_in16, *mlm_ln16, *seq_out16, *cls_dropped16, *dout16;
 } Activations;
 
 enum { LOSS_NSP, LOSS_MLM, LOSS_QA_START, LOSS_QA_END, LOSS_CLASSIFIER, LOSS_SLOTS };
@@ -103,10 +112,10 @@ struct BertModel {
     bool have_task_labels;
     char error[1024];
     /* mixed precision (bert_set_precision): the bf16 copy of params (same layout), remade at
-     * the next forward when params16_stale; scratch for the products' bf16 operands */
+     * the next forward when params16_stale; the bf16 activations (one allocation) */
     BertPrecision precision;
-    uint16_t *params16, *scratch16;
-    size_t scratch16_len;
+    uint16_t *params16, *act16_memory;
+    size_t act16_len;
     bool params16_stale;
 };
 
@@ -131,11 +140,13 @@ void bert_hidden_dropout(const BertModel *m, float *x, int R, const int32_t *row
 static inline const int32_t *layout_rows(const BertModel *m) { return m->unpadded ? m->full_row : NULL; }
 
 /* Every linear layer and head of the model goes through these: k_matmul_* in fp32, their
- * bf16 counterparts otherwise (weight: a view into m->params, mapped to its bf16 copy). */
-void bert_linear_forward(BertModel *m, float *out, const float *inp, const float *weight, const float *bias, int N,
-                         int C, int OC);
+ * bf16 counterparts otherwise (weight: a view into m->params, mapped to its bf16 copy).
+ * inp16: where the bf16 forward keeps its rounded input for the backward (unused in fp32);
+ * the backward reads inp in fp32, inp16 in bf16. */
+void bert_linear_forward(BertModel *m, float *out, const float *inp, uint16_t *inp16, const float *weight,
+                         const float *bias, int N, int C, int OC);
 void bert_linear_backward(BertModel *m, float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
-                          const float *weight, int N, int C, int OC, bool accumulate_dinp);
+                          const uint16_t *inp16, const float *weight, int N, int C, int OC, bool accumulate_dinp);
 /* Remakes the bf16 weights if they are stale (at the start of a forward). */
 void bert_refresh_bf16_weights(BertModel *m);
 
