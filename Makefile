@@ -19,7 +19,7 @@ BLAS_LIBS := -L$(BLAS_LIB) -Wl,-rpath,$(BLAS_LIB) -lopenblas
 LDLIBS  := $(HDF5_LIBS) -lisal -lutf8proc -lcjson -lbz2 -lexpat -lm -fopenmp
 ifeq ($(GEMM),openblas)
   CFLAGS += -DBERT_GEMM_OPENBLAS
-  LDLIBS := $(BLAS_LIBS) -ldnnl $(LDLIBS)   # oneDNN still runs the bf16 products (kernels/gemm_bf16.h)
+  LDLIBS := $(BLAS_LIBS) -ldnnl $(LDLIBS)   # oneDNN still runs the bf16 products (kernels/gemm_half.h)
 else ifeq ($(GEMM),onednn)
   LDLIBS := -ldnnl $(LDLIBS)
 else

@@ -17,14 +17,19 @@
 #include <string.h>
 
 #include "core/rng.h"
-#include "kernels/gemm_bf16.h"
+#include "kernels/gemm_half.h"
 #include "io/config.h"
 #include "kernels/kernels.h"
 #include "model/bert.h"
 #include "test.h"
 #include "train/synthetic.h"
 
-#define BF16_UNIT_ROUNDOFF (1.0 / 256.0)   /* 2^-8: half an ulp of an 8-bit significand */
+#define BF16_UNIT_ROUNDOFF (1.0 / 256.0)    /* 2^-8: half an ulp of an 8-bit significand */
+#define FP16_UNIT_ROUNDOFF (1.0 / 2048.0)   /* 2^-11: fp16's 11-bit significand (normal range) */
+static double unit_roundoff(HalfMode mode) { return mode == HALF_FP16 ? FP16_UNIT_ROUNDOFF : BF16_UNIT_ROUNDOFF; }
+static const char *mode_name(HalfMode mode) {
+    return mode == HALF_FP16 ? "fp16" : mode == HALF_BF16_EMULATED ? "bf16 emulated" : "bf16 native";
+}
 
 static void fill(float *x, size_t n, uint64_t seed, float scale) {
     for (size_t i = 0; i < n; i++) x[i] = scale * (float)(2.0 * rng_uniform(seed, i) - 1.0);
@@ -72,15 +77,41 @@ static void test_rounding(void) {
     CHECKF(worst <= BF16_UNIT_ROUNDOFF, "relative rounding error %.3g > 2^-8", worst);
 }
 
+/* fp16 rounding: to nearest even within the range, infinity past 65504 + half an ulp, and
+ * the value within half an ulp (2^-11 relative for normal numbers). */
+static void test_fp16_rounding(void) {
+    CHECK(float_from_fp16(fp16_from_float(65504.0f)) == 65504.0f);
+    CHECK(isinf(float_from_fp16(fp16_from_float(65520.0f))));              /* the midpoint to 2^16 goes up */
+    CHECK(float_from_fp16(fp16_from_float(65519.0f)) == 65504.0f);
+    CHECK(float_from_fp16(fp16_from_float(1.0f + 0x1p-11f)) == 1.0f);       /* tie: to even */
+    CHECK(float_from_fp16(fp16_from_float(1.0f + 3 * 0x1p-11f)) == 1.0f + 0x1p-9f);
+    CHECK(float_from_fp16(fp16_from_float(0x1p-24f)) == 0x1p-24f);         /* smallest subnormal */
+    CHECK(float_from_fp16(fp16_from_float(0x1p-26f)) == 0.0f);
+    CHECK(isnan(float_from_fp16(fp16_from_float(NAN))));
+    int changed = 0;   /* every fp16 value is a float: widened and rounded back, the same bits */
+    for (uint32_t h = 0; h < 65536; h++)
+        if (!isnan(float_from_fp16((fp16)h))) changed += fp16_from_float(float_from_fp16((fp16)h)) != h;
+    CHECKF(changed == 0, "%d fp16 values changed by a round trip through float", changed);
+    CHECK(float_from_fp16(0x3c00) == 1.0f && float_from_fp16(0xc000) == -2.0f && float_from_fp16(0x0001) == 0x1p-24f);
+    CHECK(float_from_fp16(0x7bff) == 65504.0f && isinf(float_from_fp16(0x7c00)));
+    double worst = 0;
+    for (uint32_t i = 0; i < 100000; i++) {
+        float x = 60000.0f * (2.0f * rng_uniform(17, i) - 1.0f);
+        if (fabsf(x) < 0x1p-14f) continue;   /* subnormal: absolute, not relative, precision */
+        worst = fmax(worst, fabs((double)float_from_fp16(fp16_from_float(x)) - x) / fabs((double)x));
+    }
+    CHECKF(worst <= FP16_UNIT_ROUNDOFF, "relative rounding error %.3g > 2^-11", worst);
+}
+
 /* ---- products ---- */
 
 /* Worst |C - C_ref| / bound over C = op(A) op(B) (+ bias) (+ C0), where C_ref is the float64
- * product of the unrounded operands and bound = (2 u_b + u_b^2 + 2 gamma_K) sum|a b| (+ the
- * fp32 rounding of adding bias and C0). <= 1 passes. */
-static double product_ratio(const float *C, const float *A, const float *B, const float *bias, const float *C0,
-                            bool ta, bool tb, int M, int N, int K) {
+ * product of the unrounded operands and bound = (2 u + u^2 + 2 gamma_K) sum|a b| (+ the fp32
+ * rounding of adding bias and C0), u the 16-bit format's unit roundoff. <= 1 passes. */
+static double product_ratio(double u, const float *C, const float *A, const float *B, const float *bias,
+                            const float *C0, bool ta, bool tb, int M, int N, int K) {
     double worst = 0;
-    const double per_term = 2 * BF16_UNIT_ROUNDOFF + BF16_UNIT_ROUNDOFF * BF16_UNIT_ROUNDOFF + 2 * gamma_k(K + 2);
+    const double per_term = 2 * u + u * u + 2 * gamma_k(K + 2);
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++) {
             double exact = 0, abs_sum = 0;
@@ -98,46 +129,48 @@ static double product_ratio(const float *C, const float *A, const float *B, cons
     return worst;
 }
 
-static void check_products(bool emulate) {
+static void check_products(HalfMode mode) {
+    const double u = unit_roundoff(mode);
     const int M = 37, N = 53, K = 300;
     float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * K * N), *bias = malloc(sizeof(float) * N);
     float *C = malloc(sizeof(float) * M * N), *C0 = malloc(sizeof(float) * M * N);
     bf16 *A16 = malloc(sizeof(bf16) * M * K), *B16 = malloc(sizeof(bf16) * K * N);
     fill(A, (size_t)M * K, 11, 1.0f), fill(B, (size_t)K * N, 12, 0.5f), fill(bias, N, 13, 1.0f);
     fill(C0, (size_t)M * N, 14, 3.0f);
-    bf16_from_floats(A16, A, (long)M * K), bf16_from_floats(B16, B, (long)K * N);
+    halves_from_floats(mode, A16, A, (long)M * K), halves_from_floats(mode, B16, B, (long)K * N);
     for (int t = 0; t < 4; t++) {
         bool ta = t & 1, tb = t & 2;
         int lda = ta ? M : K, ldb = tb ? K : N;
-        gemm_bf16(emulate, ta, tb, M, N, K, A16, lda, B16, ldb, NULL, 0.0f, C, N);
-        double r = product_ratio(C, A, B, NULL, NULL, ta, tb, M, N, K);
-        CHECKF(r <= 1, "%s %c%c: error %.3g of the bound", emulate ? "emulated" : "native", ta ? 'T' : 'N',
+        gemm_half(mode, ta, tb, M, N, K, A16, lda, B16, ldb, NULL, 0.0f, C, N);
+        double r = product_ratio(u, C, A, B, NULL, NULL, ta, tb, M, N, K);
+        CHECKF(r <= 1, "%s %c%c: error %.3g of the bound", mode_name(mode), ta ? 'T' : 'N',
                tb ? 'T' : 'N', r);
-        gemm_bf16(emulate, ta, tb, M, N, K, A16, lda, B16, ldb, bias, 0.0f, C, N);
-        r = product_ratio(C, A, B, bias, NULL, ta, tb, M, N, K);
-        CHECKF(r <= 1, "%s %c%c + bias: error %.3g of the bound", emulate ? "emulated" : "native", ta ? 'T' : 'N',
+        gemm_half(mode, ta, tb, M, N, K, A16, lda, B16, ldb, bias, 0.0f, C, N);
+        r = product_ratio(u, C, A, B, bias, NULL, ta, tb, M, N, K);
+        CHECKF(r <= 1, "%s %c%c + bias: error %.3g of the bound", mode_name(mode), ta ? 'T' : 'N',
                tb ? 'T' : 'N', r);
         memcpy(C, C0, sizeof(float) * M * N);
-        gemm_bf16(emulate, ta, tb, M, N, K, A16, lda, B16, ldb, NULL, 1.0f, C, N);
-        r = product_ratio(C, A, B, NULL, C0, ta, tb, M, N, K);
-        CHECKF(r <= 1, "%s %c%c accumulating: error %.3g of the bound", emulate ? "emulated" : "native",
+        gemm_half(mode, ta, tb, M, N, K, A16, lda, B16, ldb, NULL, 1.0f, C, N);
+        r = product_ratio(u, C, A, B, NULL, C0, ta, tb, M, N, K);
+        CHECKF(r <= 1, "%s %c%c accumulating: error %.3g of the bound", mode_name(mode),
                ta ? 'T' : 'N', tb ? 'T' : 'N', r);
     }
     /* the bound is not vacuous: plain fp32 operands' error is far inside it, bf16's is not */
-    gemm_bf16(emulate, false, true, M, N, K, A16, K, B16, K, NULL, 0.0f, C, N);
-    double loose = product_ratio(C, A, B, NULL, NULL, false, true, M, N, K);
+    gemm_half(mode, false, true, M, N, K, A16, K, B16, K, NULL, 0.0f, C, N);
+    double loose = product_ratio(u, C, A, B, NULL, NULL, false, true, M, N, K);
     CHECKF(loose > 0.01, "error %.3g of the bound: the check could not see bf16 rounding", loose);
     free(A), free(B), free(bias), free(C), free(C0), free(A16), free(B16);
 }
 
-static void test_products_emulated(void) { check_products(true); }
+static void test_products_emulated(void) { check_products(HALF_BF16_EMULATED); }
+static void test_products_fp16(void) { check_products(HALF_FP16); }
 
 static void test_products_native(void) {
     if (!gemm_bf16_native_available()) {
         printf("    (no bf16 instructions here: the native path is checked on machines with avx512_bf16)\n");
         return;
     }
-    check_products(false);
+    check_products(HALF_BF16);
     /* native and emulated sum the same exact terms: within 2 gamma_K sum|a'b'| of each other */
     const int M = 64, N = 96, K = 768;
     float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * N * K);
@@ -146,8 +179,8 @@ static void test_products_native(void) {
     fill(A, (size_t)M * K, 21, 1.0f), fill(B, (size_t)N * K, 22, 1.0f);
     bf16_from_floats(A16, A, (long)M * K), bf16_from_floats(B16, B, (long)N * K);
     floats_from_bf16(A, A16, (long)M * K), floats_from_bf16(B, B16, (long)N * K);   /* the rounded operands */
-    gemm_bf16(false, false, true, M, N, K, A16, K, B16, K, NULL, 0.0f, C1, N);
-    gemm_bf16(true, false, true, M, N, K, A16, K, B16, K, NULL, 0.0f, C2, N);
+    gemm_half(HALF_BF16, false, true, M, N, K, A16, K, B16, K, NULL, 0.0f, C1, N);
+    gemm_half(HALF_BF16_EMULATED, false, true, M, N, K, A16, K, B16, K, NULL, 0.0f, C2, N);
     double r = gemm_reorder_ratio(C1, C2, A, B, M, N, K);
     CHECKF(r <= 1, "native vs emulated: %.3g of the reordering bound", r);
     free(A), free(B), free(C1), free(C2), free(A16), free(B16);
@@ -157,7 +190,8 @@ static void test_products_native(void) {
 
 /* k_matmul_*_bf16 against fp32 k_matmul_*: forward out, dinp (reduction over OC), dweight
  * (over N) within the bf16 bound; dbias from the fp32 gradient, within fp32 reordering. */
-static void check_linear(bool emulate) {
+static void check_linear(HalfMode mode) {
+    const double u = unit_roundoff(mode);
     const int N = 40, C = 72, OC = 56;
     float *x = malloc(sizeof(float) * N * C), *w = malloc(sizeof(float) * OC * C), *b = malloc(sizeof(float) * OC);
     float *dout = malloc(sizeof(float) * N * OC), *out = malloc(sizeof(float) * N * OC);
@@ -167,24 +201,24 @@ static void check_linear(bool emulate) {
     bf16 *w16 = malloc(sizeof(bf16) * OC * C), *x16 = malloc(sizeof(bf16) * N * C), *dout16 = malloc(sizeof(bf16) * N * OC);
     fill(x, (size_t)N * C, 31, 2.0f), fill(w, (size_t)OC * C, 32, 0.1f), fill(b, OC, 33, 0.5f);
     fill(dout, (size_t)N * OC, 34, 1.0f);
-    k_to_bf16(w16, w, (long)OC * C);
-    k_matmul_forward_bf16(out, x, x16, w16, b, N, C, OC, emulate);
-    double r = product_ratio(out, x, w, b, NULL, false, true, N, OC, C);
+    k_to_half(mode, w16, w, (long)OC * C);
+    k_matmul_forward_half(out, x, x16, w16, b, N, C, OC, mode);
+    double r = product_ratio(u, out, x, w, b, NULL, false, true, N, OC, C);
     CHECKF(r <= 1, "forward: %.3g of the bound", r);
     int unrounded = 0;   /* the forward kept the backward's operand: inp rounded to bf16 */
-    for (int i = 0; i < N * C; i++) unrounded += x16[i] != bf16_from_float(x[i]);
+    for (int i = 0; i < N * C; i++) unrounded += x16[i] != (mode == HALF_FP16 ? fp16_from_float(x[i]) : bf16_from_float(x[i]));
     CHECKF(unrounded == 0, "%d of the kept bf16 inputs are not the rounded inputs", unrounded);
-    k_matmul_backward_bf16(dinp, dw, db, dout, x16, w16, N, C, OC, false, dout16, emulate);
-    r = product_ratio(dinp, dout, w, NULL, NULL, false, false, N, C, OC);
+    k_matmul_backward_half(dinp, dw, db, dout, x16, w16, N, C, OC, false, dout16, mode);
+    r = product_ratio(u, dinp, dout, w, NULL, NULL, false, false, N, C, OC);
     CHECKF(r <= 1, "dinp: %.3g of the bound", r);
-    r = product_ratio(dw, dout, x, NULL, NULL, true, false, OC, C, N);
+    r = product_ratio(u, dw, dout, x, NULL, NULL, true, false, OC, C, N);
     CHECKF(r <= 1, "dweight: %.3g of the bound", r);
     k_matmul_backward(dinp32, dw32, db32, dout, x, w, N, C, OC, false);
     CHECKF(max_rel_error(db, db32, OC, 1e-3) <= 2 * gamma_k(N), "dbias differs from fp32's beyond reordering");
     /* accumulating: dinp += and dweight += a second time */
     float *dinp_before = malloc(sizeof(float) * N * C);
     memcpy(dinp_before, dinp, sizeof(float) * N * C);
-    k_matmul_backward_bf16(dinp, dw, NULL, dout, x16, w16, N, C, OC, true, dout16, emulate);
+    k_matmul_backward_half(dinp, dw, NULL, dout, x16, w16, N, C, OC, true, dout16, mode);
     double worst = 0;
     for (int i = 0; i < N * C; i++) worst = fmax(worst, fabs(dinp[i] - 2 * dinp_before[i]) / (fabs(dinp[i]) + 1e-6));
     CHECKF(worst <= 4 * F32_UNIT_ROUNDOFF, "accumulating dinp: %.3g", worst);
@@ -192,10 +226,11 @@ static void check_linear(bool emulate) {
     free(dinp32), free(w16), free(x16), free(dout16), free(dinp_before);
 }
 
-static void test_linear_emulated(void) { check_linear(true); }
+static void test_linear_emulated(void) { check_linear(HALF_BF16_EMULATED); }
+static void test_linear_fp16(void) { check_linear(HALF_FP16); }
 static void test_linear_native(void) {
     if (!gemm_bf16_native_available()) { printf("    (no bf16 instructions here)\n"); return; }
-    check_linear(false);
+    check_linear(HALF_BF16);
 }
 
 /* ---- the model ---- */
@@ -265,6 +300,42 @@ static void test_model_against_fp32(void) {
     bert_model_free(ref), bert_model_free(m);
 }
 
+/* fp16 storage: the model against fp32 within fp16's bound (as bf16's, with u = 2^-11), and
+ * what loss scaling is for: a scale that pushes the output gradients past 65504 makes the
+ * fp16 gradients overflow (inf/NaN: the step would be skipped), where fp32 stays finite and
+ * unscales to the unscaled gradient. */
+static void test_model_fp16(void) {
+    BertModel *ref = tiny_model(BERT_FP32), *m = tiny_model(BERT_FP16);
+    if (!ref || !m) return;
+    SyntheticBatch s;
+    synthetic_batch_alloc(&s, MB, MT, MP);
+    synthetic_batch_random(&s, 1000, 0.2, 9);
+    const int L = bert_model_config(m)->num_hidden_layers;
+    const size_t np = bert_num_parameters(m);
+    bert_zero_grad(ref), bert_zero_grad(m);
+    float l32 = bert_forward(ref, &s.train, false, 0), l16 = bert_forward(m, &s.train, false, 0);
+    const double scale_tol = FP16_UNIT_ROUNDOFF / BF16_UNIT_ROUNDOFF;   /* the bf16 bound, at fp16's roundoff */
+    double tol = bf16_chain_tolerance(L, false) * scale_tol + chain_reorder_tolerance(2000);
+    CHECKF(fabs(l16 - l32) <= tol * fabs(l32), "fp16 loss %.6f vs fp32 %.6f (tolerance %.3g)", l16, l32, tol);
+    bert_set_loss_scale(m, 1024.0f), bert_set_loss_scale(ref, 1024.0f);
+    CHECK(bert_backward(ref, &s.train) == 0 && bert_backward(m, &s.train) == 0);
+    double e = rel_norm_error(bert_grads(m), bert_grads(ref), np);
+    double tol_b = bf16_chain_tolerance(L, true) * scale_tol + chain_reorder_tolerance(2000);
+    CHECKF(e <= tol_b && e > 1e-6, "fp16 gradients (scaled by 1024): %.3g relative to fp32 (tolerance %.3g)", e, tol_b);
+    printf("    fp16: loss %.6f vs %.6f, gradients %.2g (tolerance %.2g)\n", l16, l32, e, tol_b);
+    /* overflow: output gradients of ~1e9 */
+    bert_zero_grad(ref), bert_zero_grad(m);
+    bert_set_loss_scale(m, 1e12f), bert_set_loss_scale(ref, 1e12f);
+    bert_forward(ref, &s.train, false, 0), bert_forward(m, &s.train, false, 0);
+    bert_backward(ref, &s.train), bert_backward(m, &s.train);
+    int nonfinite16 = 0, nonfinite32 = 0;
+    for (size_t i = 0; i < np; i++) nonfinite16 += !isfinite(bert_grads(m)[i]), nonfinite32 += !isfinite(bert_grads(ref)[i]);
+    CHECKF(nonfinite16 > 0 && nonfinite32 == 0, "loss scale 1e12: %d non-finite fp16 gradients, %d fp32", nonfinite16,
+           nonfinite32);
+    synthetic_batch_free(&s);
+    bert_model_free(ref), bert_model_free(m);
+}
+
 /* The bf16 weights follow the fp32 master copy: after it changes (through bert_params or
  * bert_params_changed), the next forward uses the new values. */
 static void test_weights_follow_master(void) {
@@ -326,11 +397,15 @@ static void test_fp32_unchanged(void) {
 int main(void) {
     printf("bf16 instructions: %s\n", gemm_bf16_native_available() ? "yes (native path checked)" : "no (emulated only)");
     RUN_TEST(test_rounding);
+    RUN_TEST(test_fp16_rounding);
     RUN_TEST(test_products_emulated);
     RUN_TEST(test_products_native);
+    RUN_TEST(test_products_fp16);
     RUN_TEST(test_linear_emulated);
     RUN_TEST(test_linear_native);
+    RUN_TEST(test_linear_fp16);
     RUN_TEST(test_model_against_fp32);
+    RUN_TEST(test_model_fp16);
     RUN_TEST(test_weights_follow_master);
     RUN_TEST(test_precision_refused_without_instructions);
     RUN_TEST(test_fp32_unchanged);

@@ -12,7 +12,11 @@
 #include <unistd.h>
 
 #include "io/safetensors.h"
+#include "optim/loss_scaler.h"
 #include "optim/optimizer.h"
+
+#include <cjson/cJSON.h>
+#include "test_util.h"
 
 enum { STEPS = 10, NT = 5 };
 static const char *NAMES[NT] = {"layer.weight", "layer.bias", "LayerNorm.weight", "out.weight", "zero.weight"};
@@ -188,11 +192,54 @@ static void test_bad_config(void) {
     optimizer_free(o);
 }
 
+/* The loss scaler against torch's GradScaler on a committed fixture
+ * (tools/make_loss_scaler_fixture.py): step by step, whether the step is taken and the scale
+ * after the update, through growth, backoff, skips on injected inf and NaN, and growth that
+ * would leave fp32's range. */
+static void test_loss_scaler_matches_gradscaler(void) {
+    char *text = read_text("tests/data/optim/loss_scaler.json");
+    cJSON *root = text ? cJSON_Parse(text) : NULL;
+    CHECKF(root != NULL, "tests/data/optim/loss_scaler.json missing or not JSON");
+    const cJSON *run, *step;
+    int compared = 0;
+    cJSON_ArrayForEach(run, cJSON_GetObjectItem(root, "runs")) {
+        LossScaler s;
+        loss_scaler_init(&s, cJSON_GetObjectItem(run, "init_scale")->valuedouble, true);
+        s.growth_interval = (long)cJSON_GetObjectItem(run, "growth_interval")->valuedouble;
+        long skipped = 0;
+        cJSON_ArrayForEach(step, cJSON_GetObjectItem(run, "steps")) {
+            const bool overflow = strcmp(cJSON_GetObjectItem(step, "gradient")->valuestring, "-") != 0;
+            const bool taken = loss_scaler_update(&s, overflow);
+            skipped += !taken;
+            const double want = cJSON_GetObjectItem(step, "scale_after")->valuedouble;
+            CHECKF(taken == cJSON_IsTrue(cJSON_GetObjectItem(step, "taken")) && s.scale == want,
+                   "step %d: taken %d, scale %g; GradScaler: taken %d, scale %g", compared, taken, s.scale,
+                   cJSON_IsTrue(cJSON_GetObjectItem(step, "taken")), want);
+            compared++;
+        }
+        CHECK(s.skipped_steps == skipped);
+    }
+    CHECKF(compared >= 20, "only %d steps compared", compared);
+    /* a static scale never moves, and an overflow still skips the step */
+    LossScaler fixed;
+    loss_scaler_init(&fixed, 128, false);
+    CHECK(!loss_scaler_update(&fixed, true) && fixed.scale == 128 && fixed.skipped_steps == 1);
+    for (int i = 0; i < 5000; i++) loss_scaler_update(&fixed, false);
+    CHECK(fixed.scale == 128);
+    /* NVIDIA's defaults */
+    LossScaler d;
+    loss_scaler_init(&d, LOSS_SCALER_INIT_SCALE, true);
+    CHECK(d.scale == 1048576.0 && d.growth_interval == 2000 && d.growth_factor == 2 && d.backoff_factor == 0.5);
+    cJSON_Delete(root);
+    free(text);
+}
+
 int main(void) {
     RUN_TEST(test_lamb_reference);
     RUN_TEST(test_adamw_reference);
     RUN_TEST(test_save_load_continue);
     RUN_TEST(test_norm_thread_independent);
     RUN_TEST(test_bad_config);
+    RUN_TEST(test_loss_scaler_matches_gradscaler);
     return test_summary();
 }

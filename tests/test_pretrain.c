@@ -294,8 +294,11 @@ static void run_ok(const PretrainOptions *o, PretrainSummary *s) {
  * dynamic masking, and mixed precision (bf16 emulated everywhere, native where the CPU has
  * bf16 instructions: the bf16 weights are remade from the restored fp32 master copy). */
 static void test_resume_is_exact(void) {
-    const struct { int precision, dyn; } runs[] = {
-        {BERT_FP32, 0}, {BERT_FP32, 1}, {BERT_BF16_EMULATED, 0}, {BERT_BF16, 0}};
+    /* fp16: NVIDIA's first scale, and one so large (2^60) that the first steps overflow and
+     * are skipped, the scale halving each time, inside the stopped run's first 3 steps */
+    const struct { int precision, dyn; double init_scale; } runs[] = {
+        {BERT_FP32, 0, 0}, {BERT_FP32, 1, 0}, {BERT_BF16_EMULATED, 0, 0}, {BERT_BF16, 0, 0},
+        {BERT_FP16, 0, 1048576.0}, {BERT_FP16, 0, 0x1p60}};
     double fp32_final = NAN;
     for (size_t run = 0; run < sizeof runs / sizeof runs[0]; run++) {
         const int dyn = runs[run].dyn, precision = runs[run].precision;
@@ -306,9 +309,13 @@ static void test_resume_is_exact(void) {
         PretrainSummary s;
         PretrainOptions o = small_run(a, 8);
         o.dynamic_masking = dyn, o.json_summary = la, o.log_freq = 1, o.precision = precision;
+        if (runs[run].init_scale > 0) o.init_loss_scale = runs[run].init_scale;
         run_ok(&o, &s);
-        CHECK(s.last_step == 8 && s.sequences == 32 && isfinite(s.final_loss));
+        CHECK(s.last_step == 8 && s.sequences == 32 + 4 * s.skipped_steps && isfinite(s.final_loss));
         if (run == 0) fp32_final = s.final_loss;
+        if (precision == BERT_FP16 && runs[run].init_scale > 0x1p40)   /* skipped, backed off, and went on */
+            CHECKF(s.skipped_steps >= 10 && s.loss_scale < 0x1p50, "fp16 from 2^60: %ld steps skipped, scale %g",
+                   s.skipped_steps, s.loss_scale);
         /* the products did run in bf16 (another loss), and trained alike: bf16 moves one step's
          * loss by ~1e-3 relative here (test_bf16); 5% after 8 steps would be a wrong product */
         if (precision != BERT_FP32)

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "core/common.h"
-#include "kernels/gemm_bf16.h"
+#include "kernels/gemm_half.h"
 #include "kernels/sgemm.h"
 
 typedef void (*SgemmNN)(int m, int n, int k, const float *a, const float *b, float *c);
@@ -80,11 +80,11 @@ static void time_bf16_shape(SgemmShapeResult *r, const bf16 *a, const bf16 *b, f
     const int m = r->m, n = r->n, k = r->k;
     const double flops = 2.0 * m * n * k;
     double total = 0, best = 0, start;
-    gemm_bf16(false, false, true, m, n, k, a, k, b, k, NULL, 0.0f, c, n);   /* warm-up: pages, threads, primitive */
+    gemm_half(HALF_BF16, false, true, m, n, k, a, k, b, k, NULL, 0.0f, c, n);   /* warm-up: pages, threads, primitive */
     int reps = 0;
     for (start = now_seconds(); reps < 3 || (now_seconds() - start < budget && reps < 100); reps++) {
         double t0 = now_seconds();
-        gemm_bf16(false, false, true, m, n, k, a, k, b, k, NULL, 0.0f, c, n);
+        gemm_half(HALF_BF16, false, true, m, n, k, a, k, b, k, NULL, 0.0f, c, n);
         double gflops = flops / (now_seconds() - t0) * 1e-9;
         if (gflops > best) best = gflops;
         total += gflops;

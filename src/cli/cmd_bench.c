@@ -26,7 +26,7 @@ typedef struct {
     int batch, seq, preds, steps, warmup, infer_steps, threads;
     double pad_fraction, sgemm_peak, lr;
     long long seed;
-    bool json, full_last_layer, all_rows, bf16, bf16_emulate;
+    bool json, full_last_layer, all_rows, bf16, bf16_emulate, fp16;
 } BenchOptions;
 
 typedef struct {
@@ -175,8 +175,12 @@ static void print_text(const BenchReport *r, const BenchOptions *o) {
     } else {
         char bf16_kernel[256];
         k_bf16_describe(bf16_kernel, sizeof bf16_kernel);
-        printf("precision %s: the linear layers' products in bf16 with fp32 accumulation (%s); attention's and "
-               "everything else in fp32 (%s)\n", bert_precision_name(r->precision), bf16_kernel, kernel);
+        if (r->precision == BERT_FP16)
+            printf("precision fp16: the linear layers' operands in fp16, widened to fp32 for the products (%s); "
+                   "attention's and everything else in fp32\n", kernel);
+        else
+            printf("precision %s: the linear layers' products in bf16 with fp32 accumulation (%s); attention's and "
+                   "everything else in fp32 (%s)\n", bert_precision_name(r->precision), bf16_kernel, kernel);
         if (r->precision == BERT_BF16)
             printf("bf16 gemm peak %.1f GFLOP/s (measured now; best of 4096x768x768, x3072x768, x768x3072: "
                    "%.1f/%.1f/%.1f)\n", r->bf16_peak.peak_gflops, r->bf16_peak.shapes[0].best_gflops,
@@ -302,13 +306,18 @@ static int parse_options(int argc, char **argv, BenchOptions *o) {
         {"bf16", FLAG_BOOL, &o->bf16,
          "mixed precision: the linear layers' products in bf16 with fp32 accumulation (needs avx512_bf16)"},
         {"bf16_emulate", FLAG_BOOL, &o->bf16_emulate, "the same rounding as --bf16 in fp32 arithmetic (any CPU; slow)"},
+        {"fp16", FLAG_BOOL, &o->fp16, "the products' operands in fp16 with fp32 arithmetic (no fp16 arithmetic on this "
+                                      "CPU: what fp16 storage costs, not what fp16 hardware runs at)"},
     };
     const FlagSpec spec = {"bench", "training and inference throughput of a model on synthetic batches", flags,
                            (int)(sizeof flags / sizeof flags[0]), 0, 0};
     int rc = flags_parse(&spec, argc, argv, NULL, NULL);
     if (rc != 0) return rc;
     if (o->preset && o->config) { fprintf(stderr, "bert bench: give --preset or --config, not both\n"); return -1; }
-    if (o->bf16 && o->bf16_emulate) { fprintf(stderr, "bert bench: give --bf16 or --bf16_emulate, not both\n"); return -1; }
+    if (o->bf16 + o->bf16_emulate + o->fp16 > 1) {
+        fprintf(stderr, "bert bench: give one of --bf16, --bf16_emulate and --fp16\n");
+        return -1;
+    }
     if (o->infer_steps < 0) o->infer_steps = o->steps;
     if (!strcmp(o->mode, "train")) o->infer_steps = 0;
     if (!strcmp(o->mode, "infer")) o->steps = 0;
@@ -331,7 +340,7 @@ int cmd_bench(int argc, char **argv) {
     if (check_options(&o, &r.cfg) != 0) return 2;
     set_threads(o.threads);
 
-    r.precision = o.bf16 ? BERT_BF16 : o.bf16_emulate ? BERT_BF16_EMULATED : BERT_FP32;
+    r.precision = o.bf16 ? BERT_BF16 : o.bf16_emulate ? BERT_BF16_EMULATED : o.fp16 ? BERT_FP16 : BERT_FP32;
     if (r.precision == BERT_BF16 && !k_bf16_native_available()) {
         fprintf(stderr, "bert bench: --bf16: this CPU has no bf16 instructions that oneDNN can use (avx512_bf16; or "
                         "ONEDNN_MAX_CPU_ISA caps them); --bf16_emulate runs the same rounding in fp32\n");

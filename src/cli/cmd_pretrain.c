@@ -15,7 +15,7 @@ int cmd_pretrain(int argc, char **argv) {
     long long max_steps = o.max_steps, steps_this_run = o.steps_this_run, seed = o.seed;
     long long phase1_end_step = o.phase1_end_step, resume_step = o.resume_step;
     long long ckpt_every = o.num_steps_per_checkpoint, eval_steps = o.eval_steps, log_freq = o.log_freq;
-    bool bf16 = false, bf16_emulate = false;
+    bool bf16 = false, bf16_emulate = false, fp16 = false;
     const Flag flags[] = {
         {"input_dir", FLAG_STRING, &o.input_dir, "folder of HDF5 shards ('training' in their names) (required)"},
         {"eval_dir", FLAG_STRING, &o.eval_dir, "held-out shards ('test' in their names); default --input_dir"},
@@ -51,14 +51,21 @@ int cmd_pretrain(int argc, char **argv) {
         {"bf16", FLAG_BOOL, &bf16, "mixed precision: matrix products in bf16, fp32 accumulation and master weights "
                                    "(needs avx512_bf16; refused without)"},
         {"bf16_emulate", FLAG_BOOL, &bf16_emulate, "the same bf16 rounding in fp32 arithmetic (any CPU; slow; tests)"},
+        {"fp16", FLAG_BOOL, &fp16, "mixed precision with dynamic loss scaling: products' operands in fp16. This CPU has "
+                                   "no fp16 arithmetic: fp16 storage, fp32 arithmetic (the scaling logic a GPU needs)"},
+        {"init_loss_scale", FLAG_DOUBLE, &o.init_loss_scale, "fp16: the first dynamic loss scale; default 2^20 (NVIDIA's)"},
+        {"loss_scale", FLAG_DOUBLE, &o.loss_scale, "fp16: a static loss scale instead (0: dynamic, the default)"},
     };
     const FlagSpec spec = {"pretrain", "pretrain --input_dir SHARDS --output_dir OUT [--bert_model bert-base | "
                                        "--config_file config.json] [flags]   (NVIDIA run_pretraining.py's flags)",
                            flags, (int)(sizeof flags / sizeof flags[0]), 0, 0};
     int rc = flags_parse(&spec, argc, argv, NULL, NULL);
     if (rc) return rc > 0 ? 0 : 2;
-    if (bf16 && bf16_emulate) { fprintf(stderr, "bert pretrain: give --bf16 or --bf16_emulate, not both\n"); return 2; }
-    o.precision = bf16 ? BERT_BF16 : bf16_emulate ? BERT_BF16_EMULATED : BERT_FP32;
+    if (bf16 + bf16_emulate + fp16 > 1) {
+        fprintf(stderr, "bert pretrain: give one of --bf16, --bf16_emulate and --fp16\n");
+        return 2;
+    }
+    o.precision = bf16 ? BERT_BF16 : bf16_emulate ? BERT_BF16_EMULATED : fp16 ? BERT_FP16 : BERT_FP32;
     o.max_steps = (long)max_steps, o.steps_this_run = (long)steps_this_run, o.seed = (long)seed;
     o.phase1_end_step = (long)phase1_end_step, o.resume_step = (long)resume_step;
     o.num_steps_per_checkpoint = (long)ckpt_every, o.eval_steps = (long)eval_steps, o.log_freq = (long)log_freq;
@@ -71,6 +78,7 @@ int cmd_pretrain(int argc, char **argv) {
     printf("bert pretrain: steps %ld -> %ld, %ld sequences in %.1f s (%.2f seq/s), mean loss %.4f, final loss %.4f",
            s.first_step, s.last_step, s.sequences, s.seconds, s.sequences_per_second, s.mean_loss, s.final_loss);
     if (!isnan(s.final_mlm_accuracy)) printf(", held-out MLM accuracy %.4f", s.final_mlm_accuracy);
+    if (o.precision == BERT_FP16) printf(", loss scale %g, %ld steps skipped for fp16 overflow", s.loss_scale, s.skipped_steps);
     printf("\n");
     if (s.seconds > 0)
         printf("bert pretrain: %.1f%% of the time in the model and optimizer, %.1f%% in the loop (data, logs, "

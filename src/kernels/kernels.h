@@ -18,6 +18,7 @@
 #define BERT_KERNELS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 
@@ -34,23 +35,27 @@ void k_matmul_forward(float *out, const float *inp, const float *weight, const f
 void k_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                        const float *weight, int N, int C, int OC, bool accumulate_dinp);
 
-/* The same products in mixed precision (kernels/gemm_bf16.h): the weight is given in bf16
- * (k_to_bf16 of the fp32 master copy), the products accumulate in fp32 and out, dinp,
+/* The same products in mixed precision: 16-bit operands, fp32 accumulation (kernels/
+ * gemm_half.h). The 16-bit format and how its products run: */
+typedef enum {
+    HALF_BF16 = 0,       /* bf16 on the CPU's bf16 instructions (k_bf16_native_available) */
+    HALF_BF16_EMULATED,  /* bf16 operands, fp32 arithmetic (any CPU; same terms, other order) */
+    HALF_FP16,           /* IEEE fp16 operands (overflow past 65504), fp32 arithmetic */
+} HalfMode;
+/* The weight is given in the 16-bit format (k_to_half of the fp32 master copy); out, dinp,
  * dweight, dbias stay fp32. Forward rounds inp into inp16 [N, C], which the backward then
  * takes as its operand (the layer keeps it instead of inp). The backward rounds dout into
- * dout16 [N, OC] (scratch); dbias comes from the fp32 dout. emulate: fp32 arithmetic on
- * the bf16-rounded operands (no bf16 instructions needed; same terms, another order). */
-void k_matmul_forward_bf16(float *out, const float *inp, uint16_t *inp16, const uint16_t *weight, const float *bias,
-                           int N, int C, int OC, bool emulate);
-void k_matmul_backward_bf16(float *dinp, float *dweight, float *dbias, const float *dout, const uint16_t *inp16,
+ * dout16 [N, OC] (scratch); dbias comes from the fp32 dout. */
+void k_matmul_forward_half(float *out, const float *inp, uint16_t *inp16, const uint16_t *weight, const float *bias,
+                           int N, int C, int OC, HalfMode mode);
+void k_matmul_backward_half(float *dinp, float *dweight, float *dbias, const float *dout, const uint16_t *inp16,
                             const uint16_t *weight, int N, int C, int OC, bool accumulate_dinp, uint16_t *dout16,
-                            bool emulate);
-/* dst = src rounded to bf16 (to nearest, ties to even); and back (exact). */
-void k_to_bf16(uint16_t *dst, const float *src, long n);
-void k_from_bf16(float *dst, const uint16_t *src, long n);
-/* Whether the non-emulated bf16 products can run here (bf16 instructions), and what runs them. */
+                            HalfMode mode);
+/* dst = src rounded to the 16-bit format (to nearest, ties to even); and back (exact). */
+void k_to_half(HalfMode mode, uint16_t *dst, const float *src, long n);
+void k_from_half(HalfMode mode, float *dst, const uint16_t *src, long n);
+/* Whether HALF_BF16 products can run here (bf16 instructions), and what runs them. */
 bool k_bf16_native_available(void);
-#include <stddef.h>
 void k_bf16_describe(char *out, size_t n);
 
 /* sum = a + residual (residual may be NULL: then sum is a and sum_out may be NULL; sum_out

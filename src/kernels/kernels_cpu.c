@@ -12,7 +12,7 @@
 #include "core/common.h"
 #include "core/rng.h"
 #include "kernels/kernels.h"
-#include "kernels/gemm_bf16.h"
+#include "kernels/gemm_half.h"
 #include "kernels/sgemm.h"
 
 /* glibc's vector math library (libmvec, pulled in by -lm) has AVX2 versions of these;
@@ -100,25 +100,25 @@ void k_matmul_backward(float *dinp, float *dweight, float *dbias, const float *d
 
 /* ---------------------------------------------------------------- matmul, bf16 */
 
-void k_to_bf16(uint16_t *dst, const float *src, long n) { bf16_from_floats(dst, src, n); }
-void k_from_bf16(float *dst, const uint16_t *src, long n) { floats_from_bf16(dst, src, n); }
+void k_to_half(HalfMode mode, uint16_t *dst, const float *src, long n) { halves_from_floats(mode, dst, src, n); }
+void k_from_half(HalfMode mode, float *dst, const uint16_t *src, long n) { floats_from_halves(mode, dst, src, n); }
 bool k_bf16_native_available(void) { return gemm_bf16_native_available(); }
 void k_bf16_describe(char *out, size_t n) { gemm_bf16_describe(out, n); }
 
 /* oneDNN splits each product over the threads itself (no two-way split as above). */
-void k_matmul_forward_bf16(float *out, const float *inp, uint16_t *inp16, const uint16_t *weight, const float *bias,
-                           int N, int C, int OC, bool emulate) {
-    bf16_from_floats(inp16, inp, (long)N * C);
-    gemm_bf16(emulate, false, true, N, OC, C, inp16, C, weight, C, bias, 0.0f, out, OC);
+void k_matmul_forward_half(float *out, const float *inp, uint16_t *inp16, const uint16_t *weight, const float *bias,
+                           int N, int C, int OC, HalfMode mode) {
+    halves_from_floats(mode, inp16, inp, (long)N * C);
+    gemm_half(mode, false, true, N, OC, C, inp16, C, weight, C, bias, 0.0f, out, OC);
 }
 
-void k_matmul_backward_bf16(float *dinp, float *dweight, float *dbias, const float *dout, const uint16_t *inp16,
+void k_matmul_backward_half(float *dinp, float *dweight, float *dbias, const float *dout, const uint16_t *inp16,
                             const uint16_t *weight, int N, int C, int OC, bool accumulate_dinp, uint16_t *dout16,
-                            bool emulate) {
-    bf16_from_floats(dout16, dout, (long)N * OC);
-    if (dinp) gemm_bf16(emulate, false, false, N, C, OC, dout16, OC, weight, C, NULL, accumulate_dinp ? 1.0f : 0.0f,
+                            HalfMode mode) {
+    halves_from_floats(mode, dout16, dout, (long)N * OC);
+    if (dinp) gemm_half(mode, false, false, N, C, OC, dout16, OC, weight, C, NULL, accumulate_dinp ? 1.0f : 0.0f,
                         dinp, C);
-    gemm_bf16(emulate, true, false, OC, C, N, dout16, OC, inp16, C, NULL, 1.0f, dweight, C);
+    gemm_half(mode, true, false, OC, C, N, dout16, OC, inp16, C, NULL, 1.0f, dweight, C);
     if (dbias) column_sums_accumulate(dbias, dout, N, OC);   /* from the fp32 gradient */
 }
 

@@ -260,6 +260,7 @@ int bert_model_create_with_heads(BertModel **out, const BertConfig *cfg, BertHea
     m->cfg = *cfg;
     m->heads = heads;
     m->max_batch = max_batch, m->max_seq = max_seq, m->max_preds = max_predictions;
+    m->loss_scale = 1.0f;
     const int L = cfg->num_hidden_layers;
     m->p.layers = xcalloc(L, sizeof(LayerParams));
     m->g.layers = xcalloc(L, sizeof(LayerParams));
@@ -388,15 +389,17 @@ const char *bert_precision_name(BertPrecision precision) {
     case BERT_FP32: return "fp32";
     case BERT_BF16: return "bf16";
     case BERT_BF16_EMULATED: return "bf16-emulated";
+    case BERT_FP16: return "fp16";
     }
     return "?";
 }
 
 BertPrecision bert_precision(const BertModel *m) { return m->precision; }
 void bert_params_changed(BertModel *m) { m->params16_stale = true; }
+void bert_set_loss_scale(BertModel *m, float scale) { m->loss_scale = scale; }
 
 int bert_set_precision(BertModel *m, BertPrecision precision, BertError *err) {
-    if (precision != BERT_FP32 && precision != BERT_BF16 && precision != BERT_BF16_EMULATED)
+    if (precision != BERT_FP32 && precision != BERT_BF16 && precision != BERT_BF16_EMULATED && precision != BERT_FP16)
         return bert_fail(err, "bert_set_precision: unknown precision %d", (int)precision);
     if (precision == BERT_BF16 && !k_bf16_native_available())
         return bert_fail(err, "bf16: this CPU has no bf16 instructions that oneDNN can use (no avx512_bf16, or "
@@ -411,7 +414,7 @@ int bert_set_precision(BertModel *m, BertPrecision precision, BertError *err) {
 
 void bert_refresh_bf16_weights(BertModel *m) {
     if (m->precision == BERT_FP32 || !m->params16_stale) return;
-    k_to_bf16(m->params16, m->params, (long)m->num_params);
+    k_to_half(bert_half_mode(m), m->params16, m->params, (long)m->num_params);
     m->params16_stale = false;
 }
 
@@ -422,15 +425,14 @@ static const uint16_t *bf16_weight(const BertModel *m, const float *weight) {
 void bert_linear_forward(BertModel *m, float *out, const float *inp, uint16_t *inp16, const float *weight,
                          const float *bias, int N, int C, int OC) {
     if (m->precision == BERT_FP32) k_matmul_forward(out, inp, weight, bias, N, C, OC);
-    else k_matmul_forward_bf16(out, inp, inp16, bf16_weight(m, weight), bias, N, C, OC,
-                               m->precision == BERT_BF16_EMULATED);
+    else k_matmul_forward_half(out, inp, inp16, bf16_weight(m, weight), bias, N, C, OC, bert_half_mode(m));
 }
 
 void bert_linear_backward(BertModel *m, float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                           const uint16_t *inp16, const float *weight, int N, int C, int OC, bool accumulate_dinp) {
     if (m->precision == BERT_FP32) k_matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, accumulate_dinp);
-    else k_matmul_backward_bf16(dinp, dweight, dbias, dout, inp16, bf16_weight(m, weight), N, C, OC, accumulate_dinp,
-                                m->act.dout16, m->precision == BERT_BF16_EMULATED);
+    else k_matmul_backward_half(dinp, dweight, dbias, dout, inp16, bf16_weight(m, weight), N, C, OC, accumulate_dinp,
+                                m->act.dout16, bert_half_mode(m));
 }
 
 /* ---------------------------------------------------------------- initialisation */

@@ -172,16 +172,23 @@ int   bert_last_layer_rows(const BertModel *m);
 double bert_executed_train_flops(const BertModel *m);
 /* Precision of the matrix products (every linear layer and head; attention's products stay
  * fp32 for now). FP32 is the default and unchanged. BF16: inputs rounded to bf16, fp32
- * accumulation (kernels/gemm_bf16.h) on the CPU's bf16 instructions; the weights' fp32
- * master copy stays the one the optimizer updates, and its bf16 copy is made again at the
+ * accumulation (kernels/gemm_half.h) on the CPU's bf16 instructions; the weights' fp32
+ * master copy stays the one the optimizer updates, and its 16-bit copy is made again at the
  * first forward after it changed. LayerNorm, softmax, GELU, the losses and every gradient
  * outside the products stay fp32. BF16_EMULATED: the same rounding, fp32 arithmetic (any CPU;
- * for tests). bert_set_precision refuses BF16 (-1, message in err) where the CPU has no bf16
+ * for tests). FP16: operands in IEEE fp16 (11 significant bits, overflow past 65504), fp32
+ * arithmetic, since these CPUs have no fp16 arithmetic: fp16 storage, which needs loss
+ * scaling (bert_set_loss_scale, optim/loss_scaler.h) as fp16 on a GPU does.
+ * bert_set_precision refuses BF16 (-1, message in err) where the CPU has no bf16
  * instructions: it never falls back silently. */
-typedef enum { BERT_FP32 = 0, BERT_BF16, BERT_BF16_EMULATED } BertPrecision;
+typedef enum { BERT_FP32 = 0, BERT_BF16, BERT_BF16_EMULATED, BERT_FP16 } BertPrecision;
 int   bert_set_precision(BertModel *m, BertPrecision precision, BertError *err);
 BertPrecision bert_precision(const BertModel *m);
-const char *bert_precision_name(BertPrecision precision);   /* "fp32", "bf16", "bf16-emulated" */
+const char *bert_precision_name(BertPrecision precision);   /* "fp32", "bf16", "bf16-emulated", "fp16" */
+/* The backward computes the gradient of scale * loss (default 1): loss scaling for fp16, so
+ * small gradients survive fp16's range; the caller divides the gradients by it again
+ * (optim/loss_scaler.h). External d_sequence_output / d_pooled are taken as given. */
+void  bert_set_loss_scale(BertModel *m, float scale);
 /* Says the fp32 weights were changed from outside (an optimizer step, a direct write): the
  * bf16 copy is remade at the next forward. bert_init_weights and the loaders say it
  * themselves; so does bert_params(), since its caller may write through it. */

@@ -12,8 +12,8 @@
 static void classifier_backward(BertModel *m, float *d_pooled) {
     const int B = m->B, H = m->cfg.hidden_size, NL = m->heads.num_labels;
     Activations *a = &m->act;
-    if (NL == 1) k_mse_backward(a->d_cls_logits, a->cls_logits, m->target, B, 1.0f / B);
-    else k_xent_backward(a->cls_probs, m->class_label, B, NL, 1.0f / B);
+    if (NL == 1) k_mse_backward(a->d_cls_logits, a->cls_logits, m->target, B, m->loss_scale / B);
+    else k_xent_backward(a->cls_probs, m->class_label, B, NL, m->loss_scale / B);
     const float *d_logits = NL == 1 ? a->d_cls_logits : a->cls_probs;   /* the softmax became dlogits in place */
     bert_linear_backward(m, d_pooled, m->g.cls_w, m->g.cls_b, d_logits, a->cls_dropped, a->cls_dropped16, m->p.cls_w, B, H, NL, false);
     k_dropout(d_pooled, (long)B * H, m->training ? m->cfg.hidden_dropout_prob : 0.0f,
@@ -28,7 +28,7 @@ static void qa_backward(BertModel *m, float *d_out) {
     for (int side = 0; side < 2; side++) {
         const int M = m->qa_count[side];
         float *d_logits = side ? a->d_qa_end : a->d_qa_start, *probs = side ? a->qa_probs_end : a->qa_probs_start;
-        if (M) k_xent_backward(probs, m->qa_label[side], M, T, 0.5f / M);
+        if (M) k_xent_backward(probs, m->qa_label[side], M, T, 0.5f * m->loss_scale / M);
         k_scatter_rows(d_logits, probs, m->qa_seq[side], M, B, T);   /* ignored sequences get 0 */
         bert_linear_backward(m, d_out, m->g.qa_w + (size_t)side * H, m->g.qa_b + side, d_logits, bert_sequence_output(m), a->seq_out16,
                           m->p.qa_w + (size_t)side * H, N, H, 1, true);
@@ -43,7 +43,7 @@ static void pooler_backward(BertModel *m, float *d_out, const float *d_pooled_ex
     const bool classifier = m->heads.kind == BERT_HEADS_CLASSIFIER && m->have_task_labels;
     if (!m->p.pool_w || (!m->have_nsp_labels && !classifier && !d_pooled_ext)) return;
     if (m->have_nsp_labels) {
-        k_xent_backward(a->d_nsp_logits, m->nsp_label, B, 2, 1.0f / B);
+        k_xent_backward(a->d_nsp_logits, m->nsp_label, B, 2, m->loss_scale / B);
         bert_linear_backward(m, a->d_pooled, m->g.nsp_w, m->g.nsp_b, a->d_nsp_logits, a->pooled, a->pooled16, m->p.nsp_w, B, H, 2, false);
     } else if (classifier) {
         classifier_backward(m, a->d_pooled);
@@ -61,7 +61,7 @@ static void mlm_backward(BertModel *m, float *d_out) {
     const BertConfig *c = &m->cfg;
     const int M = m->mlm_count, H = c->hidden_size, V = c->vocab_size;
     Activations *a = &m->act;
-    k_xent_backward(a->d_mlm_logits, m->mlm_label, M, V, 1.0f / M);
+    k_xent_backward(a->d_mlm_logits, m->mlm_label, M, V, m->loss_scale / M);
     bert_linear_backward(m, a->d_mlm_a, m->g.word, m->g.mlm_bias, a->d_mlm_logits, a->mlm_ln, a->mlm_ln16, m->p.word, M, H, V, false);
     k_layernorm_backward(a->d_mlm_b, m->g.mlm_ln_w, m->g.mlm_ln_b, a->d_mlm_a, a->mlm_act, a->mlm_mean, a->mlm_rstd,
                          m->p.mlm_ln_w, M, H);
@@ -88,7 +88,7 @@ static void layer_backward(BertModel *m, int l, const float *x, const int32_t *m
     k_copy(d->d_h1, d->d_sum, (long)R * H);  /* residual branch */
     bert_hidden_dropout(m, d->d_sum, R, rows, l, SITE_FFN_OUT);
     bert_linear_backward(m, d->d_ffn, g->ffn_out_w, g->ffn_out_b, d->d_sum, a->ffn_act, a->act16, p->ffn_out_w, R, I, H, false);
-    if (a->pre16) k_from_bf16(a->ffn_pre, a->pre16, (long)R * I);   /* bf16: ffn_pre is shared by the layers */
+    if (a->pre16) k_from_half(bert_half_mode(m), a->ffn_pre, a->pre16, (long)R * I);   /* shared by the layers */
     k_gelu_backward(d->d_ffn, d->d_ffn, a->ffn_pre, (long)R * I, c->hidden_act);
     bert_linear_backward(m, d->d_h1, g->ffn_in_w, g->ffn_in_b, d->d_ffn, a->h1, a->h1_16, p->ffn_in_w, R, H, I, true);
 

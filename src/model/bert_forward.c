@@ -167,7 +167,7 @@ static void layer_forward(BertModel *m, int l, const float *x, const int32_t *ma
                         c->layer_norm_eps);
 
     bert_linear_forward(m, a->ffn_pre, a->h1, a->h1_16, p->ffn_in_w, p->ffn_in_b, R, H, I);
-    if (a->pre16) k_to_bf16(a->pre16, a->ffn_pre, (long)R * I);   /* bf16: the backward's copy */
+    if (a->pre16) k_to_half(bert_half_mode(m), a->pre16, a->ffn_pre, (long)R * I);   /* the backward's copy */
     k_gelu_forward(a->ffn_act, a->ffn_pre, (long)R * I, c->hidden_act);
     bert_linear_forward(m, a->ffn_sum, a->ffn_act, a->act16, p->ffn_out_w, p->ffn_out_b, R, I, H);
     bert_hidden_dropout(m, a->ffn_sum, R, rows, l, SITE_FFN_OUT);

@@ -35,7 +35,7 @@ typedef struct {
     float *ffn_sum;             /* [N, H] dropout(act W2 + b2) + h1: LayerNorm 2's input */
     float *ln2_mean, *ln2_rstd; /* [N] */
     float *out;                 /* [N, H] the layer's output */
-    /* bf16 precision: the four products' inputs rounded to bf16 as the forward made them,
+    /* bf16/fp16 precision: the four products' inputs rounded to 16 bits as the forward made them,
      * the backward's operands (layer input, ctx, h1, ffn_act), and GELU's input in bf16 (as
      * PyTorch's autocast keeps it: the output of a bf16 product); the fp32 ctx, h1, ffn_pre
      * and ffn_act are then only needed within the forward (or, ffn_pre, widened again in the
@@ -114,6 +114,7 @@ struct BertModel {
     /* mixed precision (bert_set_precision): the bf16 copy of params (same layout), remade at
      * the next forward when params16_stale; the bf16 activations (one allocation) */
     BertPrecision precision;
+    float loss_scale;   /* the backward's seed: d(loss scale * loss) (bert_set_loss_scale) */
     uint16_t *params16, *act16_memory;
     size_t act16_len;
     bool params16_stale;
@@ -147,8 +148,12 @@ void bert_linear_forward(BertModel *m, float *out, const float *inp, uint16_t *i
                          const float *bias, int N, int C, int OC);
 void bert_linear_backward(BertModel *m, float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                           const uint16_t *inp16, const float *weight, int N, int C, int OC, bool accumulate_dinp);
-/* Remakes the bf16 weights if they are stale (at the start of a forward). */
+/* Remakes the 16-bit weights if they are stale (at the start of a forward). */
 void bert_refresh_bf16_weights(BertModel *m);
+/* The kernels' 16-bit format for the model's precision (not FP32). */
+static inline HalfMode bert_half_mode(const BertModel *m) {
+    return m->precision == BERT_FP16 ? HALF_FP16 : m->precision == BERT_BF16_EMULATED ? HALF_BF16_EMULATED : HALF_BF16;
+}
 
 /* Initialises one parameter tensor (BERT rules) from the counter-based RNG. */
 void bert_init_tensor(const BertParamInfo *t, float initializer_range, uint64_t seed, int tensor_index);

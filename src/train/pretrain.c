@@ -17,6 +17,7 @@
 #include "core/rng.h"
 #include "io/config.h"
 #include "model/bert.h"
+#include "optim/loss_scaler.h"
 #include "optim/optimizer.h"
 #include "train/checkpoint.h"
 #include "train/dataloader.h"
@@ -34,6 +35,7 @@ void pretrain_default_options(PretrainOptions *o) {
     o->phase1_end_step = 7038, o->resume_step = -1;
     o->num_steps_per_checkpoint = 200, o->keep_checkpoints = 3;
     o->eval_steps = 0, o->eval_batches = 20, o->log_freq = 1;
+    o->init_loss_scale = LOSS_SCALER_INIT_SCALE, o->loss_scale = 0;
 }
 
 static int check_options(const PretrainOptions *o, BertError *err) {
@@ -57,6 +59,8 @@ static int check_options(const PretrainOptions *o, BertError *err) {
         return bert_fail(err, "--optimizer '%s': lamb or adamw", o->optimizer);
     if (o->phase2 && o->phase1_end_step < 0) return bert_fail(err, "--phase1_end_step must not be negative");
     if (o->threads < 0 || o->threads > 1024) return bert_fail(err, "--threads %d must be in [0, 1024]", o->threads);
+    if (!(o->init_loss_scale >= 1 && o->init_loss_scale <= 1e38) || !(o->loss_scale >= 0 && o->loss_scale <= 1e38))
+        return bert_fail(err, "--init_loss_scale must be in [1, 1e38] and --loss_scale in [0, 1e38] (0: dynamic)");
     return 0;
 }
 
@@ -75,6 +79,9 @@ typedef struct {
     long offset;          /* checkpoint names: phase 2 counts on from phase1_end_step */
     long epoch;           /* of the data position */
     double model_seconds; /* in forward, backward and the optimizer, this run */
+    bool scaling;         /* fp16: loss scaling */
+    LossScaler scaler;
+    long overflows_in_a_row;
     char resumed_from[4096];
 } Run;
 
@@ -120,6 +127,14 @@ static int write_checkpoint_files(const char *dir, void *p, BertError *err) {
     cJSON_AddNumberToObject(s, "max_seq_length", o->max_seq_length);
     cJSON_AddNumberToObject(s, "max_predictions_per_seq", o->max_predictions_per_seq);
     cJSON_AddBoolToObject(s, "dynamic_masking", o->dynamic_masking);
+    cJSON_AddStringToObject(s, "precision", bert_precision_name(bert_precision(r->model)));
+    if (r->scaling) {   /* fp16: the scaler's whole state, for an exact resume */
+        cJSON *ls = cJSON_CreateObject();
+        cJSON_AddNumberToObject(ls, "scale", r->scaler.scale);
+        cJSON_AddNumberToObject(ls, "good_steps", (double)r->scaler.good_steps);
+        cJSON_AddNumberToObject(ls, "skipped_steps", (double)r->scaler.skipped_steps);
+        cJSON_AddItemToObject(s, "loss_scaler", ls);
+    }
     cJSON_AddStringToObject(data, "input_dir", o->input_dir);
     cJSON_AddNumberToObject(data, "epoch", (double)pos.epoch);
     cJSON_AddNumberToObject(data, "file", pos.file);
@@ -184,6 +199,14 @@ static int restore_checkpoint(Run *r, const char *dir, const cJSON *state, BertE
         return 0;
     }
     r->step = (long)json_number(state, "step", -1);
+    const cJSON *ls = cJSON_GetObjectItemCaseSensitive(state, "loss_scaler");
+    if (r->scaling && ls) {   /* fp16 resumed in fp16: the scaler goes on where it was */
+        r->scaler.scale = json_number(ls, "scale", r->scaler.scale);
+        r->scaler.good_steps = (long)json_number(ls, "good_steps", 0);
+        r->scaler.skipped_steps = (long)json_number(ls, "skipped_steps", 0);
+        if (!(r->scaler.scale > 0) || r->scaler.good_steps < 0 || r->scaler.skipped_steps < 0)
+            return bert_fail(err, "%s/state.json: a bad loss_scaler state", dir);
+    }
     const cJSON *data = cJSON_GetObjectItemCaseSensitive(state, "data");
     LoaderPosition pos = {(long)json_number(data, "epoch", -1), (int)json_number(data, "file", -1),
                           (long)json_number(data, "offset", -1)};
@@ -194,6 +217,9 @@ static int restore_checkpoint(Run *r, const char *dir, const cJSON *state, BertE
 /* ---- training ---- */
 
 typedef struct { double loss, mlm, nsp; long mlm_correct, mlm_count; } StepStats;
+
+/* fp16: the scale halves at each overflow, so 64 in a row (2^-64 of it) are not about range */
+enum { MAX_OVERFLOWS_IN_A_ROW = 64 };
 
 /* MLM accuracy of the last forward: argmax of each labelled slot's logits. */
 static void count_mlm_correct(const Run *r, const BertBatch *b, StepStats *s) {
@@ -208,12 +234,16 @@ static void count_mlm_correct(const Run *r, const BertBatch *b, StepStats *s) {
     }
 }
 
-/* One optimizer step: accumulate the micro-batches' gradients, average them, update. */
-static int train_step(Run *r, bool with_accuracy, StepStats *s, double *lr, double *grad_norm, BertError *err) {
+/* One optimizer step: accumulate the micro-batches' gradients, average them, update. With
+ * fp16, *skipped says the gradients overflowed and no step was taken (the scaler backed off). */
+static int train_step(Run *r, bool with_accuracy, StepStats *s, double *lr, double *grad_norm, bool *skipped,
+                      BertError *err) {
     const PretrainOptions *o = r->o;
     const int accum = o->gradient_accumulation_steps;
     memset(s, 0, sizeof *s);
+    *skipped = false;
     bert_zero_grad(r->model);
+    if (r->scaling) bert_set_loss_scale(r->model, (float)r->scaler.scale);
     for (int micro = 0; micro < accum; micro++) {
         BertBatch b;
         if (loader_next(r->train, &b, err) != 1) return -1;
@@ -240,7 +270,20 @@ static int train_step(Run *r, bool with_accuracy, StepStats *s, double *lr, doub
     int ntensors = bert_num_param_tensors(r->model);
     /* NVIDIA divides each micro-batch's loss by the count: the mean of their gradients */
     if (accum > 1) tensors_scale_grads(bert_param_info(r->model, 0), ntensors, 1.0f / (float)accum);
-    /* [all-reduce across processes and the loss-scale check go here] */
+    /* [the all-reduce across processes goes here] */
+    if (r->scaling) {   /* unscale (a power of two: exact), then any inf or NaN is an fp16 overflow */
+        tensors_scale_grads(bert_param_info(r->model, 0), ntensors, (float)(1.0 / r->scaler.scale));
+        const bool overflow = !isfinite(tensors_grad_norm(bert_param_info(r->model, 0), ntensors));
+        if (!loss_scaler_update(&r->scaler, overflow)) {
+            r->model_seconds += now_seconds() - t1;
+            *skipped = true;
+            return ++r->overflows_in_a_row < MAX_OVERFLOWS_IN_A_ROW ? 0 :
+                bert_fail(err, "step %ld: fp16 gradients overflowed %d times in a row (loss scale now %g): "
+                               "not a matter of scale; the last good checkpoint has the weights",
+                          r->step + r->offset + 1, MAX_OVERFLOWS_IN_A_ROW, r->scaler.scale);
+        }
+        r->overflows_in_a_row = 0;
+    }
     *lr = poly_warmup_lr(o->learning_rate, o->warmup_proportion, o->max_steps, 0.5, r->step);
     *grad_norm = optimizer_step(r->opt, *lr);
     bert_params_changed(r->model);   /* bf16: the weights' copy is remade at the next forward */
@@ -289,6 +332,8 @@ static int setup_model(Run *r, BertError *err) {
         return -1;
     bert_init_weights(r->model, (uint64_t)o->seed);
     if (bert_set_precision(r->model, (BertPrecision)o->precision, err) != 0) return -1;
+    r->scaling = o->precision == BERT_FP16;
+    loss_scaler_init(&r->scaler, o->loss_scale > 0 ? o->loss_scale : o->init_loss_scale, o->loss_scale <= 0);
     /* pre-training reads only the heads' rows of the last layer, nothing past the last token */
     bert_set_last_layer_pruning(r->model, true);
     bert_set_unpadding(r->model, true);
@@ -393,7 +438,21 @@ static void log_step(Run *r, const StepStats *s, double avg_loss, double lr, dou
     cJSON_AddNumberToObject(d, "training_sequences_per_second", rate);
     cJSON_AddNumberToObject(d, "phase", r->phase);
     cJSON_AddNumberToObject(d, "phase_step", (double)r->step);
+    if (r->scaling) {
+        cJSON_AddNumberToObject(d, "loss_scale", r->scaler.scale);
+        cJSON_AddNumberToObject(d, "skipped_steps", (double)r->scaler.skipped_steps);
+    }
     logger_step(r->log, r->epoch, r->step + r->offset, d);
+}
+
+/* NVIDIA logs the new scale as a parameter when it skips a step. */
+static void log_skipped_step(Run *r) {
+    logger_print(r->log, "step %ld skipped: the fp16 gradients overflowed; loss scale now %g (%ld skipped in all)",
+                 r->step + 1, r->scaler.scale, r->scaler.skipped_steps);
+    cJSON *d = cJSON_CreateObject();
+    cJSON_AddNumberToObject(d, "loss_scale", r->scaler.scale);
+    cJSON_AddNumberToObject(d, "skipped_steps", (double)r->scaler.skipped_steps);
+    logger_parameters(r->log, d);
 }
 
 static int run_evaluation(Run *r, PretrainSummary *sum, BertError *err) {
@@ -425,11 +484,24 @@ static int train_loop(Run *r, PretrainSummary *sum, BertError *err) {
         const bool log_now = (r->step + 1) % o->log_freq == 0 || r->step + 1 == stop_step;
         StepStats s;
         double lr = 0, gnorm = 0;
-        if (train_step(r, log_now, &s, &lr, &gnorm, err) != 0) {
+        bool skipped = false;
+        if (train_step(r, log_now, &s, &lr, &gnorm, &skipped, err) != 0) {
             if (sum->last_checkpoint[0])
                 snprintf(err->msg + strlen(err->msg), sizeof err->msg - strlen(err->msg),
                          "; the last good checkpoint is %s", sum->last_checkpoint);
             return -1;
+        }
+        if (skipped) {   /* fp16 overflow: the same step again on the next batch, at half the scale */
+            sum->sequences += o->train_batch_size;
+            log_skipped_step(r);
+            const int sig = stop_signal_received();
+            if (sig) {
+                if (save_checkpoint(r, sum, err) != 0) return -1;
+                logger_print(r->log, "stopped by signal %d at step %ld", sig, r->step);
+                sum->stopped_by_signal = true;
+                break;
+            }
+            continue;
         }
         steps++, window++, window_loss += s.loss, loss_sum += s.loss, window_mlm += s.mlm, window_nsp += s.nsp;
         sum->final_loss = s.loss, sum->last_step = r->step;
@@ -459,6 +531,7 @@ static int train_loop(Run *r, PretrainSummary *sum, BertError *err) {
     sum->model_seconds = r->model_seconds;
     sum->sequences_per_second = sum->seconds > 0 ? sum->sequences / sum->seconds : 0;
     sum->mean_loss = steps ? loss_sum / steps : NAN;
+    sum->skipped_steps = r->scaler.skipped_steps, sum->loss_scale = r->scaling ? r->scaler.scale : 1.0;
     return 0;
 }
 

@@ -54,9 +54,11 @@ typedef struct {
     bool disable_progress_bar;
     int threads;                    /* <= 0: OpenMP's default */
     /* precision of the matrix products (model/bert.h BertPrecision): 0 fp32, BF16 (refused
-     * without bf16 instructions), BF16_EMULATED. The fp32 master weights, optimizer state and
-     * checkpoints are the same in every precision, so a run may resume in another. */
+     * without bf16 instructions), BF16_EMULATED, FP16 (with loss scaling). The fp32 master
+     * weights, optimizer state and checkpoints are the same in every precision. */
     int precision;
+    double init_loss_scale;         /* fp16, dynamic scaling: the first scale (NVIDIA: 2^20) */
+    double loss_scale;              /* fp16: > 0 a static scale instead (NVIDIA's --loss_scale) */
 } PretrainOptions;
 
 typedef struct {
@@ -67,6 +69,8 @@ typedef struct {
                                        is the loop's own cost (data, logging, evaluation, checkpoints) */
     double mean_loss, final_loss;   /* mean over this run's steps, and of the last step */
     double final_mlm_accuracy;      /* of the last evaluation, or NAN */
+    long skipped_steps;             /* fp16: steps skipped for gradient overflow (whole run, resumed included) */
+    double loss_scale;              /* fp16: the scale at the end */
     bool stopped_by_signal;
     char last_checkpoint[4096];     /* "" when none was written */
 } PretrainSummary;

@@ -1,8 +1,9 @@
-/* Matrix products with bf16 inputs and fp32 accumulation and output, for mixed precision:
+/* Matrix products with 16-bit inputs and fp32 accumulation and output, for mixed precision:
  * C = op(A) op(B) (+ bias) (+ C), row-major, A and B in bf16 (the upper half of an fp32:
- * 8 bits of mantissa), C in fp32.
+ * 8 significant bits, fp32's range) or IEEE fp16 (11 significant bits, largest 65504), C in
+ * fp32.
  *
- * Two ways to run one, chosen per call:
+ * bf16 runs one of two ways, chosen per call:
  *   native    oneDNN's matmul primitive on the CPU's bf16 instructions (AVX512_BF16, AMX);
  *             primitives are created once per shape and kept
  *   emulated  the same inputs widened to fp32 (exactly: every bf16 is an fp32) and multiplied
@@ -10,12 +11,14 @@
  *             same sums of the same terms, in a different order: they agree to fp32 rounding.
  *             For machines without bf16 instructions (tests, --bf16_emulate); slow.
  * Rounding fp32 -> bf16 is to nearest, ties to even (as the instructions do); NaN stays NaN. */
-#ifndef BERT_GEMM_BF16_H
-#define BERT_GEMM_BF16_H
+#ifndef BERT_GEMM_HALF_H
+#define BERT_GEMM_HALF_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "kernels/kernels.h"   /* HalfMode */
 
 typedef uint16_t bf16;
 
@@ -31,14 +34,24 @@ static inline float float_from_bf16(bf16 h) {
 void bf16_from_floats(bf16 *dst, const float *src, long n);
 void floats_from_bf16(float *dst, const bf16 *src, long n);
 
+typedef uint16_t fp16;   /* IEEE binary16 bits */
+fp16 fp16_from_float(float f);
+float float_from_fp16(fp16 h);
+void fp16_from_floats(fp16 *dst, const float *src, long n);
+void floats_from_fp16(float *dst, const fp16 *src, long n);
+
+void halves_from_floats(HalfMode mode, uint16_t *dst, const float *src, long n);
+void floats_from_halves(HalfMode mode, float *dst, const uint16_t *src, long n);
+
 /* Whether oneDNN runs bf16 matmuls on bf16 instructions here (the CPU has them and
  * ONEDNN_MAX_CPU_ISA does not cap them away). */
 bool gemm_bf16_native_available(void);
 
 /* C[M, N] = op(A)[M, K] op(B)[K, N] + bias[N] (bias may be NULL) + beta C, beta 0 or 1 (bias
- * only with beta 0). op = transpose when trans_*; lda/ldb/ldc are the stored row lengths. */
-void gemm_bf16(bool emulate, bool trans_a, bool trans_b, int M, int N, int K, const bf16 *A, int lda, const bf16 *B,
-               int ldb, const float *bias, float beta, float *C, int ldc);
+ * only with beta 0). op = transpose when trans_*; lda/ldb/ldc are the stored row lengths.
+ * A and B in mode's format; HALF_BF16 needs gemm_bf16_native_available(). */
+void gemm_half(HalfMode mode, bool trans_a, bool trans_b, int M, int N, int K, const uint16_t *A, int lda,
+               const uint16_t *B, int ldb, const float *bias, float beta, float *C, int ldc);
 
 /* For reports: "oneDNN 2.6.3 matmul brg:avx512_core_bf16" (the implementation it picks for a
  * BERT-sized product), or why there is none. */

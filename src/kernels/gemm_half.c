@@ -1,5 +1,6 @@
-#include "kernels/gemm_bf16.h"
+#include "kernels/gemm_half.h"
 
+#include <math.h>
 #include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
 #include <pthread.h>
@@ -20,26 +21,74 @@ void floats_from_bf16(float *restrict dst, const bf16 *restrict src, long n) {
     for (long i = 0; i < n; i++) dst[i] = float_from_bf16(src[i]);
 }
 
+/* IEEE binary16 by bit manipulation (clang has no _Float16 on x86 before version 15): round
+ * to nearest even, overflow to infinity from 65520 (the midpoint past 65504) up, subnormals
+ * below 2^-14, NaN kept quiet. */
+fp16 fp16_from_float(float f) {
+    union { float f; uint32_t u; } v = {.f = f};
+    const uint32_t sign = (v.u >> 16) & 0x8000u, ax = v.u & 0x7fffffffu;
+    if (ax > 0x7f800000u) return (fp16)(sign | 0x7e00u);           /* NaN */
+    if (ax >= 0x477ff000u) return (fp16)(sign | 0x7c00u);          /* >= 65520: infinity */
+    if (ax < 0x38800000u) {                                        /* below 2^-14: a multiple of 2^-24 */
+        union { uint32_t u; float f; } a = {.u = ax};
+        return (fp16)(sign | (uint32_t)nearbyintf(a.f * 16777216.0f));   /* exact scaling; ties to even */
+    }
+    uint32_t h = ax - 0x38000000u;                                 /* rebias the exponent: 127 -> 15 */
+    h += 0xfffu + ((h >> 13) & 1u);                                /* round the 13 dropped bits, ties to even */
+    return (fp16)(sign | (h >> 13));
+}
+
+float float_from_fp16(fp16 bits) {
+    const uint32_t sign = (uint32_t)(bits & 0x8000u) << 16, e = (bits >> 10) & 0x1fu, m = bits & 0x3ffu;
+    union { uint32_t u; float f; } v;
+    if (e == 0) {                                                  /* zero, subnormal: m * 2^-24 */
+        float x = (float)m * (1.0f / 16777216.0f);
+        return sign ? -x : x;
+    }
+    v.u = sign | (e == 31 ? 0x7f800000u | (m << 13) : ((e + 112u) << 23) | (m << 13));
+    return v.f;
+}
+
+void fp16_from_floats(fp16 *restrict dst, const float *restrict src, long n) {
+#pragma omp parallel for schedule(static) if (n >= (1L << 16))
+    for (long i = 0; i < n; i++) dst[i] = fp16_from_float(src[i]);
+}
+
+void floats_from_fp16(float *restrict dst, const fp16 *restrict src, long n) {
+#pragma omp parallel for schedule(static) if (n >= (1L << 16))
+    for (long i = 0; i < n; i++) dst[i] = float_from_fp16(src[i]);
+}
+
+void halves_from_floats(HalfMode mode, uint16_t *dst, const float *src, long n) {
+    if (mode == HALF_FP16) fp16_from_floats(dst, src, n);
+    else bf16_from_floats(dst, src, n);
+}
+
+void floats_from_halves(HalfMode mode, float *dst, const uint16_t *src, long n) {
+    if (mode == HALF_FP16) floats_from_fp16(dst, src, n);
+    else floats_from_bf16(dst, src, n);
+}
+
 bool gemm_bf16_native_available(void) {
     /* oneDNN's ISA values nest (each adds bits to the one below) */
     const unsigned isa = (unsigned)dnnl_get_effective_cpu_isa(), bf16_isa = (unsigned)dnnl_cpu_isa_avx512_core_bf16;
     return (isa & bf16_isa) == bf16_isa;
 }
 
-/* ---- emulated: widen to fp32, multiply with sgemm ---- */
+/* ---- widened: to fp32, multiplied by sgemm (bf16 emulated, fp16) ---- */
 
 /* The fp32 copy of the rows x cols block a stored matrix spans (row length ld). */
-static float *widen(const bf16 *x, int rows, int cols, int ld) {
+static float *widen(HalfMode mode, const uint16_t *x, int rows, int cols, int ld) {
     const size_t span = (size_t)(rows - 1) * ld + cols;
     float *w = xmalloc(sizeof(float) * span);
-    floats_from_bf16(w, x, (long)span);
+    floats_from_halves(mode, w, x, (long)span);
     return w;
 }
 
-static void gemm_emulated(bool ta, bool tb, int M, int N, int K, const bf16 *A, int lda, const bf16 *B, int ldb,
-                          const float *bias, float beta, float *C, int ldc) {
-    float *a = ta ? widen(A, K, M, lda) : widen(A, M, K, lda);
-    float *b = tb ? widen(B, N, K, ldb) : widen(B, K, N, ldb);
+static void gemm_widened(HalfMode mode, bool ta, bool tb, int M, int N, int K, const uint16_t *A, int lda,
+                         const uint16_t *B, int ldb, const float *bias, float beta, float *C, int ldc) {
+    float *a = ta ? widen(mode, A, K, M, lda) : widen(mode, A, M, K, lda);
+    float *b = tb ? widen(mode, B, N, K, ldb) : widen(mode, B, K, N, ldb);
     if (bias)
         for (int i = 0; i < M; i++) memcpy(C + (size_t)i * ldc, bias, sizeof(float) * N);
     sgemm(ta, tb, M, N, K, 1.0f, a, lda, b, ldb, bias ? 1.0f : beta, C, ldc);
@@ -135,7 +184,7 @@ static dnnl_memory_t wrap(const dnnl_memory_desc_t *md, const void *data, const 
     return mem;
 }
 
-static void gemm_native(const GemmShape *k, const bf16 *A, const bf16 *B, const float *bias, float *C) {
+static void gemm_native(const GemmShape *k, const uint16_t *A, const uint16_t *B, const float *bias, float *C) {
     CachedGemm *e = find_gemm(k);
     dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, wrap(&e->a, A, k)}, {DNNL_ARG_WEIGHTS, wrap(&e->b, B, k)},
                                {DNNL_ARG_DST, wrap(&e->c, C, k)}, {DNNL_ARG_BIAS, NULL}};
@@ -146,22 +195,22 @@ static void gemm_native(const GemmShape *k, const bf16 *A, const bf16 *B, const 
     for (int i = 0; i < nargs; i++) dnnl_memory_destroy(args[i].memory);
 }
 
-void gemm_bf16(bool emulate, bool trans_a, bool trans_b, int M, int N, int K, const bf16 *A, int lda, const bf16 *B,
-               int ldb, const float *bias, float beta, float *C, int ldc) {
+void gemm_half(HalfMode mode, bool trans_a, bool trans_b, int M, int N, int K, const uint16_t *A, int lda,
+               const uint16_t *B, int ldb, const float *bias, float beta, float *C, int ldc) {
     if (M <= 0 || N <= 0) return;
     if ((beta != 0.0f && beta != 1.0f) || (bias && beta != 0.0f))
-        die("gemm_bf16: beta must be 0 or 1, and 0 with a bias (got %g%s)", beta, bias ? " with a bias" : "");
+        die("gemm_half: beta must be 0 or 1, and 0 with a bias (got %g%s)", beta, bias ? " with a bias" : "");
     if (K <= 0) {   /* an empty sum: C = bias (+ C) */
         for (int i = 0; i < M; i++)
             for (int j = 0; j < N; j++) C[(size_t)i * ldc + j] = (bias ? bias[j] : 0.0f) + beta * C[(size_t)i * ldc + j];
         return;
     }
-    if (emulate) {
-        gemm_emulated(trans_a, trans_b, M, N, K, A, lda, B, ldb, bias, beta, C, ldc);
+    if (mode != HALF_BF16) {
+        gemm_widened(mode, trans_a, trans_b, M, N, K, A, lda, B, ldb, bias, beta, C, ldc);
         return;
     }
     if (!gemm_bf16_native_available())
-        die("gemm_bf16: this CPU has no bf16 instructions oneDNN can use (callers check "
+        die("gemm_half: this CPU has no bf16 instructions oneDNN can use (callers check "
             "gemm_bf16_native_available first)");
     GemmShape k = (GemmShape){.ta = trans_a, .tb = trans_b, .bias = bias != NULL, .accumulate = beta != 0.0f, .M = M, .N = N,
                     .K = K, .lda = lda, .ldb = ldb, .ldc = ldc};
