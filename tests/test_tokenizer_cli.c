@@ -2,6 +2,7 @@
  * blocks, threads, bad flags and bad input; and the other subcommands' answers to the
  * hostile flags and inputs that once crashed them. Runs the bert binary of the same build
  * (./bert for build/, build-asan/bert for build-asan/). */
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -205,6 +206,60 @@ static void test_hostile_flags_and_inputs(void) {
     free(kept);
 }
 
+/* Runs a shell command in the test folder; returns the exit status. */
+static int shell(const char *cmd) {
+    char full[4096];
+    snprintf(full, sizeof full, "cd %s && %s", dir, cmd);
+    int st = system(full);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static bool err_has(const char *text) {
+    char *err = slurp("err");
+    bool has = err && strstr(err, text);
+    if (!has) printf("    stderr: %s\n", err ? err : "(none)");
+    free(err);
+    return has;
+}
+
+/* Issue 14, defect 11: failures that were silent, empty, buried or hung now say one clear
+ * line each. */
+static void test_messages(void) {
+    char cmd[2048];
+    write_file("corpus.txt", "One sentence. And another one.\n", 32);
+    /* a full stdout: was exit 1 with nothing said */
+    snprintf(cmd, sizeof cmd, "%s sentences corpus.txt > /dev/full 2> err", bert);
+    CHECK(shell(cmd) == 1 && err_has("writing to standard output failed"));
+    /* a diverging bench: was "bert bench: " and nothing else */
+    snprintf(cmd, sizeof cmd, "%s bench --preset bert-tiny --batch 2 --seq 16 --preds 2 --steps 2 --mode train "
+                              "--sgemm_peak 100 --learning_rate 1e30 > out 2> err", bert);
+    CHECK(shell(cmd) == 1 && err_has("diverged"));
+    /* a vocabulary starting with a byte-order mark: was "no [UNK] token" */
+    write_file("bom.txt", "\xef\xbb\xbf[UNK]\n[PAD]\nhello\n", 22);
+    char *out;
+    CHECK(run_on("hello world\n", "tokenize --vocab_file bom.txt --ids", &out) == 0);
+    CHECKF(out && !strcmp(out, "2 0\n"), "ids '%s'", out ? out : "(none)");
+    free(out);
+    /* a FIFO named *.txt among the books: format hung reading it */
+    snprintf(cmd, sizeof cmd, "mkdir -p books && printf 'A book.\\n' > books/a.txt && rm -f books/b.txt && "
+                              "mkfifo books/b.txt && timeout 60 %s format books books -o all.txt > out 2> err", bert);
+    CHECK(shell(cmd) == 1 && err_has("not a regular file"));
+    /* a full disk under create_pretraining_data: one line, not HDF5's 23-line error stack
+     * (the file-size limit stands in for the full disk: writes fail with EFBIG) */
+    char *text = malloc(1 << 20);
+    size_t n = 0;
+    for (int i = 0; n + 80 < (1u << 20); i++)
+        n += (size_t)snprintf(text + n, 80, "Sentence number %d says something new.%s\n", i, i % 7 ? "" : "\n");
+    write_file("big.txt", text, n);
+    free(text);
+    snprintf(cmd, sizeof cmd, "(trap '' XFSZ; ulimit -f 64; %s create_pretraining_data --input_file big.txt "
+                              "--output_file full.hdf5 --vocab_file " VOCAB " --dupe_factor 2 > out 2> err)", bert);
+    CHECK(shell(cmd) == 1 && err_has("cannot write"));
+    char *err = slurp("err");
+    CHECKF(err && !strstr(err, "HDF5-DIAG") && strchr(err, '\n') == strrchr(err, '\n'), "stderr: %s", err);
+    free(err);
+}
+
 int main(int argc, char **argv) {
     /* argv[0] is <build>/tests/test_tokenizer_cli; the binary is ./bert for "build". */
     char build[256];
@@ -225,6 +280,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_bad_flags_and_files);
     RUN_TEST(test_vocab_command);
     RUN_TEST(test_hostile_flags_and_inputs);
+    RUN_TEST(test_messages);
     char cleanup[600];
     snprintf(cleanup, sizeof cleanup, "rm -rf %s", dir);
     if (system(cleanup) != 0) fprintf(stderr, "could not remove %s\n", dir);

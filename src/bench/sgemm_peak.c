@@ -115,6 +115,52 @@ void bf16_gemm_peak_measure(Bf16GemmPeak *out, int m, double budget_seconds) {
     reset_peak_rss();
 }
 
+static double time_bf16_product(bool ta, bool tb, int M, int N, int K, float beta) {
+    const size_t na = (size_t)M * K, nb = (size_t)K * N;
+    bf16 *a = xcalloc(na, sizeof(bf16)), *b = xcalloc(nb, sizeof(bf16));
+    float *c = xcalloc((size_t)M * N, sizeof(float));
+    for (size_t i = 0; i < na; i++) a[i] = bf16_from_float((float)(i % 7) * 0.125f - 0.375f);
+    for (size_t i = 0; i < nb; i++) b[i] = bf16_from_float((float)(i % 5) * 0.125f - 0.25f);
+    const int lda = ta ? M : K, ldb = tb ? K : N;
+    gemm_half(HALF_BF16, ta, tb, M, N, K, a, lda, b, ldb, NULL, beta, c, N);   /* warm-up */
+    double best = 0;
+    for (int rep = 0; rep < 3; rep++) {
+        double t0 = now_seconds();
+        gemm_half(HALF_BF16, ta, tb, M, N, K, a, lda, b, ldb, NULL, beta, c, N);
+        double g = 2.0 * M * N * K / (now_seconds() - t0) * 1e-9;
+        best = g > best ? g : best;
+    }
+    free(a), free(b), free(c);
+    return best;
+}
+
+void bf16_gemm_shapes_report(int tokens, int predictions, double peak_gflops) {
+    if (!gemm_bf16_native_available()) return;
+    const int N = tokens, H = 768, FF = 3072, V = 30522, P = predictions;
+    const struct { const char *what; bool ta, tb; int M, N, K; float beta; } shapes[] = {
+        {"QKV forward", false, true, N, 3 * H, H, 0}, {"QKV input grad", false, false, N, H, 3 * H, 1},
+        {"QKV weight grad", true, false, 3 * H, H, N, 1}, {"attn-out forward", false, true, N, H, H, 0},
+        {"attn-out input grad", false, false, N, H, H, 0}, {"attn-out weight grad", true, false, H, H, N, 1},
+        {"FFN-in forward", false, true, N, FF, H, 0}, {"FFN-in input grad", false, false, N, H, FF, 1},
+        {"FFN-in weight grad", true, false, FF, H, N, 1}, {"FFN-out forward", false, true, N, H, FF, 0},
+        {"FFN-out input grad", false, false, N, FF, H, 0}, {"FFN-out weight grad", true, false, H, FF, N, 1},
+        {"MLM decoder forward", false, true, P, V, H, 0}, {"MLM decoder input grad", false, false, P, H, V, 0},
+        {"MLM decoder weight grad", true, false, V, H, P, 1}};
+    double flops = 0, seconds = 0;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const double g = time_bf16_product(shapes[i].ta, shapes[i].tb, shapes[i].M, shapes[i].N, shapes[i].K,
+                                           shapes[i].beta);
+        const double f = 2.0 * shapes[i].M * shapes[i].N * shapes[i].K;
+        flops += f, seconds += f / (g * 1e9);
+        printf("bf16 gemm %-24s %c%c %5d x %5d x %5d: %6.1f GFLOP/s = %3.0f%% of the bf16 peak\n", shapes[i].what,
+               shapes[i].ta ? 'T' : 'N', shapes[i].tb ? 'T' : 'N', shapes[i].M, shapes[i].N, shapes[i].K, g,
+               100 * g / peak_gflops);
+    }
+    printf("bf16 gemm all of them, weighted by their FLOPs: %.1f GFLOP/s = %.0f%% of the bf16 peak\n",
+           flops / seconds * 1e-9, 100 * flops / seconds * 1e-9 / peak_gflops);
+    reset_peak_rss();
+}
+
 void sgemm_peak_openblas_describe(char *out, size_t n) {
     openblas_describe(out, n, openblas_get_config(), openblas_get_corename());
 }

@@ -42,6 +42,11 @@ typedef struct {
 } Bf16GemmPeak;
 void bf16_gemm_peak_measure(Bf16GemmPeak *out, int m, double budget_seconds);
 
+/* Prints the bf16 speed of every product shape of a bert-base training step on `tokens`
+ * rows (forward, input gradient, weight gradient of each linear layer and the MLM decoder,
+ * with the operand layouts the model uses), as GFLOP/s and a fraction of peak_gflops. */
+void bf16_gemm_shapes_report(int tokens, int predictions, double peak_gflops);
+
 /* What the OpenBLAS the peak times runs: "OpenBLAS 0.3.21 (Haswell kernel)". */
 void sgemm_peak_openblas_describe(char *out, size_t n);
 

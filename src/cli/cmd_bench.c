@@ -26,7 +26,7 @@ typedef struct {
     int batch, seq, preds, steps, warmup, infer_steps, threads;
     double pad_fraction, sgemm_peak, lr;
     long long seed;
-    bool json, full_last_layer, all_rows, bf16, bf16_emulate, fp16;
+    bool json, full_last_layer, all_rows, bf16, bf16_emulate, fp16, gemm_shapes;
 } BenchOptions;
 
 typedef struct {
@@ -58,7 +58,12 @@ static int bench_train(BertModel *m, Optimizer *opt, const SyntheticBatch *s, co
         double t0 = now_seconds(), c0 = cpu_seconds();
         bert_zero_grad(m);
         float loss = bert_forward(m, &s->train, true, (uint64_t)o->seed * 1000003u + (uint64_t)step);
-        if (isnan(loss)) { fprintf(stderr, "bert bench: %s\n", bert_last_error(m)); return -1; }
+        if (!isfinite(loss)) {   /* a rejected batch says why; otherwise training diverged */
+            if (bert_last_error(m)[0]) fprintf(stderr, "bert bench: %s\n", bert_last_error(m));
+            else fprintf(stderr, "bert bench: training step %d: the loss is %g: the run diverged (--learning_rate %g "
+                                 "is too high?)\n", step, loss, o->lr);
+            return -1;
+        }
         double t1 = now_seconds();
         bert_backward(m, &s->train);
         double t2 = now_seconds();
@@ -306,6 +311,8 @@ static int parse_options(int argc, char **argv, BenchOptions *o) {
         {"bf16", FLAG_BOOL, &o->bf16,
          "mixed precision: the linear layers' products in bf16 with fp32 accumulation (needs avx512_bf16)"},
         {"bf16_emulate", FLAG_BOOL, &o->bf16_emulate, "the same rounding as --bf16 in fp32 arithmetic (any CPU; slow)"},
+        {"gemm_shapes", FLAG_BOOL, &o->gemm_shapes,
+         "with --bf16: time every product shape of a bert-base training step (batch x seq rows) and stop"},
         {"fp16", FLAG_BOOL, &o->fp16, "the products' operands in fp16 with fp32 arithmetic (no fp16 arithmetic on this "
                                       "CPU: what fp16 storage costs, not what fp16 hardware runs at)"},
     };
@@ -347,6 +354,12 @@ int cmd_bench(int argc, char **argv) {
         return 1;
     }
     if (r.precision == BERT_BF16) bf16_gemm_peak_measure(&r.bf16_peak, 0, 1.0);
+    if (o.gemm_shapes) {
+        if (r.precision != BERT_BF16) { fprintf(stderr, "bert bench: --gemm_shapes goes with --bf16\n"); return 2; }
+        printf("bf16 gemm peak %.1f GFLOP/s\n", r.bf16_peak.peak_gflops);
+        bf16_gemm_shapes_report(o.batch * o.seq, o.batch * o.preds, r.bf16_peak.peak_gflops);
+        return 0;
+    }
     r.measured_peak = o.sgemm_peak <= 0;   /* measure before the model exists: its buffers stay out of the peak RSS */
     if (r.measured_peak) sgemm_peak_measure(&r.peak, 0, 1.0);
     else r.peak.peak_gflops = o.sgemm_peak;

@@ -79,7 +79,8 @@ int cmd_sentences(int argc, char **argv) {
             fprintf(stderr, "bert sentences: %s\n", err.msg);
             rc = 1;
         }
-    } else if (fflush(stdout) != 0) {
+    } else if (fflush(stdout) != 0 || ferror(stdout)) {   /* a full disk, a closed pipe: say so */
+        fprintf(stderr, "bert sentences: writing to standard output failed: %s\n", strerror(errno ? errno : EIO));
         rc = 1;
     }
     return rc;

@@ -120,6 +120,15 @@ static int list_books(const char *dir, char ***out, int *n_out, BertError *err) 
         size_t n = strlen(dir) + strlen(e->d_name) + 2;
         (*out)[*n_out] = xmalloc(n);
         snprintf((*out)[(*n_out)++], n, "%s/%s", dir, e->d_name);
+        struct stat book;   /* a FIFO or device named *.txt would block or never end the read */
+        if (stat((*out)[*n_out - 1], &book) != 0 || !S_ISREG(book.st_mode)) {
+            bert_fail(err, "'%s' is not a regular file (a FIFO, device, socket or folder named *.txt): books must be "
+                           "files", (*out)[*n_out - 1]);
+            closedir(d);
+            for (int i = 0; i < *n_out; i++) free((*out)[i]);
+            free(*out), *out = NULL, *n_out = 0;
+            return -1;
+        }
     }
     closedir(d);
     if (*n_out == 0) return bert_fail(err, "no *.txt books in folder '%s'", dir);

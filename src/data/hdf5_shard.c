@@ -105,12 +105,22 @@ static int create_dataset(Hdf5ShardWriter *w, int k, BertError *err) {
     return rc == 0 ? 0 : bert_fail(err, "cannot create dataset %s in %s", dataset_name[k], w->tmp_path);
 }
 
+/* Before the first HDF5 call of the process: no library shutdown at exit. After a write
+ * that failed for lack of space, H5Fclose fails and leaves the file open inside the library,
+ * whose exit handler then crashes closing it again (libhdf5 1.10: SIGSEGV in
+ * H5F__close_cb); the process has discarded the file by then, and the OS reclaims the rest. */
+static void hdf5_no_shutdown_at_exit(void) {
+    static int done;
+    if (!__atomic_exchange_n(&done, 1, __ATOMIC_SEQ_CST)) H5dont_atexit();
+}
+
 int hdf5_shard_create(Hdf5ShardWriter **out, const char *path, size_t n_instances,
                       int max_seq_length, int max_predictions_per_seq, BertError *err) {
     *out = NULL;
     if (strlen(path) >= 4096) return bert_fail(err, "output path too long: %s", path);
     if (max_seq_length < 1 || max_predictions_per_seq < 1)
         return bert_fail(err, "bad shard shape %d x %d", max_seq_length, max_predictions_per_seq);
+    hdf5_no_shutdown_at_exit();
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* errors are reported through err instead */
     char resolved[4096];
     int kind = resolve_output(path, resolved, sizeof resolved, err);
@@ -230,10 +240,14 @@ int hdf5_shard_store_chunk(Hdf5ShardWriter *w, Hdf5Chunk *c, size_t chunk_index,
     for (int k = 0; k < DS_COUNT && rc == 0; k++) {
         size_t csize = filter_dataset(w, c, k);
         if (csize == 0) return bert_fail(err, "deflate failed on %s", dataset_name[k]);
-        /* Filters ran on this thread; only the file write is serialised. */
+        /* Filters ran on this thread; only the file write is serialised. HDF5's automatic
+         * error printing is per thread: off on this one too (err carries the one line). */
 #pragma omp critical(bert_hdf5_write)
-        if (H5Dwrite_chunk(w->dataset[k], H5P_DEFAULT, 0, offset, csize, c->compressed) < 0)
-            rc = bert_fail(err, "cannot write %s to %s (disk full?)", dataset_name[k], w->tmp_path);
+        {
+            H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+            if (H5Dwrite_chunk(w->dataset[k], H5P_DEFAULT, 0, offset, csize, c->compressed) < 0)
+                rc = bert_fail(err, "cannot write %s of %s (disk full?)", dataset_name[k], w->path);
+        }
     }
 #pragma omp atomic
     w->rows_stored += c->rows;
@@ -251,6 +265,7 @@ int hdf5_shard_append(Hdf5ShardWriter *w, const Instance *inst, BertError *err) 
 }
 
 int hdf5_shard_finish(Hdf5ShardWriter *w, BertError *err) {
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);   /* per thread: this may not be the creating one */
     int rc = w->own->rows ? hdf5_shard_store_chunk(w, w->own, w->rows_appended / w->chunk_rows, err) : 0;
     if (rc == 0 && w->rows_stored != w->n_instances)
         rc = bert_fail(err, "%s: %zu rows written of %zu announced", w->path, w->rows_stored, w->n_instances);
@@ -338,6 +353,7 @@ done:
 
 int hdf5_shard_load(const char *path, PretrainingShard *s, BertError *err) {
     memset(s, 0, sizeof *s);
+    hdf5_no_shutdown_at_exit();
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     if (access(path, R_OK) != 0) return bert_fail(err, "cannot read %s", path);
     hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);

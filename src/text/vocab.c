@@ -119,7 +119,10 @@ int vocab_load(Vocab **out, const char *path, BertError *err) {
     char **tokens = xmalloc((size_t)cap * sizeof *tokens);
     size_t *lens = xmalloc((size_t)cap * sizeof *lens);
     int rc = 0;
-    for (size_t pos = 0; pos < len && rc == 0;) {
+    /* A UTF-8 byte-order mark (editors on Windows add one) is not part of the first token:
+     * kept, it would turn "[UNK]" on line 1 into an unknown token. */
+    const size_t start = len >= 3 && !memcmp(data, "\xef\xbb\xbf", 3) ? 3 : 0;
+    for (size_t pos = start; pos < len && rc == 0;) {
         const char *nl = memchr(data + pos, '\n', len - pos);
         size_t line_end = nl ? (size_t)(nl - data) : len;
         size_t a = pos, b = line_end;
