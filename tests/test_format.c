@@ -144,6 +144,28 @@ static void test_wiki_truncated(void) {
     CHECK(!file_exists(tmp_path("t5.txt")));
 }
 
+/* Issue 14, defect 12: pages dropped for their namespace were counted with nothing else;
+ * now each reason has its count (and a page without <ns> or with a malformed one is named
+ * as such). */
+static void test_wiki_skipped_pages_counted(void) {
+    const char *xml =
+        "<mediawiki>"
+        "<page><title>Kept</title><ns>0</ns><revision><text>An article.</text></revision></page>"
+        "<page><title>Talk:X</title><ns>1</ns><revision><text>Talk.</text></revision></page>"
+        "<page><title>R</title><ns>0</ns><redirect title=\"Kept\"/><revision><text>#REDIRECT</text></revision></page>"
+        "<page><title>NoNs</title><revision><text>No namespace.</text></revision></page>"
+        "<page><title>OddNs</title><ns>zero</ns><revision><text>Odd.</text></revision></page>"
+        "<page><title>EmptyNs</title><ns></ns><revision><text>Empty.</text></revision></page>"
+        "</mediawiki>";
+    write_bytes(tmp_path("ns.xml"), xml, strlen(xml));
+    FormatStats st;
+    BertError err;
+    CHECKF(format_wikipedia(tmp_path("ns.xml"), tmp_path("ns.txt"), NULL, &st, &err) == 0, "%s", err.msg);
+    CHECKF(st.documents_written == 1 && st.pages_redirect == 1 && st.pages_other_namespace == 1 &&
+           st.pages_bad_namespace == 3, "written %lld, redirects %lld, other %lld, bad <ns> %lld",
+           st.documents_written, st.pages_redirect, st.pages_other_namespace, st.pages_bad_namespace);
+}
+
 /* Two pages, compressed as two concatenated bzip2 streams (as pbzip2 writes them). */
 static void test_wiki_multistream_and_plain(void) {
     const char *part1 = "<mediawiki><page><title>A</title><ns>0</ns><revision><text>First '''article'''.</text></revision></page>";
@@ -286,6 +308,7 @@ int main(void) {
     RUN_TEST(test_wiki_parity);
     RUN_TEST(test_wiki_multistream_parallel);
     RUN_TEST(test_wiki_truncated);
+    RUN_TEST(test_wiki_skipped_pages_counted);
     RUN_TEST(test_wiki_multistream_and_plain);
     RUN_TEST(test_wikitext_rules);
     RUN_TEST(test_wikitext_nesting);

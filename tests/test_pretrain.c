@@ -502,6 +502,27 @@ static void test_phase2_and_bad_input(void) {
     wrong = small_run(fresh, 4);
     wrong.phase2 = true;
     CHECK(pretrain_run(&wrong, &s, &err) != 0 && strstr(err.msg, "phase 2"));
+    /* Issue 14, defect 12: weights with NaN loaded silently. --strict refuses them naming the
+     * tensor; without it the run warns and then stops at the first non-finite loss. */
+    BertConfig cfg;
+    BertModel *m = NULL;
+    char ckpt[800], nan_path[700];
+    snprintf(ckpt, sizeof ckpt, "%s/ckpt_4/model.safetensors", p1);
+    snprintf(nan_path, sizeof nan_path, "%s/nan.safetensors", root);
+    CHECK(bert_config_load("tests/data/bench/micro_config.json", &cfg, &err) == 0 &&
+          bert_model_create(&m, &cfg, 2, T, P, &err) == 0 && bert_load_safetensors(m, ckpt, &err) == 0);
+    const BertParamInfo *t = bert_find_param(m, "bert.encoder.layer.1.output.dense.weight");
+    t->data[3] = NAN, t->data[9] = INFINITY;
+    CHECK(bert_nonfinite_params(m, NULL) == 2 && bert_save_safetensors(m, nan_path, &err) == 0);
+    bert_model_free(m);
+    char nan_out[700];
+    snprintf(nan_out, sizeof nan_out, "%s/nan_run", root);
+    wrong = small_run(nan_out, 4);
+    wrong.init_checkpoint = nan_path, wrong.strict = true;
+    CHECKF(pretrain_run(&wrong, &s, &err) != 0 && strstr(err.msg, "2 weights are NaN or infinite") &&
+           strstr(err.msg, "layer.1.output.dense.weight"), "%s", err.msg);
+    wrong.strict = false;
+    CHECKF(pretrain_run(&wrong, &s, &err) != 0 && strstr(err.msg, "not finite"), "%s", err.msg);
 }
 
 int main(int argc, char **argv) {

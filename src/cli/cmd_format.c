@@ -57,6 +57,9 @@ int cmd_format(int argc, char **argv) {
                 pos[0], st.documents_written, out, st.documents_skipped, st.input_bytes / 1e6,
                 st.output_bytes / 1e6, st.seconds, st.input_bytes / 1e6 / (st.seconds > 0 ? st.seconds : 1e-9),
                 st.invalid_utf8_bytes ? "; invalid UTF-8 bytes replaced by U+FFFD" : "");
+    if (!quiet && (st.pages_redirect || st.pages_other_namespace || st.pages_bad_namespace))
+        fprintf(stderr, "  pages not kept: %lld redirects, %lld of other namespaces, %lld with a missing or "
+                        "malformed <ns>\n", st.pages_redirect, st.pages_other_namespace, st.pages_bad_namespace);
     if (!quiet && st.parallel_ranges)
         fprintf(stderr, "  (multi-stream bzip2: decompressed and formatted as %d ranges in parallel)\n",
                 st.parallel_ranges);

@@ -30,6 +30,9 @@
 typedef struct {
     long long documents_written;   /* non-empty documents (lines) in the output */
     long long documents_skipped;   /* redirects, other namespaces, empty after cleaning */
+    /* Wikipedia pages not kept, by reason (part of documents_skipped): redirects, pages of
+     * another namespace, and pages whose <ns> is missing or not a number */
+    long long pages_redirect, pages_other_namespace, pages_bad_namespace;
     long long input_bytes;         /* bytes read (decompressed XML for .bz2 dumps) */
     long long output_bytes;        /* bytes written */
     long long invalid_utf8_bytes;  /* bad input bytes, each replaced by U+FFFD */

@@ -78,7 +78,13 @@ static void XMLCALL on_end(void *ud, const XML_Char *name) {
     r->field = FIELD_NONE;
     if (strcmp(name, "page") != 0) return;
     r->in_page = false;
+    bool numeric_ns = r->ns.n > 0;
+    for (size_t i = 0; i < r->ns.n; i++) numeric_ns = numeric_ns && r->ns.p[i] >= '0' && r->ns.p[i] <= '9';
     bool article = r->ns.n == 1 && r->ns.p[0] == '0' && !r->redirect;
+    FormatStats *st = r->writer->stats;   /* why a page is not kept, counted */
+    if (!numeric_ns) st->pages_bad_namespace++;
+    else if (!article && !r->redirect) st->pages_other_namespace++;
+    else if (r->redirect) st->pages_redirect++;
     if (article && r->text.n) {
         /* expat hands over valid UTF-8 only; sanitizing is cheap insurance */
         size_t n = utf8_sanitize(r->text.p, r->text.n, &r->clean, &r->clean_cap,
@@ -367,6 +373,9 @@ static int join_parts(PartJob *jobs, int n, const char *out, FormatStats *st, Be
         st->input_bytes += jobs[k].stats.input_bytes;
         st->output_bytes += jobs[k].stats.output_bytes;
         st->invalid_utf8_bytes += jobs[k].stats.invalid_utf8_bytes;
+        st->pages_redirect += jobs[k].stats.pages_redirect;
+        st->pages_other_namespace += jobs[k].stats.pages_other_namespace;
+        st->pages_bad_namespace += jobs[k].stats.pages_bad_namespace;
     }
     if (rc == 0) return atomic_commit(&af, err);
     if (af.fp) atomic_abort(&af);

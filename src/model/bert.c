@@ -382,6 +382,19 @@ size_t bert_model_bytes(const BertModel *m) {
            (m->params16 ? m->num_params : 0) * sizeof(uint16_t) + m->act16_len * sizeof(uint16_t);
 }
 
+size_t bert_nonfinite_params(const BertModel *m, const char **first_tensor) {
+    size_t count = 0;
+    if (first_tensor) *first_tensor = NULL;
+    for (int i = 0; i < m->num_tensors; i++) {
+        const BertParamInfo *t = &m->info[i];
+        size_t bad = 0;
+        for (size_t k = 0; k < t->numel; k++) bad += !isfinite(t->data[k]);
+        if (bad && first_tensor && !*first_tensor) *first_tensor = t->name;
+        count += bad;
+    }
+    return count;
+}
+
 /* ---------------------------------------------------------------- precision */
 
 const char *bert_precision_name(BertPrecision precision) {

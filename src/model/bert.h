@@ -193,6 +193,9 @@ void  bert_set_loss_scale(BertModel *m, float scale);
  * bf16 copy is remade at the next forward. bert_init_weights and the loaders say it
  * themselves; so does bert_params(), since its caller may write through it. */
 void  bert_params_changed(BertModel *m);
+/* Parameters that are NaN or infinite (a damaged or diverged checkpoint), and the first
+ * tensor holding one (NULL when none). */
+size_t bert_nonfinite_params(const BertModel *m, const char **first_tensor);
 /* Bytes of parameters + grads + activations allocated by the model (the optimizer reports its own). */
 size_t bert_model_bytes(const BertModel *m);
 

@@ -354,6 +354,20 @@ static int setup_data(Run *r, BertError *err) {
     return loader_open(&r->eval, &lo, err);
 }
 
+/* Loaded weights with NaN or Inf values: refused with --strict, else a warning (the first
+ * step's loss will say the rest). */
+static int check_loaded_weights(Run *r, const char *from, BertError *err) {
+    const char *tensor;
+    const size_t bad = bert_nonfinite_params(r->model, &tensor);
+    if (!bad) return 0;
+    if (r->o->strict)
+        return bert_fail(err, "%s: %zu weights are NaN or infinite (the first in %s); refused (--strict)", from, bad,
+                         tensor);
+    logger_print(r->log, "warning: %s: %zu weights are NaN or infinite (the first in %s); --strict refuses such "
+                         "weights", from, bad, tensor);
+    return 0;
+}
+
 /* Where to start: a checkpoint (--resume_from_checkpoint), --init_checkpoint's weights, or
  * the seed's initial weights. Returns 1 when a checkpoint was restored. */
 static int setup_start(Run *r, BertError *err) {
@@ -378,7 +392,7 @@ static int setup_start(Run *r, BertError *err) {
         if (checkpoint_read_json(dir, "state.json", &state, err) != 0) return -1;
         int rc = restore_checkpoint(r, dir, state, err);
         cJSON_Delete(state);
-        if (rc != 0) return -1;
+        if (rc != 0 || check_loaded_weights(r, dir, err) != 0) return -1;
         logger_print(r->log, "resumed from %s: phase %d, step %ld", dir, r->phase, r->step);
         snprintf(r->resumed_from, sizeof r->resumed_from, "%s", dir);
         return 1;
@@ -390,7 +404,8 @@ static int setup_start(Run *r, BertError *err) {
     if (o->resume_from_checkpoint) logger_print(r->log, "no checkpoint in %s yet: starting at step 0", o->output_dir);
     if (o->init_checkpoint) {
         int initialised = 0;
-        if (bert_load_safetensors_ex(r->model, o->init_checkpoint, (uint64_t)o->seed, &initialised, err) != 0)
+        if (bert_load_safetensors_ex(r->model, o->init_checkpoint, (uint64_t)o->seed, &initialised, err) != 0 ||
+            check_loaded_weights(r, o->init_checkpoint, err) != 0)
             return -1;
         logger_print(r->log, "weights from %s (%d head tensors initialised)", o->init_checkpoint, initialised);
     }

@@ -53,6 +53,7 @@ typedef struct {
     const char *json_summary;       /* DLLogger JSON lines; NULL: none */
     bool disable_progress_bar;
     int threads;                    /* <= 0: OpenMP's default */
+    bool strict;                    /* refuse loaded weights with NaN/Inf values (else: a warning) */
     /* precision of the matrix products (model/bert.h BertPrecision): 0 fp32, BF16 (refused
      * without bf16 instructions), BF16_EMULATED, FP16 (with loss scaling). The fp32 master
      * weights, optimizer state and checkpoints are the same in every precision. */
