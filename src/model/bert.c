@@ -96,16 +96,20 @@ static void layout_params(Layout *lo, ParamViews *v, const BertConfig *c, BertHe
 
 /* ---------------------------------------------------------------- activation layout */
 
+/* Named views into one allocation: a counting pass (base NULL) sizes it, a second lays the
+ * views out. cursor counts bytes; every view starts 64-byte aligned. */
 typedef struct {
-    float *base;
+    char *base;
     size_t cursor;
 } Arena;
 
-static float *take(Arena *a, size_t n) {
-    float *p = a->base ? a->base + a->cursor : NULL;
-    a->cursor += (n + 15) & ~(size_t)15;  /* 64-byte aligned views */
+static void *take_bytes(Arena *a, size_t bytes) {
+    void *p = a->base ? a->base + a->cursor : NULL;
+    a->cursor += (bytes + 63) & ~(size_t)63;
     return p;
 }
+static float *take(Arena *a, size_t n) { return take_bytes(a, n * sizeof(float)); }
+static uint16_t *take16(Arena *a, size_t n) { return take_bytes(a, n * sizeof(uint16_t)); }
 
 static void layout_activations(Arena *a, Activations *v, const BertModel *m) {
     const BertConfig *c = &m->cfg;
@@ -142,20 +146,9 @@ static void layout_activations(Arena *a, Activations *v, const BertModel *m) {
     v->losses = take(a, LOSS_SLOTS);
 }
 
-typedef struct {
-    uint16_t *base;
-    size_t cursor;
-} Arena16;
-
-static uint16_t *take16(Arena16 *a, size_t n) {
-    uint16_t *p = a->base ? a->base + a->cursor : NULL;
-    a->cursor += (n + 31) & ~(size_t)31;  /* 64-byte aligned views */
-    return p;
-}
-
 /* bf16 precision's activations: the products' rounded inputs (see LayerActs) and the
  * rounded output gradient, sized for the largest product (N*OC). */
-static void layout_bf16_activations(Arena16 *a, Activations *v, const BertModel *m) {
+static void layout_bf16_activations(Arena *a, Activations *v, const BertModel *m) {
     const BertConfig *c = &m->cfg;
     const size_t B = m->max_batch, N = B * m->max_seq, H = c->hidden_size, I = c->intermediate_size;
     const size_t BP = B * (size_t)m->max_preds, V = c->vocab_size;
@@ -180,10 +173,10 @@ static void layout_bf16_activations(Arena16 *a, Activations *v, const BertModel 
 static void allocate_activations(BertModel *m) {
     Arena a = {0};
     layout_activations(&a, &m->act, m);   /* count */
-    m->act_floats = a.cursor;
+    m->act_floats = a.cursor / sizeof(float);
     free(m->act_memory);
     m->act_memory = xcalloc(m->act_floats, sizeof(float));
-    a = (Arena){.base = m->act_memory};
+    a = (Arena){.base = (char *)m->act_memory};
     layout_activations(&a, &m->act, m);
     free(m->act16_memory), free(m->params16);
     m->act16_memory = NULL, m->params16 = NULL, m->act16_len = 0;
@@ -196,11 +189,11 @@ static void allocate_activations(BertModel *m) {
         v->cls_in16 = v->pooled16 = v->mlm_in16 = v->mlm_ln16 = v->seq_out16 = v->cls_dropped16 = v->dout16 = NULL;
         return;
     }
-    Arena16 h = {0};
+    Arena h = {0};
     layout_bf16_activations(&h, &m->act, m);
-    m->act16_len = h.cursor;
+    m->act16_len = h.cursor / sizeof(uint16_t);
     m->act16_memory = xcalloc(m->act16_len, sizeof(uint16_t));
-    h = (Arena16){.base = m->act16_memory};
+    h = (Arena){.base = (char *)m->act16_memory};
     layout_bf16_activations(&h, &m->act, m);
     m->params16 = xcalloc(m->num_params, sizeof(uint16_t));
 }
@@ -272,7 +265,7 @@ int bert_model_create_with_heads(BertModel **out, const BertConfig *cfg, BertHea
     m->num_params = lo.cursor;
     Arena a = {0};
     layout_activations(&a, &m->act, m);   /* count */
-    m->act_floats = a.cursor;
+    m->act_floats = a.cursor / sizeof(float);
     /* Buffers that each fit can still add up past the machine (100,000 layers): refuse with
      * the total instead of meeting the OOM killer half-way through the allocations. */
     const double need = ((double)m->num_params * 2 + (double)m->act_floats) * sizeof(float);
