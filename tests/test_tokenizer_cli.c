@@ -260,6 +260,42 @@ static void test_messages(void) {
     free(err);
 }
 
+/* Issue 14, defect 9: outputs that are inputs by another name, found by device and inode
+ * (or, for a books folder, by the folder's identity): each refused and the input kept. */
+static void test_output_is_input_by_identity(void) {
+    char cmd[2048];
+    write_file("corpus.txt", "One sentence. And another one.\n\nA second document here.\n", 57);
+    /* the vocabulary as the output */
+    snprintf(cmd, sizeof cmd, "cp " VOCAB " v.txt && %s create_pretraining_data --input_file corpus.txt "
+                              "--output_file ./v.txt --vocab_file v.txt > out 2> err", bert);
+    CHECK(shell(cmd) == 2 && err_has("is also an input"));
+    char *v = slurp("v.txt");
+    CHECKF(v && !strncmp(v, "[PAD]", 5), "the vocabulary was replaced");
+    free(v);
+    /* an input glob that matches the output */
+    snprintf(cmd, sizeof cmd, "cp corpus.txt c_out.txt && %s create_pretraining_data --input_file 'c*' "
+                              "--output_file c_out.txt --vocab_file v.txt > out 2> err", bert);
+    CHECK(shell(cmd) == 2 && err_has("is also an input"));
+    /* a *.txt output inside the books folder: the next run would read it as a book */
+    snprintf(cmd, sizeof cmd, "mkdir -p bk && cp corpus.txt bk/a.txt && %s format books bk -o bk/all.txt > out 2> err",
+             bert);
+    CHECK(shell(cmd) == 1 && err_has("books folder"));
+    /* a checkpoint named like the config written beside it */
+    snprintf(cmd, sizeof cmd, "%s train_demo --steps 1 --out d/config.json > out 2> err", bert);
+    CHECK(shell(cmd) == 2 && err_has("cannot be named config.json"));
+    /* one file listed twice under two names */
+    snprintf(cmd, sizeof cmd, "%s sentences corpus.txt ./corpus.txt > out 2> err", bert);
+    CHECK(shell(cmd) == 2 && err_has("are the same file"));
+    /* shard: an input that has one of the output shards' names */
+    snprintf(cmd, sizeof cmd, "mkdir -p sh && cp corpus.txt sh/corpus_test_0.txt && %s shard --input_files "
+                              "sh/corpus_test_0.txt --output_dir sh --n_training_shards 1 --n_test_shards 1 > out 2> err",
+             bert);
+    CHECK(shell(cmd) == 1 && err_has("would be replaced"));
+    char *kept = slurp("sh/corpus_test_0.txt");
+    CHECKF(kept && !strncmp(kept, "One sentence.", 13), "the shard input was replaced");
+    free(kept);
+}
+
 int main(int argc, char **argv) {
     /* argv[0] is <build>/tests/test_tokenizer_cli; the binary is ./bert for "build". */
     char build[256];
@@ -281,6 +317,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_vocab_command);
     RUN_TEST(test_hostile_flags_and_inputs);
     RUN_TEST(test_messages);
+    RUN_TEST(test_output_is_input_by_identity);
     char cleanup[600];
     snprintf(cleanup, sizeof cleanup, "rm -rf %s", dir);
     if (system(cleanup) != 0) fprintf(stderr, "could not remove %s\n", dir);

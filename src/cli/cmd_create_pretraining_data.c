@@ -1,5 +1,6 @@
 /* `bert create_pretraining_data`: Google's create_pretraining_data.py, same flags, same
  * instances, written as an NVIDIA-layout HDF5 shard. */
+#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,15 +23,23 @@ static void print_summary(const PretrainingStats *st, const char *output_file, d
                 st->read.invalid_utf8);
 }
 
-/* Whether an output is also an input (by the literal comma-separated names; globs are not
- * expanded here), which the final rename would replace; its name goes to found. */
+/* Whether an output is also an input (the comma-separated names, globs expanded as the
+ * reader expands them), which the final rename would replace; its name goes to found. */
 static bool output_among_inputs(const char *inputs, const char *outputs, char *found, size_t found_len) {
     char *in = xstrdup(inputs), *out = xstrdup(outputs), *save_in = NULL, *save_out = NULL;
     found[0] = 0;
     for (char *o = strtok_r(out, ",", &save_out); o && !found[0]; o = strtok_r(NULL, ",", &save_out)) {
         strcpy(in, inputs);
-        for (char *i = strtok_r(in, ",", &save_in); i && !found[0]; i = strtok_r(NULL, ",", &save_in))
-            if (is_same_file(i, o)) snprintf(found, found_len, "%s", o);
+        for (char *i = strtok_r(in, ",", &save_in); i && !found[0]; i = strtok_r(NULL, ",", &save_in)) {
+            glob_t g;
+            if (strpbrk(i, "*?[") && glob(i, 0, NULL, &g) == 0) {
+                for (size_t k = 0; k < g.gl_pathc && !found[0]; k++)
+                    if (is_same_file(g.gl_pathv[k], o)) snprintf(found, found_len, "%s", o);
+                globfree(&g);
+            } else if (is_same_file(i, o)) {
+                snprintf(found, found_len, "%s", o);
+            }
+        }
     }
     free(in);
     free(out);
@@ -71,7 +80,8 @@ int cmd_create_pretraining_data(int argc, char **argv) {
     }
     opt.random_seed = (int64_t)seed;
     char clash[4096];
-    if (output_among_inputs(input_file, output_file, clash, sizeof clash)) {  /* the shard would replace its text */
+    if (output_among_inputs(input_file, output_file, clash, sizeof clash) ||   /* the shard would replace its text */
+        output_among_inputs(vocab_file, output_file, clash, sizeof clash)) {     /* ... or its vocabulary */
         fprintf(stderr, "bert create_pretraining_data: output '%s' is also an input\n", clash);
         return 2;
     }

@@ -135,6 +135,12 @@ int cmd_train_demo(int argc, char **argv) {
         fprintf(stderr, "bert train_demo: --threads must be in [0, %d], --vocab_size >= 0\n", FLAGS_MAX_THREADS);
         return 2;
     }
+    const char *base = strrchr(o.out, '/') ? strrchr(o.out, '/') + 1 : o.out;
+    if (!strcmp(base, "config.json")) {   /* the config written beside it would replace the checkpoint */
+        fprintf(stderr, "bert train_demo: --out %s: the checkpoint cannot be named config.json (its config.json is "
+                        "written beside it)\n", o.out);
+        return 2;
+    }
     if (o.threads > 0) omp_set_num_threads(o.threads);
     BertConfig cfg;
     BertError err;

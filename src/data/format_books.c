@@ -99,6 +99,19 @@ static int cmp_names(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* An output *.txt in the books folder would be read as a book by the next run (whatever is
+ * there now): refused, by the folder's identity rather than its name. */
+static int output_would_be_a_book(const char *dir, const char *out, BertError *err) {
+    struct stat d, o;
+    if (stat(dir, &d) != 0 || !S_ISDIR(d.st_mode) || !has_txt_suffix(out)) return 0;
+    const char *slash = strrchr(out, '/');
+    char parent[4096];
+    snprintf(parent, sizeof parent, "%.*s", slash ? (int)(slash - out) + (slash == out) : 1, slash ? out : ".");
+    if (stat(parent, &o) != 0 || o.st_dev != d.st_dev || o.st_ino != d.st_ino) return 0;
+    return bert_fail(err, "output '%s' is a *.txt in the books folder '%s': the next run would read it as a book; "
+                          "write it elsewhere", out, dir);
+}
+
 /* The *.txt files directly in dir, sorted; a plain file is a list of itself. */
 static int list_books(const char *dir, char ***out, int *n_out, BertError *err) {
     struct stat sb;
@@ -144,6 +157,7 @@ int format_books(const char *dir, const char *out, const FormatOptions *opt_in,
     double t0 = now_seconds();
     char **books = NULL;
     int n_books = 0;
+    if (output_would_be_a_book(dir, out, err) != 0) return -1;
     if (list_books(dir, &books, &n_books, err) != 0) return -1;
     DocWriter w;
     int rc = doc_writer_open(&w, out, &st, opt.progress, "books", err);

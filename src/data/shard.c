@@ -528,6 +528,16 @@ static int check_options(const ShardOptions *opt, BertError *err) {
                          opt->n_training_shards, opt->n_test_shards);
     if (!(opt->fraction_test_set >= 0 && opt->fraction_test_set < 1))
         return bert_fail(err, "fraction_test_set must be in [0, 1), got %g", opt->fraction_test_set);
+    /* an input that is (by device and inode) one of the outputs would be replaced by it */
+    char path[4200];
+    for (int t = 0; t < 2; t++)
+        for (int i = 0; i < (t ? opt->n_test_shards : opt->n_training_shards); i++) {
+            shard_path(opt, t == 1, i, path, sizeof path);
+            for (int k = 0; k < opt->n_input_files; k++)
+                if (is_same_file(opt->input_files[k], path))
+                    return bert_fail(err, "input '%s' is output shard '%s': it would be replaced; move it out of "
+                                          "%s", opt->input_files[k], path, opt->output_dir);
+        }
     return 0;
 }
 
