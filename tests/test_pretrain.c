@@ -256,6 +256,54 @@ static void test_loader_bad_shards(void) {
     CHECK(loader_open(&l, &o, &err) != 0 && strstr(err.msg, "no shard files"));
 }
 
+/* Issue 14, defect 3: a shard check that reads each file in a child process (libhdf5 can
+ * crash on a corrupt file: the child takes it), names every bad file, and runs before
+ * training with --check_shards. */
+static void collect_bad(const char *msg, void *ctx) {
+    char *all = ctx;
+    strncat(all, msg, 4000 - strlen(all));
+    strncat(all, "\n", 4000 - strlen(all));
+}
+
+static void test_check_shards(void) {
+    BertError err;
+    ShardCheck c = {0};
+    CHECK(hdf5_check_shard_folder(shards, "training", T, P, VOCAB, &c, NULL, NULL, &err) == 0 && c.files >= 4 &&
+          c.rows > 0);
+    char dir[600], path[700], bad_all[4001] = "";
+    snprintf(dir, sizeof dir, "%s/check", root);
+    mkdir(dir, 0777);
+    snprintf(path, sizeof path, "%s/a_training_0.hdf5", dir);
+    write_shard(path, 0, 3, T, P);                                   /* good */
+    char *data;
+    size_t n;
+    CHECK(read_file(path, &data, &n, &err) == 0);
+    snprintf(path, sizeof path, "%s/b_training_1.hdf5", dir);
+    write_bytes(path, data, n / 2);                                  /* truncated */
+    snprintf(path, sizeof path, "%s/c_training_2.hdf5", dir);
+    write_bytes(path, "not hdf5", 8);                                /* not HDF5 */
+    free(data);
+    snprintf(path, sizeof path, "%s/d_training_3.hdf5", dir);
+    CHECK(read_file("tests/fuzz/known/libhdf5_read_overflow.hdf5", &data, &n, &err) == 0);
+    write_bytes(path, data, n);                                      /* corrupt: libhdf5 reads past a buffer */
+    free(data);
+    c = (ShardCheck){0};
+    CHECK(hdf5_check_shard_folder(dir, NULL, T, P, VOCAB, &c, collect_bad, bad_all, &err) == 3 && c.files == 4);
+    CHECKF(strstr(bad_all, "b_training_1.hdf5") && strstr(bad_all, "c_training_2.hdf5") &&
+           strstr(bad_all, "d_training_3.hdf5") && !strstr(bad_all, "a_training_0"), "%s", bad_all);
+    /* the trainer refuses to start, naming the first bad file */
+    char out[700];
+    snprintf(out, sizeof out, "%s/check_run", root);
+    PretrainOptions o;
+    pretrain_default_options(&o);
+    o.input_dir = dir, o.config_file = "tests/data/bench/micro_config.json", o.output_dir = out;
+    o.max_seq_length = T, o.max_predictions_per_seq = P, o.train_batch_size = 2, o.max_steps = 2;
+    o.check_shards = true, o.disable_progress_bar = true;
+    PretrainSummary s;
+    CHECKF(pretrain_run(&o, &s, &err) != 0 && strstr(err.msg, "3 of 4 training shards are bad") &&
+           strstr(err.msg, "b_training_1.hdf5"), "%s", err.msg);
+}
+
 /* ---- the loop ---- */
 
 static PretrainOptions small_run(const char *out, long max_steps) {
@@ -545,6 +593,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_loader_eval_pass);
     RUN_TEST(test_dynamic_masking);
     RUN_TEST(test_loader_bad_shards);
+    RUN_TEST(test_check_shards);
     RUN_TEST(test_signals);   /* forks: before this process runs OpenMP threads (libgomp) */
     RUN_TEST(test_resume_is_exact);
     RUN_TEST(test_accumulation_equals_big_batch);

@@ -48,6 +48,7 @@ int cmd_pretrain(int argc, char **argv) {
         {"json-summary", FLAG_STRING, &o.json_summary, "DLLogger JSON lines to this file (bert plot reads it)"},
         {"disable_progress_bar", FLAG_BOOL, &o.disable_progress_bar, "no redrawn progress line on a terminal"},
         {"threads", FLAG_INT, &o.threads, "OpenMP threads (0: all cores)"},
+        {"check_shards", FLAG_BOOL, &o.check_shards, "read and validate every shard first (each in a child process)"},
         {"strict", FLAG_BOOL, &o.strict, "refuse checkpoints whose weights hold NaN or Inf (default: a warning)"},
         {"bf16", FLAG_BOOL, &bf16, "mixed precision: matrix products in bf16, fp32 accumulation and master weights "
                                    "(needs avx512_bf16; refused without)"},

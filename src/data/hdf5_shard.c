@@ -1,9 +1,13 @@
 /* HDF5 pre-training shards: writer (pre-compressed chunks) and whole-file loader. */
 #include "data/hdf5_shard.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <hdf5.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <isa-l/igzip_lib.h>
 
@@ -388,4 +392,117 @@ void pretraining_shard_free(PretrainingShard *s) {
     free(s->masked_lm_ids);
     free(s->next_sentence_labels);
     memset(s, 0, sizeof *s);
+}
+
+/* ---- Checking ---------------------------------------------------------------------- */
+
+int pretraining_shard_validate(const PretrainingShard *s, const char *path, int max_seq_length, int max_predictions,
+                               int vocab_size, BertError *err) {
+    if ((max_seq_length > 0 && s->max_seq_length != max_seq_length) ||
+        (max_predictions > 0 && s->max_predictions_per_seq != max_predictions))
+        return bert_fail(err, "%s holds sequences of %d tokens with %d masked slots; this run was given "
+                              "--max_seq_length %d and --max_predictions_per_seq %d", path, s->max_seq_length,
+                         s->max_predictions_per_seq, max_seq_length, max_predictions);
+    const int T = s->max_seq_length, P = s->max_predictions_per_seq;
+    for (size_t r = 0; r < s->n; r++) {
+        for (int t = 0; t < T; t++) {
+            size_t i = r * (size_t)T + (size_t)t;
+            if (s->input_ids[i] < 0 || s->input_ids[i] >= vocab_size)
+                return bert_fail(err, "%s: row %zu: input_ids holds %d, outside the vocabulary of %d", path, r,
+                                 s->input_ids[i], vocab_size);
+            if ((s->input_mask[i] & ~1) || (s->segment_ids[i] & ~1))
+                return bert_fail(err, "%s: row %zu: input_mask and segment_ids must be 0 or 1", path, r);
+        }
+        for (int k = 0; k < P; k++) {
+            size_t i = r * (size_t)P + (size_t)k;
+            if (s->masked_lm_positions[i] < 0 || s->masked_lm_positions[i] >= T)
+                return bert_fail(err, "%s: row %zu: masked position %d outside the sequence", path, r,
+                                 s->masked_lm_positions[i]);
+            if (s->masked_lm_ids[i] < 0 || s->masked_lm_ids[i] >= vocab_size)
+                return bert_fail(err, "%s: row %zu: masked_lm_ids holds %d, outside the vocabulary of %d", path, r,
+                                 s->masked_lm_ids[i], vocab_size);
+        }
+        if (s->next_sentence_labels[r] & ~1)
+            return bert_fail(err, "%s: row %zu: next_sentence_labels must be 0 or 1", path, r);
+    }
+    return 0;
+}
+
+int hdf5_shard_check(const char *path, int max_seq_length, int max_predictions, int vocab_size, size_t *rows,
+                     BertError *err) {
+    int fds[2];
+    if (pipe(fds) != 0) return bert_fail(err, "cannot check %s: pipe: %s", path, strerror(errno));
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]), close(fds[1]);
+        return bert_fail(err, "cannot check %s: fork: %s", path, strerror(errno));
+    }
+    if (pid == 0) {   /* the child: load, validate, send the row count or the message */
+        close(fds[0]);
+        PretrainingShard s;
+        BertError e = {{0}};
+        int rc = hdf5_shard_load(path, &s, &e);
+        if (rc == 0) rc = pretraining_shard_validate(&s, path, max_seq_length, max_predictions, vocab_size, &e);
+        char msg[sizeof e.msg + 32];
+        int len = rc == 0 ? snprintf(msg, sizeof msg, "ok %zu", s.n) : snprintf(msg, sizeof msg, "error %s", e.msg);
+        if (write(fds[1], msg, (size_t)len) < 0) _exit(3);
+        _exit(rc == 0 ? 0 : 1);
+    }
+    close(fds[1]);
+    char reply[sizeof err->msg + 32];
+    size_t got = 0;
+    ssize_t n;
+    while (got < sizeof reply - 1 && ((n = read(fds[0], reply + got, sizeof reply - 1 - got)) > 0 || errno == EINTR))
+        if (n > 0) got += (size_t)n;
+    reply[got] = 0;
+    close(fds[0]);
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    if (WIFSIGNALED(status))
+        return bert_fail(err, "%s: reading it crashed inside libhdf5 (signal %d, %s): the file is corrupt", path,
+                         WTERMSIG(status), strsignal(WTERMSIG(status)));
+    if (!strncmp(reply, "ok ", 3) && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        if (rows) *rows = (size_t)strtoull(reply + 3, NULL, 10);
+        return 0;
+    }
+    if (!strncmp(reply, "error ", 6)) return bert_fail(err, "%s", reply + 6);
+    return bert_fail(err, "%s: the check ended with status %d and no answer", path,
+                     WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+
+static int cmp_strings(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+long hdf5_check_shard_folder(const char *dir, const char *name_filter, int max_seq_length, int max_predictions,
+                             int vocab_size, ShardCheck *out, void (*on_bad)(const char *msg, void *ctx), void *ctx,
+                             BertError *err) {
+    DIR *d = opendir(dir);
+    if (!d) return bert_fail(err, "cannot open folder '%s': %s", dir, strerror(errno));
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        const size_t len = strlen(e->d_name);
+        if (e->d_name[0] == '.' || len < 5 || strcmp(e->d_name + len - 5, ".hdf5") != 0) continue;
+        if (name_filter && !strstr(e->d_name, name_filter)) continue;
+        ARRAY_RESERVE(names, cap, n + 1, 64);
+        names[n++] = xstrdup(e->d_name);
+    }
+    closedir(d);
+    qsort(names, n, sizeof *names, cmp_strings);
+    for (size_t i = 0; i < n; i++) {
+        char path[8192];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        BertError e;
+        size_t rows = 0;
+        out->files++;
+        if (hdf5_shard_check(path, max_seq_length, max_predictions, vocab_size, &rows, &e) != 0) {
+            out->bad++;
+            if (on_bad) on_bad(e.msg, ctx);
+        } else {
+            out->rows += rows;
+        }
+        free(names[i]);
+    }
+    free(names);
+    return out->bad;
 }

@@ -67,4 +67,26 @@ typedef struct {
 int hdf5_shard_load(const char *path, PretrainingShard *out, BertError *err);
 void pretraining_shard_free(PretrainingShard *s);
 
+/* The values a trainer relies on: ids within the vocabulary, masks and segments 0/1, masked
+ * positions within the sequence, NSP labels 0/1; and the shape, when max_seq_length /
+ * max_predictions are > 0. Errors name the file (path) and the row. */
+int pretraining_shard_validate(const PretrainingShard *s, const char *path, int max_seq_length, int max_predictions,
+                               int vocab_size, BertError *err);
+
+/* hdf5_shard_load + pretraining_shard_validate in a child process, so that libhdf5 crashing
+ * on a corrupt file (it can: tests/fuzz/known/) becomes a message naming the file instead of
+ * taking the caller down. *rows (if non-NULL) gets the shard's row count. Call it before the
+ * process starts OpenMP threads where possible (the child uses none). */
+int hdf5_shard_check(const char *path, int max_seq_length, int max_predictions, int vocab_size, size_t *rows,
+                     BertError *err);
+
+/* hdf5_shard_check on every *.hdf5 file directly in dir whose name contains name_filter
+ * (NULL: all), in name order. Each bad file's message goes to on_bad (if non-NULL). Returns
+ * the number of bad files, or -1 (err) when the folder cannot be read; *files and *rows
+ * count what was checked and the good files' sequences. */
+typedef struct { long files, bad; size_t rows; } ShardCheck;
+long hdf5_check_shard_folder(const char *dir, const char *name_filter, int max_seq_length, int max_predictions,
+                             int vocab_size, ShardCheck *out, void (*on_bad)(const char *msg, void *ctx), void *ctx,
+                             BertError *err);
+
 #endif

@@ -94,34 +94,7 @@ static int file_of(DataLoader *l, long epoch, int k) {
 /* ---- loading and checking one file ---- */
 
 static int check_shard(const DataLoader *l, const char *path, const PretrainingShard *s, BertError *err) {
-    const LoaderOptions *o = &l->o;
-    if (s->max_seq_length != o->max_seq_length || s->max_predictions_per_seq != o->max_predictions)
-        return bert_fail(err, "%s holds sequences of %d tokens with %d masked slots; this run was given "
-                              "--max_seq_length %d and --max_predictions_per_seq %d", path, s->max_seq_length,
-                         s->max_predictions_per_seq, o->max_seq_length, o->max_predictions);
-    const int T = s->max_seq_length, P = s->max_predictions_per_seq;
-    for (size_t r = 0; r < s->n; r++) {
-        for (int t = 0; t < T; t++) {
-            size_t i = r * (size_t)T + (size_t)t;
-            if (s->input_ids[i] < 0 || s->input_ids[i] >= o->vocab_size)
-                return bert_fail(err, "%s: row %zu: input_ids holds %d, outside the vocabulary of %d", path, r,
-                                 s->input_ids[i], o->vocab_size);
-            if ((s->input_mask[i] & ~1) || (s->segment_ids[i] & ~1))
-                return bert_fail(err, "%s: row %zu: input_mask and segment_ids must be 0 or 1", path, r);
-        }
-        for (int k = 0; k < P; k++) {
-            size_t i = r * (size_t)P + (size_t)k;
-            if (s->masked_lm_positions[i] < 0 || s->masked_lm_positions[i] >= T)
-                return bert_fail(err, "%s: row %zu: masked position %d outside the sequence", path, r,
-                                 s->masked_lm_positions[i]);
-            if (s->masked_lm_ids[i] < 0 || s->masked_lm_ids[i] >= o->vocab_size)
-                return bert_fail(err, "%s: row %zu: masked_lm_ids holds %d, outside the vocabulary of %d", path, r,
-                                 s->masked_lm_ids[i], o->vocab_size);
-        }
-        if (s->next_sentence_labels[r] & ~1)
-            return bert_fail(err, "%s: row %zu: next_sentence_labels must be 0 or 1", path, r);
-    }
-    return 0;
+    return pretraining_shard_validate(s, path, l->o.max_seq_length, l->o.max_predictions, l->o.vocab_size, err);
 }
 
 /* Slots in use: up to the first position 0 (NVIDIA's rule; [CLS] is never masked). */

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/launcher.h"
+#include "data/hdf5_shard.h"
 #include "core/rng.h"
 #include "io/config.h"
 #include "model/bert.h"
@@ -550,10 +551,38 @@ static int train_loop(Run *r, PretrainSummary *sum, BertError *err) {
     return 0;
 }
 
+static void remember_first(const char *msg, void *ctx) {
+    BertError *e = ctx;
+    if (!e->msg[0]) snprintf(e->msg, sizeof e->msg, "%s", msg);
+}
+
+/* --check_shards: every training (and held-out) shard read and validated in a child process
+ * before anything else runs, so a corrupt file is named now (and a crash inside libhdf5
+ * stays in the child) instead of stopping the run hours in. */
+static int check_all_shards(const PretrainOptions *o, BertError *err) {
+    BertConfig cfg;
+    if (bert_config_resolve(o->config_file ? o->config_file : o->bert_model, &cfg, err) != 0) return -1;
+    const char *dirs[2] = {o->input_dir, o->eval_steps > 0 ? (o->eval_dir ? o->eval_dir : o->input_dir) : NULL};
+    const char *filters[2] = {"training", "test"};
+    for (int k = 0; k < 2 && dirs[k]; k++) {
+        ShardCheck c = {0};
+        BertError first = {{0}};
+        long bad = hdf5_check_shard_folder(dirs[k], filters[k], o->max_seq_length, o->max_predictions_per_seq,
+                                           cfg.vocab_size, &c, remember_first, &first, err);
+        if (bad < 0) return -1;
+        if (bad > 0)   /* the first bad file named; bert check_shards lists them all */
+            return bert_fail(err, "--check_shards: %ld of %ld %s shards are bad; the first: %s", bad, c.files,
+                             filters[k], first.msg);
+        fprintf(stderr, "--check_shards: %ld %s shards, %zu sequences, all good\n", c.files, filters[k], c.rows);
+    }
+    return 0;
+}
+
 int pretrain_run(const PretrainOptions *o, PretrainSummary *sum, BertError *err) {
     memset(sum, 0, sizeof *sum);
     sum->final_mlm_accuracy = NAN, sum->final_loss = NAN, sum->mean_loss = NAN;
     if (check_options(o, err) != 0) return -1;
+    if (o->check_shards && check_all_shards(o, err) != 0) return -1;   /* first: it forks */
     int rank, world;
     launcher_rank(&rank, &world);
     if (world > 1)   /* each process would train alone on its part of the data */

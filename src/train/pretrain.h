@@ -54,6 +54,7 @@ typedef struct {
     bool disable_progress_bar;
     int threads;                    /* <= 0: OpenMP's default */
     bool strict;                    /* refuse loaded weights with NaN/Inf values (else: a warning) */
+    bool check_shards;              /* read and validate every shard first, each in a child process */
     /* precision of the matrix products (model/bert.h BertPrecision): 0 fp32, BF16 (refused
      * without bf16 instructions), BF16_EMULATED, FP16 (with loss scaling). The fp32 master
      * weights, optimizer state and checkpoints are the same in every precision. */
