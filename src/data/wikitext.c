@@ -359,7 +359,31 @@ typedef struct {
 
 /* Parses an HTML tag at p[i]: "<", an optional "/", a name, attributes, ">" (attribute
  * values may hold ">" inside quotes). */
-static bool parse_tag(const char *p, size_t n, size_t i, Tag *t) {
+/* Steps of the scanning loops on this thread (wikitext_work): what the scaling tests count. */
+static _Thread_local long long work_steps;
+long long wikitext_work(void) { return work_steps; }
+
+/* Where a tag's attribute scan is known to run off the end of the text. The scan from a
+ * given position is deterministic (a quote jumps to its match, anything else steps on), so a
+ * position that a failed scan passed leads off the end again: one flag per position, set
+ * once, keeps a pass linear on a page of unclosed "<a " (it was quadratic: 45 s at 1e5). */
+typedef struct {
+    unsigned char *dead;
+} TagScan;
+
+static TagScan tag_scan_new(size_t n) { return (TagScan){.dead = xcalloc(n + 1, 1)}; }
+static void tag_scan_free(TagScan *s) { free(s->dead); }
+
+/* One step of an opening tag's attribute scan from j (p[j] != '>'). */
+static size_t attribute_step(const char *p, size_t n, size_t j) {
+    if (p[j] == '"' || p[j] == '\'') {
+        const char *q = memchr(p + j + 1, p[j], n - j - 1);
+        if (q) return (size_t)(q - p) + 1;
+    }
+    return j + 1;
+}
+
+static bool parse_tag(TagScan *scan, const char *p, size_t n, size_t i, Tag *t) {
     if (p[i] != '<') return false;
     size_t j = i + 1;
     while (j < n && (p[j] == ' ' || p[j] == '\t' || p[j] == '\n')) j++;
@@ -371,11 +395,17 @@ static bool parse_tag(const char *p, size_t n, size_t i, Tag *t) {
     t->name_len = (size_t)(p + j - t->name);
     if (!t->name_len) return false;
     char last = 0;
+    const size_t attributes = j;
     while (j < n && p[j] != '>') {
-        if ((p[j] == '"' || p[j] == '\'') && !t->closing) {
-            const char *q = memchr(p + j + 1, p[j], n - j - 1);
-            if (q) {
-                j = (size_t)(q - p) + 1;
+        work_steps++;
+        if (!t->closing) {
+            if (scan->dead[j]) {
+                j = n;   /* this position is known to lead off the end */
+                break;
+            }
+            const size_t next = attribute_step(p, n, j);
+            if (next > j + 1) {   /* a quoted span */
+                j = next;
                 last = p[j - 1];
                 continue;
             }
@@ -384,7 +414,12 @@ static bool parse_tag(const char *p, size_t n, size_t i, Tag *t) {
         if (p[j] != ' ' && p[j] != '\t' && p[j] != '\n') last = p[j];
         j++;
     }
-    if (j >= n) return false;
+    if (j >= n) {
+        if (!t->closing)   /* mark the path this scan took: later scans that join it stop at once */
+            for (size_t k = attributes; k < n && !scan->dead[k] && p[k] != '>'; k = attribute_step(p, n, k))
+                scan->dead[k] = 1, work_steps++;
+        return false;
+    }
     t->self_closing = !t->closing && last == '/';
     t->end = j + 1;
     return true;
@@ -399,6 +434,7 @@ static bool tag_is(const Tag *t, const char *const *names) {
 /* <br>, <hr> become a space, and <p>, <center>, <h1>..<h4> a newline, unless whitespace
  * (or the text's edge) is already on one side (substituteLineBreakTag). */
 static void line_break_tags(const Str *in, Str *out) {
+    TagScan scan = tag_scan_new(in->n);
     static const char *const SPACE_TAGS[] = {"br", "hr", NULL};
     static const char *const BLOCK_TAGS[] = {"p", "center", "h1", "h2", "h3", "h4", NULL};
     for (size_t i = 0; i < in->n;) {
@@ -409,7 +445,7 @@ static void line_break_tags(const Str *in, Str *out) {
             continue;
         }
         Tag t;
-        if (in->p[i] == '<' && parse_tag(in->p, in->n, i, &t)) {
+        if (in->p[i] == '<' && parse_tag(&scan, in->p, in->n, i, &t)) {
             bool space = tag_is(&t, SPACE_TAGS), block = tag_is(&t, BLOCK_TAGS);
             if (space || block) {
                 int len;
@@ -422,11 +458,13 @@ static void line_break_tags(const Str *in, Str *out) {
         }
         str_addc(out, in->p[i++]);
     }
+    tag_scan_free(&scan);
 }
 
 /* Comments, self-closing tags (<ref name=x/>) and the markup (not the text) of inline
  * tags are dropped. */
 static void drop_markup(const Str *in, Str *out) {
+    TagScan scan = tag_scan_new(in->n);
     static const char *const SELF_CLOSING[] = {"nobr", "ref", "references", "nowiki", "templatestyles", "section", NULL};
     static const char *const IGNORED[] = {"abbr", "b", "bdi", "big", "blockquote", "cite", "div", "em",
         "font", "hiero", "i", "kbd", "nowiki", "plaintext", "poem", "s", "section", "span", "strike",
@@ -448,13 +486,14 @@ static void drop_markup(const Str *in, Str *out) {
             no_comment_end_from = i + 4;
         }
         Tag t;
-        if (in->p[i] == '<' && parse_tag(in->p, in->n, i, &t) &&
+        if (in->p[i] == '<' && parse_tag(&scan, in->p, in->n, i, &t) &&
             ((t.self_closing && tag_is(&t, SELF_CLOSING)) || tag_is(&t, IGNORED))) {
             i = t.end;
             continue;
         }
         str_addc(out, in->p[i++]);
     }
+    tag_scan_free(&scan);
 }
 
 static const char *const DISCARD[] = {"gallery", "timeline", "noinclude", "pre", "table", "tr", "td",
@@ -485,14 +524,15 @@ static size_t memo_push(ScanMemo *m, size_t open) {
 
 /* The end of the element opened by t at i (0: never closed), from the memo if a failed
  * scan passed i, else by scanning for its closing tag (same name, nested by name). */
-static size_t element_end(const Str *in, size_t i, const Tag *t, ScanMemo *memo, size_t **stack, size_t *stack_cap) {
+static size_t element_end(TagScan *scan, const Str *in, size_t i, const Tag *t, ScanMemo *memo, size_t **stack,
+                          size_t *stack_cap) {
     while (memo->next < memo->n && memo->open[memo->next] < i) memo->next++;
     if (memo->next < memo->n && memo->open[memo->next] == i) return memo->end[memo->next];
     memo->n = memo->next = 0;
     size_t depth = 1, j = t->end;
     while (j < in->n && depth > 0) {
         Tag u;
-        if (in->p[j] == '<' && parse_tag(in->p, in->n, j, &u) && u.name_len == t->name_len &&
+        if (in->p[j] == '<' && parse_tag(scan, in->p, in->n, j, &u) && u.name_len == t->name_len &&
             !strncasecmp(u.name, t->name, t->name_len)) {
             if (u.closing) {  /* closes the innermost open one: the scan's own opener last */
                 if (--depth > 0) memo->end[(*stack)[depth - 1]] = u.end;
@@ -513,6 +553,7 @@ static size_t element_end(const Str *in, size_t i, const Tag *t, ScanMemo *memo,
 /* Elements that hold no prose are dropped with their content (<ref>..</ref>, nested by
  * name); a close tag without its opener is dropped alone. */
 static void drop_elements(const Str *in, Str *out) {
+    TagScan scan = tag_scan_new(in->n);
     ScanMemo memo[NDISCARD] = {{0}};
     size_t stack_cap = 64, *stack = xmalloc(stack_cap * sizeof *stack);
     for (size_t i = 0; i < in->n;) {
@@ -523,7 +564,7 @@ static void drop_elements(const Str *in, Str *out) {
             continue;
         }
         Tag t;
-        if (in->p[i] != '<' || !parse_tag(in->p, in->n, i, &t) || !tag_is(&t, DISCARD)) {
+        if (in->p[i] != '<' || !parse_tag(&scan, in->p, in->n, i, &t) || !tag_is(&t, DISCARD)) {
             str_addc(out, in->p[i++]);
             continue;
         }
@@ -533,11 +574,12 @@ static void drop_elements(const Str *in, Str *out) {
         }
         size_t k = 0;
         while (!(strlen(DISCARD[k]) == t.name_len && !strncasecmp(t.name, DISCARD[k], t.name_len))) k++;
-        size_t end = element_end(in, i, &t, &memo[k], &stack, &stack_cap);
+        size_t end = element_end(&scan, in, i, &t, &memo[k], &stack, &stack_cap);
         i = end ? end : t.end;  /* never closed: drop just the tag */
     }
     for (size_t k = 0; k < NDISCARD; k++) free(memo[k].open), free(memo[k].end);
     free(stack);
+    tag_scan_free(&scan);
 }
 
 /* &name; &#123; &#x1F; -> the character (WikiExtractor's unescape; unknown ones stay). */
@@ -585,31 +627,65 @@ static void unescape_entities(const Str *in, Str *out) {
 }
 
 /* Numbers for placeholders: an element identical to an earlier one gets the earlier
- * one's number (WikiExtractor replaces every copy at once), yet still counts. */
+ * one's number (WikiExtractor replaces every copy at once), yet still counts. The distinct
+ * texts are found through a hash table (a list searched from the start was quadratic: 21 s
+ * for 1e5 distinct <code> elements). */
 typedef struct {
-    Str seen;   /* element texts, each followed by a NUL */
+    Str seen;                 /* the distinct element texts, back to back */
+    size_t *offset, *length;  /* per distinct text */
+    int *number;              /* its placeholder number */
+    size_t distinct, cap;
+    size_t *slots, nslots;    /* open addressing: distinct index + 1, 0 empty; nslots a power of two */
     int count;
 } PlaceholderCounter;
 
-static int placeholder_number(PlaceholderCounter *c, const char *elem, size_t len) {
-    int number = ++c->count, k = 1;
-    for (size_t i = 0; i < c->seen.n; k++) {
-        size_t n = strlen(c->seen.p + i);
-        if (n == len && !memcmp(c->seen.p + i, elem, len)) {
-            number = k;
-            break;
-        }
-        i += n + 1;
+static uint64_t text_hash(const char *p, size_t n) {   /* FNV-1a */
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 1099511628211ull;
+    return h;
+}
+
+static void placeholder_rehash(PlaceholderCounter *c) {
+    free(c->slots);
+    c->nslots = c->nslots ? 2 * c->nslots : 64;
+    c->slots = xcalloc(c->nslots, sizeof *c->slots);
+    for (size_t k = 0; k < c->distinct; k++) {
+        size_t s = text_hash(c->seen.p + c->offset[k], c->length[k]) & (c->nslots - 1);
+        while (c->slots[s]) s = (s + 1) & (c->nslots - 1);
+        c->slots[s] = k + 1;
     }
-    str_add(&c->seen, elem, len); /* NUL-free: element texts hold no NUL from expat */
-    str_add(&c->seen, "", 1);
+}
+
+static int placeholder_number(PlaceholderCounter *c, const char *elem, size_t len) {
+    const int number = ++c->count;
+    if (2 * (c->distinct + 1) > c->nslots) placeholder_rehash(c);
+    size_t s = text_hash(elem, len) & (c->nslots - 1);
+    for (; c->slots[s]; s = (s + 1) & (c->nslots - 1)) {
+        const size_t k = c->slots[s] - 1;
+        work_steps++;
+        if (c->length[k] == len && !memcmp(c->seen.p + c->offset[k], elem, len)) return c->number[k];
+    }
+    if (c->distinct == c->cap) {
+        c->cap = grow_capacity(c->cap, c->cap + 1, 64);
+        c->offset = xrealloc(c->offset, c->cap * sizeof *c->offset);
+        c->length = xrealloc(c->length, c->cap * sizeof *c->length);
+        c->number = xrealloc(c->number, c->cap * sizeof *c->number);
+    }
+    c->offset[c->distinct] = c->seen.n, c->length[c->distinct] = len, c->number[c->distinct] = number;
+    str_add(&c->seen, elem, len);
+    c->slots[s] = ++c->distinct;
     return number;
+}
+
+static void placeholder_free(PlaceholderCounter *c) {
+    free(c->seen.p), free(c->offset), free(c->length), free(c->number), free(c->slots);
 }
 
 /* <math>..</math> -> formula_N, <code>..</code> -> codice_N; << and >> -> « and ». */
 static void placeholders(const Str *in, Str *out) {
+    TagScan scan = tag_scan_new(in->n);
     static const char *const MATH[] = {"math", NULL}, *const CODE[] = {"code", NULL};
-    PlaceholderCounter math = {{0}, 0}, code = {{0}, 0};
+    PlaceholderCounter math = {0}, code = {0};
     size_t unclosed_from[2] = {SIZE_MAX, SIZE_MAX};  /* math, code: no closing tag at or after */
     for (size_t i = 0; i < in->n;) {
         size_t run = plain_run(in, i, "<>");
@@ -619,11 +695,11 @@ static void placeholders(const Str *in, Str *out) {
             continue;
         }
         Tag t, u;
-        if (in->p[i] == '<' && parse_tag(in->p, in->n, i, &t) && !t.closing && !t.self_closing &&
+        if (in->p[i] == '<' && parse_tag(&scan, in->p, in->n, i, &t) && !t.closing && !t.self_closing &&
             (tag_is(&t, MATH) || tag_is(&t, CODE))) {
             size_t j = t.end, *unclosed = &unclosed_from[tag_is(&t, MATH) ? 0 : 1];
             if (j >= *unclosed) j = in->n;  /* an earlier scan from before here found none */
-            while (j < in->n && !(in->p[j] == '<' && parse_tag(in->p, in->n, j, &u) && u.closing &&
+            while (j < in->n && !(in->p[j] == '<' && parse_tag(&scan, in->p, in->n, j, &u) && u.closing &&
                                   u.name_len == t.name_len && !strncasecmp(u.name, t.name, t.name_len)))
                 j++;
             if (j >= in->n && t.end < *unclosed) *unclosed = t.end;
@@ -641,8 +717,9 @@ static void placeholders(const Str *in, Str *out) {
         else if (starts_with(in, i, ">>")) str_adds(out, "\xC2\xBB"), i += 2; /* » */
         else str_addc(out, in->p[i++]);
     }
-    free(math.seen.p);
-    free(code.seen.p);
+    placeholder_free(&math);
+    placeholder_free(&code);
+    tag_scan_free(&scan);
 }
 
 /* ---- Tidying whitespace and punctuation ---------------------------------------------- */
