@@ -166,6 +166,32 @@ static void test_wiki_skipped_pages_counted(void) {
            st.documents_written, st.pages_redirect, st.pages_other_namespace, st.pages_bad_namespace);
 }
 
+/* Issue 14, defect 5: one huge page was held whole at ~5x its size (a 300 MB page: 1.5 GB).
+ * Text past max_page_mb is not kept: the page is skipped and counted, and the next page is
+ * formatted as usual. */
+static void test_wiki_page_size_cap(void) {
+    FILE *f = fopen(tmp_path("big.xml"), "w");
+    fputs("<mediawiki><page><title>Huge</title><ns>0</ns><revision><text>", f);
+    for (int i = 0; i < 300000; i++) fputs("Lots of words here. ", f);   /* 6 MB of text */
+    fputs("</text></revision></page>"
+          "<page><title>Small</title><ns>0</ns><revision><text>A small article.</text></revision></page>"
+          "</mediawiki>", f);
+    fclose(f);
+    FormatOptions opt = format_default_options();
+    CHECK(opt.max_page_mb == 32);
+    opt.max_page_mb = 1;
+    FormatStats st;
+    BertError err;
+    CHECKF(format_wikipedia(tmp_path("big.xml"), tmp_path("big.txt"), &opt, &st, &err) == 0, "%s", err.msg);
+    char *text = read_text(tmp_path("big.txt"));
+    CHECKF(st.pages_too_large == 1 && st.documents_written == 1 && text && !strncmp(text, "A small article.", 16),
+           "too large %lld, written %lld, text '%.40s'", st.pages_too_large, st.documents_written, text ? text : "");
+    free(text);
+    opt.max_page_mb = 32;   /* under the cap: kept */
+    CHECK(format_wikipedia(tmp_path("big.xml"), tmp_path("big.txt"), &opt, &st, &err) == 0 && st.pages_too_large == 0 &&
+          st.documents_written == 2);
+}
+
 /* Two pages, compressed as two concatenated bzip2 streams (as pbzip2 writes them). */
 static void test_wiki_multistream_and_plain(void) {
     const char *part1 = "<mediawiki><page><title>A</title><ns>0</ns><revision><text>First '''article'''.</text></revision></page>";
@@ -345,6 +371,7 @@ int main(void) {
     RUN_TEST(test_wiki_multistream_parallel);
     RUN_TEST(test_wiki_truncated);
     RUN_TEST(test_wiki_skipped_pages_counted);
+    RUN_TEST(test_wiki_page_size_cap);
     RUN_TEST(test_wikitext_scales_linearly);
     RUN_TEST(test_wiki_multistream_and_plain);
     RUN_TEST(test_wikitext_rules);

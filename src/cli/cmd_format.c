@@ -15,6 +15,8 @@ int cmd_format(int argc, char **argv) {
         {"o", FLAG_STRING, &out, "output file (required); written atomically"},
         {"strip_gutenberg", FLAG_BOOL, &opt.strip_gutenberg,
          "books: drop Project Gutenberg header/footer around *** START/END OF *** (default true)"},
+        {"max_page_mb", FLAG_DOUBLE, &opt.max_page_mb,
+         "wikipedia: skip (and count) pages whose text passes this many MiB, bounding memory (default 32)"},
         {"quiet", FLAG_BOOL, &quiet, "no progress or summary"},
     };
     FlagSpec spec = {"format", "format {wikipedia DUMP.xml[.bz2]... | books DIR} -o OUT [flags]",
@@ -25,6 +27,10 @@ int cmd_format(int argc, char **argv) {
     if (rc != 0) return rc > 0 ? 0 : 2;
     if (!out) {
         fprintf(stderr, "bert format: -o OUT is required\n");
+        return 2;
+    }
+    if (!(opt.max_page_mb > 0 && opt.max_page_mb <= 1048576)) {
+        fprintf(stderr, "bert format: --max_page_mb must be in (0, 1048576]\n");
         return 2;
     }
     bool wiki = !strcmp(pos[0], "wikipedia"), books = !strcmp(pos[0], "books");
@@ -57,9 +63,10 @@ int cmd_format(int argc, char **argv) {
                 pos[0], st.documents_written, out, st.documents_skipped, st.input_bytes / 1e6,
                 st.output_bytes / 1e6, st.seconds, st.input_bytes / 1e6 / (st.seconds > 0 ? st.seconds : 1e-9),
                 st.invalid_utf8_bytes ? "; invalid UTF-8 bytes replaced by U+FFFD" : "");
-    if (!quiet && (st.pages_redirect || st.pages_other_namespace || st.pages_bad_namespace))
+    if (!quiet && (st.pages_redirect || st.pages_other_namespace || st.pages_bad_namespace || st.pages_too_large))
         fprintf(stderr, "  pages not kept: %lld redirects, %lld of other namespaces, %lld with a missing or "
-                        "malformed <ns>\n", st.pages_redirect, st.pages_other_namespace, st.pages_bad_namespace);
+                        "malformed <ns>, %lld over --max_page_mb\n", st.pages_redirect, st.pages_other_namespace,
+                st.pages_bad_namespace, st.pages_too_large);
     if (!quiet && st.parallel_ranges)
         fprintf(stderr, "  (multi-stream bzip2: decompressed and formatted as %d ranges in parallel)\n",
                 st.parallel_ranges);

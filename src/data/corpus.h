@@ -33,6 +33,7 @@ typedef struct {
     /* Wikipedia pages not kept, by reason (part of documents_skipped): redirects, pages of
      * another namespace, and pages whose <ns> is missing or not a number */
     long long pages_redirect, pages_other_namespace, pages_bad_namespace;
+    long long pages_too_large;     /* skipped: text over FormatOptions.max_page_mb */
     long long input_bytes;         /* bytes read (decompressed XML for .bz2 dumps) */
     long long output_bytes;        /* bytes written */
     long long invalid_utf8_bytes;  /* bad input bytes, each replaced by U+FFFD */
@@ -49,6 +50,10 @@ typedef struct {
     bool progress;
     /* Dumps in parts: parts formatted at once (<= 0: all cores). */
     int n_threads;
+    /* Wikipedia: a page whose text passes this many MiB is skipped and counted
+     * (pages_too_large), so memory stays bounded (cleaning holds a few copies of a page).
+     * Wikipedia itself caps articles at 2 MiB; default 32. */
+    double max_page_mb;
 } FormatOptions;
 
 FormatOptions format_default_options(void);

@@ -14,7 +14,7 @@
 #include "data/doc_writer.h"
 
 FormatOptions format_default_options(void) {
-    FormatOptions o = {.strip_gutenberg = true, .progress = false};
+    FormatOptions o = {.strip_gutenberg = true, .progress = false, .max_page_mb = 32};
     return o;
 }
 

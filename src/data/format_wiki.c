@@ -40,7 +40,8 @@ typedef enum { FIELD_NONE, FIELD_TITLE, FIELD_NS, FIELD_TEXT } Field;
 typedef struct {
     DocWriter *writer;
     Field field;
-    bool in_page, redirect;
+    bool in_page, redirect, too_large;
+    size_t max_text;    /* bytes of page text kept at most (FormatOptions.max_page_mb) */
     Buf title, ns, text;
     char *clean;  /* sanitized text */
     size_t clean_cap;
@@ -51,7 +52,7 @@ static void XMLCALL on_start(void *ud, const XML_Char *name, const XML_Char **at
     (void)attrs;
     if (!strcmp(name, "page")) {
         r->in_page = true;
-        r->redirect = false;
+        r->redirect = r->too_large = false;
         r->title.n = r->ns.n = r->text.n = 0;
         return;
     }
@@ -66,6 +67,10 @@ static void XMLCALL on_text(void *ud, const XML_Char *s, int len) {
     WikiReader *r = ud;
     Buf *b = r->field == FIELD_TITLE ? &r->title : r->field == FIELD_NS ? &r->ns
            : r->field == FIELD_TEXT ? &r->text : NULL;
+    if (b && b->n + (size_t)len > r->max_text) {   /* stop growing: the page will be skipped */
+        r->too_large = true;
+        return;
+    }
     if (b) buf_add(b, s, (size_t)len);
 }
 
@@ -82,7 +87,10 @@ static void XMLCALL on_end(void *ud, const XML_Char *name) {
     for (size_t i = 0; i < r->ns.n; i++) numeric_ns = numeric_ns && r->ns.p[i] >= '0' && r->ns.p[i] <= '9';
     bool article = r->ns.n == 1 && r->ns.p[0] == '0' && !r->redirect;
     FormatStats *st = r->writer->stats;   /* why a page is not kept, counted */
-    if (!numeric_ns) st->pages_bad_namespace++;
+    if (r->too_large) {
+        st->pages_too_large++;
+        r->text.n = 0, article = false;
+    } else if (!numeric_ns) st->pages_bad_namespace++;
     else if (!article && !r->redirect) st->pages_other_namespace++;
     else if (r->redirect) st->pages_redirect++;
     if (article && r->text.n) {
@@ -253,9 +261,10 @@ static int parse_dump(Source *src, XML_Parser parser, FormatStats *st, const cha
 }
 
 /* An expat parser that hands each article of the dump to w. */
-static XML_Parser wiki_parser_new(WikiReader *r, DocWriter *w) {
+static XML_Parser wiki_parser_new(WikiReader *r, DocWriter *w, double max_page_mb) {
     memset(r, 0, sizeof *r);
     r->writer = w;
+    r->max_text = max_page_mb > 0 ? (size_t)(max_page_mb * 1048576.0) : SIZE_MAX;
     XML_Parser parser = XML_ParserCreate("UTF-8");
     XML_SetUserData(parser, r);
     XML_SetElementHandler(parser, on_start, on_end);
@@ -272,14 +281,14 @@ static void wiki_parser_free(XML_Parser parser, WikiReader *r) {
 }
 
 /* Streams one dump's articles into w. */
-static int format_dump_into(DocWriter *w, const char *dump, BertError *err) {
+static int format_dump_into(DocWriter *w, const char *dump, double max_page_mb, BertError *err) {
     Source src;
     if (source_open(&src, dump, err) != 0) {
         source_close(&src);
         return -1;
     }
     WikiReader r;
-    XML_Parser parser = wiki_parser_new(&r, w);
+    XML_Parser parser = wiki_parser_new(&r, w, max_page_mb);
     int rc = parse_dump(&src, parser, w->stats, dump, err);
     wiki_parser_free(parser, &r);
     source_close(&src);
@@ -290,11 +299,11 @@ static int format_dump_into(DocWriter *w, const char *dump, BertError *err) {
  * the first lack the <mediawiki> opening and ranges before the last its closing: they
  * are supplied, so each range parses as a document of whole pages. */
 static int format_range_into(DocWriter *w, const char *dump, long long start, long long end,
-                             bool first, bool last, BertError *err) {
+                             bool first, bool last, double max_page_mb, BertError *err) {
     Bz2Range *range = bz2_range_open(dump, start, end, err);
     if (!range) return -1;
     WikiReader r;
-    XML_Parser parser = wiki_parser_new(&r, w);
+    XML_Parser parser = wiki_parser_new(&r, w, max_page_mb);
     char *buf = xmalloc(CHUNK);
     int rc = first ? 0 : (XML_Parse(parser, "<mediawiki>", 11, 0) == XML_STATUS_ERROR ? -1 : 0);
     for (long n; rc == 0 && (n = bz2_range_read(range, buf, CHUNK, err)) != 0;) {
@@ -330,6 +339,7 @@ typedef struct {
     long long start, end; /* a byte range of one dump, or end < 0: the whole dump */
     bool first, last;
     char path[4200];
+    double max_page_mb;
     FormatStats stats;
     int rc;
     BertError err;
@@ -339,8 +349,8 @@ static void run_part(PartJob *j) {
     DocWriter w;
     j->rc = doc_writer_open_scratch(&w, j->path, &j->stats, &j->err);
     if (j->rc != 0) return;
-    j->rc = j->end < 0 ? format_dump_into(&w, j->dump, &j->err)
-                       : format_range_into(&w, j->dump, j->start, j->end, j->first, j->last, &j->err);
+    j->rc = j->end < 0 ? format_dump_into(&w, j->dump, j->max_page_mb, &j->err)
+                       : format_range_into(&w, j->dump, j->start, j->end, j->first, j->last, j->max_page_mb, &j->err);
     if (j->rc == 0) j->rc = doc_writer_commit(&w, &j->err);
     else doc_writer_abort(&w);
 }
@@ -376,6 +386,7 @@ static int join_parts(PartJob *jobs, int n, const char *out, FormatStats *st, Be
         st->pages_redirect += jobs[k].stats.pages_redirect;
         st->pages_other_namespace += jobs[k].stats.pages_other_namespace;
         st->pages_bad_namespace += jobs[k].stats.pages_bad_namespace;
+        st->pages_too_large += jobs[k].stats.pages_too_large;
     }
     if (rc == 0) return atomic_commit(&af, err);
     if (af.fp) atomic_abort(&af);
@@ -408,7 +419,7 @@ static int format_streams_parallel(const char *dump, const char *out, const Form
         long long target = size * (k + 1) / n_jobs;
         int e = s + 1;
         while (e < n_streams && offsets[e] < target) e++;
-        jobs[made] = (PartJob){.dump = dump, .start = offsets[s], .end = e < n_streams ? offsets[e] : size,
+        jobs[made] = (PartJob){.dump = dump, .max_page_mb = opt->max_page_mb, .start = offsets[s], .end = e < n_streams ? offsets[e] : size,
                                .first = s == 0, .last = e == n_streams};
         made++;
         s = e;
@@ -438,7 +449,7 @@ int format_wikipedia_dumps(const char *const *dumps, int n_dumps, const char *ou
     int rc = 1;
     if (n_dumps > 1) { /* parts in parallel, one dump each */
         PartJob *jobs = xcalloc((size_t)n_dumps, sizeof *jobs);
-        for (int k = 0; k < n_dumps; k++) jobs[k] = (PartJob){.dump = dumps[k], .end = -1};
+        for (int k = 0; k < n_dumps; k++) jobs[k] = (PartJob){.dump = dumps[k], .end = -1, .max_page_mb = opt.max_page_mb};
         int bad = run_parts(jobs, n_dumps, out, &opt);
         if (bad >= 0) {
             remove_parts(jobs, n_dumps);
@@ -454,7 +465,7 @@ int format_wikipedia_dumps(const char *const *dumps, int n_dumps, const char *ou
         memset(&st, 0, sizeof st);
         DocWriter w;
         if (doc_writer_open(&w, out, &st, opt.progress, "wikipedia", err) != 0) return -1;
-        rc = format_dump_into(&w, dumps[0], err);
+        rc = format_dump_into(&w, dumps[0], opt.max_page_mb, err);
         if (rc == 0) rc = doc_writer_commit(&w, err);
         else doc_writer_abort(&w);
     }
