@@ -10,7 +10,7 @@
 # kernels or tolerances. Exit status non-zero if any environment failed.
 set -u
 cd "$(dirname "$0")/.."
-TESTS=(test_layers test_model test_bench)
+TESTS=(test_layers test_model test_bench test_bf16)
 BUILDS=(build build-openblas)
 flags=$(grep -m1 '^flags' /proc/cpuinfo)
 coretypes=("" Haswell)
