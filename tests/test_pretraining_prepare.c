@@ -130,6 +130,42 @@ static void test_ranks_take_disjoint_shards(void) {
     remove_tree(BOOKS);
 }
 
+/* Issue 14, defect 6: after a kill, `prepare --resume` redid everything: the format and
+ * shard steps rewrote their outputs, and every finished HDF5 shard then looked stale. Now
+ * each step's manifest records its inputs and outputs (size, nanosecond time), so a resumed
+ * run skips what is unchanged, whole chain included, and redoes what changed. */
+static void test_resume_skips_what_is_unchanged(void) {
+    make_books();
+    remove_tree(WORK);
+    PrepareOptions o = small_options();
+    PrepareStats st;
+    BertError err;
+    CHECKF(prepare_run(&o, &st, &err) == 0 && st.jobs_done == 8, "%s", err.msg);
+    /* a run killed before two shards were written */
+    unlink(PHASE1 "/bookscorpus_training_2.hdf5"), unlink(PHASE2 "/bookscorpus_test_0.hdf5");
+    o.resume = true;
+    CHECKF(prepare_run(&o, &st, &err) == 0, "%s", err.msg);
+    CHECKF(st.shard_step_skipped && st.jobs_skipped == 6 && st.jobs_done == 2, "shard step skipped %d, %d skipped, "
+           "%d done", st.shard_step_skipped, st.jobs_skipped, st.jobs_done);
+    CHECK(file_exists(PHASE1 "/bookscorpus_training_2.hdf5") && file_exists(PHASE2 "/bookscorpus_test_0.hdf5"));
+    /* nothing left: everything skipped */
+    CHECKF(prepare_run(&o, &st, &err) == 0 && st.jobs_skipped == 8 && st.jobs_done == 0, "%s", err.msg);
+    /* a shard text changed (same size): its two HDF5 shards are made again, the rest kept */
+    char *text = read_text(SHARDS "/bookscorpus_training_1.txt");
+    CHECK(text && strlen(text) > 10);
+    text[0] = text[0] == 'a' ? 'b' : 'a';
+    write_text(SHARDS "/bookscorpus_training_1.txt", text);
+    free(text);
+    o.do_format = o.do_shard = false, o.n_training_shards = o.n_test_shards = 0;
+    CHECKF(prepare_run(&o, &st, &err) == 0 && st.jobs_done == 2 && st.jobs_skipped == 6, "%s (done %d, skipped %d)",
+           err.msg, st.jobs_done, st.jobs_skipped);
+    /* another option (dupe factor) is another shard: nothing is taken as done */
+    o.base.dupe_factor = 3;
+    CHECKF(prepare_run(&o, &st, &err) == 0 && st.jobs_skipped == 0, "%s", err.msg);
+    remove_tree(WORK);
+    remove_tree(BOOKS);
+}
+
 static void test_bad_requests_are_clear_errors(void) {
     PrepareOptions o = prepare_default_options();
     PrepareStats st;
@@ -162,6 +198,7 @@ static void test_python_float_str(void) {
 int main(void) {
     RUN_TEST(test_whole_chain_with_nvidia_names);
     RUN_TEST(test_ranks_take_disjoint_shards);
+    RUN_TEST(test_resume_skips_what_is_unchanged);
     RUN_TEST(test_bad_requests_are_clear_errors);
     RUN_TEST(test_python_float_str);
     return test_summary();

@@ -1,6 +1,7 @@
 /* `bert prepare`: format -> shard -> create_pretraining_data, NVIDIA's folder layout. */
 #include "data/prepare.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <glob.h>
 #include <math.h>
@@ -16,6 +17,7 @@
 #include "data/corpus.h"
 #include "data/hdf5_shard.h"
 #include "data/progress.h"
+#include "data/step_manifest.h"
 
 PrepareOptions prepare_default_options(void) {
     PrepareOptions o;
@@ -76,11 +78,47 @@ static int list_format_jobs(const PrepareOptions *o, FormatJob *jobs) {
     return n;
 }
 
+static int cmp_paths(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* A format job's inputs for the step manifest: the dump, or every *.txt of the books folder
+ * (sorted). Returns the count; the caller frees names[1..]. */
+static int format_inputs(const FormatJob *j, char ***names) {
+    int n = 0;
+    size_t cap = 0;
+    *names = NULL;
+    DIR *d = j->wikipedia ? NULL : opendir(j->source);
+    if (!d) {
+        ARRAY_RESERVE(*names, cap, 1, 4);
+        (*names)[n++] = xstrdup(j->source);
+        return n;
+    }
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t len = strlen(e->d_name);
+        if (e->d_name[0] == '.' || len < 4 || strcmp(e->d_name + len - 4, ".txt") != 0) continue;
+        ARRAY_RESERVE(*names, cap, (size_t)n + 1, 64);
+        size_t m = strlen(j->source) + len + 2;
+        (*names)[n] = xmalloc(m);
+        snprintf((*names)[n++], m, "%s/%s", j->source, e->d_name);
+    }
+    closedir(d);
+    qsort(*names, (size_t)n, sizeof **names, cmp_paths);
+    return n;
+}
+
+static void free_names(char **names, int n) {
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+}
+
 static int run_format(const PrepareOptions *o, const FormatJob *jobs, int n_jobs,
                       PrepareStats *st, BertError *err) {
-    char dir[4200];
+    char dir[4200], manifest_path[4300], pattern[4300];
     snprintf(dir, sizeof dir, "%s/formatted_one_article_per_line", o->work_dir);
     if (n_jobs && make_dirs(dir, err) != 0) return -1;
+    snprintf(manifest_path, sizeof manifest_path, "%s/.bert_prepare_format.json", dir);
+    snprintf(pattern, sizeof pattern, "%s", manifest_path);
+    StepManifest *manifest = step_manifest_load(pattern);
+    const char *options = o->strip_gutenberg ? "format strip_gutenberg" : "format";
     int failed = 0;
     FormatOptions fo = format_default_options();
     fo.strip_gutenberg = o->strip_gutenberg;
@@ -89,10 +127,24 @@ static int run_format(const PrepareOptions *o, const FormatJob *jobs, int n_jobs
     for (int k = 0; k < n_jobs; k++) {
         FormatStats fs;
         BertError e;
+        char **inputs;
+        const int n_inputs = format_inputs(&jobs[k], &inputs);
+        const char *output = jobs[k].path;
+        bool done;
+#pragma omp critical(prepare_format)
+        done = o->resume && step_manifest_done(manifest, &output, 1, (const char *const *)inputs, n_inputs, options);
+        if (done) {
+            if (!o->quiet) fprintf(stderr, "format: %s unchanged since it was written (--resume)\n", output);
+            free_names(inputs, n_inputs);
+            continue;
+        }
         int rc = jobs[k].wikipedia ? format_wikipedia(jobs[k].source, jobs[k].path, &fo, &fs, &e)
                                    : format_books(jobs[k].source, jobs[k].path, &fo, &fs, &e);
 #pragma omp critical(prepare_format)
         {
+            if (rc == 0 && step_manifest_record(manifest, manifest_path, &output, 1, (const char *const *)inputs,
+                                                n_inputs, options, &e) != 0)
+                rc = -1;
             if (rc != 0 && !failed) *err = e, failed = 1;
             if (rc == 0) {
                 st->documents += fs.documents_written;
@@ -101,7 +153,9 @@ static int run_format(const PrepareOptions *o, const FormatJob *jobs, int n_jobs
                             jobs[k].path, fs.documents_written, fs.output_bytes / 1e6, fs.seconds);
             }
         }
+        free_names(inputs, n_inputs);
     }
+    step_manifest_free(manifest);
     return failed ? -1 : 0;
 }
 
@@ -159,6 +213,39 @@ static void sharded_dir(const PrepareOptions *o, int n_train, int n_test, const 
     python_float_str(o->fraction_test_set, frac, sizeof frac);
     snprintf(out, len, "%s/sharded_training_shards_%d_test_shards_%d_fraction_%s/%s", o->work_dir, n_train,
              n_test, frac, dataset);
+}
+
+/* The shard step, skipped under --resume when its manifest says the formatted inputs and
+ * every shard are as it left them. */
+static int run_shard(const PrepareOptions *o, const ShardOptions *so, PrepareStats *st, BertError *err) {
+    const int n_out = so->n_training_shards + so->n_test_shards;
+    char **outputs = xmalloc(sizeof *outputs * (size_t)n_out), manifest_path[4400], options[128];
+    for (int i = 0; i < n_out; i++) {
+        outputs[i] = xmalloc(4400);
+        shard_path(so, i >= so->n_training_shards, i >= so->n_training_shards ? i - so->n_training_shards : i,
+                   outputs[i], 4400);
+    }
+    snprintf(manifest_path, sizeof manifest_path, "%s/.bert_prepare_shard.json", so->output_dir);
+    snprintf(options, sizeof options, "shard %d %d %.17g", so->n_training_shards, so->n_test_shards,
+             so->fraction_test_set);
+    StepManifest *manifest = step_manifest_load(manifest_path);
+    int rc = 0;
+    if (o->resume && step_manifest_done(manifest, (const char *const *)outputs, n_out, so->input_files,
+                                        so->n_input_files, options)) {
+        if (!o->quiet) fprintf(stderr, "shard: %s unchanged since it was written (--resume)\n", so->output_dir);
+        st->shard_step_skipped = true;
+    } else {
+        ShardStats ss;
+        rc = shard_corpus(so, &ss, err);
+        st->documents = ss.documents, st->sentences = ss.sentences;
+        st->formatted_bytes = ss.input_bytes, st->shard_bytes = ss.output_bytes;
+        if (rc == 0)
+            rc = step_manifest_record(manifest, manifest_path, (const char *const *)outputs, n_out, so->input_files,
+                                      so->n_input_files, options, err);
+    }
+    step_manifest_free(manifest);
+    free_names(outputs, n_out);
+    return rc;
 }
 
 /* Without the shard step (e.g. MPI ranks), find the shard counts from the one sharded
@@ -227,10 +314,14 @@ static void job_progress(void *ctx, const ReadStats *rs) {
     job_progress_set(ctx, READ_SHARE_OF_JOB * (double)rs->bytes, rs->documents);
 }
 
-/* --resume: the shard exists (so it is complete) and is newer than its input. */
-static bool already_done(const Hdf5Job *j) {
-    struct stat in, out;
-    return stat(j->output, &out) == 0 && stat(j->input, &in) == 0 && out.st_mtime >= in.st_mtime;
+/* The options an HDF5 shard depends on besides its input and the vocabulary. */
+static void hdf5_options(const PrepareOptions *o, int phase, char *out, size_t len) {
+    const PretrainingOptions *b = &o->base;
+    snprintf(out, len, "hdf5 seq %d preds %d dupe %d seed %lld prob %.17g short %.17g lower %d wwm %d chars %d",
+             phase == 0 ? o->phase1_seq_length : o->phase2_seq_length,
+             phase == 0 ? o->phase1_predictions : o->phase2_predictions, b->dupe_factor, (long long)b->random_seed,
+             b->masked_lm_prob, b->short_seq_prob, b->do_lower_case, b->do_whole_word_mask,
+             o->max_input_chars_per_word);
 }
 
 static void hdf5_dir(const PrepareOptions *o, int phase, char *out, size_t len) {
@@ -308,6 +399,11 @@ static int run_hdf5(const PrepareOptions *o, const char *shard_dir, const char *
     size_t *job_documents = xcalloc((size_t)n_jobs + 1, sizeof *job_documents);
     int failed = 0;
     if (!o->quiet && world > 1) fprintf(stderr, "rank %d of %d: %d of the shard jobs\n", rank, world, n_jobs);
+    /* one manifest per rank (ranks write at once); all ranks' are read (the world may differ) */
+    char manifest_path[4300], pattern[4300];
+    snprintf(manifest_path, sizeof manifest_path, "%s/.bert_prepare_hdf5_rank%d.json", o->work_dir, rank);
+    snprintf(pattern, sizeof pattern, "%s/.bert_prepare_hdf5_rank*.json", o->work_dir);
+    StepManifest *manifest = step_manifest_load(pattern);
     int threads = o->threads > 0 ? o->threads : omp_get_max_threads();
     if (threads > 1 && !hdf5_library_threadsafe()) {
         if (!o->quiet) fprintf(stderr, "prepare: libhdf5 is not thread-safe here; writing one shard at a time\n");
@@ -317,7 +413,13 @@ static int run_hdf5(const PrepareOptions *o, const char *shard_dir, const char *
     for (int k = 0; k < n_jobs; k++) {
         if (failed) continue;
         const Hdf5Job *j = &jobs[k];
-        if (o->resume && already_done(j)) {
+        char options[256];
+        hdf5_options(o, j->phase, options, sizeof options);
+        const char *output = j->output, *inputs[2] = {j->input, o->vocab_file};
+        bool done;
+#pragma omp critical(prepare_hdf5)
+        done = o->resume && step_manifest_done(manifest, &output, 1, inputs, 2, options);
+        if (done) {
 #pragma omp atomic
             st->jobs_skipped++;
             continue;
@@ -333,6 +435,8 @@ static int run_hdf5(const PrepareOptions *o, const char *shard_dir, const char *
         struct stat sb;
 #pragma omp critical(prepare_hdf5)
         {
+            if (rc == 0 && step_manifest_record(manifest, manifest_path, &output, 1, inputs, 2, options, &e) != 0)
+                rc = -1;
             if (rc != 0 && !failed) *err = e, failed = 1;
             if (rc == 0) {
                 st->instances[j->phase] += (long long)ps.instances;
@@ -342,6 +446,7 @@ static int run_hdf5(const PrepareOptions *o, const char *shard_dir, const char *
         }
     }
     progress_done(&progress);
+    step_manifest_free(manifest);
     free(job_bytes);
     free(job_documents);
     free(jobs);
@@ -401,10 +506,7 @@ int prepare_run(const PrepareOptions *o, PrepareStats *st, BertError *err) {
             so.n_training_shards = n_train, so.n_test_shards = n_test;
             so.fraction_test_set = o->fraction_test_set;
             so.n_threads = o->threads, so.progress = !o->quiet;
-            ShardStats ss;
-            rc = shard_corpus(&so, &ss, err);
-            st->documents = ss.documents, st->sentences = ss.sentences;
-            st->formatted_bytes = ss.input_bytes, st->shard_bytes = ss.output_bytes;
+            rc = run_shard(o, &so, st, err);
         }
     } else if (rc == 0 && o->do_hdf5) {
         rc = find_existing_shards(o, &n_train, &n_test, err);

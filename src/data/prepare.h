@@ -70,6 +70,7 @@ typedef struct {
     long long instances[2];       /* per phase */
     long long hdf5_bytes[2];
     int jobs_done, jobs_skipped;
+    bool shard_step_skipped;   /* --resume found the shards as the last run left them */
     double seconds_format, seconds_shard, seconds_hdf5;
     char hdf5_dir[2][4096];
 } PrepareStats;
