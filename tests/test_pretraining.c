@@ -564,6 +564,56 @@ static void test_crafted_huge_dataset_refused(void) {
     unlink(path);
 }
 
+/* Issue 14, defect 3: corrupted shards loaded garbage silently (or crashed libhdf5). Every
+ * dataset bert.c writes now carries HDF5's Fletcher-32 checksum per chunk (the filter h5py and
+ * NVIDIA's loader verify transparently): a clean shard loads, so the checksum is HDF5's own;
+ * one flipped byte inside a chunk is a load error naming the file. */
+static void test_shards_carry_checksums(void) {
+    Fixture f = fixture_open();
+    if (!f.tok) return;
+    PretrainingOptions opt = pretraining_default_options();
+    opt.dupe_factor = 2;
+    PretrainingStats st;
+    BertError err;
+    const char *out = "build/test_pretraining_checksum.hdf5", *in = "build/test_pretraining_checksum.txt";
+    char text[8192];
+    size_t len = 0;
+    for (int d = 0; d < 6; d++, len += (size_t)snprintf(text + len, sizeof text - len, "\n"))
+        for (int k = 0; k < 8; k++)
+            len += (size_t)snprintf(text + len, sizeof text - len, "document %d has a sentence number %d about cats.\n", d, k);
+    write_bytes(in, text, len);
+    CHECKF(create_pretraining_data(&opt, in, out, f.tok, &st, NULL, NULL, &err) == 0, "%s", err.msg);
+    PretrainingShard s;
+    CHECKF(hdf5_shard_load(out, &s, &err) == 0 && s.n > 0, "%s", err.msg);
+    pretraining_shard_free(&s);
+    hid_t file = H5Fopen(out, H5F_ACC_RDONLY, H5P_DEFAULT), ds = H5Dopen2(file, "input_ids", H5P_DEFAULT);
+    hid_t dcpl = H5Dget_create_plist(ds);
+    bool fletcher = false;
+    for (int i = 0; i < H5Pget_nfilters(dcpl); i++) {
+        unsigned flags, config;
+        size_t nelem = 0;
+        char name[64];
+        fletcher |= H5Pget_filter2(dcpl, (unsigned)i, &flags, &nelem, NULL, sizeof name, name, &config) ==
+                    H5Z_FILTER_FLETCHER32;
+    }
+    CHECK(fletcher);
+    haddr_t addr = 0;
+    hsize_t size = 0, offset[2];
+    unsigned mask;
+    hid_t space = H5Dget_space(ds);
+    CHECK(H5Dget_chunk_info(ds, space, 0, offset, &mask, &addr, &size) >= 0 && size > 8);
+    H5Sclose(space), H5Pclose(dcpl), H5Dclose(ds), H5Fclose(file);
+    FILE *fp = fopen(out, "r+b");   /* one byte in the middle of the first chunk's deflated data */
+    fseek(fp, (long)(addr + size / 2), SEEK_SET);
+    int c = fgetc(fp);
+    fseek(fp, (long)(addr + size / 2), SEEK_SET);
+    fputc(c ^ 0x10, fp);
+    fclose(fp);
+    CHECKF(hdf5_shard_load(out, &s, &err) != 0 && strstr(err.msg, out), "a corrupted chunk loaded: %s", err.msg);
+    unlink(out), unlink(in);
+    fixture_close(&f);
+}
+
 int main(void) {
     RUN_TEST(test_algorithm_seq128);
     RUN_TEST(test_algorithm_seq128_wwm);
@@ -589,5 +639,6 @@ int main(void) {
     RUN_TEST(test_line_endings_and_blank_lines);
     RUN_TEST(test_wide_vocabulary_spool);
     RUN_TEST(test_crafted_huge_dataset_refused);
+    RUN_TEST(test_shards_carry_checksums);
     return test_summary();
 }

@@ -100,7 +100,7 @@ static int create_dataset(Hdf5ShardWriter *w, int k, BertError *err) {
     int rc = -1;
     if (space >= 0 && dcpl >= 0 && H5Pset_chunk(dcpl, rank, chunk) >= 0 &&
         (dataset_bytes[k] == 1 || H5Pset_shuffle(dcpl) >= 0) && H5Pset_deflate(dcpl, GZIP_LEVEL) >= 0 &&
-        H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) >= 0) {
+        H5Pset_fletcher32(dcpl) >= 0 && H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) >= 0) {
         w->dataset[k] = H5Dcreate2(w->file, dataset_name[k], type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
         rc = w->dataset[k] >= 0 ? 0 : -1;
     }
@@ -214,8 +214,27 @@ static size_t zlib_compress(Hdf5Chunk *c, const unsigned char *in, size_t n) {
     z.next_in = (uint8_t *)in; /* igzip does not write its input */
     z.avail_in = (uint32_t)n;
     z.next_out = c->compressed;
-    z.avail_out = (uint32_t)c->compressed_cap;
+    z.avail_out = (uint32_t)(c->compressed_cap - 4);   /* room for the Fletcher-32 checksum */
     return isal_deflate_stateless(&z) == COMP_OK ? z.total_out : 0;
+}
+
+/* HDF5's Fletcher-32 checksum of a filtered chunk (the last filter of the pipeline, stored
+ * after the chunk's bytes): two running sums of the data read as big-endian 16-bit words
+ * (an odd last byte as the high half of one), folded to 16 bits as they grow. */
+static uint32_t fletcher32(const unsigned char *p, size_t len) {
+    uint32_t sum1 = 0, sum2 = 0;
+    for (size_t words = len / 2; words > 0;) {
+        size_t block = words > 360 ? 360 : words;   /* 360 sums cannot overflow 32 bits */
+        words -= block;
+        for (; block > 0; block--, p += 2) sum1 += (uint32_t)p[0] << 8 | p[1], sum2 += sum1;
+        sum1 = (sum1 & 0xffff) + (sum1 >> 16), sum2 = (sum2 & 0xffff) + (sum2 >> 16);
+    }
+    if (len % 2) {
+        sum1 += (uint32_t)p[0] << 8, sum2 += sum1;
+        sum1 = (sum1 & 0xffff) + (sum1 >> 16), sum2 = (sum2 & 0xffff) + (sum2 >> 16);
+    }
+    sum1 = (sum1 & 0xffff) + (sum1 >> 16), sum2 = (sum2 & 0xffff) + (sum2 >> 16);
+    return sum2 << 16 | sum1;
 }
 
 /* Filters one dataset's part of the chunk (shuffle for int32, then deflate in the zlib
@@ -230,7 +249,11 @@ static size_t filter_dataset(const Hdf5ShardWriter *w, Hdf5Chunk *c, int k) {
         shuffle_bytes4(c->data[k], c->shuffled, full / size);
         data = c->shuffled;
     }
-    return zlib_compress(c, data, full);
+    size_t n = zlib_compress(c, data, full);
+    if (n == 0) return 0;
+    const uint32_t sum = fletcher32(c->compressed, n);   /* appended little-endian, as HDF5 stores it */
+    for (int b = 0; b < 4; b++) c->compressed[n + (size_t)b] = (unsigned char)(sum >> (8 * b));
+    return n + 4;
 }
 
 int hdf5_shard_store_chunk(Hdf5ShardWriter *w, Hdf5Chunk *c, size_t chunk_index, BertError *err) {
