@@ -341,8 +341,12 @@ static void *load_dataset(hid_t file, const char *path, const char *name, int ra
     if (ds < 0) { bert_fail(err, "%s: no dataset %s", path, name); goto done; }
     space = H5Dget_space(ds);
     type = H5Dget_type(ds);
-    if (H5Sget_simple_extent_ndims(space) != rank || H5Tget_class(type) != H5T_INTEGER) {
-        bert_fail(err, "%s: %s should be a rank-%d integer dataset", path, name, rank);
+    const size_t type_bytes = type >= 0 ? H5Tget_size(type) : 0;
+    if (H5Sget_simple_extent_ndims(space) != rank || H5Tget_class(type) != H5T_INTEGER ||
+        (type_bytes != 1 && type_bytes != 2 && type_bytes != 4 && type_bytes != 8)) {
+        /* a corrupt file can declare, say, a 249-byte integer, whose conversion overflows
+         * inside libhdf5 (found by fuzz_hdf5): only the machine's integer sizes are read */
+        bert_fail(err, "%s: %s should be a rank-%d dataset of 1-, 2-, 4- or 8-byte integers", path, name, rank);
         goto done;
     }
     H5Sget_simple_extent_dims(space, dims, NULL);

@@ -8,6 +8,7 @@ set -u
 cd "$(dirname "$0")/../.."
 mode=$1 seconds=$2; shift 2
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+export LSAN_OPTIONS="suppressions=$PWD/tests/fuzz/lsan.supp:print_suppressions=0"
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 mkdir -p build-fuzz/crashes
 passed=0 failed=0
