@@ -294,6 +294,10 @@ static void test_output_is_input_by_identity(void) {
     char *kept = slurp("sh/corpus_test_0.txt");
     CHECKF(kept && !strncmp(kept, "One sentence.", 13), "the shard input was replaced");
     free(kept);
+    /* shard: one input under two names would be sharded twice */
+    snprintf(cmd, sizeof cmd, "%s shard --input_files corpus.txt,./corpus.txt --output_dir sh2 --n_training_shards 1 "
+                              "--n_test_shards 1 > out 2> err", bert);
+    CHECK(shell(cmd) == 1 && err_has("are the same file"));
 }
 
 int main(int argc, char **argv) {

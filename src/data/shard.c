@@ -528,6 +528,11 @@ static int check_options(const ShardOptions *opt, BertError *err) {
                          opt->n_training_shards, opt->n_test_shards);
     if (!(opt->fraction_test_set >= 0 && opt->fraction_test_set < 1))
         return bert_fail(err, "fraction_test_set must be in [0, 1), got %g", opt->fraction_test_set);
+    for (int i = 0; i < opt->n_input_files; i++)   /* one file under two names would be sharded twice */
+        for (int k = 0; k < i; k++)
+            if (is_same_file(opt->input_files[i], opt->input_files[k]))
+                return bert_fail(err, "input files '%s' and '%s' are the same file", opt->input_files[k],
+                                 opt->input_files[i]);
     /* an input that is (by device and inode) one of the outputs would be replaced by it */
     char path[4200];
     for (int t = 0; t < 2; t++)
