@@ -268,7 +268,7 @@ static void collect_bad(const char *msg, void *ctx) {
 static void test_check_shards(void) {
     BertError err;
     ShardCheck c = {0};
-    CHECK(hdf5_check_shard_folder(shards, "training", T, P, VOCAB, &c, NULL, NULL, &err) == 0 && c.files >= 4 &&
+    CHECK(hdf5_check_shard_folder(shards, "training", NULL, T, P, VOCAB, &c, NULL, NULL, &err) == 0 && c.files >= 4 &&
           c.rows > 0);
     char dir[600], path[700], bad_all[4001] = "";
     snprintf(dir, sizeof dir, "%s/check", root);
@@ -288,7 +288,7 @@ static void test_check_shards(void) {
     write_bytes(path, data, n);                                      /* corrupt: libhdf5 reads past a buffer */
     free(data);
     c = (ShardCheck){0};
-    CHECK(hdf5_check_shard_folder(dir, NULL, T, P, VOCAB, &c, collect_bad, bad_all, &err) == 3 && c.files == 4);
+    CHECK(hdf5_check_shard_folder(dir, NULL, ".hdf5", T, P, VOCAB, &c, collect_bad, bad_all, &err) == 3 && c.files == 4);
     CHECKF(strstr(bad_all, "b_training_1.hdf5") && strstr(bad_all, "c_training_2.hdf5") &&
            strstr(bad_all, "d_training_3.hdf5") && !strstr(bad_all, "a_training_0"), "%s", bad_all);
     /* the trainer refuses to start, naming the first bad file */

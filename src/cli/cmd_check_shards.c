@@ -42,7 +42,7 @@ int cmd_check_shards(int argc, char **argv) {
             return 1;
         }
         if (S_ISDIR(st.st_mode)) {
-            if (hdf5_check_shard_folder(inputs[i], NULL, max_seq_length, max_predictions, vocab_size, &c, print_bad,
+            if (hdf5_check_shard_folder(inputs[i], NULL, ".hdf5", max_seq_length, max_predictions, vocab_size, &c, print_bad,
                                         NULL, &err) < 0) {
                 fprintf(stderr, "bert check_shards: %s\n", err.msg);
                 return 1;

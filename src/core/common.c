@@ -319,3 +319,39 @@ size_t grow_capacity(size_t cap, size_t need, size_t first) {
     while (c < need) c *= 2;
     return c;
 }
+
+static int compare_paths(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+int list_dir_files(const char *dir, const char *name_contains, const char *suffix, char ***paths, int *n,
+                   BertError *err) {
+    *paths = NULL, *n = 0;
+    DIR *d = opendir(dir);
+    if (!d) return bert_fail(err, "cannot open folder '%s': %s", dir, strerror(errno));
+    const size_t suffix_len = suffix ? strlen(suffix) : 0;
+    size_t cap = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        const size_t len = strlen(e->d_name);
+        if (e->d_name[0] == '.' || strstr(e->d_name, ".tmp.") ||
+            (name_contains && !strstr(e->d_name, name_contains)) ||
+            (suffix && (len < suffix_len || strcmp(e->d_name + len - suffix_len, suffix) != 0)))
+            continue;
+        const size_t size = strlen(dir) + len + 2;
+        char *path = xmalloc(size);
+        snprintf(path, size, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
+            free(path);
+            continue;
+        }
+        ARRAY_RESERVE(*paths, cap, (size_t)*n + 1, 64);
+        (*paths)[(*n)++] = path;
+    }
+    closedir(d);
+    if (*n) qsort(*paths, (size_t)*n, sizeof **paths, compare_paths);
+    return 0;
+}
+
+void free_paths(char **paths, int n) {
+    for (int i = 0; i < n; i++) free(paths[i]);
+    free(paths);
+}

@@ -87,6 +87,13 @@ int is_same_file(const char *a, const char *b);
  * (",," or a trailing ",") are skipped. Returns the count, or -1 when there are more than
  * max items. Every list flag (--input_files, --books, --input_file patterns) reads this way. */
 int split_list(char *s, const char **items, int max);
+/* The regular files directly in dir whose names contain name_contains and end in suffix
+ * (either may be NULL), as "dir/name" paths sorted by name; hidden names (bert.c's
+ * temporaries) and others' NAME.tmp.PID are left out. *paths is NULL when *n is 0; free each
+ * path and the array. -1 (err) when dir cannot be read. */
+int list_dir_files(const char *dir, const char *name_contains, const char *suffix, char ***paths, int *n,
+                   BertError *err);
+void free_paths(char **paths, int n);
 /* The most items split_list can find in s: its commas plus one. */
 int list_capacity(const char *s);
 

@@ -77,6 +77,10 @@ int format_wikipedia_dumps(const char *const *dumps, int n_dumps, const char *ou
  * stats may be NULL. */
 int format_books(const char *dir, const char *out, const FormatOptions *opt,
                  FormatStats *stats, BertError *err);
+/* The books format_books reads from dir, in its order: the *.txt files directly in it
+ * (regular files only: anything else is an error), sorted; a plain file is a list of itself.
+ * Free each name and the array. */
+int format_list_books(const char *dir, char ***books, int *n, BertError *err);
 
 /* (The wikitext cleaning itself is in data/wikitext.h.) */
 

@@ -112,8 +112,7 @@ static int output_would_be_a_book(const char *dir, const char *out, BertError *e
                           "write it elsewhere", out, dir);
 }
 
-/* The *.txt files directly in dir, sorted; a plain file is a list of itself. */
-static int list_books(const char *dir, char ***out, int *n_out, BertError *err) {
+int format_list_books(const char *dir, char ***out, int *n_out, BertError *err) {
     struct stat sb;
     if (stat(dir, &sb) != 0) return bert_fail(err, "cannot read '%s': %s", dir, strerror(errno));
     *n_out = 0;
@@ -158,7 +157,7 @@ int format_books(const char *dir, const char *out, const FormatOptions *opt_in,
     char **books = NULL;
     int n_books = 0;
     if (output_would_be_a_book(dir, out, err) != 0) return -1;
-    if (list_books(dir, &books, &n_books, err) != 0) return -1;
+    if (format_list_books(dir, &books, &n_books, err) != 0) return -1;
     DocWriter w;
     int rc = doc_writer_open(&w, out, &st, opt.progress, "books", err);
     for (int i = 0; i < n_books && rc == 0; i++) rc = format_one_book(&w, books[i], &opt, err);

@@ -1,7 +1,6 @@
 /* HDF5 pre-training shards: writer (pre-compressed chunks) and whole-file loader. */
 #include "data/hdf5_shard.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <hdf5.h>
 #include <signal.h>
@@ -498,38 +497,23 @@ int hdf5_shard_check(const char *path, int max_seq_length, int max_predictions, 
                      WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 }
 
-static int cmp_strings(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-long hdf5_check_shard_folder(const char *dir, const char *name_filter, int max_seq_length, int max_predictions,
-                             int vocab_size, ShardCheck *out, void (*on_bad)(const char *msg, void *ctx), void *ctx,
-                             BertError *err) {
-    DIR *d = opendir(dir);
-    if (!d) return bert_fail(err, "cannot open folder '%s': %s", dir, strerror(errno));
-    char **names = NULL;
-    size_t n = 0, cap = 0;
-    for (struct dirent *e; (e = readdir(d));) {
-        const size_t len = strlen(e->d_name);
-        if (e->d_name[0] == '.' || len < 5 || strcmp(e->d_name + len - 5, ".hdf5") != 0) continue;
-        if (name_filter && !strstr(e->d_name, name_filter)) continue;
-        ARRAY_RESERVE(names, cap, n + 1, 64);
-        names[n++] = xstrdup(e->d_name);
-    }
-    closedir(d);
-    qsort(names, n, sizeof *names, cmp_strings);
-    for (size_t i = 0; i < n; i++) {
-        char path[8192];
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+long hdf5_check_shard_folder(const char *dir, const char *name_filter, const char *suffix, int max_seq_length,
+                             int max_predictions, int vocab_size, ShardCheck *out,
+                             void (*on_bad)(const char *msg, void *ctx), void *ctx, BertError *err) {
+    char **paths;
+    int n;
+    if (list_dir_files(dir, name_filter, suffix, &paths, &n, err) != 0) return -1;
+    for (int i = 0; i < n; i++) {
         BertError e;
         size_t rows = 0;
         out->files++;
-        if (hdf5_shard_check(path, max_seq_length, max_predictions, vocab_size, &rows, &e) != 0) {
+        if (hdf5_shard_check(paths[i], max_seq_length, max_predictions, vocab_size, &rows, &e) != 0) {
             out->bad++;
             if (on_bad) on_bad(e.msg, ctx);
         } else {
             out->rows += rows;
         }
-        free(names[i]);
     }
-    free(names);
+    free_paths(paths, n);
     return out->bad;
 }

@@ -80,13 +80,13 @@ int pretraining_shard_validate(const PretrainingShard *s, const char *path, int 
 int hdf5_shard_check(const char *path, int max_seq_length, int max_predictions, int vocab_size, size_t *rows,
                      BertError *err);
 
-/* hdf5_shard_check on every *.hdf5 file directly in dir whose name contains name_filter
- * (NULL: all), in name order. Each bad file's message goes to on_bad (if non-NULL). Returns
- * the number of bad files, or -1 (err) when the folder cannot be read; *files and *rows
- * count what was checked and the good files' sequences. */
+/* hdf5_shard_check on every file list_dir_files finds in dir (names containing name_filter
+ * and ending in suffix; either may be NULL), in name order. Each bad file's message goes to
+ * on_bad (if non-NULL). Returns the number of bad files, or -1 (err) when the folder cannot
+ * be read; *files and *rows count what was checked and the good files' sequences. */
 typedef struct { long files, bad; size_t rows; } ShardCheck;
-long hdf5_check_shard_folder(const char *dir, const char *name_filter, int max_seq_length, int max_predictions,
-                             int vocab_size, ShardCheck *out, void (*on_bad)(const char *msg, void *ctx), void *ctx,
-                             BertError *err);
+long hdf5_check_shard_folder(const char *dir, const char *name_filter, const char *suffix, int max_seq_length,
+                             int max_predictions, int vocab_size, ShardCheck *out,
+                             void (*on_bad)(const char *msg, void *ctx), void *ctx, BertError *err);
 
 #endif

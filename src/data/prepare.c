@@ -1,7 +1,6 @@
 /* `bert prepare`: format -> shard -> create_pretraining_data, NVIDIA's folder layout. */
 #include "data/prepare.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <glob.h>
 #include <math.h>
@@ -78,36 +77,15 @@ static int list_format_jobs(const PrepareOptions *o, FormatJob *jobs) {
     return n;
 }
 
-static int cmp_paths(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-/* A format job's inputs for the step manifest: the dump, or every *.txt of the books folder
- * (sorted). Returns the count; the caller frees names[1..]. */
+/* A format job's inputs for the step manifest: the dump, or the books format_books will
+ * read (its own list). The caller frees them (free_paths). */
 static int format_inputs(const FormatJob *j, char ***names) {
     int n = 0;
-    size_t cap = 0;
-    *names = NULL;
-    DIR *d = j->wikipedia ? NULL : opendir(j->source);
-    if (!d) {
-        ARRAY_RESERVE(*names, cap, 1, 4);
-        (*names)[n++] = xstrdup(j->source);
-        return n;
-    }
-    for (struct dirent *e; (e = readdir(d));) {
-        size_t len = strlen(e->d_name);
-        if (e->d_name[0] == '.' || len < 4 || strcmp(e->d_name + len - 4, ".txt") != 0) continue;
-        ARRAY_RESERVE(*names, cap, (size_t)n + 1, 64);
-        size_t m = strlen(j->source) + len + 2;
-        (*names)[n] = xmalloc(m);
-        snprintf((*names)[n++], m, "%s/%s", j->source, e->d_name);
-    }
-    closedir(d);
-    qsort(*names, (size_t)n, sizeof **names, cmp_paths);
-    return n;
-}
-
-static void free_names(char **names, int n) {
-    for (int i = 0; i < n; i++) free(names[i]);
-    free(names);
+    BertError ignored;   /* a folder that cannot be listed fails the format step itself */
+    if (!j->wikipedia && format_list_books(j->source, names, &n, &ignored) == 0) return n;
+    *names = xmalloc(sizeof **names);
+    (*names)[0] = xstrdup(j->source);
+    return 1;
 }
 
 static int run_format(const PrepareOptions *o, const FormatJob *jobs, int n_jobs,
@@ -135,7 +113,7 @@ static int run_format(const PrepareOptions *o, const FormatJob *jobs, int n_jobs
         done = o->resume && step_manifest_done(manifest, &output, 1, (const char *const *)inputs, n_inputs, options);
         if (done) {
             if (!o->quiet) fprintf(stderr, "format: %s unchanged since it was written (--resume)\n", output);
-            free_names(inputs, n_inputs);
+            free_paths(inputs, n_inputs);
             continue;
         }
         int rc = jobs[k].wikipedia ? format_wikipedia(jobs[k].source, jobs[k].path, &fo, &fs, &e)
@@ -153,7 +131,7 @@ static int run_format(const PrepareOptions *o, const FormatJob *jobs, int n_jobs
                             jobs[k].path, fs.documents_written, fs.output_bytes / 1e6, fs.seconds);
             }
         }
-        free_names(inputs, n_inputs);
+        free_paths(inputs, n_inputs);
     }
     step_manifest_free(manifest);
     return failed ? -1 : 0;
@@ -244,7 +222,7 @@ static int run_shard(const PrepareOptions *o, const ShardOptions *so, PrepareSta
                                       so->n_input_files, options, err);
     }
     step_manifest_free(manifest);
-    free_names(outputs, n_out);
+    free_paths(outputs, n_out);
     return rc;
 }
 

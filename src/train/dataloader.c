@@ -51,25 +51,12 @@ struct DataLoader {
 
 /* ---- files ---- */
 
-static int compare_strings(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
+/* The regular files with the filter in their names, sorted (NVIDIA: files.sort()); hidden
+ * names (bert.c's temporaries) and others' NAME.tmp.PID are never shards. */
 static int list_files(DataLoader *l, BertError *err) {
-    DIR *d = opendir(l->o.dir);
-    if (!d) return bert_fail(err, "cannot open the shard folder %s", l->o.dir);
-    int cap = 0;
-    for (struct dirent *e; (e = readdir(d));) {
-        /* hidden names (bert.c's temporaries) and others' NAME.tmp.PID are never shards */
-        if (e->d_name[0] == '.' || strstr(e->d_name, ".tmp.") || !strstr(e->d_name, l->o.name_filter)) continue;
-        char path[4096 + 256];
-        snprintf(path, sizeof path, "%s/%s", l->o.dir, e->d_name);
-        struct stat st;
-        if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;
-        ARRAY_RESERVE(l->files, cap, (size_t)l->nfiles + 1, 64);
-        l->files[l->nfiles++] = xstrdup(path);
-    }
-    closedir(d);
+    if (list_dir_files(l->o.dir, l->o.name_filter, NULL, &l->files, &l->nfiles, err) != 0)
+        return bert_fail(err, "cannot open the shard folder %s", l->o.dir);
     if (!l->nfiles) return bert_fail(err, "no shard files with '%s' in their names in %s", l->o.name_filter, l->o.dir);
-    qsort(l->files, (size_t)l->nfiles, sizeof(char *), compare_strings);
     return 0;
 }
 

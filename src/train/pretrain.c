@@ -567,7 +567,8 @@ static int check_all_shards(const PretrainOptions *o, BertError *err) {
     for (int k = 0; k < 2 && dirs[k]; k++) {
         ShardCheck c = {0};
         BertError first = {{0}};
-        long bad = hdf5_check_shard_folder(dirs[k], filters[k], o->max_seq_length, o->max_predictions_per_seq,
+        /* the files the loader will read: its filter, no suffix (train/dataloader.c) */
+        long bad = hdf5_check_shard_folder(dirs[k], filters[k], NULL, o->max_seq_length, o->max_predictions_per_seq,
                                            cfg.vocab_size, &c, remember_first, &first, err);
         if (bad < 0) return -1;
         if (bad > 0)   /* the first bad file named; bert check_shards lists them all */
