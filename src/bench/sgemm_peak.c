@@ -26,17 +26,32 @@ static void fill_uniform(float *x, size_t n, uint32_t seed) {
     }
 }
 
+/* One product to time: fp32 a[m,k] b[k,n] through an sgemm (NN), or, with no sgemm, bf16
+ * operands in the given layouts through gemm_half on bf16 instructions. */
+typedef struct {
+    SgemmNN sgemm;
+    bool ta, tb;   /* bf16 only */
+    float beta;
+    const void *a, *b;
+    float *c;
+} Product;
+
+static void run_product(const Product *p, int m, int n, int k) {
+    if (p->sgemm) p->sgemm(m, n, k, p->a, p->b, p->c);
+    else gemm_half(HALF_BF16, p->ta, p->tb, m, n, k, p->a, p->ta ? m : k, p->b, p->tb ? k : n, NULL, p->beta, p->c, n);
+}
+
 /* Repeats one product until its share of the budget is spent (at least 3 timed runs after
- * one untimed warm-up that faults the pages in and wakes the threads). */
-static void time_shape(SgemmShapeResult *r, SgemmNN gemm, const float *a, const float *b, float *c, double budget) {
+ * one untimed warm-up that faults the pages in, wakes the threads and makes the primitive). */
+static void time_shape(SgemmShapeResult *r, const Product *p, double budget) {
     int m = r->m, n = r->n, k = r->k;
     double flops = 2.0 * m * n * k, total = 0, best = 0;
-    gemm(m, n, k, a, b, c);
+    run_product(p, m, n, k);
     int reps = 0;
     double start = now_seconds();
     while (reps < 3 || (now_seconds() - start < budget && reps < 100)) {
         double t0 = now_seconds();
-        gemm(m, n, k, a, b, c);
+        run_product(p, m, n, k);
         double gflops = flops / (now_seconds() - t0) * 1e-9;
         if (gflops > best) best = gflops;
         total += gflops;
@@ -63,7 +78,8 @@ static void measure_in_process(SgemmPeak *out, int m, double budget_seconds) {
         for (int i = 0; i < SGEMM_PEAK_SHAPES; i++) {
             SgemmShapeResult *r = &out->shapes[lib][i];
             r->m = m, r->n = shapes[i][0], r->k = shapes[i][1];
-            time_shape(r, gemms[lib], a, b, c, budget_seconds / (SGEMM_PEAK_SHAPES * out->nlibs));
+            const Product p = {.sgemm = gemms[lib], .a = a, .b = b, .c = c};
+            time_shape(r, &p, budget_seconds / (SGEMM_PEAK_SHAPES * out->nlibs));
             if (r->best_gflops > out->lib_peak_gflops[lib]) out->lib_peak_gflops[lib] = r->best_gflops;
             if (r->best_gflops > out->peak_gflops) out->peak_gflops = r->best_gflops, out->peak_lib = out->libs[lib];
         }
@@ -74,22 +90,6 @@ void sgemm_peak_measure(SgemmPeak *out, int m, double budget_seconds) {
     if (m <= 0) m = 4096;
     measure_in_process(out, m, budget_seconds);
     reset_peak_rss();   /* its ~100 MB of buffers are freed: they are not the caller's peak */
-}
-
-static void time_bf16_shape(SgemmShapeResult *r, const bf16 *a, const bf16 *b, float *c, double budget) {
-    const int m = r->m, n = r->n, k = r->k;
-    const double flops = 2.0 * m * n * k;
-    double total = 0, best = 0, start;
-    gemm_half(HALF_BF16, false, true, m, n, k, a, k, b, k, NULL, 0.0f, c, n);   /* warm-up: pages, threads, primitive */
-    int reps = 0;
-    for (start = now_seconds(); reps < 3 || (now_seconds() - start < budget && reps < 100); reps++) {
-        double t0 = now_seconds();
-        gemm_half(HALF_BF16, false, true, m, n, k, a, k, b, k, NULL, 0.0f, c, n);
-        double gflops = flops / (now_seconds() - t0) * 1e-9;
-        if (gflops > best) best = gflops;
-        total += gflops;
-    }
-    r->best_gflops = best, r->mean_gflops = total / reps, r->reps = reps;
 }
 
 void bf16_gemm_peak_measure(Bf16GemmPeak *out, int m, double budget_seconds) {
@@ -108,30 +108,26 @@ void bf16_gemm_peak_measure(Bf16GemmPeak *out, int m, double budget_seconds) {
     for (int i = 0; i < SGEMM_PEAK_SHAPES; i++) {
         SgemmShapeResult *r = &out->shapes[i];
         r->m = m, r->n = shapes[i][0], r->k = shapes[i][1];
-        time_bf16_shape(r, a, b, c, budget_seconds / SGEMM_PEAK_SHAPES);
+        const Product p = {.tb = true, .a = a, .b = b, .c = c};   /* weights stored [n, k], as the model's */
+        time_shape(r, &p, budget_seconds / SGEMM_PEAK_SHAPES);
         if (r->best_gflops > out->peak_gflops) out->peak_gflops = r->best_gflops;
     }
     free(a), free(b), free(c);
     reset_peak_rss();
 }
 
+/* The best of 3 runs of one bf16 product (after a warm-up), in GFLOP/s. */
 static double time_bf16_product(bool ta, bool tb, int M, int N, int K, float beta) {
     const size_t na = (size_t)M * K, nb = (size_t)K * N;
     bf16 *a = xcalloc(na, sizeof(bf16)), *b = xcalloc(nb, sizeof(bf16));
     float *c = xcalloc((size_t)M * N, sizeof(float));
     for (size_t i = 0; i < na; i++) a[i] = bf16_from_float((float)(i % 7) * 0.125f - 0.375f);
     for (size_t i = 0; i < nb; i++) b[i] = bf16_from_float((float)(i % 5) * 0.125f - 0.25f);
-    const int lda = ta ? M : K, ldb = tb ? K : N;
-    gemm_half(HALF_BF16, ta, tb, M, N, K, a, lda, b, ldb, NULL, beta, c, N);   /* warm-up */
-    double best = 0;
-    for (int rep = 0; rep < 3; rep++) {
-        double t0 = now_seconds();
-        gemm_half(HALF_BF16, ta, tb, M, N, K, a, lda, b, ldb, NULL, beta, c, N);
-        double g = 2.0 * M * N * K / (now_seconds() - t0) * 1e-9;
-        best = g > best ? g : best;
-    }
+    const Product p = {.ta = ta, .tb = tb, .beta = beta, .a = a, .b = b, .c = c};
+    SgemmShapeResult r = {.m = M, .n = N, .k = K};
+    time_shape(&r, &p, 0);
     free(a), free(b), free(c);
-    return best;
+    return r.best_gflops;
 }
 
 void bf16_gemm_shapes_report(int tokens, int predictions, double peak_gflops) {
