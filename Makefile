@@ -10,13 +10,17 @@ BLAS_INC := /usr/include/x86_64-linux-gnu/openblas-openmp
 BLAS_LIB := /usr/lib/x86_64-linux-gnu/openblas-openmp
 HDF5_CFLAGS := $(shell pkg-config --cflags hdf5-serial 2>/dev/null)
 HDF5_LIBS   := $(shell pkg-config --libs hdf5-serial 2>/dev/null)
+# MPI (data-parallel pre-training, src/train/comm.h): OpenMPI from Debian; a process not
+# started by mpirun/srun never calls it.
+MPI_CFLAGS := $(shell pkg-config --cflags ompi-c 2>/dev/null)
+MPI_LIBS   := $(shell pkg-config --libs ompi-c 2>/dev/null)
 
 WARN    := -Wall -Wextra -Wshadow -Wno-unused-parameter
-CFLAGS  := -std=c11 -D_GNU_SOURCE $(WARN) -Isrc -I$(BLAS_INC) $(HDF5_CFLAGS) -fopenmp -MMD -MP
+CFLAGS  := -std=c11 -D_GNU_SOURCE $(WARN) -Isrc -I$(BLAS_INC) $(HDF5_CFLAGS) $(MPI_CFLAGS) -fopenmp -MMD -MP
 # OpenBLAS: the GEMM library of GEMM=openblas builds; otherwise only the sgemm peak (src/bench,
 # in the program and the bench test) times it.
 BLAS_LIBS := -L$(BLAS_LIB) -Wl,-rpath,$(BLAS_LIB) -lopenblas
-LDLIBS  := $(HDF5_LIBS) -lisal -lutf8proc -lcjson -lbz2 -lexpat -lm -fopenmp
+LDLIBS  := $(HDF5_LIBS) $(MPI_LIBS) -lisal -lutf8proc -lcjson -lbz2 -lexpat -lm -fopenmp
 ifeq ($(GEMM),openblas)
   CFLAGS += -DBERT_GEMM_OPENBLAS
   LDLIBS := $(BLAS_LIBS) -ldnnl $(LDLIBS)   # oneDNN still runs the bf16 products (kernels/gemm_half.h)

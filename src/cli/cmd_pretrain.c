@@ -15,7 +15,7 @@ int cmd_pretrain(int argc, char **argv) {
     long long max_steps = o.max_steps, steps_this_run = o.steps_this_run, seed = o.seed;
     long long phase1_end_step = o.phase1_end_step, resume_step = o.resume_step;
     long long ckpt_every = o.num_steps_per_checkpoint, eval_steps = o.eval_steps, log_freq = o.log_freq;
-    bool bf16 = false, bf16_emulate = false, fp16 = false;
+    bool bf16 = false, bf16_emulate = false, fp16 = false, wire_fp16 = false, wire_bf16 = false;
     const Flag flags[] = {
         {"input_dir", FLAG_STRING, &o.input_dir, "folder of HDF5 shards ('training' in their names) (required)"},
         {"eval_dir", FLAG_STRING, &o.eval_dir, "held-out shards ('test' in their names); default --input_dir"},
@@ -57,6 +57,16 @@ int cmd_pretrain(int argc, char **argv) {
                                    "no fp16 arithmetic: fp16 storage, fp32 arithmetic (the scaling logic a GPU needs)"},
         {"init_loss_scale", FLAG_DOUBLE, &o.init_loss_scale, "fp16: the first dynamic loss scale; default 2^20 (NVIDIA's)"},
         {"loss_scale", FLAG_DOUBLE, &o.loss_scale, "fp16: a static loss scale instead (0: dynamic, the default)"},
+        {"allreduce_post_accumulation", FLAG_BOOL, &o.allreduce_post_accumulation,
+         "under mpirun: average the gradients once per step, not after every micro-batch"},
+        {"allreduce_post_accumulation_fp16", FLAG_BOOL, &wire_fp16,
+         "... sending them as fp16 (half the bytes; for --fp16 runs: small unscaled gradients would underflow)"},
+        {"allreduce_post_accumulation_bf16", FLAG_BOOL, &wire_bf16, "... sending them as bf16 (half the bytes)"},
+        {"shard_optimizer", FLAG_BOOL, &o.shard_optimizer,
+         "under mpirun: each process holds and updates 1/P of the optimizer state (ZeRO-1; reduces once per step)"},
+        {"bucket_cap_mb", FLAG_DOUBLE, &o.bucket_cap_mb, "gradients are reduced in buckets of this size; default 25"},
+        {"comm_timeout", FLAG_DOUBLE, &o.comm_timeout,
+         "seconds a process waits for the others before it ends the job (a rank died or hangs); default 1800"},
     };
     const FlagSpec spec = {"pretrain", "pretrain --input_dir SHARDS --output_dir OUT [--bert_model bert-base | "
                                        "--config_file config.json] [flags]   (NVIDIA run_pretraining.py's flags)",
@@ -67,6 +77,11 @@ int cmd_pretrain(int argc, char **argv) {
         fprintf(stderr, "bert pretrain: give one of --bf16, --bf16_emulate and --fp16\n");
         return 2;
     }
+    if (wire_fp16 && wire_bf16) {
+        fprintf(stderr, "bert pretrain: give one of --allreduce_post_accumulation_fp16 and _bf16\n");
+        return 2;
+    }
+    o.allreduce_wire = wire_fp16 ? 1 : wire_bf16 ? 2 : 0;
     o.precision = bf16 ? BERT_BF16 : bf16_emulate ? BERT_BF16_EMULATED : fp16 ? BERT_FP16 : BERT_FP32;
     o.max_steps = (long)max_steps, o.steps_this_run = (long)steps_this_run, o.seed = (long)seed;
     o.phase1_end_step = (long)phase1_end_step, o.resume_step = (long)resume_step;
@@ -77,6 +92,7 @@ int cmd_pretrain(int argc, char **argv) {
         fprintf(stderr, "bert pretrain: %s\n", err.msg);
         return 1;
     }
+    if (s.rank != 0) return 0;   /* process 0 reports for the job */
     printf("bert pretrain: steps %ld -> %ld, %ld sequences in %.1f s (%.2f seq/s), mean loss %.4f, final loss %.4f",
            s.first_step, s.last_step, s.sequences, s.seconds, s.sequences_per_second, s.mean_loss, s.final_loss);
     if (!isnan(s.final_mlm_accuracy)) printf(", held-out MLM accuracy %.4f", s.final_mlm_accuracy);
@@ -85,6 +101,10 @@ int cmd_pretrain(int argc, char **argv) {
     if (s.seconds > 0)
         printf("bert pretrain: %.1f%% of the time in the model and optimizer, %.1f%% in the loop (data, logs, "
                "evaluation, checkpoints)\n", 100 * s.model_seconds / s.seconds, 100 * (1 - s.model_seconds / s.seconds));
+    if (s.processes > 1)
+        printf("bert pretrain: %d processes; waiting for gradient reductions the backward did not hide: %.1f s in "
+               "all (%.1f%% of the time), %.2f GB sent per process\n", s.processes, s.comm_exposed_seconds,
+               s.seconds > 0 ? 100 * s.comm_exposed_seconds / s.seconds : 0, s.comm_bytes / 1e9);
     if (s.last_checkpoint[0]) printf("bert pretrain: last checkpoint %s\n", s.last_checkpoint);
     if (s.stopped_by_signal) printf("bert pretrain: stopped by a signal after the checkpoint above; rerun with "
                                     "--resume_from_checkpoint to continue\n");

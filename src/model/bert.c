@@ -366,6 +366,7 @@ const float *bert_sequence_output(const BertModel *m) {
 }
 void bert_set_last_layer_pruning(BertModel *m, bool on) { m->prune_last_layer = on; }
 void bert_set_unpadding(BertModel *m, bool on) { m->unpad = on; }
+void bert_set_grad_ready_hook(BertModel *m, BertGradReadyFn fn, void *ctx) { m->grad_ready = fn, m->grad_ready_ctx = ctx; }
 int bert_encoder_rows(const BertModel *m) { return m->rows; }
 int bert_last_layer_rows(const BertModel *m) { return m->kept_count; }
 void bert_zero_grad(BertModel *m) { k_zero(m->grads, (long)m->num_params); }

@@ -163,6 +163,13 @@ void  bert_set_last_layer_pruning(BertModel *m, bool on);
  * had no trailing padding: nothing was skipped). Off by default.
  * bert_encoder_rows: the rows the encoder ran on in the last forward (B*T unless unpadded). */
 void  bert_set_unpadding(BertModel *m, bool on);
+/* Called by bert_backward each time a contiguous range of the gradient allocation is final
+ * for this backward, [offset, offset + count) floats (bert_grads layout), in decreasing
+ * order: the heads, each layer from the last down, then the embeddings (last: the tied MLM
+ * decoder adds into the word embeddings). A data-parallel trainer starts reducing a range
+ * while the backward goes on. fn NULL: no calls. */
+typedef void (*BertGradReadyFn)(void *ctx, size_t offset, size_t count);
+void  bert_set_grad_ready_hook(BertModel *m, BertGradReadyFn fn, void *ctx);
 int   bert_encoder_rows(const BertModel *m);
 /* Rows the last layer ran on after attention in the last forward (the encoder's rows unless
  * pruned), and the matmul FLOPs a training step on that forward's batch executes: what

@@ -107,6 +107,11 @@ static void layer_backward(BertModel *m, int l, const float *x, const int32_t *m
     bert_linear_backward(m, d->d_x, g->qkv_w, g->qkv_b, d->d_qkv, x, a->x16, p->qkv_w, N, H, 3 * H, true);
 }
 
+/* Tells the hook that gradients [begin, end) (pointers into m->grads) are final. */
+static void grads_ready(BertModel *m, const float *begin, const float *end) {
+    if (m->grad_ready) m->grad_ready(m->grad_ready_ctx, (size_t)(begin - m->grads), (size_t)(end - begin));
+}
+
 int bert_backward_with(BertModel *m, const BertBatch *b, const float *d_sequence_output, const float *d_pooled) {
     if (!m->backward_ready) {   /* the gradients are left as they are */
         snprintf(m->error, sizeof m->error, "bert_backward: no successful bert_forward to go back through (none, a "
@@ -127,8 +132,12 @@ int bert_backward_with(BertModel *m, const BertBatch *b, const float *d_sequence
     pooler_backward(m, a->d_x, d_pooled);
     if (m->heads.kind == BERT_HEADS_PRETRAINING && m->have_mlm_labels && m->mlm_count > 0) mlm_backward(m, a->d_x);
     if (m->heads.kind == BERT_HEADS_QA && m->have_task_labels) qa_backward(m, a->d_x);
-    for (int l = L - 1; l >= 0; l--)
+    const float *heads_begin = m->g.layers[L - 1].ln2_b + H;   /* the heads follow the last layer */
+    grads_ready(m, heads_begin, m->grads + m->num_params);
+    for (int l = L - 1; l >= 0; l--) {
         layer_backward(m, l, l ? a->layers[l - 1].out : a->emb_out, b->attention_mask, m->pruned && l == L - 1);
+        grads_ready(m, m->g.layers[l].qkv_w, m->g.layers[l].ln2_b + H);
+    }
     bert_hidden_dropout(m, a->d_x, m->rows, layout_rows(m), 0, SITE_EMBEDDINGS);
     const float *d_emb = a->d_x;   /* the embeddings ran on all B*T rows: skipped ones get 0 */
     if (m->unpadded) k_scatter_rows(a->d_h1, a->d_x, m->full_row, m->rows, N, H), d_emb = a->d_h1;
@@ -136,6 +145,7 @@ int bert_backward_with(BertModel *m, const BertBatch *b, const float *d_sequence
                          m->p.emb_ln_w, N, H);
     const int32_t *types = b->token_type_ids ? b->token_type_ids : m->zero_types;
     k_embeddings_backward(m->g.word, m->g.pos, m->g.type, a->d_sum, b->input_ids, types, m->B, m->T, H);
+    grads_ready(m, m->grads, m->g.layers[0].qkv_w);
     return 0;
 }
 

@@ -94,6 +94,8 @@ struct BertModel {
      * every layout row, or (pruned) on the kept_count rows the heads read: layout rows
      * kept_row[k], full rows kept_full[k]. cls_row / mlm_out_row say where the heads find
      * their rows in the last layer's output. */
+    BertGradReadyFn grad_ready;    /* bert_set_grad_ready_hook */
+    void *grad_ready_ctx;
     bool unpad, prune_last_layer;  /* the options */
     bool unpadded, pruned;         /* what the last forward did */
     int rows, kept_count;

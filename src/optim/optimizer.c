@@ -17,8 +17,14 @@ struct Optimizer {
     const BertParamInfo *tensors;
     int n;
     size_t numel;        /* floats over all tensors */
-    size_t *offset;      /* [n] each tensor's start in the state layout */
-    float *state;        /* m then v: 2 * numel floats, one allocation */
+    /* this process's floats [lo, hi) of the flat vector (all of them unless sharded): tensor
+     * i's elements [own_begin[i], own_end[i]), whose moments start at offset[i] in state */
+    bool sharded;
+    OptimizerShard shard;
+    size_t lo, hi;
+    size_t *offset, *own_begin, *own_end;
+    float *state;        /* m then v: 2 * (hi - lo) floats, one allocation */
+    float *full;         /* sharded: the gathered state (2 * numel) on the writer, until saved */
     long steps;
 };
 
@@ -35,29 +41,56 @@ int optimizer_kind_from_name(const char *name) {
 
 const char *optimizer_kind_name(OptimizerKind kind) { return kind == OPTIMIZER_LAMB ? "lamb" : "adamw"; }
 
-int optimizer_create(Optimizer **out, const OptimizerConfig *c, const BertParamInfo *tensors, int n, BertError *err) {
+static int create(Optimizer **out, const OptimizerConfig *c, const BertParamInfo *tensors, int n,
+                  const OptimizerShard *shard, BertError *err) {
     *out = NULL;
     if (n < 1) return bert_fail(err, "optimizer: no tensors to optimise");
     if (!(c->beta1 >= 0 && c->beta1 < 1 && c->beta2 >= 0 && c->beta2 < 1 && c->eps > 0 && c->weight_decay >= 0))
         return bert_fail(err, "optimizer: betas must be in [0, 1), eps > 0 and weight decay >= 0");
+    size_t numel = 0;
+    for (int i = 0; i < n; i++) {
+        if (shard && tensors[i].offset != numel)
+            return bert_fail(err, "optimizer: sharding needs tensors that tile the parameter vector (%s)", tensors[i].name);
+        numel += tensors[i].numel;
+    }
+    const size_t lo = shard ? shard->lo : 0, hi = shard ? shard->hi : numel;
+    if (lo > hi || hi > numel) return bert_fail(err, "optimizer: shard [%zu, %zu) outside %zu parameters", lo, hi, numel);
     Optimizer *o = xcalloc(1, sizeof *o);
-    o->cfg = *c, o->tensors = tensors, o->n = n;
-    o->offset = xmalloc(sizeof(size_t) * (size_t)n);
-    for (int i = 0; i < n; i++) o->offset[i] = o->numel, o->numel += tensors[i].numel;
-    o->state = xcalloc(2 * o->numel, sizeof(float));
+    o->cfg = *c, o->tensors = tensors, o->n = n, o->numel = numel, o->lo = lo, o->hi = hi;
+    if (shard) o->sharded = true, o->shard = *shard;
+    o->offset = xmalloc(sizeof(size_t) * 3 * (size_t)n), o->own_begin = o->offset + n, o->own_end = o->offset + 2 * n;
+    size_t flat = 0, state = 0;
+    for (int i = 0; i < n; i++) {
+        const size_t len = tensors[i].numel;
+        o->own_begin[i] = lo > flat ? (lo - flat < len ? lo - flat : len) : 0;
+        o->own_end[i] = hi > flat ? (hi - flat < len ? hi - flat : len) : 0;
+        if (o->own_end[i] < o->own_begin[i]) o->own_end[i] = o->own_begin[i];
+        o->offset[i] = state;
+        state += o->own_end[i] - o->own_begin[i], flat += len;
+    }
+    o->state = xcalloc(2 * (hi - lo) + 1, sizeof(float));
     *out = o;
     return 0;
 }
 
+int optimizer_create(Optimizer **out, const OptimizerConfig *c, const BertParamInfo *tensors, int n, BertError *err) {
+    return create(out, c, tensors, n, NULL, err);
+}
+
+int optimizer_create_sharded(Optimizer **out, const OptimizerConfig *c, const BertParamInfo *tensors, int n,
+                             const OptimizerShard *shard, BertError *err) {
+    return create(out, c, tensors, n, shard, err);
+}
+
 void optimizer_free(Optimizer *o) {
     if (!o) return;
-    free(o->offset), free(o->state), free(o);
+    free(o->offset), free(o->state), free(o->full), free(o);
 }
 
 long optimizer_step_count(const Optimizer *o) { return o->steps; }
 void optimizer_set_step_count(Optimizer *o, long steps) { o->steps = steps; }
 const OptimizerConfig *optimizer_config(const Optimizer *o) { return &o->cfg; }
-size_t optimizer_state_bytes(const Optimizer *o) { return 2 * o->numel * sizeof(float); }
+size_t optimizer_state_bytes(const Optimizer *o) { return 2 * (o->hi - o->lo) * sizeof(float); }
 
 /* Sum of squares of x[0..n) in chunks added in order: the same bits for any thread count. */
 static double sum_squares(const float *x, size_t n) {
@@ -107,11 +140,11 @@ static inline float lamb_element(float g, float w, float *m, float *v, float b1,
 /* LAMB's first stage for one tensor: the moments advanced and ||u||^2 summed over the same
  * chunks, in the same order, as the norms (no buffer for u: the second stage recomputes it
  * from the new moments, which gives the same floats). */
-static double lamb_moments(const OptimizerConfig *c, const BertParamInfo *t, float *restrict m, float *restrict v,
-                           float clip, float bc1, float bc2) {
+static double lamb_moments(const OptimizerConfig *c, const BertParamInfo *t, size_t begin, size_t len,
+                           float *restrict m, float *restrict v, float clip, float bc1, float bc2) {
     const float b1 = c->beta1, b2 = c->beta2, eps = c->eps, wd = t->decay ? c->weight_decay : 0.0f;
-    const float *restrict g = t->grad, *restrict w = t->data;
-    const size_t len = t->numel, chunks = (len + NORM_CHUNK - 1) / NORM_CHUNK;
+    const float *restrict g = t->grad + begin, *restrict w = t->data + begin;
+    const size_t chunks = (len + NORM_CHUNK - 1) / NORM_CHUNK;
     double *partial = xmalloc(sizeof(double) * (chunks + 1)), total = 0;
 #pragma omp parallel for schedule(static) if (len >= 4 * (size_t)NORM_CHUNK)
     for (size_t ch = 0; ch < chunks; ch++) {
@@ -128,28 +161,45 @@ static double lamb_moments(const OptimizerConfig *c, const BertParamInfo *t, flo
     return total;
 }
 
+/* Sums x[0..n) across the processes of a sharded optimizer. */
+static void sum_across(Optimizer *o, double *x, int n) {
+    if (o->sharded && o->shard.sum) o->shard.sum(o->shard.ctx, x, n);
+}
+
+/* LAMB in two passes: the moments and each tensor's ||w||^2, ||u||^2 over this process's
+ * part, then (once summed across the processes) the trust ratios and the update. */
 static void lamb_step(Optimizer *o, double lr, double grad_norm) {
     const OptimizerConfig *c = &o->cfg;
     const float clip = grad_norm > c->max_grad_norm && c->max_grad_norm > 0 ? (float)(grad_norm / c->max_grad_norm)
                                                                             : 1.0f;
     const float bc1 = (float)(1.0 - pow(c->beta1, (double)o->steps)), bc2 = (float)(1.0 - pow(c->beta2, (double)o->steps));
+    const size_t own = o->hi - o->lo;
+    double *sq = xcalloc(2 * (size_t)o->n, sizeof(double));   /* ||w||^2 (before the update), ||u||^2 */
     for (int i = 0; i < o->n; i++) {
         const BertParamInfo *t = &o->tensors[i];
-        float *m = o->state + o->offset[i], *v = o->state + o->numel + o->offset[i];
-        const double w_norm = sqrt(sum_squares(t->data, t->numel));   /* before the update */
-        const double u_norm = sqrt(lamb_moments(c, t, m, v, clip, bc1, bc2));
+        const size_t begin = o->own_begin[i], len = o->own_end[i] - begin;
+        float *m = o->state + o->offset[i], *v = o->state + own + o->offset[i];
+        sq[2 * i] = sum_squares(t->data + begin, len);
+        sq[2 * i + 1] = lamb_moments(c, t, begin, len, m, v, clip, bc1, bc2);
+    }
+    sum_across(o, sq, 2 * o->n);
+    for (int i = 0; i < o->n; i++) {
+        const BertParamInfo *t = &o->tensors[i];
+        const double w_norm = sqrt(sq[2 * i]), u_norm = sqrt(sq[2 * i + 1]);
         float ratio = (float)lr;
         if (t->decay && c->weight_decay != 0 && w_norm != 0 && u_norm != 0)   /* apex: only where decay != 0 */
             ratio = (float)(lr * (w_norm / u_norm));
         const float eps = c->eps, wd = t->decay ? c->weight_decay : 0.0f;
-        float *restrict w = t->data;
-        const size_t len = t->numel;
+        const size_t begin = o->own_begin[i], len = o->own_end[i] - begin;
+        const float *m = o->state + o->offset[i], *v = o->state + own + o->offset[i];
+        float *restrict w = t->data + begin;
 #pragma omp parallel for simd schedule(static) if (len >= 4 * (size_t)NORM_CHUNK)
         for (size_t k = 0; k < len; k++) {   /* u again, from the moments just written */
             const float u = (m[k] / bc1) / (sqrtf(v[k] / bc2) + eps) + wd * w[k];
             w[k] -= ratio * u;
         }
     }
+    free(sq);
 }
 
 static void adamw_step(Optimizer *o, double lr, double grad_norm) {
@@ -161,13 +211,14 @@ static void adamw_step(Optimizer *o, double lr, double grad_norm) {
     const double bc1 = 1.0 - pow(c->beta1, (double)o->steps), bc2 = 1.0 - pow(c->beta2, (double)o->steps);
     const float step_size = (float)(lr / bc1), bc2_sqrt = (float)sqrt(bc2), b1 = c->beta1, b2 = c->beta2,
                 eps = c->eps;
+    const size_t own = o->hi - o->lo;
     for (int i = 0; i < o->n; i++) {
         const BertParamInfo *t = &o->tensors[i];
-        float *restrict m = o->state + o->offset[i], *restrict v = o->state + o->numel + o->offset[i];
-        float *restrict w = t->data;
-        const float *restrict g = t->grad;
+        const size_t begin = o->own_begin[i], len = o->own_end[i] - begin;
+        float *restrict m = o->state + o->offset[i], *restrict v = o->state + own + o->offset[i];
+        float *restrict w = t->data + begin;
+        const float *restrict g = t->grad + begin;
         const float decay_factor = t->decay ? (float)(1.0 - lr * c->weight_decay) : 1.0f;
-        const size_t len = t->numel;
 #pragma omp parallel for simd schedule(static) if (len >= 4 * (size_t)NORM_CHUNK)
         for (size_t k = 0; k < len; k++) {
             float grad = g[k] * clip_scale;
@@ -179,7 +230,16 @@ static void adamw_step(Optimizer *o, double lr, double grad_norm) {
 }
 
 double optimizer_step(Optimizer *o, double lr) {
-    double norm = tensors_grad_norm(o->tensors, o->n);
+    double norm;
+    if (o->sharded) {   /* this process's part of every tensor, summed across the processes */
+        double sq = 0;
+        for (int i = 0; i < o->n; i++)
+            sq += sum_squares(o->tensors[i].grad + o->own_begin[i], o->own_end[i] - o->own_begin[i]);
+        sum_across(o, &sq, 1);
+        norm = sqrt(sq);
+    } else {
+        norm = tensors_grad_norm(o->tensors, o->n);
+    }
     o->steps++;
     if (o->cfg.kind == OPTIMIZER_LAMB) lamb_step(o, lr, norm);
     else adamw_step(o, lr, norm);
@@ -195,12 +255,26 @@ static char *state_name(const BertParamInfo *t, const char *suffix) {
     return s;
 }
 
-int optimizer_save(const Optimizer *o, const char *path, BertError *err) {
+int optimizer_collect(Optimizer *o) {
+    if (!o->sharded) return 0;
+    if (o->shard.writer && !o->full) o->full = xmalloc(sizeof(float) * 2 * o->numel + 1);
+    const size_t own = o->hi - o->lo;
+    o->shard.gather(o->shard.ctx, o->state, o->full);                        /* m */
+    o->shard.gather(o->shard.ctx, o->state + own, o->full ? o->full + o->numel : NULL);   /* v */
+    return 0;
+}
+
+int optimizer_save(Optimizer *o, const char *path, BertError *err) {
+    /* the whole state, laid out like the parameters: m of every tensor, then v */
+    const float *state = o->sharded ? o->full : o->state;
+    if (!state) return bert_fail(err, "optimizer_save: a sharded optimizer's state is saved by the writing process "
+                                      "after optimizer_collect");
     const int n = 2 * o->n + 2;
     StWriteTensor *w = xcalloc((size_t)n, sizeof *w);
     char **names = xcalloc((size_t)n, sizeof *names);
     int64_t step = o->steps;
     int32_t kind = (int32_t)o->cfg.kind;
+    size_t flat = 0;
     for (int i = 0; i < o->n; i++) {
         const BertParamInfo *t = &o->tensors[i];
         for (int which = 0; which < 2; which++) {
@@ -208,8 +282,9 @@ int optimizer_save(const Optimizer *o, const char *path, BertError *err) {
             x->name = names[2 * i + which] = state_name(t, which ? ".exp_avg_sq" : ".exp_avg");
             x->dtype = ST_F32, x->ndim = t->ndim;
             for (int d = 0; d < t->ndim; d++) x->shape[d] = t->shape[d];
-            x->data = o->state + (which ? o->numel : 0) + o->offset[i];
+            x->data = state + (which ? o->numel : 0) + flat;
         }
+        flat += t->numel;
     }
     w[n - 2] = (StWriteTensor){.name = "optimizer.step", .dtype = ST_I64, .ndim = 1, .shape = {1}, .data = &step};
     w[n - 1] = (StWriteTensor){.name = "optimizer.kind", .dtype = ST_I32, .ndim = 1, .shape = {1}, .data = &kind};
@@ -220,6 +295,7 @@ int optimizer_save(const Optimizer *o, const char *path, BertError *err) {
     int rc = safetensors_write(path, w, n, meta, err);
     for (int i = 0; i < 2 * o->n; i++) free(names[i]);
     free(names), free(w);
+    if (o->sharded) free(o->full), o->full = NULL;   /* the writer holds the whole state only to save it */
     return rc;
 }
 
@@ -238,15 +314,22 @@ int optimizer_load(Optimizer *o, const char *path, BertError *err) {
     } else if (st.n != 2 * o->n + 2) {
         rc = bert_fail(err, "%s has %d tensors; this model's optimizer state has %d", path, st.n, 2 * o->n + 2);
     }
+    /* sharded: each tensor read whole, this process's part kept */
+    const size_t own = o->hi - o->lo;
+    float *whole = NULL;
     for (int i = 0; rc == 0 && i < o->n; i++) {
         const BertParamInfo *t = &o->tensors[i];
+        const size_t begin = o->own_begin[i], len = o->own_end[i] - begin;
+        if (o->sharded) whole = xrealloc(whole, sizeof(float) * t->numel + 1);
         for (int which = 0; rc == 0 && which < 2; which++) {
             char *name = state_name(t, which ? ".exp_avg_sq" : ".exp_avg");
-            rc = safetensors_read_f32(&st, name, t->shape, t->ndim, o->state + (which ? o->numel : 0) + o->offset[i],
-                                      err);
+            float *mine = o->state + (which ? own : 0) + o->offset[i];
+            rc = safetensors_read_f32(&st, name, t->shape, t->ndim, o->sharded ? whole : mine, err);
+            if (rc == 0 && o->sharded) memcpy(mine, whole + begin, sizeof(float) * len);
             free(name);
         }
     }
+    free(whole);
     if (rc == 0) o->steps = step32[0];
     safetensors_close(&st);
     return rc;

@@ -19,6 +19,7 @@
 #ifndef BERT_OPTIM_OPTIMIZER_H
 #define BERT_OPTIM_OPTIMIZER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "core/common.h"
@@ -44,6 +45,24 @@ const char *optimizer_kind_name(OptimizerKind kind);
 /* Over the n tensors of `tensors` (views stay owned by the caller and must outlive the
  * optimizer); the moments start at zero and the step count at 0. */
 int optimizer_create(Optimizer **out, const OptimizerConfig *c, const BertParamInfo *tensors, int n, BertError *err);
+
+/* Optimizer state sharded across the processes of a data-parallel run (ZeRO stage 1, as
+ * llm.c does it): this process holds the moments of floats [lo, hi) of the flat parameter
+ * vector (the tensors' offsets, which must tile it) and updates only those parameters; the
+ * caller has reduced their gradients here and gathers the updated parameters afterwards.
+ * What needs every part (the global gradient norm, LAMB's per-tensor ||w|| and ||u||) is
+ * summed across the processes by `sum`; `gather` collects each process's [lo, hi) floats
+ * into `full` (numel floats) on the writing process (full is NULL elsewhere). Results equal
+ * the unsharded optimizer's up to the order of the norms' float64 sums. */
+typedef struct {
+    size_t lo, hi;
+    bool writer;   /* this process writes the state file */
+    void *ctx;
+    void (*sum)(void *ctx, double *x, int n);
+    void (*gather)(void *ctx, const float *mine, float *full);
+} OptimizerShard;
+int optimizer_create_sharded(Optimizer **out, const OptimizerConfig *c, const BertParamInfo *tensors, int n,
+                             const OptimizerShard *shard, BertError *err);
 void optimizer_free(Optimizer *o);
 
 /* One update with learning rate lr from the tensors' gradients (left as they are).
@@ -54,12 +73,16 @@ long optimizer_step_count(const Optimizer *o);
 /* NVIDIA's phase 2 restarts the count (the bias corrections) while keeping the moments. */
 void optimizer_set_step_count(Optimizer *o, long steps);
 const OptimizerConfig *optimizer_config(const Optimizer *o);
-size_t optimizer_state_bytes(const Optimizer *o);
+size_t optimizer_state_bytes(const Optimizer *o);   /* this process's */
 
 /* The state as safetensors: "<param>.exp_avg", "<param>.exp_avg_sq" for every tensor, the
  * step count and the configuration in the header's metadata. Written atomically. Loading
- * checks every name and shape against this optimizer's tensors and its kind. */
-int optimizer_save(const Optimizer *o, const char *path, BertError *err);
+ * checks every name and shape against this optimizer's tensors and its kind. The file is
+ * the same sharded or not (a sharded optimizer loads its part), so a run can resume with
+ * another number of processes. Sharded, every process calls optimizer_collect first (it
+ * gathers the parts on the writer, which alone then calls optimizer_save). */
+int optimizer_collect(Optimizer *o);
+int optimizer_save(Optimizer *o, const char *path, BertError *err);
 int optimizer_load(Optimizer *o, const char *path, BertError *err);
 
 /* The global L2 norm of the tensors' gradients (or parameters), summed in float64 in a fixed

@@ -13,8 +13,11 @@ struct Logger {
     FILE *json;
     bool progress;        /* stderr is a terminal and the bar is wanted */
     bool progress_shown;
+    bool silent;          /* logger_silence */
     double start, last_progress;
 };
+
+void logger_silence(Logger *l) { l->silent = true, l->progress = false; }
 
 int logger_open(Logger **out, const char *json_path, bool append, bool progress_bar, BertError *err) {
     *out = NULL;
@@ -76,6 +79,7 @@ void logger_step(Logger *l, long epoch, long step, cJSON *data) {
 void logger_summary(Logger *l, cJSON *data) { write_record(l, cJSON_CreateArray(), data); }
 
 void logger_print(Logger *l, const char *fmt, ...) {
+    if (l->silent) return;
     if (l->progress_shown) fputs("\r\033[K", stderr), l->progress_shown = false;
     va_list ap;
     va_start(ap, fmt);

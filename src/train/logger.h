@@ -20,6 +20,8 @@ typedef struct Logger Logger;
 /* json_path may be NULL (no JSON log); append keeps what a previous run wrote. */
 int logger_open(Logger **out, const char *json_path, bool append, bool progress_bar, BertError *err);
 void logger_close(Logger *l);
+/* No lines for people from now on (the ranks other than 0 of a data-parallel run). */
+void logger_silence(Logger *l);
 
 /* JSON records; each takes ownership of `data` (an object). */
 void logger_parameters(Logger *l, cJSON *data);               /* step "PARAMETER" */

@@ -13,7 +13,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/launcher.h"
 #include "data/hdf5_shard.h"
 #include "core/rng.h"
 #include "io/config.h"
@@ -21,6 +20,8 @@
 #include "optim/loss_scaler.h"
 #include "optim/optimizer.h"
 #include "train/checkpoint.h"
+#include "train/comm.h"
+#include "train/grad_sync.h"
 #include "train/dataloader.h"
 #include "train/logger.h"
 #include "train/schedulers.h"
@@ -37,6 +38,7 @@ void pretrain_default_options(PretrainOptions *o) {
     o->num_steps_per_checkpoint = 200, o->keep_checkpoints = 3;
     o->eval_steps = 0, o->eval_batches = 20, o->log_freq = 1;
     o->init_loss_scale = LOSS_SCALER_INIT_SCALE, o->loss_scale = 0;
+    o->bucket_cap_mb = 25, o->comm_timeout = 1800;
 }
 
 static int check_options(const PretrainOptions *o, BertError *err) {
@@ -62,6 +64,11 @@ static int check_options(const PretrainOptions *o, BertError *err) {
     if (o->threads < 0 || o->threads > 1024) return bert_fail(err, "--threads %d must be in [0, 1024]", o->threads);
     if (!(o->init_loss_scale >= 1 && o->init_loss_scale <= 1e38) || !(o->loss_scale >= 0 && o->loss_scale <= 1e38))
         return bert_fail(err, "--init_loss_scale must be in [1, 1e38] and --loss_scale in [0, 1e38] (0: dynamic)");
+    if (o->allreduce_wire != 0 && !o->allreduce_post_accumulation)
+        return bert_fail(err, "--allreduce_post_accumulation_fp16/_bf16 go with --allreduce_post_accumulation");
+    if (o->allreduce_wire < 0 || o->allreduce_wire > 2) return bert_fail(err, "unknown all-reduce wire format");
+    if (!(o->bucket_cap_mb > 0 && o->bucket_cap_mb <= 4096) || !(o->comm_timeout > 0 && o->comm_timeout <= 1e6))
+        return bert_fail(err, "--bucket_cap_mb must be in (0, 4096] and --comm_timeout in (0, 1e6] seconds");
     return 0;
 }
 
@@ -84,6 +91,15 @@ typedef struct {
     LossScaler scaler;
     long overflows_in_a_row;
     char resumed_from[4096];
+    /* data parallelism */
+    Comm *comm;
+    GradSync *sync;        /* NULL for one process */
+    int rank, world;
+    int signal;            /* a stop signal any process received (agreed each step) */
+    double comm_exposed;   /* seconds waiting for reductions, this run */
+    double comm_logged;    /* comm_exposed at the last log line */
+    double comm_per_step;  /* exposed seconds per step over the last log window */
+    LoaderPosition *positions;   /* [world] every process's data position, for the checkpoint */
 } Run;
 
 static bool same_architecture(const BertConfig *a, const BertConfig *b) {
@@ -140,15 +156,28 @@ static int write_checkpoint_files(const char *dir, void *p, BertError *err) {
     cJSON_AddNumberToObject(data, "epoch", (double)pos.epoch);
     cJSON_AddNumberToObject(data, "file", pos.file);
     cJSON_AddNumberToObject(data, "offset", (double)pos.offset);
+    cJSON_AddNumberToObject(data, "processes", r->world);
+    cJSON *ranks = cJSON_AddArrayToObject(data, "ranks");   /* each process's [epoch, file, offset] */
+    for (int k = 0; k < r->world; k++) {
+        const LoaderPosition *q = &r->positions[k];
+        const double v[3] = {(double)q->epoch, q->file, (double)q->offset};
+        cJSON_AddItemToArray(ranks, cJSON_CreateDoubleArray(v, 3));
+    }
     cJSON_AddItemToObject(s, "data", data);
     int rc = checkpoint_write_json(dir, "state.json", s, err);   /* last: its presence marks a complete folder */
     cJSON_Delete(s);
     return rc;
 }
 
+/* Every process takes part (the data positions and a sharded optimizer's state are
+ * gathered); process 0 writes. */
 static int save_checkpoint(Run *r, PretrainSummary *sum, BertError *err) {
     if (r->o->skip_checkpoint) return 0;
     double t0 = now_seconds();
+    const LoaderPosition mine = loader_position(r->train);
+    comm_allgather(r->comm, &mine, r->positions, sizeof mine, "gathering the data positions for a checkpoint");
+    optimizer_collect(r->opt);
+    if (r->rank != 0) return 0;
     if (checkpoint_save(r->o->output_dir, r->step + r->offset, r->o->keep_checkpoints, write_checkpoint_files, r,
                         sum->last_checkpoint, sizeof sum->last_checkpoint, err) != 0)
         return -1;
@@ -162,6 +191,43 @@ static int save_checkpoint(Run *r, PretrainSummary *sum, BertError *err) {
 static double json_number(const cJSON *o, const char *key, double fallback) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
     return cJSON_IsNumber(v) ? v->valuedouble : fallback;
+}
+
+/* Where this process goes on reading. The same number of processes: each where it was.
+ * Another number: the files are dealt out anew, so every process starts at the first file of
+ * the epoch that some process had not finished (files read partly are read again). */
+static int data_position_for_this_process(Run *r, const char *dir, const cJSON *data, LoaderPosition *pos,
+                                          BertError *err) {
+    const cJSON *ranks = cJSON_GetObjectItemCaseSensitive(data, "ranks");
+    const int saved_world = (int)json_number(data, "processes", 1);
+    const int n = cJSON_IsArray(ranks) ? cJSON_GetArraySize(ranks) : 0;
+    if (n == 0 && saved_world == 1 && r->world == 1) return 0;   /* rank 0's position is the one given */
+    if (n != saved_world || saved_world < 1) return bert_fail(err, "%s/state.json: a bad list of data positions", dir);
+    LoaderPosition *at = xcalloc((size_t)n, sizeof *at);
+    for (int k = 0; k < n; k++) {
+        const cJSON *q = cJSON_GetArrayItem(ranks, k);
+        const cJSON *e = cJSON_GetArrayItem(q, 0), *f = cJSON_GetArrayItem(q, 1), *o = cJSON_GetArrayItem(q, 2);
+        if (cJSON_GetArraySize(q) != 3 || !cJSON_IsNumber(e) || !cJSON_IsNumber(f) || !cJSON_IsNumber(o) ||
+            e->valuedouble < 0 || f->valuedouble < 0 || o->valuedouble < 0) {
+            free(at);
+            return bert_fail(err, "%s/state.json: a bad data position for process %d", dir, k);
+        }
+        at[k] = (LoaderPosition){(long)e->valuedouble, (int)f->valuedouble, (long)o->valuedouble};
+    }
+    if (saved_world == r->world) {
+        *pos = at[r->rank];
+    } else {   /* the earliest file slot of the earliest epoch not finished, dealt to the new processes */
+        long epoch = at[0].epoch, slot = -1;
+        for (int k = 1; k < n; k++) epoch = at[k].epoch < epoch ? at[k].epoch : epoch;
+        for (int k = 0; k < n; k++)
+            if (at[k].epoch == epoch && (slot < 0 || (long)at[k].file * n + k < slot)) slot = (long)at[k].file * n + k;
+        *pos = (LoaderPosition){epoch, (int)(slot / r->world), 0};
+        logger_print(r->log, "warning: %s was written by %d processes and this run has %d: the data is dealt out "
+                             "anew from file slot %ld of epoch %ld (files that were partly read are read again; "
+                             "the result differs from an uninterrupted run)", dir, saved_world, r->world, slot, epoch);
+    }
+    free(at);
+    return 0;
 }
 
 /* Restores model, optimizer and data position from dir (state already read). Starting
@@ -212,6 +278,7 @@ static int restore_checkpoint(Run *r, const char *dir, const cJSON *state, BertE
     LoaderPosition pos = {(long)json_number(data, "epoch", -1), (int)json_number(data, "file", -1),
                           (long)json_number(data, "offset", -1)};
     if (r->step < 0 || pos.epoch < 0) return bert_fail(err, "%s/state.json lacks the step or data position", dir);
+    if (data_position_for_this_process(r, dir, data, &pos, err) != 0) return -1;
     return loader_seek(r->train, &pos, err);
 }
 
@@ -235,8 +302,33 @@ static void count_mlm_correct(const Run *r, const BertBatch *b, StepStats *s) {
     }
 }
 
-/* One optimizer step: accumulate the micro-batches' gradients, average them, update. With
- * fp16, *skipped says the gradients overflowed and no step was taken (the scaler backed off). */
+/* The step's statistics averaged over the processes (sums for the counts), and whether any
+ * of them received a stop signal: one small all-reduce, so every process decides alike. */
+static void agree_on_stats(Run *r, StepStats *s) {
+    double x[6] = {s->loss, s->mlm, s->nsp, (double)s->mlm_correct, (double)s->mlm_count, stop_signal_received()};
+    comm_sum_doubles(r->comm, x, 6, "the step's loss all-reduce");
+    const double w = r->world;
+    s->loss = x[0] / w, s->mlm = x[1] / w, s->nsp = x[2] / w;
+    s->mlm_correct = (long)x[3], s->mlm_count = (long)x[4];
+    r->signal = x[5] > 0 ? (stop_signal_received() ? stop_signal_received() : 15) : 0;
+}
+
+/* The global gradient norm, for the fp16 overflow check: with a sharded optimizer each process
+ * holds only its part reduced, so the parts' squares are summed across processes. */
+static double gradient_norm(Run *r) {
+    int n = bert_num_param_tensors(r->model);
+    if (!r->o->shard_optimizer || r->world == 1) return tensors_grad_norm(bert_param_info(r->model, 0), n);
+    const size_t *parts = grad_sync_parts(r->sync);
+    const float *g = bert_grads(r->model);
+    double sq = 0;
+    for (size_t k = parts[r->rank]; k < parts[r->rank + 1]; k++) sq += (double)g[k] * g[k];
+    comm_sum_doubles(r->comm, &sq, 1, "the gradient norm all-reduce");
+    return sqrt(sq);
+}
+
+/* One optimizer step: accumulate the micro-batches' gradients, average them (over
+ * micro-batches and processes), update. With fp16, *skipped says the gradients overflowed and
+ * no step was taken (the scaler backed off). */
 static int train_step(Run *r, bool with_accuracy, StepStats *s, double *lr, double *grad_norm, bool *skipped,
                       BertError *err) {
     const PretrainOptions *o = r->o;
@@ -249,8 +341,11 @@ static int train_step(Run *r, bool with_accuracy, StepStats *s, double *lr, doub
         BertBatch b;
         if (loader_next(r->train, &b, err) != 1) return -1;
         const double t0 = now_seconds();
-        const uint64_t dropout = rng_key(rng_key((uint64_t)o->seed, (uint64_t)r->phase),
-                                         (uint64_t)r->step * (uint64_t)accum + (uint64_t)micro);
+        /* keyed by the micro-batch's place in the global batch: P processes with k micro-batches
+         * each draw the masks one process with P k would */
+        const uint64_t global_micro = ((uint64_t)r->step * (uint64_t)r->world + (uint64_t)r->rank) * (uint64_t)accum +
+                                      (uint64_t)micro;
+        const uint64_t dropout = rng_key(rng_key((uint64_t)o->seed, (uint64_t)r->phase), global_micro);
         float loss = bert_forward(r->model, &b, true, dropout);
         if (!isfinite(loss)) {
             const char *why = bert_last_error(r->model);
@@ -262,7 +357,11 @@ static int train_step(Run *r, bool with_accuracy, StepStats *s, double *lr, doub
             count_mlm_correct(r, &b, s);
             accuracy_s = now_seconds() - ta;
         }
+        /* [the all-reduce]: after every micro-batch, or only the last (post accumulation) */
+        const bool reduce = r->sync && (micro == accum - 1 || !(o->allreduce_post_accumulation || o->shard_optimizer));
+        if (reduce) grad_sync_arm(r->sync);
         bert_backward(r->model, &b);
+        if (reduce) r->comm_exposed += grad_sync_finish(r->sync);
         s->loss += loss / accum, s->mlm += bert_last_mlm_loss(r->model) / accum;
         s->nsp += bert_last_nsp_loss(r->model) / accum;
         r->model_seconds += now_seconds() - t0 - accuracy_s;
@@ -271,13 +370,13 @@ static int train_step(Run *r, bool with_accuracy, StepStats *s, double *lr, doub
     int ntensors = bert_num_param_tensors(r->model);
     /* NVIDIA divides each micro-batch's loss by the count: the mean of their gradients */
     if (accum > 1) tensors_scale_grads(bert_param_info(r->model, 0), ntensors, 1.0f / (float)accum);
-    /* [the all-reduce across processes goes here] */
     if (r->scaling) {   /* unscale (a power of two: exact), then any inf or NaN is an fp16 overflow */
         tensors_scale_grads(bert_param_info(r->model, 0), ntensors, (float)(1.0 / r->scaler.scale));
-        const bool overflow = !isfinite(tensors_grad_norm(bert_param_info(r->model, 0), ntensors));
+        const bool overflow = !isfinite(gradient_norm(r));
         if (!loss_scaler_update(&r->scaler, overflow)) {
             r->model_seconds += now_seconds() - t1;
             *skipped = true;
+            agree_on_stats(r, s);
             return ++r->overflows_in_a_row < MAX_OVERFLOWS_IN_A_ROW ? 0 :
                 bert_fail(err, "step %ld: fp16 gradients overflowed %d times in a row (loss scale now %g): "
                                "not a matter of scale; the last good checkpoint has the weights",
@@ -287,11 +386,14 @@ static int train_step(Run *r, bool with_accuracy, StepStats *s, double *lr, doub
     }
     *lr = poly_warmup_lr(o->learning_rate, o->warmup_proportion, o->max_steps, 0.5, r->step);
     *grad_norm = optimizer_step(r->opt, *lr);
+    if (o->shard_optimizer && r->world > 1)   /* each process updated its part: everyone gets every part */
+        comm_allgather_floats(r->comm, bert_params(r->model), grad_sync_parts(r->sync), "the parameter all-gather");
     bert_params_changed(r->model);   /* bf16: the weights' copy is remade at the next forward */
     r->model_seconds += now_seconds() - t1;
     if (!isfinite(*grad_norm)) return bert_fail(err, "step %ld: the gradient is not finite", r->step + r->offset + 1);
     r->step++;
     r->epoch = loader_position(r->train).epoch;
+    agree_on_stats(r, s);
     return 0;
 }
 
@@ -323,6 +425,16 @@ static int evaluate(Run *r, EvalResult *e, BertError *err) {
 
 /* ---- setup ---- */
 
+/* The sharded optimizer's collectives (optim/ knows nothing of MPI). */
+static void sum_across_processes(void *ctx, double *x, int n) {
+    Run *r = ctx;
+    comm_sum_doubles(r->comm, x, n, "the optimizer's norms all-reduce");
+}
+static void gather_to_writer(void *ctx, const float *mine, float *full) {
+    Run *r = ctx;
+    comm_gather_floats(r->comm, mine, full, grad_sync_parts(r->sync), 0, "gathering the optimizer state");
+}
+
 static int setup_model(Run *r, BertError *err) {
     const PretrainOptions *o = r->o;
     if (bert_config_resolve(o->config_file ? o->config_file : o->bert_model, &r->cfg, err) != 0) return -1;
@@ -339,7 +451,18 @@ static int setup_model(Run *r, BertError *err) {
     bert_set_last_layer_pruning(r->model, true);
     bert_set_unpadding(r->model, true);
     OptimizerConfig oc = optimizer_defaults((OptimizerKind)optimizer_kind_from_name(o->optimizer));
-    return optimizer_create(&r->opt, &oc, bert_param_info(r->model, 0), bert_num_param_tensors(r->model), err);
+    const BertParamInfo *tensors = bert_param_info(r->model, 0);
+    const int ntensors = bert_num_param_tensors(r->model);
+    if (r->world == 1) return optimizer_create(&r->opt, &oc, tensors, ntensors, err);
+    const GradSyncOptions so = {.bucket_floats = (size_t)(o->bucket_cap_mb * 1048576.0 / sizeof(float)),
+                                .wire = (enum CommWire)o->allreduce_wire, .to_owners = o->shard_optimizer};
+    r->sync = grad_sync_create(r->comm, bert_grads(r->model), bert_num_parameters(r->model), &so);
+    bert_set_grad_ready_hook(r->model, grad_sync_ready, r->sync);
+    if (!o->shard_optimizer) return optimizer_create(&r->opt, &oc, tensors, ntensors, err);
+    const size_t *parts = grad_sync_parts(r->sync);
+    const OptimizerShard shard = {.lo = parts[r->rank], .hi = parts[r->rank + 1], .writer = r->rank == 0, .ctx = r,
+                                  .sum = sum_across_processes, .gather = gather_to_writer};
+    return optimizer_create_sharded(&r->opt, &oc, tensors, ntensors, &shard, err);
 }
 
 static int setup_data(Run *r, BertError *err) {
@@ -347,9 +470,10 @@ static int setup_data(Run *r, BertError *err) {
     LoaderOptions lo = {.dir = o->input_dir, .name_filter = "training", .micro_batch = r->micro,
                         .max_seq_length = o->max_seq_length, .max_predictions = o->max_predictions_per_seq,
                         .vocab_size = r->cfg.vocab_size, .seed = (uint64_t)o->seed, .training = true,
-                        .dynamic_masking = o->dynamic_masking, .rank = 0, .world_size = 1};
+                        .dynamic_masking = o->dynamic_masking, .rank = r->rank, .world_size = r->world};
     if (loader_open(&r->train, &lo, err) != 0) return -1;
-    if (o->eval_steps <= 0) return 0;
+    if (o->eval_steps <= 0 || r->rank != 0) return 0;   /* process 0 evaluates, on all the held-out data */
+    lo.rank = 0, lo.world_size = 1;
     lo.dir = o->eval_dir ? o->eval_dir : o->input_dir, lo.name_filter = "test", lo.training = false;
     lo.dynamic_masking = false;
     return loader_open(&r->eval, &lo, err);
@@ -438,11 +562,14 @@ static void log_step(Run *r, const StepStats *s, double avg_loss, double lr, dou
                      long stop_step) {
     char el[32], eta[32];
     format_duration(elapsed, el, sizeof el);
-    format_duration(rate > 0 ? (double)(stop_step - r->step) * r->o->train_batch_size / rate : -1, eta, sizeof eta);
+    format_duration(rate > 0 ? (double)(stop_step - r->step) * r->o->train_batch_size * r->world / rate : -1, eta,
+                    sizeof eta);
     const double acc = s->mlm_count ? (double)s->mlm_correct / s->mlm_count : NAN;
+    char comm[64] = "";
+    if (r->world > 1) snprintf(comm, sizeof comm, " | comm %.0f ms/step exposed", 1e3 * r->comm_per_step);
     logger_print(r->log, "step %ld/%ld (phase %d) | loss %.4f (mlm %.4f, nsp %.4f) | mlm acc %.3f | lr %.3e | "
-                         "grad %.3f | %.1f seq/s | %s, ETA %s",
-                 r->step, r->o->max_steps, r->phase, avg_loss, s->mlm, s->nsp, acc, lr, gnorm, rate, el, eta);
+                         "grad %.3f | %.1f seq/s%s | %s, ETA %s",
+                 r->step, r->o->max_steps, r->phase, avg_loss, s->mlm, s->nsp, acc, lr, gnorm, rate, comm, el, eta);
     cJSON *d = cJSON_CreateObject();
     cJSON_AddNumberToObject(d, "average_loss", avg_loss);
     cJSON_AddNumberToObject(d, "step_loss", s->loss);
@@ -454,6 +581,7 @@ static void log_step(Run *r, const StepStats *s, double avg_loss, double lr, dou
     cJSON_AddNumberToObject(d, "training_sequences_per_second", rate);
     cJSON_AddNumberToObject(d, "phase", r->phase);
     cJSON_AddNumberToObject(d, "phase_step", (double)r->step);
+    if (r->world > 1) cJSON_AddNumberToObject(d, "comm_exposed_seconds", r->comm_per_step);
     if (r->scaling) {
         cJSON_AddNumberToObject(d, "loss_scale", r->scaler.scale);
         cJSON_AddNumberToObject(d, "skipped_steps", (double)r->scaler.skipped_steps);
@@ -508,9 +636,9 @@ static int train_loop(Run *r, PretrainSummary *sum, BertError *err) {
             return -1;
         }
         if (skipped) {   /* fp16 overflow: the same step again on the next batch, at half the scale */
-            sum->sequences += o->train_batch_size;
+            sum->sequences += (long)o->train_batch_size * r->world;
             log_skipped_step(r);
-            const int sig = stop_signal_received();
+            const int sig = r->signal;
             if (sig) {
                 if (save_checkpoint(r, sum, err) != 0) return -1;
                 logger_print(r->log, "stopped by signal %d at step %ld", sig, r->step);
@@ -521,19 +649,22 @@ static int train_loop(Run *r, PretrainSummary *sum, BertError *err) {
         }
         steps++, window++, window_loss += s.loss, loss_sum += s.loss, window_mlm += s.mlm, window_nsp += s.nsp;
         sum->final_loss = s.loss, sum->last_step = r->step;
-        sum->sequences += o->train_batch_size;
+        sum->sequences += (long)o->train_batch_size * r->world;
         const double elapsed = now_seconds() - t0, rate = sum->sequences / elapsed;
         if (log_now) {
             StepStats avg = s;   /* the window's means; the step's own loss stays as step_loss */
             avg.mlm = window_mlm / window, avg.nsp = window_nsp / window;
+            r->comm_per_step = (r->comm_exposed - r->comm_logged) / window, r->comm_logged = r->comm_exposed;
             log_step(r, &avg, window_loss / window, lr, gnorm, rate, elapsed, stop_step);
             window_loss = window_mlm = window_nsp = 0, window = 0;
         } else {
             logger_progress(r->log, "step %ld/%ld  loss %.4f  %.1f seq/s", r->step, o->max_steps, s.loss, rate);
         }
-        if (o->eval_steps > 0 && (r->step % o->eval_steps == 0 || r->step == stop_step) && run_evaluation(r, sum, err))
+        /* process 0 evaluates; the others wait for it at the next collective */
+        if (o->eval_steps > 0 && r->rank == 0 && (r->step % o->eval_steps == 0 || r->step == stop_step) &&
+            run_evaluation(r, sum, err))
             return -1;
-        const int sig = stop_signal_received();
+        const int sig = r->signal;
         if (r->step % o->num_steps_per_checkpoint == 0 || r->step == stop_step || sig) {
             if (save_checkpoint(r, sum, err) != 0) return -1;
         }
@@ -548,6 +679,7 @@ static int train_loop(Run *r, PretrainSummary *sum, BertError *err) {
     sum->sequences_per_second = sum->seconds > 0 ? sum->sequences / sum->seconds : 0;
     sum->mean_loss = steps ? loss_sum / steps : NAN;
     sum->skipped_steps = r->scaler.skipped_steps, sum->loss_scale = r->scaling ? r->scaler.scale : 1.0;
+    sum->comm_exposed_seconds = r->comm_exposed, sum->comm_bytes = r->sync ? grad_sync_bytes(r->sync) : 0;
     return 0;
 }
 
@@ -584,16 +716,18 @@ int pretrain_run(const PretrainOptions *o, PretrainSummary *sum, BertError *err)
     sum->final_mlm_accuracy = NAN, sum->final_loss = NAN, sum->mean_loss = NAN;
     if (check_options(o, err) != 0) return -1;
     if (o->check_shards && check_all_shards(o, err) != 0) return -1;   /* first: it forks */
-    int rank, world;
-    launcher_rank(&rank, &world);
-    if (world > 1)   /* each process would train alone on its part of the data */
-        return bert_fail(err, "started as %d processes (rank %d): data-parallel training over MPI is not there yet; "
-                              "run one process", world, rank);
     if (o->threads > 0) omp_set_num_threads(o->threads);
     Run r = {.o = o, .micro = o->train_batch_size / o->gradient_accumulation_steps, .phase = o->phase2 ? 2 : 1,
              .offset = o->phase2 ? o->phase1_end_step : 0};
-    if (make_dirs(o->output_dir, err) != 0) return -1;
-    int rc = logger_open(&r.log, o->json_summary, o->resume_from_checkpoint, !o->disable_progress_bar, err);
+    if (comm_open(&r.comm, o->comm_timeout, err) != 0) return -1;
+    r.rank = comm_rank(r.comm), r.world = comm_size(r.comm);
+    sum->processes = r.world, sum->rank = r.rank;
+    r.positions = xcalloc((size_t)r.world, sizeof *r.positions);
+    int rc = make_dirs(o->output_dir, err);
+    /* process 0 logs and writes the JSON log; the others are silent */
+    if (rc == 0) rc = logger_open(&r.log, r.rank == 0 ? o->json_summary : NULL, o->resume_from_checkpoint,
+                                  r.rank == 0 && !o->disable_progress_bar, err);
+    if (rc == 0 && r.rank != 0) logger_silence(r.log);
     if (rc == 0) rc = setup_model(&r, err);
     if (rc == 0) rc = setup_data(&r, err);
     if (rc == 0) rc = setup_start(&r, err) < 0 ? -1 : 0;
@@ -606,6 +740,13 @@ int pretrain_run(const PretrainOptions *o, PretrainSummary *sum, BertError *err)
                             "%s, lr %g, %s, %d threads", r.phase, desc, bert_num_parameters(r.model),
                      loader_file_count(r.train), o->input_dir, o->gradient_accumulation_steps, r.micro, o->optimizer,
                      o->learning_rate, bert_precision_name(bert_precision(r.model)), omp_get_max_threads());
+        if (r.world > 1)
+            logger_print(r.log, "data parallel: %d processes, %d sequences per step in all; gradients %s in %g MB "
+                                "buckets%s%s", r.world, o->train_batch_size * r.world,
+                         o->allreduce_post_accumulation || o->shard_optimizer ? "reduced once per step"
+                                                                              : "reduced after every micro-batch",
+                         o->bucket_cap_mb, o->allreduce_wire == 1 ? " as fp16" : o->allreduce_wire == 2 ? " as bf16" : "",
+                         o->shard_optimizer ? "; optimizer state sharded (ZeRO-1)" : "");
         log_parameters(&r);
         /* the newest good checkpoint, named if the run has to stop */
         snprintf(sum->last_checkpoint, sizeof sum->last_checkpoint, "%s", r.resumed_from);
@@ -623,9 +764,14 @@ int pretrain_run(const PretrainOptions *o, PretrainSummary *sum, BertError *err)
         cJSON_AddNumberToObject(d, "model_time", sum->model_seconds);
         logger_summary(r.log, d);
     }
+    /* an error one process met would leave the others waiting in a collective: end the job */
+    if (rc != 0 && r.world > 1) comm_abort(r.comm, 1, err->msg);
     loader_close(r.train), loader_close(r.eval);
     optimizer_free(r.opt);
+    grad_sync_free(r.sync);
     bert_model_free(r.model);
     logger_close(r.log);
+    free(r.positions);
+    comm_close(r.comm);
     return rc;
 }

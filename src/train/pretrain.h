@@ -61,6 +61,15 @@ typedef struct {
     int precision;
     double init_loss_scale;         /* fp16, dynamic scaling: the first scale (NVIDIA: 2^20) */
     double loss_scale;              /* fp16: > 0 a static scale instead (NVIDIA's --loss_scale) */
+    /* data parallelism over MPI (train/comm.h, train/grad_sync.h; docs/distributed.md): each
+     * process reads its share of the shards; gradients are averaged across processes in
+     * buckets while the backward runs, after every micro-batch or (post accumulation) once
+     * per step; train_batch_size stays per process, so the global batch is P times it */
+    bool allreduce_post_accumulation;
+    int allreduce_wire;             /* post accumulation: 0 fp32, 1 fp16, 2 bf16 (train/comm.h CommWire) */
+    bool shard_optimizer;           /* ZeRO-1: each process holds and updates 1/P of the optimizer state */
+    double bucket_cap_mb;           /* gradient bucket size (DDP's default 25) */
+    double comm_timeout;            /* seconds a collective may wait before the job is ended */
 } PretrainOptions;
 
 typedef struct {
@@ -73,6 +82,9 @@ typedef struct {
     double final_mlm_accuracy;      /* of the last evaluation, or NAN */
     long skipped_steps;             /* fp16: steps skipped for gradient overflow (whole run, resumed included) */
     double loss_scale;              /* fp16: the scale at the end */
+    int processes, rank;            /* data-parallel processes (1 without mpirun), this one's rank */
+    double comm_exposed_seconds;    /* waiting for gradient reductions the backward did not hide */
+    double comm_bytes;              /* gradient bytes this process sent into reductions */
     bool stopped_by_signal;
     char last_checkpoint[4096];     /* "" when none was written */
 } PretrainSummary;

@@ -1,0 +1,251 @@
+/* MPI for data parallelism, with a deadline on every wait: see comm.h. */
+#include "train/comm.h"
+
+#include <immintrin.h>
+#include <limits.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/launcher.h"
+
+struct Comm {
+    int rank, size;
+    double timeout;
+    bool mpi;                 /* MPI was initialised (started by an MPI launcher) */
+    MPI_Op sum_fp16, sum_bf16;
+};
+
+struct CommRequest {
+    MPI_Request req;
+    float *dst;               /* the caller's floats: the 16-bit result is written back here */
+    uint16_t *wire;           /* 16-bit staging copy (NULL for fp32) */
+    size_t count;
+    enum CommWire kind;
+    bool result_here;         /* this rank receives the sum */
+};
+
+/* ---- 16-bit words: IEEE half (F16C instructions) and bfloat16 (round to nearest even) ---- */
+
+static inline uint16_t to_bf16(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+static inline float from_bf16(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+static inline uint16_t to_fp16(float x) { return (uint16_t)_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT); }
+static inline float from_fp16(uint16_t h) { return _cvtsh_ss(h); }
+
+static void encode(uint16_t *out, const float *x, size_t n, enum CommWire kind) {
+    if (kind == COMM_WIRE_BF16) {
+#pragma omp parallel for simd schedule(static) if (n >= (1u << 18))
+        for (size_t i = 0; i < n; i++) out[i] = to_bf16(x[i]);
+    } else {
+#pragma omp parallel for schedule(static) if (n >= (1u << 18))
+        for (size_t i = 0; i < n; i++) out[i] = to_fp16(x[i]);
+    }
+}
+
+static void decode(float *out, const uint16_t *h, size_t n, enum CommWire kind) {
+    if (kind == COMM_WIRE_BF16) {
+#pragma omp parallel for simd schedule(static) if (n >= (1u << 18))
+        for (size_t i = 0; i < n; i++) out[i] = from_bf16(h[i]);
+    } else {
+#pragma omp parallel for schedule(static) if (n >= (1u << 18))
+        for (size_t i = 0; i < n; i++) out[i] = from_fp16(h[i]);
+    }
+}
+
+/* MPI reduction operators on 16-bit words: each pairwise sum in float, rounded back. */
+static void sum_fp16_op(void *in, void *inout, int *len, MPI_Datatype *type) {
+    (void)type;
+    const uint16_t *a = in;
+    uint16_t *b = inout;
+    for (int i = 0; i < *len; i++) b[i] = to_fp16(from_fp16(a[i]) + from_fp16(b[i]));
+}
+static void sum_bf16_op(void *in, void *inout, int *len, MPI_Datatype *type) {
+    (void)type;
+    const uint16_t *a = in;
+    uint16_t *b = inout;
+    for (int i = 0; i < *len; i++) b[i] = to_bf16(from_bf16(a[i]) + from_bf16(b[i]));
+}
+
+/* ---- the group ---- */
+
+int comm_open(Comm **out, double timeout_seconds, BertError *err) {
+    *out = NULL;
+    if (!(timeout_seconds > 0)) return bert_fail(err, "--comm_timeout must be > 0 seconds");
+    Comm *c = xcalloc(1, sizeof *c);
+    c->timeout = timeout_seconds, c->size = 1;
+    int rank, size;
+    launcher_rank(&rank, &size);
+    if (size > 1) {   /* started by an MPI launcher: the job's processes */
+        int provided = 0, already = 0;
+        MPI_Initialized(&already);
+        if (!already && MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+            free(c);
+            return bert_fail(err, "MPI_Init_thread failed (started as rank %d of %d)", rank, size);
+        }
+        c->mpi = true;
+        MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &c->size);
+        MPI_Op_create(sum_fp16_op, 1, &c->sum_fp16);
+        MPI_Op_create(sum_bf16_op, 1, &c->sum_bf16);
+    }
+    *out = c;
+    return 0;
+}
+
+void comm_close(Comm *c) {
+    if (!c) return;
+    if (c->mpi) {
+        MPI_Op_free(&c->sum_fp16), MPI_Op_free(&c->sum_bf16);
+        int finalized = 0;
+        MPI_Finalized(&finalized);
+        if (!finalized) MPI_Finalize();
+    }
+    free(c);
+}
+
+int comm_rank(const Comm *c) { return c->rank; }
+int comm_size(const Comm *c) { return c->size; }
+double comm_timeout(const Comm *c) { return c->timeout; }
+
+_Noreturn void comm_abort(Comm *c, int code, const char *msg) {
+    fprintf(stderr, "bert: rank %d of %d: %s\n", c->rank, c->size, msg);
+    fflush(stderr);
+    if (c->mpi) MPI_Abort(MPI_COMM_WORLD, code);
+    exit(code);
+}
+
+/* Tests r until done; past the deadline, the job ends with a message naming what hung. */
+static void wait_with_deadline(Comm *c, MPI_Request *r, const char *what) {
+    const double start = now_seconds();
+    for (long spins = 0;; spins++) {
+        int done = 0;
+        MPI_Test(r, &done, MPI_STATUS_IGNORE);
+        if (done) return;
+        if (spins > 200) {   /* past a short spin: let the other ranks (maybe on this core) run */
+            const struct timespec pause = {0, 20000};
+            nanosleep(&pause, NULL);
+            if (now_seconds() - start > c->timeout) {
+                char msg[512];
+                snprintf(msg, sizeof msg, "%s did not complete within %.0f s (--comm_timeout): another rank has died "
+                                          "or hangs; ending the job (resume from the last checkpoint)", what,
+                         c->timeout);
+                comm_abort(c, 3, msg);
+            }
+        }
+    }
+}
+
+static int as_count(Comm *c, size_t n) {
+    if (n > (size_t)INT_MAX) comm_abort(c, 2, "a message of more than 2^31 elements (split it)");
+    return (int)n;
+}
+
+void comm_sum_doubles(Comm *c, double *x, int n, const char *what) {
+    if (!c->mpi) return;
+    MPI_Request r;
+    MPI_Iallreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &r);
+    wait_with_deadline(c, &r, what);
+}
+
+void comm_max_ints(Comm *c, int *x, int n, const char *what) {
+    if (!c->mpi) return;
+    MPI_Request r;
+    MPI_Iallreduce(MPI_IN_PLACE, x, n, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &r);
+    wait_with_deadline(c, &r, what);
+}
+
+void comm_allgather(Comm *c, const void *mine, void *all, size_t bytes, const char *what) {
+    if (!c->mpi) {
+        memcpy(all, mine, bytes);
+        return;
+    }
+    MPI_Request r;
+    MPI_Iallgather(mine, as_count(c, bytes), MPI_BYTE, all, as_count(c, bytes), MPI_BYTE, MPI_COMM_WORLD, &r);
+    wait_with_deadline(c, &r, what);
+}
+
+void comm_broadcast(Comm *c, void *data, size_t bytes, int root, const char *what) {
+    if (!c->mpi) return;
+    MPI_Request r;
+    MPI_Ibcast(data, as_count(c, bytes), MPI_BYTE, root, MPI_COMM_WORLD, &r);
+    wait_with_deadline(c, &r, what);
+}
+
+/* counts and displacements of the parts [lo[r], lo[r+1]) */
+static void parts(Comm *c, const size_t *lo, int *counts, int *displs) {
+    for (int r = 0; r < c->size; r++) counts[r] = as_count(c, lo[r + 1] - lo[r]), displs[r] = as_count(c, lo[r]);
+}
+
+void comm_allgather_floats(Comm *c, float *x, const size_t *lo, const char *what) {
+    if (!c->mpi) return;
+    int *counts = xmalloc(sizeof(int) * 2 * (size_t)c->size), *displs = counts + c->size;
+    parts(c, lo, counts, displs);
+    MPI_Request r;
+    MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x, counts, displs, MPI_FLOAT, MPI_COMM_WORLD, &r);
+    wait_with_deadline(c, &r, what);
+    free(counts);
+}
+
+void comm_gather_floats(Comm *c, const float *mine, float *full, const size_t *lo, int root, const char *what) {
+    if (c->rank == root) memmove(full + lo[root], mine, sizeof(float) * (lo[root + 1] - lo[root]));
+    if (!c->mpi) return;
+    int *counts = xmalloc(sizeof(int) * 2 * (size_t)c->size), *displs = counts + c->size;
+    parts(c, lo, counts, displs);
+    MPI_Request r;
+    if (c->rank == root)
+        MPI_Igatherv(MPI_IN_PLACE, 0, MPI_FLOAT, full, counts, displs, MPI_FLOAT, root, MPI_COMM_WORLD, &r);
+    else
+        MPI_Igatherv(mine, counts[c->rank], MPI_FLOAT, NULL, NULL, NULL, MPI_FLOAT, root, MPI_COMM_WORLD, &r);
+    wait_with_deadline(c, &r, what);
+    free(counts);
+}
+
+/* ---- gradient buckets ---- */
+
+CommRequest *comm_start_sum(Comm *c, float *buf, size_t count, enum CommWire wire, int root) {
+    CommRequest *q = xcalloc(1, sizeof *q);
+    q->dst = buf, q->count = count, q->kind = wire, q->result_here = root < 0 || root == c->rank;
+    if (!c->mpi) return q;   /* a group of one: the sum is already there */
+    const int n = as_count(c, count);
+    const bool in_place = q->result_here;
+    void *data = buf;
+    MPI_Datatype type = MPI_FLOAT;
+    MPI_Op op = MPI_SUM;
+    if (wire != COMM_WIRE_FP32) {
+        q->wire = xmalloc(sizeof(uint16_t) * count);
+        encode(q->wire, buf, count, wire);
+        data = q->wire, type = MPI_UINT16_T, op = wire == COMM_WIRE_FP16 ? c->sum_fp16 : c->sum_bf16;
+    }
+    if (root < 0) MPI_Iallreduce(MPI_IN_PLACE, data, n, type, op, MPI_COMM_WORLD, &q->req);
+    else MPI_Ireduce(in_place ? MPI_IN_PLACE : data, in_place ? data : NULL, n, type, op, root, MPI_COMM_WORLD, &q->req);
+    return q;
+}
+
+static void complete(CommRequest *q) {
+    if (q->wire && q->result_here) decode(q->dst, q->wire, q->count, q->kind);
+    free(q->wire), free(q);
+}
+
+int comm_test(Comm *c, CommRequest *q) {
+    int done = 1;
+    if (c->mpi) MPI_Test(&q->req, &done, MPI_STATUS_IGNORE);
+    if (done) complete(q);
+    return done;
+}
+
+void comm_wait(Comm *c, CommRequest *q, const char *what) {
+    if (c->mpi) wait_with_deadline(c, &q->req, what);
+    complete(q);
+}
