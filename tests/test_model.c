@@ -809,6 +809,21 @@ static void test_task_heads_fixture(void) {
         double e = heads_grad_error(&h);
         printf("    %s: loss %.6f, gradients worst rel err %.2g\n", cases[c].path, loss, e);
         CHECKF(e <= 1e-3, "%s: gradients rel err %.3g", cases[c].path, e);
+        if (cases[c].heads.kind != BERT_HEADS_CLASSIFIER) goto next;
+        /* the classifier unpadded (padding never computed): the same numbers */
+        bert_set_unpadding(h.m, true);
+        bert_zero_grad(h.m);
+        float loss_unpadded = bert_forward(h.m, &h.b, false, 0);
+        CHECKF(bert_encoder_rows(h.m) < h.b.batch * h.b.seq_len, "%s: unpadded, the encoder ran all %d rows",
+               cases[c].path, bert_encoder_rows(h.m));
+        CHECKF(rel(loss_unpadded, want_loss[0]) <= 1e-4, "%s unpadded: loss %.7f vs %.7f", cases[c].path,
+               loss_unpadded, want_loss[0]);
+        bert_backward(h.m, &h.b);
+        e = heads_grad_error(&h);
+        printf("    %s unpadded (%d of %d rows): loss %.6f, gradients worst rel err %.2g\n", cases[c].path,
+               bert_encoder_rows(h.m), h.b.batch * h.b.seq_len, loss_unpadded, e);
+        CHECKF(e <= 1e-3, "%s unpadded: gradients rel err %.3g", cases[c].path, e);
+    next:
         bert_model_free(h.m);
         safetensors_close(&h.st);
     }

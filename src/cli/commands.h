@@ -14,6 +14,7 @@ int cmd_train_demo(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 int cmd_pretrain(int argc, char **argv);
+int cmd_glue(int argc, char **argv);
 int cmd_check_shards(int argc, char **argv);
 
 #endif

@@ -160,6 +160,26 @@ static double clean_float(float f) {
 }
 
 int bert_config_save(const char *path, const BertConfig *c, BertError *err) {
+    return bert_config_save_ex(path, c, NULL, err);
+}
+
+/* Each member of extra_json (an object) added to root, replacing one of the same name. */
+static int merge_members(cJSON *root, const char *extra_json, BertError *err) {
+    cJSON *extra = cJSON_Parse(extra_json);
+    if (!cJSON_IsObject(extra)) {
+        cJSON_Delete(extra);
+        return bert_fail(err, "config.json: the extra members are not a JSON object");
+    }
+    while (extra->child) {
+        cJSON *item = cJSON_DetachItemViaPointer(extra, extra->child);
+        cJSON_DeleteItemFromObjectCaseSensitive(root, item->string);
+        cJSON_AddItemToObject(root, item->string, item);
+    }
+    cJSON_Delete(extra);
+    return 0;
+}
+
+int bert_config_save_ex(const char *path, const BertConfig *c, const char *extra_json, BertError *err) {
     if (bert_config_validate(c, err) != 0) return -1;
     cJSON *root = cJSON_CreateObject();
     cJSON *arch = cJSON_AddArrayToObject(root, "architectures");
@@ -177,6 +197,10 @@ int bert_config_save(const char *path, const BertConfig *c, BertError *err) {
     cJSON_AddNumberToObject(root, "hidden_dropout_prob", clean_float(c->hidden_dropout_prob));
     cJSON_AddNumberToObject(root, "attention_probs_dropout_prob", clean_float(c->attention_probs_dropout_prob));
     cJSON_AddNumberToObject(root, "initializer_range", clean_float(c->initializer_range));
+    if (extra_json && merge_members(root, extra_json, err) != 0) {
+        cJSON_Delete(root);
+        return -1;
+    }
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
     AtomicFile af;

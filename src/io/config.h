@@ -19,6 +19,9 @@ int bert_config_load(const char *path, BertConfig *cfg, BertError *err);
 /* Either a preset name or a path to a config.json. */
 int bert_config_resolve(const char *name_or_path, BertConfig *cfg, BertError *err);
 int bert_config_save(const char *path, const BertConfig *cfg, BertError *err);
+/* With the members of extra_json (a JSON object: a task's label map, "architectures", ...)
+ * added, replacing those of the same name. */
+int bert_config_save_ex(const char *path, const BertConfig *cfg, const char *extra_json, BertError *err);
 int bert_config_validate(const BertConfig *cfg, BertError *err);
 
 #endif

@@ -41,7 +41,8 @@ typedef struct {                 /* one training/inference batch; all arrays row
  *   CLASSIFIER   bert.pooler.* + classifier.weight [N, H], .bias [N]: BertForSequenceClassification
  *                (N >= 2: cross-entropy; N == 1: regression, mean squared error)
  *   NONE         bert.pooler.* only (HF's BertModel with its default pooling layer)
- * Only PRETRAINING allocates cls.*; last-layer pruning and unpadding apply to it alone. */
+ * Only PRETRAINING allocates cls.*; last-layer pruning applies to it alone, unpadding to it and
+ * CLASSIFIER (whose head reads the [CLS] rows only). */
 typedef enum { BERT_HEADS_PRETRAINING = 0, BERT_HEADS_QA, BERT_HEADS_CLASSIFIER, BERT_HEADS_NONE } BertHeadKind;
 typedef struct {
     BertHeadKind kind;

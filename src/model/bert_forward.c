@@ -11,8 +11,10 @@
  * or a head reads: its last real token, or a masked position past it. */
 static void plan_encoder_rows(BertModel *m) {
     const int B = m->B, T = m->T, N = B * T;
-    /* only pre-training skips rows: task heads read (or return) every row, as HF's */
-    m->unpadded = m->unpad && m->cfg.num_hidden_layers > 0 && m->heads.kind == BERT_HEADS_PRETRAINING;
+    /* pre-training and classification skip rows (their heads read the [CLS] rows and masked
+     * positions); the QA head returns a logit for every row, padding included, as HF's */
+    m->unpadded = m->unpad && m->cfg.num_hidden_layers > 0 &&
+                  (m->heads.kind == BERT_HEADS_PRETRAINING || m->heads.kind == BERT_HEADS_CLASSIFIER);
     if (!m->unpadded) {
         m->rows = N;
         return;

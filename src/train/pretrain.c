@@ -200,10 +200,11 @@ static int data_position_for_this_process(Run *r, const char *dir, const cJSON *
                                           BertError *err) {
     const cJSON *ranks = cJSON_GetObjectItemCaseSensitive(data, "ranks");
     const int saved_world = (int)json_number(data, "processes", 1);
-    const int n = cJSON_IsArray(ranks) ? cJSON_GetArraySize(ranks) : 0;
+    int n = cJSON_IsArray(ranks) ? cJSON_GetArraySize(ranks) : 0;
     if (n == 0 && saved_world == 1 && r->world == 1) return 0;   /* rank 0's position is the one given */
-    if (n != saved_world || saved_world < 1) return bert_fail(err, "%s/state.json: a bad list of data positions", dir);
-    LoaderPosition *at = xcalloc((size_t)n, sizeof *at);
+    if (n != saved_world && n != 0) return bert_fail(err, "%s/state.json: a bad list of data positions", dir);
+    LoaderPosition *at = xcalloc((size_t)(n ? n : 1), sizeof *at);
+    at[0] = *pos;   /* a checkpoint from before the list: one process, at the position given */
     for (int k = 0; k < n; k++) {
         const cJSON *q = cJSON_GetArrayItem(ranks, k);
         const cJSON *e = cJSON_GetArrayItem(q, 0), *f = cJSON_GetArrayItem(q, 1), *o = cJSON_GetArrayItem(q, 2);
@@ -214,7 +215,8 @@ static int data_position_for_this_process(Run *r, const char *dir, const cJSON *
         }
         at[k] = (LoaderPosition){(long)e->valuedouble, (int)f->valuedouble, (long)o->valuedouble};
     }
-    if (saved_world == r->world) {
+    if (n == 0) n = 1;
+    if (n == r->world) {
         *pos = at[r->rank];
     } else {   /* the earliest file slot of the earliest epoch not finished, dealt to the new processes */
         long epoch = at[0].epoch, slot = -1;
@@ -224,7 +226,7 @@ static int data_position_for_this_process(Run *r, const char *dir, const cJSON *
         *pos = (LoaderPosition){epoch, (int)(slot / r->world), 0};
         logger_print(r->log, "warning: %s was written by %d processes and this run has %d: the data is dealt out "
                              "anew from file slot %ld of epoch %ld (files that were partly read are read again; "
-                             "the result differs from an uninterrupted run)", dir, saved_world, r->world, slot, epoch);
+                             "the result differs from an uninterrupted run)", dir, n, r->world, slot, epoch);
     }
     free(at);
     return 0;

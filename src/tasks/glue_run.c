@@ -1,0 +1,315 @@
+/* `bert glue`: see glue_run.h. Training reads the examples in a new random order each epoch
+ * (seeded: the same run twice gives the same weights), micro-batches of train_batch_size /
+ * gradient_accumulation_steps rows, each only as long as its longest row, and the encoder
+ * skips each row's padding (finetune.h). */
+#include "tasks/glue_run.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "core/rng.h"
+#include "train/finetune.h"
+#include "train/logger.h"
+
+void glue_default_options(GlueOptions *o) {
+    memset(o, 0, sizeof *o);
+    /* run_glue.py's defaults */
+    o->max_seq_length = 128, o->train_batch_size = 32, o->eval_batch_size = 32, o->gradient_accumulation_steps = 1;
+    o->learning_rate = 5e-5, o->num_train_epochs = 3, o->warmup_proportion = 0.1;
+    o->weight_decay = 0.01, o->adam_epsilon = 1e-6, o->seed = 1, o->log_freq = 50;
+}
+
+typedef struct {
+    int32_t *ids, *types, *mask, *labels;
+    float *targets;
+} BatchBuffers;
+
+/* Rows rows[0..n) of the features as one batch, as long as its longest row. */
+static BertBatch make_batch(const GlueFeatures *f, const GlueExamples *e, const int *rows, int n, bool labelled,
+                            bool regression, BatchBuffers *buf) {
+    int T = 1;
+    for (int i = 0; i < n; i++) T = f->length[rows[i]] > T ? f->length[rows[i]] : T;
+    for (int i = 0; i < n; i++) {
+        const size_t src = (size_t)rows[i] * f->max_seq_length, dst = (size_t)i * T;
+        memcpy(buf->ids + dst, f->input_ids + src, sizeof(int32_t) * T);
+        memcpy(buf->types + dst, f->segment_ids + src, sizeof(int32_t) * T);
+        memcpy(buf->mask + dst, f->input_mask + src, sizeof(int32_t) * T);
+        buf->labels[i] = e->label[rows[i]], buf->targets[i] = e->value[rows[i]];
+    }
+    BertBatch b = {.batch = n, .seq_len = T, .input_ids = buf->ids, .token_type_ids = buf->types,
+                   .attention_mask = buf->mask};
+    if (labelled && regression) b.regression_targets = buf->targets;
+    else if (labelled) b.class_labels = buf->labels;
+    return b;
+}
+
+typedef struct {
+    const GlueOptions *o;
+    const GlueTask *task;
+    Tokenizer *tok;
+    Vocab *vocab;
+    Finetuner *ft;
+    Logger *log;
+    BatchBuffers buf;
+} Run;
+
+static int load_split(Run *r, GlueSplit split, GlueExamples *e, GlueFeatures *f, BertError *err) {
+    if (glue_read(r->task, r->o->data_dir, split, e, err) != 0) return -1;
+    if (glue_features(e, r->tok, r->o->max_seq_length, f, err) != 0) return -1;
+    if (f->truncated)
+        logger_print(r->log, "%s: %ld of %d examples cut to --max_seq_length %d", r->task->files[split], f->truncated,
+                     e->n, r->o->max_seq_length);
+    return 0;
+}
+
+static void shuffle(int *order, int n, uint64_t key) {
+    for (int i = 0; i < n; i++) order[i] = i;
+    for (int i = n - 1; i > 0; i--) {   /* Fisher-Yates */
+        const int j = (int)(rng_bits32(key, (uint32_t)i) % (uint32_t)(i + 1));
+        const int t = order[i];
+        order[i] = order[j], order[j] = t;
+    }
+}
+
+static int train(Run *r, GlueExamples *e, GlueFeatures *f, long total_steps, GlueResult *res, BertError *err) {
+    const GlueOptions *o = r->o;
+    const int micro = o->train_batch_size / o->gradient_accumulation_steps;
+    const bool regression = r->task->num_labels == 1;
+    int *order = xmalloc(sizeof(int) * (size_t)e->n);
+    const double t0 = now_seconds();
+    double window_loss = 0;
+    long window = 0, epoch = 0;
+    int next = e->n;   /* position in this epoch's order */
+    while (finetune_steps_done(r->ft) < total_steps) {
+        double step_loss = 0;
+        long step_rows = 0;
+        if (next >= e->n) shuffle(order, e->n, rng_key((uint64_t)o->seed, (uint64_t)epoch++)), next = 0;
+        /* up to gradient_accumulation_steps micro-batches; the epoch's last step may have fewer
+         * (HF's Trainer steps at the end of each epoch) */
+        for (int k = 0; k < o->gradient_accumulation_steps && next < e->n; k++) {
+            const int n = e->n - next < micro ? e->n - next : micro;
+            BertBatch b = make_batch(f, e, order + next, n, true, regression, &r->buf);
+            next += n;
+            float loss;
+            if (finetune_micro_batch(r->ft, &b, &loss, err) != 0) {
+                free(order);
+                return -1;
+            }
+            step_loss += loss / o->gradient_accumulation_steps, step_rows += n;
+        }
+        double grad_norm;
+        const double lr = finetune_step(r->ft, &grad_norm);
+        const long step = finetune_steps_done(r->ft);
+        res->train_sequences += step_rows, res->final_loss = step_loss;
+        window_loss += step_loss, window++;
+        const double elapsed = now_seconds() - t0, rate = res->train_sequences / elapsed;
+        if (step % o->log_freq == 0 || step == total_steps) {
+            char el[32], eta[32];
+            format_duration(elapsed, el, sizeof el);
+            format_duration(elapsed / step * (total_steps - step), eta, sizeof eta);
+            logger_print(r->log, "step %ld/%ld (epoch %ld) | loss %.4f | lr %.3e | grad %.3f | %.1f seq/s | %s, ETA %s",
+                         step, total_steps, epoch, window_loss / window, lr, grad_norm, rate, el, eta);
+            cJSON *d = cJSON_CreateObject();
+            cJSON_AddNumberToObject(d, "average_loss", window_loss / window);
+            cJSON_AddNumberToObject(d, "step_loss", step_loss);
+            cJSON_AddNumberToObject(d, "learning_rate", lr);
+            cJSON_AddNumberToObject(d, "grad_norm", grad_norm);
+            cJSON_AddNumberToObject(d, "training_sequences_per_second", rate);
+            logger_step(r->log, epoch, step, d);
+            window_loss = 0, window = 0;
+        } else {
+            logger_progress(r->log, "step %ld/%ld  loss %.4f  %.1f seq/s", step, total_steps, step_loss, rate);
+        }
+    }
+    res->steps = finetune_steps_done(r->ft);
+    res->train_seconds = now_seconds() - t0;
+    free(order);
+    return 0;
+}
+
+/* Predictions for every row, in order: label ids (argmax) or values (regression). */
+static int predict(Run *r, const GlueExamples *e, const GlueFeatures *f, int *label, float *value, double *seconds,
+                   BertError *err) {
+    const int batch = r->o->eval_batch_size, NL = r->task->num_labels;
+    int *rows = xmalloc(sizeof(int) * (size_t)batch);
+    BertModel *m = finetune_model(r->ft);
+    const double t0 = now_seconds();
+    int rc = 0;
+    for (int start = 0; rc == 0 && start < e->n; start += batch) {
+        const int n = e->n - start < batch ? e->n - start : batch;
+        for (int i = 0; i < n; i++) rows[i] = start + i;
+        BertBatch b = make_batch(f, e, rows, n, false, NL == 1, &r->buf);
+        if (!isfinite(bert_forward(m, &b, false, 0))) {
+            rc = bert_fail(err, "prediction: %s", bert_last_error(m));
+            break;
+        }
+        const float *logits = bert_classifier_logits(m);
+        for (int i = 0; i < n; i++) {
+            const float *row = logits + (size_t)i * NL;
+            int best = 0;
+            for (int k = 1; k < NL; k++) best = row[k] > row[best] ? k : best;
+            label[start + i] = best, value[start + i] = row[0];
+        }
+    }
+    *seconds = now_seconds() - t0;
+    free(rows);
+    return rc;
+}
+
+static int evaluate(Run *r, GlueResult *res, BertError *err) {
+    GlueExamples e;
+    GlueFeatures f;
+    if (load_split(r, GLUE_DEV, &e, &f, err) != 0) return -1;
+    int *label = xmalloc(sizeof(int) * (size_t)e.n);
+    float *value = xmalloc(sizeof(float) * (size_t)e.n);
+    int rc = predict(r, &e, &f, label, value, &res->eval_seconds, err);
+    if (rc == 0) {
+        glue_score(r->task, label, value, &e, &res->dev);
+        res->evaluated = true, res->eval_sequences = e.n;
+        char *json = glue_scores_json(r->task, &res->dev), path[4096 + 32];
+        logger_print(r->log, "eval %s (%d examples, %.1f seq/s): %s", r->task->files[GLUE_DEV], e.n,
+                     e.n / res->eval_seconds, json);
+        cJSON *d = cJSON_Parse(json);
+        logger_summary(r->log, d);
+        snprintf(path, sizeof path, "%s/eval_results.json", r->o->output_dir);
+        AtomicFile af;
+        if ((rc = atomic_open(&af, path, err)) == 0) fprintf(af.fp, "%s\n", json), rc = atomic_commit(&af, err);
+        free(json);
+    }
+    free(label), free(value);
+    glue_examples_free(&e), glue_features_free(&f);
+    return rc;
+}
+
+/* The test rows' predictions in the GLUE submission format: "index\tprediction". */
+static int write_test_predictions(Run *r, GlueResult *res, BertError *err) {
+    GlueExamples e;
+    GlueFeatures f;
+    if (load_split(r, GLUE_TEST, &e, &f, err) != 0) return -1;
+    int *label = xmalloc(sizeof(int) * (size_t)e.n);
+    float *value = xmalloc(sizeof(float) * (size_t)e.n);
+    double seconds;
+    int rc = predict(r, &e, &f, label, value, &seconds, err);
+    char path[4096 + 64];
+    snprintf(path, sizeof path, "%s/%s", r->o->output_dir, r->task->submission);
+    AtomicFile af;
+    if (rc == 0 && (rc = atomic_open(&af, path, err)) == 0) {
+        fputs("index\tprediction\n", af.fp);
+        for (int i = 0; i < e.n; i++) {
+            if (r->task->num_labels == 1) fprintf(af.fp, "%s\t%.3f\n", e.id[i], value[i]);
+            else fprintf(af.fp, "%s\t%s\n", e.id[i], r->task->labels[label[i]]);
+        }
+        rc = atomic_commit(&af, err);
+        res->predicted = e.n;
+        if (rc == 0) logger_print(r->log, "test predictions: %s (%d rows)", path, e.n);
+    }
+    free(label), free(value);
+    glue_examples_free(&e), glue_features_free(&f);
+    return rc;
+}
+
+/* config.json's task members, as transformers writes them for BertForSequenceClassification. */
+static char *task_config_json(const GlueTask *t) {
+    cJSON *o = cJSON_CreateObject(), *id2label = cJSON_CreateObject(), *label2id = cJSON_CreateObject();
+    cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
+    cJSON_AddItemToArray(arch, cJSON_CreateString("BertForSequenceClassification"));
+    cJSON_AddStringToObject(o, "finetuning_task", t->name);
+    cJSON_AddStringToObject(o, "problem_type", t->num_labels == 1 ? "regression" : "single_label_classification");
+    for (int k = 0; k < t->num_labels; k++) {
+        char key[16];
+        snprintf(key, sizeof key, "%d", k);
+        cJSON_AddStringToObject(id2label, key, t->num_labels == 1 ? "LABEL_0" : t->labels[k]);
+        cJSON_AddNumberToObject(label2id, t->num_labels == 1 ? "LABEL_0" : t->labels[k], k);
+    }
+    cJSON_AddItemToObject(o, "id2label", id2label);
+    cJSON_AddItemToObject(o, "label2id", label2id);
+    char *text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return text;
+}
+
+static int check_options(const GlueOptions *o, BertError *err) {
+    if (!o->task_name || !glue_task(o->task_name))
+        return bert_fail(err, "--task_name %s: one of %s", o->task_name ? o->task_name : "(missing)", glue_task_names());
+    if (!o->data_dir || !o->output_dir || !o->init_checkpoint || !o->vocab_file)
+        return bert_fail(err, "--data_dir, --output_dir, --init_checkpoint and --vocab_file are required");
+    if (!o->do_train && !o->do_eval && !o->do_predict) return bert_fail(err, "nothing to do: give --do_train, --do_eval or --do_predict");
+    if (o->train_batch_size < 1 || o->gradient_accumulation_steps < 1 || o->train_batch_size % o->gradient_accumulation_steps ||
+        o->eval_batch_size < 1)
+        return bert_fail(err, "--train_batch_size must be a positive multiple of --gradient_accumulation_steps, and "
+                              "--eval_batch_size positive");
+    if (!(o->num_train_epochs > 0) && o->max_steps <= 0) return bert_fail(err, "--num_train_epochs must be > 0");
+    if (o->log_freq < 1) return bert_fail(err, "--log_freq must be at least 1");
+    return 0;
+}
+
+int glue_run(const GlueOptions *o, GlueResult *res, BertError *err) {
+    memset(res, 0, sizeof *res);
+    if (check_options(o, err) != 0) return -1;
+    if (o->threads > 0) omp_set_num_threads(o->threads);
+    Run r = {.o = o, .task = glue_task(o->task_name)};
+    res->task = r.task;
+    GlueExamples train_e = {0};
+    GlueFeatures train_f = {0};
+    int rc = make_dirs(o->output_dir, err);
+    if (rc == 0) rc = logger_open(&r.log, o->json_summary, false, true, err);
+    if (rc == 0) rc = vocab_load(&r.vocab, o->vocab_file, err);
+    if (rc == 0) {
+        TokenizerOptions to = tokenizer_default_options();
+        to.do_lower_case = o->do_lower_case;
+        r.tok = tokenizer_new(r.vocab, &to);
+    }
+    if (rc == 0 && o->do_train) rc = load_split(&r, GLUE_TRAIN, &train_e, &train_f, err);
+    if (rc == 0 && o->train_examples > 0 && o->train_examples < train_e.n) train_e.n = train_f.n = (int)o->train_examples;
+    long total_steps = 1;
+    if (rc == 0 && o->do_train) {
+        const int micro_batch = o->train_batch_size / o->gradient_accumulation_steps;
+        const long micros = (train_e.n + micro_batch - 1) / micro_batch;
+        const long per_epoch = (micros + o->gradient_accumulation_steps - 1) / o->gradient_accumulation_steps;
+        total_steps = o->max_steps > 0 ? o->max_steps : (long)ceil(per_epoch * o->num_train_epochs);
+    }
+    const int micro = o->train_batch_size / o->gradient_accumulation_steps;
+    const int max_batch = micro > o->eval_batch_size ? micro : o->eval_batch_size;
+    char what[4600] = "";
+    if (rc == 0) {
+        FinetuneOptions fo = {.init_checkpoint = o->init_checkpoint, .config_file = o->config_file,
+                              .heads = {BERT_HEADS_CLASSIFIER, r.task->num_labels}, .max_batch = max_batch,
+                              .max_seq_length = o->max_seq_length, .learning_rate = o->learning_rate,
+                              .warmup_proportion = o->warmup_proportion, .weight_decay = o->weight_decay,
+                              .adam_epsilon = o->adam_epsilon, .total_steps = total_steps,
+                              .gradient_accumulation_steps = o->gradient_accumulation_steps, .seed = o->seed,
+                              .precision = o->precision, .vocab_size_expected = vocab_size(r.vocab)};
+        rc = finetune_open(&r.ft, &fo, what, sizeof what, err);
+    }
+    if (rc == 0) {
+        const size_t cells = (size_t)max_batch * (size_t)o->max_seq_length;
+        r.buf = (BatchBuffers){xcalloc(cells, 4), xcalloc(cells, 4), xcalloc(cells, 4), xcalloc((size_t)max_batch, 4),
+                               xcalloc((size_t)max_batch, 4)};
+        logger_print(&*r.log, "glue %s: weights %s; %d threads", r.task->name, what, omp_get_max_threads());
+    }
+    if (rc == 0 && o->do_train) {
+        logger_print(r.log, "training on %d examples: %ld steps of %d (%d x %d), lr %g, warmup %g", train_e.n,
+                     total_steps, o->train_batch_size, o->gradient_accumulation_steps, micro, o->learning_rate,
+                     o->warmup_proportion);
+        rc = train(&r, &train_e, &train_f, total_steps, res, err);
+        if (rc == 0 && !o->skip_checkpoint) {
+            char *extra = task_config_json(r.task);
+            rc = finetune_save(r.ft, o->output_dir, extra, err);
+            free(extra);
+            if (rc == 0) snprintf(res->model_dir, sizeof res->model_dir, "%s", o->output_dir);
+        }
+    }
+    if (rc == 0 && o->do_eval) rc = evaluate(&r, res, err);
+    if (rc == 0 && o->do_predict) rc = write_test_predictions(&r, res, err);
+    free(r.buf.ids), free(r.buf.types), free(r.buf.mask), free(r.buf.labels), free(r.buf.targets);
+    glue_examples_free(&train_e), glue_features_free(&train_f);
+    finetune_close(r.ft);
+    tokenizer_free(r.tok), vocab_free(r.vocab);
+    logger_close(r.log);
+    return rc;
+}

@@ -1,0 +1,129 @@
+/* Fine-tuning: the model, AdamW and the linear warmup/decay step. See finetune.h. */
+#include "train/finetune.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/rng.h"
+#include "io/config.h"
+#include "optim/optimizer.h"
+#include "train/schedulers.h"
+
+struct Finetuner {
+    FinetuneOptions o;
+    BertConfig cfg;
+    BertModel *model;
+    Optimizer *opt;
+    long micro_batches;      /* since the start: dropout masks are keyed by it */
+    int in_step;             /* micro-batches accumulated since the last update */
+};
+
+/* init_checkpoint: a folder (model.safetensors + config.json) or a safetensors file. */
+static int resolve_paths(const FinetuneOptions *o, char *weights, char *config, size_t n, BertError *err) {
+    struct stat st;
+    if (stat(o->init_checkpoint, &st) != 0) return bert_fail(err, "--init_checkpoint %s: no such file or folder", o->init_checkpoint);
+    if (S_ISDIR(st.st_mode)) {
+        snprintf(weights, n, "%s/model.safetensors", o->init_checkpoint);
+        snprintf(config, n, "%s/config.json", o->init_checkpoint);
+    } else {
+        snprintf(weights, n, "%s", o->init_checkpoint);
+        config[0] = '\0';
+    }
+    if (o->config_file) snprintf(config, n, "%s", o->config_file);
+    if (!config[0]) return bert_fail(err, "--init_checkpoint %s is a file: give --config_file", o->init_checkpoint);
+    return 0;
+}
+
+int finetune_open(Finetuner **out, const FinetuneOptions *o, char *what, size_t what_size, BertError *err) {
+    *out = NULL;
+    if (o->gradient_accumulation_steps < 1 || o->total_steps < 1 || !(o->learning_rate > 0) ||
+        !(o->warmup_proportion >= 0 && o->warmup_proportion < 1) || !(o->weight_decay >= 0) || !(o->adam_epsilon > 0))
+        return bert_fail(err, "fine-tuning: bad optimisation settings (steps, learning rate, warmup, decay, epsilon)");
+    char weights[4096], config[4096];
+    if (resolve_paths(o, weights, config, sizeof weights, err) != 0) return -1;
+    Finetuner *f = xcalloc(1, sizeof *f);
+    f->o = *o;
+    int initialised = 0;
+    if (bert_config_load(config, &f->cfg, err) != 0) goto fail;
+    if (o->vocab_size_expected > 0 && o->vocab_size_expected != f->cfg.vocab_size) {
+        bert_fail(err, "the vocabulary has %d tokens but %s is for %d: not the checkpoint's vocabulary",
+                  o->vocab_size_expected, config, f->cfg.vocab_size);
+        goto fail;
+    }
+    if (o->max_seq_length > f->cfg.max_position_embeddings) {
+        bert_fail(err, "--max_seq_length %d exceeds the model's %d positions", o->max_seq_length,
+                  f->cfg.max_position_embeddings);
+        goto fail;
+    }
+    if (bert_model_create_with_heads(&f->model, &f->cfg, o->heads, o->max_batch, o->max_seq_length, 0, err) != 0 ||
+        bert_load_safetensors_ex(f->model, weights, (uint64_t)o->seed, &initialised, err) != 0 ||
+        bert_set_precision(f->model, (BertPrecision)o->precision, err) != 0)
+        goto fail;
+    const char *bad_tensor;
+    const size_t bad = bert_nonfinite_params(f->model, &bad_tensor);
+    if (bad && o->strict) {
+        bert_fail(err, "%s: %zu weights are NaN or infinite (the first in %s); refused (--strict)", weights, bad, bad_tensor);
+        goto fail;
+    }
+    bert_set_unpadding(f->model, true);
+    OptimizerConfig oc = optimizer_defaults(OPTIMIZER_ADAMW);
+    oc.weight_decay = (float)o->weight_decay, oc.eps = (float)o->adam_epsilon;
+    if (optimizer_create(&f->opt, &oc, bert_param_info(f->model, 0), bert_num_param_tensors(f->model), err) != 0)
+        goto fail;
+    snprintf(what, what_size, "%s (%d task-head tensors drawn from seed %ld%s)", weights, initialised, o->seed,
+             bad ? "; WARNING: NaN/Inf weights" : "");
+    *out = f;
+    return 0;
+fail:
+    finetune_close(f);
+    return -1;
+}
+
+void finetune_close(Finetuner *f) {
+    if (!f) return;
+    optimizer_free(f->opt);
+    bert_model_free(f->model);
+    free(f);
+}
+
+BertModel *finetune_model(Finetuner *f) { return f->model; }
+const BertConfig *finetune_config(const Finetuner *f) { return &f->cfg; }
+long finetune_steps_done(const Finetuner *f) { return optimizer_step_count(f->opt); }
+
+int finetune_micro_batch(Finetuner *f, const BertBatch *b, float *loss, BertError *err) {
+    if (f->in_step == 0) bert_zero_grad(f->model);
+    const uint64_t key = rng_key(rng_key((uint64_t)f->o.seed, 0xF17E), (uint64_t)f->micro_batches);
+    *loss = bert_forward(f->model, b, true, key);
+    if (!isfinite(*loss)) {
+        const char *why = bert_last_error(f->model);
+        return bert_fail(err, "%s", why[0] ? why : "the loss is not finite");
+    }
+    if (bert_backward(f->model, b) != 0) return bert_fail(err, "%s", bert_last_error(f->model));
+    f->micro_batches++, f->in_step++;
+    return 0;
+}
+
+double finetune_step(Finetuner *f, double *grad_norm) {
+    /* divided by the accumulation count even when an epoch's last step has fewer micro-batches,
+     * as HF's Trainer and NVIDIA's scripts divide each micro-batch's loss */
+    const int n = bert_num_param_tensors(f->model), accum = f->o.gradient_accumulation_steps;
+    f->in_step = 0;
+    if (accum > 1) tensors_scale_grads(bert_param_info(f->model, 0), n, 1.0f / (float)accum);
+    const double lr = linear_warmup_lr(f->o.learning_rate, f->o.warmup_proportion, f->o.total_steps,
+                                       optimizer_step_count(f->opt));
+    *grad_norm = optimizer_step(f->opt, lr);
+    bert_params_changed(f->model);
+    return lr;
+}
+
+int finetune_save(Finetuner *f, const char *dir, const char *extra_json, BertError *err) {
+    char path[4096 + 32];
+    if (make_dirs(dir, err) != 0) return -1;
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if (bert_save_safetensors(f->model, path, err) != 0) return -1;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    return bert_config_save_ex(path, &f->cfg, extra_json, err);
+}

@@ -1,0 +1,54 @@
+/* Fine-tuning a task head on a pre-trained encoder, as NVIDIA's run_glue.py / run_squad.py
+ * and HuggingFace's Trainer do: the weights from --init_checkpoint (a safetensors file or a
+ * folder with model.safetensors + config.json: a HuggingFace model folder or a `bert
+ * pretrain` checkpoint; the task head, absent there, drawn from the seed), AdamW (decoupled
+ * weight decay on matrices only, the gradient's global norm clipped to 1), the learning rate
+ * warmed up linearly over warmup_proportion of the steps and then decayed linearly to 0
+ * (NVIDIA's LinearWarmUpScheduler: train/schedulers.h), gradient accumulation. Batches run
+ * unpadded (each sequence's real tokens only through the encoder).
+ *
+ * The task (tasks/glue.h, tasks/squad.h) makes the batches and reads the outputs; this file
+ * owns the model, the optimizer and the step. */
+#ifndef BERT_TRAIN_FINETUNE_H
+#define BERT_TRAIN_FINETUNE_H
+
+#include <stdbool.h>
+
+#include "core/common.h"
+#include "model/bert.h"
+
+typedef struct {
+    const char *init_checkpoint;    /* required */
+    const char *config_file;        /* NULL: init_checkpoint's folder's config.json */
+    BertHeads heads;
+    int max_batch, max_seq_length;
+    double learning_rate, warmup_proportion, weight_decay, adam_epsilon;
+    long total_steps;               /* optimizer steps of the whole run (the schedule's length) */
+    int gradient_accumulation_steps;
+    long seed;
+    int precision;                  /* BertPrecision */
+    bool strict;                    /* refuse NaN/Inf weights */
+    int vocab_size_expected;        /* > 0: the vocabulary file's size, which the checkpoint must match */
+} FinetuneOptions;
+
+typedef struct Finetuner Finetuner;
+
+/* Loads the weights and prepares the optimizer; says where the weights came from in `what`. */
+int finetune_open(Finetuner **out, const FinetuneOptions *o, char *what, size_t what_size, BertError *err);
+void finetune_close(Finetuner *f);
+BertModel *finetune_model(Finetuner *f);
+const BertConfig *finetune_config(const Finetuner *f);
+
+/* One micro-batch's forward and backward (training); *loss its loss. */
+int finetune_micro_batch(Finetuner *f, const BertBatch *b, float *loss, BertError *err);
+/* After gradient_accumulation_steps micro-batches: the update. Returns the learning rate used
+ * (*grad_norm: the gradient's norm before clipping). */
+double finetune_step(Finetuner *f, double *grad_norm);
+long finetune_steps_done(const Finetuner *f);
+
+/* The fine-tuned model as HuggingFace names it: dir/model.safetensors + dir/config.json, the
+ * config carrying `extra` (a JSON object's members, e.g. the label map and architectures;
+ * NULL: none). Written atomically. */
+int finetune_save(Finetuner *f, const char *dir, const char *extra_json, BertError *err);
+
+#endif

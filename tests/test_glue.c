@@ -1,0 +1,221 @@
+/* GLUE (src/tasks/glue.h, glue_run.h): against tests/data/glue/expected.json, made by
+ * tools/make_glue_fixtures.py from HuggingFace's own GLUE processors, HF's BertTokenizer with
+ * Google's layout and truncation, scikit-learn's and scipy's metrics:
+ *  - every task's train/dev/test rows read as HF reads them (texts, labels, header rules);
+ *  - features: ids and segments equal, pairs cut at max_seq_length 32;
+ *  - accuracy, F1, Matthews, Pearson, Spearman (ties, degenerate cases) to 1e-12;
+ *  - bad files named with their line; `bert glue` end to end on a tiny model: train, eval,
+ *    test predictions in the submission format, an HF-named model with the label map, and
+ *    the same weights from the same seed. */
+#include "test.h"
+#include "test_util.h"
+
+#include <cjson/cJSON.h>
+
+#include "io/config.h"
+#include "model/bert.h"
+#include "tasks/glue.h"
+#include "tasks/glue_run.h"
+
+#define VOCAB "data/vocab/bert-base-uncased-vocab.txt"
+
+static cJSON *expected;
+static Tokenizer *tok;
+static Vocab *vocab;
+
+static const char *split_name(GlueSplit s) { return s == GLUE_TRAIN ? "train" : s == GLUE_DEV ? "dev" : "test"; }
+
+static void check_split(const char *name, const GlueTask *t, const char *dir, GlueSplit split, const cJSON *want) {
+    GlueExamples e;
+    BertError err;
+    if (glue_read(t, dir, split, &e, &err) != 0) {
+        CHECKF(0, "%s %s: %s", name, split_name(split), err.msg);
+        return;
+    }
+    CHECKF(e.n == cJSON_GetArraySize(want), "%s %s: %d rows, HF %d", name, split_name(split), e.n,
+           cJSON_GetArraySize(want));
+    GlueFeatures f;
+    const int max_seq = cJSON_GetObjectItem(expected, "max_seq_length")->valueint;
+    CHECKF(glue_features(&e, tok, max_seq, &f, &err) == 0, "%s", err.msg);
+    int i = 0;
+    for (const cJSON *row = want->child; row && i < e.n; row = row->next, i++) {
+        const cJSON *a = cJSON_GetObjectItem(row, "text_a"), *b = cJSON_GetObjectItem(row, "text_b");
+        const cJSON *label = cJSON_GetObjectItem(row, "label");
+        CHECKF(!strcmp(e.text_a[i], a->valuestring), "%s %s row %d: text_a '%s' vs '%s'", name, split_name(split), i,
+               e.text_a[i], a->valuestring);
+        CHECKF(cJSON_IsNull(b) ? e.text_b[i] == NULL : e.text_b[i] && !strcmp(e.text_b[i], b->valuestring),
+               "%s %s row %d: text_b", name, split_name(split), i);
+        if (split == GLUE_TEST) CHECK(cJSON_IsNull(label) && e.label[i] == -1);
+        else if (t->num_labels == 1) CHECKF(e.value[i] == strtof(label->valuestring, NULL), "%s row %d", name, i);
+        else CHECKF(e.label[i] >= 0 && !strcmp(t->labels[e.label[i]], label->valuestring), "%s %s row %d: label",
+                    name, split_name(split), i);
+        const cJSON *ids = cJSON_GetObjectItem(row, "input_ids"), *seg = cJSON_GetObjectItem(row, "segment_ids");
+        bool same = f.length[i] == cJSON_GetArraySize(ids);
+        for (int k = 0; same && k < f.length[i]; k++)
+            same = f.input_ids[(size_t)i * max_seq + k] == cJSON_GetArrayItem(ids, k)->valueint &&
+                   f.segment_ids[(size_t)i * max_seq + k] == cJSON_GetArrayItem(seg, k)->valueint &&
+                   f.input_mask[(size_t)i * max_seq + k] == 1;
+        CHECKF(same, "%s %s row %d: features differ from Google's layout (length %d vs %d)", name, split_name(split),
+               i, f.length[i], cJSON_GetArraySize(ids));
+    }
+    glue_features_free(&f);
+    glue_examples_free(&e);
+}
+
+static void test_tasks_read_as_huggingface(void) {
+    const cJSON *tasks = cJSON_GetObjectItem(expected, "tasks");
+    int checked = 0;
+    for (const cJSON *task = tasks->child; task; task = task->next, checked++) {
+        const GlueTask *t = glue_task(task->string);
+        CHECKF(t != NULL, "no task %s", task->string);
+        if (!t) continue;
+        const cJSON *labels = cJSON_GetObjectItem(task, "labels");
+        CHECKF(cJSON_GetArraySize(labels) == (t->num_labels == 1 ? 1 : t->num_labels), "%s labels", t->name);
+        for (int k = 0; t->num_labels > 1 && k < t->num_labels; k++)
+            CHECKF(!strcmp(cJSON_GetArrayItem(labels, k)->valuestring, t->labels[k]), "%s label %d", t->name, k);
+        char dir[256];
+        snprintf(dir, sizeof dir, "tests/data/glue/%s", cJSON_GetObjectItem(task, "folder")->valuestring);
+        const cJSON *splits = cJSON_GetObjectItem(task, "splits");
+        for (GlueSplit s = GLUE_TRAIN; s <= GLUE_TEST; s++)
+            check_split(task->string, t, dir, s, cJSON_GetObjectItem(splits, split_name(s)));
+    }
+    CHECK(checked == 10);
+    CHECK(glue_task("SST2") == glue_task("sst-2") && glue_task("stsb") && !glue_task("squad"));
+}
+
+static void test_metrics_equal_sklearn_scipy(void) {
+    const GlueTask *mrpc = glue_task("mrpc"), *cola = glue_task("cola"), *stsb = glue_task("sts-b");
+    for (const cJSON *c = cJSON_GetObjectItem(expected, "classification")->child; c; c = c->next) {
+        const cJSON *labels = cJSON_GetObjectItem(c, "labels"), *preds = cJSON_GetObjectItem(c, "preds");
+        const int n = cJSON_GetArraySize(labels);
+        int *pred = malloc(sizeof(int) * n), *label = malloc(sizeof(int) * n);
+        for (int i = 0; i < n; i++) pred[i] = cJSON_GetArrayItem(preds, i)->valueint, label[i] = cJSON_GetArrayItem(labels, i)->valueint;
+        GlueExamples e = {.n = n, .label = label};
+        GlueScores s, m;
+        glue_score(mrpc, pred, NULL, &e, &s), glue_score(cola, pred, NULL, &e, &m);
+        const double acc = cJSON_GetObjectItem(c, "acc")->valuedouble, f1 = cJSON_GetObjectItem(c, "f1")->valuedouble;
+        const double mcc = cJSON_GetObjectItem(c, "mcc")->valuedouble;
+        CHECKF(fabs(s.accuracy - acc) < 1e-12 && fabs(s.f1 - f1) < 1e-12 && fabs(m.matthews - mcc) < 1e-12,
+               "n %d: acc %.15g/%.15g f1 %.15g/%.15g mcc %.15g/%.15g", n, s.accuracy, acc, s.f1, f1, m.matthews, mcc);
+        free(pred), free(label);
+    }
+    for (const cJSON *c = cJSON_GetObjectItem(expected, "regression")->child; c; c = c->next) {
+        const cJSON *x = cJSON_GetObjectItem(c, "x"), *y = cJSON_GetObjectItem(c, "y");
+        const int n = cJSON_GetArraySize(x);
+        float *px = malloc(sizeof(float) * n), *vy = malloc(sizeof(float) * n);
+        for (int i = 0; i < n; i++) px[i] = (float)cJSON_GetArrayItem(x, i)->valuedouble, vy[i] = (float)cJSON_GetArrayItem(y, i)->valuedouble;
+        GlueExamples e = {.n = n, .value = vy};
+        GlueScores s;
+        glue_score(stsb, NULL, px, &e, &s);
+        /* the values pass through float32 (the model's outputs): ranks are unchanged, Pearson
+         * moves by ~1e-7 */
+        const double p = cJSON_GetObjectItem(c, "pearson")->valuedouble, r = cJSON_GetObjectItem(c, "spearman")->valuedouble;
+        CHECKF(fabs(s.pearson - p) < 1e-6 && fabs(s.spearman - r) < 1e-12, "n %d: pearson %.15g/%.15g spearman %.15g/%.15g",
+               n, s.pearson, p, s.spearman, r);
+        free(px), free(vy);
+    }
+}
+
+static void test_bad_files(void) {
+    const char *dir = "/tmp/bert_test_glue_bad";
+    remove_tree(dir);
+    mkdir(dir, 0777);
+    const struct { const char *task, *content, *want; } cases[] = {
+        {"rte", "index\ts1\ts2\tlabel\n0\tA.\tB.\tentailment\n1\tonly two\n", "train.tsv:3: 2 tab-separated cells"},
+        {"rte", "index\ts1\ts2\tlabel\n0\tA.\tB.\tmaybe\n", "train.tsv:2: the label 'maybe' is not one of rte's"},
+        {"sts-b", "h\th\th\th\th\th\th\th\th\th\n0\t\t\t\t\t\t\tA.\tB.\tfive\n", "the score 'five' is not a number"},
+        {"cola", "", "no examples"},
+        {"sst-2", "sentence\tlabel\n", "no examples"},
+    };
+    BertError err;
+    char path[512];
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        snprintf(path, sizeof path, "%s/train.tsv", dir);
+        write_text(path, cases[c].content);
+        GlueExamples e;
+        CHECKF(glue_read(glue_task(cases[c].task), dir, GLUE_TRAIN, &e, &err) != 0 && strstr(err.msg, cases[c].want),
+               "case %zu: %s", c, err.msg);
+    }
+    write_bytes(path, "sentence\tlabel\nab\0c\t1\n", 21);
+    GlueExamples e;
+    CHECKF(glue_read(glue_task("sst-2"), dir, GLUE_TRAIN, &e, &err) != 0 && strstr(err.msg, "NUL"), "%s", err.msg);
+    CHECKF(glue_read(glue_task("sst-2"), dir, GLUE_DEV, &e, &err) != 0 && strstr(err.msg, "dev.tsv"), "%s", err.msg);
+    remove_tree(dir);
+}
+
+/* A tiny model with the real vocabulary, trained a few steps by `bert glue` on the fixture. */
+static void test_glue_end_to_end(void) {
+    const char *root = "/tmp/bert_test_glue_run";
+    remove_tree(root);
+    mkdir(root, 0777);
+    BertConfig c;
+    BertError err;
+    bert_config_preset("bert-tiny", &c, &err);
+    c.num_hidden_layers = 2, c.hidden_size = 32, c.num_attention_heads = 2, c.intermediate_size = 64;
+    c.max_position_embeddings = 64;
+    BertModel *m;
+    char init[256], path[512];
+    snprintf(init, sizeof init, "%s/init", root);
+    mkdir(init, 0777);
+    if (bert_model_create(&m, &c, 1, 8, 1, &err) != 0) { CHECKF(0, "%s", err.msg); return; }
+    bert_init_weights(m, 3);
+    snprintf(path, sizeof path, "%s/model.safetensors", init);
+    CHECKF(bert_save_safetensors(m, path, &err) == 0, "%s", err.msg);
+    snprintf(path, sizeof path, "%s/config.json", init);
+    CHECKF(bert_config_save(path, &c, &err) == 0, "%s", err.msg);
+    bert_model_free(m);
+    const char *tasks[] = {"rte", "sts-b"}, *dirs[] = {"tests/data/glue/RTE", "tests/data/glue/STS-B"};
+    for (int k = 0; k < 2; k++) {
+        char out[2][256];
+        for (int run = 0; run < 2; run++) {
+            snprintf(out[run], sizeof out[run], "%s/%s_%d", root, tasks[k], run);
+            GlueOptions o;
+            glue_default_options(&o);
+            o.task_name = tasks[k], o.data_dir = dirs[k], o.output_dir = out[run], o.init_checkpoint = init;
+            o.vocab_file = VOCAB, o.do_lower_case = true, o.do_train = o.do_eval = o.do_predict = true;
+            o.max_seq_length = 48, o.train_batch_size = 4, o.gradient_accumulation_steps = 2, o.eval_batch_size = 3;
+            o.num_train_epochs = 2, o.learning_rate = 1e-3, o.log_freq = 1000, o.seed = 9;
+            GlueResult r;
+            CHECKF(glue_run(&o, &r, &err) == 0, "%s: %s", tasks[k], err.msg);
+            CHECKF(r.steps == 6 && r.train_sequences == 18 && r.evaluated && r.dev.n == 9 && r.predicted == 9,
+                   "%s: %ld steps, %ld sequences, %d evaluated, %ld predicted", tasks[k], r.steps, r.train_sequences,
+                   r.dev.n, r.predicted);
+            CHECK(k == 0 ? r.dev.accuracy >= 0 && r.dev.accuracy <= 1 : isfinite(r.dev.pearson) || isnan(r.dev.pearson));
+        }
+        char a[512], b[512];
+        snprintf(a, sizeof a, "%s/model.safetensors", out[0]), snprintf(b, sizeof b, "%s/model.safetensors", out[1]);
+        CHECKF(files_equal(a, b), "%s: the same seed gave other weights", tasks[k]);
+        snprintf(a, sizeof a, "%s/config.json", out[0]);
+        char *config = read_text(a);
+        CHECKF(strstr(config, "BertForSequenceClassification") && strstr(config, k ? "\"regression\"" : "not_entailment"),
+               "%s", config);
+        free(config);
+        snprintf(a, sizeof a, "%s/%s", out[0], k ? "STS-B.tsv" : "RTE.tsv");
+        char *sub = read_text(a);
+        int lines = 0;
+        for (char *p = sub; *p; p++) lines += *p == '\n';
+        CHECKF(!strncmp(sub, "index\tprediction\n0\t", 19) && lines == 10, "%s submission: %d lines", tasks[k], lines);
+        free(sub);
+    }
+    remove_tree(root);
+}
+
+int main(void) {
+    char *text = read_text("tests/data/glue/expected.json");
+    expected = cJSON_Parse(text);
+    free(text);
+    BertError err;
+    if (!expected || vocab_load(&vocab, VOCAB, &err) != 0) {
+        fprintf(stderr, "fixtures missing\n");
+        return 1;
+    }
+    TokenizerOptions to = tokenizer_default_options();
+    tok = tokenizer_new(vocab, &to);
+    RUN_TEST(test_tasks_read_as_huggingface);
+    RUN_TEST(test_metrics_equal_sklearn_scipy);
+    RUN_TEST(test_bad_files);
+    RUN_TEST(test_glue_end_to_end);
+    tokenizer_free(tok), vocab_free(vocab);
+    cJSON_Delete(expected);
+    return test_summary();
+}
