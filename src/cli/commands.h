@@ -16,5 +16,6 @@ int cmd_plot(int argc, char **argv);
 int cmd_pretrain(int argc, char **argv);
 int cmd_glue(int argc, char **argv);
 int cmd_check_shards(int argc, char **argv);
+int cmd_squad_eval(int argc, char **argv);
 
 #endif

@@ -24,6 +24,7 @@ static const Command COMMANDS[] = {
     {"pretrain", cmd_pretrain, "pre-training from HDF5 shards: LAMB, two phases, accumulation, exact resume"},
     {"bench", cmd_bench, "training and inference throughput of a preset (seq/s, GFLOP/s, memory)"},
     {"check_shards", cmd_check_shards, "read and validate HDF5 shards, each in a child process: corrupt files named"},
+    {"squad_eval", cmd_squad_eval, "official SQuAD v1.1 / v2.0 metrics (exact match, F1) of a predictions file"},
     {"plot", cmd_plot, "training curves (loss, accuracy, learning rate) from DLLogger logs -> SVG"},
 };
 static const int NCOMMANDS = (int)(sizeof COMMANDS / sizeof COMMANDS[0]);
