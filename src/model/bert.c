@@ -364,6 +364,13 @@ const float *bert_sequence_output(const BertModel *m) {
     if (m->pruned || m->unpadded) return NULL;
     return L > 0 ? m->act.layers[L - 1].out : m->act.emb_out;
 }
+const float *bert_token_output(const BertModel *m, int s, int t) {
+    const int L = m->cfg.num_hidden_layers;
+    if (m->pruned || s < 0 || s >= m->B || t < 0 || t >= m->T) return NULL;
+    const float *out = L > 0 ? m->act.layers[L - 1].out : m->act.emb_out;
+    if (!m->unpadded) return out + ((size_t)s * m->T + t) * m->cfg.hidden_size;
+    return t < m->seq_rows[s] ? out + ((size_t)m->seq_row[s] + t) * m->cfg.hidden_size : NULL;
+}
 void bert_set_last_layer_pruning(BertModel *m, bool on) { m->prune_last_layer = on; }
 void bert_set_unpadding(BertModel *m, bool on) { m->unpad = on; }
 void bert_set_grad_ready_hook(BertModel *m, BertGradReadyFn fn, void *ctx) { m->grad_ready = fn, m->grad_ready_ctx = ctx; }

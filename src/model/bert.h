@@ -41,8 +41,8 @@ typedef struct {                 /* one training/inference batch; all arrays row
  *   CLASSIFIER   bert.pooler.* + classifier.weight [N, H], .bias [N]: BertForSequenceClassification
  *                (N >= 2: cross-entropy; N == 1: regression, mean squared error)
  *   NONE         bert.pooler.* only (HF's BertModel with its default pooling layer)
- * Only PRETRAINING allocates cls.*; last-layer pruning applies to it alone, unpadding to it and
- * CLASSIFIER (whose head reads the [CLS] rows only). */
+ * Only PRETRAINING allocates cls.*; last-layer pruning applies to it alone, unpadding to every
+ * kind but QA (whose logits cover every row). */
 typedef enum { BERT_HEADS_PRETRAINING = 0, BERT_HEADS_QA, BERT_HEADS_CLASSIFIER, BERT_HEADS_NONE } BertHeadKind;
 typedef struct {
     BertHeadKind kind;
@@ -172,6 +172,10 @@ void  bert_set_unpadding(BertModel *m, bool on);
 typedef void (*BertGradReadyFn)(void *ctx, size_t offset, size_t count);
 void  bert_set_grad_ready_hook(BertModel *m, BertGradReadyFn fn, void *ctx);
 int   bert_encoder_rows(const BertModel *m);
+/* The last layer's output (hidden_size floats) for token t of sequence s of the last
+ * forward, packed or not; NULL for a row that was not computed (padding after the last real
+ * token when unpadded, anything but the heads' rows when pruned). */
+const float *bert_token_output(const BertModel *m, int s, int t);
 /* Rows the last layer ran on after attention in the last forward (the encoder's rows unless
  * pruned), and the matmul FLOPs a training step on that forward's batch executes: what
  * bert_train_flops counts, less the rows and keys that unpadding, pruning and attention's
@@ -204,6 +208,12 @@ void  bert_params_changed(BertModel *m);
 /* Parameters that are NaN or infinite (a damaged or diverged checkpoint), and the first
  * tensor holding one (NULL when none). */
 size_t bert_nonfinite_params(const BertModel *m, const char **first_tensor);
+/* A model from a checkpoint: a folder holding model.safetensors + config.json (a HuggingFace
+ * model folder, a `bert pretrain` checkpoint, a fine-tuned model) or a safetensors file with
+ * config_file; with the given heads (those the file lacks drawn from head_seed) and room for
+ * batches up to max_batch x max_seq. */
+int bert_open_checkpoint(BertModel **out, const char *init_checkpoint, const char *config_file, BertHeads heads,
+                         int max_batch, int max_seq, uint64_t head_seed, int *num_initialised, BertError *err);
 /* Bytes of parameters + grads + activations allocated by the model (the optimizer reports its own). */
 size_t bert_model_bytes(const BertModel *m);
 

@@ -11,10 +11,10 @@
  * or a head reads: its last real token, or a masked position past it. */
 static void plan_encoder_rows(BertModel *m) {
     const int B = m->B, T = m->T, N = B * T;
-    /* pre-training and classification skip rows (their heads read the [CLS] rows and masked
-     * positions); the QA head returns a logit for every row, padding included, as HF's */
-    m->unpadded = m->unpad && m->cfg.num_hidden_layers > 0 &&
-                  (m->heads.kind == BERT_HEADS_PRETRAINING || m->heads.kind == BERT_HEADS_CLASSIFIER);
+    /* pre-training, classification and the bare encoder skip rows (their heads read the [CLS]
+     * rows and masked positions; the encoder's rows are read with bert_token_output); the QA
+     * head returns a logit for every row, padding included, as HF's */
+    m->unpadded = m->unpad && m->cfg.num_hidden_layers > 0 && m->heads.kind != BERT_HEADS_QA;
     if (!m->unpadded) {
         m->rows = N;
         return;

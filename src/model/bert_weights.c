@@ -7,9 +7,12 @@
  * embedding). Tensors unknown to the model (position_ids, task heads) are ignored, as HF
  * does. A missing encoder tensor is an error; missing pre-training heads (pooler, cls.*)
  * are initialised, so an encoder-only checkpoint loads for fine-tuning. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "io/config.h"
 #include "io/safetensors.h"
 #include "model/bert_internal.h"
 
@@ -81,4 +84,35 @@ int bert_save_safetensors(const BertModel *m, const char *path, BertError *err) 
     int rc = safetensors_write(path, out, m->num_tensors, metadata, err);
     free(out);
     return rc;
+}
+
+/* ---- a model from a checkpoint folder or file ---- */
+
+int bert_open_checkpoint(BertModel **out, const char *init_checkpoint, const char *config_file, BertHeads heads,
+                         int max_batch, int max_seq, uint64_t head_seed, int *num_initialised, BertError *err) {
+    *out = NULL;
+    struct stat st;
+    char weights[4096], config[4096] = "";
+    if (stat(init_checkpoint, &st) != 0) return bert_fail(err, "%s: no such file or folder", init_checkpoint);
+    if (S_ISDIR(st.st_mode)) {
+        snprintf(weights, sizeof weights, "%s/model.safetensors", init_checkpoint);
+        snprintf(config, sizeof config, "%s/config.json", init_checkpoint);
+    } else {
+        snprintf(weights, sizeof weights, "%s", init_checkpoint);
+    }
+    if (config_file) snprintf(config, sizeof config, "%s", config_file);
+    if (!config[0]) return bert_fail(err, "%s is a weights file: give its config.json (--config_file)", init_checkpoint);
+    BertConfig cfg;
+    if (bert_config_load(config, &cfg, err) != 0) return -1;
+    if (max_seq > cfg.max_position_embeddings)
+        return bert_fail(err, "a sequence length of %d exceeds the model's %d positions (%s)", max_seq,
+                         cfg.max_position_embeddings, config);
+    BertModel *m;
+    if (bert_model_create_with_heads(&m, &cfg, heads, max_batch, max_seq, 0, err) != 0) return -1;
+    if (bert_load_safetensors_ex(m, weights, head_seed, num_initialised, err) != 0) {
+        bert_model_free(m);
+        return -1;
+    }
+    *out = m;
+    return 0;
 }

@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "core/rng.h"
 #include "io/config.h"
@@ -21,51 +20,28 @@ struct Finetuner {
     int in_step;             /* micro-batches accumulated since the last update */
 };
 
-/* init_checkpoint: a folder (model.safetensors + config.json) or a safetensors file. */
-static int resolve_paths(const FinetuneOptions *o, char *weights, char *config, size_t n, BertError *err) {
-    struct stat st;
-    if (stat(o->init_checkpoint, &st) != 0) return bert_fail(err, "--init_checkpoint %s: no such file or folder", o->init_checkpoint);
-    if (S_ISDIR(st.st_mode)) {
-        snprintf(weights, n, "%s/model.safetensors", o->init_checkpoint);
-        snprintf(config, n, "%s/config.json", o->init_checkpoint);
-    } else {
-        snprintf(weights, n, "%s", o->init_checkpoint);
-        config[0] = '\0';
-    }
-    if (o->config_file) snprintf(config, n, "%s", o->config_file);
-    if (!config[0]) return bert_fail(err, "--init_checkpoint %s is a file: give --config_file", o->init_checkpoint);
-    return 0;
-}
-
 int finetune_open(Finetuner **out, const FinetuneOptions *o, char *what, size_t what_size, BertError *err) {
     *out = NULL;
     if (o->gradient_accumulation_steps < 1 || o->total_steps < 1 || !(o->learning_rate > 0) ||
         !(o->warmup_proportion >= 0 && o->warmup_proportion < 1) || !(o->weight_decay >= 0) || !(o->adam_epsilon > 0))
         return bert_fail(err, "fine-tuning: bad optimisation settings (steps, learning rate, warmup, decay, epsilon)");
-    char weights[4096], config[4096];
-    if (resolve_paths(o, weights, config, sizeof weights, err) != 0) return -1;
     Finetuner *f = xcalloc(1, sizeof *f);
     f->o = *o;
     int initialised = 0;
-    if (bert_config_load(config, &f->cfg, err) != 0) goto fail;
+    if (bert_open_checkpoint(&f->model, o->init_checkpoint, o->config_file, o->heads, o->max_batch, o->max_seq_length,
+                             (uint64_t)o->seed, &initialised, err) != 0)
+        goto fail;
+    f->cfg = *bert_model_config(f->model);
     if (o->vocab_size_expected > 0 && o->vocab_size_expected != f->cfg.vocab_size) {
-        bert_fail(err, "the vocabulary has %d tokens but %s is for %d: not the checkpoint's vocabulary",
-                  o->vocab_size_expected, config, f->cfg.vocab_size);
+        bert_fail(err, "the vocabulary has %d tokens but %s's model has %d: not the checkpoint's vocabulary",
+                  o->vocab_size_expected, o->init_checkpoint, f->cfg.vocab_size);
         goto fail;
     }
-    if (o->max_seq_length > f->cfg.max_position_embeddings) {
-        bert_fail(err, "--max_seq_length %d exceeds the model's %d positions", o->max_seq_length,
-                  f->cfg.max_position_embeddings);
-        goto fail;
-    }
-    if (bert_model_create_with_heads(&f->model, &f->cfg, o->heads, o->max_batch, o->max_seq_length, 0, err) != 0 ||
-        bert_load_safetensors_ex(f->model, weights, (uint64_t)o->seed, &initialised, err) != 0 ||
-        bert_set_precision(f->model, (BertPrecision)o->precision, err) != 0)
-        goto fail;
+    if (bert_set_precision(f->model, (BertPrecision)o->precision, err) != 0) goto fail;
     const char *bad_tensor;
     const size_t bad = bert_nonfinite_params(f->model, &bad_tensor);
     if (bad && o->strict) {
-        bert_fail(err, "%s: %zu weights are NaN or infinite (the first in %s); refused (--strict)", weights, bad, bad_tensor);
+        bert_fail(err, "%s: %zu weights are NaN or infinite (the first in %s); refused (--strict)", o->init_checkpoint, bad, bad_tensor);
         goto fail;
     }
     bert_set_unpadding(f->model, true);
@@ -73,7 +49,7 @@ int finetune_open(Finetuner **out, const FinetuneOptions *o, char *what, size_t 
     oc.weight_decay = (float)o->weight_decay, oc.eps = (float)o->adam_epsilon;
     if (optimizer_create(&f->opt, &oc, bert_param_info(f->model, 0), bert_num_param_tensors(f->model), err) != 0)
         goto fail;
-    snprintf(what, what_size, "%s (%d task-head tensors drawn from seed %ld%s)", weights, initialised, o->seed,
+    snprintf(what, what_size, "%s (%d task-head tensors drawn from seed %ld%s)", o->init_checkpoint, initialised, o->seed,
              bad ? "; WARNING: NaN/Inf weights" : "");
     *out = f;
     return 0;

@@ -1,0 +1,108 @@
+/* Sentence embeddings (src/tasks/embed.h, `bert embed`) against tests/data/embed/expected.json:
+ * a small random HF BertModel and sentence-transformers' recipe (HF tokenizer, truncation,
+ * mean over the attention mask, L2 normalisation) computed by transformers
+ * (tools/make_embed_fixture.py). Batched packed (unpadded, sorted by length) and batched
+ * padded-in-order give the reference's vectors; the command writes them as .npy. */
+#include "test.h"
+#include "test_util.h"
+
+#include <cjson/cJSON.h>
+
+#include "model/bert.h"
+#include "tasks/embed.h"
+
+#define DIR "tests/data/embed"
+
+static cJSON *expected;
+static char bert_bin[512];   /* the build's own ./bert (sanitized in build-asan) */
+
+/* Largest |a - b| over the n x H values of `key` in the fixture. */
+static double worst_diff(const float *got, const char *key, int n, int H) {
+    const cJSON *rows = cJSON_GetObjectItem(expected, key);
+    double worst = 0;
+    for (int i = 0; i < n; i++)
+        for (int h = 0; h < H; h++) {
+            const double d = fabs(got[(size_t)i * H + h] - cJSON_GetArrayItem(cJSON_GetArrayItem(rows, i), h)->valuedouble);
+            worst = d > worst ? d : worst;
+        }
+    return worst;
+}
+
+static void test_embeddings_equal_reference(void) {
+    BertError err;
+    BertModel *m;
+    Vocab *v;
+    int init;
+    const int max_seq = cJSON_GetObjectItem(expected, "max_seq_length")->valueint;
+    if (vocab_load(&v, DIR "/vocab.txt", &err) != 0 ||
+        bert_open_checkpoint(&m, DIR, NULL, (BertHeads){BERT_HEADS_NONE, 0}, 3, max_seq, 0, &init, &err) != 0) {
+        CHECKF(0, "%s", err.msg);
+        return;
+    }
+    CHECK(init == 0);   /* every tensor, the pooler included, came from the file */
+    TokenizerOptions to = tokenizer_default_options();
+    Tokenizer *tok = tokenizer_new(v, &to);
+    char *text = read_text(DIR "/sentences.txt");
+    const char *lines[16];
+    int n = 0;
+    for (char *p = text, *nl; (nl = strchr(p, '\n')); p = nl + 1) *nl = '\0', lines[n++] = p;
+    const int H = bert_model_config(m)->hidden_size;
+    float *out = malloc(sizeof(float) * n * H);
+    /* vectors are O(1) (normalised) or O(hidden values): float32 sums over 2 layers of width
+     * 32-64 agree to ~1e-6; a wrong token, row or mask moves them by ~1e-1 */
+    for (int variant = 0; variant < 3; variant++) {
+        EmbedOptions o = {.max_seq_length = max_seq, .batch_size = 3, .normalize = variant != 2,
+                          .sort_by_length = variant == 0};
+        long tokens = 0;
+        CHECKF(embed_sentences(m, tok, lines, n, &o, out, &tokens, &err) == 0, "%s", err.msg);
+        long want_tokens = 0;
+        for (const cJSON *t = cJSON_GetObjectItem(expected, "tokens")->child; t; t = t->next) want_tokens += t->valueint;
+        CHECKF(tokens == want_tokens, "%ld tokens, HF %ld (truncation or special tokens differ)", tokens, want_tokens);
+        const double d = worst_diff(out, variant == 2 ? "mean" : "normalized", n, H);
+        printf("    %s: worst difference %.2g over %d sentences\n",
+               variant == 0 ? "packed, sorted by length" : variant == 1 ? "in input order" : "mean, not normalised", d, n);
+        CHECKF(d < 1e-5, "variant %d: embeddings differ by %.3g", variant, d);
+    }
+    free(out), free(text);
+    tokenizer_free(tok), vocab_free(v), bert_model_free(m);
+}
+
+static void test_command_writes_npy(void) {
+    const char *path = "/tmp/bert_test_embed.npy";
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s embed --init_checkpoint %s --max_seq_length %d --batch_size 2 --threads 1 "
+                              "--output %s < %s/sentences.txt 2>/dev/null", bert_bin, DIR,
+             cJSON_GetObjectItem(expected, "max_seq_length")->valueint, path, DIR);
+    CHECKF(system(cmd) == 0, "%s", cmd);
+    char *data;
+    size_t len;
+    BertError err;
+    if (read_file(path, &data, &len, &err) != 0) { CHECKF(0, "%s", err.msg); return; }
+    CHECK(len > 10 && !memcmp(data, "\x93NUMPY\x01\x00", 8));
+    const size_t header = 10 + (size_t)(unsigned char)data[8] + 256 * (size_t)(unsigned char)data[9];
+    CHECKF(header % 64 == 0 && strstr(data + 10, "'shape': (8, 32)"), "header: %.*s", (int)(header - 10), data + 10);
+    CHECK(len == header + 8 * 32 * sizeof(float));
+    if (len == header + 8 * 32 * sizeof(float)) CHECK(worst_diff((const float *)(data + header), "normalized", 8, 32) < 1e-5);
+    free(data);
+    unlink(path);
+    /* a missing model is a clear error */
+    snprintf(cmd, sizeof cmd, "%s embed --init_checkpoint /nonexistent < /dev/null 2>/dev/null", bert_bin);
+    CHECK(system(cmd) != 0);
+}
+
+int main(int argc, char **argv) {
+    (void)argc;
+    char build[256];
+    snprintf(build, sizeof build, "%s", argv[0]);
+    char *slash = strstr(build, "/tests/");
+    if (slash) *slash = 0;
+    snprintf(bert_bin, sizeof bert_bin, "%s", strcmp(build, "build") == 0 ? "./bert" : strcat(build, "/bert"));
+    char *text = read_text(DIR "/expected.json");
+    expected = cJSON_Parse(text);
+    free(text);
+    if (!expected) return fprintf(stderr, "fixture missing\n"), 1;
+    RUN_TEST(test_embeddings_equal_reference);
+    RUN_TEST(test_command_writes_npy);
+    cJSON_Delete(expected);
+    return test_summary();
+}
