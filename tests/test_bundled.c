@@ -3,6 +3,7 @@
  * folder, from the source tree's binary and from an installed layout (PREFIX/bin/bert with
  * PREFIX/share/bert, what `make install` writes). */
 #include "test.h"
+#include "test_util.h"
 
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -60,13 +61,7 @@ static void test_installed_layout(void) {
 
 int main(int argc, char **argv) {
     (void)argc;
-    char build[256];
-    snprintf(build, sizeof build, "%s", argv[0]);
-    char *slash = strstr(build, "/tests/");
-    if (slash) *slash = 0;
-    if (!getcwd(cwd, sizeof cwd)) return 1;
-    if (!strcmp(build, "build") || !strcmp(build, "./build")) snprintf(bert, sizeof bert, "%s/bert", cwd);
-    else snprintf(bert, sizeof bert, "%s/%s/bert", cwd, build);
+    if (!getcwd(cwd, sizeof cwd) || test_bert_binary(argv[0], bert, sizeof bert) != 0) return 1;
     snprintf(tmp, sizeof tmp, "/tmp/bert-bundled-XXXXXX");
     if (!mkdtemp(tmp)) return 1;
     RUN_TEST(test_found_from_the_binary);

@@ -304,12 +304,7 @@ static void test_dead_or_hung_rank_ends_the_job(void) {
 
 int main(int argc, char **argv) {
     (void)argc;
-    char build[256], cwd[512];
-    snprintf(build, sizeof build, "%s", argv[0]);
-    char *slash = strstr(build, "/tests/");
-    if (slash) *slash = 0;
-    if (!getcwd(cwd, sizeof cwd)) return 1;
-    snprintf(bert_bin, sizeof bert_bin, "%s/%s", cwd, strcmp(build, "build") == 0 ? "bert" : strcat(build, "/bert"));
+    if (test_bert_binary(argv[0], bert_bin, sizeof bert_bin) != 0) return 1;
     have_mpirun = system("command -v mpirun > /dev/null 2>&1") == 0;
     /* Under AddressSanitizer: OpenMPI's components are loaded with dlopen and unloaded by
      * MPI_Finalize, leaving allocations LeakSanitizer can neither attribute nor suppress by

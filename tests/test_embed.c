@@ -92,11 +92,7 @@ static void test_command_writes_npy(void) {
 
 int main(int argc, char **argv) {
     (void)argc;
-    char build[256];
-    snprintf(build, sizeof build, "%s", argv[0]);
-    char *slash = strstr(build, "/tests/");
-    if (slash) *slash = 0;
-    snprintf(bert_bin, sizeof bert_bin, "%s", strcmp(build, "build") == 0 ? "./bert" : strcat(build, "/bert"));
+    if (test_bert_binary(argv[0], bert_bin, sizeof bert_bin) != 0) return 1;
     char *text = read_text(DIR "/expected.json");
     expected = cJSON_Parse(text);
     free(text);

@@ -574,12 +574,7 @@ static void test_phase2_and_bad_input(void) {
 }
 
 int main(int argc, char **argv) {
-    char build[256], cwd[512];
-    snprintf(build, sizeof build, "%s", argv[0]);
-    char *slash = strstr(build, "/tests/");
-    if (slash) *slash = 0;
-    if (!getcwd(cwd, sizeof cwd)) return 1;
-    snprintf(bert_bin, sizeof bert_bin, "%s/%s", cwd, strcmp(build, "build") == 0 ? "bert" : strcat(build, "/bert"));
+    if (test_bert_binary(argv[0], bert_bin, sizeof bert_bin) != 0) return 1;
     (void)argc;
     snprintf(root, sizeof root, "/tmp/bert_test_pretrain.%ld", (long)getpid());
     snprintf(shards, sizeof shards, "%s/shards", root);

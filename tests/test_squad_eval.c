@@ -501,14 +501,7 @@ static int repr_lines(void) {
 int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "--normalize")) return normalize_lines();
     if (argc > 1 && !strcmp(argv[1], "--repr")) return repr_lines();
-    /* argv[0] is <build>/tests/test_squad_eval; the binary is ./bert for "build". */
-    char build[256], cwd[512];
-    snprintf(build, sizeof build, "%s", argv[0]);
-    char *slash = strstr(build, "/tests/");
-    if (slash) *slash = 0;
-    if (!getcwd(cwd, sizeof cwd)) return 1;
-    if (!strcmp(build, "build") || !strcmp(build, "./build")) snprintf(bert, sizeof bert, "%s/bert", cwd);
-    else snprintf(bert, sizeof bert, "%s/%s/bert", cwd, build);
+    if (test_bert_binary(argv[0], bert, sizeof bert) != 0) return 1;
     snprintf(dir, sizeof dir, "/tmp/bert-squad-XXXXXX");
     if (!mkdtemp(dir)) return 1;
     RUN_TEST(test_unicode_tables);

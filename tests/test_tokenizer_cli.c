@@ -10,6 +10,7 @@
 
 #include "core/common.h"
 #include "test.h"
+#include "test_util.h"
 
 #define VOCAB "data/vocab/bert-base-uncased-vocab.txt"
 
@@ -301,18 +302,11 @@ static void test_output_is_input_by_identity(void) {
 }
 
 int main(int argc, char **argv) {
-    /* argv[0] is <build>/tests/test_tokenizer_cli; the binary is ./bert for "build". */
-    char build[256];
-    snprintf(build, sizeof build, "%s", argv[0]);
-    char *slash = strstr(build, "/tests/");
-    if (slash) *slash = 0;
-    char cwd[256];
-    if (!getcwd(cwd, sizeof cwd)) return 1;
-    if (!strcmp(build, "build") || !strcmp(build, "./build")) snprintf(bert, sizeof bert, "%s/bert", cwd);
-    else snprintf(bert, sizeof bert, "%s/%s/bert", cwd, build);
+    char cwd[512];
+    if (!getcwd(cwd, sizeof cwd) || test_bert_binary(argv[0], bert, sizeof bert) != 0) return 1;
     snprintf(dir, sizeof dir, "/tmp/bert-tok-cli-XXXXXX");
     if (!mkdtemp(dir)) return 1;
-    char link[600];  /* relative --vocab_file paths resolve inside the temp dir */
+    char link[1800];  /* relative --vocab_file paths resolve inside the temp dir */
     snprintf(link, sizeof link, "mkdir -p %s/data && ln -s %s/data/vocab %s/data/vocab", dir, cwd, dir);
     if (system(link) != 0) return 1;
     RUN_TEST(test_output_formats);

@@ -14,6 +14,20 @@
 
 static inline bool file_exists(const char *path) { return access(path, F_OK) == 0; }
 
+/* The absolute path of the program of the build a test binary belongs to: build/tests/x ->
+ * <cwd>/bert, build-asan/tests/x -> <cwd>/build-asan/bert (so sanitized tests drive the
+ * sanitized program). */
+static inline int test_bert_binary(const char *argv0, char *out, size_t n) {
+    char build[256], cwd[256];
+    snprintf(build, sizeof build, "%s", argv0);
+    char *slash = strstr(build, "/tests/");
+    if (slash) *slash = 0;
+    if (!getcwd(cwd, sizeof cwd)) return -1;
+    const int len = !strcmp(build, "build") || !strcmp(build, "./build") ? snprintf(out, n, "%s/bert", cwd)
+                                                                        : snprintf(out, n, "%s/%s/bert", cwd, build);
+    return len > 0 && (size_t)len < n ? 0 : -1;
+}
+
 static inline void write_bytes(const char *path, const void *data, size_t n) {
     FILE *f = fopen(path, "wb");
     if (!f) return;

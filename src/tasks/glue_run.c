@@ -161,55 +161,64 @@ static int predict(Run *r, const GlueExamples *e, const GlueFeatures *f, int *la
     return rc;
 }
 
-static int evaluate(Run *r, GlueResult *res, BertError *err) {
+/* One split read and predicted: its examples, label ids and values (the caller frees). */
+typedef struct {
     GlueExamples e;
     GlueFeatures f;
-    if (load_split(r, GLUE_DEV, &e, &f, err) != 0) return -1;
-    int *label = xmalloc(sizeof(int) * (size_t)e.n);
-    float *value = xmalloc(sizeof(float) * (size_t)e.n);
-    int rc = predict(r, &e, &f, label, value, &res->eval_seconds, err);
+    int *label;
+    float *value;
+    double seconds;
+} Predicted;
+
+static int predict_split(Run *r, GlueSplit split, Predicted *p, BertError *err) {
+    memset(p, 0, sizeof *p);
+    if (load_split(r, split, &p->e, &p->f, err) != 0) return -1;
+    p->label = xmalloc(sizeof(int) * (size_t)p->e.n), p->value = xmalloc(sizeof(float) * (size_t)p->e.n);
+    return predict(r, &p->e, &p->f, p->label, p->value, &p->seconds, err);
+}
+
+static void predicted_free(Predicted *p) {
+    free(p->label), free(p->value);
+    glue_examples_free(&p->e), glue_features_free(&p->f);
+}
+
+static int evaluate(Run *r, GlueResult *res, BertError *err) {
+    Predicted p;
+    int rc = predict_split(r, GLUE_DEV, &p, err);
     if (rc == 0) {
-        glue_score(r->task, label, value, &e, &res->dev);
-        res->evaluated = true, res->eval_sequences = e.n;
+        glue_score(r->task, p.label, p.value, &p.e, &res->dev);
+        res->evaluated = true, res->eval_sequences = p.e.n, res->eval_seconds = p.seconds;
         char *json = glue_scores_json(r->task, &res->dev), path[4096 + 32];
-        logger_print(r->log, "eval %s (%d examples, %.1f seq/s): %s", r->task->files[GLUE_DEV], e.n,
-                     e.n / res->eval_seconds, json);
-        cJSON *d = cJSON_Parse(json);
-        logger_summary(r->log, d);
+        logger_print(r->log, "eval %s (%d examples, %.1f seq/s): %s", r->task->files[GLUE_DEV], p.e.n,
+                     p.e.n / p.seconds, json);
+        logger_summary(r->log, cJSON_Parse(json));
         snprintf(path, sizeof path, "%s/eval_results.json", r->o->output_dir);
         AtomicFile af;
         if ((rc = atomic_open(&af, path, err)) == 0) fprintf(af.fp, "%s\n", json), rc = atomic_commit(&af, err);
         free(json);
     }
-    free(label), free(value);
-    glue_examples_free(&e), glue_features_free(&f);
+    predicted_free(&p);
     return rc;
 }
 
 /* The test rows' predictions in the GLUE submission format: "index\tprediction". */
 static int write_test_predictions(Run *r, GlueResult *res, BertError *err) {
-    GlueExamples e;
-    GlueFeatures f;
-    if (load_split(r, GLUE_TEST, &e, &f, err) != 0) return -1;
-    int *label = xmalloc(sizeof(int) * (size_t)e.n);
-    float *value = xmalloc(sizeof(float) * (size_t)e.n);
-    double seconds;
-    int rc = predict(r, &e, &f, label, value, &seconds, err);
+    Predicted p;
+    int rc = predict_split(r, GLUE_TEST, &p, err);
     char path[4096 + 64];
     snprintf(path, sizeof path, "%s/%s", r->o->output_dir, r->task->submission);
     AtomicFile af;
     if (rc == 0 && (rc = atomic_open(&af, path, err)) == 0) {
         fputs("index\tprediction\n", af.fp);
-        for (int i = 0; i < e.n; i++) {
-            if (r->task->num_labels == 1) fprintf(af.fp, "%s\t%.3f\n", e.id[i], value[i]);
-            else fprintf(af.fp, "%s\t%s\n", e.id[i], r->task->labels[label[i]]);
+        for (int i = 0; i < p.e.n; i++) {
+            if (r->task->num_labels == 1) fprintf(af.fp, "%s\t%.3f\n", p.e.id[i], p.value[i]);
+            else fprintf(af.fp, "%s\t%s\n", p.e.id[i], r->task->labels[p.label[i]]);
         }
         rc = atomic_commit(&af, err);
-        res->predicted = e.n;
-        if (rc == 0) logger_print(r->log, "test predictions: %s (%d rows)", path, e.n);
+        res->predicted = p.e.n;
+        if (rc == 0) logger_print(r->log, "test predictions: %s (%d rows)", path, p.e.n);
     }
-    free(label), free(value);
-    glue_examples_free(&e), glue_features_free(&f);
+    predicted_free(&p);
     return rc;
 }
 
