@@ -70,6 +70,11 @@ int format_wikipedia(const char *dump, const char *out, const FormatOptions *opt
  * given into one output. */
 int format_wikipedia_dumps(const char *const *dumps, int n_dumps, const char *out,
                            const FormatOptions *opt, FormatStats *stats, BertError *err);
+/* Steps of the Wikipedia reader's loops on the calling thread so far (bytes expat scans,
+ * an unfinished token again on each call; page text copied, checked, sanitized, written),
+ * the cleaning aside (wikitext_work): what the scaling tests count instead of timing. A
+ * plain .xml dump, or any dump with n_threads 1, is read on the calling thread. */
+long long format_wiki_work(void);
 
 /* dir: a folder of plain-text books (*.txt, read in sorted name order; a single file is
  * also accepted). Each book becomes one line: UTF-8 BOM removed, CRLF handled, each
