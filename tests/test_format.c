@@ -88,6 +88,54 @@ static void test_books_bad_input(void) {
 
 /* ---- Wikipedia ---- */
 
+/* Work of formatting the book folder dir, counted by format_books_work. */
+static long long books_work(const char *dir) {
+    BertError err;
+    const long long before = format_books_work();
+    int rc = format_books(dir, tmp_path("scaling_books.txt"), NULL, NULL, &err);
+    CHECKF(rc == 0, "%s", err.msg);
+    return format_books_work() - before;
+}
+
+/* Formatting books is linear in the books: 10x the input, at most 15x the work
+ * (tests/test.h), for ordinary lines, one enormous line, blank and whitespace lines, lines
+ * that look like Gutenberg markers (each searched for "GUTENBERG"), CRLF endings, and many
+ * tiny books. */
+static void test_books_scale_linearly(void) {
+    const struct { const char *what, *unit; long copies; } cases[] = {
+        {"ordinary lines", "  It was the %06ldth of a dark and stormy night.  \n", 1000},
+        {"one enormous line", "word%06ld ", 5000},
+        {"blank lines", "\n", 20000},
+        {"whitespace lines", " \t \xc2\xa0 \n", 5000},
+        {"marker-like lines", "*** START OF nothing at all %06ld, and on and on\n", 1000},
+        {"end-note-like lines", "End of the Project Gutenberg %06ld\n", 1000},
+        {"CRLF lines", "Line %06ld.\r\n", 2000},
+        {"many tiny books", NULL, 100},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        long long work[2], bytes[2] = {0, 0};
+        for (int big = 0; big < 2; big++) {
+            char dir[4096];
+            snprintf(dir, sizeof dir, "%s/scaling_books_%zu_%d", tmpdir, k, big);
+            mkdir(dir, 0777);
+            long copies = (big ? 10 : 1) * cases[k].copies;
+            for (long b = 0; b < (cases[k].unit ? 1 : copies); b++) {
+                char path[4200];
+                snprintf(path, sizeof path, "%s/book%06ld.txt", dir, b);
+                size_t len;
+                char *text = repeat_text("", cases[k].unit ? cases[k].unit : "A tiny book.\n", cases[k].unit ? copies : 1,
+                                         "", &len);
+                write_bytes(path, text, len);
+                bytes[big] += (long long)len;
+                free(text);
+            }
+            work[big] = books_work(dir);
+            remove_tree(dir);
+        }
+        CHECK_SCALES_LINEARLY(cases[k].what, work[0], work[1], 2 * bytes[0]);  /* read, sanitized */
+    }
+}
+
 static void test_wiki_parity(void) {
     FormatStats st;
     BertError err;
@@ -428,6 +476,7 @@ int main(void) {
     RUN_TEST(test_books_nvidia_parity);
     RUN_TEST(test_books_strip_gutenberg);
     RUN_TEST(test_books_bad_input);
+    RUN_TEST(test_books_scale_linearly);
     RUN_TEST(test_wiki_parity);
     RUN_TEST(test_wiki_multistream_parallel);
     RUN_TEST(test_wiki_truncated);
