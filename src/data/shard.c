@@ -547,22 +547,25 @@ static int check_options(const ShardOptions *opt, BertError *err) {
                          opt->n_training_shards, opt->n_test_shards);
     if (!(opt->fraction_test_set >= 0 && opt->fraction_test_set < 1))
         return bert_fail(err, "fraction_test_set must be in [0, 1), got %g", opt->fraction_test_set);
-    for (int i = 0; i < opt->n_input_files; i++)   /* one file under two names would be sharded twice */
-        for (int k = 0; k < i; k++)
-            if (is_same_file(opt->input_files[i], opt->input_files[k]))
-                return bert_fail(err, "input files '%s' and '%s' are the same file", opt->input_files[k],
-                                 opt->input_files[i]);
-    /* an input that is (by device and inode) one of the outputs would be replaced by it */
+    /* Inputs by identity (device and inode), looked up once each: there may be thousands of
+     * inputs and a million shards. */
+    FileSet *inputs = file_set_new(opt->input_files, opt->n_input_files);
+    int first, second, rc = 0;
+    if (file_set_duplicate(inputs, &first, &second))  /* one file under two names would be sharded twice */
+        rc = bert_fail(err, "input files '%s' and '%s' are the same file", opt->input_files[first],
+                       opt->input_files[second]);
+    /* an input that is one of the outputs would be replaced by it */
     char path[4200];
-    for (int t = 0; t < 2; t++)
-        for (int i = 0; i < (t ? opt->n_test_shards : opt->n_training_shards); i++) {
+    for (int t = 0; t < 2 && rc == 0; t++)
+        for (int i = 0; i < (t ? opt->n_test_shards : opt->n_training_shards) && rc == 0; i++) {
             shard_path(opt, t == 1, i, path, sizeof path);
-            for (int k = 0; k < opt->n_input_files; k++)
-                if (is_same_file(opt->input_files[k], path))
-                    return bert_fail(err, "input '%s' is output shard '%s': it would be replaced; move it out of "
-                                          "%s", opt->input_files[k], path, opt->output_dir);
+            int k = file_set_find(inputs, path);
+            if (k >= 0)
+                rc = bert_fail(err, "input '%s' is output shard '%s': it would be replaced; move it out of %s",
+                               opt->input_files[k], path, opt->output_dir);
         }
-    return 0;
+    file_set_free(inputs);
+    return rc;
 }
 
 int shard_corpus(const ShardOptions *opt_in, ShardStats *stats, BertError *err) {
