@@ -6,6 +6,7 @@
 #define BERT_TEST_H
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,6 +110,56 @@ static inline double rel_norm_error(const float *a, const float *b, size_t n) {
 #define REORDER_LAMBDA 10.0
 static inline double chain_reorder_tolerance(double sum_sqrt_reduction_lengths) {
     return 2 * REORDER_LAMBDA * F32_UNIT_ROUNDOFF * sum_sqrt_reduction_lengths;
+}
+
+/* ---- Scaling: every text pass is linear in its input, by counted work ---------------------
+ * Each pass counts the steps of its scanning loops (tokenizer_work(), sentences_work(), ...).
+ * A scaling test runs the pass on an input of size n and on one of size 10n made of the same
+ * unit (ordinary text, or a pattern that would make a careless pass quadratic) and requires
+ *   work(n) >= a floor (the counter counts what the pass scans), and
+ *   work(10n) <= SCALING_SLACK * 10 * work(n).
+ * A slack of 1.5 leaves room for a logarithmic factor (a sort or a heap over the items:
+ * log(10n) / log(n) <= 1.34 from n = 1000 on), while a quadratic pass gives about 100x.
+ * Fixed costs only lower the ratio. Work is counted, not timed: the same on every machine,
+ * build and load. BERT_SCALING_REPORT=1 prints each ratio. */
+#define SCALING_SLACK 1.5
+
+static inline bool scales_linearly(const char *what, long long small, long long large, long long floor_, double slack) {
+    double ratio = (double)large / (double)(small > 0 ? small : 1);
+    if (getenv("BERT_SCALING_REPORT")) printf("    scaling: %-44s %11lld -> %12lld  %6.2fx\n", what, small, large, ratio);
+    return small >= floor_ && (double)large <= slack * 10 * (double)small;
+}
+
+/* The check with a slack of its own, for a pass whose work per byte varies by a known
+ * bounded factor (the caller says why). */
+#define CHECK_SCALES_LINEARLY_WITHIN(what, small, large, floor_, slack)                             \
+    CHECKF(scales_linearly(what, small, large, floor_, slack),                                     \
+           "%s: work %lld at n (at least %lld expected), %lld at 10n: %.1fx, more than %.0fx", what, \
+           (long long)(small), (long long)(floor_), (long long)(large),                          \
+           (double)(large) / (double)((small) > 0 ? (small) : 1), (slack) * 10)
+#define CHECK_SCALES_LINEARLY(what, small, large, floor_) \
+    CHECK_SCALES_LINEARLY_WITHIN(what, small, large, floor_, SCALING_SLACK)
+
+/* prefix, `copies` copies of unit, then suffix, as one malloc'ed NUL-terminated string of
+ * *len bytes. A unit containing '%' is a printf format given the copy's number (a long), so
+ * that copies can differ ("w%ld " makes distinct words). */
+static inline char *repeat_text(const char *prefix, const char *unit, long copies, const char *suffix, size_t *len) {
+    const bool numbered = strchr(unit, '%') != NULL;
+    size_t cap = strlen(prefix) + strlen(suffix) + (size_t)copies * (strlen(unit) + 24) + 1, n = 0;
+    char *text = malloc(cap);
+    n += (size_t)snprintf(text, cap, "%s", prefix);
+    const size_t unit_len = strlen(unit);
+    for (long i = 0; i < copies; i++) {
+        if (numbered) {
+            n += (size_t)snprintf(text + n, cap - n, unit, i);
+        } else {
+            memcpy(text + n, unit, unit_len);
+            n += unit_len;
+        }
+    }
+    n += (size_t)snprintf(text + n, cap - n, "%s", suffix);
+    if (len) *len = n;
+    return text;
 }
 
 #endif

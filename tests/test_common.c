@@ -45,6 +45,25 @@ static void test_is_same_file(void) {
     CHECK(!is_same_file("tests/no-such-file.h", "tests/no-such-file.h"));
 }
 
+/* One file under several names found by identity among many, as the first two names of
+ * the file whose second name comes first; look-ups give a file's first name. */
+static void test_file_set(void) {
+    const char *paths[] = {"tests/test.h", "tests/test_common.c", "tests/no-such-file.h", "tests/no-such-file.h",
+                           "./tests/test_common.c", "tests/../tests/test.h", "Makefile", "./tests/test.h"};
+    FileSet *s = file_set_new(paths, 8);
+    int first = -1, second = -1;
+    CHECK(file_set_duplicate(s, &first, &second) && first == 1 && second == 4);
+    CHECK(file_set_find(s, "./tests/../tests/test.h") == 0 && file_set_find(s, "Makefile") == 6);
+    CHECK(file_set_find(s, "tests/no-such-file.h") == -1 && file_set_find(s, "README.md") == -1);
+    file_set_free(s);
+    FileSet *distinct = file_set_new(paths + 1, 2);  /* test_common.c and a missing file */
+    CHECK(!file_set_duplicate(distinct, &first, &second));
+    file_set_free(distinct);
+    FileSet *none = file_set_new(NULL, 0);
+    CHECK(!file_set_duplicate(none, &first, &second) && file_set_find(none, "Makefile") == -1);
+    file_set_free(none);
+}
+
 /* The peak RSS follows memory touched, and a reset brings it back to the current size, so a
  * phase that freed its buffers (bench's sgemm-peak measurement) leaves no trace in it. */
 static void test_peak_rss_reset(void) {
@@ -179,6 +198,7 @@ int main(void) {
     RUN_TEST(test_atomic_file_replaces_only_on_commit);
     RUN_TEST(test_unwritable_output_is_an_error);
     RUN_TEST(test_is_same_file);
+    RUN_TEST(test_file_set);
     RUN_TEST(test_peak_rss_reset);
     RUN_TEST(test_split_list);
     RUN_TEST(test_temporaries);

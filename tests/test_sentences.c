@@ -105,6 +105,47 @@ static void test_nltk_parity(void) {
     free(want);
 }
 
+/* Punkt is linear in the text: 10x the input, at most 15x the work (tests/test.h), for
+ * ordinary text and for what makes a splitter backtrack or rescan -- no sentence end at
+ * all, runs of abbreviations, periods and ellipses, stops glued to brackets (every one a
+ * candidate whose context reaches back to the first), closing quotes, lines, dashes. */
+static void test_sentences_scale_linearly(void) {
+    const struct { const char *what, *unit; } cases[] = {
+        {"ordinary text", "Mr. Smith met Dr. Jones at 5 p.m. yesterday. They talked, \"Why?\" he asked. "},
+        {"no sentence end", "words without any end "},
+        {"abbreviations e.g.", "e.g. "},
+        {"abbreviations Dr.", "Dr. "},
+        {"initials", "J. "},
+        {"numbers", "1.5. "},
+        {"periods", "."},
+        {"spaced ellipses", ". . . "},
+        {"periods inside one word", "a.b"},
+        {"stops glued to brackets", "a.)"},
+        {"stops then closing quotes", "Stop.\") "},
+        {"question and exclamation marks", "?!"},
+        {"dashes", "a--b,---"},
+        {"one sentence per line", "A line.\n"},
+        {"stop then long whitespace", ".       "},
+        {"curly quotes", "\xe2\x80\x9cQuoted.\xe2\x80\x9d "},
+    };
+    SentenceList sl;
+    sentence_list_init(&sl);
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        long long work[2], bytes[2];
+        for (int big = 0; big < 2; big++) {
+            size_t len;
+            char *text = repeat_text("", cases[k].unit, big ? 20000 : 2000, " End.", &len);
+            const long long before = sentences_work();
+            split_sentences(splitter, text, len, &sl);
+            work[big] = sentences_work() - before;
+            bytes[big] = (long long)len;
+            free(text);
+        }
+        CHECK_SCALES_LINEARLY(cases[k].what, work[0], work[1], bytes[0]);  /* each byte is a candidate */
+    }
+    sentence_list_free(&sl);
+}
+
 int main(void) {
     splitter = sentence_splitter_new();
     RUN_TEST(test_abbreviations);
@@ -112,6 +153,7 @@ int main(void) {
     RUN_TEST(test_quotes_brackets_ellipses);
     RUN_TEST(test_edges);
     RUN_TEST(test_nltk_parity);
+    RUN_TEST(test_sentences_scale_linearly);
     sentence_splitter_free(splitter);
     return test_summary();
 }

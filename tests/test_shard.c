@@ -175,9 +175,77 @@ static void test_bad_input(void) {
     free(dir);
 }
 
+/* Documents i = 0..n-1 of 1 + i % 20 sentences each: sizes from one sentence to twenty, so
+ * the distribution over shards has many sizes to choose from (caller frees). */
+static char *documents_of_many_sizes(long n, size_t *len) {
+    char *text = NULL;
+    FILE *m = open_memstream(&text, len);
+    for (long i = 0; i < n; i++) {
+        for (long k = 0; k <= i % 20; k++) fprintf(m, "Sentence %06ld.%02ld here. ", i, k);
+        fputc('\n', m);
+    }
+    fclose(m);
+    return text;
+}
+
+/* Work of sharding text into 4 training and 2 test shards on one thread: the sharder's
+ * own steps plus sentence splitting's. */
+static long long sharding_work(const char *dir, const char *text, size_t len) {
+    char input[4200];
+    snprintf(input, sizeof input, "%s/input.txt", dir);
+    write_bytes(input, text, len);
+    const char *inputs[] = {input};
+    ShardOptions opt = shard_default_options();
+    opt.input_files = inputs;
+    opt.n_input_files = 1;
+    opt.output_dir = dir;
+    opt.n_training_shards = 4;
+    opt.n_test_shards = 2;
+    opt.n_threads = 1;  /* the counters are per thread */
+    ShardStats st;
+    BertError err;
+    const long long before = shard_work() + sentences_work();
+    int rc = shard_corpus(&opt, &st, &err);
+    const long long work = shard_work() + sentences_work() - before;
+    CHECKF(rc == 0, "%s", err.msg);
+    return work;
+}
+
+/* Sharding is linear in its input: 10x the input, at most 15x the work (tests/test.h) --
+ * both passes, the distribution over shards and the sentence splitting -- for an ordinary
+ * corpus, one huge document among a few small ones, many tiny documents, documents
+ * without a sentence end, blank lines, and documents of twenty different sizes. */
+static void test_shard_scales_linearly(void) {
+    char *dir = make_tmpdir();
+    const struct { const char *what, *prefix, *unit; long docs; } cases[] = {
+        {"ordinary documents", "", "Doc %06ld begins here. It has a second sentence. And a third one!\n\n", 300},
+        {"one huge document", "A.\nB.\nC.\nD.\nE.\nF.\n", "Sentence %06ld of the one long document. ", 1000},
+        {"many tiny documents", "", "A%06ld.\n", 4000},
+        {"documents without a sentence end", "", "words and words and more words %06ld\n", 1000},
+        {"blank lines between documents", "", "Doc %06ld.\n \t \n\n\n\n\n\n", 2000},
+        {"documents of many sizes", NULL, NULL, 200},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        long long work[2], bytes[2];
+        for (int big = 0; big < 2; big++) {
+            long docs = big ? 10 * cases[k].docs : cases[k].docs;
+            size_t len;
+            char *text = cases[k].unit ? repeat_text(cases[k].prefix, cases[k].unit, docs, "", &len)
+                                       : documents_of_many_sizes(docs, &len);
+            work[big] = sharding_work(dir, text, len);
+            bytes[big] = (long long)len;
+            free(text);
+        }
+        CHECK_SCALES_LINEARLY(cases[k].what, work[0], work[1], 2 * bytes[0]);  /* read twice */
+    }
+    remove_tree(dir);
+    free(dir);
+}
+
 int main(void) {
     RUN_TEST(test_nvidia_parity);
     RUN_TEST(test_seeded_order);
     RUN_TEST(test_bad_input);
+    RUN_TEST(test_shard_scales_linearly);
     return test_summary();
 }

@@ -245,6 +245,100 @@ static void test_long_text_and_threads(void) {
     free(text);
 }
 
+/* NFD orders each run of combining marks by class, stably, which only shows in what
+ * survives accent stripping: spacing marks (Mc) such as U+1D16D (class 226) and U+1D165
+ * (216); the U+0301 between them (Mn) is dropped. Short runs are sorted by insertion, long
+ * ones (over 32 marks) by counting: both must give Python's unicodedata.normalize order. */
+static void collect_word(const char *word, size_t len, int start, int end, void *ctx) {
+    (void)start, (void)end;
+    char *out = ctx;
+    size_t have = strlen(out);
+    if (have + len + 2 < 4096) memcpy(out + have, word, len), out[have + len] = '|', out[have + len + 1] = 0;
+}
+
+static void test_long_mark_runs_reordered(void) {
+    TokenizerOptions opt = tokenizer_default_options();
+    Tokenizer *t = tokenizer_new(NULL, &opt);
+    TokenList work;
+    token_list_init(&work);
+    for (int marks = 3; marks <= 60; marks += 57) {
+        size_t len;
+        char *text = repeat_text("A", "\xf0\x9d\x85\xad\xcc\x81\xf0\x9d\x85\xa5", marks, "", &len);
+        char *want = repeat_text("a", "\xf0\x9d\x85\xa5", marks, "", NULL), *high = repeat_text("", "\xf0\x9d\x85\xad", marks, "|", NULL);
+        char got[4096] = "", expected[4096];
+        snprintf(expected, sizeof expected, "%s%s", want, high);
+        basic_tokenize(t, text, len, &work, collect_word, got);
+        CHECKF(!strcmp(got, expected), "%d pairs of marks: reordered wrongly", marks);
+        free(text), free(want), free(high);
+    }
+    token_list_free(&work);
+    tokenizer_free(t);
+}
+
+/* Work of tokenizing `copies` copies of unit (between prefix and suffix), counted by
+ * tokenizer_work; *bytes receives the input's length. */
+static long long tokenizing_work(const Tokenizer *t, const char *prefix, const char *unit, long copies,
+                                 const char *suffix, long long *bytes) {
+    size_t len;
+    char *text = repeat_text(prefix, unit, copies, suffix, &len);
+    TokenList l;
+    token_list_init(&l);
+    const long long before = tokenizer_work();
+    tokenize(t, text, len, &l);
+    const long long work = tokenizer_work() - before;
+    token_list_free(&l);
+    free(text);
+    *bytes = (long long)len;
+    return work;
+}
+
+/* BasicTokenizer and WordPiece are linear in the text: 10x the input, at most 15x the work
+ * (tests/test.h), for ordinary text and for what could make them quadratic. WordPiece's
+ * greedy longest match is capped by the vocabulary's longest token per position, and a word
+ * longer than max_input_chars_per_word is [UNK] before any search; both are checked with
+ * the cap lifted too. The letter followed by alternating marks of combining classes 230 and
+ * 220 was quadratic (NFD's canonical reordering by insertion: 2.4 s for 64,000 marks). */
+static void test_tokenizer_scales_linearly(void) {
+    TokenizerOptions capped = tokenizer_default_options(), uncapped = capped, with_specials = capped;
+    uncapped.max_input_chars_per_word = INT32_MAX;
+    const char *specials[] = {"[MASK]", "[SEP]"};
+    with_specials.never_split = specials;
+    with_specials.n_never_split = 2;
+    Tokenizer *tok[3] = {tokenizer_new(uncased_vocab, &capped), tokenizer_new(uncased_vocab, &uncapped),
+                         tokenizer_new(uncased_vocab, &with_specials)};
+    Tokenizer *cased = tokenizer_new(cased_vocab, &uncapped);
+    const struct {
+        const char *what, *prefix, *unit;
+        int tokenizer;  /* index into tok; 3: cased, uncapped */
+    } cases[] = {
+        {"ordinary text", "", "The 3rd quick brown fox jumped over 12 lazy dogs, didn't it? ", 0},
+        {"one huge word (capped: [UNK])", "", "abcdefghij", 0},
+        {"one huge word, greedy search", "", "abcdefghij", 1},
+        {"one huge word, no piece matches", "", "\xe2\x98\x83\xe2\x98\x83", 1},
+        {"one huge word of distinct numbers", "", "%06ld", 1},
+        {"punctuation run", "", "!?.,;:-", 0},
+        {"CJK run", "", "\xe4\xb8\xad\xe6\x96\x87\xe5\xad\x97", 0},
+        {"accented words", "", "caf\xc3\xa9 Cr\xc3\xa8me na\xc3\xafve ", 0},
+        {"combining marks in one word", "", "e\xcc\x81", 1},
+        {"letter, then marks of classes 230, 220", "a", "\xcc\x81\xcc\x96", 1},
+        {"capital sigmas between apostrophes", "\xce\x91", "\xce\xa3'", 1},
+        {"never_split entries back to back", "", "[MASK][SEP]x", 2},
+        {"never_split openers that never match", "", "[[[[[MAS", 2},
+        {"invalid bytes and controls", "", "\xff\x01\xc3", 0},
+        {"whitespace run", "x", " \t\n\xc2\xa0", 0},
+        {"cased: one huge word", "", "Abcdefghij", 3},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const Tokenizer *t = cases[k].tokenizer == 3 ? cased : tok[cases[k].tokenizer];
+        long long bytes, bytes10;
+        long long small = tokenizing_work(t, cases[k].prefix, cases[k].unit, 2000, "", &bytes);
+        long long large = tokenizing_work(t, cases[k].prefix, cases[k].unit, 20000, "", &bytes10);
+        CHECK_SCALES_LINEARLY(cases[k].what, small, large, bytes / 4);  /* at least a step per code point */
+    }
+    for (int i = 0; i < 3; i++) tokenizer_free(tok[i]);
+    tokenizer_free(cased);
+}
+
 static void test_no_vocab_and_too_long(void) {
     TokenizerOptions opt = tokenizer_default_options();
     Tokenizer *basic_only = tokenizer_new(NULL, &opt);
@@ -271,6 +365,8 @@ int main(void) {
     RUN_TEST(test_random_bytes);
     RUN_TEST(test_long_text_and_threads);
     RUN_TEST(test_no_vocab_and_too_long);
+    RUN_TEST(test_long_mark_runs_reordered);
+    RUN_TEST(test_tokenizer_scales_linearly);
     vocab_free(uncased_vocab);
     vocab_free(cased_vocab);
     return test_summary();

@@ -33,6 +33,12 @@ static char *slurp(const char *name) {
     return read_file(path, &data, &len, &err) == 0 ? data : NULL;
 }
 
+static bool exists(const char *name) {
+    char path[640];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return access(path, F_OK) == 0;
+}
+
 /* Runs `bert <args> < dir/in > dir/out 2> dir/err`; returns the exit status. */
 static int run(const char *args) {
     char cmd[4096];
@@ -299,6 +305,16 @@ static void test_output_is_input_by_identity(void) {
     snprintf(cmd, sizeof cmd, "%s shard --input_files corpus.txt,./corpus.txt --output_dir sh2 --n_training_shards 1 "
                               "--n_test_shards 1 > out 2> err", bert);
     CHECK(shell(cmd) == 1 && err_has("are the same file"));
+    /* vocab: one input under two names, or matched by two patterns, would be counted twice;
+     * the output as an input would be replaced */
+    snprintf(cmd, sizeof cmd, "%s vocab --input_file corpus.txt,./corpus.txt --vocab_size 1200 -o v2.txt > out 2> err",
+             bert);
+    CHECK(shell(cmd) == 1 && err_has("'corpus.txt' and './corpus.txt' are the same file") && !exists("v2.txt"));
+    snprintf(cmd, sizeof cmd, "ln -sf corpus.txt also.txt && %s vocab --input_file 'corpus.txt,also.*' --vocab_size 1200 "
+                              "-o v2.txt > out 2> err", bert);
+    CHECK(shell(cmd) == 1 && err_has("are the same file") && !exists("v2.txt"));
+    snprintf(cmd, sizeof cmd, "%s vocab --input_file 'corpus.txt,v.txt' --vocab_size 1200 -o ./v.txt > out 2> err", bert);
+    CHECK(shell(cmd) == 1 && err_has("output './v.txt' is input 'v.txt'"));
 }
 
 int main(int argc, char **argv) {

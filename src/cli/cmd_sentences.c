@@ -45,12 +45,13 @@ int cmd_sentences(int argc, char **argv) {
             fprintf(stderr, "bert sentences: output '%s' is input '%s'\n", out_path, inputs[i]);
             return 2;
         }
-    for (int i = 0; i < n_inputs; i++)   /* the same file twice (by any name) would be split twice */
-        for (int j = 0; j < i; j++)
-            if (is_same_file(inputs[i], inputs[j])) {
-                fprintf(stderr, "bert sentences: '%s' and '%s' are the same file\n", inputs[j], inputs[i]);
-                return 2;
-            }
+    FileSet *files = file_set_new((const char *const *)inputs, n_inputs);
+    int first, second, twice = file_set_duplicate(files, &first, &second);
+    file_set_free(files);
+    if (twice) {  /* the same file twice (by any name) would be split twice */
+        fprintf(stderr, "bert sentences: '%s' and '%s' are the same file\n", inputs[first], inputs[second]);
+        return 2;
+    }
     if (out_path) {
         if (atomic_open(&af, out_path, &err) != 0) {
             fprintf(stderr, "bert sentences: %s\n", err.msg);

@@ -7,36 +7,53 @@
 #include "cli/flags.h"
 #include "text/wordpiece_trainer.h"
 
-/* Counts the words of every file matched by the comma-separated globs in list. */
-static int count_inputs(const char *list, const char *output, WordCounts *wc, int threads, size_t *bytes, int *files,
-                        BertError *err) {
+/* The files named by the comma-separated globs in list, in order (a pattern that matches
+ * nothing stays as written, so reading it names it). Free with free_paths, also on error. */
+static int expand_inputs(const char *list, char ***paths, int *n, BertError *err) {
     char *copy = xstrdup(list);
-    int rc = 0;
+    int cap = 0, rc = 0;
+    *paths = NULL;
+    *n = 0;
     for (char *save = NULL, *pat = strtok_r(copy, ",", &save); pat && rc == 0; pat = strtok_r(NULL, ",", &save)) {
         glob_t g;
         if (glob(pat, GLOB_NOCHECK, NULL, &g) != 0) {
             rc = bert_fail(err, "cannot expand --input_file pattern '%s'", pat);
             break;
         }
-        for (size_t i = 0; i < g.gl_pathc && rc == 0; i++) {
-            char *data;
-            size_t len;
-            if (is_same_file(g.gl_pathv[i], output)) {  /* the rename at the end would replace it */
-                rc = bert_fail(err, "output '%s' is input '%s'", output, g.gl_pathv[i]);
-                break;
-            }
-            if (read_file(g.gl_pathv[i], &data, &len, err) != 0) {
-                rc = -1;
-                break;
-            }
-            word_counts_add_text(wc, data, len, threads);
-            free(data);
-            *bytes += len;
-            (*files)++;
+        for (size_t i = 0; i < g.gl_pathc; i++) {
+            ARRAY_RESERVE(*paths, cap, (size_t)*n + 1, 16);
+            (*paths)[(*n)++] = xstrdup(g.gl_pathv[i]);
         }
         globfree(&g);
     }
     free(copy);
+    return rc;
+}
+
+/* Counts the words of every file matched by the comma-separated globs in list. */
+static int count_inputs(const char *list, const char *output, WordCounts *wc, int threads, size_t *bytes, int *files,
+                        BertError *err) {
+    char **paths;
+    int n, first, second, rc = expand_inputs(list, &paths, &n, err);
+    FileSet *inputs = file_set_new((const char *const *)paths, n);
+    if (rc == 0 && file_set_duplicate(inputs, &first, &second))  /* its words would be counted twice */
+        rc = bert_fail(err, "input files '%s' and '%s' are the same file", paths[first], paths[second]);
+    else if (rc == 0 && (first = file_set_find(inputs, output)) >= 0)  /* the rename at the end would replace it */
+        rc = bert_fail(err, "output '%s' is input '%s'", output, paths[first]);
+    file_set_free(inputs);
+    for (int i = 0; i < n && rc == 0; i++) {
+        char *data;
+        size_t len;
+        if (read_file(paths[i], &data, &len, err) != 0) {
+            rc = -1;
+            break;
+        }
+        word_counts_add_text(wc, data, len, threads);
+        free(data);
+        *bytes += len;
+        (*files)++;
+    }
+    free_paths(paths, n);
     return rc;
 }
 

@@ -255,6 +255,67 @@ int is_same_file(const char *a, const char *b) {
     return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
+typedef struct {
+    dev_t dev;
+    ino_t ino;
+    int index;  /* in the list given to file_set_new */
+} FileId;
+
+struct FileSet {
+    FileId *ids;  /* the files that exist, by (device, inode, index) */
+    int n;
+};
+
+static int cmp_file_ids(const void *x, const void *y) {
+    const FileId *a = x, *b = y;
+    if (a->dev != b->dev) return a->dev < b->dev ? -1 : 1;
+    if (a->ino != b->ino) return a->ino < b->ino ? -1 : 1;
+    return (a->index > b->index) - (a->index < b->index);
+}
+
+FileSet *file_set_new(const char *const *paths, int n) {
+    FileSet *s = xcalloc(1, sizeof *s);
+    s->ids = xmalloc((size_t)(n > 0 ? n : 1) * sizeof *s->ids);
+    for (int i = 0; i < n; i++) {
+        struct stat st;
+        if (stat(paths[i], &st) == 0) s->ids[s->n++] = (FileId){st.st_dev, st.st_ino, i};
+    }
+    qsort(s->ids, (size_t)s->n, sizeof *s->ids, cmp_file_ids);
+    return s;
+}
+
+void file_set_free(FileSet *s) {
+    if (!s) return;
+    free(s->ids);
+    free(s);
+}
+
+int file_set_duplicate(const FileSet *s, int *first, int *second) {
+    /* The names of one file are neighbours, in list order: a file's first two names are
+     * the pair it offers. */
+    int found = 0;
+    for (int k = 1; k < s->n; k++) {
+        const FileId *a = &s->ids[k - 1], *b = &s->ids[k];
+        int second_name = a->dev == b->dev && a->ino == b->ino &&
+                           (k == 1 || s->ids[k - 2].dev != a->dev || s->ids[k - 2].ino != a->ino);
+        if (second_name && (!found || b->index < *second)) *first = a->index, *second = b->index, found = 1;
+    }
+    return found;
+}
+
+int file_set_find(const FileSet *s, const char *path) {
+    struct stat st;
+    if (stat(path, &st) != 0) return -1;
+    FileId key = {st.st_dev, st.st_ino, -1};  /* sorts before every name of that file */
+    int lo = 0, hi = s->n;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (cmp_file_ids(&s->ids[mid], &key) < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < s->n && s->ids[lo].dev == st.st_dev && s->ids[lo].ino == st.st_ino ? s->ids[lo].index : -1;
+}
+
 int read_file(const char *path, char **data, size_t *len, BertError *err) {
     FILE *f = fopen(path, "rb");
     if (!f) return bert_fail(err, "cannot open %s: %s", path, strerror(errno));

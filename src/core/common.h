@@ -82,6 +82,19 @@ void atomic_cleanup_on_signals(void);
 /* 1 when both paths name one existing file (same device and inode), else 0: an output
  * that its atomic rename would put in place of its own input. */
 int is_same_file(const char *a, const char *b);
+/* The identities (device, inode) of the files named in paths[0..n) that exist, each looked
+ * up once and sorted: one file under two names is found among many in n log n, where
+ * comparing every pair with is_same_file took n^2 / 2 pairs of stat calls. */
+typedef struct FileSet FileSet;
+FileSet *file_set_new(const char *const *paths, int n);
+void file_set_free(FileSet *s);
+/* Two names of one file in the list: 1, with *first < *second their indices (of all such
+ * pairs, the one whose second name comes first in the list, and that file's first name);
+ * else 0. */
+int file_set_duplicate(const FileSet *s, int *first, int *second);
+/* The index in the list of the first name of path's file, or -1 (also when path does not
+ * exist). */
+int file_set_find(const FileSet *s, const char *path);
 
 /* Splits a comma-separated list in place (s is modified): items[] point into s. Empty items
  * (",," or a trailing ",") are skipped. Returns the count, or -1 when there are more than

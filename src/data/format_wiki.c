@@ -20,6 +20,13 @@
 #include "data/doc_writer.h"
 #include "data/wikitext.h"
 
+/* Steps of the reader's loops on this thread (format_wiki_work): bytes expat scans (an
+ * unfinished token again on each call), page text copied and grown, namespaces checked,
+ * text sanitized; the cleaning counts its own (wikitext_work). What the scaling tests
+ * count. */
+static _Thread_local long long work_steps;
+long long format_wiki_work(void) { return work_steps; }
+
 typedef struct {
     char *p;
     size_t n, cap;
@@ -29,10 +36,12 @@ static void buf_add(Buf *b, const char *s, size_t n) {
     if (b->n + n + 1 > b->cap) {
         b->cap = 2 * (b->n + n + 1);
         b->p = xrealloc(b->p, b->cap);
+        work_steps += (long long)b->n;  /* realloc may copy what is there */
     }
     memcpy(b->p + b->n, s, n);
     b->n += n;
     b->p[b->n] = 0;
+    work_steps += (long long)n + 1;
 }
 
 typedef enum { FIELD_NONE, FIELD_TITLE, FIELD_NS, FIELD_TEXT } Field;
@@ -50,6 +59,7 @@ typedef struct {
 static void XMLCALL on_start(void *ud, const XML_Char *name, const XML_Char **attrs) {
     WikiReader *r = ud;
     (void)attrs;
+    work_steps++;
     if (!strcmp(name, "page")) {
         r->in_page = true;
         r->redirect = r->too_large = false;
@@ -75,16 +85,20 @@ static void XMLCALL on_text(void *ud, const XML_Char *s, int len) {
 }
 
 static void emit_paragraph(const char *text, size_t len, void *ctx) {
-    doc_writer_line(ctx, text, utf8_rstrip_len(text, len));
+    size_t kept = utf8_rstrip_len(text, len);
+    work_steps += (long long)len + 1;  /* stripped from the end, the rest written */
+    doc_writer_line(ctx, text, kept);
 }
 
 static void XMLCALL on_end(void *ud, const XML_Char *name) {
     WikiReader *r = ud;
     r->field = FIELD_NONE;
+    work_steps++;
     if (strcmp(name, "page") != 0) return;
     r->in_page = false;
     bool numeric_ns = r->ns.n > 0;
     for (size_t i = 0; i < r->ns.n; i++) numeric_ns = numeric_ns && r->ns.p[i] >= '0' && r->ns.p[i] <= '9';
+    work_steps += (long long)r->ns.n;
     bool article = r->ns.n == 1 && r->ns.p[0] == '0' && !r->redirect;
     FormatStats *st = r->writer->stats;   /* why a page is not kept, counted */
     if (r->too_large) {
@@ -97,6 +111,7 @@ static void XMLCALL on_end(void *ud, const XML_Char *name) {
         /* expat hands over valid UTF-8 only; sanitizing is cheap insurance */
         size_t n = utf8_sanitize(r->text.p, r->text.n, &r->clean, &r->clean_cap,
                                  &r->writer->stats->invalid_utf8_bytes);
+        work_steps += (long long)r->text.n;
         wikitext_paragraphs(r->clean, n, emit_paragraph, r->writer);
     }
     doc_writer_end_document(r->writer);
@@ -163,6 +178,57 @@ static long source_read(Source *s, char *buf, size_t cap, const char *path, Bert
     return n;
 }
 
+/* expat before 2.6 (Debian 12 has 2.5.0) starts an unfinished token -- a tag, a comment,
+ * an attribute value -- from its beginning again on every XML_Parse call: a token spanning
+ * many 1 MiB chunks was scanned once per chunk, so a 64 MiB comment took 2 s and a 1 GiB
+ * one hours. While a token is unfinished, input is held back until as many new bytes wait
+ * as the token already has: each re-scan is then paid for by as many new bytes, and the
+ * reading stays linear. expat receives the same bytes in the same order, in fewer calls. */
+typedef struct {
+    XML_Parser parser;
+    char *held;            /* bytes not yet given to expat */
+    size_t n_held, cap;
+    long long fed;         /* bytes given to expat */
+} XmlFeed;
+
+/* Most bytes held back at once: XML_Parse takes an int length. */
+#define XML_FEED_MAX_HELD (1u << 30)
+
+static void xml_feed_init(XmlFeed *f, XML_Parser parser) {
+    memset(f, 0, sizeof *f);
+    f->parser = parser;
+}
+
+static void xml_feed_free(XmlFeed *f) { free(f->held); }
+
+/* Gives data[0..n) to expat, now or with later input (final: the document ends here).
+ * Returns XML_Parse's status (a held chunk is XML_STATUS_OK until it is parsed). */
+static enum XML_Status xml_feed(XmlFeed *f, const char *data, size_t n, bool final) {
+    /* Outside a handler expat reports the position just past its last parse event: what
+     * lies beyond is the unfinished token it will scan again. */
+    long long parsed = XML_GetCurrentByteIndex(f->parser);
+    size_t unfinished = (size_t)(f->fed - (parsed > 0 ? parsed : 0));
+    size_t waiting = f->n_held + n;
+    if (!final && waiting < unfinished && waiting < XML_FEED_MAX_HELD) {
+        ARRAY_RESERVE(f->held, f->cap, waiting, 1 << 20);
+        if (n) memcpy(f->held + f->n_held, data, n);
+        f->n_held = waiting;
+        work_steps += (long long)n;
+        return XML_STATUS_OK;
+    }
+    if (f->n_held) {  /* the held bytes and these, in one call */
+        ARRAY_RESERVE(f->held, f->cap, waiting, 1 << 20);
+        if (n) memcpy(f->held + f->n_held, data, n);  /* the final call has no data */
+        work_steps += (long long)n;
+        data = f->held;
+        n = waiting;
+        f->n_held = 0;
+    }
+    work_steps += (long long)(unfinished + n) + 1;  /* what expat scans */
+    f->fed += (long long)n;
+    return XML_Parse(f->parser, data, (int)n, final);
+}
+
 static void source_close(Source *s) {
     int bzerr;
     if (s->bz) BZ2_bzReadClose(&bzerr, s->bz);
@@ -221,7 +287,8 @@ static void release_chunk(ChunkRing *r, bool stop) {
     pthread_mutex_unlock(&r->mu);
 }
 
-static int parse_dump(Source *src, XML_Parser parser, FormatStats *st, const char *dump, BertError *err) {
+static int parse_dump(Source *src, XmlFeed *feed, FormatStats *st, const char *dump, BertError *err) {
+    XML_Parser parser = feed->parser;
     ChunkRing ring;
     memset(&ring, 0, sizeof ring);
     ring.src = src;
@@ -241,7 +308,7 @@ static int parse_dump(Source *src, XML_Parser parser, FormatStats *st, const cha
             break;
         }
         st->input_bytes += n;
-        if (XML_Parse(parser, ring.data[slot], (int)n, n == 0) == XML_STATUS_ERROR) {
+        if (xml_feed(feed, ring.data[slot], (size_t)n, n == 0) == XML_STATUS_ERROR) {
             enum XML_Error code = XML_GetErrorCode(parser);
             bool truncated = n == 0 && (code == XML_ERROR_NO_ELEMENTS || code == XML_ERROR_UNCLOSED_TOKEN ||
                                         code == XML_ERROR_PARTIAL_CHAR || code == XML_ERROR_UNCLOSED_CDATA_SECTION);
@@ -288,9 +355,11 @@ static int format_dump_into(DocWriter *w, const char *dump, double max_page_mb, 
         return -1;
     }
     WikiReader r;
-    XML_Parser parser = wiki_parser_new(&r, w, max_page_mb);
-    int rc = parse_dump(&src, parser, w->stats, dump, err);
-    wiki_parser_free(parser, &r);
+    XmlFeed feed;
+    xml_feed_init(&feed, wiki_parser_new(&r, w, max_page_mb));
+    int rc = parse_dump(&src, &feed, w->stats, dump, err);
+    wiki_parser_free(feed.parser, &r);
+    xml_feed_free(&feed);
     source_close(&src);
     return rc;
 }
@@ -303,18 +372,20 @@ static int format_range_into(DocWriter *w, const char *dump, long long start, lo
     Bz2Range *range = bz2_range_open(dump, start, end, err);
     if (!range) return -1;
     WikiReader r;
-    XML_Parser parser = wiki_parser_new(&r, w, max_page_mb);
+    XmlFeed feed;
+    xml_feed_init(&feed, wiki_parser_new(&r, w, max_page_mb));
     char *buf = xmalloc(CHUNK);
-    int rc = first ? 0 : (XML_Parse(parser, "<mediawiki>", 11, 0) == XML_STATUS_ERROR ? -1 : 0);
+    int rc = first ? 0 : (xml_feed(&feed, "<mediawiki>", 11, false) == XML_STATUS_ERROR ? -1 : 0);
     for (long n; rc == 0 && (n = bz2_range_read(range, buf, CHUNK, err)) != 0;) {
         if (n < 0) rc = -1;
-        else if (XML_Parse(parser, buf, (int)n, 0) == XML_STATUS_ERROR) rc = bert_fail(err, "XML error in a range");
+        else if (xml_feed(&feed, buf, (size_t)n, false) == XML_STATUS_ERROR) rc = bert_fail(err, "XML error in a range");
         else w->stats->input_bytes += n;
     }
-    if (rc == 0 && !last && XML_Parse(parser, "</mediawiki>", 12, 0) == XML_STATUS_ERROR) rc = -1;
-    if (rc == 0 && XML_Parse(parser, NULL, 0, 1) == XML_STATUS_ERROR) rc = bert_fail(err, "XML error at a range end");
+    if (rc == 0 && !last && xml_feed(&feed, "</mediawiki>", 12, false) == XML_STATUS_ERROR) rc = -1;
+    if (rc == 0 && xml_feed(&feed, NULL, 0, true) == XML_STATUS_ERROR) rc = bert_fail(err, "XML error at a range end");
     free(buf);
-    wiki_parser_free(parser, &r);
+    wiki_parser_free(feed.parser, &r);
+    xml_feed_free(&feed);
     bz2_range_close(range);
     return rc;
 }

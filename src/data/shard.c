@@ -21,6 +21,15 @@
 /* Far more than any corpus needs; keeps training + test shards within an int. */
 #define MAX_SHARDS (1 << 20)
 
+/* Steps of the sharder's own loops on this thread (shard_work): bytes read, sanitized and
+ * stripped, and the distribution's steps; sentence splitting counts its own
+ * (sentences_work). What the scaling tests count. */
+static _Thread_local long long work_steps;
+long long shard_work(void) { return work_steps; }
+
+/* Bytes utf8_rstrip_len scanned to find that text[0..len) keeps `kept`. */
+static long long rstrip_steps(size_t len, size_t kept) { return (long long)(len - kept) + 1; }
+
 ShardOptions shard_default_options(void) {
     ShardOptions o;
     memset(&o, 0, sizeof o);
@@ -137,8 +146,9 @@ static void count_batch(const SentenceSplitter *sp, Batch *b, int32_t *counts, i
         size_t cap = 0;
 #pragma omp for schedule(dynamic, 16)
         for (int i = 0; i < b->n; i++) {
-            size_t n = utf8_sanitize(b->lines[i], b->lens[i], &clean, &cap, &bad);
-            counts[i] = split_sentences(sp, clean, utf8_rstrip_len(clean, n), &sl);
+            size_t n = utf8_sanitize(b->lines[i], b->lens[i], &clean, &cap, &bad), kept = utf8_rstrip_len(clean, n);
+            counts[i] = split_sentences(sp, clean, kept, &sl);
+            work_steps += (long long)b->lens[i] + rstrip_steps(n, kept);
         }
         free(clean);
         sentence_list_free(&sl);
@@ -191,7 +201,9 @@ static void flush_batch(Pass1 *p) {
 
 /* Records one input line as a document if it is not blank. */
 static int add_line(Pass1 *p, int file, uint64_t offset, const char *line, size_t len, BertError *err) {
-    if (utf8_rstrip_len(line, len) == 0) return 0;
+    size_t kept = utf8_rstrip_len(line, len);
+    work_steps += (long long)len + rstrip_steps(len, kept);  /* read by getline, then stripped */
+    if (kept == 0) return 0;
     if (len > UINT32_MAX)
         return bert_fail(err, "%s: a line of %zu bytes is longer than 4 GiB", p->opt->input_files[file], len);
     doc_table_push(p->docs, (DocRef){offset, (uint32_t)len, (uint16_t)file});
@@ -274,11 +286,12 @@ typedef struct {
 static int32_t stacks_find(CountStacks *cs, int32_t c) { /* largest non-empty <= c, or 0 */
     if (c <= 0) return c;
     int32_t root = c;
-    while (root > 0 && cs->len[root] == 0) root = cs->down[root];
+    while (root > 0 && cs->len[root] == 0) root = cs->down[root], work_steps++;
     while (c != root) { /* path compression */
         int32_t next = cs->down[c];
         cs->down[c] = root;
         c = next;
+        work_steps++;
     }
     return root;
 }
@@ -321,6 +334,7 @@ static void stacks_build(CountStacks *cs, const int32_t *counts, long long n, lo
         cs->ids[cs->start[c] + fill[c]++] = d;
     }
     for (size_t c = 0; c < nb; c++) cs->down[c] = cs->len[c] || c == 0 ? (int32_t)c : (int32_t)c - 1;
+    work_steps += 3 * n + 3 * (long long)nb;
     free(fill);
     free(order);
 }
@@ -333,6 +347,7 @@ static void stacks_free(CountStacks *cs) {
 }
 
 static int cmp_ll(const void *a, const void *b) {
+    work_steps++;
     long long x = *(const long long *)a, y = *(const long long *)b;
     return (x > y) - (x < y);
 }
@@ -340,6 +355,7 @@ static int cmp_ll(const void *a, const void *b) {
 /* statistics.median of the shards' sentence counts (stale[] receives them). */
 static double shards_median(const Shard *s, int n, long long *stale, long long *tmp) {
     for (int i = 0; i < n; i++) stale[i] = tmp[i] = s[i].sentences;
+    work_steps += n;
     qsort(tmp, (size_t)n, sizeof *tmp, cmp_ll);
     return n % 2 ? (double)tmp[n / 2] : (tmp[n / 2 - 1] + tmp[n / 2]) / 2.0;
 }
@@ -349,6 +365,7 @@ static double shards_median(const Shard *s, int n, long long *stale, long long *
 static long long fill_round(CountStacks *cs, const int32_t *counts, Shard *s, int n,
                             const long long *stale, double median, long long nominal) {
     long long placed = 0;
+    work_steps += n;
     for (int i = 0; i < n; i++) {
         long long want = nominal - stale[i];
         int32_t next = (int32_t)(want < cs->max_count ? want : cs->max_count);
@@ -436,8 +453,10 @@ static int write_shard(const Shard *s, const DocTable *docs, const int *fds,
                            (unsigned long long)r->offset);
             break;
         }
-        size_t n = utf8_sanitize(raw, r->length, &clean, &clean_cap, NULL);
-        *bytes += write_document_sentences(af->fp, sp, &sl, clean, utf8_rstrip_len(clean, n));
+        size_t n = utf8_sanitize(raw, r->length, &clean, &clean_cap, NULL), kept = utf8_rstrip_len(clean, n);
+        long long written = write_document_sentences(af->fp, sp, &sl, clean, kept);
+        *bytes += written;
+        work_steps += 2 * (long long)r->length + rstrip_steps(n, kept) + written;  /* read, sanitized, stripped, written */
     }
     if (rc == 0 && ferror(af->fp)) rc = bert_fail(err, "error writing '%s'", af->path);
     free(raw);
@@ -528,22 +547,25 @@ static int check_options(const ShardOptions *opt, BertError *err) {
                          opt->n_training_shards, opt->n_test_shards);
     if (!(opt->fraction_test_set >= 0 && opt->fraction_test_set < 1))
         return bert_fail(err, "fraction_test_set must be in [0, 1), got %g", opt->fraction_test_set);
-    for (int i = 0; i < opt->n_input_files; i++)   /* one file under two names would be sharded twice */
-        for (int k = 0; k < i; k++)
-            if (is_same_file(opt->input_files[i], opt->input_files[k]))
-                return bert_fail(err, "input files '%s' and '%s' are the same file", opt->input_files[k],
-                                 opt->input_files[i]);
-    /* an input that is (by device and inode) one of the outputs would be replaced by it */
+    /* Inputs by identity (device and inode), looked up once each: there may be thousands of
+     * inputs and a million shards. */
+    FileSet *inputs = file_set_new(opt->input_files, opt->n_input_files);
+    int first, second, rc = 0;
+    if (file_set_duplicate(inputs, &first, &second))  /* one file under two names would be sharded twice */
+        rc = bert_fail(err, "input files '%s' and '%s' are the same file", opt->input_files[first],
+                       opt->input_files[second]);
+    /* an input that is one of the outputs would be replaced by it */
     char path[4200];
-    for (int t = 0; t < 2; t++)
-        for (int i = 0; i < (t ? opt->n_test_shards : opt->n_training_shards); i++) {
+    for (int t = 0; t < 2 && rc == 0; t++)
+        for (int i = 0; i < (t ? opt->n_test_shards : opt->n_training_shards) && rc == 0; i++) {
             shard_path(opt, t == 1, i, path, sizeof path);
-            for (int k = 0; k < opt->n_input_files; k++)
-                if (is_same_file(opt->input_files[k], path))
-                    return bert_fail(err, "input '%s' is output shard '%s': it would be replaced; move it out of "
-                                          "%s", opt->input_files[k], path, opt->output_dir);
+            int k = file_set_find(inputs, path);
+            if (k >= 0)
+                rc = bert_fail(err, "input '%s' is output shard '%s': it would be replaced; move it out of %s",
+                               opt->input_files[k], path, opt->output_dir);
         }
-    return 0;
+    file_set_free(inputs);
+    return rc;
 }
 
 int shard_corpus(const ShardOptions *opt_in, ShardStats *stats, BertError *err) {

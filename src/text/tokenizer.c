@@ -47,9 +47,17 @@ typedef struct {
     uint64_t *prefix_hash;
     int *piece_id, *piece_end;  /* WordPiece result of the current word */
     size_t word_cap;    /* capacity of bytes/4 and the arrays above (in code points) */
+    Char *sorted;       /* canonical_reorder's output for a long run of marks */
+    size_t sorted_cap;
 } Scratch;
 
 typedef void (*WordSink)(const Tokenizer *t, Scratch *s, const Char *w, size_t n, void *ctx);
+
+/* Steps of the scanning loops on this thread (tokenizer_work): what the scaling tests
+ * count. Added once per loop where the loop's length is known, so the hot paths pay one
+ * add per piece, not per byte. */
+static _Thread_local long long work_steps;
+long long tokenizer_work(void) { return work_steps; }
 
 /* ---- creation ---- */
 
@@ -109,6 +117,7 @@ static void scratch_free(Scratch *s) {
     free(s->prefix_hash);
     free(s->piece_id);
     free(s->piece_end);
+    free(s->sorted);
     free(s);
 }
 
@@ -141,23 +150,57 @@ static void push_token(TokenList *l, int id, int start, int end) {
 static bool is_final_sigma(const Char *w, size_t n, size_t i) {
     size_t j = i;
     while (j > 0 && uc_is_case_ignorable(w[j - 1].cp)) j--;
+    work_steps += (long long)(i - j) + 1;
     if (j == 0 || !uc_is_cased(w[j - 1].cp)) return false;
     for (j = i + 1; j < n && uc_is_case_ignorable(w[j].cp); j++) {}
+    work_steps += (long long)(j - i);
     return j == n || !uc_is_cased(w[j].cp);
 }
 
-/* NFD's canonical ordering: within each run of non-starters (combining class > 0),
- * a stable sort by combining class. */
-static void canonical_reorder(Char *c, size_t n) {
-    for (size_t i = 1; i < n; i++) {
-        Char x = c[i];
-        if (x.ccc == 0) continue;
-        size_t j = i;
-        while (j > 0 && c[j - 1].ccc > x.ccc) {
-            c[j] = c[j - 1];
-            j--;
+/* Runs of marks up to this long are sorted in place by insertion (real text has one to
+ * three marks per letter); longer ones by counting, whose cost does not grow with the
+ * square of the run. */
+#define INSERTION_SORT_MAX_RUN 32
+
+/* A stable counting sort of the run c[0..n) by combining class (1..254). */
+static void counting_sort_by_class(Scratch *s, Char *c, size_t n) {
+    size_t start[257] = {0};
+    for (size_t i = 0; i < n; i++) start[c[i].ccc + 1]++;
+    for (int k = 1; k < 257; k++) start[k] += start[k - 1];
+    ARRAY_RESERVE(s->sorted, s->sorted_cap, n, 256);
+    for (size_t i = 0; i < n; i++) s->sorted[start[c[i].ccc]++] = c[i];
+    memcpy(c, s->sorted, n * sizeof *c);
+    work_steps += 3 * (long long)n + 257;
+}
+
+/* NFD's canonical ordering: within each run of non-starters (combining class > 0), a
+ * stable sort by combining class. Any stable sort gives the one NFD order, so the two
+ * methods below give the same result; insertion alone was quadratic in a run's length
+ * (a letter followed by thousands of alternating marks of classes 230 and 220). */
+static void canonical_reorder(Scratch *s, Char *c, size_t n) {
+    for (size_t run = 0; run < n;) {
+        if (c[run].ccc == 0) {
+            run++;
+            continue;
         }
-        c[j] = x;
+        size_t end = run + 1;
+        while (end < n && c[end].ccc != 0) end++;
+        work_steps += (long long)(end - run);
+        if (end - run > INSERTION_SORT_MAX_RUN) {
+            counting_sort_by_class(s, c + run, end - run);
+        } else {
+            for (size_t i = run + 1; i < end; i++) {
+                Char x = c[i];
+                size_t j = i;
+                while (j > run && c[j - 1].ccc > x.ccc) {
+                    c[j] = c[j - 1];
+                    j--;
+                }
+                work_steps += (long long)(i - j);
+                c[j] = x;
+            }
+        }
+        run = end;
     }
 }
 
@@ -178,7 +221,8 @@ static void lower_and_strip_accents(Scratch *s) {
             }
         }
     }
-    canonical_reorder(s->out, s->out_n);
+    canonical_reorder(s, s->out, s->out_n);
+    work_steps += (long long)s->piece_n + 2 * (long long)s->out_n;  /* lowering, decomposing, dropping marks */
     size_t kept = 0;
     for (size_t i = 0; i < s->out_n; i++)
         if (!uc_is_nonspacing_mark(s->out[i].cp)) s->out[kept++] = s->out[i];
@@ -211,12 +255,14 @@ static size_t encode_word(Scratch *s, const Char *w, size_t n) {
         else len += (size_t)utf8proc_encode_char(w[i].cp, (utf8proc_uint8_t *)s->bytes + len);
     }
     s->byte_at[n] = (int)len;
+    work_steps += (long long)n;
     return len;
 }
 
 /* The longest never_split entry that text[pos..len) starts with, or -1. */
 static int match_never_split(const Tokenizer *t, const char *text, size_t len, size_t pos) {
     int best = -1;
+    work_steps += t->n_never_split;
     for (int i = 0; i < t->n_never_split; i++) {
         size_t n = t->never_split_len[i];
         if (n <= len - pos && memcmp(text + pos, t->never_split[i], n) == 0 &&
@@ -239,6 +285,7 @@ static void emit_never_split(const Tokenizer *t, Scratch *s, const char *text, s
         push_char(&s->piece, &s->piece_n, &s->piece_cap, c);
         pos += (size_t)k;
     }
+    work_steps += (long long)s->piece_n;
     sink(t, s, s->piece, s->piece_n, ctx);
     s->piece_n = 0;
 }
@@ -265,6 +312,7 @@ static void finish_piece(const Tokenizer *t, Scratch *s, bool needs_transform, W
         word_start = i + 1;
     }
     if (n > word_start) sink(t, s, w + word_start, n - word_start, ctx);
+    work_steps += 2 * (long long)n;  /* lower-casing and the punctuation split */
     s->piece_n = 0;
 }
 
@@ -276,12 +324,10 @@ static void wordpiece_ascii_piece(const Tokenizer *t, Scratch *s, const char *te
  * end. Otherwise pos (the general path handles it). */
 static size_t ascii_piece_end(const Tokenizer *t, const unsigned char *u, size_t len, size_t pos) {
     size_t e = pos;
-    for (; e < len && u[e] < 0x80; e++) {
-        uint8_t cls = t->bmp_class[u[e]];
-        if (cls & UC_SPACE) return e;
-        if ((cls & UC_DROP) || t->starts_never_split[u[e]]) return pos;
-    }
-    return e == len ? e : pos;  /* else a non-ASCII character continues the piece */
+    while (e < len && u[e] < 0x80 && !(t->bmp_class[u[e]] & (UC_SPACE | UC_DROP)) && !t->starts_never_split[u[e]]) e++;
+    work_steps += (long long)(e - pos) + 1;
+    if (e == len || (u[e] < 0x80 && (t->bmp_class[u[e]] & UC_SPACE))) return e;
+    return pos;  /* a character to drop, a never_split start or a non-ASCII character follows */
 }
 
 /* _clean_text, _tokenize_chinese_chars and whitespace_tokenize in one scan of the
@@ -296,6 +342,7 @@ static long run_basic(const Tokenizer *t, Scratch *s, const char *text, size_t l
         int32_t cp;
         int nbytes = 1;
         uint8_t cls;
+        work_steps++;
         int special = t->starts_never_split[u[pos]] ? match_never_split(t, text, len, pos) : -1;
         if (special >= 0) {
             finish_piece(t, s, needs_transform, sink, ctx);
@@ -346,6 +393,7 @@ static long run_basic(const Tokenizer *t, Scratch *s, const char *text, size_t l
 /* ---- WordPiece ---- */
 
 static void span_of(const Char *w, size_t n, int *start, int *end) {
+    work_steps += (long long)n;
     *start = w[0].start;
     *end = w[0].end;
     for (size_t i = 1; i < n; i++) {  /* NFD reordering can move marks within a word */
@@ -387,6 +435,7 @@ static int wordpiece_split(const Tokenizer *t, Scratch *s, const char *bytes, co
                                         : vocab_lookup_piece(v, s->prefix_hash[j], cont, piece, len);
             if (id >= 0) break;
         }
+        work_steps += (long long)(longest - i) + (long long)(longest - j) + 1;  /* prefixes hashed, look-ups */
         if (id < 0) return -1;
         s->piece_id[npieces] = id;
         s->piece_end[npieces++] = (int)j;
@@ -438,6 +487,7 @@ static void wordpiece_ascii_piece(const Tokenizer *t, Scratch *s, const char *te
         word_start = i + 1;
     }
     if (n > word_start) wordpiece_ascii_word(t, s, b + word_start, n - word_start, base + (int)word_start, out);
+    work_steps += 2 * (long long)n;  /* lower-casing and the punctuation split */
 }
 
 int tokenize(const Tokenizer *t, const char *text, size_t len, TokenList *out) {
