@@ -327,7 +327,7 @@ static void check_run(const cJSON *run, int seq, int stride, int query) {
                                   .max_answer_length = jint(run, "max_answer_length"),
                                   .version_2_with_negative = v2,
                                   .null_score_diff_threshold = cJSON_GetArrayItem(thresholds, t)->valuedouble};
-        SquadPredictions p;
+        SquadResults p;
         BertError err;
         char got_pred[512], got_nbest[512], got_odds[512], want[512];
         snprintf(got_pred, sizeof got_pred, "%s/p.json", tmpdir);
@@ -345,7 +345,7 @@ static void check_run(const cJSON *run, int seq, int stride, int query) {
             snprintf(want, sizeof want, DIR_ "%s", jstr(files, "null_odds"));
             CHECKF(compare_files(got_odds, want) == 0, "run %s: %s differs", name, want);
         }
-        squad_predictions_free(&p);
+        squad_results_free(&p);
     }
     free(sl), free(el);
     squad_features_free(&f);
@@ -372,7 +372,7 @@ static void test_json_format(void) {
     const cJSON *input = cJSON_GetObjectItem(fx, "input");
     int n = cJSON_GetArraySize(input);
     SquadData d = {.n_examples = n, .examples = xcalloc((size_t)n, sizeof(SquadExample))};
-    SquadPredictions p = {.n_examples = n,
+    SquadResults p = {.n_examples = n,
                           .answer = xcalloc((size_t)n, sizeof(char *)),
                           .nbest = xcalloc((size_t)n, sizeof(SquadNbestEntry *)),
                           .n_nbest = xcalloc((size_t)n, sizeof(int)),
@@ -403,7 +403,7 @@ static void test_json_format(void) {
     CHECKF(!strcmp(got, want), "differs at byte %zu: ...%.60s... vs ...%.60s...", k, got + (k > 20 ? k - 20 : 0),
            want + (k > 20 ? k - 20 : 0));
     free(got);
-    squad_predictions_free(&p);
+    squad_results_free(&p);
     squad_data_free(&d);
     cJSON_Delete(fx);
 }
@@ -519,7 +519,7 @@ static void test_option_errors(void) {
     CHECK(squad_convert(&d, tok, &fo, &f, &err) == 0 && squad_read(DIR_ "edge_v2.json", &ro, &other, &err) == 0);
     float *logits = xcalloc((size_t)f.n_features * 128, sizeof *logits);
     SquadPredictOptions po = squad_predict_default_options();
-    SquadPredictions p;
+    SquadResults p;
     CHECK(squad_predict(&other, &f, logits, logits, tok, &po, &p, &err) == -1 && strstr(err.msg, "feature"));
     free(logits);
     squad_data_free(&other), squad_features_free(&f);
@@ -557,7 +557,7 @@ static void test_edge_cases(void) {
         SquadPredictOptions po = squad_predict_default_options();
         po.version_2_with_negative = v2;
         po.n_best_size = 21;
-        SquadPredictions p;
+        SquadResults p;
         BertError err;
         CHECK(squad_predict(&d, &f, logits, logits, tok, &po, &p, &err) == 0);
         char pred[512];
@@ -570,7 +570,7 @@ static void test_edge_cases(void) {
         CHECKF(p.n_without_non_null == (v2 ? 2 : 0), "%ld", p.n_without_non_null);
         if (v2) CHECK(p.null_odds[0] == 1000000.0 && p.null_odds[2] == -2.0 - 2.0 - 3.0 - 3.0);
         free(text);
-        squad_predictions_free(&p), squad_features_free(&f), squad_data_free(&d);
+        squad_results_free(&p), squad_features_free(&f), squad_data_free(&d);
     }
     tokenizer_free(tok), vocab_free(v);
 }

@@ -178,7 +178,7 @@ typedef struct {
     double start_logit, end_logit;
 } SquadNbestEntry;
 
-typedef struct SquadPredictions {
+typedef struct SquadResults {
     char **answer;               /* per example: the prediction ("" for no answer) */
     SquadNbestEntry **nbest;     /* per example: its n-best list ... */
     int *n_nbest;                /* ... of this many entries (at least 1) */
@@ -190,7 +190,7 @@ typedef struct SquadPredictions {
      * (best_non_null_entry is None); here the answer is "" and null_odds 1000000 (the
      * reference's own "large and positive" initial null score). */
     long n_without_non_null;
-} SquadPredictions;
+} SquadResults;
 
 /* The reference's write_predictions over the model's logits for every feature:
  * start_logits and end_logits are [n_features, max_seq_length] (float32, as the model
@@ -199,15 +199,15 @@ typedef struct SquadPredictions {
  * keep the reference's order (Python's sorts are stable); NaN logits sort last. Error:
  * features that are not squad_convert's of these examples. */
 int squad_predict(const SquadData *d, const SquadFeatures *f, const float *start_logits, const float *end_logits,
-                  const Tokenizer *tok, const SquadPredictOptions *opt, SquadPredictions *out, BertError *err);
-void squad_predictions_free(SquadPredictions *p);
+                  const Tokenizer *tok, const SquadPredictOptions *opt, SquadResults *out, BertError *err);
+void squad_results_free(SquadResults *p);
 
 /* predictions.json, nbest_predictions.json and (v2.0; may be NULL otherwise)
  * null_odds.json, each as the reference writes them: json.dumps(..., indent=4) + "\n"
  * (non-ASCII escaped as \uXXXX, floats as Python's repr), keyed by question id in the
  * order of the examples (a repeated id keeps its first place and its last value, as a
  * Python dict does). Each file is written atomically. */
-int squad_write_predictions(const SquadData *d, const SquadPredictions *p, const char *prediction_file,
+int squad_write_predictions(const SquadData *d, const SquadResults *p, const char *prediction_file,
                             const char *nbest_file, const char *null_odds_file, BertError *err);
 
 /* The reference's get_final_text: the part of orig_text (the original words of the

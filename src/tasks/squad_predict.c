@@ -285,7 +285,7 @@ static int build_nbest(Predictor *p, SquadNbestEntry **out) {
 }
 
 /* write_predictions' body for example e, whose features are [f0, f1). */
-static void predict_example(Predictor *p, int e, int f0, int f1, SquadPredictions *out) {
+static void predict_example(Predictor *p, int e, int f0, int f1, SquadResults *out) {
     p->n_prelims = 0;
     p->score_null = 1000000;  /* the reference's "large and positive" start */
     p->null_start = p->null_end = 0;
@@ -322,7 +322,7 @@ static int check_features(const SquadData *d, const SquadFeatures *f, BertError 
 }
 
 int squad_predict(const SquadData *d, const SquadFeatures *f, const float *start_logits, const float *end_logits,
-                  const Tokenizer *tok, const SquadPredictOptions *opt, SquadPredictions *out, BertError *err) {
+                  const Tokenizer *tok, const SquadPredictOptions *opt, SquadResults *out, BertError *err) {
     memset(out, 0, sizeof *out);
     if (check_features(d, f, err) != 0) return -1;
     if (!tokenizer_vocab(tok)) return bert_fail(err, "squad: the tokenizer has no vocabulary");
@@ -350,7 +350,7 @@ int squad_predict(const SquadData *d, const SquadFeatures *f, const float *start
     return 0;
 }
 
-void squad_predictions_free(SquadPredictions *p) {
+void squad_results_free(SquadResults *p) {
     for (int e = 0; e < p->n_examples; e++) {
         for (int i = 0; i < p->n_nbest[e]; i++) free(p->nbest[e][i].text);
         free(p->nbest[e]), free(p->answer[e]);
@@ -474,7 +474,7 @@ static void write_nbest(FILE *fp, const SquadNbestEntry *nb, int n) {
 }
 
 /* One of the three files: {"id": value, ...} with indent 4, and a final newline. */
-static int write_dict(const char *path, const SquadData *d, const SquadPredictions *p, const int *slot, OutKind kind,
+static int write_dict(const char *path, const SquadData *d, const SquadResults *p, const int *slot, OutKind kind,
                       BertError *err) {
     AtomicFile af;
     if (atomic_open(&af, path, err) != 0) return -1;
@@ -495,7 +495,7 @@ static int write_dict(const char *path, const SquadData *d, const SquadPredictio
     return atomic_commit(&af, err);
 }
 
-int squad_write_predictions(const SquadData *d, const SquadPredictions *p, const char *prediction_file,
+int squad_write_predictions(const SquadData *d, const SquadResults *p, const char *prediction_file,
                             const char *nbest_file, const char *null_odds_file, BertError *err) {
     if (p->n_examples != d->n_examples) return bert_fail(err, "squad: the predictions are not of these examples");
     int *slot = dict_slots(d);

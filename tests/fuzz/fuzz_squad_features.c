@@ -51,13 +51,13 @@ static void check_predictions(const SquadData *d, const SquadFeatures *f, const 
     o.version_2_with_negative = v2;
     o.n_best_size = 4;
     o.max_answer_length = 5;
-    SquadPredictions p;
+    SquadResults p;
     BertError err;
     if (squad_predict(d, f, logits, logits + 0, t, &o, &p, &err) == 0) {
         for (int e = 0; e < p.n_examples; e++)
             if (p.n_nbest[e] < 1 || !p.answer[e]) abort();
         squad_write_predictions(d, &p, "/dev/null", "/dev/null", "/dev/null", &err);
-        squad_predictions_free(&p);
+        squad_results_free(&p);
     }
     free(logits);
 }

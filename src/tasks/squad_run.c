@@ -1,0 +1,338 @@
+/* `bert squad`: see squad_run.h. Training reads the features in a new random order each
+ * epoch (seeded) at the full max_seq_length, as the reference does: the span head's softmax
+ * runs over every position, padding included, so the padding is part of the computation. */
+#include "tasks/squad_run.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "core/rng.h"
+#include "tasks/squad.h"
+#include "tasks/squad_eval.h"
+#include "train/finetune.h"
+#include "train/logger.h"
+
+void squad_default_options(SquadOptions *o) {
+    memset(o, 0, sizeof *o);
+    /* run_squad.py's defaults */
+    o->train_batch_size = 32, o->predict_batch_size = 8, o->gradient_accumulation_steps = 1;
+    o->learning_rate = 5e-5, o->num_train_epochs = 3, o->warmup_proportion = 0.1;
+    o->weight_decay = 0.01, o->adam_epsilon = 1e-6, o->max_steps = -1;
+    o->max_seq_length = 384, o->doc_stride = 128, o->max_query_length = 64;
+    o->n_best_size = 20, o->max_answer_length = 30, o->seed = 42, o->log_freq = 50;
+}
+
+/* Each question's answers cut to the first (as HF's processor trains on answers[0]): a dev
+ * file lists several per question, and training wants exactly one. Returns how many were cut. */
+static long keep_first_answers(cJSON *articles) {
+    long cut = 0;
+    const cJSON *article, *paragraph;
+    cJSON *qa;
+    cJSON_ArrayForEach(article, articles) {
+        cJSON_ArrayForEach(paragraph, cJSON_GetObjectItemCaseSensitive(article, "paragraphs")) {
+            cJSON_ArrayForEach(qa, cJSON_GetObjectItemCaseSensitive(paragraph, "qas")) {
+                cJSON *answers = cJSON_GetObjectItemCaseSensitive(qa, "answers");
+                for (int n = cJSON_GetArraySize(answers); n > 1; n--) cJSON_DeleteItemFromArray(answers, n - 1), cut++;
+            }
+        }
+    }
+    return cut;
+}
+
+/* The articles [skip, skip + count) of a SQuAD file (count <= 0: all from skip) written to
+ * out_path, so that the slice is a SQuAD file of its own; for training with the first answer
+ * of each question only (*cut: the answers dropped). */
+static int slice_articles(const char *path, int skip, int count, bool training, const char *out_path, int *kept,
+                          long *cut, BertError *err) {
+    char *text;
+    size_t len;
+    if (read_file(path, &text, &len, err) != 0) return -1;
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    free(text);
+    cJSON *data = cJSON_GetObjectItemCaseSensitive(root, "data");
+    if (!cJSON_IsArray(data)) {
+        cJSON_Delete(root);
+        return bert_fail(err, "%s: not a SQuAD file (no \"data\" array)", path);
+    }
+    const int n = cJSON_GetArraySize(data);
+    if (skip >= n) {
+        cJSON_Delete(root);
+        return bert_fail(err, "%s has %d articles: none left after skipping %d", path, n, skip);
+    }
+    cJSON *keep = cJSON_CreateArray();
+    for (int i = skip; i < n && (count <= 0 || i < skip + count); i++)
+        cJSON_AddItemToArray(keep, cJSON_Duplicate(cJSON_GetArrayItem(data, i), true));
+    *kept = cJSON_GetArraySize(keep);
+    *cut = training ? keep_first_answers(keep) : 0;
+    cJSON_ReplaceItemInObjectCaseSensitive(root, "data", keep);
+    char *out = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    AtomicFile af;
+    int rc = atomic_open(&af, out_path, err);
+    if (rc == 0) fputs(out, af.fp), rc = atomic_commit(&af, err);
+    free(out);
+    return rc;
+}
+
+typedef struct {
+    const SquadOptions *o;
+    Tokenizer *tok;
+    Vocab *vocab;
+    Finetuner *ft;
+    Logger *log;
+    int32_t *ids, *mask, *types, *starts, *ends;   /* one batch */
+} Run;
+
+/* Features rows[0..n) as one batch at the full sequence length. */
+static BertBatch make_batch(Run *r, const SquadData *d, const SquadFeatures *f, const int *rows, int n, bool labels) {
+    const int T = r->o->max_seq_length;
+    for (int i = 0; i < n; i++) {
+        squad_feature_inputs(d, f, rows[i], r->ids + (size_t)i * T, r->mask + (size_t)i * T, r->types + (size_t)i * T);
+        r->starts[i] = f->features[rows[i]].start_position, r->ends[i] = f->features[rows[i]].end_position;
+    }
+    BertBatch b = {.batch = n, .seq_len = T, .input_ids = r->ids, .token_type_ids = r->types, .attention_mask = r->mask};
+    if (labels) b.start_positions = r->starts, b.end_positions = r->ends;
+    return b;
+}
+
+static int load(Run *r, const char *path, bool training, SquadData *d, SquadFeatures *f, BertError *err) {
+    const SquadReadOptions ro = {.is_training = training, .version_2_with_negative = r->o->version_2_with_negative,
+                                 .log = NULL};
+    if (squad_read(path, &ro, d, err) != 0) return -1;
+    SquadFeatureOptions fo = {r->o->max_seq_length, r->o->doc_stride, r->o->max_query_length};
+    if (squad_convert(d, r->tok, &fo, f, err) != 0) return -1;
+    logger_print(r->log, "%s: %d questions -> %d features%s", path, d->n_examples, f->n_features,
+                 d->n_answers_not_found ? " (answers not found in their text were left out: see below)" : "");
+    if (d->n_answers_not_found)
+        logger_print(r->log, "%s: %ld training answers not found where answer_start says (left out, as the "
+                             "reference does)", path, d->n_answers_not_found);
+    return 0;
+}
+
+static void shuffle(int *order, int n, uint64_t key) {
+    for (int i = 0; i < n; i++) order[i] = i;
+    for (int i = n - 1; i > 0; i--) {
+        const int j = (int)(rng_bits32(key, (uint32_t)i) % (uint32_t)(i + 1)), t = order[i];
+        order[i] = order[j], order[j] = t;
+    }
+}
+
+static int train(Run *r, const SquadData *d, const SquadFeatures *f, long total_steps, SquadResult *res,
+                 BertError *err) {
+    const SquadOptions *o = r->o;
+    const int micro = o->train_batch_size / o->gradient_accumulation_steps, n = f->n_features;
+    int *order = xmalloc(sizeof(int) * (size_t)n);
+    const double t0 = now_seconds();
+    double window_loss = 0;
+    long window = 0, epoch = 0;
+    int next = n;
+    while (finetune_steps_done(r->ft) < total_steps) {
+        if (next >= n) shuffle(order, n, rng_key((uint64_t)o->seed, (uint64_t)epoch++)), next = 0;
+        double step_loss = 0;
+        for (int k = 0; k < o->gradient_accumulation_steps && next < n; k++) {
+            const int b = n - next < micro ? n - next : micro;
+            BertBatch batch = make_batch(r, d, f, order + next, b, true);
+            next += b;
+            float loss;
+            if (finetune_micro_batch(r->ft, &batch, &loss, err) != 0) {
+                free(order);
+                return -1;
+            }
+            step_loss += loss / o->gradient_accumulation_steps, res->train_sequences += b;
+        }
+        double grad_norm;
+        const double lr = finetune_step(r->ft, &grad_norm);
+        const long step = finetune_steps_done(r->ft);
+        res->final_loss = step_loss, window_loss += step_loss, window++;
+        const double elapsed = now_seconds() - t0, rate = res->train_sequences / elapsed;
+        if (step % o->log_freq == 0 || step == total_steps) {
+            char el[32], eta[32];
+            format_duration(elapsed, el, sizeof el), format_duration(elapsed / step * (total_steps - step), eta, sizeof eta);
+            logger_print(r->log, "step %ld/%ld (epoch %ld) | loss %.4f | lr %.3e | grad %.3f | %.1f seq/s | %s, ETA %s",
+                         step, total_steps, epoch, window_loss / window, lr, grad_norm, rate, el, eta);
+            cJSON *j = cJSON_CreateObject();
+            cJSON_AddNumberToObject(j, "average_loss", window_loss / window);
+            cJSON_AddNumberToObject(j, "learning_rate", lr);
+            cJSON_AddNumberToObject(j, "training_sequences_per_second", rate);
+            logger_step(r->log, epoch, step, j);
+            window_loss = 0, window = 0;
+        } else {
+            logger_progress(r->log, "step %ld/%ld  loss %.4f  %.1f seq/s", step, total_steps, step_loss, rate);
+        }
+    }
+    res->steps = finetune_steps_done(r->ft), res->train_seconds = now_seconds() - t0;
+    free(order);
+    return 0;
+}
+
+/* Every feature's start and end logits, then the reference's post-processing and files. */
+static int predict(Run *r, const SquadData *d, const SquadFeatures *f, const char *dir, SquadResult *res,
+                   BertError *err) {
+    const int T = r->o->max_seq_length, B = r->o->predict_batch_size, n = f->n_features;
+    float *start = xmalloc(sizeof(float) * ((size_t)n * T + 1)), *end = xmalloc(sizeof(float) * ((size_t)n * T + 1));
+    int *rows = xmalloc(sizeof(int) * (size_t)B);
+    BertModel *m = finetune_model(r->ft);
+    const double t0 = now_seconds();
+    int rc = 0;
+    for (int s = 0; rc == 0 && s < n; s += B) {
+        const int b = n - s < B ? n - s : B;
+        for (int i = 0; i < b; i++) rows[i] = s + i;
+        BertBatch batch = make_batch(r, d, f, rows, b, false);
+        if (!isfinite(bert_forward(m, &batch, false, 0))) rc = bert_fail(err, "prediction: %s", bert_last_error(m));
+        memcpy(start + (size_t)s * T, bert_qa_start_logits(m), sizeof(float) * (size_t)b * T);
+        memcpy(end + (size_t)s * T, bert_qa_end_logits(m), sizeof(float) * (size_t)b * T);
+        logger_progress(r->log, "predicting: %d/%d features", s + b, n);
+    }
+    res->predict_seconds = now_seconds() - t0;
+    SquadResults out = {0};
+    const SquadPredictOptions po = {r->o->n_best_size, r->o->max_answer_length, r->o->version_2_with_negative,
+                                    r->o->null_score_diff_threshold};
+    if (rc == 0) rc = squad_predict(d, f, start, end, r->tok, &po, &out, err);
+    char pred[4096 + 64], nbest[4096 + 64], odds[4096 + 64];
+    snprintf(pred, sizeof pred, "%s/predictions.json", dir), snprintf(nbest, sizeof nbest, "%s/nbest_predictions.json", dir);
+    snprintf(odds, sizeof odds, "%s/null_odds.json", dir);
+    if (rc == 0) rc = squad_write_predictions(d, &out, pred, nbest, r->o->version_2_with_negative ? odds : NULL, err);
+    if (rc == 0) {
+        res->without_non_null = out.n_without_non_null;
+        logger_print(r->log, "predictions: %s, %s%s%s (%d features in %.1f s, %.1f features/s)", pred, nbest,
+                     r->o->version_2_with_negative ? ", " : "", r->o->version_2_with_negative ? odds : "", n,
+                     res->predict_seconds, n / res->predict_seconds);
+        if (out.n_without_non_null)   /* where Google's code would stop with an error */
+            logger_print(r->log, "%ld questions had no non-empty candidate answer (the reference crashes there): "
+                                 "answered \"\"", out.n_without_non_null);
+    }
+    squad_results_free(&out);
+    free(start), free(end), free(rows);
+    return rc;
+}
+
+/* The official metrics of predictions.json against the dataset predicted on. */
+static int evaluate(Run *r, const char *dataset, const char *dir, SquadResult *res, BertError *err) {
+    char pred[4096 + 64], odds[4096 + 64];
+    snprintf(pred, sizeof pred, "%s/predictions.json", dir), snprintf(odds, sizeof odds, "%s/null_odds.json", dir);
+    SquadDataset ds;
+    SquadPredictions *p = NULL;
+    if (squad_dataset_load(dataset, &ds, err) != 0) return -1;
+    int rc = squad_predictions_load(pred, &p, err);
+    SquadEvalOptions eo = squad_eval_default_options(r->o->version_2_with_negative ? SQUAD_V2_0 : SQUAD_V1_1);
+    SquadMetrics m;
+    if (rc == 0) rc = squad_evaluate(&ds, p, &eo, &m, err);
+    if (rc == 0) {
+        char *json = squad_metrics_json(&m, 0);
+        snprintf(res->metrics_json, sizeof res->metrics_json, "%s", json);
+        res->evaluated = true, res->exact = m.exact, res->f1 = m.f1;
+        logger_print(r->log, "official metrics of %s: %s", pred, json);
+        free(json);
+    }
+    squad_predictions_free(p);
+    squad_dataset_free(&ds);
+    return rc;
+}
+
+static int check_options(const SquadOptions *o, BertError *err) {
+    if (!o->init_checkpoint || !o->vocab_file || !o->output_dir)
+        return bert_fail(err, "--init_checkpoint, --vocab_file and --output_dir are required");
+    if (!o->do_train && !o->do_predict) return bert_fail(err, "nothing to do: give --do_train and/or --do_predict");
+    if (o->do_train && !o->train_file) return bert_fail(err, "--do_train needs --train_file");
+    if (o->do_predict && !o->predict_file) return bert_fail(err, "--do_predict needs --predict_file");
+    if (o->do_eval && !o->do_predict) return bert_fail(err, "--do_eval evaluates the predictions: add --do_predict");
+    if (o->train_batch_size < 1 || o->gradient_accumulation_steps < 1 || o->train_batch_size % o->gradient_accumulation_steps ||
+        o->predict_batch_size < 1)
+        return bert_fail(err, "--train_batch_size must be a positive multiple of --gradient_accumulation_steps, and "
+                              "--predict_batch_size positive");
+    if (o->n_best_size < 1 || o->max_answer_length < 1 || o->log_freq < 1 || o->train_articles < 0 ||
+        o->predict_skip_articles < 0)
+        return bert_fail(err, "--n_best_size, --max_answer_length and --log_freq must be positive, article counts >= 0");
+    return 0;
+}
+
+/* The file to read: the whole file, or the slice of articles written to the output folder. */
+static int choose_file(Run *r, const char *path, int skip, int count, bool training, const char *name, char *out,
+                       size_t n, BertError *err) {
+    if (skip == 0 && count == 0) return snprintf(out, n, "%s", path), 0;
+    snprintf(out, n, "%s/%s", r->o->output_dir, name);
+    int kept;
+    long cut;
+    if (slice_articles(path, skip, count, training, out, &kept, &cut, err) != 0) return -1;
+    logger_print(r->log, "%s: articles %d to %d of %s (%d articles)%s", out, skip, skip + kept - 1, path, kept,
+                 cut ? "; training on each question's first answer (the others dropped, as HF's processor does)" : "");
+    return 0;
+}
+
+int squad_run(const SquadOptions *o, SquadResult *res, BertError *err) {
+    memset(res, 0, sizeof *res);
+    if (check_options(o, err) != 0) return -1;
+    if (o->threads > 0) omp_set_num_threads(o->threads);
+    Run r = {.o = o};
+    SquadData train_d = {0}, pred_d = {0};
+    SquadFeatures train_f = {0}, pred_f = {0};
+    char train_path[4096 + 64] = "", pred_path[4096 + 64] = "";
+    int rc = make_dirs(o->output_dir, err);
+    if (rc == 0) rc = logger_open(&r.log, o->json_summary, false, true, err);
+    if (rc == 0) rc = vocab_load(&r.vocab, o->vocab_file, err);
+    if (rc == 0) {
+        TokenizerOptions to = tokenizer_default_options();
+        to.do_lower_case = o->do_lower_case, to.max_input_chars_per_word = 200;   /* Google's FullTokenizer */
+        r.tok = tokenizer_new(r.vocab, &to);
+    }
+    if (rc == 0 && o->do_train) rc = choose_file(&r, o->train_file, 0, o->train_articles, true, "train_articles.json",
+                                                 train_path, sizeof train_path, err);
+    if (rc == 0 && o->do_train) rc = load(&r, train_path, true, &train_d, &train_f, err);
+    if (rc == 0 && o->do_predict) rc = choose_file(&r, o->predict_file, o->predict_skip_articles, 0, false,
+                                                   "predict_articles.json", pred_path, sizeof pred_path, err);
+    if (rc == 0 && o->do_predict) rc = load(&r, pred_path, false, &pred_d, &pred_f, err);
+    long total_steps = 1;
+    const int micro = o->train_batch_size / o->gradient_accumulation_steps;
+    if (rc == 0 && o->do_train) {
+        if (train_f.n_features == 0) rc = bert_fail(err, "%s: no training features", train_path);
+        const long micros = (train_f.n_features + micro - 1) / micro;
+        const long per_epoch = (micros + o->gradient_accumulation_steps - 1) / o->gradient_accumulation_steps;
+        total_steps = o->max_steps > 0 ? o->max_steps : (long)ceil(per_epoch * o->num_train_epochs);
+        res->train_examples = train_d.n_examples, res->train_features = train_f.n_features;
+        res->answers_not_found = train_d.n_answers_not_found;
+    }
+    const int max_batch = micro > o->predict_batch_size ? micro : o->predict_batch_size;
+    char what[4600] = "";
+    if (rc == 0) {
+        FinetuneOptions fo = {.init_checkpoint = o->init_checkpoint, .config_file = o->config_file,
+                              .heads = {BERT_HEADS_QA, 0}, .max_batch = max_batch, .max_seq_length = o->max_seq_length,
+                              .learning_rate = o->learning_rate, .warmup_proportion = o->warmup_proportion,
+                              .weight_decay = o->weight_decay, .adam_epsilon = o->adam_epsilon,
+                              .total_steps = total_steps, .gradient_accumulation_steps = o->gradient_accumulation_steps,
+                              .seed = o->seed, .precision = o->precision, .vocab_size_expected = vocab_size(r.vocab)};
+        rc = finetune_open(&r.ft, &fo, what, sizeof what, err);
+    }
+    if (rc == 0) {
+        const size_t cells = (size_t)max_batch * o->max_seq_length;
+        r.ids = xcalloc(cells, 4), r.mask = xcalloc(cells, 4), r.types = xcalloc(cells, 4);
+        r.starts = xcalloc((size_t)max_batch, 4), r.ends = xcalloc((size_t)max_batch, 4);
+        logger_print(r.log, "squad: weights %s; %d threads", what, omp_get_max_threads());
+    }
+    if (rc == 0 && o->do_train) {
+        logger_print(r.log, "training on %ld features: %ld steps of %d (%d x %d), lr %g, warmup %g", res->train_features,
+                     total_steps, o->train_batch_size, o->gradient_accumulation_steps, micro, o->learning_rate,
+                     o->warmup_proportion);
+        rc = train(&r, &train_d, &train_f, total_steps, res, err);
+        if (rc == 0 && !o->skip_checkpoint) {
+            rc = finetune_save(r.ft, o->output_dir, "{\"architectures\": [\"BertForQuestionAnswering\"]}", err);
+            if (rc == 0) snprintf(res->model_dir, sizeof res->model_dir, "%s", o->output_dir);
+        }
+    }
+    if (rc == 0 && o->do_predict) {
+        res->predict_examples = pred_d.n_examples, res->predict_features = pred_f.n_features;
+        rc = predict(&r, &pred_d, &pred_f, o->output_dir, res, err);
+    }
+    if (rc == 0 && o->do_eval) rc = evaluate(&r, pred_path, o->output_dir, res, err);
+    free(r.ids), free(r.mask), free(r.types), free(r.starts), free(r.ends);
+    squad_features_free(&train_f), squad_features_free(&pred_f);
+    squad_data_free(&train_d), squad_data_free(&pred_d);
+    finetune_close(r.ft);
+    tokenizer_free(r.tok), vocab_free(r.vocab);
+    logger_close(r.log);
+    return rc;
+}
