@@ -1,0 +1,142 @@
+/* `bert squad` end to end (src/tasks/squad_run.h) on a tiny random model with the real
+ * uncased vocabulary and the SQuAD fixtures (tests/data/squad/subset_v1.json, subset_v2.json):
+ * training steps, predictions.json / nbest_predictions.json (/ null_odds.json for v2.0) for
+ * every question, the official metrics after prediction equal to `bert squad_eval` on the
+ * same files, the same weights from the same seed, an HF-named BertForQuestionAnswering
+ * model, the article split, and bad options refused. The parts are checked against Google's
+ * code in test_squad.c (features, post-processing) and test_squad_eval.c (metrics). */
+#include "test.h"
+#include "test_util.h"
+
+#include <cjson/cJSON.h>
+
+#include "io/config.h"
+#include "model/bert.h"
+#include "tasks/squad_run.h"
+
+#define VOCAB "data/vocab/bert-base-uncased-vocab.txt"
+
+static char root[256], init[512], bert_bin[512];
+
+static void make_tiny_model(void) {
+    BertConfig c;
+    BertError err;
+    bert_config_preset("bert-tiny", &c, &err);
+    c.num_hidden_layers = 1, c.hidden_size = 16, c.num_attention_heads = 2, c.intermediate_size = 32;
+    c.max_position_embeddings = 128;
+    BertModel *m;
+    if (bert_model_create(&m, &c, 1, 8, 1, &err) != 0) { CHECKF(0, "%s", err.msg); return; }
+    bert_init_weights(m, 4);
+    char path[600];
+    mkdir(init, 0777);
+    snprintf(path, sizeof path, "%s/model.safetensors", init);
+    CHECKF(bert_save_safetensors(m, path, &err) == 0, "%s", err.msg);
+    snprintf(path, sizeof path, "%s/config.json", init);
+    CHECKF(bert_config_save(path, &c, &err) == 0, "%s", err.msg);
+    bert_model_free(m);
+}
+
+static SquadOptions tiny_options(const char *out, const char *file, bool v2) {
+    SquadOptions o;
+    squad_default_options(&o);
+    o.init_checkpoint = init, o.vocab_file = VOCAB, o.do_lower_case = true, o.output_dir = out;
+    o.train_file = o.predict_file = file, o.do_train = o.do_predict = o.do_eval = true;
+    o.version_2_with_negative = v2, o.max_seq_length = 96, o.doc_stride = 32, o.max_query_length = 24;
+    o.train_batch_size = 4, o.gradient_accumulation_steps = 2, o.predict_batch_size = 5, o.max_steps = 3;
+    o.learning_rate = 1e-3, o.seed = 3, o.threads = 1, o.log_freq = 1000;
+    return o;
+}
+
+static void test_train_predict_evaluate(void) {
+    const char *files[2] = {"tests/data/squad/subset_v1.json", "tests/data/squad/subset_v2.json"};
+    for (int v2 = 0; v2 < 2; v2++) {
+        char out[2][600];
+        SquadResult r[2];
+        for (int run = 0; run < 2; run++) {
+            snprintf(out[run], sizeof out[run], "%s/v%d_%d", root, v2 + 1, run);
+            SquadOptions o = tiny_options(out[run], files[v2], v2);
+            BertError err;
+            CHECKF(squad_run(&o, &r[run], &err) == 0, "%s: %s", files[v2], err.msg);
+        }
+        CHECKF(r[0].steps == 3 && r[0].train_sequences == 12 && r[0].predict_features > r[0].predict_examples &&
+               r[0].evaluated, "%s: %ld steps, %ld sequences, %ld features for %ld questions", files[v2], r[0].steps,
+               r[0].train_sequences, r[0].predict_features, r[0].predict_examples);
+        char a[800], b[800];
+        snprintf(a, sizeof a, "%s/model.safetensors", out[0]), snprintf(b, sizeof b, "%s/model.safetensors", out[1]);
+        CHECKF(files_equal(a, b), "%s: the same seed gave other weights", files[v2]);
+        snprintf(a, sizeof a, "%s/predictions.json", out[0]), snprintf(b, sizeof b, "%s/predictions.json", out[1]);
+        CHECK(files_equal(a, b));
+        snprintf(a, sizeof a, "%s/null_odds.json", out[0]);
+        CHECKF(file_exists(a) == (v2 == 1), "null_odds.json for v2.0 only");
+        snprintf(a, sizeof a, "%s/config.json", out[0]);
+        char *config = read_text(a);
+        CHECK(strstr(config, "BertForQuestionAnswering") != NULL);
+        free(config);
+        /* --do_eval printed what bert squad_eval prints for the same files */
+        char cmd[2400], expect[2200];
+        snprintf(cmd, sizeof cmd, "%s squad_eval %s %s/predictions.json %s > %s/eval.txt", bert_bin, files[v2], out[0],
+                 v2 ? "--version 2.0" : "", out[0]);
+        CHECKF(system(cmd) == 0, "%s", cmd);
+        snprintf(a, sizeof a, "%s/eval.txt", out[0]);
+        char *printed = read_text(a);
+        snprintf(expect, sizeof expect, "%s", r[0].metrics_json);
+        CHECKF(v2 ? strstr(printed, "\"exact\"") != NULL : strncmp(printed, expect, strlen(expect)) == 0,
+               "squad_eval printed %s; --do_eval %s", printed, expect);
+        free(printed);
+        printf("    %s: %ld features trained, %ld questions predicted: %s\n", files[v2], r[0].train_sequences,
+               r[0].predict_examples, r[0].metrics_json);
+    }
+}
+
+static void test_article_split_and_bad_options(void) {
+    /* two articles: the fixture's one, twice */
+    char out[600], two[600];
+    snprintf(two, sizeof two, "%s/two_articles.json", root);
+    char *text = read_text("tests/data/squad/subset_v1.json");
+    cJSON *j = cJSON_Parse(text), *data = cJSON_GetObjectItem(j, "data");
+    cJSON_AddItemToArray(data, cJSON_Duplicate(cJSON_GetArrayItem(data, 0), true));
+    char *doubled = cJSON_PrintUnformatted(j);
+    write_text(two, doubled);
+    free(doubled), free(text), cJSON_Delete(j);
+    snprintf(out, sizeof out, "%s/split", root);
+    SquadOptions o = tiny_options(out, two, false);
+    o.train_articles = 1, o.predict_skip_articles = 1, o.max_steps = 1;
+    SquadResult r;
+    BertError err;
+    CHECKF(squad_run(&o, &r, &err) == 0, "%s", err.msg);
+    char path[800];
+    snprintf(path, sizeof path, "%s/train_articles.json", out);
+    CHECK(file_exists(path));
+    snprintf(path, sizeof path, "%s/predict_articles.json", out);
+    CHECK(file_exists(path));
+    SquadOptions bad = o;
+    bad.predict_skip_articles = 1000;
+    CHECKF(squad_run(&bad, &r, &err) != 0 && strstr(err.msg, "none left after skipping 1000"), "%s", err.msg);
+    bad = o, bad.do_predict = false;
+    CHECKF(squad_run(&bad, &r, &err) != 0 && strstr(err.msg, "--do_eval"), "%s", err.msg);
+    bad = o, bad.train_batch_size = 3;
+    CHECKF(squad_run(&bad, &r, &err) != 0 && strstr(err.msg, "multiple"), "%s", err.msg);
+    bad = o, bad.vocab_file = "tests/data/tokenizer/vocab_uncased_1500.txt";
+    CHECKF(squad_run(&bad, &r, &err) != 0 && strstr(err.msg, "not the checkpoint's vocabulary"), "%s", err.msg);
+    /* the whole dev-style file (several answers per question) is refused for training, as
+     * Google's reader refuses it; the article split trains on the first answers */
+    bad = o, bad.train_articles = 0, bad.do_predict = bad.do_eval = false;
+    bad.train_file = "tests/data/squad/v1.1/dataset.json";
+    CHECKF(squad_run(&bad, &r, &err) != 0 && strstr(err.msg, "exactly 1"), "%s", err.msg);
+    bad.train_articles = 2;   /* sliced: each question's first answer */
+    CHECKF(squad_run(&bad, &r, &err) == 0, "%s", err.msg);
+}
+
+int main(int argc, char **argv) {
+    (void)argc;
+    if (test_bert_binary(argv[0], bert_bin, sizeof bert_bin) != 0) return 1;
+    snprintf(root, sizeof root, "/tmp/bert_test_squad_run.%ld", (long)getpid());
+    snprintf(init, sizeof init, "%s/init", root);
+    remove_tree(root);
+    mkdir(root, 0777);
+    make_tiny_model();
+    RUN_TEST(test_train_predict_evaluate);
+    RUN_TEST(test_article_split_and_bad_options);
+    if (!getenv("BERT_KEEP_TEST_FILES")) remove_tree(root);
+    return test_summary();
+}
