@@ -16,6 +16,7 @@
 #include "model/bert.h"
 #include "tasks/glue.h"
 #include "tasks/glue_run.h"
+#include "tasks/infer_bench.h"
 
 #define VOCAB "data/vocab/bert-base-uncased-vocab.txt"
 
@@ -200,6 +201,45 @@ static void test_glue_end_to_end(void) {
     remove_tree(root);
 }
 
+/* bench_infer's lengths and modes: the dev rows' lengths; padded runs every row at
+ * max_seq_length, dynamic each batch at its longest row, packed exactly the real tokens. */
+static void test_infer_bench_modes(void) {
+    int32_t *len = NULL;
+    int n = 0;
+    BertError err;
+    CHECKF(glue_dev_lengths("rte", "tests/data/glue/RTE", tok, 48, &len, &n, &err) == 0, "%s", err.msg);
+    CHECK(n == 9);
+    long real = 0, dynamic = 0;
+    for (int i = 0; i < n; i++) {
+        real += len[i];
+        CHECK(len[i] >= 3 && len[i] <= 48);
+    }
+    for (int b = 0; b < n; b += 4) {
+        int longest = 0;
+        for (int i = b; i < n && i < b + 4; i++) longest = len[i] > longest ? len[i] : longest;
+        dynamic += (long)longest * (n - b < 4 ? n - b : 4);
+    }
+    BertConfig c;
+    bert_config_preset("bert-tiny", &c, &err);
+    BertModel *m;
+    if (bert_model_create_with_heads(&m, &c, (BertHeads){BERT_HEADS_NONE, 0}, 4, 48, 0, &err) != 0) {
+        CHECKF(0, "%s", err.msg);
+        free(len);
+        return;
+    }
+    bert_init_weights(m, 2);
+    const long want[3] = {(long)n * 48, dynamic, real};
+    for (InferMode mode = INFER_PADDED; mode <= INFER_PACKED; mode++) {
+        InferTiming t;
+        CHECKF(infer_bench_run(m, len, n, 4, 48, mode, 1, &t, &err) == 0, "%s", err.msg);
+        CHECKF(t.batches == 3 && t.sequences == 9 && t.tokens_real == real && t.tokens_computed == want[mode] &&
+               t.p50_ms <= t.p90_ms && t.p90_ms <= t.p99_ms, "mode %d: %d batches, %ld real, %ld computed (want %ld)",
+               mode, t.batches, t.tokens_real, t.tokens_computed, want[mode]);
+    }
+    bert_model_free(m);
+    free(len);
+}
+
 int main(void) {
     char *text = read_text("tests/data/glue/expected.json");
     expected = cJSON_Parse(text);
@@ -215,6 +255,7 @@ int main(void) {
     RUN_TEST(test_metrics_equal_sklearn_scipy);
     RUN_TEST(test_bad_files);
     RUN_TEST(test_glue_end_to_end);
+    RUN_TEST(test_infer_bench_modes);
     tokenizer_free(tok), vocab_free(vocab);
     cJSON_Delete(expected);
     return test_summary();

@@ -22,6 +22,7 @@ static const Command COMMANDS[] = {
     {"train_demo", cmd_train_demo, "short training run of a small model on generated data"},
     {"embed", cmd_embed, "sentence embeddings (mean-pooled, L2-normalised) of stdin's lines, text or .npy"},
     {"squad", cmd_squad, "SQuAD v1.1/v2.0 fine-tuning and prediction (NVIDIA run_squad.py's flags)"},
+    {"bench_infer", cmd_bench_infer, "inference speed and latency on a task's real lengths: padded, dynamic, packed"},
     {"glue", cmd_glue, "GLUE fine-tuning, dev metrics and test predictions (NVIDIA run_glue.py's flags)"},
     {"pretrain", cmd_pretrain, "pre-training from HDF5 shards: LAMB, two phases, accumulation, exact resume"},
     {"bench", cmd_bench, "training and inference throughput of a preset (seq/s, GFLOP/s, memory)"},

@@ -1,0 +1,99 @@
+/* `bert bench_infer`: inference throughput and latency on a task's real length distribution
+ * (a GLUE dev set or a SQuAD file's features), padded / dynamic / packed, batch 1 and a large
+ * batch (tasks/infer_bench.h). */
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "io/config.h"
+#include "model/bert.h"
+#include "tasks/infer_bench.h"
+
+static const char *MODE_NAMES[] = {"padded", "dynamic", "packed"};
+
+static void report(const char *name, int batch, InferMode mode, const InferTiming *t, bool json) {
+    if (json) {
+        printf("{\"impl\": \"bert.c\", \"lengths\": \"%s\", \"batch\": %d, \"mode\": \"%s\", \"sequences\": %d, "
+               "\"sequences_per_second\": %.3f, \"p50_ms\": %.3f, \"p90_ms\": %.3f, \"p99_ms\": %.3f, "
+               "\"real_tokens\": %ld, \"computed_rows\": %ld}\n", name, batch, MODE_NAMES[mode], t->sequences,
+               t->sequences_per_second, t->p50_ms, t->p90_ms, t->p99_ms, t->tokens_real, t->tokens_computed);
+        return;
+    }
+    printf("batch %3d %-8s %8.1f seq/s   latency p50 %8.2f ms  p90 %8.2f ms  p99 %8.2f ms   rows computed %5.1f%% real\n",
+           batch, MODE_NAMES[mode], t->sequences_per_second, t->p50_ms, t->p90_ms, t->p99_ms,
+           100.0 * t->tokens_real / (double)(t->tokens_computed ? t->tokens_computed : 1));
+}
+
+int cmd_bench_infer(int argc, char **argv) {
+    const char *preset = NULL, *config = NULL, *glue = NULL, *data_dir = NULL, *squad = NULL, *vocab_file = NULL;
+    int max_seq = 0, batch = 32, threads = 0, latency_sequences = 256, warmup = 2;
+    bool lower = true, bf16 = false, json = false;
+    const Flag flags[] = {
+        {"preset", FLAG_STRING, &preset, "bert-tiny ... bert-large (default bert-base; random weights)"},
+        {"config", FLAG_STRING, &config, "a HuggingFace config.json instead"},
+        {"glue_task", FLAG_STRING, &glue, "lengths of this GLUE task's dev rows (with --data_dir)"},
+        {"data_dir", FLAG_STRING, &data_dir, "the GLUE task's folder"},
+        {"squad_file", FLAG_STRING, &squad, "or the lengths of a SQuAD file's features (384 / 128 / 64)"},
+        {"vocab_file", FLAG_STRING, &vocab_file, "the vocabulary that tokenizes them (required)"},
+        {"do_lower_case", FLAG_BOOL, &lower, "uncased (default true)"},
+        {"max_seq_length", FLAG_INT, &max_seq, "default 128 (GLUE) or 384 (SQuAD)"},
+        {"batch", FLAG_INT, &batch, "the large batch; default 32 (batch 1 is always run)"},
+        {"latency_sequences", FLAG_INT, &latency_sequences, "sequences run one by one for batch 1; default 256"},
+        {"bf16", FLAG_BOOL, &bf16, "matrix products in bf16 (needs avx512_bf16)"},
+        {"threads", FLAG_INT, &threads, "OpenMP threads (0: all cores)"},
+        {"json", FLAG_BOOL, &json, "one JSON line per measurement"},
+    };
+    const FlagSpec spec = {"bench_infer", "bench_infer (--glue_task T --data_dir D | --squad_file F) --vocab_file V "
+                                          "[--preset bert-base] [flags]", flags, (int)(sizeof flags / sizeof flags[0]), 0, 0};
+    int rc = flags_parse(&spec, argc, argv, NULL, NULL);
+    if (rc) return rc > 0 ? 0 : 2;
+    if (!vocab_file || !!glue == !!squad || (glue && !data_dir) || batch < 1 || latency_sequences < 1) {
+        fprintf(stderr, "bert bench_infer: give --vocab_file and one of --glue_task (with --data_dir) and --squad_file\n");
+        return 2;
+    }
+    if (threads > 0) omp_set_num_threads(threads);
+    if (max_seq <= 0) max_seq = squad ? 384 : 128;
+    BertError err;
+    BertConfig cfg;
+    Vocab *v = NULL;
+    BertModel *m = NULL;
+    int32_t *lengths = NULL;
+    int n = 0;
+    if ((config ? bert_config_load(config, &cfg, &err) : bert_config_preset(preset ? preset : "bert-base", &cfg, &err)) ||
+        vocab_load(&v, vocab_file, &err) != 0) {
+        fprintf(stderr, "bert bench_infer: %s\n", err.msg);
+        vocab_free(v);
+        return 1;
+    }
+    TokenizerOptions to = tokenizer_default_options();
+    to.do_lower_case = lower, to.max_input_chars_per_word = squad ? 200 : 100;
+    Tokenizer *tok = tokenizer_new(v, &to);
+    rc = squad ? squad_feature_lengths(squad, tok, max_seq, &lengths, &n, &err)
+               : glue_dev_lengths(glue, data_dir, tok, max_seq, &lengths, &n, &err);
+    if (rc == 0) rc = bert_model_create_with_heads(&m, &cfg, (BertHeads){BERT_HEADS_NONE, 0}, batch, max_seq, 0, &err);
+    if (rc == 0) bert_init_weights(m, 1), rc = bert_set_precision(m, bf16 ? BERT_BF16 : BERT_FP32, &err);
+    const char *name = squad ? squad : glue;
+    if (rc == 0) {
+        long real = 0;
+        for (int i = 0; i < n; i++) real += lengths[i];
+        if (!json)
+            printf("bert bench_infer: %s, %d sequences (mean %.1f of %d tokens), %s %s, %d threads\n", name, n,
+                   (double)real / n, max_seq, config ? config : preset ? preset : "bert-base", bf16 ? "bf16" : "fp32",
+                   omp_get_max_threads());
+        const int sizes[2] = {1, batch};
+        for (int s = 0; rc == 0 && s < 2 && (s == 0 || batch > 1); s++)
+            for (InferMode mode = INFER_PADDED; rc == 0 && mode <= INFER_PACKED; mode++) {
+                InferTiming t;
+                const int count = sizes[s] == 1 && latency_sequences < n ? latency_sequences : n;
+                rc = infer_bench_run(m, lengths, count, sizes[s], max_seq, mode, warmup, &t, &err);
+                if (rc == 0) report(name, sizes[s], mode, &t, json);
+            }
+    }
+    if (rc != 0) fprintf(stderr, "bert bench_infer: %s\n", err.msg);
+    free(lengths);
+    bert_model_free(m);
+    tokenizer_free(tok), vocab_free(v);
+    return rc ? 1 : 0;
+}
