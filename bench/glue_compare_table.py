@@ -41,7 +41,7 @@ def main():
     for v in by.values():
         v.sort(key=lambda r: r["seed"])
     print("| task (train rows) | dev metric | bert.c: seeds → mean ± half-range | transformers: seeds → mean ± half-range "
-          "| bert.c train: s (seq/s), CPU s | transformers train: s (seq/s), CPU s | transformers / bert.c: wall, CPU |")
+          "| bert.c: train s (seq/s), process CPU s | transformers: train s (seq/s), process CPU s | transformers / bert.c: train wall, CPU |")
     print("|---|---|---|---|---|---|---|")
     for task in TASKS:
         b, h = by.get(("bert.c", task), []), by.get(("transformers", task), [])
