@@ -28,6 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "data/hdf5_shard.h"
 #include "io/safetensors.h"
 
@@ -36,11 +38,11 @@ enum { T = 24, P = 4, MICRO = 2, K = 2, ROWS = MICRO * K };
 static char root[256], shards[512], bert_bin[1024], config[600];
 static bool have_mpirun;
 
-static void write_file(const char *path, int f) {
+static void write_file(const char *path, int f, int rows) {
     Hdf5ShardWriter *w;
     BertError err;
-    CHECKF(hdf5_shard_create(&w, path, ROWS, T, P, &err) == 0, "%s", err.msg);
-    for (int r = 0; r < ROWS; r++) {
+    CHECKF(hdf5_shard_create(&w, path, (size_t)rows, T, P, &err) == 0, "%s", err.msg);
+    for (int r = 0; r < rows; r++) {
         int32_t ids[T] = {0}, pos[P] = {0}, mids[P] = {0};
         const int len = 12 + (f * 5 + r * 3) % (T - 12), half = len / 2;
         ids[0] = 2;
@@ -211,6 +213,46 @@ static void test_resume_two_processes(void) {
     free(text);
 }
 
+/* Every checkpoint of a 2-process run over 3 shards of uneven sizes resumes with 1 process:
+ * a process whose next file slot is a file read twice (3 files dealt to 2 processes) has
+ * finished the epoch's files, and the re-split starts at the earliest file not finished. */
+static void test_resume_uneven_shards_other_count(void) {
+    if (skipped()) return;
+    char dir[400], out[450], log[800], path[900], extra[256];
+    snprintf(dir, sizeof dir, "%s/uneven", root);
+    mkdir(dir, 0777);
+    const int rows[3] = {10, 4, 6};
+    for (int f = 0; f < 3; f++) {
+        snprintf(path, sizeof path, "%s/u_training_%d.hdf5", dir, f);
+        write_file(path, f, rows[f]);
+    }
+    char saved[512];
+    snprintf(saved, sizeof saved, "%s", shards);
+    snprintf(shards, sizeof shards, "%s", dir);
+    snprintf(out, sizeof out, "%s/uneven_out", root);
+    snprintf(log, sizeof log, "%s.out", out);
+    CHECKF(run_pretrain(2, out, "--train_batch_size 2 --max_steps 40 --steps_this_run 20 --num_steps_per_checkpoint 1 "
+                                "--keep_checkpoints 100", log) == 0, "see %s", log);
+    /* the case that matters occurs: a process whose next slot (file * 2 + rank) is past the 3 files */
+    int repeated_slot = 0;
+    for (int step = 1; step <= 20; step++) {
+        snprintf(path, sizeof path, "%s/ckpt_%d/state.json", out, step);
+        char *text = read_text(path);
+        cJSON *j = cJSON_Parse(text), *ranks = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "data"), "ranks");
+        for (int k = 0; k < cJSON_GetArraySize(ranks); k++)
+            repeated_slot += cJSON_GetArrayItem(cJSON_GetArrayItem(ranks, k), 1)->valueint * 2 + k >= 3;
+        cJSON_Delete(j), free(text);
+    }
+    CHECKF(repeated_slot > 0, "no checkpoint with a process on a repeated file slot: the test does not test");
+    for (int step = 20; step >= 1; step--) {   /* descending: each resume rewrites only the next one */
+        snprintf(extra, sizeof extra, "--train_batch_size 2 --max_steps 40 --steps_this_run 1 --keep_checkpoints 100 "
+                                      "--resume_from_checkpoint --resume_step %d", step);
+        snprintf(log, sizeof log, "%s.resume%d.out", out, step);
+        CHECKF(run_pretrain(1, out, extra, log) == 0, "resuming step %d with 1 process: see %s", step, log);
+    }
+    snprintf(shards, sizeof shards, "%s", saved);
+}
+
 /* The pids of mpirun's children (the ranks). */
 static int children_of(pid_t parent, pid_t *out, int n) {
     int got = 0;
@@ -323,13 +365,14 @@ int main(int argc, char **argv) {
     for (int f = 0; f < 2; f++) {
         char path[700];
         snprintf(path, sizeof path, "%s/d_training_%d.hdf5", shards, f);
-        write_file(path, f);
+        write_file(path, f, ROWS);
     }
     /* dropout on: the masks are keyed by the micro-batch's place in the global batch */
     write_text(config, "{\"vocab_size\": 1200, \"hidden_size\": 32, \"num_hidden_layers\": 2, \"num_attention_heads\": "
                        "2, \"intermediate_size\": 64, \"max_position_embeddings\": 64}");
     RUN_TEST(test_two_processes_equal_one);
     RUN_TEST(test_resume_two_processes);
+    RUN_TEST(test_resume_uneven_shards_other_count);
     RUN_TEST(test_dead_or_hung_rank_ends_the_job);
     if (!getenv("BERT_KEEP_TEST_FILES")) remove_tree(root);
     return test_summary();

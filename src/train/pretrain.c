@@ -219,11 +219,19 @@ static int data_position_for_this_process(Run *r, const char *dir, const cJSON *
     if (n == r->world) {
         *pos = at[r->rank];
     } else {   /* the earliest file slot of the earliest epoch not finished, dealt to the new processes */
+        const long files = loader_file_count(r->train);
         long epoch = at[0].epoch, slot = -1;
         for (int k = 1; k < n; k++) epoch = at[k].epoch < epoch ? at[k].epoch : epoch;
-        for (int k = 0; k < n; k++)
-            if (at[k].epoch == epoch && (slot < 0 || (long)at[k].file * n + k < slot)) slot = (long)at[k].file * n + k;
-        *pos = (LoaderPosition){epoch, (int)(slot / r->world), 0};
+        /* process k of n read slots k, k + n, ... of the epoch's file order; a slot past the last
+         * file is a file read twice so that every process reads as many: that process is done */
+        for (int k = 0; k < n; k++) {
+            const long s = (long)at[k].file * n + k;
+            if (at[k].epoch == epoch && s < files && (slot < 0 || s < slot)) slot = s;
+        }
+        if (slot < 0) epoch++, slot = 0;   /* every process had finished that epoch's files */
+        const long per_process = (files + r->world - 1) / r->world;
+        const long file = slot / r->world < per_process ? slot / r->world : per_process - 1;
+        *pos = (LoaderPosition){epoch, (int)file, 0};
         logger_print(r->log, "warning: %s was written by %d processes and this run has %d: the data is dealt out "
                              "anew from file slot %ld of epoch %ld (files that were partly read are read again; "
                              "the result differs from an uninterrupted run)", dir, n, r->world, slot, epoch);
