@@ -58,7 +58,7 @@ static void write_file(const char *path, int f, int rows) {
 
 /* Runs `[mpirun -np N] bert pretrain <common flags> extra`, output into log_out; exit status. */
 static int run_pretrain(int processes, const char *out, const char *extra, const char *log_out) {
-    char cmd[4096];
+    char cmd[8192];
     char launcher[160] = "";
     if (processes > 1)
         snprintf(launcher, sizeof launcher, "mpirun -np %d --oversubscribe --allow-run-as-root --bind-to none ",

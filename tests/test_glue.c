@@ -137,6 +137,25 @@ static void test_bad_files(void) {
         CHECKF(glue_read(glue_task(cases[c].task), dir, GLUE_TRAIN, &e, &err) != 0 && strstr(err.msg, cases[c].want),
                "case %zu: %s", c, err.msg);
     }
+    /* HF's conventions: QQP's short rows skipped; \r alone ends a row (universal newlines); an
+     * empty second text makes a single-text example */
+    write_text(path, "id\tq1\tq2\tqa\tqb\tdup\n0\t1\t2\tA?\tB?\t1\n1\t3\tbroken\n2\t4\t5\tC?\tD?\t0\n");
+    GlueExamples q;
+    CHECKF(glue_read(glue_task("qqp"), dir, GLUE_TRAIN, &q, &err) == 0 && q.n == 2 && q.skipped == 1, "qqp: %s", err.msg);
+    glue_examples_free(&q);
+    write_text(path, "sentence\tlabel\rgood one\t1\rbad one\t0\r\nlast\t1");
+    CHECKF(glue_read(glue_task("sst-2"), dir, GLUE_TRAIN, &q, &err) == 0 && q.n == 3 && !strcmp(q.text_a[1], "bad one"),
+           "lone CR: %s", err.msg);
+    glue_examples_free(&q);
+    write_text(path, "index\ts1\ts2\tlabel\n0\tThe cat.\t\tentailment\n");
+    if (glue_read(glue_task("rte"), dir, GLUE_TRAIN, &q, &err) == 0) {
+        GlueFeatures f;
+        CHECK(q.text_b[0] == NULL && glue_features(&q, tok, 16, &f, &err) == 0 && f.length[0] == 5 &&
+              f.segment_ids[4] == 0);   /* [CLS] the cat . [SEP] */
+        glue_features_free(&f), glue_examples_free(&q);
+    } else {
+        CHECKF(0, "%s", err.msg);
+    }
     write_bytes(path, "sentence\tlabel\nab\0c\t1\n", 21);
     GlueExamples e;
     CHECKF(glue_read(glue_task("sst-2"), dir, GLUE_TRAIN, &e, &err) != 0 && strstr(err.msg, "NUL"), "%s", err.msg);

@@ -4,12 +4,14 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <cjson/cJSON.h>
 
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "core/common.h"
+#include "io/config.h"
 #include "model/bert.h"
 #include "tasks/embed.h"
 
@@ -48,6 +50,10 @@ static char **read_lines(char **text, int *n) {
     for (size_t got; (got = fread(*text + len, 1, cap - len - 1, stdin)) > 0;)
         if ((len += got) + 1 >= cap) *text = xrealloc(*text, cap *= 2);
     (*text)[len] = '\0';
+    if (memchr(*text, '\0', len)) {   /* a line would end there and the rest be lost */
+        *n = -1;
+        return NULL;
+    }
     int count = 0;
     for (size_t k = 0; k < len; k++) count += (*text)[k] == '\n';
     count += len > 0 && (*text)[len - 1] != '\n';
@@ -66,14 +72,15 @@ static char **read_lines(char **text, int *n) {
 
 int cmd_embed(int argc, char **argv) {
     const char *init = NULL, *config = NULL, *vocab_file = NULL, *output = NULL;
-    int max_seq = 256, batch = 32, threads = 0;
+    int max_seq = 0, batch = 32, threads = 0;
     bool lower = true, no_normalize = false, bf16 = false;
     const Flag flags[] = {
         {"init_checkpoint", FLAG_STRING, &init, "a model folder (model.safetensors, config.json, vocab.txt) or file (required)"},
         {"config_file", FLAG_STRING, &config, "config.json when --init_checkpoint is a file"},
         {"vocab_file", FLAG_STRING, &vocab_file, "default: the model folder's vocab.txt"},
         {"do_lower_case", FLAG_BOOL, &lower, "uncased (default true; 'false' for cased models)"},
-        {"max_seq_length", FLAG_INT, &max_seq, "tokens per sentence, [CLS] and [SEP] included; default 256"},
+        {"max_seq_length", FLAG_INT, &max_seq,
+         "tokens per sentence, [CLS] and [SEP] included; default 256 (sentence-transformers') or the model's positions"},
         {"batch_size", FLAG_INT, &batch, "sentences per forward; default 32"},
         {"no_normalize", FLAG_BOOL, &no_normalize, "mean-pooled vectors without L2 normalisation"},
         {"output", FLAG_STRING, &output, "write a .npy file (float32 [n, hidden]) instead of text on stdout"},
@@ -86,8 +93,19 @@ int cmd_embed(int argc, char **argv) {
     if (rc) return rc > 0 ? 0 : 2;
     if (!init) return fprintf(stderr, "bert embed: --init_checkpoint is required\n"), 2;
     if (threads > 0) omp_set_num_threads(threads);
+    struct stat st;
+    if (!vocab_file && stat(init, &st) == 0 && !S_ISDIR(st.st_mode))
+        return fprintf(stderr, "bert embed: --init_checkpoint is a file: give --vocab_file (and --config_file)\n"), 2;
     char vocab_path[4096 + 16];
     snprintf(vocab_path, sizeof vocab_path, "%s/vocab.txt", init);
+    if (max_seq <= 0) {   /* sentence-transformers' 256, within the model's positions */
+        BertConfig cfg;
+        char cfg_path[4096 + 16];
+        snprintf(cfg_path, sizeof cfg_path, "%s/config.json", init);
+        BertError cerr;
+        max_seq = bert_config_load(config ? config : cfg_path, &cfg, &cerr) == 0 && cfg.max_position_embeddings < 256
+                      ? cfg.max_position_embeddings : 256;
+    }
     const int says = folder_lower_case(init);
     if (says >= 0 && says != lower)
         fprintf(stderr, "bert embed: note: %s/tokenizer_config.json says do_lower_case %s; this run uses %s\n", init,
@@ -109,6 +127,11 @@ int cmd_embed(int argc, char **argv) {
     char *text;
     int n;
     char **lines = read_lines(&text, &n);
+    if (!lines) {
+        fprintf(stderr, "bert embed: the input holds a NUL byte: not text (one sentence per line)\n");
+        free(text), tokenizer_free(tok), vocab_free(vocab), bert_model_free(m);
+        return 1;
+    }
     const int H = bert_model_config(m)->hidden_size;
     float *out = xmalloc(sizeof(float) * ((size_t)n * H + 1));
     const EmbedOptions eo = {.max_seq_length = max_seq, .batch_size = batch, .normalize = !no_normalize,

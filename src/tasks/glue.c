@@ -82,11 +82,14 @@ static int add_row(const GlueTask *t, GlueSplit split, char **cells, int ncells,
     const int label_col = split == GLUE_TEST ? -2 : (t->label < 0 ? ncells - 1 : t->label);
     int need = a > b ? a : b;
     if (label_col > need) need = label_col;
-    if (ncells <= need)
+    if (ncells <= need) {
+        if (!strcmp(t->name, "qqp")) return e->skipped++, 0;   /* HF's QqpProcessor skips them (IndexError) */
         return bert_fail(err, "%s:%ld: %d tab-separated cells, %s needs at least %d", path, line, ncells, t->name,
                          need + 1);
+    }
     const int i = e->n++;
-    e->text_a[i] = cells[a], e->text_b[i] = b >= 0 ? cells[b] : NULL;
+    /* an empty second text makes a single-text example, as Google's `if example.text_b:` */
+    e->text_a[i] = cells[a], e->text_b[i] = b >= 0 && cells[b][0] ? cells[b] : NULL;
     e->id[i] = cells[0], e->label[i] = -1, e->value[i] = 0;
     if (split == GLUE_TEST) return 0;
     return label_of(t, cells[label_col], path, line, &e->label[i], &e->value[i], err);
@@ -103,19 +106,20 @@ int glue_read(const GlueTask *t, const char *data_dir, GlueSplit split, GlueExam
         return bert_fail(err, "%s: a NUL byte: not a text file", path);
     }
     long lines = 1;
-    for (size_t k = 0; k < len; k++) lines += e->storage[k] == '\n';
+    for (size_t k = 0; k < len; k++) lines += e->storage[k] == '\n' || e->storage[k] == '\r';
     e->text_a = xcalloc((size_t)lines, sizeof(char *)), e->text_b = xcalloc((size_t)lines, sizeof(char *));
     e->id = xcalloc((size_t)lines, sizeof(char *));
     e->label = xcalloc((size_t)lines, sizeof(int)), e->value = xcalloc((size_t)lines, sizeof(float));
     char *p = e->storage, *end = e->storage + len;
     int rc = 0;
     for (long line = 1; rc == 0 && p < end; line++) {
-        char *nl = memchr(p, '\n', (size_t)(end - p));
-        char *stop = nl ? nl : end;
-        if (stop > p && stop[-1] == '\r') stop[-1] = '\0';   /* csv reads \r\n line ends */
-        *stop = '\0';
+        /* Python reads the files with universal newlines: \n, \r\n and a lone \r end a row */
+        char *stop = p;
+        while (stop < end && *stop != '\n' && *stop != '\r') stop++;
+        const bool crlf = stop + 1 < end && stop[0] == '\r' && stop[1] == '\n';
+        if (stop < end) *stop = '\0';
         char *row = p;
-        p = stop + 1;
+        p = stop + 1 + crlf;
         /* the header; and blank lines, which HF's processors would fail on */
         if ((line == 1 && t->header[split]) || !row[0]) continue;
         char *cells[MAX_CELLS];
@@ -166,12 +170,13 @@ int glue_features(const GlueExamples *e, const Tokenizer *tok, int max_seq_lengt
             na = max_seq_length - 2;
         }
         f->truncated += na < a.n || (e->text_b[i] && nb < b.n);
+        const bool pair = e->text_b[i] && nb > 0;   /* Google: `if tokens_b:` (after the pair's truncation) */
         int32_t *ids = f->input_ids + (size_t)i * max_seq_length, *seg = f->segment_ids + (size_t)i * max_seq_length;
         int t = 0;
         ids[t++] = cls;
         for (int k = 0; k < na; k++) ids[t++] = a.tokens[k].id;
         ids[t++] = sep;
-        if (e->text_b[i]) {
+        if (pair) {
             for (int k = 0; k < nb; k++) seg[t] = 1, ids[t++] = b.tokens[k].id;
             seg[t] = 1, ids[t++] = sep;
         }
@@ -218,6 +223,8 @@ static void ranks(const double *x, int n, double *r) {
 }
 
 double glue_spearman(const double *x, const double *y, int n) {
+    for (int i = 0; i < n; i++)
+        if (isnan(x[i]) || isnan(y[i])) return NAN;   /* as scipy; and NaN would break the sort's order */
     double *rx = xmalloc(sizeof(double) * 2 * (size_t)n), *ry = rx + n;
     ranks(x, n, rx), ranks(y, n, ry);
     const double r = glue_pearson(rx, ry, n);

@@ -51,6 +51,7 @@ typedef struct {
     int *label;                    /* label ids (classification), -1 for test rows */
     float *value;                  /* regression targets (STS-B) */
     char *storage;                 /* the file's text, which the strings point into */
+    long skipped;                  /* QQP rows with too few cells, skipped as HF's processor does */
 } GlueExamples;
 
 int glue_read(const GlueTask *t, const char *data_dir, GlueSplit split, GlueExamples *out, BertError *err);

@@ -60,6 +60,9 @@ typedef struct {
 
 static int load_split(Run *r, GlueSplit split, GlueExamples *e, GlueFeatures *f, BertError *err) {
     if (glue_read(r->task, r->o->data_dir, split, e, err) != 0) return -1;
+    if (e->skipped)
+        logger_print(r->log, "%s: %ld rows with too few cells skipped (as HuggingFace's QQP processor skips them)",
+                     r->task->files[split], e->skipped);
     if (glue_features(e, r->tok, r->o->max_seq_length, f, err) != 0) return -1;
     if (f->truncated)
         logger_print(r->log, "%s: %ld of %d examples cut to --max_seq_length %d", r->task->files[split], f->truncated,

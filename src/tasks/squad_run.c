@@ -54,6 +54,7 @@ static int slice_articles(const char *path, int skip, int count, bool training, 
     if (read_file(path, &text, &len, err) != 0) return -1;
     cJSON *root = cJSON_ParseWithLength(text, len);
     free(text);
+    if (!root) return bert_fail(err, "%s: not valid JSON", path);
     cJSON *data = cJSON_GetObjectItemCaseSensitive(root, "data");
     if (!cJSON_IsArray(data)) {
         cJSON_Delete(root);
@@ -221,7 +222,9 @@ static int evaluate(Run *r, const char *dataset, const char *dir, SquadResult *r
     int rc = squad_predictions_load(pred, &p, err);
     SquadEvalOptions eo = squad_eval_default_options(r->o->version_2_with_negative ? SQUAD_V2_0 : SQUAD_V1_1);
     SquadMetrics m;
-    if (rc == 0) rc = squad_evaluate(&ds, p, &eo, &m, err);
+    if (rc == 0 && (rc = squad_evaluate(&ds, p, &eo, &m, err)) != 0 && !r->o->version_2_with_negative)
+        snprintf(err->msg + strlen(err->msg), sizeof err->msg - strlen(err->msg),
+                 " (for a v2.0 file, run bert squad with --version_2_with_negative)");
     if (rc == 0) {
         char *json = squad_metrics_json(&m, 0);
         snprintf(res->metrics_json, sizeof res->metrics_json, "%s", json);

@@ -33,6 +33,7 @@ struct CommRequest {
 static inline uint16_t to_bf16(float x) {
     uint32_t u;
     memcpy(&u, &x, 4);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x40);   /* NaN stays a (quiet) NaN */
     return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
 }
 static inline float from_bf16(uint16_t h) {
@@ -97,6 +98,14 @@ int comm_open(Comm **out, double timeout_seconds, BertError *err) {
         c->mpi = true;
         MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
         MPI_Comm_size(MPI_COMM_WORLD, &c->size);
+        if (c->size != size || c->rank != rank) {   /* each process would train alone on all the data */
+            const int got_rank = c->rank, got_size = c->size;
+            MPI_Finalize();
+            free(c);
+            return bert_fail(err, "the launcher says rank %d of %d but MPI made this process rank %d of %d: MPI was "
+                                  "not started by this job's launcher (under Slurm: srun --mpi=pmix)", rank, size,
+                             got_rank, got_size);
+        }
         MPI_Op_create(sum_fp16_op, 1, &c->sum_fp16);
         MPI_Op_create(sum_bf16_op, 1, &c->sum_bf16);
     }

@@ -83,8 +83,9 @@ int finetune_micro_batch(Finetuner *f, const BertBatch *b, float *loss, BertErro
 }
 
 double finetune_step(Finetuner *f, double *grad_norm) {
-    /* divided by the accumulation count even when an epoch's last step has fewer micro-batches,
-     * as HF's Trainer and NVIDIA's scripts divide each micro-batch's loss */
+    /* divided by the accumulation count even when an epoch's last step has fewer micro-batches
+     * (NVIDIA's scripts divide each micro-batch's loss by it; recent HF Trainers divide by the
+     * items actually accumulated): such a step is a little under-weighted */
     const int n = bert_num_param_tensors(f->model), accum = f->o.gradient_accumulation_steps;
     f->in_step = 0;
     if (accum > 1) tensors_scale_grads(bert_param_info(f->model, 0), n, 1.0f / (float)accum);

@@ -67,8 +67,11 @@ static int check_options(const PretrainOptions *o, BertError *err) {
     if (o->allreduce_wire != 0 && !o->allreduce_post_accumulation)
         return bert_fail(err, "--allreduce_post_accumulation_fp16/_bf16 go with --allreduce_post_accumulation");
     if (o->allreduce_wire < 0 || o->allreduce_wire > 2) return bert_fail(err, "unknown all-reduce wire format");
-    if (!(o->bucket_cap_mb > 0 && o->bucket_cap_mb <= 4096) || !(o->comm_timeout > 0 && o->comm_timeout <= 1e6))
-        return bert_fail(err, "--bucket_cap_mb must be in (0, 4096] and --comm_timeout in (0, 1e6] seconds");
+    if (o->allreduce_wire == 1 && o->precision != BERT_FP16)   /* only loss-scaled gradients fit fp16's range */
+        return bert_fail(err, "--allreduce_post_accumulation_fp16 goes with --fp16 (its loss scaling keeps the "
+                              "gradients in fp16's range); use --allreduce_post_accumulation_bf16 otherwise");
+    if (!(o->bucket_cap_mb >= 0.001 && o->bucket_cap_mb <= 4096) || !(o->comm_timeout > 0 && o->comm_timeout <= 1e6))
+        return bert_fail(err, "--bucket_cap_mb must be in [0.001, 4096] and --comm_timeout in (0, 1e6] seconds");
     return 0;
 }
 
@@ -741,6 +744,13 @@ int pretrain_run(const PretrainOptions *o, PretrainSummary *sum, BertError *err)
     if (rc == 0) rc = setup_model(&r, err);
     if (rc == 0) rc = setup_data(&r, err);
     if (rc == 0) rc = setup_start(&r, err) < 0 ? -1 : 0;
+    if (rc == 0 && r.world > 1) {   /* every process resumed the same checkpoint (a lagging shared file system?) */
+        int steps[2] = {(int)r.step, -(int)r.step};
+        comm_max_ints(r.comm, steps, 2, "comparing the resumed steps");
+        if (steps[0] != -steps[1])
+            rc = bert_fail(err, "the processes resumed different checkpoints (steps %d to %d): is --output_dir the "
+                                "same shared folder for all, and up to date on every machine?", -steps[1], steps[0]);
+    }
     if (rc == 0 && r.step >= o->max_steps)
         rc = bert_fail(err, "step %ld: this phase's --max_steps %ld are done", r.step, o->max_steps);
     if (rc == 0) {
