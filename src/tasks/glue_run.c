@@ -84,9 +84,8 @@ static int train(Run *r, GlueExamples *e, GlueFeatures *f, long total_steps, Glu
     const int micro = o->train_batch_size / o->gradient_accumulation_steps;
     const bool regression = r->task->num_labels == 1;
     int *order = xmalloc(sizeof(int) * (size_t)e->n);
-    const double t0 = now_seconds();
-    double window_loss = 0;
-    long window = 0, epoch = 0;
+    FinetuneProgress progress = {.start = now_seconds()};
+    long epoch = 0;
     int next = e->n;   /* position in this epoch's order */
     while (finetune_steps_done(r->ft) < total_steps) {
         double step_loss = 0;
@@ -107,30 +106,11 @@ static int train(Run *r, GlueExamples *e, GlueFeatures *f, long total_steps, Glu
         }
         double grad_norm;
         const double lr = finetune_step(r->ft, &grad_norm);
-        const long step = finetune_steps_done(r->ft);
         res->train_sequences += step_rows, res->final_loss = step_loss;
-        window_loss += step_loss, window++;
-        const double elapsed = now_seconds() - t0, rate = res->train_sequences / elapsed;
-        if (step % o->log_freq == 0 || step == total_steps) {
-            char el[32], eta[32];
-            format_duration(elapsed, el, sizeof el);
-            format_duration(elapsed / step * (total_steps - step), eta, sizeof eta);
-            logger_print(r->log, "step %ld/%ld (epoch %ld) | loss %.4f | lr %.3e | grad %.3f | %.1f seq/s | %s, ETA %s",
-                         step, total_steps, epoch, window_loss / window, lr, grad_norm, rate, el, eta);
-            cJSON *d = cJSON_CreateObject();
-            cJSON_AddNumberToObject(d, "average_loss", window_loss / window);
-            cJSON_AddNumberToObject(d, "step_loss", step_loss);
-            cJSON_AddNumberToObject(d, "learning_rate", lr);
-            cJSON_AddNumberToObject(d, "grad_norm", grad_norm);
-            cJSON_AddNumberToObject(d, "training_sequences_per_second", rate);
-            logger_step(r->log, epoch, step, d);
-            window_loss = 0, window = 0;
-        } else {
-            logger_progress(r->log, "step %ld/%ld  loss %.4f  %.1f seq/s", step, total_steps, step_loss, rate);
-        }
+        finetune_report(r->ft, r->log, &progress, total_steps, epoch, o->log_freq, step_loss, step_rows, lr, grad_norm);
     }
     res->steps = finetune_steps_done(r->ft);
-    res->train_seconds = now_seconds() - t0;
+    res->train_seconds = now_seconds() - progress.start;
     free(order);
     return 0;
 }

@@ -128,13 +128,13 @@ static int train(Run *r, const SquadData *d, const SquadFeatures *f, long total_
     const SquadOptions *o = r->o;
     const int micro = o->train_batch_size / o->gradient_accumulation_steps, n = f->n_features;
     int *order = xmalloc(sizeof(int) * (size_t)n);
-    const double t0 = now_seconds();
-    double window_loss = 0;
-    long window = 0, epoch = 0;
+    FinetuneProgress progress = {.start = now_seconds()};
+    long epoch = 0;
     int next = n;
     while (finetune_steps_done(r->ft) < total_steps) {
         if (next >= n) shuffle(order, n, rng_key((uint64_t)o->seed, (uint64_t)epoch++)), next = 0;
         double step_loss = 0;
+        long step_rows = 0;
         for (int k = 0; k < o->gradient_accumulation_steps && next < n; k++) {
             const int b = n - next < micro ? n - next : micro;
             BertBatch batch = make_batch(r, d, f, order + next, b, true);
@@ -144,29 +144,14 @@ static int train(Run *r, const SquadData *d, const SquadFeatures *f, long total_
                 free(order);
                 return -1;
             }
-            step_loss += loss / o->gradient_accumulation_steps, res->train_sequences += b;
+            step_loss += loss / o->gradient_accumulation_steps, res->train_sequences += b, step_rows += b;
         }
         double grad_norm;
         const double lr = finetune_step(r->ft, &grad_norm);
-        const long step = finetune_steps_done(r->ft);
-        res->final_loss = step_loss, window_loss += step_loss, window++;
-        const double elapsed = now_seconds() - t0, rate = res->train_sequences / elapsed;
-        if (step % o->log_freq == 0 || step == total_steps) {
-            char el[32], eta[32];
-            format_duration(elapsed, el, sizeof el), format_duration(elapsed / step * (total_steps - step), eta, sizeof eta);
-            logger_print(r->log, "step %ld/%ld (epoch %ld) | loss %.4f | lr %.3e | grad %.3f | %.1f seq/s | %s, ETA %s",
-                         step, total_steps, epoch, window_loss / window, lr, grad_norm, rate, el, eta);
-            cJSON *j = cJSON_CreateObject();
-            cJSON_AddNumberToObject(j, "average_loss", window_loss / window);
-            cJSON_AddNumberToObject(j, "learning_rate", lr);
-            cJSON_AddNumberToObject(j, "training_sequences_per_second", rate);
-            logger_step(r->log, epoch, step, j);
-            window_loss = 0, window = 0;
-        } else {
-            logger_progress(r->log, "step %ld/%ld  loss %.4f  %.1f seq/s", step, total_steps, step_loss, rate);
-        }
+        res->final_loss = step_loss;
+        finetune_report(r->ft, r->log, &progress, total_steps, epoch, o->log_freq, step_loss, step_rows, lr, grad_norm);
     }
-    res->steps = finetune_steps_done(r->ft), res->train_seconds = now_seconds() - t0;
+    res->steps = finetune_steps_done(r->ft), res->train_seconds = now_seconds() - progress.start;
     free(order);
     return 0;
 }

@@ -96,6 +96,30 @@ double finetune_step(Finetuner *f, double *grad_norm) {
     return lr;
 }
 
+void finetune_report(const Finetuner *f, Logger *log, FinetuneProgress *p, long total_steps, long epoch,
+                     long log_freq, double step_loss, long step_sequences, double lr, double grad_norm) {
+    const long step = finetune_steps_done(f);
+    p->sequences += step_sequences, p->window_loss += step_loss, p->window++;
+    const double elapsed = now_seconds() - p->start, rate = elapsed > 0 ? p->sequences / elapsed : 0;
+    if (step % log_freq != 0 && step != total_steps) {
+        logger_progress(log, "step %ld/%ld  loss %.4f  %.1f seq/s", step, total_steps, step_loss, rate);
+        return;
+    }
+    char el[32], eta[32];
+    format_duration(elapsed, el, sizeof el), format_duration(elapsed / step * (total_steps - step), eta, sizeof eta);
+    const double mean = p->window_loss / p->window;
+    logger_print(log, "step %ld/%ld (epoch %ld) | loss %.4f | lr %.3e | grad %.3f | %.1f seq/s | %s, ETA %s", step,
+                 total_steps, epoch, mean, lr, grad_norm, rate, el, eta);
+    cJSON *d = cJSON_CreateObject();
+    cJSON_AddNumberToObject(d, "average_loss", mean);
+    cJSON_AddNumberToObject(d, "step_loss", step_loss);
+    cJSON_AddNumberToObject(d, "learning_rate", lr);
+    cJSON_AddNumberToObject(d, "grad_norm", grad_norm);
+    cJSON_AddNumberToObject(d, "training_sequences_per_second", rate);
+    logger_step(log, epoch, step, d);
+    p->window_loss = 0, p->window = 0;
+}
+
 int finetune_save(Finetuner *f, const char *dir, const char *extra_json, BertError *err) {
     char path[4096 + 32];
     if (make_dirs(dir, err) != 0) return -1;

@@ -16,6 +16,7 @@
 
 #include "core/common.h"
 #include "model/bert.h"
+#include "train/logger.h"
 
 typedef struct {
     const char *init_checkpoint;    /* required */
@@ -45,6 +46,21 @@ int finetune_micro_batch(Finetuner *f, const BertBatch *b, float *loss, BertErro
  * (*grad_norm: the gradient's norm before clipping). */
 double finetune_step(Finetuner *f, double *grad_norm);
 long finetune_steps_done(const Finetuner *f);
+
+/* A training run's progress for its log: the time it started, the sequences so far, and the
+ * steps and loss since the last line. */
+typedef struct {
+    double start;
+    long sequences;
+    double window_loss;
+    long window;
+} FinetuneProgress;
+
+/* After each update: every log_freq steps (and at the last) a line with the step, the mean
+ * loss since the last line, the rate, the throughput and the time left, and the same as a
+ * DLLogger record; a redrawn progress line in between. */
+void finetune_report(const Finetuner *f, Logger *log, FinetuneProgress *p, long total_steps, long epoch,
+                     long log_freq, double step_loss, long step_sequences, double lr, double grad_norm);
 
 /* The fine-tuned model as HuggingFace names it: dir/model.safetensors + dir/config.json, the
  * config carrying `extra` (a JSON object's members, e.g. the label map and architectures;
