@@ -31,7 +31,9 @@
 #include <cjson/cJSON.h>
 
 #include "data/hdf5_shard.h"
+#include "io/config.h"
 #include "io/safetensors.h"
+#include "model/bert.h"
 
 enum { T = 24, P = 4, MICRO = 2, K = 2, ROWS = MICRO * K };
 
@@ -344,6 +346,42 @@ static void test_dead_or_hung_rank_ends_the_job(void) {
                         log2) == 0, "see %s", log2);
 }
 
+/* `bert bench_allreduce`: bert.c's bucketed reduction timed alone. It checks every reduced
+ * float against the processes' mean itself (exit 1 otherwise); here also what it sent: the
+ * whole gradient once, 4 bytes a float or 2 on a 16-bit wire, in ceil(n / bucket) buckets
+ * (one bucket per part at most more when reducing onto owners). */
+static void test_bench_allreduce(void) {
+    if (skipped()) return;
+    BertConfig cfg;
+    BertError err;
+    BertModel *m = NULL;
+    CHECKF(bert_config_load(config, &cfg, &err) == 0 && bert_model_create(&m, &cfg, 1, 8, 1, &err) == 0, "%s", err.msg);
+    const double numel = (double)bert_num_parameters(m);
+    bert_model_free(m);
+    const struct {
+        const char *flags;
+        double bytes_per_float, bucket_mb;
+        bool to_owners;
+    } modes[] = {{"", 4, 25, false}, {"--allreduce_post_accumulation_bf16", 2, 25, false},
+                 {"--allreduce_post_accumulation_fp16 --bucket_cap_mb 0.01", 2, 0.01, false},
+                 {"--shard_optimizer --bucket_cap_mb 0.01", 4, 0.01, true}};
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        char cmd[4096], log[700];
+        snprintf(log, sizeof log, "%s/bench_allreduce.%zu.out", root, i);
+        snprintf(cmd, sizeof cmd, "mpirun -np 2 --oversubscribe --allow-run-as-root --bind-to none %s bench_allreduce "
+                 "--bert_model %s --iters 2 --warmup 0 --json %s > %s 2>&1", bert_bin, config, modes[i].flags, log);
+        CHECKF(system(cmd) == 0, "%s: see %s", modes[i].flags, log);
+        double wire = 0, collectives = 0;
+        CHECKF(log_values(log, "wire_bytes", &wire, 1) == 1 && log_values(log, "collectives", &collectives, 1) == 1,
+               "no measurement in %s", log);
+        CHECKF(wire == numel * modes[i].bytes_per_float, "%s: %.0f bytes sent, want %.0f", modes[i].flags, wire,
+               numel * modes[i].bytes_per_float);
+        const double buckets = ceil(numel / floor(modes[i].bucket_mb * 1048576.0 / 4));
+        CHECKF(collectives >= buckets && collectives <= buckets + (modes[i].to_owners ? 1 : 0),
+               "%s: %.0f collectives, want %.0f", modes[i].flags, collectives, buckets);
+    }
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     if (test_bert_binary(argv[0], bert_bin, sizeof bert_bin) != 0) return 1;
@@ -374,6 +412,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_resume_two_processes);
     RUN_TEST(test_resume_uneven_shards_other_count);
     RUN_TEST(test_dead_or_hung_rank_ends_the_job);
+    RUN_TEST(test_bench_allreduce);
     if (!getenv("BERT_KEEP_TEST_FILES")) remove_tree(root);
     return test_summary();
 }

@@ -4,6 +4,7 @@
 #define BERT_COMMANDS_H
 
 int cmd_tokenize(int argc, char **argv);
+int cmd_bench_allreduce(int argc, char **argv);
 int cmd_vocab(int argc, char **argv);
 int cmd_format(int argc, char **argv);
 int cmd_shard(int argc, char **argv);

@@ -26,6 +26,7 @@ static const Command COMMANDS[] = {
     {"glue", cmd_glue, "GLUE fine-tuning, dev metrics and test predictions (NVIDIA run_glue.py's flags)"},
     {"pretrain", cmd_pretrain, "pre-training from HDF5 shards: LAMB, two phases, accumulation, exact resume"},
     {"bench", cmd_bench, "training and inference throughput of a preset (seq/s, GFLOP/s, memory)"},
+    {"bench_allreduce", cmd_bench_allreduce, "bert.c's bucketed gradient reduction timed alone under mpirun (GB/s)"},
     {"check_shards", cmd_check_shards, "read and validate HDF5 shards, each in a child process: corrupt files named"},
     {"squad_eval", cmd_squad_eval, "official SQuAD v1.1 / v2.0 metrics (exact match, F1) of a predictions file"},
     {"plot", cmd_plot, "training curves (loss, accuracy, learning rate) from DLLogger logs -> SVG"},

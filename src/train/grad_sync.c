@@ -20,6 +20,7 @@ struct GradSync {
     Bucket *flight;
     int n_flight, cap_flight;
     double bytes;
+    long collectives;
 };
 
 GradSync *grad_sync_create(Comm *c, float *grads, size_t numel, const GradSyncOptions *o) {
@@ -40,6 +41,7 @@ void grad_sync_free(GradSync *s) {
 
 const size_t *grad_sync_parts(const GradSync *s) { return s->parts; }
 double grad_sync_bytes(const GradSync *s) { return s->bytes; }
+long grad_sync_collectives(const GradSync *s) { return s->collectives; }
 
 void grad_sync_arm(GradSync *s) {
     s->armed = true, s->in_order = true;
@@ -73,7 +75,7 @@ static void start_bucket(GradSync *s, size_t limit) {
     }
     const size_t count = end - begin;
     s->flight[s->n_flight++] = (Bucket){comm_start_sum(s->comm, s->grads + begin, count, s->o.wire, root), begin, count};
-    s->bytes += (double)count * (s->o.wire == COMM_WIRE_FP32 ? 4 : 2);
+    s->bytes += (double)count * (s->o.wire == COMM_WIRE_FP32 ? 4 : 2), s->collectives++;
     s->started_lo = begin;
 }
 

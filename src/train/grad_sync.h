@@ -55,5 +55,7 @@ double grad_sync_finish(GradSync *s);
 
 /* Bytes this process sent into collectives so far (what the wire carried, per process). */
 double grad_sync_bytes(const GradSync *s);
+/* Collectives (buckets) started so far. */
+long grad_sync_collectives(const GradSync *s);
 
 #endif
