@@ -163,9 +163,8 @@ static void test_bad_files(void) {
     remove_tree(dir);
 }
 
-/* A tiny model with the real vocabulary, trained a few steps by `bert glue` on the fixture. */
-static void test_glue_end_to_end(void) {
-    const char *root = "/tmp/bert_test_glue_run";
+/* A tiny model with the real vocabulary saved as a checkpoint folder root/init. */
+static void write_tiny_checkpoint(const char *root, char *init, size_t init_size) {
     remove_tree(root);
     mkdir(root, 0777);
     BertConfig c;
@@ -174,8 +173,8 @@ static void test_glue_end_to_end(void) {
     c.num_hidden_layers = 2, c.hidden_size = 32, c.num_attention_heads = 2, c.intermediate_size = 64;
     c.max_position_embeddings = 64;
     BertModel *m;
-    char init[256], path[512];
-    snprintf(init, sizeof init, "%s/init", root);
+    char path[512];
+    snprintf(init, init_size, "%s/init", root);
     mkdir(init, 0777);
     if (bert_model_create(&m, &c, 1, 8, 1, &err) != 0) { CHECKF(0, "%s", err.msg); return; }
     bert_init_weights(m, 3);
@@ -184,6 +183,49 @@ static void test_glue_end_to_end(void) {
     snprintf(path, sizeof path, "%s/config.json", init);
     CHECKF(bert_config_save(path, &c, &err) == 0, "%s", err.msg);
     bert_model_free(m);
+}
+
+static void tiny_rte_options(GlueOptions *o, const char *init, const char *out) {
+    glue_default_options(o);
+    o->task_name = "rte", o->data_dir = "tests/data/glue/RTE", o->output_dir = out, o->init_checkpoint = init;
+    o->vocab_file = VOCAB, o->do_lower_case = true, o->do_train = o->do_eval = true, o->skip_checkpoint = true;
+    o->max_seq_length = 48, o->train_batch_size = 4, o->gradient_accumulation_steps = 2, o->eval_batch_size = 3;
+    o->num_train_epochs = 2, o->learning_rate = 1e-3, o->log_freq = 1000, o->seed = 9;
+}
+
+/* --fp16: operands rounded to fp16 (2^-11 relative) with the loss scaled by 2^16: no step
+ * overflows on this model, all 6 are taken, and the final loss stays within 1% of fp32's
+ * (6 small steps: the rounding moves it by ~1e-3). A static scale of 2^40 overflows fp16's
+ * 65504 in every step: each is skipped (not counted as done), and after 64 in a row the run
+ * stops with a message instead of looping. */
+static void test_glue_fp16_loss_scaling(void) {
+    const char *root = "/tmp/bert_test_glue_fp16";
+    char init[256], out[300];
+    write_tiny_checkpoint(root, init, sizeof init);
+    snprintf(out, sizeof out, "%s/out", root);
+    GlueOptions o;
+    GlueResult fp32, fp16;
+    BertError err;
+    tiny_rte_options(&o, init, out);
+    CHECKF(glue_run(&o, &fp32, &err) == 0, "%s", err.msg);
+    o.precision = BERT_FP16;
+    CHECKF(glue_run(&o, &fp16, &err) == 0, "%s", err.msg);
+    CHECKF(fp16.steps == 6 && fp16.skipped_steps == 0 && fp16.loss_scale == 65536.0, "%ld steps, %ld skipped, scale %g",
+           fp16.steps, fp16.skipped_steps, fp16.loss_scale);
+    CHECKF(fabs(fp16.final_loss - fp32.final_loss) <= 1e-2 * fabs(fp32.final_loss), "fp16 loss %.6f, fp32 %.6f",
+           fp16.final_loss, fp32.final_loss);
+    CHECKF(fp16.final_loss != fp32.final_loss, "fp16 gave fp32's loss exactly: not rounded?");
+    o.loss_scale = 1099511627776.0;   /* 2^40 */
+    CHECKF(glue_run(&o, &fp16, &err) != 0 && strstr(err.msg, "overflowed 64 times in a row"), "%s", err.msg);
+    remove_tree(root);
+}
+
+/* A tiny model with the real vocabulary, trained a few steps by `bert glue` on the fixture. */
+static void test_glue_end_to_end(void) {
+    const char *root = "/tmp/bert_test_glue_run";
+    char init[256];
+    BertError err;
+    write_tiny_checkpoint(root, init, sizeof init);
     const char *tasks[] = {"rte", "sts-b"}, *dirs[] = {"tests/data/glue/RTE", "tests/data/glue/STS-B"};
     for (int k = 0; k < 2; k++) {
         char out[2][256];
@@ -274,6 +316,7 @@ int main(void) {
     RUN_TEST(test_metrics_equal_sklearn_scipy);
     RUN_TEST(test_bad_files);
     RUN_TEST(test_glue_end_to_end);
+    RUN_TEST(test_glue_fp16_loss_scaling);
     RUN_TEST(test_infer_bench_modes);
     tokenizer_free(tok), vocab_free(vocab);
     cJSON_Delete(expected);

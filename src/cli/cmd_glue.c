@@ -12,7 +12,7 @@ int cmd_glue(int argc, char **argv) {
     GlueOptions o;
     glue_default_options(&o);
     long long max_steps = o.max_steps, seed = o.seed, train_examples = 0, log_freq = o.log_freq;
-    bool bf16 = false;
+    bool bf16 = false, fp16 = false;
     const Flag flags[] = {
         {"task_name", FLAG_STRING, &o.task_name, "cola, sst-2, mrpc, sts-b, qqp, mnli, mnli-mm, qnli, rte or wnli (required)"},
         {"data_dir", FLAG_STRING, &o.data_dir, "the task's folder in the GLUE layout: train.tsv, dev.tsv, test.tsv (required)"},
@@ -39,6 +39,9 @@ int cmd_glue(int argc, char **argv) {
         {"seed", FLAG_INT64, &seed, "head initialisation, data order, dropout; default 1"},
         {"threads", FLAG_INT, &o.threads, "OpenMP threads (0: all cores)"},
         {"bf16", FLAG_BOOL, &bf16, "matrix products in bf16 with fp32 accumulation (needs avx512_bf16)"},
+        {"fp16", FLAG_BOOL, &fp16, "operands stored in IEEE fp16 with dynamic loss scaling; this CPU has no fp16 "
+                                   "arithmetic, so the arithmetic stays fp32 (exercises the scaling a GPU needs)"},
+        {"loss_scale", FLAG_DOUBLE, &o.loss_scale, "with --fp16: 0 dynamic (from 2^16; default), > 0 a static scale"},
         {"skip_checkpoint", FLAG_BOOL, &o.skip_checkpoint, "do not save the fine-tuned model"},
         {"json-summary", FLAG_STRING, &o.json_summary, "DLLogger JSON lines to this file"},
         {"log_freq", FLAG_INT64, &log_freq, "log every N steps; default 50"},
@@ -49,7 +52,11 @@ int cmd_glue(int argc, char **argv) {
     int rc = flags_parse(&spec, argc, argv, NULL, NULL);
     if (rc) return rc > 0 ? 0 : 2;
     o.max_steps = (long)max_steps, o.seed = (long)seed, o.train_examples = (long)train_examples;
-    o.log_freq = (long)log_freq, o.precision = bf16 ? BERT_BF16 : BERT_FP32;
+    o.log_freq = (long)log_freq, o.precision = bf16 ? BERT_BF16 : fp16 ? BERT_FP16 : BERT_FP32;
+    if ((bf16 && fp16) || o.loss_scale < 0) {
+        fprintf(stderr, "bert glue: give at most one of --bf16 and --fp16; --loss_scale must be >= 0\n");
+        return 2;
+    }
     GlueResult r;
     BertError err;
     if (glue_run(&o, &r, &err) != 0) {
@@ -59,6 +66,9 @@ int cmd_glue(int argc, char **argv) {
     if (r.steps)
         printf("bert glue: %s: %ld steps, %ld sequences in %.1f s (%.1f seq/s), final loss %.4f\n", r.task->name,
                r.steps, r.train_sequences, r.train_seconds, r.train_sequences / r.train_seconds, r.final_loss);
+    if (fp16 && r.steps)
+        printf("bert glue: fp16: %ld steps skipped for overflow, loss scale %g at the end\n", r.skipped_steps,
+               r.loss_scale);
     if (r.evaluated) {
         char *json = glue_scores_json(r.task, &r.dev);
         printf("%s\n", json);

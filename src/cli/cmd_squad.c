@@ -10,7 +10,7 @@ int cmd_squad(int argc, char **argv) {
     SquadOptions o;
     squad_default_options(&o);
     long long max_steps = o.max_steps, seed = o.seed, log_freq = o.log_freq;
-    bool bf16 = false;
+    bool bf16 = false, fp16 = false;
     const Flag flags[] = {
         {"init_checkpoint", FLAG_STRING, &o.init_checkpoint,
          "weights: a folder with model.safetensors + config.json (HF model or bert pretrain checkpoint) or a file (required)"},
@@ -45,6 +45,9 @@ int cmd_squad(int argc, char **argv) {
         {"seed", FLAG_INT64, &seed, "head initialisation, data order, dropout; default 42"},
         {"threads", FLAG_INT, &o.threads, "OpenMP threads (0: all cores)"},
         {"bf16", FLAG_BOOL, &bf16, "matrix products in bf16 with fp32 accumulation (needs avx512_bf16)"},
+        {"fp16", FLAG_BOOL, &fp16, "operands stored in IEEE fp16 with dynamic loss scaling; this CPU has no fp16 "
+                                   "arithmetic, so the arithmetic stays fp32 (exercises the scaling a GPU needs)"},
+        {"loss_scale", FLAG_DOUBLE, &o.loss_scale, "with --fp16: 0 dynamic (from 2^16; default), > 0 a static scale"},
         {"skip_checkpoint", FLAG_BOOL, &o.skip_checkpoint, "do not save the fine-tuned model"},
         {"json-summary", FLAG_STRING, &o.json_summary, "DLLogger JSON lines to this file"},
         {"log_freq", FLAG_INT64, &log_freq, "log every N steps; default 50"},
@@ -55,7 +58,11 @@ int cmd_squad(int argc, char **argv) {
     int rc = flags_parse(&spec, argc, argv, NULL, NULL);
     if (rc) return rc > 0 ? 0 : 2;
     o.max_steps = (long)max_steps, o.seed = (long)seed, o.log_freq = (long)log_freq;
-    o.precision = bf16 ? BERT_BF16 : BERT_FP32;
+    o.precision = bf16 ? BERT_BF16 : fp16 ? BERT_FP16 : BERT_FP32;
+    if ((bf16 && fp16) || o.loss_scale < 0) {
+        fprintf(stderr, "bert squad: give at most one of --bf16 and --fp16; --loss_scale must be >= 0\n");
+        return 2;
+    }
     SquadResult r;
     BertError err;
     if (squad_run(&o, &r, &err) != 0) {
@@ -68,6 +75,9 @@ int cmd_squad(int argc, char **argv) {
     if (r.predict_features)
         printf("bert squad: %ld questions, %ld features predicted in %.1f s\n", r.predict_examples, r.predict_features,
                r.predict_seconds);
+    if (fp16 && r.steps)
+        printf("bert squad: fp16: %ld steps skipped for overflow, loss scale %g at the end\n", r.skipped_steps,
+               r.loss_scale);
     if (r.evaluated) printf("%s\n", r.metrics_json);
     if (r.model_dir[0]) printf("bert squad: fine-tuned model in %s (model.safetensors, config.json)\n", r.model_dir);
     return 0;

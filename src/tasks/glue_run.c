@@ -110,6 +110,7 @@ static int train(Run *r, GlueExamples *e, GlueFeatures *f, long total_steps, Glu
         finetune_report(r->ft, r->log, &progress, total_steps, epoch, o->log_freq, step_loss, step_rows, lr, grad_norm);
     }
     res->steps = finetune_steps_done(r->ft);
+    res->skipped_steps = finetune_skipped_steps(r->ft), res->loss_scale = finetune_loss_scale(r->ft);
     res->train_seconds = now_seconds() - progress.start;
     free(order);
     return 0;
@@ -275,7 +276,7 @@ int glue_run(const GlueOptions *o, GlueResult *res, BertError *err) {
                               .warmup_proportion = o->warmup_proportion, .weight_decay = o->weight_decay,
                               .adam_epsilon = o->adam_epsilon, .total_steps = total_steps,
                               .gradient_accumulation_steps = o->gradient_accumulation_steps, .seed = o->seed,
-                              .precision = o->precision, .vocab_size_expected = vocab_size(r.vocab)};
+                              .precision = o->precision, .loss_scale = o->loss_scale, .vocab_size_expected = vocab_size(r.vocab)};
         rc = finetune_open(&r.ft, &fo, what, sizeof what, err);
     }
     if (rc == 0) {

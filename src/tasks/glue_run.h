@@ -18,6 +18,7 @@ typedef struct {
     long train_examples;       /* > 0: train on the first N training rows only (a fixed subset) */
     long seed;
     int threads, precision;
+    double loss_scale;         /* --fp16: 0 dynamic, > 0 static (NVIDIA's --loss_scale) */
     bool skip_checkpoint;      /* do not save the fine-tuned model */
     const char *json_summary;  /* DLLogger JSON lines */
     long log_freq;
@@ -26,6 +27,8 @@ typedef struct {
 typedef struct {
     const GlueTask *task;
     long steps, train_sequences;
+    long skipped_steps;        /* --fp16: steps skipped for an overflow */
+    double loss_scale;         /* --fp16: the scale at the end */
     double train_seconds, final_loss;
     bool evaluated;
     GlueScores dev;

@@ -152,6 +152,7 @@ static int train(Run *r, const SquadData *d, const SquadFeatures *f, long total_
         finetune_report(r->ft, r->log, &progress, total_steps, epoch, o->log_freq, step_loss, step_rows, lr, grad_norm);
     }
     res->steps = finetune_steps_done(r->ft), res->train_seconds = now_seconds() - progress.start;
+    res->skipped_steps = finetune_skipped_steps(r->ft), res->loss_scale = finetune_loss_scale(r->ft);
     free(order);
     return 0;
 }
@@ -292,7 +293,7 @@ int squad_run(const SquadOptions *o, SquadResult *res, BertError *err) {
                               .learning_rate = o->learning_rate, .warmup_proportion = o->warmup_proportion,
                               .weight_decay = o->weight_decay, .adam_epsilon = o->adam_epsilon,
                               .total_steps = total_steps, .gradient_accumulation_steps = o->gradient_accumulation_steps,
-                              .seed = o->seed, .precision = o->precision, .vocab_size_expected = vocab_size(r.vocab)};
+                              .seed = o->seed, .precision = o->precision, .loss_scale = o->loss_scale, .vocab_size_expected = vocab_size(r.vocab)};
         rc = finetune_open(&r.ft, &fo, what, sizeof what, err);
     }
     if (rc == 0) {

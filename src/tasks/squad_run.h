@@ -26,6 +26,7 @@ typedef struct {
     int train_articles, predict_skip_articles;
     long seed;
     int threads, precision;
+    double loss_scale;         /* --fp16: 0 dynamic, > 0 static (NVIDIA's --loss_scale) */
     bool skip_checkpoint;
     const char *json_summary;
     long log_freq;
@@ -33,6 +34,8 @@ typedef struct {
 
 typedef struct {
     long train_examples, train_features, answers_not_found, steps, train_sequences;
+    long skipped_steps;        /* --fp16: steps skipped for an overflow */
+    double loss_scale;         /* --fp16: the scale at the end */
     double train_seconds, final_loss;
     long predict_examples, predict_features, without_non_null;
     double predict_seconds;

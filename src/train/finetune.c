@@ -8,6 +8,7 @@
 
 #include "core/rng.h"
 #include "io/config.h"
+#include "optim/loss_scaler.h"
 #include "optim/optimizer.h"
 #include "train/schedulers.h"
 
@@ -18,7 +19,14 @@ struct Finetuner {
     Optimizer *opt;
     long micro_batches;      /* since the start: dropout masks are keyed by it */
     int in_step;             /* micro-batches accumulated since the last update */
+    bool scaling;            /* FP16: loss scaling */
+    LossScaler scaler;
+    int overflows_in_a_row;
 };
+
+/* Past this many skipped steps in a row the gradients are not finite at any scale. */
+enum { FINETUNE_MAX_OVERFLOWS = 64 };
+#define FINETUNE_INIT_LOSS_SCALE 65536.0   /* apex's and GradScaler's dynamic start, 2^16 */
 
 int finetune_open(Finetuner **out, const FinetuneOptions *o, char *what, size_t what_size, BertError *err) {
     *out = NULL;
@@ -38,6 +46,9 @@ int finetune_open(Finetuner **out, const FinetuneOptions *o, char *what, size_t 
         goto fail;
     }
     if (bert_set_precision(f->model, (BertPrecision)o->precision, err) != 0) goto fail;
+    f->scaling = o->precision == BERT_FP16;
+    loss_scaler_init(&f->scaler, o->loss_scale > 0 ? o->loss_scale : FINETUNE_INIT_LOSS_SCALE, !(o->loss_scale > 0));
+    if (f->scaling) bert_set_loss_scale(f->model, (float)f->scaler.scale);
     const char *bad_tensor;
     const size_t bad = bert_nonfinite_params(f->model, &bad_tensor);
     if (bad && o->strict) {
@@ -68,8 +79,13 @@ void finetune_close(Finetuner *f) {
 BertModel *finetune_model(Finetuner *f) { return f->model; }
 const BertConfig *finetune_config(const Finetuner *f) { return &f->cfg; }
 long finetune_steps_done(const Finetuner *f) { return optimizer_step_count(f->opt); }
+long finetune_skipped_steps(const Finetuner *f) { return f->scaling ? f->scaler.skipped_steps : 0; }
+double finetune_loss_scale(const Finetuner *f) { return f->scaling ? f->scaler.scale : 1.0; }
 
 int finetune_micro_batch(Finetuner *f, const BertBatch *b, float *loss, BertError *err) {
+    if (f->overflows_in_a_row >= FINETUNE_MAX_OVERFLOWS)
+        return bert_fail(err, "fp16 gradients overflowed %d times in a row (loss scale now %g): not a matter of scale",
+                         FINETUNE_MAX_OVERFLOWS, f->scaler.scale);
     if (f->in_step == 0) bert_zero_grad(f->model);
     const uint64_t key = rng_key(rng_key((uint64_t)f->o.seed, 0xF17E), (uint64_t)f->micro_batches);
     *loss = bert_forward(f->model, b, true, key);
@@ -91,6 +107,18 @@ double finetune_step(Finetuner *f, double *grad_norm) {
     if (accum > 1) tensors_scale_grads(bert_param_info(f->model, 0), n, 1.0f / (float)accum);
     const double lr = linear_warmup_lr(f->o.learning_rate, f->o.warmup_proportion, f->o.total_steps,
                                        optimizer_step_count(f->opt));
+    if (f->scaling) {   /* unscale (a power of two: exact); any inf or NaN is an fp16 overflow */
+        tensors_scale_grads(bert_param_info(f->model, 0), n, (float)(1.0 / f->scaler.scale));
+        const double norm = tensors_grad_norm(bert_param_info(f->model, 0), n);
+        const bool taken = loss_scaler_update(&f->scaler, !isfinite(norm));
+        bert_set_loss_scale(f->model, (float)f->scaler.scale);
+        if (!taken) {   /* the gradients are dropped at the next micro-batch */
+            f->overflows_in_a_row++;
+            *grad_norm = norm;
+            return lr;
+        }
+        f->overflows_in_a_row = 0;
+    }
     *grad_norm = optimizer_step(f->opt, lr);
     bert_params_changed(f->model);
     return lr;
@@ -101,6 +129,12 @@ void finetune_report(const Finetuner *f, Logger *log, FinetuneProgress *p, long 
     const long step = finetune_steps_done(f);
     p->sequences += step_sequences, p->window_loss += step_loss, p->window++;
     const double elapsed = now_seconds() - p->start, rate = elapsed > 0 ? p->sequences / elapsed : 0;
+    if (f->scaling && !isfinite(grad_norm)) {   /* a skipped step: the same step comes again */
+        p->window_loss -= step_loss, p->window--;
+        logger_print(log, "step %ld/%ld skipped: fp16 gradients overflowed; loss scale now %g", step + 1, total_steps,
+                     f->scaler.scale);
+        return;
+    }
     if (step % log_freq != 0 && step != total_steps) {
         logger_progress(log, "step %ld/%ld  loss %.4f  %.1f seq/s", step, total_steps, step_loss, rate);
         return;
@@ -116,6 +150,10 @@ void finetune_report(const Finetuner *f, Logger *log, FinetuneProgress *p, long 
     cJSON_AddNumberToObject(d, "learning_rate", lr);
     cJSON_AddNumberToObject(d, "grad_norm", grad_norm);
     cJSON_AddNumberToObject(d, "training_sequences_per_second", rate);
+    if (f->scaling) {
+        cJSON_AddNumberToObject(d, "loss_scale", f->scaler.scale);
+        cJSON_AddNumberToObject(d, "skipped_steps", (double)f->scaler.skipped_steps);
+    }
     logger_step(log, epoch, step, d);
     p->window_loss = 0, p->window = 0;
 }

@@ -5,7 +5,9 @@
  * weight decay on matrices only, the gradient's global norm clipped to 1), the learning rate
  * warmed up linearly over warmup_proportion of the steps and then decayed linearly to 0
  * (NVIDIA's LinearWarmUpScheduler: train/schedulers.h), gradient accumulation. Batches run
- * unpadded (each sequence's real tokens only through the encoder).
+ * unpadded (each sequence's real tokens only through the encoder). In FP16 the loss is scaled
+ * dynamically (optim/loss_scaler.h) as NVIDIA's run_squad.py / run_glue.py do with apex's
+ * dynamic scaling (initial scale 2^16): a step whose gradients overflowed is skipped.
  *
  * The task (tasks/glue.h, tasks/squad.h) makes the batches and reads the outputs; this file
  * owns the model, the optimizer and the step. */
@@ -28,6 +30,7 @@ typedef struct {
     int gradient_accumulation_steps;
     long seed;
     int precision;                  /* BertPrecision */
+    double loss_scale;              /* FP16 only: 0 dynamic (from 2^16, GradScaler's rule), > 0 static */
     bool strict;                    /* refuse NaN/Inf weights */
     int vocab_size_expected;        /* > 0: the vocabulary file's size, which the checkpoint must match */
 } FinetuneOptions;
@@ -43,9 +46,14 @@ const BertConfig *finetune_config(const Finetuner *f);
 /* One micro-batch's forward and backward (training); *loss its loss. */
 int finetune_micro_batch(Finetuner *f, const BertBatch *b, float *loss, BertError *err);
 /* After gradient_accumulation_steps micro-batches: the update. Returns the learning rate used
- * (*grad_norm: the gradient's norm before clipping). */
+ * (*grad_norm: the gradient's norm before clipping; not finite for an FP16 step skipped for
+ * an overflow). */
 double finetune_step(Finetuner *f, double *grad_norm);
 long finetune_steps_done(const Finetuner *f);
+/* FP16: steps skipped for an overflow (they do not count as steps done: the next batches
+ * make the step again, as pre-training does) and the loss scale now; 0 and 1 otherwise. */
+long finetune_skipped_steps(const Finetuner *f);
+double finetune_loss_scale(const Finetuner *f);
 
 /* A training run's progress for its log: the time it started, the sequences so far, and the
  * steps and loss since the last line. */
