@@ -1,4 +1,4 @@
-/* MPI collective timings for the data-parallel scaling model (docs/distributed_scaling.md).
+/* MPI collective timings for the data-parallel scaling model (docs/distributed.md, "Past one machine").
  *
  * Standalone: built with mpicc by bench/run_allreduce_bench.sh, not part of the Makefile's
  * build. Times, on the processes mpirun starts:

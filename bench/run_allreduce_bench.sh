@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# MPI collective timings on this machine, for the scaling model (docs/distributed_scaling.md):
+# MPI collective timings on this machine, for the scaling model (docs/distributed.md, "Past one machine"):
 # builds bench/mpi_allreduce_bench.c with mpicc (outside the Makefile's build) and runs it on
 # NP ranks of this one machine, so every byte goes through OpenMPI's shared-memory transport.
 #

@@ -4,8 +4,8 @@
 # once per step (--allreduce_post_accumulation) and sharded (--shard_optimizer). Real phase-1
 # shards (the two processes read the files split between them, so their sequences and losses
 # differ a little from the single process's). Prints seq/s (between the first and the last logged
-# step: the first step is not timed), the exposed communication per step that `bert pretrain`
-# logs, the bytes each process sent, and the final loss (equal across the 2-process runs up to rounding).
+# step: the first step is not timed), the exposed communication per step and the wait for the
+# slower process that `bert pretrain` logs, the bytes each process sent, and the final loss (equal across the 2-process runs up to rounding).
 #
 #   bench/run_distributed_bench.sh PHASE1_SHARDS [PRESET ...]      default presets: bert-small bert-base
 #   STEPS=6 MICRO=16                  steps timed (+1 untimed); sequences per micro-batch. Global
@@ -36,9 +36,12 @@ t0, t1 = float(steps[0]["timestamp"]), float(steps[-1]["timestamp"])
 n = steps[-1]["step"][1] - steps[0]["step"][1]
 comm = [r["data"].get("comm_exposed_seconds") for r in steps[1:]]
 comm = [c for c in comm if c is not None]
+imb = [r["data"].get("imbalance_wait_seconds") for r in steps[1:]]
+imb = [c for c in imb if c is not None]
 print(json.dumps(dict(preset=preset, run=label, processes=int(procs), threads=int(threads),
                       global_batch=int(global_batch), steps_timed=n, seq_per_s=n * int(global_batch) / (t1 - t0),
                       step_s=(t1 - t0) / n, comm_exposed_s_per_step=sum(comm) / len(comm) if comm else None,
+                      imbalance_wait_s_per_step=sum(imb) / len(imb) if imb else None,
                       final_loss=steps[-1]["data"]["step_loss"])))
 PY
 }
@@ -70,14 +73,17 @@ echo "# load average $(cut -d' ' -f1-3 /proc/loadavg) at end" >&2
 /usr/bin/python3 - "$RESULTS" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-print("| model | run | seq/s | vs 1 x 2 threads | exposed comm s/step | GB sent per process | final loss |")
-print("|---|---|---:|---:|---:|---:|---:|")
+print("| model | run | seq/s | vs 1 x 2 threads | exposed comm s/step | waiting for the slower process s/step | GB sent per process | final loss |")
+print("|---|---|---:|---:|---:|---:|---:|---:|")
 base = {}
 for r in rows:
     if r["processes"] == 1:
         base[r["preset"]] = r["seq_per_s"]
     b = base.get(r["preset"])
-    comm = "-" if r["comm_exposed_s_per_step"] is None else "%.2f (%.0f%%)" % (r["comm_exposed_s_per_step"], 100 * r["comm_exposed_s_per_step"] / r["step_s"])
-    print("| %s | %s | %.2f | %s | %s | %s | %.4f |" % (r["preset"], r["run"], r["seq_per_s"], "%.2fx" % (r["seq_per_s"] / b) if b else "-",
-          comm, "%.2f" % r["gb_sent_per_process"] if r["gb_sent_per_process"] else "-", r["final_loss"]))
+    def share(key):
+        v = r.get(key)
+        return "-" if v is None else "%.2f (%.0f%%)" % (v, 100 * v / r["step_s"])
+    print("| %s | %s | %.2f | %s | %s | %s | %s | %.4f |" % (r["preset"], r["run"], r["seq_per_s"], "%.2fx" % (r["seq_per_s"] / b) if b else "-",
+          share("comm_exposed_s_per_step"), share("imbalance_wait_s_per_step"),
+          "%.2f" % r["gb_sent_per_process"] if r["gb_sent_per_process"] else "-", r["final_loss"]))
 PY

@@ -157,6 +157,12 @@ static void test_two_processes_equal_one(void) {
             snprintf(two_model, sizeof two_model, "%s/ckpt_3/model.safetensors", two);
             double loss2[3] = {0}, grad2[3] = {0};
             CHECK(log_values(two_json, "step_loss", loss2, 3) == 3 && log_values(two_json, "grad_norm", grad2, 3) == 3);
+            /* each step's wait split into the communication and the wait for the slower process */
+            double exposed[3] = {-1, -1, -1}, imbalance[3] = {-1, -1, -1};
+            CHECKF(log_values(two_json, "comm_exposed_seconds", exposed, 3) == 3 &&
+                   log_values(two_json, "imbalance_wait_seconds", imbalance, 3) == 3 && exposed[2] >= 0 &&
+                   imbalance[2] >= 0 && exposed[2] + imbalance[2] < 60, "%s %s: waits %g, %g", optimizers[oi],
+                   variants[vi][0], exposed[2], imbalance[2]);
             /* bf16 on the wire rounds every gradient to 8 bits of mantissa: 2^-9 relative */
             const double tol = strstr(variants[vi][0], "bf16") ? 4e-3 : 1e-5;
             CHECKF(fabs(loss1[0] - loss2[0]) <= 1e-6 * fabs(loss1[0]), "%s %s: first loss %.9g vs %.9g",

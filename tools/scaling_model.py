@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Data-parallel scaling model for bert.c pre-training (docs/distributed_scaling.md).
+"""Data-parallel scaling model for bert.c pre-training (docs/distributed.md, "Past one machine").
 
 Predicts sequences/s and scaling efficiency of synchronous data parallelism from P = 1 to
 1,024 processes out of: the compute time of one micro-batch (forward, backward, and the

@@ -103,8 +103,10 @@ int cmd_pretrain(int argc, char **argv) {
                "evaluation, checkpoints)\n", 100 * s.model_seconds / s.seconds, 100 * (1 - s.model_seconds / s.seconds));
     if (s.processes > 1)
         printf("bert pretrain: %d processes; waiting for gradient reductions the backward did not hide: %.1f s in "
-               "all (%.1f%% of the time), %.2f GB sent per process\n", s.processes, s.comm_exposed_seconds,
-               s.seconds > 0 ? 100 * s.comm_exposed_seconds / s.seconds : 0, s.comm_bytes / 1e9);
+               "all (%.1f%% of the time); waiting for slower processes: %.1f s (%.1f%%); %.2f GB sent per process\n",
+               s.processes, s.comm_exposed_seconds, s.seconds > 0 ? 100 * s.comm_exposed_seconds / s.seconds : 0,
+               s.comm_imbalance_seconds, s.seconds > 0 ? 100 * s.comm_imbalance_seconds / s.seconds : 0,
+               s.comm_bytes / 1e9);
     if (s.last_checkpoint[0]) printf("bert pretrain: last checkpoint %s\n", s.last_checkpoint);
     if (s.stopped_by_signal) printf("bert pretrain: stopped by a signal after the checkpoint above; rerun with "
                                     "--resume_from_checkpoint to continue\n");

@@ -99,9 +99,12 @@ typedef struct {
     GradSync *sync;        /* NULL for one process */
     int rank, world;
     int signal;            /* a stop signal any process received (agreed each step) */
-    double comm_exposed;   /* seconds waiting for reductions, this run */
+    double step_wait;      /* this process's seconds waiting for reductions in the current step */
+    double comm_exposed;   /* per step, the least any process waited (the communication itself), summed */
+    double comm_imbalance; /* per step, the most any process waited beyond that (slower processes), summed */
     double comm_logged;    /* comm_exposed at the last log line */
     double comm_per_step;  /* exposed seconds per step over the last log window */
+    double imbalance_logged, imbalance_per_step;   /* the same for comm_imbalance */
     LoaderPosition *positions;   /* [world] every process's data position, for the checkpoint */
 } Run;
 
@@ -317,13 +320,27 @@ static void count_mlm_correct(const Run *r, const BertBatch *b, StepStats *s) {
 
 /* The step's statistics averaged over the processes (sums for the counts), and whether any
  * of them received a stop signal: one small all-reduce, so every process decides alike. */
+/* Sums the step's statistics over the processes, and each process's wait for the gradient
+ * reductions: the process that finished its backward last waited only for the communication
+ * the backward did not hide (the least wait: exposed communication); every other process
+ * also waited for it (the most wait beyond the least: imbalance, e.g. unpadded batches of
+ * more tokens on one process). */
 static void agree_on_stats(Run *r, StepStats *s) {
-    double x[6] = {s->loss, s->mlm, s->nsp, (double)s->mlm_correct, (double)s->mlm_count, stop_signal_received()};
-    comm_sum_doubles(r->comm, x, 6, "the step's loss all-reduce");
+    enum { FIXED = 6 };
+    double *x = xcalloc((size_t)(FIXED + r->world), sizeof(double));
+    const double mine[FIXED] = {s->loss, s->mlm, s->nsp, (double)s->mlm_correct, (double)s->mlm_count,
+                                stop_signal_received()};
+    memcpy(x, mine, sizeof mine);
+    x[FIXED + r->rank] = r->step_wait;
+    comm_sum_doubles(r->comm, x, FIXED + r->world, "the step's loss all-reduce");
     const double w = r->world;
     s->loss = x[0] / w, s->mlm = x[1] / w, s->nsp = x[2] / w;
     s->mlm_correct = (long)x[3], s->mlm_count = (long)x[4];
     r->signal = x[5] > 0 ? (stop_signal_received() ? stop_signal_received() : 15) : 0;
+    double least = x[FIXED], most = x[FIXED];
+    for (int p = 1; p < r->world; p++) least = fmin(least, x[FIXED + p]), most = fmax(most, x[FIXED + p]);
+    r->comm_exposed += least, r->comm_imbalance += most - least, r->step_wait = 0;
+    free(x);
 }
 
 /* The global gradient norm, for the fp16 overflow check: with a sharded optimizer each process
@@ -374,7 +391,7 @@ static int train_step(Run *r, bool with_accuracy, StepStats *s, double *lr, doub
         const bool reduce = r->sync && (micro == accum - 1 || !(o->allreduce_post_accumulation || o->shard_optimizer));
         if (reduce) grad_sync_arm(r->sync);
         bert_backward(r->model, &b);
-        if (reduce) r->comm_exposed += grad_sync_finish(r->sync);
+        if (reduce) r->step_wait += grad_sync_finish(r->sync);
         s->loss += loss / accum, s->mlm += bert_last_mlm_loss(r->model) / accum;
         s->nsp += bert_last_nsp_loss(r->model) / accum;
         r->model_seconds += now_seconds() - t0 - accuracy_s;
@@ -579,7 +596,9 @@ static void log_step(Run *r, const StepStats *s, double avg_loss, double lr, dou
                     sizeof eta);
     const double acc = s->mlm_count ? (double)s->mlm_correct / s->mlm_count : NAN;
     char comm[64] = "";
-    if (r->world > 1) snprintf(comm, sizeof comm, " | comm %.0f ms/step exposed", 1e3 * r->comm_per_step);
+    if (r->world > 1)
+        snprintf(comm, sizeof comm, " | comm %.0f ms/step exposed, %.0f waiting for slower processes",
+                 1e3 * r->comm_per_step, 1e3 * r->imbalance_per_step);
     logger_print(r->log, "step %ld/%ld (phase %d) | loss %.4f (mlm %.4f, nsp %.4f) | mlm acc %.3f | lr %.3e | "
                          "grad %.3f | %.1f seq/s%s | %s, ETA %s",
                  r->step, r->o->max_steps, r->phase, avg_loss, s->mlm, s->nsp, acc, lr, gnorm, rate, comm, el, eta);
@@ -594,7 +613,10 @@ static void log_step(Run *r, const StepStats *s, double avg_loss, double lr, dou
     cJSON_AddNumberToObject(d, "training_sequences_per_second", rate);
     cJSON_AddNumberToObject(d, "phase", r->phase);
     cJSON_AddNumberToObject(d, "phase_step", (double)r->step);
-    if (r->world > 1) cJSON_AddNumberToObject(d, "comm_exposed_seconds", r->comm_per_step);
+    if (r->world > 1) {
+        cJSON_AddNumberToObject(d, "comm_exposed_seconds", r->comm_per_step);
+        cJSON_AddNumberToObject(d, "imbalance_wait_seconds", r->imbalance_per_step);
+    }
     if (r->scaling) {
         cJSON_AddNumberToObject(d, "loss_scale", r->scaler.scale);
         cJSON_AddNumberToObject(d, "skipped_steps", (double)r->scaler.skipped_steps);
@@ -668,6 +690,8 @@ static int train_loop(Run *r, PretrainSummary *sum, BertError *err) {
             StepStats avg = s;   /* the window's means; the step's own loss stays as step_loss */
             avg.mlm = window_mlm / window, avg.nsp = window_nsp / window;
             r->comm_per_step = (r->comm_exposed - r->comm_logged) / window, r->comm_logged = r->comm_exposed;
+            r->imbalance_per_step = (r->comm_imbalance - r->imbalance_logged) / window;
+            r->imbalance_logged = r->comm_imbalance;
             log_step(r, &avg, window_loss / window, lr, gnorm, rate, elapsed, stop_step);
             window_loss = window_mlm = window_nsp = 0, window = 0;
         } else {
@@ -692,7 +716,8 @@ static int train_loop(Run *r, PretrainSummary *sum, BertError *err) {
     sum->sequences_per_second = sum->seconds > 0 ? sum->sequences / sum->seconds : 0;
     sum->mean_loss = steps ? loss_sum / steps : NAN;
     sum->skipped_steps = r->scaler.skipped_steps, sum->loss_scale = r->scaling ? r->scaler.scale : 1.0;
-    sum->comm_exposed_seconds = r->comm_exposed, sum->comm_bytes = r->sync ? grad_sync_bytes(r->sync) : 0;
+    sum->comm_exposed_seconds = r->comm_exposed, sum->comm_imbalance_seconds = r->comm_imbalance;
+    sum->comm_bytes = r->sync ? grad_sync_bytes(r->sync) : 0;
     return 0;
 }
 

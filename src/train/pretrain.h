@@ -83,7 +83,9 @@ typedef struct {
     long skipped_steps;             /* fp16: steps skipped for gradient overflow (whole run, resumed included) */
     double loss_scale;              /* fp16: the scale at the end */
     int processes, rank;            /* data-parallel processes (1 without mpirun), this one's rank */
-    double comm_exposed_seconds;    /* waiting for gradient reductions the backward did not hide */
+    double comm_exposed_seconds;    /* waiting for gradient reductions the backward did not hide (per step, the
+                                       least any process waited: the one that finished its backward last) */
+    double comm_imbalance_seconds;  /* waiting beyond that for slower processes (per step, the most minus the least) */
     double comm_bytes;              /* gradient bytes this process sent into reductions */
     bool stopped_by_signal;
     char last_checkpoint[4096];     /* "" when none was written */

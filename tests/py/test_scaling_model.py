@@ -1,4 +1,4 @@
-"""tools/scaling_model.py (docs/distributed_scaling.md): the parameter count and buckets
+"""tools/scaling_model.py (docs/distributed.md, "Past one machine"): the parameter count and buckets
 against bert.c's layout, the all-reduce formulas at their limits, the overlap rule, and the
 published-table calibration. Plain python3; run from anywhere."""
 import json
