@@ -28,6 +28,9 @@ typedef struct {
 } LossScaler;
 
 enum { LOSS_SCALER_GROWTH_INTERVAL = 2000 };
+/* Past this many skipped steps in a row the gradients are not finite at any scale (the scale
+ * has been halved 64 times): the trainers stop with an error. */
+enum { LOSS_SCALER_MAX_OVERFLOWS_IN_A_ROW = 64 };
 #define LOSS_SCALER_INIT_SCALE 1048576.0   /* 2^20: NVIDIA's --init_loss_scale */
 
 /* dynamic: GradScaler's defaults (growth 2, backoff 0.5, interval 2000) from init_scale;

@@ -203,6 +203,13 @@ void comm_max_ints(Comm *c, int *x, int n, const char *what) {
     wait_with_deadline(c, &r, what);
 }
 
+void comm_max_doubles(Comm *c, double *x, int n, const char *what) {
+    if (!c->mpi) return;
+    MPI_Request r;
+    MPI_Iallreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &r);
+    wait_with_deadline(c, &r, what);
+}
+
 void comm_allgather(Comm *c, const void *mine, void *all, size_t bytes, const char *what) {
     if (!c->mpi) {
         memcpy(all, mine, bytes);

@@ -35,6 +35,7 @@ _Noreturn void comm_abort(Comm *c, int code, const char *msg);
 /* Blocking collectives, each with the deadline; `what` names it in a timeout message. */
 void comm_sum_doubles(Comm *c, double *x, int n, const char *what);
 void comm_max_ints(Comm *c, int *x, int n, const char *what);
+void comm_max_doubles(Comm *c, double *x, int n, const char *what);
 /* Every rank's `bytes` bytes, in rank order, into all (size * bytes). */
 void comm_allgather(Comm *c, const void *mine, void *all, size_t bytes, const char *what);
 /* Rank `root` sends `bytes` bytes to every rank. */

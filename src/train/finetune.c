@@ -24,8 +24,6 @@ struct Finetuner {
     int overflows_in_a_row;
 };
 
-/* Past this many skipped steps in a row the gradients are not finite at any scale. */
-enum { FINETUNE_MAX_OVERFLOWS = 64 };
 #define FINETUNE_INIT_LOSS_SCALE 65536.0   /* apex's and GradScaler's dynamic start, 2^16 */
 
 int finetune_open(Finetuner **out, const FinetuneOptions *o, char *what, size_t what_size, BertError *err) {
@@ -83,9 +81,9 @@ long finetune_skipped_steps(const Finetuner *f) { return f->scaling ? f->scaler.
 double finetune_loss_scale(const Finetuner *f) { return f->scaling ? f->scaler.scale : 1.0; }
 
 int finetune_micro_batch(Finetuner *f, const BertBatch *b, float *loss, BertError *err) {
-    if (f->overflows_in_a_row >= FINETUNE_MAX_OVERFLOWS)
+    if (f->overflows_in_a_row >= LOSS_SCALER_MAX_OVERFLOWS_IN_A_ROW)
         return bert_fail(err, "fp16 gradients overflowed %d times in a row (loss scale now %g): not a matter of scale",
-                         FINETUNE_MAX_OVERFLOWS, f->scaler.scale);
+                         LOSS_SCALER_MAX_OVERFLOWS_IN_A_ROW, f->scaler.scale);
     if (f->in_step == 0) bert_zero_grad(f->model);
     const uint64_t key = rng_key(rng_key((uint64_t)f->o.seed, 0xF17E), (uint64_t)f->micro_batches);
     *loss = bert_forward(f->model, b, true, key);

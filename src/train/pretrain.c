@@ -302,9 +302,6 @@ static int restore_checkpoint(Run *r, const char *dir, const cJSON *state, BertE
 
 typedef struct { double loss, mlm, nsp; long mlm_correct, mlm_count; } StepStats;
 
-/* fp16: the scale halves at each overflow, so 64 in a row (2^-64 of it) are not about range */
-enum { MAX_OVERFLOWS_IN_A_ROW = 64 };
-
 /* MLM accuracy of the last forward: argmax of each labelled slot's logits. */
 static void count_mlm_correct(const Run *r, const BertBatch *b, StepStats *s) {
     const float *logits = bert_mlm_logits(r->model);
@@ -407,10 +404,10 @@ static int train_step(Run *r, bool with_accuracy, StepStats *s, double *lr, doub
             r->model_seconds += now_seconds() - t1;
             *skipped = true;
             agree_on_stats(r, s);
-            return ++r->overflows_in_a_row < MAX_OVERFLOWS_IN_A_ROW ? 0 :
+            return ++r->overflows_in_a_row < LOSS_SCALER_MAX_OVERFLOWS_IN_A_ROW ? 0 :
                 bert_fail(err, "step %ld: fp16 gradients overflowed %d times in a row (loss scale now %g): "
                                "not a matter of scale; the last good checkpoint has the weights",
-                          r->step + r->offset + 1, MAX_OVERFLOWS_IN_A_ROW, r->scaler.scale);
+                          r->step + r->offset + 1, LOSS_SCALER_MAX_OVERFLOWS_IN_A_ROW, r->scaler.scale);
         }
         r->overflows_in_a_row = 0;
     }

@@ -43,15 +43,7 @@ static int backward_ranges(const BertModel *m, Range *out, BertError *err) {
 
 /* The slowest process's time of each repetition, then min and median over repetitions. */
 static void summarise(Comm *c, double *t, int iters, double grad_bytes, double bus_factor, SyncBenchTiming *out) {
-    const int P = comm_size(c), me = comm_rank(c);
-    double *all = xcalloc((size_t)iters * (size_t)P, sizeof(double));
-    for (int i = 0; i < iters; i++) all[(size_t)i * (size_t)P + (size_t)me] = t[i];
-    comm_sum_doubles(c, all, iters * P, "the timings");
-    for (int i = 0; i < iters; i++) {
-        t[i] = 0;
-        for (int r = 0; r < P; r++) if (all[(size_t)i * (size_t)P + (size_t)r] > t[i]) t[i] = all[(size_t)i * (size_t)P + (size_t)r];
-    }
-    free(all);
+    comm_max_doubles(c, t, iters, "the timings");
     for (int i = 1; i < iters; i++)   /* insertion sort: a handful of values */
         for (int j = i; j > 0 && t[j] < t[j - 1]; j--) { const double x = t[j]; t[j] = t[j - 1], t[j - 1] = x; }
     out->seconds_min = t[0], out->seconds_median = t[iters / 2], out->grad_bytes = grad_bytes;
