@@ -6,7 +6,9 @@
  *  - loop: k micro-batches of b equal one batch of k*b (to float rounding); exact resume
  *    (steps_this_run, SIGTERM, SIGKILL after a checkpoint; with accumulation and dynamic
  *    masking): identical losses and final weights, bit for bit; phase 2 from phase 1's
- *    checkpoint; bad input refused clearly.
+ *    checkpoint; bad input refused clearly;
+ *  - the step's micro-batches dealt by work (train/step_batches.h): whole rows moved intact,
+ *    every row once, micro-batches of even work; consecutive when asked.
  * Shards are written by the test with the project's HDF5 writer: synthetic sequences whose
  * first token after [CLS] encodes (file, row), so the test can tell which row it got. */
 #include "test.h"
@@ -26,6 +28,7 @@
 #include "train/checkpoint.h"
 #include "train/dataloader.h"
 #include "train/pretrain.h"
+#include "train/step_batches.h"
 
 enum { T = 24, P = 4, VOCAB = 120, CLS = 2, SEP = 3, MASK = 4, ROWS = 10, NFILES = 5 };
 
@@ -161,6 +164,96 @@ static void test_loader_seek_and_ranks(void) {
     wrong.rank = 2, wrong.world_size = 2;
     DataLoader *l;
     CHECK(loader_open(&l, &wrong, &err) != 0);
+}
+
+/* The deal: B rows per bin, every row once, ties in order, heaviest first to the lightest bin. */
+static void test_deal_by_work(void) {
+    int pos[64];
+    /* equal work: round robin, row i to bin i mod bins, slot i / bins */
+    double same[12];
+    for (int i = 0; i < 12; i++) same[i] = 5;
+    deal_by_work(same, 12, 3, pos);
+    bool round_robin = true;
+    for (int i = 0; i < 12; i++) round_robin &= pos[i] == (i % 4) * 3 + i / 4;
+    CHECK(round_robin);
+    /* worked by hand: 10 b0 | 9 b1 | 8 b1 (17) | 7 b0 (17) | 6 b0 (23, the tie to the lower bin)
+     * | 5 b1 (22) | 4 b1 (26, full) | 3 b0 (26): both bins 26 */
+    const double w[8] = {3, 10, 4, 9, 5, 8, 6, 7};
+    const int want[8] = {3, 0, 7, 4, 6, 5, 2, 1};
+    deal_by_work(w, 8, 4, pos);
+    CHECK(memcmp(pos, want, sizeof want) == 0);
+    /* skewed data read in order (full-length rows first, then short ones): the bins' work
+     * evens out to within one row's work, every place used once */
+    double skew[64], bin[16] = {0}, heaviest = 0;
+    int used[64] = {0};
+    for (int i = 0; i < 64; i++) skew[i] = row_work(i < 24 ? 128 : 20 + (i * 37) % 90, 768), heaviest = fmax(heaviest, skew[i]);
+    deal_by_work(skew, 64, 4, pos);
+    for (int i = 0; i < 64; i++) used[pos[i]]++, bin[pos[i] / 4] += skew[i];
+    double lo = bin[0], hi = bin[0];
+    for (int b = 1; b < 16; b++) lo = fmin(lo, bin[b]), hi = fmax(hi, bin[b]);
+    bool once = true;
+    for (int i = 0; i < 64; i++) once &= used[i] == 1;
+    CHECK(once);
+    CHECKF(hi - lo <= heaviest, "bins' work from %g to %g (a row is up to %g)", lo, hi, heaviest);
+    /* a row's work: tokens (6H + tokens), the linear layers' and attention's FLOPs per 4H */
+    CHECK(row_work(128, 768) == 128.0 * (6 * 768 + 128));
+}
+
+/* One process: the step's rows (a loader of k*B rows) dealt into k micro-batches of B, every
+ * field of every row moved intact, each row once; --consecutive_micro_batches keeps them. */
+static void test_step_batches_one_process(void) {
+    enum { B = 2, K = 5 };
+    BertError err;
+    Comm *comm;
+    CHECKF(comm_open(&comm, 60, &err) == 0, "%s", err.msg);
+    for (int consecutive = 0; consecutive < 2; consecutive++) {
+        DataLoader *raw, *src;
+        LoaderOptions o = loader_options(B * K, true);
+        CHECK(loader_open(&raw, &o, &err) == 0 && loader_open(&src, &o, &err) == 0);
+        StepBatchOptions so = {.micro_batch = B, .accumulation = K, .seq_len = T, .max_predictions = P,
+                               .hidden_size = 32, .consecutive = consecutive};
+        StepBatches *s = step_batches_create(&so, 0, 1);
+        for (int step = 0; step < 3; step++) {   /* across a file end (10 rows a file) */
+            BertBatch all;
+            CHECK(loader_next(raw, &all, &err) == 1);
+            CHECKF(step_batches_load(s, src, comm, &err) == 0, "%s", err.msg);
+            int seen[B * K] = {0}, intact = 0, in_order = 1;
+            double work[K] = {0}, heaviest = 0;
+            for (int m = 0; m < K; m++) {
+                const BertBatch b = step_batches_micro(s, m);
+                CHECK(b.batch == B && b.seq_len == T && b.max_predictions == P);
+                for (int i = 0; i < B; i++) {
+                    int from = -1;
+                    for (int j = 0; j < B * K; j++)
+                        if (row_id(&all, j) == row_id(&b, i)) from = j;
+                    if (from < 0) continue;
+                    seen[from]++, in_order &= from == m * B + i;
+                    const size_t a = (size_t)from * T, c = (size_t)i * T, ap = (size_t)from * P, cp = (size_t)i * P;
+                    intact += !memcmp(all.input_ids + a, b.input_ids + c, T * 4) &&
+                              !memcmp(all.token_type_ids + a, b.token_type_ids + c, T * 4) &&
+                              !memcmp(all.attention_mask + a, b.attention_mask + c, T * 4) &&
+                              !memcmp(all.masked_positions + ap, b.masked_positions + cp, P * 4) &&
+                              !memcmp(all.masked_labels + ap, b.masked_labels + cp, P * 4) &&
+                              all.next_sentence_labels[from] == b.next_sentence_labels[i];
+                    int len = 0;
+                    for (int t = 0; t < T; t++) len += b.attention_mask[c + t] != 0;
+                    work[m] += row_work(len, 32), heaviest = fmax(heaviest, row_work(len, 32));
+                }
+            }
+            int once = 0;
+            for (int j = 0; j < B * K; j++) once += seen[j] == 1;
+            CHECKF(once == B * K && intact == B * K, "step %d: %d of %d rows once, %d intact", step, once, B * K, intact);
+            double lo = work[0], hi = work[0];
+            for (int m = 1; m < K; m++) lo = fmin(lo, work[m]), hi = fmax(hi, work[m]);
+            if (consecutive) CHECK(in_order);
+            else CHECKF(hi - lo <= heaviest, "step %d: micro-batches' work from %g to %g", step, lo, hi);
+        }
+        double dealt, before;
+        step_batches_spread(s, &dealt, &before);
+        CHECK(dealt == 1 && before == 1);   /* one process: nothing to even out between processes */
+        step_batches_free(s), loader_close(raw), loader_close(src);
+    }
+    comm_close(comm);
 }
 
 static void test_loader_eval_pass(void) {
@@ -586,6 +679,8 @@ int main(int argc, char **argv) {
     RUN_TEST(test_loader_epoch_order_and_labels);
     RUN_TEST(test_loader_seek_and_ranks);
     RUN_TEST(test_loader_eval_pass);
+    RUN_TEST(test_deal_by_work);
+    RUN_TEST(test_step_batches_one_process);
     RUN_TEST(test_dynamic_masking);
     RUN_TEST(test_loader_bad_shards);
     RUN_TEST(test_check_shards);

@@ -65,6 +65,9 @@ int cmd_pretrain(int argc, char **argv) {
         {"shard_optimizer", FLAG_BOOL, &o.shard_optimizer,
          "under mpirun: each process holds and updates 1/P of the optimizer state (ZeRO-1; reduces once per step)"},
         {"bucket_cap_mb", FLAG_DOUBLE, &o.bucket_cap_mb, "gradients are reduced in buckets of this size; default 25"},
+        {"consecutive_micro_batches", FLAG_BOOL, &o.consecutive_micro_batches,
+         "micro-batches of consecutive rows as read (NVIDIA's), not the step's rows dealt so that every micro-batch "
+         "and process has the same work (the default; docs/distributed.md)"},
         {"comm_timeout", FLAG_DOUBLE, &o.comm_timeout,
          "seconds a process waits for the others before it ends the job (a rank died or hangs); default 1800"},
     };
@@ -93,8 +96,9 @@ int cmd_pretrain(int argc, char **argv) {
         return 1;
     }
     if (s.rank != 0) return 0;   /* process 0 reports for the job */
-    printf("bert pretrain: steps %ld -> %ld, %ld sequences in %.1f s (%.2f seq/s), mean loss %.4f, final loss %.4f",
-           s.first_step, s.last_step, s.sequences, s.seconds, s.sequences_per_second, s.mean_loss, s.final_loss);
+    printf("bert pretrain: steps %ld -> %ld, %ld sequences in %.1f s (%.2f seq/s, %.0f real tokens/s), mean loss %.4f, "
+           "final loss %.4f", s.first_step, s.last_step, s.sequences, s.seconds, s.sequences_per_second,
+           s.tokens_per_second, s.mean_loss, s.final_loss);
     if (!isnan(s.final_mlm_accuracy)) printf(", held-out MLM accuracy %.4f", s.final_mlm_accuracy);
     if (o.precision == BERT_FP16) printf(", loss scale %g, %ld steps skipped for fp16 overflow", s.loss_scale, s.skipped_steps);
     printf("\n");
@@ -107,6 +111,9 @@ int cmd_pretrain(int argc, char **argv) {
                s.processes, s.comm_exposed_seconds, s.seconds > 0 ? 100 * s.comm_exposed_seconds / s.seconds : 0,
                s.comm_imbalance_seconds, s.seconds > 0 ? 100 * s.comm_imbalance_seconds / s.seconds : 0,
                s.comm_bytes / 1e9);
+    if (s.processes > 1)
+        printf("bert pretrain: the busiest process's work over the mean, per step: %.3f (%.3f had the micro-batches "
+               "not been dealt by work)\n", s.work_spread, s.work_spread_consecutive);
     if (s.last_checkpoint[0]) printf("bert pretrain: last checkpoint %s\n", s.last_checkpoint);
     if (s.stopped_by_signal) printf("bert pretrain: stopped by a signal after the checkpoint above; rerun with "
                                     "--resume_from_checkpoint to continue\n");

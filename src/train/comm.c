@@ -220,6 +220,27 @@ void comm_allgather(Comm *c, const void *mine, void *all, size_t bytes, const ch
     wait_with_deadline(c, &r, what);
 }
 
+void comm_alltoallv(Comm *c, const void *send, const size_t *send_counts, void *recv, const size_t *recv_counts,
+                    size_t item_bytes, const char *what) {
+    if (!c->mpi) {
+        memcpy(recv, send, send_counts[0] * item_bytes);
+        return;
+    }
+    /* the counts in bytes, whole messages packed one after another */
+    int *v = xmalloc(sizeof(int) * 4 * (size_t)c->size);
+    int *sc = v, *sd = v + c->size, *rc = v + 2 * c->size, *rd = v + 3 * c->size;
+    size_t s_at = 0, r_at = 0;
+    for (int r = 0; r < c->size; r++) {
+        sc[r] = as_count(c, send_counts[r] * item_bytes), sd[r] = as_count(c, s_at);
+        rc[r] = as_count(c, recv_counts[r] * item_bytes), rd[r] = as_count(c, r_at);
+        s_at += send_counts[r] * item_bytes, r_at += recv_counts[r] * item_bytes;
+    }
+    MPI_Request q;
+    MPI_Ialltoallv(send, sc, sd, MPI_BYTE, recv, rc, rd, MPI_BYTE, MPI_COMM_WORLD, &q);
+    wait_with_deadline(c, &q, what);
+    free(v);
+}
+
 void comm_broadcast(Comm *c, void *data, size_t bytes, int root, const char *what) {
     if (!c->mpi) return;
     MPI_Request r;

@@ -38,6 +38,11 @@ void comm_max_ints(Comm *c, int *x, int n, const char *what);
 void comm_max_doubles(Comm *c, double *x, int n, const char *what);
 /* Every rank's `bytes` bytes, in rank order, into all (size * bytes). */
 void comm_allgather(Comm *c, const void *mine, void *all, size_t bytes, const char *what);
+/* Each rank sends send_counts[r] items of item_bytes bytes to rank r (send: those to rank 0,
+ * then those to rank 1, ...) and receives recv_counts[r] items from rank r into recv, in rank
+ * order: MPI_Alltoallv. */
+void comm_alltoallv(Comm *c, const void *send, const size_t *send_counts, void *recv, const size_t *recv_counts,
+                    size_t item_bytes, const char *what);
 /* Rank `root` sends `bytes` bytes to every rank. */
 void comm_broadcast(Comm *c, void *data, size_t bytes, int root, const char *what);
 /* floats [lo[r], lo[r+1]) of x are rank r's; each rank's part sent to every rank (in place). */

@@ -25,6 +25,7 @@
 #include "train/dataloader.h"
 #include "train/logger.h"
 #include "train/schedulers.h"
+#include "train/step_batches.h"
 #include "train/stop_signal.h"
 
 void pretrain_default_options(PretrainOptions *o) {
@@ -106,6 +107,10 @@ typedef struct {
     double comm_per_step;  /* exposed seconds per step over the last log window */
     double imbalance_logged, imbalance_per_step;   /* the same for comm_imbalance */
     LoaderPosition *positions;   /* [world] every process's data position, for the checkpoint */
+    StepBatches *steps;    /* the step's micro-batches, dealt by work across the processes */
+    double spread_dealt, spread_consecutive;   /* summed over steps: busiest process's work / mean */
+    long spread_steps;
+    long step_tokens;      /* the last step's real tokens over all processes (bert.c computes only those) */
 } Run;
 
 static bool same_architecture(const BertConfig *a, const BertConfig *b) {
@@ -364,9 +369,13 @@ static int train_step(Run *r, bool with_accuracy, StepStats *s, double *lr, doub
     *skipped = false;
     bert_zero_grad(r->model);
     if (r->scaling) bert_set_loss_scale(r->model, (float)r->scaler.scale);
+    if (step_batches_load(r->steps, r->train, r->comm, err) != 0) return -1;
+    double dealt, consecutive;
+    step_batches_spread(r->steps, &dealt, &consecutive);
+    r->spread_dealt += dealt, r->spread_consecutive += consecutive, r->spread_steps++;
+    r->step_tokens = step_batches_tokens(r->steps);
     for (int micro = 0; micro < accum; micro++) {
-        BertBatch b;
-        if (loader_next(r->train, &b, err) != 1) return -1;
+        const BertBatch b = step_batches_micro(r->steps, micro);
         const double t0 = now_seconds();
         /* keyed by the micro-batch's place in the global batch: P processes with k micro-batches
          * each draw the masks one process with P k would */
@@ -494,11 +503,17 @@ static int setup_model(Run *r, BertError *err) {
 
 static int setup_data(Run *r, BertError *err) {
     const PretrainOptions *o = r->o;
-    LoaderOptions lo = {.dir = o->input_dir, .name_filter = "training", .micro_batch = r->micro,
+    /* the loader reads a whole step of this process's rows at once: step_batches deals them */
+    LoaderOptions lo = {.dir = o->input_dir, .name_filter = "training",
+                        .micro_batch = r->micro * o->gradient_accumulation_steps,
                         .max_seq_length = o->max_seq_length, .max_predictions = o->max_predictions_per_seq,
                         .vocab_size = r->cfg.vocab_size, .seed = (uint64_t)o->seed, .training = true,
                         .dynamic_masking = o->dynamic_masking, .rank = r->rank, .world_size = r->world};
     if (loader_open(&r->train, &lo, err) != 0) return -1;
+    const StepBatchOptions so = {.micro_batch = r->micro, .accumulation = o->gradient_accumulation_steps,
+                                 .seq_len = o->max_seq_length, .max_predictions = o->max_predictions_per_seq,
+                                 .hidden_size = r->cfg.hidden_size, .consecutive = o->consecutive_micro_batches};
+    r->steps = step_batches_create(&so, r->rank, r->world);
     if (o->eval_steps <= 0 || r->rank != 0) return 0;   /* process 0 evaluates, on all the held-out data */
     lo.rank = 0, lo.world_size = 1;
     lo.dir = o->eval_dir ? o->eval_dir : o->input_dir, lo.name_filter = "test", lo.training = false;
@@ -585,8 +600,8 @@ static void log_parameters(Run *r) {
     logger_parameters(r->log, d);
 }
 
-static void log_step(Run *r, const StepStats *s, double avg_loss, double lr, double gnorm, double rate, double elapsed,
-                     long stop_step) {
+static void log_step(Run *r, const StepStats *s, double avg_loss, double lr, double gnorm, double rate,
+                     double token_rate, double elapsed, long stop_step) {
     char el[32], eta[32];
     format_duration(elapsed, el, sizeof el);
     format_duration(rate > 0 ? (double)(stop_step - r->step) * r->o->train_batch_size * r->world / rate : -1, eta,
@@ -597,8 +612,9 @@ static void log_step(Run *r, const StepStats *s, double avg_loss, double lr, dou
         snprintf(comm, sizeof comm, " | comm %.0f ms/step exposed, %.0f waiting for slower processes",
                  1e3 * r->comm_per_step, 1e3 * r->imbalance_per_step);
     logger_print(r->log, "step %ld/%ld (phase %d) | loss %.4f (mlm %.4f, nsp %.4f) | mlm acc %.3f | lr %.3e | "
-                         "grad %.3f | %.1f seq/s%s | %s, ETA %s",
-                 r->step, r->o->max_steps, r->phase, avg_loss, s->mlm, s->nsp, acc, lr, gnorm, rate, comm, el, eta);
+                         "grad %.3f | %.1f seq/s (%.0f tokens/s)%s | %s, ETA %s",
+                 r->step, r->o->max_steps, r->phase, avg_loss, s->mlm, s->nsp, acc, lr, gnorm, rate, token_rate, comm, el,
+                 eta);
     cJSON *d = cJSON_CreateObject();
     cJSON_AddNumberToObject(d, "average_loss", avg_loss);
     cJSON_AddNumberToObject(d, "step_loss", s->loss);
@@ -608,6 +624,9 @@ static void log_step(Run *r, const StepStats *s, double avg_loss, double lr, dou
     cJSON_AddNumberToObject(d, "learning_rate", lr);
     cJSON_AddNumberToObject(d, "grad_norm", gnorm);
     cJSON_AddNumberToObject(d, "training_sequences_per_second", rate);
+    /* real tokens (padding is not computed): the rate to compare runs on different rows */
+    cJSON_AddNumberToObject(d, "training_tokens_per_second", token_rate);
+    cJSON_AddNumberToObject(d, "step_tokens", (double)r->step_tokens);
     cJSON_AddNumberToObject(d, "phase", r->phase);
     cJSON_AddNumberToObject(d, "phase_step", (double)r->step);
     if (r->world > 1) {
@@ -668,7 +687,7 @@ static int train_loop(Run *r, PretrainSummary *sum, BertError *err) {
             return -1;
         }
         if (skipped) {   /* fp16 overflow: the same step again on the next batch, at half the scale */
-            sum->sequences += (long)o->train_batch_size * r->world;
+            sum->sequences += (long)o->train_batch_size * r->world, sum->tokens += r->step_tokens;
             log_skipped_step(r);
             const int sig = r->signal;
             if (sig) {
@@ -681,15 +700,15 @@ static int train_loop(Run *r, PretrainSummary *sum, BertError *err) {
         }
         steps++, window++, window_loss += s.loss, loss_sum += s.loss, window_mlm += s.mlm, window_nsp += s.nsp;
         sum->final_loss = s.loss, sum->last_step = r->step;
-        sum->sequences += (long)o->train_batch_size * r->world;
-        const double elapsed = now_seconds() - t0, rate = sum->sequences / elapsed;
+        sum->sequences += (long)o->train_batch_size * r->world, sum->tokens += r->step_tokens;
+        const double elapsed = now_seconds() - t0, rate = sum->sequences / elapsed, token_rate = sum->tokens / elapsed;
         if (log_now) {
             StepStats avg = s;   /* the window's means; the step's own loss stays as step_loss */
             avg.mlm = window_mlm / window, avg.nsp = window_nsp / window;
             r->comm_per_step = (r->comm_exposed - r->comm_logged) / window, r->comm_logged = r->comm_exposed;
             r->imbalance_per_step = (r->comm_imbalance - r->imbalance_logged) / window;
             r->imbalance_logged = r->comm_imbalance;
-            log_step(r, &avg, window_loss / window, lr, gnorm, rate, elapsed, stop_step);
+            log_step(r, &avg, window_loss / window, lr, gnorm, rate, token_rate, elapsed, stop_step);
             window_loss = window_mlm = window_nsp = 0, window = 0;
         } else {
             logger_progress(r->log, "step %ld/%ld  loss %.4f  %.1f seq/s", r->step, o->max_steps, s.loss, rate);
@@ -711,9 +730,12 @@ static int train_loop(Run *r, PretrainSummary *sum, BertError *err) {
     sum->seconds = now_seconds() - t0;
     sum->model_seconds = r->model_seconds;
     sum->sequences_per_second = sum->seconds > 0 ? sum->sequences / sum->seconds : 0;
+    sum->tokens_per_second = sum->seconds > 0 ? sum->tokens / sum->seconds : 0;
     sum->mean_loss = steps ? loss_sum / steps : NAN;
     sum->skipped_steps = r->scaler.skipped_steps, sum->loss_scale = r->scaling ? r->scaler.scale : 1.0;
     sum->comm_exposed_seconds = r->comm_exposed, sum->comm_imbalance_seconds = r->comm_imbalance;
+    sum->work_spread = r->spread_steps ? r->spread_dealt / r->spread_steps : 1;
+    sum->work_spread_consecutive = r->spread_steps ? r->spread_consecutive / r->spread_steps : 1;
     sum->comm_bytes = r->sync ? grad_sync_bytes(r->sync) : 0;
     return 0;
 }
@@ -809,6 +831,7 @@ int pretrain_run(const PretrainOptions *o, PretrainSummary *sum, BertError *err)
     /* an error one process met would leave the others waiting in a collective: end the job */
     if (rc != 0 && r.world > 1) comm_abort(r.comm, 1, err->msg);
     loader_close(r.train), loader_close(r.eval);
+    step_batches_free(r.steps);
     optimizer_free(r.opt);
     grad_sync_free(r.sync);
     bert_model_free(r.model);

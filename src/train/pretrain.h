@@ -70,12 +70,14 @@ typedef struct {
     bool shard_optimizer;           /* ZeRO-1: each process holds and updates 1/P of the optimizer state */
     double bucket_cap_mb;           /* gradient bucket size (DDP's default 25) */
     double comm_timeout;            /* seconds a collective may wait before the job is ended */
+    bool consecutive_micro_batches; /* NVIDIA's micro-batches as read, not dealt by work (train/step_batches.h) */
 } PretrainOptions;
 
 typedef struct {
     long first_step, last_step;     /* phase steps this run started at and reached */
     long sequences;                 /* sequences trained on in this run */
-    double seconds, sequences_per_second;
+    long tokens;                    /* of those, real tokens (not padding), over all processes */
+    double seconds, sequences_per_second, tokens_per_second;
     double model_seconds;           /* of those, inside forward, backward and the optimizer: the rest
                                        is the loop's own cost (data, logging, evaluation, checkpoints) */
     double mean_loss, final_loss;   /* mean over this run's steps, and of the last step */
@@ -87,6 +89,8 @@ typedef struct {
                                        least any process waited: the one that finished its backward last) */
     double comm_imbalance_seconds;  /* waiting beyond that for slower processes (per step, the most minus the least) */
     double comm_bytes;              /* gradient bytes this process sent into reductions */
+    double work_spread;             /* per step, the busiest process's work over the mean (1: even), averaged */
+    double work_spread_consecutive; /* the same had the micro-batches not been dealt (train/step_batches.h) */
     bool stopped_by_signal;
     char last_checkpoint[4096];     /* "" when none was written */
 } PretrainSummary;
