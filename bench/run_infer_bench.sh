@@ -30,6 +30,9 @@
 #   PEER_PYTHON=.venv-bf16peer/bin/python         torch 2.x + transformers (bench/setup_bf16_peer_env.sh),
 #                                                 plus onnxruntime, openvino, onnx (installed if missing)
 #   RESULTS=file                                  JSON lines (default out/infer_bench_<time>.jsonl)
+#   WARMUP=2                                      untimed batches first, every side (the first ones
+#                                                 replayed); WARMUP=GLUE_LATENCY at batch 1 has every
+#                                                 length seen once first (a server's steady state)
 #   MAX_BATCHES=N                                 peers time only N batches per measurement (smoke
 #                                                 runs; the table then warns that batches differ)
 # A smoke run of the whole pipeline in a minute or two:
@@ -38,7 +41,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PRESET=${PRESET:-bert-base}; THREADS=${THREADS:-2}; BATCH=${BATCH:-32}
 GLUE_LATENCY=${GLUE_LATENCY:-256}; SQUAD_FEATURES=${SQUAD_FEATURES:-512}; SQUAD_LATENCY=${SQUAD_LATENCY:-128}
-SQUAD_BLOCK=${SQUAD_BLOCK:-32}
+SQUAD_BLOCK=${SQUAD_BLOCK:-32}; WARMUP=${WARMUP:-2}
 DATASETS=${DATASETS:-glue squad}
 PEERS=${PEERS:-pytorch-fp32 pytorch-bf16 ort-fp32 openvino-fp32 openvino-bf16}
 shared=$(cd .. && pwd)/shared
@@ -80,12 +83,12 @@ run_dataset() {  # latency_sequences, then the length source's flags
       echo "== bert.c $prec: ${src[*]}" >&2
       local extra=(); [ "$prec" = bf16 ] && extra=(--bf16)
       ./bert bench_infer "${src[@]}" --preset "$PRESET" --batch "$BATCH" --latency_sequences "$latency" \
-        --threads "$THREADS" --json "${extra[@]}" | tag "$prec" | tee -a "$results" >&2
+        --threads "$THREADS" --warmup "$WARMUP" --json "${extra[@]}" | tag "$prec" | tee -a "$results" >&2
     done
   fi
   for impl in $PEERS; do
     "$PEER_PYTHON" bench/infer_peers.py "${src[@]}" --preset "$PRESET" --batch "$BATCH" --latency_sequences "$latency" \
-      --threads "$THREADS" --impls "$impl" --max_batches "${MAX_BATCHES:-0}" | tee -a "$results" >&2
+      --threads "$THREADS" --warmup "$WARMUP" --impls "$impl" --max_batches "${MAX_BATCHES:-0}" | tee -a "$results" >&2
   done
 }
 

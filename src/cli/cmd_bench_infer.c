@@ -41,6 +41,7 @@ int cmd_bench_infer(int argc, char **argv) {
         {"max_seq_length", FLAG_INT, &max_seq, "default 128 (GLUE) or 384 (SQuAD)"},
         {"batch", FLAG_INT, &batch, "the large batch; default 32 (batch 1 is always run)"},
         {"latency_sequences", FLAG_INT, &latency_sequences, "sequences run one by one for batch 1; default 256"},
+        {"warmup", FLAG_INT, &warmup, "batches run first and not timed (the first ones replayed); default 2"},
         {"bf16", FLAG_BOOL, &bf16, "matrix products in bf16 (needs avx512_bf16)"},
         {"threads", FLAG_INT, &threads, "OpenMP threads (0: all cores)"},
         {"json", FLAG_BOOL, &json, "one JSON line per measurement"},
@@ -51,6 +52,10 @@ int cmd_bench_infer(int argc, char **argv) {
     if (rc) return rc > 0 ? 0 : 2;
     if (!vocab_file || !!glue == !!squad || (glue && !data_dir) || batch < 1 || latency_sequences < 1) {
         fprintf(stderr, "bert bench_infer: give --vocab_file and one of --glue_task (with --data_dir) and --squad_file\n");
+        return 2;
+    }
+    if (warmup < 0) {
+        fprintf(stderr, "bert bench_infer: --warmup must be >= 0 (got %d)\n", warmup);
         return 2;
     }
     if (threads > 0) omp_set_num_threads(threads);
