@@ -22,6 +22,9 @@ What differs, necessarily: the random streams. The head is drawn by transformers
 _init_weights (normal(0, 0.02), zero bias) from torch's generator seeded with --seed; the
 order from torch.randperm with a torch.Generator seeded with --seed; dropout masks from
 torch's global generator.
+--head_init truncated_normal draws the head as bert.c (and Google's run_classifier.py) does:
+a normal of std 0.02 cut at 2 std and redrawn (torch.nn.init.trunc_normal_), from torch's
+generator seeded with --seed; the bias stays zero.
 """
 import argparse
 import csv
@@ -118,6 +121,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--log_freq", type=int, default=50)
     ap.add_argument("--json", help="append the result as one JSON line to this file")
+    ap.add_argument("--head_init", choices=["normal", "truncated_normal"], default="normal",
+                    help="the classifier's initialisation: transformers' (normal) or bert.c's / Google's")
     a = ap.parse_args()
 
     t_start = time.time()
@@ -136,6 +141,10 @@ def main():
 
     torch.manual_seed(a.seed)   # the head's initialisation (transformers' _init_weights) and dropout
     model = BertForSequenceClassification.from_pretrained(a.model, num_labels=1 if regression else 2)
+    if a.head_init == "truncated_normal":
+        with torch.no_grad():
+            torch.nn.init.trunc_normal_(model.classifier.weight, mean=0.0, std=0.02, a=-0.04, b=0.04)
+            model.classifier.bias.zero_()
     model.train()
     decay, no_decay = [], []
     for name, p in model.named_parameters():
@@ -192,7 +201,7 @@ def main():
     pred = torch.cat(preds).numpy()
     res = {"side": "transformers", "task": a.task, "seed": a.seed, "train_examples": n, "steps": step,
            "train_sequences": seqs, "train_seconds": train_s, "train_seq_per_s": seqs / train_s,
-           "eval_examples": len(dv_ids), "eval_seconds": eval_s, "dev": metrics(a.task, pred, dv_y),
+           "head_init": a.head_init, "eval_examples": len(dv_ids), "eval_seconds": eval_s, "dev": metrics(a.task, pred, dv_y),
            "process_seconds": time.time() - t_start, "torch": torch.__version__,
            "transformers": transformers.__version__, "threads": torch.get_num_threads()}
     line = json.dumps(res)

@@ -17,6 +17,8 @@
 #   PEER_PYTHON=.venv-bf16peer/bin/python   torch + transformers + scikit-learn + scipy
 #   RESULTS=file.jsonl            default bench/results/glue_compare_<time>.jsonl
 #   MAX_STEPS=N                   smoke test: N steps per run (not for the table)
+#   HEAD_INIT=truncated_normal    the transformers side draws its head as bert.c does (default:
+#                                 transformers' normal); runs are told apart by "head_init"
 set -euo pipefail
 cd "$(dirname "$0")/.."
 THREADS=${THREADS:-2}; SST2_EXAMPLES=${SST2_EXAMPLES:-8000}; GLUE_DIR=${GLUE_DIR:-/work/shared/data/glue}
@@ -89,7 +91,8 @@ run_hf() {  # task seed
   echo "== $(date -u +%H:%M:%S) transformers $task seed $seed (load $l0)" >&2
   OMP_NUM_THREADS=$THREADS /usr/bin/time -f 'TIME %e %U %S %M' -o "$log.time" \
     "$PEER_PYTHON" -W ignore bench/hf_glue_finetune.py --task "$task" --data_dir "$GLUE_DIR/$d" --model "$MODEL" \
-      --seed "$seed" --epochs 3 --batch 32 --lr 2e-5 --max_seq_length 128 --threads "$THREADS" "${extra[@]}" \
+      --seed "$seed" --epochs 3 --batch 32 --lr 2e-5 --max_seq_length 128 --threads "$THREADS" \
+      --head_init "${HEAD_INIT:-normal}" "${extra[@]}" \
       >"$log.json" 2>"$log"
   /usr/bin/python3 - "$log" "$l0" "$(loadavg)" <<'PY' | tee -a "$results" >&2
 import json, sys
