@@ -320,13 +320,12 @@ static void count_mlm_correct(const Run *r, const BertBatch *b, StepStats *s) {
     }
 }
 
-/* The step's statistics averaged over the processes (sums for the counts), and whether any
- * of them received a stop signal: one small all-reduce, so every process decides alike. */
-/* Sums the step's statistics over the processes, and each process's wait for the gradient
- * reductions: the process that finished its backward last waited only for the communication
- * the backward did not hide (the least wait: exposed communication); every other process
- * also waited for it (the most wait beyond the least: imbalance, e.g. unpadded batches of
- * more tokens on one process). */
+/* One small all-reduce per step, so every process decides alike: the step's statistics
+ * averaged over the processes (sums for the counts), whether any of them received a stop
+ * signal, and each process's wait for the gradient reductions. The process that finished its
+ * backward last waited only for the communication the backward did not hide (the least wait:
+ * exposed communication); the others also waited for it (the most wait beyond the least:
+ * imbalance, e.g. more real tokens on one process). */
 static void agree_on_stats(Run *r, StepStats *s) {
     enum { FIXED = 6 };
     double *x = xcalloc((size_t)(FIXED + r->world), sizeof(double));

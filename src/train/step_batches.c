@@ -60,6 +60,7 @@ struct StepBatches {
     int rank, world;
     int rows;                     /* k * B: this process's rows */
     int ints_per_row;             /* one row packed: ids, types, mask [T each], positions, labels [P each], nsp */
+    int *my_lengths;              /* [rows]: this process's rows' real tokens */
     int *lengths;                 /* [world * rows]: every row's real tokens */
     double *work;
     int *position;                /* [world * rows]: where the deal puts each row */
@@ -77,7 +78,7 @@ StepBatches *step_batches_create(const StepBatchOptions *o, int rank, int world)
     const int T = o->seq_len, P = o->max_predictions;
     s->ints_per_row = 3 * T + 2 * P + 1;
     const size_t all = (size_t)world * s->rows, mine = (size_t)s->rows;
-    s->lengths = xmalloc(sizeof(int) * all), s->work = xmalloc(sizeof(double) * all);
+    s->my_lengths = xmalloc(sizeof(int) * mine), s->lengths = xmalloc(sizeof(int) * all), s->work = xmalloc(sizeof(double) * all);
     s->position = xmalloc(sizeof(int) * all), s->row_at = xmalloc(sizeof(int) * all);
     s->sendbuf = xmalloc(sizeof(int32_t) * mine * s->ints_per_row);
     s->recvbuf = xmalloc(sizeof(int32_t) * mine * s->ints_per_row);
@@ -90,7 +91,7 @@ StepBatches *step_batches_create(const StepBatchOptions *o, int rank, int world)
 
 void step_batches_free(StepBatches *s) {
     if (!s) return;
-    free(s->lengths), free(s->work), free(s->position), free(s->row_at), free(s->sendbuf), free(s->recvbuf);
+    free(s->my_lengths), free(s->lengths), free(s->work), free(s->position), free(s->row_at), free(s->sendbuf), free(s->recvbuf);
     free(s->ids), free(s->types), free(s->mask), free(s->masked_positions), free(s->labels), free(s->nsp);
     free(s);
 }
@@ -156,18 +157,12 @@ int step_batches_load(StepBatches *s, DataLoader *train, Comm *comm, BertError *
     if (loader_next(train, &mine, err) != 1) return -1;
     if (mine.batch != s->rows) return bert_fail(err, "the loader gave %d rows for a step of %d", mine.batch, s->rows);
     const int n = s->rows, T = s->o.seq_len, all = s->world * n;
-    int *my_lengths = s->lengths + (size_t)s->rank * n;
     for (int i = 0; i < n; i++) {
         int len = 0;
         for (int t = 0; t < T; t++) len = mine.attention_mask[(size_t)i * T + t] ? t + 1 : len;
-        my_lengths[i] = len;
+        s->my_lengths[i] = len;
     }
-    if (s->world > 1) {
-        int *copy = xmalloc(sizeof(int) * n);
-        memcpy(copy, my_lengths, sizeof(int) * n);
-        comm_allgather(comm, copy, s->lengths, sizeof(int) * n, "the step's sequence lengths all-gather");
-        free(copy);
-    }
+    comm_allgather(comm, s->my_lengths, s->lengths, sizeof(int) * n, "the step's sequence lengths all-gather");
     for (int i = 0; i < all; i++) s->work[i] = row_work(s->lengths[i], s->o.hidden_size), s->position[i] = i;
     s->spread_consecutive = spread(s, s->position);
     if (!s->o.consecutive) deal_by_work(s->work, all, s->o.micro_batch, s->position);
