@@ -202,7 +202,7 @@ static void check_linear(HalfMode mode) {
     fill(x, (size_t)N * C, 31, 2.0f), fill(w, (size_t)OC * C, 32, 0.1f), fill(b, OC, 33, 0.5f);
     fill(dout, (size_t)N * OC, 34, 1.0f);
     k_to_half(mode, w16, w, (long)OC * C);
-    k_matmul_forward_half(out, x, x16, w16, b, N, C, OC, mode);
+    k_matmul_forward_half(out, x, x16, w16, NULL, b, N, C, OC, mode);
     double r = product_ratio(u, out, x, w, b, NULL, false, true, N, OC, C);
     CHECKF(r <= 1, "forward: %.3g of the bound", r);
     int unrounded = 0;   /* the forward kept the backward's operand: inp rounded to bf16 */
@@ -233,6 +233,185 @@ static void test_linear_native(void) {
     check_linear(HALF_BF16);
 }
 
+/* Packed weights (native bf16): the forward with the packed copy sums the same exact terms
+ * as with the plain weight, so the two agree within fp32 reordering for every row count
+ * (oneDNN's kernels for 1 row and for hundreds differ); with a bias, within that plus the
+ * rounding of adding it. Packing again follows a changed weight. */
+static void test_packed_weights_native(void) {
+    if (!gemm_bf16_native_available()) {
+        CHECK(k_packed_weight_bytes(HALF_BF16_EMULATED, 64, 64) == 0);
+        printf("    (no bf16 instructions here: packing is checked on machines with avx512_bf16)\n");
+        return;
+    }
+    CHECK(k_packed_weight_bytes(HALF_BF16_EMULATED, 64, 64) == 0 && k_packed_weight_bytes(HALF_FP16, 64, 64) == 0);
+    const int shapes[][2] = {{72, 56}, {256, 768}}, rows[] = {1, 5, 64, 300};
+    for (int s = 0; s < 2; s++) {
+        const int C = shapes[s][0], OC = shapes[s][1], N = 300;
+        size_t bytes = k_packed_weight_bytes(HALF_BF16, C, OC);
+        CHECKF(bytes >= sizeof(bf16) * C * OC, "%d x %d packed in %zu bytes", OC, C, bytes);
+        float *x = malloc(sizeof(float) * N * C), *w = malloc(sizeof(float) * OC * C), *b = malloc(sizeof(float) * OC);
+        float *plain = malloc(sizeof(float) * N * OC), *packed_out = malloc(sizeof(float) * N * OC);
+        bf16 *x16 = malloc(sizeof(bf16) * N * C), *w16 = malloc(sizeof(bf16) * OC * C);
+        void *packed = aligned_alloc(64, (bytes + 63) / 64 * 64);
+        fill(x, (size_t)N * C, 41, 2.0f), fill(w, (size_t)OC * C, 42, 0.1f), fill(b, OC, 43, 0.5f);
+        bf16_from_floats(w16, w, (long)OC * C);
+        k_pack_weight(HALF_BF16, packed, w16, C, OC);
+        floats_from_bf16(w, w16, (long)OC * C);
+        for (int r = 0; r < 4; r++) {
+            const int M = rows[r];
+            k_matmul_forward_half(plain, x, x16, w16, NULL, NULL, M, C, OC, HALF_BF16);
+            k_matmul_forward_half(packed_out, x, x16, w16, packed, NULL, M, C, OC, HALF_BF16);
+            float *xr = malloc(sizeof(float) * M * C);
+            floats_from_bf16(xr, x16, (long)M * C);   /* the rounded operands */
+            double ratio = gemm_reorder_ratio(packed_out, plain, xr, w, M, OC, C);
+            CHECKF(ratio <= 1, "%d rows of %d x %d: packed vs plain %.3g of the reordering bound", M, OC, C, ratio);
+            k_matmul_forward_half(packed_out, x, x16, w16, packed, b, M, C, OC, HALF_BF16);
+            double worst = 0;   /* + bias: the reordering bound plus the rounding of adding it */
+            for (int i = 0; i < M; i++)
+                for (int j = 0; j < OC; j++) {
+                    double abs_sum = 0;
+                    for (int k = 0; k < C; k++) abs_sum += fabs((double)xr[(size_t)i * C + k] * w[(size_t)j * C + k]);
+                    double got = packed_out[(size_t)i * OC + j], want = (double)plain[(size_t)i * OC + j] + b[j];
+                    double bound = 2 * gamma_k(C + 1) * (abs_sum + fabs(b[j])) + 1e-45;
+                    worst = fmax(worst, fabs(got - want) / bound);
+                }
+            CHECKF(worst <= 1, "%d rows + bias: %.3g of the bound", M, worst);
+            free(xr);
+        }
+        /* a changed weight, packed again, is the one multiplied */
+        for (int i = 0; i < OC * C; i++) w16[i] = bf16_from_float(2.0f * float_from_bf16(w16[i]));
+        k_pack_weight(HALF_BF16, packed, w16, C, OC);
+        k_matmul_forward_half(plain, x, x16, w16, NULL, NULL, 64, C, OC, HALF_BF16);
+        k_matmul_forward_half(packed_out, x, x16, w16, packed, NULL, 64, C, OC, HALF_BF16);
+        floats_from_bf16(w, w16, (long)OC * C);
+        float *xr = malloc(sizeof(float) * 64 * C);
+        floats_from_bf16(xr, x16, 64L * C);
+        double ratio = gemm_reorder_ratio(packed_out, plain, xr, w, 64, OC, C);
+        CHECKF(ratio <= 1, "after repacking a changed weight: %.3g of the bound", ratio);
+        free(x), free(w), free(b), free(plain), free(packed_out), free(x16), free(w16), free(packed), free(xr);
+    }
+}
+
+/* ---- attention with 16-bit products ---- */
+
+enum { AB = 3, AT = 20, AA = 2, AD = 16, AH = AA * AD };
+static const int32_t att_kv_len[AB] = {20, 13, 17};
+static const uint8_t att_holes[AB] = {0, 0, 1};
+static int32_t att_mask[AB * AT];
+
+static AttentionArgs attention_args(bool half, HalfMode mode, float dropout_p) {
+    for (int b = 0; b < AB; b++)
+        for (int t = 0; t < AT; t++) att_mask[b * AT + t] = t < att_kv_len[b] && !(b == 2 && (t == 3 || t == 8));
+    return (AttentionArgs){.B = AB, .T = AT, .A = AA, .d = AD, .kv_len = att_kv_len, .mask = att_mask,
+                           .has_holes = att_holes, .dropout_p = dropout_p, .dropout_key = rng_key(8, 9),
+                           .half = half, .half_mode = mode};
+}
+
+/* Forward, element by element, against the fp32 kernel (no dropout; first order, with 10%
+ * for the second-order terms): rounding q and k (u each) moves score S_ij by at most
+ * e_i = (2u + u^2 + gamma_d) max_j Sabs_ij, Sabs_ij = sum_k |q_ik k_jk| / sqrt(d); softmax
+ * turns score errors of at most e_i into probability errors of at most 2 e_i P_ij; rounding
+ * P and V adds 2u + u^2 relative to each term, and both sides' fp32 sums of L terms gamma_L
+ * each. So |ctx16 - ctx32| <= (2 e_i + 2u + u^2 + 2 gamma_L) sum_j P_ij |v_jc|. */
+static void check_attention_forward(HalfMode mode) {
+    const double u = unit_roundoff(mode);
+    const size_t N = (size_t)AB * AT;
+    float *qkv = malloc(sizeof(float) * N * 3 * AH), *ctx32 = malloc(sizeof(float) * N * AH);
+    float *ctx16 = malloc(sizeof(float) * N * AH), *p32 = malloc(sizeof(float) * AB * AA * AT * AT);
+    float *p16 = malloc(sizeof(float) * AB * AA * AT * AT);
+    fill(qkv, N * 3 * AH, 51, 1.5f);
+    AttentionArgs a32 = attention_args(false, mode, 0.0f), a16 = attention_args(true, mode, 0.0f);
+    k_attention_forward(ctx32, p32, qkv, &a32);
+    k_attention_forward(ctx16, p16, qkv, &a16);
+    double worst = 0;
+    for (int b = 0; b < AB; b++)
+        for (int h = 0; h < AA; h++)
+            for (int i = 0; i < AT; i++) {
+                const int L = att_kv_len[b];
+                const float *q = qkv + ((size_t)b * AT + i) * 3 * AH + h * AD;
+                const float *P = p32 + (((size_t)b * AA + h) * AT * AT) + (size_t)i * L;
+                double smax = 0;
+                for (int j = 0; j < L; j++) {
+                    const float *k = qkv + ((size_t)b * AT + j) * 3 * AH + AH + h * AD;
+                    double sabs = 0;
+                    for (int c = 0; c < AD; c++) sabs += fabs((double)q[c] * k[c]);
+                    smax = fmax(smax, sabs / sqrt(AD));
+                }
+                const double e = (2 * u + u * u + gamma_k(AD)) * smax;
+                for (int c = 0; c < AD; c++) {
+                    double pv = 0;
+                    for (int j = 0; j < L; j++) pv += P[j] * fabs(qkv[((size_t)b * AT + j) * 3 * AH + 2 * AH + h * AD + c]);
+                    const double bound = 1.1 * (2 * e + 2 * u + u * u + 2 * gamma_k(L)) * pv + 1e-30;
+                    const size_t at = ((size_t)b * AT + i) * AH + h * AD + c;
+                    worst = fmax(worst, fabs((double)ctx16[at] - ctx32[at]) / bound);
+                }
+            }
+    CHECKF(worst <= 1, "%s attention forward: %.3g of the bound", mode_name(mode), worst);
+    CHECKF(worst > 0.01, "%s attention forward: %.3g of the bound: no 16-bit rounding seen", mode_name(mode), worst);
+    printf("    %s forward: %.2g of the bound\n", mode_name(mode), worst);
+    free(qkv), free(ctx32), free(ctx16), free(p32), free(p16);
+}
+
+/* The backward against fp32's, norm-wise, with the model test's first-order rule (each
+ * 16-bit product on the chain adds at most 2u relative, stages add): dP, then dS through
+ * the softmax backward (whose P carries the forward's 2 e relative error), then dQ and dK;
+ * dV is one product of P: 2u (3 + 2 e / u) over all. With dropout, and checked to see the
+ * rounding. */
+static void check_attention_backward(HalfMode mode) {
+    const double u = unit_roundoff(mode);
+    const size_t N = (size_t)AB * AT, probs = (size_t)AB * AA * AT * AT;
+    float *qkv = malloc(sizeof(float) * N * 3 * AH), *dctx = malloc(sizeof(float) * N * AH);
+    float *ctx = malloc(sizeof(float) * N * AH), *p32 = malloc(sizeof(float) * probs), *p16 = malloc(sizeof(float) * probs);
+    float *d32 = malloc(sizeof(float) * N * 3 * AH), *d16 = malloc(sizeof(float) * N * 3 * AH);
+    fill(qkv, N * 3 * AH, 52, 1.5f), fill(dctx, N * AH, 53, 1.0f);
+    AttentionArgs a32 = attention_args(false, mode, 0.1f), a16 = attention_args(true, mode, 0.1f);
+    k_attention_forward(ctx, p32, qkv, &a32);
+    k_attention_backward(d32, dctx, qkv, p32, &a32);
+    k_attention_forward(ctx, p16, qkv, &a16);
+    k_attention_backward(d16, dctx, qkv, p16, &a16);
+    double smax = 0;   /* the largest |score| sum over the batch */
+    for (int b = 0; b < AB; b++)
+        for (int h = 0; h < AA; h++)
+            for (int i = 0; i < AT; i++)
+                for (int j = 0; j < att_kv_len[b]; j++) {
+                    double sabs = 0;
+                    for (int c = 0; c < AD; c++)
+                        sabs += fabs((double)qkv[((size_t)b * AT + i) * 3 * AH + h * AD + c] *
+                                     qkv[((size_t)b * AT + j) * 3 * AH + AH + h * AD + c]);
+                    smax = fmax(smax, sabs / sqrt(AD));
+                }
+    const double e = (2 * u + u * u) * smax;
+    const double tol = 2 * u * 4 + 2 * e + chain_reorder_tolerance(2 * sqrt(AD) + 6 * sqrt(AT));
+    double err = rel_norm_error(d16, d32, N * 3 * AH);
+    CHECKF(err <= tol && err > 0.01 * tol, "%s attention backward: %.3g relative to fp32 (tolerance %.3g)",
+           mode_name(mode), err, tol);
+    printf("    %s backward: %.2g (tolerance %.2g)\n", mode_name(mode), err, tol);
+    free(qkv), free(dctx), free(ctx), free(p32), free(p16), free(d32), free(d16);
+}
+
+static void test_attention_half(void) {
+    check_attention_forward(HALF_BF16_EMULATED), check_attention_forward(HALF_FP16);
+    check_attention_backward(HALF_BF16_EMULATED), check_attention_backward(HALF_FP16);
+    if (!gemm_bf16_native_available()) return;
+    check_attention_forward(HALF_BF16), check_attention_backward(HALF_BF16);
+    /* native and emulated round the same values: they differ only in the order of sums */
+    const size_t N = (size_t)AB * AT, probs = (size_t)AB * AA * AT * AT;
+    float *qkv = malloc(sizeof(float) * N * 3 * AH), *dctx = malloc(sizeof(float) * N * AH);
+    float *c1 = malloc(sizeof(float) * N * AH), *c2 = malloc(sizeof(float) * N * AH);
+    float *p1 = malloc(sizeof(float) * probs), *p2 = malloc(sizeof(float) * probs);
+    float *d1 = malloc(sizeof(float) * N * 3 * AH), *d2 = malloc(sizeof(float) * N * 3 * AH);
+    fill(qkv, N * 3 * AH, 54, 1.5f), fill(dctx, N * AH, 55, 1.0f);
+    AttentionArgs native = attention_args(true, HALF_BF16, 0.1f), emulated = attention_args(true, HALF_BF16_EMULATED, 0.1f);
+    k_attention_forward(c1, p1, qkv, &native), k_attention_backward(d1, dctx, qkv, p1, &native);
+    k_attention_forward(c2, p2, qkv, &emulated), k_attention_backward(d2, dctx, qkv, p2, &emulated);
+    /* a sum's reordering can flip a 16-bit rounding downstream (P, dS): one unit u at most
+     * per rounded operand, to first order */
+    const double tol = 4 * BF16_UNIT_ROUNDOFF;
+    double ec = rel_norm_error(c1, c2, N * AH), ed = rel_norm_error(d1, d2, N * 3 * AH);
+    CHECKF(ec <= tol && ed <= tol, "native vs emulated attention: ctx %.3g, dqkv %.3g (tolerance %.3g)", ec, ed, tol);
+    free(qkv), free(dctx), free(c1), free(c2), free(p1), free(p2), free(d1), free(d2);
+}
+
 /* ---- the model ---- */
 
 enum { MB = 3, MT = 24, MP = 4 };
@@ -253,11 +432,12 @@ static BertModel *tiny_model(BertPrecision precision) {
  * operands' rounding, relative to sum|a b|, which for these well-scaled, sign-mixed values
  * is the size of the result) and the stages' errors add to first order (LayerNorm
  * renormalises each sublayer); plus fp32 reordering (chain_reorder_tolerance). Forward:
- * 4 products per layer and 3 in the MLM head (pooler, NSP on the other branch); backward:
+ * 6 products per layer (4 linear, QK^T and PV) and 3 in the MLM head (pooler, NSP on the
+ * other branch); backward:
  * each product twice more (dinp and dweight) along the chain, and GELU's derivative taken
  * at its bf16-rounded input (u_b more per layer). */
 static double bf16_chain_tolerance(int layers, bool backward) {
-    double products = 4.0 * layers + 3;
+    double products = 6.0 * layers + 3;
     if (backward) products = 3 * products + layers / 2.0;
     return 2 * BF16_UNIT_ROUNDOFF * products + chain_reorder_tolerance(2000);
 }
@@ -294,6 +474,12 @@ static void test_model_against_fp32(void) {
         double tol_n = 4 * chain_reorder_tolerance(2000);
         CHECKF(fabs(ln - l16) <= tol_n * fabs(l16) && en <= tol_n, "native vs emulated: loss %.7f vs %.7f, "
                "gradients %.3g (tolerance %.3g)", ln, l16, en, tol_n);
+        /* that ran on packed weights; the plain ones give the same to reordering */
+        size_t with_packed = bert_model_bytes(n);
+        bert_set_packed_weights(n, false);
+        CHECKF(bert_model_bytes(n) < with_packed, "no packed weights were kept (%zu bytes either way)", with_packed);
+        float lp = bert_forward(n, &s.train, false, 0);
+        CHECKF(fabs(lp - ln) <= tol_n * fabs(ln), "plain weights: loss %.7f vs packed %.7f", lp, ln);
         bert_model_free(n);
     }
     synthetic_batch_free(&s);
@@ -336,10 +522,10 @@ static void test_model_fp16(void) {
     bert_model_free(ref), bert_model_free(m);
 }
 
-/* The bf16 weights follow the fp32 master copy: after it changes (through bert_params or
- * bert_params_changed), the next forward uses the new values. */
-static void test_weights_follow_master(void) {
-    BertModel *a = tiny_model(BERT_BF16_EMULATED), *b = tiny_model(BERT_BF16_EMULATED);
+/* The bf16 weights (and, native, their packed copies) follow the fp32 master copy: after it
+ * changes (through bert_params or bert_params_changed), the next forward uses the new values. */
+static void check_weights_follow_master(BertPrecision precision) {
+    BertModel *a = tiny_model(precision), *b = tiny_model(precision);
     if (!a || !b) return;
     SyntheticBatch s;
     synthetic_batch_alloc(&s, MB, MT, MP);
@@ -351,7 +537,7 @@ static void test_weights_follow_master(void) {
     float *pb = bert_params(b);                                  /* b: written through bert_params */
     const BertParamInfo *tb = bert_find_param(b, t->name);
     for (size_t i = 0; i < tb->numel; i++) pb[tb->offset + i] *= 1.5f;
-    BertModel *fresh = tiny_model(BERT_BF16_EMULATED);
+    BertModel *fresh = tiny_model(precision);
     const BertParamInfo *tf = bert_find_param(fresh, t->name);
     for (size_t i = 0; i < tf->numel; i++) tf->data[i] *= 1.5f;   /* written before any forward */
     float la = bert_forward(a, &s.train, false, 0), lb = bert_forward(b, &s.train, false, 0);
@@ -360,6 +546,11 @@ static void test_weights_follow_master(void) {
     CHECKF(la == lf && lb == lf, "after the change: %.7f and %.7f, a fresh model %.7f", la, lb, lf);
     synthetic_batch_free(&s);
     bert_model_free(a), bert_model_free(b), bert_model_free(fresh);
+}
+
+static void test_weights_follow_master(void) {
+    check_weights_follow_master(BERT_BF16_EMULATED);
+    if (gemm_bf16_native_available()) check_weights_follow_master(BERT_BF16);   /* packed weights */
 }
 
 static void test_precision_refused_without_instructions(void) {
@@ -404,6 +595,8 @@ int main(void) {
     RUN_TEST(test_linear_emulated);
     RUN_TEST(test_linear_native);
     RUN_TEST(test_linear_fp16);
+    RUN_TEST(test_packed_weights_native);
+    RUN_TEST(test_attention_half);
     RUN_TEST(test_model_against_fp32);
     RUN_TEST(test_model_fp16);
     RUN_TEST(test_weights_follow_master);

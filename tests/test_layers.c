@@ -278,7 +278,7 @@ static void check_attention(float dropout_p, const char *what) {
     const uint8_t holes[B] = {0, 0, 1};
     static float qkv[B * T * 3 * H], ctx[B * T * H], probs[B * A * T * T], r[B * T * H], dqkv[B * T * 3 * H];
     fill(qkv, B * T * 3 * H, 18, 1, 0), fill(r, B * T * H, 19, 1, 0);
-    AttentionArgs a = {B, T, A, d, kv_len, mask, holes, dropout_p, rng_key(3, 4), NULL, NULL};
+    AttentionArgs a = {B, T, A, d, kv_len, mask, holes, dropout_p, rng_key(3, 4), NULL, NULL, false, HALF_BF16};
     AttnCtx c = {ctx, probs, qkv, r, &a};
     attn_loss(&c);
     k_attention_backward(dqkv, r, qkv, probs, &a);
@@ -301,7 +301,7 @@ static void test_attention_dropout(void) { check_attention(0.3f, "attention dqkv
  * masked position in padding). With d(ctx) zero at the rows packing drops (as in the model:
  * nothing reads them), ctx and dqkv at every packed row match the full layout's row, dropout
  * included, and the rows after the packed ones are not written. */
-static void test_attention_packed(void) {
+static void check_attention_packed(bool half, HalfMode mode) {
     enum { B = 3, T = 6, A = 2, d = 4, H = A * d, ROWS = 6 + 4 + 5 };
     const int32_t mask[B * T] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 0, 1, 1, 0, 0};
     const int32_t kv_len[B] = {6, 4, 4}, seq_row[B] = {0, 6, 10}, seq_rows[B] = {6, 4, 5};
@@ -319,7 +319,7 @@ static void test_attention_packed(void) {
         }
     for (int j = 0; j < H; j++) pctx[ROWS * H + j] = 7.0f;
     for (int j = 0; j < 3 * H; j++) pdqkv[ROWS * 3 * H + j] = 7.0f;
-    AttentionArgs full = {B, T, A, d, kv_len, mask, holes, 0.3f, rng_key(3, 5), NULL, NULL};
+    AttentionArgs full = {B, T, A, d, kv_len, mask, holes, 0.3f, rng_key(3, 5), NULL, NULL, half, mode};
     AttentionArgs pack = full;
     pack.seq_row = seq_row, pack.seq_rows = seq_rows;
     k_attention_forward(ctx, probs, qkv, &full);
@@ -346,6 +346,15 @@ static void test_attention_packed(void) {
     for (int j = 0; j < H; j++) untouched &= pctx[ROWS * H + j] == 7.0f;
     for (int j = 0; j < 3 * H; j++) untouched &= pdqkv[ROWS * 3 * H + j] == 7.0f;
     CHECK(untouched);
+}
+
+/* With 16-bit products the same: both layouts round the same values, so they still differ
+ * only in the order of their sums. */
+static void test_attention_packed(void) {
+    check_attention_packed(false, HALF_BF16);
+    check_attention_packed(true, HALF_BF16_EMULATED);
+    check_attention_packed(true, HALF_FP16);
+    if (k_bf16_native_available()) check_attention_packed(true, HALF_BF16);
 }
 
 /* sgemm() forces small products onto one thread with omp_set_num_threads around the call:

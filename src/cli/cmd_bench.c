@@ -26,7 +26,7 @@ typedef struct {
     int batch, seq, preds, steps, warmup, infer_steps, threads;
     double pad_fraction, sgemm_peak, lr;
     long long seed;
-    bool json, full_last_layer, all_rows, bf16, bf16_emulate, fp16, gemm_shapes;
+    bool json, full_last_layer, all_rows, bf16, bf16_emulate, fp16, gemm_shapes, plain_weights;
 } BenchOptions;
 
 typedef struct {
@@ -181,11 +181,12 @@ static void print_text(const BenchReport *r, const BenchOptions *o) {
         char bf16_kernel[256];
         k_bf16_describe(bf16_kernel, sizeof bf16_kernel);
         if (r->precision == BERT_FP16)
-            printf("precision fp16: the linear layers' operands in fp16, widened to fp32 for the products (%s); "
-                   "attention's and everything else in fp32\n", kernel);
+            printf("precision fp16: every product's operands (linear layers and attention) in fp16, widened to fp32 "
+                   "for the products (%s); everything else in fp32\n", kernel);
         else
-            printf("precision %s: the linear layers' products in bf16 with fp32 accumulation (%s); attention's and "
-                   "everything else in fp32 (%s)\n", bert_precision_name(r->precision), bf16_kernel, kernel);
+            printf("precision %s: the linear layers' and attention's products in bf16 with fp32 accumulation (%s; "
+                   "weights packed: %s); everything else in fp32 (%s)\n", bert_precision_name(r->precision),
+                   bf16_kernel, o->plain_weights ? "no" : "yes", kernel);
         if (r->precision == BERT_BF16)
             printf("bf16 gemm peak %.1f GFLOP/s (measured now; best of 4096x768x768, x3072x768, x768x3072: "
                    "%.1f/%.1f/%.1f)\n", r->bf16_peak.peak_gflops, r->bf16_peak.shapes[0].best_gflops,
@@ -244,7 +245,8 @@ static void print_json(const BenchReport *r, const BenchOptions *o) {
     if (r->precision != BERT_FP32) k_bf16_describe(bf16_kernel, sizeof bf16_kernel);
     print_json_string("precision", bert_precision_name(r->precision));
     print_json_string("bf16_gemm_kernel", bf16_kernel);
-    printf("\"bf16_peak_gflops\": %.2f, ", r->bf16_peak.peak_gflops);
+    printf("\"bf16_peak_gflops\": %.2f, \"packed_weights\": %s, ", r->bf16_peak.peak_gflops,
+           r->precision == BERT_BF16 && !o->plain_weights ? "true" : "false");
     printf("\"train_seq_per_s\": %.4f, \"train_ms_per_step\": %.2f, \"train_gflops\": %.2f, "
            "\"train_forward_ms\": %.2f, \"train_backward_ms\": %.2f, \"train_optimizer_ms\": %.2f, "
            "\"train_cpu_ms_per_step\": %.2f, \"train_best_ms_per_step\": %.2f, ",
@@ -309,8 +311,10 @@ static int parse_options(int argc, char **argv, BenchOptions *o) {
          "train on every row: no unpadding (trailing padding skipped by default) and no last-layer pruning"},
         {"json", FLAG_BOOL, &o->json, "print one JSON object instead of the text report"},
         {"bf16", FLAG_BOOL, &o->bf16,
-         "mixed precision: the linear layers' products in bf16 with fp32 accumulation (needs avx512_bf16)"},
+         "mixed precision: the linear layers' and attention's products in bf16 with fp32 accumulation (needs avx512_bf16)"},
         {"bf16_emulate", FLAG_BOOL, &o->bf16_emulate, "the same rounding as --bf16 in fp32 arithmetic (any CPU; slow)"},
+        {"plain_weights", FLAG_BOOL, &o->plain_weights,
+         "with --bf16: the forward reads the plain bf16 weights, not the packed copy (to measure what packing gives)"},
         {"gemm_shapes", FLAG_BOOL, &o->gemm_shapes,
          "with --bf16: time every product shape of a bert-base training step (batch x seq rows) and stop"},
         {"fp16", FLAG_BOOL, &o->fp16, "the products' operands in fp16 with fp32 arithmetic (no fp16 arithmetic on this "
@@ -375,6 +379,7 @@ int cmd_bench(int argc, char **argv) {
         bert_model_free(m);
         return 1;
     }
+    bert_set_packed_weights(m, !o.plain_weights);
     SyntheticBatch s;
     synthetic_batch_alloc(&s, o.batch, o.seq, o.preds);
     synthetic_batch_random(&s, r.cfg.vocab_size, o.pad_fraction, (uint64_t)o.seed);

@@ -29,7 +29,7 @@ static void report(const char *name, int batch, InferMode mode, const InferTimin
 int cmd_bench_infer(int argc, char **argv) {
     const char *preset = NULL, *config = NULL, *glue = NULL, *data_dir = NULL, *squad = NULL, *vocab_file = NULL;
     int max_seq = 0, batch = 32, threads = 0, latency_sequences = 256, warmup = 2;
-    bool lower = true, bf16 = false, json = false;
+    bool lower = true, bf16 = false, json = false, plain_weights = false;
     const Flag flags[] = {
         {"preset", FLAG_STRING, &preset, "bert-tiny ... bert-large (default bert-base; random weights)"},
         {"config", FLAG_STRING, &config, "a HuggingFace config.json instead"},
@@ -43,6 +43,8 @@ int cmd_bench_infer(int argc, char **argv) {
         {"latency_sequences", FLAG_INT, &latency_sequences, "sequences run one by one for batch 1; default 256"},
         {"warmup", FLAG_INT, &warmup, "batches run first and not timed (the first ones replayed); default 2"},
         {"bf16", FLAG_BOOL, &bf16, "matrix products in bf16 (needs avx512_bf16)"},
+        {"plain_weights", FLAG_BOOL, &plain_weights,
+         "with --bf16: the forward reads the plain bf16 weights, not the packed copy (to measure what packing gives)"},
         {"threads", FLAG_INT, &threads, "OpenMP threads (0: all cores)"},
         {"json", FLAG_BOOL, &json, "one JSON line per measurement"},
     };
@@ -79,6 +81,7 @@ int cmd_bench_infer(int argc, char **argv) {
                : glue_dev_lengths(glue, data_dir, tok, max_seq, &lengths, &n, &err);
     if (rc == 0) rc = bert_model_create_with_heads(&m, &cfg, (BertHeads){BERT_HEADS_NONE, 0}, batch, max_seq, 0, &err);
     if (rc == 0) bert_init_weights(m, 1), rc = bert_set_precision(m, bf16 ? BERT_BF16 : BERT_FP32, &err);
+    if (rc == 0) bert_set_packed_weights(m, !plain_weights);
     const char *name = squad ? squad : glue;
     if (rc == 0) {
         long real = 0;

@@ -100,14 +100,28 @@ static void gemm_widened(HalfMode mode, bool ta, bool tb, int M, int N, int K, c
 
 typedef struct {   /* all int: no padding, compared with memcmp */
     int ta, tb, bias, accumulate;
+    int packed;   /* B in the packed layout of packed_layout(K, N) (ldb, tb unused) */
     int M, N, K, lda, ldb, ldc;
 } GemmShape;
 
 typedef struct {
     GemmShape shape;
-    dnnl_primitive_t primitive;
+    dnnl_primitive_t primitive;   /* NULL: oneDNN has no fast product for this packed shape */
     dnnl_memory_desc_t a, b, bias, c;
 } CachedGemm;
+
+/* A weight's packed layout: the one oneDNN's matmul picks for B [K, N] when left free to
+ * choose (format "any"), for a reference product of PACK_REFERENCE_ROWS rows. On the CPUs
+ * measured here the layout depends on K and N only; products of other row counts are
+ * created with this layout fixed and, should oneDNN pick a slower kernel for one, run with
+ * the plain weight instead (gemm_bf16_packed). */
+enum { PACK_REFERENCE_ROWS = 4096, PACKED_LAYOUT_CAPACITY = 32 };
+typedef struct {
+    int K, N;
+    dnnl_memory_desc_t md;
+    dnnl_primitive_t reorder;   /* plain bf16 W [N, K] -> packed */
+    char impl[64];              /* the reference product's implementation */
+} PackedLayout;
 
 /* BERT runs a few dozen shapes (per layer kind, head, and the batch's row count); past the
  * capacity the cache starts again (each entry is a few KB of oneDNN state). */
@@ -118,6 +132,8 @@ static struct {
     dnnl_stream_t stream;
     CachedGemm entries[GEMM_CACHE_CAPACITY];
     int count;
+    PackedLayout layouts[PACKED_LAYOUT_CAPACITY];
+    int layout_count;
 } g_bf16 = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static void check(dnnl_status_t s, const char *what, const GemmShape *k) {
@@ -126,26 +142,35 @@ static void check(dnnl_status_t s, const char *what, const GemmShape *k) {
             k->ta ? 'T' : 'N', k->tb ? 'T' : 'N', k->M, k->N, k->K, k->lda, k->ldb, k->ldc);
 }
 
-static void matrix_md(dnnl_memory_desc_t *md, int rows, int cols, int ld, bool stored_transposed, dnnl_data_type_t t,
+static void matrix_md(dnnl_memory_desc_t *md, dnnl_dim_t rows, dnnl_dim_t cols, dnnl_dim_t ld, bool stored_transposed, dnnl_data_type_t t,
                       const GemmShape *k) {
     dnnl_dims_t dims = {rows, cols};
     dnnl_dims_t strides = {stored_transposed ? 1 : ld, stored_transposed ? ld : 1};
     check(dnnl_memory_desc_init_by_strides(md, 2, dims, t, strides), "memory descriptor", k);
 }
 
+static void ensure_engine(const GemmShape *k) {
+    if (g_bf16.engine) return;
+    check(dnnl_engine_create(&g_bf16.engine, dnnl_cpu, 0), "engine", k);
+    check(dnnl_stream_create(&g_bf16.stream, g_bf16.engine, dnnl_stream_default_flags), "stream", k);
+}
+
+static const PackedLayout *find_packed_layout(int K, int N);
+
 static CachedGemm *create_gemm(const GemmShape *k) {
-    if (!g_bf16.engine) {
-        check(dnnl_engine_create(&g_bf16.engine, dnnl_cpu, 0), "engine", k);
-        check(dnnl_stream_create(&g_bf16.stream, g_bf16.engine, dnnl_stream_default_flags), "stream", k);
-    }
+    ensure_engine(k);
     if (g_bf16.count == GEMM_CACHE_CAPACITY) {
-        for (int i = 0; i < g_bf16.count; i++) dnnl_primitive_destroy(g_bf16.entries[i].primitive);
+        for (int i = 0; i < g_bf16.count; i++)
+            if (g_bf16.entries[i].primitive) dnnl_primitive_destroy(g_bf16.entries[i].primitive);
         g_bf16.count = 0;
     }
-    CachedGemm *e = &g_bf16.entries[g_bf16.count];
+    CachedGemm *e = &g_bf16.entries[g_bf16.count++];
     e->shape = *k;
+    e->primitive = NULL;
+    const PackedLayout *layout = k->packed ? find_packed_layout(k->K, k->N) : NULL;
     matrix_md(&e->a, k->M, k->K, k->lda, k->ta, dnnl_bf16, k);
-    matrix_md(&e->b, k->K, k->N, k->ldb, k->tb, dnnl_bf16, k);
+    if (layout) e->b = layout->md;
+    else matrix_md(&e->b, k->K, k->N, k->ldb, k->tb, dnnl_bf16, k);
     matrix_md(&e->c, k->M, k->N, k->ldc, false, dnnl_f32, k);
     if (k->bias) matrix_md(&e->bias, 1, k->N, k->N, false, dnnl_f32, k);
     dnnl_matmul_desc_t desc;
@@ -159,12 +184,17 @@ static CachedGemm *create_gemm(const GemmShape *k) {
         check(dnnl_primitive_attr_set_post_ops(attr, post_ops), "set post-ops", k);
     }
     dnnl_primitive_desc_t pd;
-    check(dnnl_primitive_desc_create(&pd, &desc, attr, g_bf16.engine, NULL), "primitive descriptor", k);
-    check(dnnl_primitive_create(&e->primitive, pd), "primitive", k);
-    dnnl_primitive_desc_destroy(pd);
+    dnnl_status_t created = dnnl_primitive_desc_create(&pd, &desc, attr, g_bf16.engine, NULL);
+    if (!layout) check(created, "primitive descriptor", k);
+    if (created == dnnl_success) {
+        const char *impl = "?";
+        dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+        /* a packed product only where it runs on the kernel the layout was made for */
+        if (!layout || !strcmp(impl, layout->impl)) check(dnnl_primitive_create(&e->primitive, pd), "primitive", k);
+        dnnl_primitive_desc_destroy(pd);
+    }
     if (post_ops) dnnl_post_ops_destroy(post_ops);
     if (attr) dnnl_primitive_attr_destroy(attr);
-    g_bf16.count++;
     return e;
 }
 
@@ -178,14 +208,47 @@ static CachedGemm *find_gemm(const GemmShape *k) {
     return found;
 }
 
+/* Under g_bf16.lock. */
+static const PackedLayout *find_packed_layout(int K, int N) {
+    for (int i = 0; i < g_bf16.layout_count; i++)
+        if (g_bf16.layouts[i].K == K && g_bf16.layouts[i].N == N) return &g_bf16.layouts[i];
+    GemmShape k = {.tb = 1, .M = PACK_REFERENCE_ROWS, .N = N, .K = K, .lda = K, .ldb = K, .ldc = N};
+    if (g_bf16.layout_count == PACKED_LAYOUT_CAPACITY)
+        die("gemm_half: more than %d packed weight shapes", PACKED_LAYOUT_CAPACITY);
+    ensure_engine(&k);
+    PackedLayout *l = &g_bf16.layouts[g_bf16.layout_count];
+    dnnl_memory_desc_t a, c, plain;
+    dnnl_dims_t dims = {K, N};
+    matrix_md(&a, k.M, K, K, false, dnnl_bf16, &k);
+    matrix_md(&c, k.M, N, N, false, dnnl_f32, &k);
+    matrix_md(&plain, K, N, K, true, dnnl_bf16, &k);
+    check(dnnl_memory_desc_init_by_tag(&l->md, 2, dims, dnnl_bf16, dnnl_format_tag_any), "packed descriptor", &k);
+    dnnl_matmul_desc_t desc;
+    dnnl_primitive_desc_t pd, reorder_pd;
+    check(dnnl_matmul_desc_init(&desc, &a, &l->md, NULL, &c), "matmul descriptor", &k);
+    check(dnnl_primitive_desc_create(&pd, &desc, NULL, g_bf16.engine, NULL), "primitive descriptor", &k);
+    const char *impl = "?";
+    dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+    snprintf(l->impl, sizeof l->impl, "%s", impl);
+    l->md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    dnnl_primitive_desc_destroy(pd);
+    check(dnnl_reorder_primitive_desc_create(&reorder_pd, &plain, g_bf16.engine, &l->md, g_bf16.engine, NULL),
+          "reorder descriptor", &k);
+    check(dnnl_primitive_create(&l->reorder, reorder_pd), "reorder", &k);
+    dnnl_primitive_desc_destroy(reorder_pd);
+    l->K = K, l->N = N;
+    g_bf16.layout_count++;
+    return l;
+}
+
 static dnnl_memory_t wrap(const dnnl_memory_desc_t *md, const void *data, const GemmShape *k) {
     dnnl_memory_t mem;
     check(dnnl_memory_create(&mem, md, g_bf16.engine, (void *)data), "memory", k);
     return mem;
 }
 
-static void gemm_native(const GemmShape *k, const uint16_t *A, const uint16_t *B, const float *bias, float *C) {
-    CachedGemm *e = find_gemm(k);
+static void run_gemm(const CachedGemm *e, const GemmShape *k, const void *A, const void *B, const float *bias,
+                     float *C) {
     dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, wrap(&e->a, A, k)}, {DNNL_ARG_WEIGHTS, wrap(&e->b, B, k)},
                                {DNNL_ARG_DST, wrap(&e->c, C, k)}, {DNNL_ARG_BIAS, NULL}};
     int nargs = 3;
@@ -214,7 +277,128 @@ void gemm_half(HalfMode mode, bool trans_a, bool trans_b, int M, int N, int K, c
             "gemm_bf16_native_available first)");
     GemmShape k = (GemmShape){.ta = trans_a, .tb = trans_b, .bias = bias != NULL, .accumulate = beta != 0.0f, .M = M, .N = N,
                     .K = K, .lda = lda, .ldb = ldb, .ldc = ldc};
-    gemm_native(&k, A, B, bias, C);
+    run_gemm(find_gemm(&k), &k, A, B, bias, C);
+}
+
+/* ---- products of any size on the calling thread (inside OpenMP workers) ---- */
+
+/* One primitive per transpose pair and accumulate flag, its sizes and strides given at each
+ * call (oneDNN's runtime dimensions), so the many shapes of attention's per-sequence, per-head
+ * products share a handful of primitives instead of filling the cache. Each thread executes
+ * on its own stream with its own scratchpad: oneDNN's are not shared between concurrent
+ * calls, and a primitive executed inside an OpenMP worker runs on that thread alone. */
+enum { SERIAL_KINDS = 8 };
+static struct {
+    pthread_mutex_t lock;
+    dnnl_primitive_t primitive[SERIAL_KINDS];
+    size_t scratch_bytes[SERIAL_KINDS];
+} g_serial = {.lock = PTHREAD_MUTEX_INITIALIZER};
+static _Thread_local struct {
+    dnnl_stream_t stream;
+    void *scratch;
+    size_t capacity;
+} t_serial;
+
+static dnnl_primitive_t serial_primitive(const GemmShape *k, size_t *scratch_bytes) {
+    const int kind = k->ta + 2 * k->tb + 4 * k->accumulate;
+    pthread_mutex_lock(&g_serial.lock);
+    if (!g_serial.primitive[kind]) {
+        pthread_mutex_lock(&g_bf16.lock);
+        ensure_engine(k);
+        pthread_mutex_unlock(&g_bf16.lock);
+        const dnnl_dim_t any = DNNL_RUNTIME_DIM_VAL;
+        dnnl_memory_desc_t a, b, c;
+        matrix_md(&a, any, any, any, k->ta, dnnl_bf16, k);
+        matrix_md(&b, any, any, any, k->tb, dnnl_bf16, k);
+        matrix_md(&c, any, any, any, false, dnnl_f32, k);
+        dnnl_matmul_desc_t desc;
+        check(dnnl_matmul_desc_init(&desc, &a, &b, NULL, &c), "runtime-size matmul descriptor", k);
+        dnnl_primitive_attr_t attr;
+        check(dnnl_primitive_attr_create(&attr), "attributes", k);
+        check(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user), "scratchpad mode", k);
+        dnnl_post_ops_t post_ops = NULL;
+        if (k->accumulate) {
+            check(dnnl_post_ops_create(&post_ops), "post-ops", k);
+            check(dnnl_post_ops_append_sum(post_ops, 1.0f), "sum post-op", k);
+            check(dnnl_primitive_attr_set_post_ops(attr, post_ops), "set post-ops", k);
+        }
+        dnnl_primitive_desc_t pd;
+        check(dnnl_primitive_desc_create(&pd, &desc, attr, g_bf16.engine, NULL), "runtime-size primitive", k);
+        g_serial.scratch_bytes[kind] = dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0));
+        check(dnnl_primitive_create(&g_serial.primitive[kind], pd), "primitive", k);
+        dnnl_primitive_desc_destroy(pd);
+        if (post_ops) dnnl_post_ops_destroy(post_ops);
+        dnnl_primitive_attr_destroy(attr);
+    }
+    *scratch_bytes = g_serial.scratch_bytes[kind];
+    dnnl_primitive_t p = g_serial.primitive[kind];
+    pthread_mutex_unlock(&g_serial.lock);
+    return p;
+}
+
+void gemm_half_serial(HalfMode mode, bool trans_a, bool trans_b, int M, int N, int K, const uint16_t *A, int lda,
+                      const uint16_t *B, int ldb, float beta, float *C, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    if (mode != HALF_BF16 || K <= 0) {   /* widened: sgemm runs on this thread inside a worker */
+        gemm_half(mode, trans_a, trans_b, M, N, K, A, lda, B, ldb, NULL, beta, C, ldc);
+        return;
+    }
+    if (beta != 0.0f && beta != 1.0f) die("gemm_half_serial: beta must be 0 or 1 (got %g)", beta);
+    GemmShape k = {.ta = trans_a, .tb = trans_b, .accumulate = beta != 0.0f, .M = M, .N = N, .K = K, .lda = lda,
+                   .ldb = ldb, .ldc = ldc};
+    size_t scratch_bytes;
+    dnnl_primitive_t p = serial_primitive(&k, &scratch_bytes);
+    if (!t_serial.stream) check(dnnl_stream_create(&t_serial.stream, g_bf16.engine, dnnl_stream_default_flags), "stream", &k);
+    if (t_serial.capacity < scratch_bytes) {
+        free(t_serial.scratch);
+        t_serial.scratch = xmalloc(scratch_bytes);
+        t_serial.capacity = scratch_bytes;
+    }
+    dnnl_memory_desc_t a, b, c, scratch_md;
+    matrix_md(&a, M, K, lda, trans_a, dnnl_bf16, &k);
+    matrix_md(&b, K, N, ldb, trans_b, dnnl_bf16, &k);
+    matrix_md(&c, M, N, ldc, false, dnnl_f32, &k);
+    dnnl_dims_t scratch_dims = {(dnnl_dim_t)scratch_bytes};
+    check(dnnl_memory_desc_init_by_tag(&scratch_md, 1, scratch_dims, dnnl_u8, dnnl_a), "scratchpad descriptor", &k);
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, wrap(&a, A, &k)}, {DNNL_ARG_WEIGHTS, wrap(&b, B, &k)},
+                               {DNNL_ARG_DST, wrap(&c, C, &k)}, {DNNL_ARG_SCRATCHPAD, NULL}};
+    int nargs = 3;
+    if (scratch_bytes) args[nargs++].memory = wrap(&scratch_md, t_serial.scratch, &k);
+    check(dnnl_primitive_execute(p, t_serial.stream, nargs, args), "execute", &k);
+    check(dnnl_stream_wait(t_serial.stream), "stream wait", &k);
+    for (int i = 0; i < nargs; i++) dnnl_memory_destroy(args[i].memory);
+}
+
+/* ---- packed weights ---- */
+
+size_t gemm_bf16_packed_bytes(int K, int N) {
+    if (!gemm_bf16_native_available() || K <= 0 || N <= 0) return 0;
+    pthread_mutex_lock(&g_bf16.lock);
+    size_t bytes = dnnl_memory_desc_get_size(&find_packed_layout(K, N)->md);
+    pthread_mutex_unlock(&g_bf16.lock);
+    return bytes;
+}
+
+void gemm_bf16_pack(void *packed, const bf16 *W, int K, int N) {
+    pthread_mutex_lock(&g_bf16.lock);
+    const PackedLayout *l = find_packed_layout(K, N);
+    pthread_mutex_unlock(&g_bf16.lock);
+    GemmShape k = {.N = N, .K = K};
+    dnnl_memory_desc_t plain;
+    matrix_md(&plain, K, N, K, true, dnnl_bf16, &k);
+    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, wrap(&plain, W, &k)}, {DNNL_ARG_TO, wrap(&l->md, packed, &k)}};
+    check(dnnl_primitive_execute(l->reorder, g_bf16.stream, 2, args), "packing reorder", &k);
+    check(dnnl_stream_wait(g_bf16.stream), "stream wait", &k);
+    for (int i = 0; i < 2; i++) dnnl_memory_destroy(args[i].memory);
+}
+
+void gemm_bf16_packed(int M, int N, int K, const bf16 *A, int lda, const void *packed, const bf16 *W,
+                      const float *bias, float *C, int ldc) {
+    if (M <= 0) return;
+    GemmShape k = {.bias = bias != NULL, .packed = 1, .M = M, .N = N, .K = K, .lda = lda, .ldc = ldc};
+    const CachedGemm *e = find_gemm(&k);
+    if (e->primitive) run_gemm(e, &k, A, packed, bias, C);
+    else gemm_half(HALF_BF16, false, true, M, N, K, A, lda, W, K, bias, 0.0f, C, ldc);
 }
 
 void gemm_bf16_describe(char *out, size_t n) {

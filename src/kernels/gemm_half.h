@@ -53,6 +53,24 @@ bool gemm_bf16_native_available(void);
 void gemm_half(HalfMode mode, bool trans_a, bool trans_b, int M, int N, int K, const uint16_t *A, int lda,
                const uint16_t *B, int ldb, const float *bias, float beta, float *C, int ldc);
 
+/* gemm_half without bias, for products too small to split, called from inside OpenMP workers
+ * (attention's per-sequence, per-head products): runs on the calling thread; any sizes, with
+ * no primitive made per shape. */
+void gemm_half_serial(HalfMode mode, bool trans_a, bool trans_b, int M, int N, int K, const uint16_t *A, int lda,
+                      const uint16_t *B, int ldb, float beta, float *C, int ldc);
+
+/* Weights packed once: C[M, N] = A[M, K] W^T + bias for a weight W [N, K] (nn.Linear's layout)
+ * that is multiplied many times, stored in the blocked layout oneDNN's matmul reads fastest
+ * (as ONNX Runtime and OpenVINO keep their constant weights). gemm_bf16_packed_bytes is the
+ * space a packed W takes (0 without native bf16); gemm_bf16_pack fills it from the plain W;
+ * gemm_bf16_packed multiplies with it, or with the plain W where oneDNN would run a product of
+ * M rows on a slower kernel with the packed layout. Same terms as gemm_half, summed in another
+ * order. */
+size_t gemm_bf16_packed_bytes(int K, int N);
+void gemm_bf16_pack(void *packed, const bf16 *W, int K, int N);
+void gemm_bf16_packed(int M, int N, int K, const bf16 *A, int lda, const void *packed, const bf16 *W,
+                      const float *bias, float *C, int ldc);
+
 /* For reports: "oneDNN 2.6.3 matmul brg:avx512_core_bf16" (the implementation it picks for a
  * BERT-sized product), or why there is none. */
 void gemm_bf16_describe(char *out, size_t n);

@@ -46,8 +46,16 @@ typedef enum {
  * dweight, dbias stay fp32. Forward rounds inp into inp16 [N, C], which the backward then
  * takes as its operand (the layer keeps it instead of inp). The backward rounds dout into
  * dout16 [N, OC] (scratch); dbias comes from the fp32 dout. */
-void k_matmul_forward_half(float *out, const float *inp, uint16_t *inp16, const uint16_t *weight, const float *bias,
-                           int N, int C, int OC, HalfMode mode);
+void k_matmul_forward_half(float *out, const float *inp, uint16_t *inp16, const uint16_t *weight, const void *packed,
+                           const float *bias, int N, int C, int OC, HalfMode mode);
+/* A weight packed once for the forward product, in the layout the CPU's bf16 GEMM reads
+ * fastest (what ONNX Runtime and OpenVINO do with constant weights): k_packed_weight_bytes is
+ * the space weight [OC, C] takes packed (0: this mode has none; pass packed = NULL, the
+ * plain weight is used), k_pack_weight fills it (64-byte aligned) from the 16-bit weight.
+ * The forward then reads packed (and weight, where it runs better plain): the same terms,
+ * summed in another order. */
+size_t k_packed_weight_bytes(HalfMode mode, int C, int OC);
+void k_pack_weight(HalfMode mode, void *packed, const uint16_t *weight, int C, int OC);
 void k_matmul_backward_half(float *dinp, float *dweight, float *dbias, const float *dout, const uint16_t *inp16,
                             const uint16_t *weight, int N, int C, int OC, bool accumulate_dinp, uint16_t *dout16,
                             HalfMode mode);
@@ -104,6 +112,12 @@ typedef struct {
     float dropout_p;               /* attention-probability dropout */
     uint64_t dropout_key;
     const int32_t *seq_row, *seq_rows;  /* [B] packed layout, or both NULL: row b*T, T rows */
+    /* 16-bit products (the model's bf16/fp16 precision): the four forward and backward products
+     * take their operands (Q, K, V, the dropped probabilities, dctx, the score gradients)
+     * rounded to half_mode's format and accumulate in fp32, as PyTorch's autocast runs
+     * attention's matmuls; the scale, softmax, dropout and their gradients stay fp32. */
+    bool half;
+    HalfMode half_mode;
 } AttentionArgs;
 /* probs: [B, A, T, T] blocks (row stride kv_len[b]) of softmax probabilities before dropout. */
 void k_attention_forward(float *ctx, float *probs, const float *qkv, const AttentionArgs *a);

@@ -106,10 +106,20 @@ bool k_bf16_native_available(void) { return gemm_bf16_native_available(); }
 void k_bf16_describe(char *out, size_t n) { gemm_bf16_describe(out, n); }
 
 /* oneDNN splits each product over the threads itself (no two-way split as above). */
-void k_matmul_forward_half(float *out, const float *inp, uint16_t *inp16, const uint16_t *weight, const float *bias,
-                           int N, int C, int OC, HalfMode mode) {
+void k_matmul_forward_half(float *out, const float *inp, uint16_t *inp16, const uint16_t *weight, const void *packed,
+                           const float *bias, int N, int C, int OC, HalfMode mode) {
     halves_from_floats(mode, inp16, inp, (long)N * C);
-    gemm_half(mode, false, true, N, OC, C, inp16, C, weight, C, bias, 0.0f, out, OC);
+    if (packed && mode == HALF_BF16) gemm_bf16_packed(N, OC, C, inp16, C, packed, weight, bias, out, OC);
+    else gemm_half(mode, false, true, N, OC, C, inp16, C, weight, C, bias, 0.0f, out, OC);
+}
+
+size_t k_packed_weight_bytes(HalfMode mode, int C, int OC) {
+    return mode == HALF_BF16 ? gemm_bf16_packed_bytes(C, OC) : 0;
+}
+
+void k_pack_weight(HalfMode mode, void *packed, const uint16_t *weight, int C, int OC) {
+    if (mode != HALF_BF16) die("k_pack_weight: only native bf16 weights are packed");
+    gemm_bf16_pack(packed, weight, C, OC);
 }
 
 void k_matmul_backward_half(float *dinp, float *dweight, float *dbias, const float *dout, const uint16_t *inp16,
@@ -380,6 +390,46 @@ static void attention_block_forward(const AttnBlock *x, float *ctx, float *p, fl
     sgemm(false, false, T, d, L, 1.0f, pd, L, x->v, H3, 0.0f, ctx, x->H);
 }
 
+/* ---- the same block with 16-bit products ---- */
+
+/* dst [rows, cols] dense = src's rows (stride ld) rounded to the 16-bit format. */
+static void rows_to_half(HalfMode mode, uint16_t *restrict dst, const float *restrict src, int rows, int cols, int ld) {
+    for (int r = 0; r < rows; r++) {
+        const float *restrict s = src + (size_t)r * ld;
+        uint16_t *restrict d = dst + (size_t)r * cols;
+        if (mode == HALF_FP16)
+            for (int c = 0; c < cols; c++) d[c] = fp16_from_float(s[c]);
+        else
+#pragma omp simd
+            for (int c = 0; c < cols; c++) d[c] = bf16_from_float(s[c]);
+    }
+}
+
+/* A thread's 16-bit scratch: Q, K, V and dctx dense (grid x d each), probabilities and
+ * score gradients (grid x grid each). */
+static size_t attention_half_scratch(int grid, int d) { return (size_t)4 * grid * d + (size_t)2 * grid * grid; }
+
+static void attention_block_forward_half(const AttnBlock *x, float *ctx, float *p, float *scratch, uint16_t *h16,
+                                         const AttentionArgs *a) {
+    const int T = x->T, L = x->L, d = x->d, H3 = 3 * x->H;
+    const HalfMode mode = a->half_mode;
+    uint16_t *q16 = h16, *k16 = q16 + (size_t)T * d, *v16 = k16 + (size_t)L * d, *p16 = v16 + (size_t)L * d;
+    rows_to_half(mode, q16, x->q, T, d, H3);
+    rows_to_half(mode, k16, x->k, L, d, H3);
+    rows_to_half(mode, v16, x->v, L, d, H3);
+    gemm_half_serial(mode, false, true, T, L, d, q16, d, k16, d, 0.0f, p, L);
+    const float scale = 1.0f / sqrtf((float)d);
+    for (size_t i = 0; i < (size_t)T * L; i++) p[i] *= scale;
+    softmax_rows(p, T, L, x->mask);
+    const float *pd = p;
+    if (a->dropout_p > 0.0f) {
+        dropout_probs(scratch, p, T, x->grid, L, x->block, a->dropout_p, a->dropout_key);
+        pd = scratch;
+    }
+    rows_to_half(mode, p16, pd, T, L, L);
+    gemm_half_serial(mode, false, false, T, d, L, p16, L, v16, d, 0.0f, ctx, x->H);
+}
+
 /* g = P * (g - rowsum(P * g)) * scale: softmax backward, the 1/sqrt(d) scale folded in. */
 static void softmax_backward_rows(float *g, const float *p, int T, int L, float scale) {
     for (int i = 0; i < T; i++) {
@@ -413,6 +463,36 @@ static void attention_block_backward(const AttnBlock *x, float *dq, const float 
     }
 }
 
+static void attention_block_backward_half(const AttnBlock *x, float *dq, const float *dctx, const float *p,
+                                          float *scratch, uint16_t *h16, const AttentionArgs *a) {
+    const int T = x->T, L = x->L, d = x->d, H = x->H, H3 = 3 * H;
+    const HalfMode mode = a->half_mode;
+    float *dk = dq + H, *dv = dq + 2 * H, *dp = scratch, *pd_buf = scratch + (size_t)x->grid * x->grid;
+    uint16_t *q16 = h16, *k16 = q16 + (size_t)T * d, *v16 = k16 + (size_t)L * d, *dctx16 = v16 + (size_t)L * d;
+    uint16_t *p16 = dctx16 + (size_t)T * d, *ds16 = p16 + (size_t)T * L;
+    rows_to_half(mode, q16, x->q, T, d, H3);
+    rows_to_half(mode, k16, x->k, L, d, H3);
+    rows_to_half(mode, v16, x->v, L, d, H3);
+    rows_to_half(mode, dctx16, dctx, T, d, H);
+    /* dP_dropped = dctx V^T; dV = P_dropped^T dctx */
+    gemm_half_serial(mode, false, true, T, L, d, dctx16, d, v16, d, 0.0f, dp, L);
+    const float *pd = p;
+    if (a->dropout_p > 0.0f) {
+        dropout_probs_pair(pd_buf, p, dp, T, x->grid, L, x->block, a->dropout_p, a->dropout_key);
+        pd = pd_buf;
+    }
+    rows_to_half(mode, p16, pd, T, L, L);
+    gemm_half_serial(mode, true, false, L, d, T, p16, L, dctx16, d, 0.0f, dv, H3);
+    softmax_backward_rows(dp, p, T, L, 1.0f / sqrtf((float)d));
+    rows_to_half(mode, ds16, dp, T, L, L);
+    gemm_half_serial(mode, false, false, T, d, L, ds16, L, k16, d, 0.0f, dq, H3);
+    gemm_half_serial(mode, true, false, L, d, T, ds16, L, q16, d, 0.0f, dk, H3);
+    for (int j = L; j < T; j++) {  /* keys after the last real token got no attention */
+        memset(dk + (size_t)j * H3, 0, sizeof(float) * d);
+        memset(dv + (size_t)j * H3, 0, sizeof(float) * d);
+    }
+}
+
 /* First row of sequence b in the activations, and its number of rows. */
 static size_t sequence_row(const AttentionArgs *a, int b) { return a->seq_row ? (size_t)a->seq_row[b] : (size_t)b * a->T; }
 static int sequence_rows(const AttentionArgs *a, int b) { return a->seq_rows ? a->seq_rows[b] : a->T; }
@@ -425,20 +505,25 @@ static AttnBlock attention_block(const AttentionArgs *a, const float *qkv, int b
                        .mask = a->has_holes[b] ? a->mask + (size_t)b * a->T : NULL};
 }
 
-/* Each thread's scratch: 2 T^2 floats (the dropped probabilities, or dP and its product). */
-static float *attention_scratch(int nthreads, int T) { return xmalloc(sizeof(float) * (size_t)nthreads * 2 * T * T); }
+/* Each thread's scratch: 2 T^2 floats (the dropped probabilities, or dP and its product),
+ * and with 16-bit products attention_half_scratch halves after them. */
+static size_t attention_scratch_floats(const AttentionArgs *a) {
+    return (size_t)2 * a->T * a->T + (a->half ? (attention_half_scratch(a->T, a->d) + 1) / 2 : 0);
+}
 
 void k_attention_forward(float *ctx, float *probs, const float *qkv, const AttentionArgs *a) {
     const int B = a->B, T = a->T, A = a->A, H = A * a->d, nthreads = omp_get_max_threads();
     const bool parallel = (long)B * A * T * T * a->d >= PARALLEL_MIN_WORK;
-    float *scratch_all = attention_scratch(nthreads, T);
+    const size_t per_thread = attention_scratch_floats(a);
+    float *scratch_all = xmalloc(sizeof(float) * per_thread * nthreads);
 #pragma omp parallel for collapse(2) schedule(dynamic, 1) num_threads(nthreads) if (parallel)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < A; h++) {
             AttnBlock x = attention_block(a, qkv, b, h);
-            float *scratch = scratch_all + (size_t)omp_get_thread_num() * 2 * T * T;
-            attention_block_forward(&x, ctx + sequence_row(a, b) * H + (size_t)h * a->d, probs + x.block * T * T,
-                                    scratch, a);
+            float *scratch = scratch_all + (size_t)omp_get_thread_num() * per_thread;
+            float *out = ctx + sequence_row(a, b) * H + (size_t)h * a->d, *p = probs + x.block * T * T;
+            if (a->half) attention_block_forward_half(&x, out, p, scratch, (uint16_t *)(scratch + 2 * T * T), a);
+            else attention_block_forward(&x, out, p, scratch, a);
         }
     free(scratch_all);
 }
@@ -446,15 +531,18 @@ void k_attention_forward(float *ctx, float *probs, const float *qkv, const Atten
 void k_attention_backward(float *dqkv, const float *dctx, const float *qkv, const float *probs, const AttentionArgs *a) {
     const int B = a->B, T = a->T, A = a->A, H = A * a->d, nthreads = omp_get_max_threads();
     const bool parallel = (long)B * A * T * T * a->d >= PARALLEL_MIN_WORK;
-    float *scratch_all = attention_scratch(nthreads, T);
+    const size_t per_thread = attention_scratch_floats(a);
+    float *scratch_all = xmalloc(sizeof(float) * per_thread * nthreads);
 #pragma omp parallel for collapse(2) schedule(dynamic, 1) num_threads(nthreads) if (parallel)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < A; h++) {
             AttnBlock x = attention_block(a, qkv, b, h);
-            float *scratch = scratch_all + (size_t)omp_get_thread_num() * 2 * T * T;
+            float *scratch = scratch_all + (size_t)omp_get_thread_num() * per_thread;
             size_t row = sequence_row(a, b), off = row * 3 * H + (size_t)h * a->d;
-            attention_block_backward(&x, dqkv + off, dctx + row * H + (size_t)h * a->d,
-                                     probs + x.block * T * T, scratch, a);
+            const float *g = dctx + row * H + (size_t)h * a->d, *p = probs + x.block * T * T;
+            if (a->half)
+                attention_block_backward_half(&x, dqkv + off, g, p, scratch, (uint16_t *)(scratch + 2 * T * T), a);
+            else attention_block_backward(&x, dqkv + off, g, p, scratch, a);
         }
     free(scratch_all);
 }

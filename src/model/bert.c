@@ -168,6 +168,39 @@ static void layout_bf16_activations(Arena *a, Activations *v, const BertModel *m
     v->dout16 = take16(a, dout);
 }
 
+/* The weights the forward multiplies many rows by (each layer's four, the pooler's, the MLM
+ * transform's), packed where the precision has a packed form (native bf16 only). */
+static void allocate_packed_weights(BertModel *m) {
+    free(m->packed), free(m->packed_memory);
+    m->packed = NULL, m->packed_memory = NULL, m->packed_count = 0, m->packed_bytes = 0;
+    if (m->precision != BERT_BF16 || !m->pack_weights) return;
+    const int L = m->cfg.num_hidden_layers, H = m->cfg.hidden_size, I = m->cfg.intermediate_size;
+    m->packed = xcalloc((size_t)4 * L + 2, sizeof(PackedWeight));
+    int n = 0;
+    for (int l = 0; l < L; l++) {
+        const LayerParams *p = &m->p.layers[l];
+        m->packed[n++] = (PackedWeight){p->qkv_w, NULL, H, 3 * H};
+        m->packed[n++] = (PackedWeight){p->attn_out_w, NULL, H, H};
+        m->packed[n++] = (PackedWeight){p->ffn_in_w, NULL, H, I};
+        m->packed[n++] = (PackedWeight){p->ffn_out_w, NULL, I, H};
+    }
+    if (m->p.pool_w) m->packed[n++] = (PackedWeight){m->p.pool_w, NULL, H, H};
+    if (m->p.mlm_dense_w) m->packed[n++] = (PackedWeight){m->p.mlm_dense_w, NULL, H, H};
+    size_t total = 0, offset[n > 0 ? n : 1];
+    for (int i = 0; i < n; i++) {
+        offset[i] = total;
+        total += (k_packed_weight_bytes(HALF_BF16, m->packed[i].C, m->packed[i].OC) + 63) / 64 * 64;
+    }
+    if (total == 0) {   /* no packed form here */
+        free(m->packed), m->packed = NULL;
+        return;
+    }
+    m->packed_memory = xaligned_alloc(64, total);
+    for (int i = 0; i < n; i++) m->packed[i].packed = (char *)m->packed_memory + offset[i];
+    m->packed_count = n;
+    m->packed_bytes = total;
+}
+
 /* Lays the activations out again for the model's precision (bf16 shares some fp32 buffers
  * between layers and adds its own); their contents are lost. */
 static void allocate_activations(BertModel *m) {
@@ -254,6 +287,7 @@ int bert_model_create_with_heads(BertModel **out, const BertConfig *cfg, BertHea
     m->heads = heads;
     m->max_batch = max_batch, m->max_seq = max_seq, m->max_preds = max_predictions;
     m->loss_scale = 1.0f;
+    m->pack_weights = true;
     const int L = cfg->num_hidden_layers;
     m->p.layers = xcalloc(L, sizeof(LayerParams));
     m->g.layers = xcalloc(L, sizeof(LayerParams));
@@ -324,7 +358,7 @@ void bert_model_free(BertModel *m) {
     free(m->kept_row), free(m->kept_full), free(m->cls_row), free(m->mlm_out_row);
     free(m->qa_seq[0]), free(m->qa_seq[1]), free(m->qa_label[0]), free(m->qa_label[1]);
     free(m->class_label), free(m->target);
-    free(m->params16), free(m->act16_memory);
+    free(m->params16), free(m->act16_memory), free(m->packed), free(m->packed_memory);
     free(m);
 }
 
@@ -380,7 +414,7 @@ void bert_zero_grad(BertModel *m) { k_zero(m->grads, (long)m->num_params); }
 
 size_t bert_model_bytes(const BertModel *m) {
     return (m->num_params * 2 + m->act_floats) * sizeof(float) +
-           (m->params16 ? m->num_params : 0) * sizeof(uint16_t) + m->act16_len * sizeof(uint16_t);
+           (m->params16 ? m->num_params : 0) * sizeof(uint16_t) + m->act16_len * sizeof(uint16_t) + m->packed_bytes;
 }
 
 size_t bert_nonfinite_params(const BertModel *m, const char **first_tensor) {
@@ -421,25 +455,43 @@ int bert_set_precision(BertModel *m, BertPrecision precision, BertError *err) {
     const bool layout_changes = (precision == BERT_FP32) != (m->precision == BERT_FP32);
     m->precision = precision;
     if (layout_changes) allocate_activations(m);
+    allocate_packed_weights(m);
     m->params16_stale = true;
     m->backward_ready = false;   /* the activations may have moved */
     return 0;
-}
-
-void bert_refresh_bf16_weights(BertModel *m) {
-    if (m->precision == BERT_FP32 || !m->params16_stale) return;
-    k_to_half(bert_half_mode(m), m->params16, m->params, (long)m->num_params);
-    m->params16_stale = false;
 }
 
 static const uint16_t *bf16_weight(const BertModel *m, const float *weight) {
     return m->params16 + (weight - m->params);
 }
 
+void bert_refresh_bf16_weights(BertModel *m) {
+    if (m->precision == BERT_FP32 || !m->params16_stale) return;
+    k_to_half(bert_half_mode(m), m->params16, m->params, (long)m->num_params);
+    for (int i = 0; i < m->packed_count; i++) {
+        const PackedWeight *w = &m->packed[i];
+        k_pack_weight(HALF_BF16, w->packed, bf16_weight(m, w->weight), w->C, w->OC);
+    }
+    m->params16_stale = false;
+}
+
+void bert_set_packed_weights(BertModel *m, bool on) {
+    m->pack_weights = on;
+    allocate_packed_weights(m);
+    m->params16_stale = true;
+}
+
+static const void *packed_weight(const BertModel *m, const float *weight) {
+    for (int i = 0; i < m->packed_count; i++)
+        if (m->packed[i].weight == weight) return m->packed[i].packed;
+    return NULL;
+}
+
 void bert_linear_forward(BertModel *m, float *out, const float *inp, uint16_t *inp16, const float *weight,
                          const float *bias, int N, int C, int OC) {
     if (m->precision == BERT_FP32) k_matmul_forward(out, inp, weight, bias, N, C, OC);
-    else k_matmul_forward_half(out, inp, inp16, bf16_weight(m, weight), bias, N, C, OC, bert_half_mode(m));
+    else k_matmul_forward_half(out, inp, inp16, bf16_weight(m, weight), packed_weight(m, weight), bias, N, C, OC,
+                               bert_half_mode(m));
 }
 
 void bert_linear_backward(BertModel *m, float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,

@@ -125,7 +125,9 @@ void bert_attention_args(const BertModel *m, AttentionArgs *a, const int32_t *ma
     *a = (AttentionArgs){.B = m->B, .T = m->T, .A = c->num_attention_heads,
                          .d = c->hidden_size / c->num_attention_heads, .kv_len = m->kv_len, .mask = mask,
                          .has_holes = m->has_holes,
-                         .seq_row = m->unpadded ? m->seq_row : NULL, .seq_rows = m->unpadded ? m->seq_rows : NULL};
+                         .seq_row = m->unpadded ? m->seq_row : NULL, .seq_rows = m->unpadded ? m->seq_rows : NULL,
+                         .half = m->precision != BERT_FP32};
+    if (a->half) a->half_mode = bert_half_mode(m);
     if (m->training) {
         a->dropout_p = c->attention_probs_dropout_prob;
         a->dropout_key = rng_key(m->dropout_seed, dropout_site(layer, SITE_ATTN_PROBS));

@@ -71,6 +71,13 @@ typedef struct {
 
 enum { LOSS_NSP, LOSS_MLM, LOSS_QA_START, LOSS_QA_END, LOSS_CLASSIFIER, LOSS_SLOTS };
 
+/* One weight of params and where its packed copy lives in packed_memory. */
+typedef struct {
+    const float *weight;
+    void *packed;
+    int C, OC;
+} PackedWeight;
+
 struct BertModel {
     BertConfig cfg;
     BertHeads heads;
@@ -120,6 +127,13 @@ struct BertModel {
     uint16_t *params16, *act16_memory;
     size_t act16_len;
     bool params16_stale;
+    /* native bf16 (bert_set_packed_weights): the encoder's and pooler's weights also packed
+     * for the forward product (k_pack_weight), one allocation, remade with params16 */
+    bool pack_weights;
+    PackedWeight *packed;
+    int packed_count;
+    void *packed_memory;
+    size_t packed_bytes;
 };
 
 /* Dropout sites: one RNG stream per site per step. */
