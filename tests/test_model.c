@@ -261,6 +261,52 @@ static void test_thread_count_independent(void) {
     free(grads1);
 }
 
+/* fp32 inference on packed weights (bert_set_packed_weights, on by default): an inference
+ * forward's logits equal the plain weights' up to float reordering; training forwards never
+ * use them (bit for bit the same loss with packing on and off); a weight changed through
+ * bert_params is packed again before the next inference forward (as a fresh model loaded
+ * with it). */
+static void test_fp32_packed_inference(void) {
+    BertConfig c;
+    BertError err;
+    bert_config_preset("bert-tiny", &c, &err);
+    c.vocab_size = 500, c.max_position_embeddings = 64;
+    enum { B = 3, T = 40, P = 5 };
+    int32_t ids[B * T], types[B * T], mask[B * T], pos[B * P], labels[B * P], nsp[B] = {0, 1, 1};
+    for (int i = 0; i < B * T; i++) {
+        int t = i % T, len = T - 11 * (i / T);
+        mask[i] = t < len, ids[i] = mask[i] ? 5 + (i * 31) % 490 : 0, types[i] = t > len / 2;
+    }
+    for (int i = 0; i < B * P; i++) pos[i] = 1 + (i * 7) % 25, labels[i] = 10 + i;
+    BertBatch batch = bert_pretraining_batch(B, T, P, ids, types, mask, pos, labels, nsp);
+    BertModel *packed, *plain, *fresh;
+    if (bert_model_create(&packed, &c, B, T, P, &err) || bert_model_create(&plain, &c, B, T, P, &err) ||
+        bert_model_create(&fresh, &c, B, T, P, &err)) {
+        CHECKF(0, "%s", err.msg);
+        return;
+    }
+    bert_init_weights(packed, 3), bert_init_weights(plain, 3), bert_init_weights(fresh, 3);
+    bert_set_packed_weights(packed, true), bert_set_packed_weights(fresh, true);   /* fp32: opt-in */
+    const size_t before = bert_model_bytes(packed), logits = (size_t)B * P * c.vocab_size;
+    float l_packed = bert_forward(packed, &batch, false, 0), l_plain = bert_forward(plain, &batch, false, 0);
+    const bool has_packed_form = bert_model_bytes(packed) > before;
+    if (!has_packed_form) printf("    (oneDNN keeps fp32 weights plain on this CPU: nothing packed)\n");
+    double tol = chain_reorder_tolerance(bert_chain_length(&c, B, T, false));
+    double e = rel_norm_error(bert_mlm_logits(packed), bert_mlm_logits(plain), logits);
+    CHECKF(e <= tol && rel(l_packed, l_plain) <= tol, "packed vs plain: loss %.9g vs %.9g, logits %.3g (bound %.3g)",
+           l_packed, l_plain, e, tol);
+    printf("    packed vs plain weights: logits rel err %.2g (bound %.2g)\n", e, tol);
+    CHECK(bert_forward(packed, &batch, true, 5) == bert_forward(plain, &batch, true, 5));   /* training: plain */
+    float *w = bert_params(packed);   /* a weight changes: the next inference packs again */
+    const BertParamInfo *t = bert_find_param(packed, "bert.encoder.layer.1.output.dense.weight");
+    const BertParamInfo *tf = bert_find_param(fresh, t->name);
+    for (size_t i = 0; i < t->numel; i++) w[t->offset + i] *= -1.0f, tf->data[i] *= -1.0f;
+    float l_changed = bert_forward(packed, &batch, false, 0), l_fresh = bert_forward(fresh, &batch, false, 0);
+    CHECKF(l_changed == l_fresh && l_changed != l_packed, "after a weight change: %.9g, a fresh model %.9g (before %.9g)",
+           l_changed, l_fresh, l_packed);
+    bert_model_free(packed), bert_model_free(plain), bert_model_free(fresh);
+}
+
 /* Last-layer pruning and unpadding, alone and together, against every row computed, in
  * training mode (dropout on) with trailing padding, ignored slots, a position masked twice,
  * the [CLS] position masked, and a masked position past its sequence's last real token: the
@@ -886,6 +932,7 @@ int main(void) {
     RUN_TEST(test_skipping_rows_matches_full);
     RUN_TEST(test_skipping_rows_edge_cases);
     RUN_TEST(test_thread_count_independent);
+    RUN_TEST(test_fp32_packed_inference);
     RUN_TEST(test_dropout_seeded);
     RUN_TEST(test_training_mode_gradient);
     RUN_TEST(test_task_head_gradient);

@@ -176,7 +176,8 @@ static void print_text(const BenchReport *r, const BenchOptions *o) {
     char kernel[600], env[1024];
     describe_gemm(kernel, sizeof kernel), compute_environment(env, sizeof env);
     if (r->precision == BERT_FP32) {
-        printf("gemm      the model's products run in %s: %s\n", sgemm_library(), kernel);
+        printf("gemm      the model's products run in %s: %s; inference with packed weights: %s\n", sgemm_library(),
+               kernel, o->plain_weights ? "no" : "yes (oneDNN matmul)");
     } else {
         char bf16_kernel[256];
         k_bf16_describe(bf16_kernel, sizeof bf16_kernel);
@@ -246,7 +247,7 @@ static void print_json(const BenchReport *r, const BenchOptions *o) {
     print_json_string("precision", bert_precision_name(r->precision));
     print_json_string("bf16_gemm_kernel", bf16_kernel);
     printf("\"bf16_peak_gflops\": %.2f, \"packed_weights\": %s, ", r->bf16_peak.peak_gflops,
-           r->precision == BERT_BF16 && !o->plain_weights ? "true" : "false");
+           (r->precision == BERT_BF16 || r->precision == BERT_FP32) && !o->plain_weights ? "true" : "false");
     printf("\"train_seq_per_s\": %.4f, \"train_ms_per_step\": %.2f, \"train_gflops\": %.2f, "
            "\"train_forward_ms\": %.2f, \"train_backward_ms\": %.2f, \"train_optimizer_ms\": %.2f, "
            "\"train_cpu_ms_per_step\": %.2f, \"train_best_ms_per_step\": %.2f, ",
@@ -314,7 +315,7 @@ static int parse_options(int argc, char **argv, BenchOptions *o) {
          "mixed precision: the linear layers' and attention's products in bf16 with fp32 accumulation (needs avx512_bf16)"},
         {"bf16_emulate", FLAG_BOOL, &o->bf16_emulate, "the same rounding as --bf16 in fp32 arithmetic (any CPU; slow)"},
         {"plain_weights", FLAG_BOOL, &o->plain_weights,
-         "with --bf16: the forward reads the plain bf16 weights, not the packed copy (to measure what packing gives)"},
+         "the forward reads the plain weights, not the packed copy (to measure what packing gives)"},
         {"gemm_shapes", FLAG_BOOL, &o->gemm_shapes,
          "with --bf16: time every product shape of a bert-base training step (batch x seq rows) and stop"},
         {"fp16", FLAG_BOOL, &o->fp16, "the products' operands in fp16 with fp32 arithmetic (no fp16 arithmetic on this "

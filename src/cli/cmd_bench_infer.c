@@ -44,7 +44,7 @@ int cmd_bench_infer(int argc, char **argv) {
         {"warmup", FLAG_INT, &warmup, "batches run first and not timed (the first ones replayed); default 2"},
         {"bf16", FLAG_BOOL, &bf16, "matrix products in bf16 (needs avx512_bf16)"},
         {"plain_weights", FLAG_BOOL, &plain_weights,
-         "with --bf16: the forward reads the plain bf16 weights, not the packed copy (to measure what packing gives)"},
+         "the forward reads the plain weights, not the packed copy (to measure what packing gives)"},
         {"threads", FLAG_INT, &threads, "OpenMP threads (0: all cores)"},
         {"json", FLAG_BOOL, &json, "one JSON line per measurement"},
     };

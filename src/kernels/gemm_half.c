@@ -100,7 +100,8 @@ static void gemm_widened(HalfMode mode, bool ta, bool tb, int M, int N, int K, c
 
 typedef struct {   /* all int: no padding, compared with memcmp */
     int ta, tb, bias, accumulate;
-    int packed;   /* B in the packed layout of packed_layout(K, N) (ldb, tb unused) */
+    int packed;   /* B in the packed layout of find_packed_layout(K, N, f32) (ldb, tb unused) */
+    int f32;      /* A and B in fp32 (only packed products): an fp32 product with packed weights */
     int M, N, K, lda, ldb, ldc;
 } GemmShape;
 
@@ -110,28 +111,31 @@ typedef struct {
     dnnl_memory_desc_t a, b, bias, c;
 } CachedGemm;
 
-/* A weight's packed layout: the one oneDNN's matmul picks for B [K, N] when left free to
- * choose (format "any"), for a reference product of PACK_REFERENCE_ROWS rows. On the CPUs
- * measured here the layout depends on K and N only; products of other row counts are
- * created with this layout fixed and, should oneDNN pick a slower kernel for one, run with
- * the plain weight instead (gemm_bf16_packed). */
+/* A weight's packed layout: the one oneDNN's matmul picks for B [K, N] (bf16 or fp32) when
+ * left free to choose (format "any"), for a reference product of PACK_REFERENCE_ROWS rows.
+ * On the CPUs measured here the layout depends on K and N only; products of other row counts
+ * are created with this layout fixed and, should oneDNN pick a slower kernel for one, run
+ * with the plain weight instead (gemm_packed). */
 enum { PACK_REFERENCE_ROWS = 4096, PACKED_LAYOUT_CAPACITY = 32 };
 typedef struct {
-    int K, N;
+    int K, N, f32;
+    bool is_plain;              /* oneDNN keeps the plain layout here: nothing to pack */
     dnnl_memory_desc_t md;
-    dnnl_primitive_t reorder;   /* plain bf16 W [N, K] -> packed */
+    dnnl_primitive_t reorder;   /* plain W [N, K] -> packed */
     char impl[64];              /* the reference product's implementation */
 } PackedLayout;
 
-/* BERT runs a few dozen shapes (per layer kind, head, and the batch's row count); past the
- * capacity the cache starts again (each entry is a few KB of oneDNN state). */
-enum { GEMM_CACHE_CAPACITY = 256 };
+/* A training step runs a few dozen shapes; inference at batch 1 one set per sequence length
+ * (6 products x up to 512 lengths). Entries are found by hashing the shape; past the
+ * capacity the cache starts again (each entry is some KB of oneDNN state and JIT code). */
+enum { GEMM_CACHE_CAPACITY = 2048, GEMM_TABLE_SIZE = 2 * GEMM_CACHE_CAPACITY };
 static struct {
     pthread_mutex_t lock;
     dnnl_engine_t engine;
     dnnl_stream_t stream;
     CachedGemm entries[GEMM_CACHE_CAPACITY];
     int count;
+    int table[GEMM_TABLE_SIZE];   /* open addressing: entry index + 1, 0 empty */
     PackedLayout layouts[PACKED_LAYOUT_CAPACITY];
     int layout_count;
 } g_bf16 = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -155,20 +159,15 @@ static void ensure_engine(const GemmShape *k) {
     check(dnnl_stream_create(&g_bf16.stream, g_bf16.engine, dnnl_stream_default_flags), "stream", k);
 }
 
-static const PackedLayout *find_packed_layout(int K, int N);
+static const PackedLayout *find_packed_layout(int K, int N, bool f32);
 
 static CachedGemm *create_gemm(const GemmShape *k) {
     ensure_engine(k);
-    if (g_bf16.count == GEMM_CACHE_CAPACITY) {
-        for (int i = 0; i < g_bf16.count; i++)
-            if (g_bf16.entries[i].primitive) dnnl_primitive_destroy(g_bf16.entries[i].primitive);
-        g_bf16.count = 0;
-    }
     CachedGemm *e = &g_bf16.entries[g_bf16.count++];
     e->shape = *k;
     e->primitive = NULL;
-    const PackedLayout *layout = k->packed ? find_packed_layout(k->K, k->N) : NULL;
-    matrix_md(&e->a, k->M, k->K, k->lda, k->ta, dnnl_bf16, k);
+    const PackedLayout *layout = k->packed ? find_packed_layout(k->K, k->N, k->f32) : NULL;
+    matrix_md(&e->a, k->M, k->K, k->lda, k->ta, k->f32 ? dnnl_f32 : dnnl_bf16, k);
     if (layout) e->b = layout->md;
     else matrix_md(&e->b, k->K, k->N, k->ldb, k->tb, dnnl_bf16, k);
     matrix_md(&e->c, k->M, k->N, k->ldc, false, dnnl_f32, k);
@@ -198,20 +197,42 @@ static CachedGemm *create_gemm(const GemmShape *k) {
     return e;
 }
 
+static unsigned shape_slot(const GemmShape *k) {   /* FNV-1a over the shape's ints */
+    const int *v = (const int *)k;
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < sizeof *k / sizeof(int); i++) h = (h ^ (uint32_t)v[i]) * 16777619u;
+    return h & (GEMM_TABLE_SIZE - 1);
+}
+
 static CachedGemm *find_gemm(const GemmShape *k) {
     pthread_mutex_lock(&g_bf16.lock);
-    CachedGemm *found = NULL;
-    for (int i = 0; i < g_bf16.count && !found; i++)
-        if (!memcmp(&g_bf16.entries[i].shape, k, sizeof *k)) found = &g_bf16.entries[i];
-    if (!found) found = create_gemm(k);
+    unsigned slot = shape_slot(k);
+    for (; g_bf16.table[slot]; slot = (slot + 1) & (GEMM_TABLE_SIZE - 1)) {
+        CachedGemm *e = &g_bf16.entries[g_bf16.table[slot] - 1];
+        if (!memcmp(&e->shape, k, sizeof *k)) {
+            pthread_mutex_unlock(&g_bf16.lock);
+            return e;
+        }
+    }
+    if (g_bf16.count == GEMM_CACHE_CAPACITY) {   /* full: start again */
+        for (int i = 0; i < g_bf16.count; i++)
+            if (g_bf16.entries[i].primitive) dnnl_primitive_destroy(g_bf16.entries[i].primitive);
+        g_bf16.count = 0;
+        memset(g_bf16.table, 0, sizeof g_bf16.table);
+        for (slot = shape_slot(k); g_bf16.table[slot];) slot = (slot + 1) & (GEMM_TABLE_SIZE - 1);
+    }
+    CachedGemm *e = create_gemm(k);
+    g_bf16.table[slot] = g_bf16.count;   /* create_gemm appended it: index count - 1 */
     pthread_mutex_unlock(&g_bf16.lock);
-    return found;
+    return e;
 }
 
 /* Under g_bf16.lock. */
-static const PackedLayout *find_packed_layout(int K, int N) {
+static const PackedLayout *find_packed_layout(int K, int N, bool f32) {
     for (int i = 0; i < g_bf16.layout_count; i++)
-        if (g_bf16.layouts[i].K == K && g_bf16.layouts[i].N == N) return &g_bf16.layouts[i];
+        if (g_bf16.layouts[i].K == K && g_bf16.layouts[i].N == N && g_bf16.layouts[i].f32 == f32)
+            return &g_bf16.layouts[i];
+    const dnnl_data_type_t t = f32 ? dnnl_f32 : dnnl_bf16;
     GemmShape k = {.tb = 1, .M = PACK_REFERENCE_ROWS, .N = N, .K = K, .lda = K, .ldb = K, .ldc = N};
     if (g_bf16.layout_count == PACKED_LAYOUT_CAPACITY)
         die("gemm_half: more than %d packed weight shapes", PACKED_LAYOUT_CAPACITY);
@@ -219,10 +240,10 @@ static const PackedLayout *find_packed_layout(int K, int N) {
     PackedLayout *l = &g_bf16.layouts[g_bf16.layout_count];
     dnnl_memory_desc_t a, c, plain;
     dnnl_dims_t dims = {K, N};
-    matrix_md(&a, k.M, K, K, false, dnnl_bf16, &k);
+    matrix_md(&a, k.M, K, K, false, t, &k);
     matrix_md(&c, k.M, N, N, false, dnnl_f32, &k);
-    matrix_md(&plain, K, N, K, true, dnnl_bf16, &k);
-    check(dnnl_memory_desc_init_by_tag(&l->md, 2, dims, dnnl_bf16, dnnl_format_tag_any), "packed descriptor", &k);
+    matrix_md(&plain, K, N, K, true, t, &k);
+    check(dnnl_memory_desc_init_by_tag(&l->md, 2, dims, t, dnnl_format_tag_any), "packed descriptor", &k);
     dnnl_matmul_desc_t desc;
     dnnl_primitive_desc_t pd, reorder_pd;
     check(dnnl_matmul_desc_init(&desc, &a, &l->md, NULL, &c), "matmul descriptor", &k);
@@ -231,12 +252,13 @@ static const PackedLayout *find_packed_layout(int K, int N) {
     dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
     snprintf(l->impl, sizeof l->impl, "%s", impl);
     l->md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    l->is_plain = dnnl_memory_desc_equal(&l->md, &plain);
     dnnl_primitive_desc_destroy(pd);
     check(dnnl_reorder_primitive_desc_create(&reorder_pd, &plain, g_bf16.engine, &l->md, g_bf16.engine, NULL),
           "reorder descriptor", &k);
     check(dnnl_primitive_create(&l->reorder, reorder_pd), "reorder", &k);
     dnnl_primitive_desc_destroy(reorder_pd);
-    l->K = K, l->N = N;
+    l->K = K, l->N = N, l->f32 = f32;
     g_bf16.layout_count++;
     return l;
 }
@@ -371,34 +393,36 @@ void gemm_half_serial(HalfMode mode, bool trans_a, bool trans_b, int M, int N, i
 
 /* ---- packed weights ---- */
 
-size_t gemm_bf16_packed_bytes(int K, int N) {
-    if (!gemm_bf16_native_available() || K <= 0 || N <= 0) return 0;
+size_t gemm_packed_bytes(bool f32, int K, int N) {
+    if ((!f32 && !gemm_bf16_native_available()) || K <= 0 || N <= 0) return 0;
     pthread_mutex_lock(&g_bf16.lock);
-    size_t bytes = dnnl_memory_desc_get_size(&find_packed_layout(K, N)->md);
+    const PackedLayout *l = find_packed_layout(K, N, f32);
+    size_t bytes = l->is_plain ? 0 : dnnl_memory_desc_get_size(&l->md);
     pthread_mutex_unlock(&g_bf16.lock);
     return bytes;
 }
 
-void gemm_bf16_pack(void *packed, const bf16 *W, int K, int N) {
+void gemm_pack(bool f32, void *packed, const void *W, int K, int N) {
     pthread_mutex_lock(&g_bf16.lock);
-    const PackedLayout *l = find_packed_layout(K, N);
+    const PackedLayout *l = find_packed_layout(K, N, f32);
     pthread_mutex_unlock(&g_bf16.lock);
-    GemmShape k = {.N = N, .K = K};
+    GemmShape k = {.N = N, .K = K, .f32 = f32};
     dnnl_memory_desc_t plain;
-    matrix_md(&plain, K, N, K, true, dnnl_bf16, &k);
+    matrix_md(&plain, K, N, K, true, f32 ? dnnl_f32 : dnnl_bf16, &k);
     dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, wrap(&plain, W, &k)}, {DNNL_ARG_TO, wrap(&l->md, packed, &k)}};
     check(dnnl_primitive_execute(l->reorder, g_bf16.stream, 2, args), "packing reorder", &k);
     check(dnnl_stream_wait(g_bf16.stream), "stream wait", &k);
     for (int i = 0; i < 2; i++) dnnl_memory_destroy(args[i].memory);
 }
 
-void gemm_bf16_packed(int M, int N, int K, const bf16 *A, int lda, const void *packed, const bf16 *W,
-                      const float *bias, float *C, int ldc) {
-    if (M <= 0) return;
-    GemmShape k = {.bias = bias != NULL, .packed = 1, .M = M, .N = N, .K = K, .lda = lda, .ldc = ldc};
+bool gemm_packed(bool f32, int M, int N, int K, const void *A, int lda, const void *packed, const float *bias,
+                 float *C, int ldc) {
+    if (M <= 0) return true;
+    GemmShape k = {.bias = bias != NULL, .packed = 1, .f32 = f32, .M = M, .N = N, .K = K, .lda = lda, .ldc = ldc};
     const CachedGemm *e = find_gemm(&k);
-    if (e->primitive) run_gemm(e, &k, A, packed, bias, C);
-    else gemm_half(HALF_BF16, false, true, M, N, K, A, lda, W, K, bias, 0.0f, C, ldc);
+    if (!e->primitive) return false;
+    run_gemm(e, &k, A, packed, bias, C);
+    return true;
 }
 
 void gemm_bf16_describe(char *out, size_t n) {

@@ -61,15 +61,16 @@ void gemm_half_serial(HalfMode mode, bool trans_a, bool trans_b, int M, int N, i
 
 /* Weights packed once: C[M, N] = A[M, K] W^T + bias for a weight W [N, K] (nn.Linear's layout)
  * that is multiplied many times, stored in the blocked layout oneDNN's matmul reads fastest
- * (as ONNX Runtime and OpenVINO keep their constant weights). gemm_bf16_packed_bytes is the
- * space a packed W takes (0 without native bf16); gemm_bf16_pack fills it from the plain W;
- * gemm_bf16_packed multiplies with it, or with the plain W where oneDNN would run a product of
- * M rows on a slower kernel with the packed layout. Same terms as gemm_half, summed in another
- * order. */
-size_t gemm_bf16_packed_bytes(int K, int N);
-void gemm_bf16_pack(void *packed, const bf16 *W, int K, int N);
-void gemm_bf16_packed(int M, int N, int K, const bf16 *A, int lda, const void *packed, const bf16 *W,
-                      const float *bias, float *C, int ldc);
+ * (as ONNX Runtime and OpenVINO keep their constant weights); A and W in bf16 or (f32) fp32.
+ * gemm_packed_bytes is the space a packed W takes (0: no packed form here: no native bf16,
+ * or oneDNN keeps fp32 weights plain on this CPU); gemm_pack fills it from the plain W;
+ * gemm_packed multiplies with it and returns true, or returns false without computing where
+ * oneDNN would run a product of M rows on a slower kernel with the packed layout (the caller
+ * then multiplies with the plain W). The same terms as the plain product, in another order. */
+size_t gemm_packed_bytes(bool f32, int K, int N);
+void gemm_pack(bool f32, void *packed, const void *W, int K, int N);
+bool gemm_packed(bool f32, int M, int N, int K, const void *A, int lda, const void *packed, const float *bias,
+                 float *C, int ldc);
 
 /* For reports: "oneDNN 2.6.3 matmul brg:avx512_core_bf16" (the implementation it picks for a
  * BERT-sized product), or why there is none. */

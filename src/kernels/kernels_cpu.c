@@ -109,17 +109,25 @@ void k_bf16_describe(char *out, size_t n) { gemm_bf16_describe(out, n); }
 void k_matmul_forward_half(float *out, const float *inp, uint16_t *inp16, const uint16_t *weight, const void *packed,
                            const float *bias, int N, int C, int OC, HalfMode mode) {
     halves_from_floats(mode, inp16, inp, (long)N * C);
-    if (packed && mode == HALF_BF16) gemm_bf16_packed(N, OC, C, inp16, C, packed, weight, bias, out, OC);
-    else gemm_half(mode, false, true, N, OC, C, inp16, C, weight, C, bias, 0.0f, out, OC);
+    if (packed && mode == HALF_BF16 && gemm_packed(false, N, OC, C, inp16, C, packed, bias, out, OC)) return;
+    gemm_half(mode, false, true, N, OC, C, inp16, C, weight, C, bias, 0.0f, out, OC);
 }
 
 size_t k_packed_weight_bytes(HalfMode mode, int C, int OC) {
-    return mode == HALF_BF16 ? gemm_bf16_packed_bytes(C, OC) : 0;
+    return mode == HALF_BF16 ? gemm_packed_bytes(false, C, OC) : 0;
 }
 
 void k_pack_weight(HalfMode mode, void *packed, const uint16_t *weight, int C, int OC) {
     if (mode != HALF_BF16) die("k_pack_weight: only native bf16 weights are packed");
-    gemm_bf16_pack(packed, weight, C, OC);
+    gemm_pack(false, packed, weight, C, OC);
+}
+
+size_t k_packed_weight_bytes_f32(int C, int OC) { return gemm_packed_bytes(true, C, OC); }
+void k_pack_weight_f32(void *packed, const float *weight, int C, int OC) { gemm_pack(true, packed, weight, C, OC); }
+
+void k_matmul_forward_packed(float *out, const float *inp, const float *weight, const void *packed, const float *bias,
+                             int N, int C, int OC) {
+    if (!gemm_packed(true, N, OC, C, inp, C, packed, bias, out, OC)) k_matmul_forward(out, inp, weight, bias, N, C, OC);
 }
 
 void k_matmul_backward_half(float *dinp, float *dweight, float *dbias, const float *dout, const uint16_t *inp16,

@@ -168,12 +168,21 @@ static void layout_bf16_activations(Arena *a, Activations *v, const BertModel *m
     v->dout16 = take16(a, dout);
 }
 
-/* The weights the forward multiplies many rows by (each layer's four, the pooler's, the MLM
- * transform's), packed where the precision has a packed form (native bf16 only). */
-static void allocate_packed_weights(BertModel *m) {
+static void free_packed_weights(BertModel *m) {
     free(m->packed), free(m->packed_memory);
     m->packed = NULL, m->packed_memory = NULL, m->packed_count = 0, m->packed_bytes = 0;
-    if (m->precision != BERT_BF16 || !m->pack_weights) return;
+    m->packed_allocated = false;
+}
+
+/* The weights the forward multiplies many rows by (each layer's four, the pooler's, the MLM
+ * transform's), packed where the precision has a packed form here: native bf16 (for every
+ * forward) and fp32 (for inference; made at the first forward that is not training, so a
+ * training run never holds them). */
+static void allocate_packed_weights(BertModel *m) {
+    free_packed_weights(m);
+    m->packed_allocated = true;
+    const bool f32 = m->precision == BERT_FP32;
+    if (f32 ? !m->pack_fp32 : (m->precision != BERT_BF16 || !m->pack_bf16)) return;
     const int L = m->cfg.num_hidden_layers, H = m->cfg.hidden_size, I = m->cfg.intermediate_size;
     m->packed = xcalloc((size_t)4 * L + 2, sizeof(PackedWeight));
     int n = 0;
@@ -189,7 +198,8 @@ static void allocate_packed_weights(BertModel *m) {
     size_t total = 0, offset[n > 0 ? n : 1];
     for (int i = 0; i < n; i++) {
         offset[i] = total;
-        total += (k_packed_weight_bytes(HALF_BF16, m->packed[i].C, m->packed[i].OC) + 63) / 64 * 64;
+        const int C = m->packed[i].C, OC = m->packed[i].OC;
+        total += ((f32 ? k_packed_weight_bytes_f32(C, OC) : k_packed_weight_bytes(HALF_BF16, C, OC)) + 63) / 64 * 64;
     }
     if (total == 0) {   /* no packed form here */
         free(m->packed), m->packed = NULL;
@@ -287,7 +297,7 @@ int bert_model_create_with_heads(BertModel **out, const BertConfig *cfg, BertHea
     m->heads = heads;
     m->max_batch = max_batch, m->max_seq = max_seq, m->max_preds = max_predictions;
     m->loss_scale = 1.0f;
-    m->pack_weights = true;
+    m->pack_bf16 = true;   /* fp32: bert_set_packed_weights (its weights may change unannounced) */
     const int L = cfg->num_hidden_layers;
     m->p.layers = xcalloc(L, sizeof(LayerParams));
     m->g.layers = xcalloc(L, sizeof(LayerParams));
@@ -455,7 +465,8 @@ int bert_set_precision(BertModel *m, BertPrecision precision, BertError *err) {
     const bool layout_changes = (precision == BERT_FP32) != (m->precision == BERT_FP32);
     m->precision = precision;
     if (layout_changes) allocate_activations(m);
-    allocate_packed_weights(m);
+    free_packed_weights(m);
+    if (precision == BERT_BF16) allocate_packed_weights(m);   /* fp32's at the first inference */
     m->params16_stale = true;
     m->backward_ready = false;   /* the activations may have moved */
     return 0;
@@ -465,19 +476,26 @@ static const uint16_t *bf16_weight(const BertModel *m, const float *weight) {
     return m->params16 + (weight - m->params);
 }
 
-void bert_refresh_bf16_weights(BertModel *m) {
-    if (m->precision == BERT_FP32 || !m->params16_stale) return;
-    k_to_half(bert_half_mode(m), m->params16, m->params, (long)m->num_params);
+/* fp32 packs for inference only: training's forward keeps k_matmul_forward's numbers (and
+ * a step would repack every weight for one forward). */
+static bool fp32_packs(const BertModel *m) { return m->precision == BERT_FP32 && !m->training && m->pack_fp32; }
+
+void bert_refresh_weights(BertModel *m) {
+    if (fp32_packs(m) && !m->packed_allocated) allocate_packed_weights(m);
+    if (!m->params16_stale || (m->precision == BERT_FP32 && !fp32_packs(m))) return;
+    if (m->precision != BERT_FP32) k_to_half(bert_half_mode(m), m->params16, m->params, (long)m->num_params);
     for (int i = 0; i < m->packed_count; i++) {
         const PackedWeight *w = &m->packed[i];
-        k_pack_weight(HALF_BF16, w->packed, bf16_weight(m, w->weight), w->C, w->OC);
+        if (m->precision == BERT_FP32) k_pack_weight_f32(w->packed, w->weight, w->C, w->OC);
+        else k_pack_weight(HALF_BF16, w->packed, bf16_weight(m, w->weight), w->C, w->OC);
     }
     m->params16_stale = false;
 }
 
 void bert_set_packed_weights(BertModel *m, bool on) {
-    m->pack_weights = on;
-    allocate_packed_weights(m);
+    m->pack_bf16 = m->pack_fp32 = on;
+    free_packed_weights(m);
+    if (m->precision == BERT_BF16) allocate_packed_weights(m);
     m->params16_stale = true;
 }
 
@@ -489,8 +507,10 @@ static const void *packed_weight(const BertModel *m, const float *weight) {
 
 void bert_linear_forward(BertModel *m, float *out, const float *inp, uint16_t *inp16, const float *weight,
                          const float *bias, int N, int C, int OC) {
-    if (m->precision == BERT_FP32) k_matmul_forward(out, inp, weight, bias, N, C, OC);
-    else k_matmul_forward_half(out, inp, inp16, bf16_weight(m, weight), packed_weight(m, weight), bias, N, C, OC,
+    const void *packed = m->precision == BERT_FP32 && m->training ? NULL : packed_weight(m, weight);
+    if (m->precision == BERT_FP32 && packed) k_matmul_forward_packed(out, inp, weight, packed, bias, N, C, OC);
+    else if (m->precision == BERT_FP32) k_matmul_forward(out, inp, weight, bias, N, C, OC);
+    else k_matmul_forward_half(out, inp, inp16, bf16_weight(m, weight), packed, bias, N, C, OC,
                                bert_half_mode(m));
 }
 

@@ -280,7 +280,7 @@ float bert_forward(BertModel *m, const BertBatch *b, bool training, uint64_t dro
     m->error[0] = '\0';
     m->training = training;
     m->dropout_seed = dropout_seed;
-    bert_refresh_bf16_weights(m);
+    bert_refresh_weights(m);
     prepare_batch(m, b);
     embeddings_forward(m, b);
     const float *x = m->act.emb_out;

@@ -127,9 +127,11 @@ struct BertModel {
     uint16_t *params16, *act16_memory;
     size_t act16_len;
     bool params16_stale;
-    /* native bf16 (bert_set_packed_weights): the encoder's and pooler's weights also packed
-     * for the forward product (k_pack_weight), one allocation, remade with params16 */
-    bool pack_weights;
+    /* bert_set_packed_weights: the encoder's, pooler's and MLM transform's weights also
+     * packed for the forward product (k_pack_weight, k_pack_weight_f32), one allocation,
+     * remade with params16 (native bf16) or at an inference forward (fp32), when
+     * params16_stale (which then means: any derived copy is stale) */
+    bool pack_bf16, pack_fp32, packed_allocated;
     PackedWeight *packed;
     int packed_count;
     void *packed_memory;
@@ -164,8 +166,9 @@ void bert_linear_forward(BertModel *m, float *out, const float *inp, uint16_t *i
                          const float *bias, int N, int C, int OC);
 void bert_linear_backward(BertModel *m, float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                           const uint16_t *inp16, const float *weight, int N, int C, int OC, bool accumulate_dinp);
-/* Remakes the 16-bit weights if they are stale (at the start of a forward). */
-void bert_refresh_bf16_weights(BertModel *m);
+/* Remakes the 16-bit and packed weights if they are stale (at the start of a forward, after
+ * m->training is set). */
+void bert_refresh_weights(BertModel *m);
 /* The kernels' 16-bit format for the model's precision (not FP32). */
 static inline HalfMode bert_half_mode(const BertModel *m) {
     return m->precision == BERT_FP16 ? HALF_FP16 : m->precision == BERT_BF16_EMULATED ? HALF_BF16_EMULATED : HALF_BF16;
