@@ -514,7 +514,7 @@ static int setup_data(Run *r, BertError *err) {
                                  .hidden_size = r->cfg.hidden_size, .consecutive = o->consecutive_micro_batches};
     r->steps = step_batches_create(&so, r->rank, r->world);
     if (o->eval_steps <= 0 || r->rank != 0) return 0;   /* process 0 evaluates, on all the held-out data */
-    lo.rank = 0, lo.world_size = 1;
+    lo.rank = 0, lo.world_size = 1, lo.micro_batch = r->micro;   /* evaluation batches: the model's size */
     lo.dir = o->eval_dir ? o->eval_dir : o->input_dir, lo.name_filter = "test", lo.training = false;
     lo.dynamic_masking = false;
     return loader_open(&r->eval, &lo, err);
