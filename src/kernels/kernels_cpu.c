@@ -67,10 +67,8 @@ void k_matmul_forward(float *out, const float *inp, const float *weight, const f
     }
 }
 
-/* db[o] += sum_n dout[n, o], by column blocks (deterministic). With dout16, the same pass
- * also rounds dout into it (mode's 16-bit format): the bf16 backward reads dout once. */
-static void column_sums_accumulate(float *restrict db, const float *restrict dout, int N, int OC,
-                                   uint16_t *restrict dout16, HalfMode mode) {
+/* db[o] += sum_n dout[n, o], by column blocks (deterministic). */
+static void column_sums_accumulate(float *restrict db, const float *restrict dout, int N, int OC) {
     int nblocks = (OC + COL_BLOCK - 1) / COL_BLOCK;
 #pragma omp parallel for schedule(static) if ((long)N * OC >= PARALLEL_MIN_WORK)
     for (int blk = 0; blk < nblocks; blk++) {
@@ -79,11 +77,6 @@ static void column_sums_accumulate(float *restrict db, const float *restrict dou
         for (int n = 0; n < N; n++) {
             const float *row = dout + (size_t)n * OC;
             for (int c = c0; c < c1; c++) acc[c - c0] += row[c];
-            uint16_t *row16 = dout16 ? dout16 + (size_t)n * OC : NULL;
-            if (row16 && mode == HALF_FP16)
-                for (int c = c0; c < c1; c++) row16[c] = fp16_from_float(row[c]);
-            else if (row16)
-                for (int c = c0; c < c1; c++) row16[c] = bf16_from_float(row[c]);
         }
         for (int c = c0; c < c1; c++) db[c] += acc[c - c0];
     }
@@ -102,7 +95,7 @@ void k_matmul_backward(float *dinp, float *dweight, float *dbias, const float *d
 #pragma omp section
         sgemm(true, false, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
     }
-    if (dbias) column_sums_accumulate(dbias, dout, N, OC, NULL, HALF_BF16);
+    if (dbias) column_sums_accumulate(dbias, dout, N, OC);
 }
 
 /* ---------------------------------------------------------------- matmul, bf16 */
@@ -140,11 +133,11 @@ void k_matmul_forward_packed(float *out, const float *inp, const float *weight, 
 void k_matmul_backward_half(float *dinp, float *dweight, float *dbias, const float *dout, const uint16_t *inp16,
                             const uint16_t *weight, int N, int C, int OC, bool accumulate_dinp, uint16_t *dout16,
                             HalfMode mode) {
-    if (dbias) column_sums_accumulate(dbias, dout, N, OC, dout16, mode);   /* dbias from the fp32 gradient */
-    else halves_from_floats(mode, dout16, dout, (long)N * OC);
+    halves_from_floats(mode, dout16, dout, (long)N * OC);
     if (dinp) gemm_half(mode, false, false, N, C, OC, dout16, OC, weight, C, NULL, accumulate_dinp ? 1.0f : 0.0f,
                         dinp, C);
     gemm_half(mode, true, false, OC, C, N, dout16, OC, inp16, C, NULL, 1.0f, dweight, C);
+    if (dbias) column_sums_accumulate(dbias, dout, N, OC);   /* from the fp32 gradient */
 }
 
 /* ---------------------------------------------------------------- layernorm */
