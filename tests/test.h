@@ -70,20 +70,25 @@ static inline double gamma_k(double k) {
 }
 
 /* Worst |c1 - c2| / (2 gamma_K (|A| |B|^T)_ij) over C = A[M,K] B[N,K]^T (row-major, as sgemm
- * with trans_b): <= 1 when the two products differ only by the order of their sums. The
- * bound is per element, so it holds for any data and any library. */
-static inline double gemm_reorder_ratio(const float *c1, const float *c2, const float *A, const float *B, int M,
-                                        int N, int K) {
+ * with trans_b), with a bias b[N] one more term of each sum (K + 1 terms, |b_j| added to the
+ * magnitudes; b may be NULL): <= 1 when the two products differ only by the order of their
+ * sums. The bound is per element, so it holds for any data and any library. */
+static inline double gemm_reorder_ratio_bias(const float *c1, const float *c2, const float *A, const float *B,
+                                             const float *b, int M, int N, int K) {
     double worst = 0;
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++) {
-            double abs_sum = 0;
+            double abs_sum = b ? fabs((double)b[j]) : 0;
             for (int k = 0; k < K; k++) abs_sum += fabs((double)A[(size_t)i * K + k] * B[(size_t)j * K + k]);
             double diff = fabs((double)c1[(size_t)i * N + j] - c2[(size_t)i * N + j]);
-            double bound = 2 * gamma_k(K) * abs_sum + 1e-45;
+            double bound = 2 * gamma_k(K + (b != NULL)) * abs_sum + 1e-45;
             if (diff / bound > worst || diff != diff) worst = diff != diff ? INFINITY : diff / bound;
         }
     return worst;
+}
+static inline double gemm_reorder_ratio(const float *c1, const float *c2, const float *A, const float *B, int M,
+                                        int N, int K) {
+    return gemm_reorder_ratio_bias(c1, c2, A, B, NULL, M, N, K);
 }
 
 /* Norm-wise relative difference ||a - b|| / ||b|| of two evaluations (0 when both are 0). */

@@ -90,21 +90,6 @@ static void test_matmul(void) {
     CHECKF(worst <= 1, "accumulate_dinp: %.3g of the reordering bound", worst);
 }
 
-/* Worst |out - plain| over 2 gamma_{C+1} (sum|x w| + |b|): <= 1 when the two products of
- * x [M, C] and w [OC, C] (+ b) differ only in the order of their sums. */
-static double reordering_ratio(const float *out, const float *plain, const float *x, const float *w, const float *b,
-                               int M, int C, int OC) {
-    double worst = 0;
-    for (int i = 0; i < M; i++)
-        for (int j = 0; j < OC; j++) {
-            double abs_sum = b ? fabs(b[j]) : 0;
-            for (int k = 0; k < C; k++) abs_sum += fabs((double)x[(size_t)i * C + k] * w[(size_t)j * C + k]);
-            double d = fabs((double)out[(size_t)i * OC + j] - plain[(size_t)i * OC + j]);
-            worst = fmax(worst, d / (2 * gamma_k(C + 1) * abs_sum + 1e-45));
-        }
-    return worst;
-}
-
 /* The fp32 forward on a packed weight: the same terms as k_matmul_forward, in another order,
  * for every row count (oneDNN's kernels for one row and for hundreds differ), and after the
  * weight changes and is packed again. */
@@ -126,14 +111,14 @@ static void test_matmul_packed(void) {
             const int M = rows[r];
             k_matmul_forward(plain, x, w, b, M, C, OC);
             k_matmul_forward_packed(out, x, w, packed, b, M, C, OC);
-            double worst = reordering_ratio(out, plain, x, w, b, M, C, OC);
+            double worst = gemm_reorder_ratio_bias(out, plain, x, w, b, M, OC, C);
             CHECKF(worst <= 1, "%d rows of %d x %d: packed vs plain %.3g of the reordering bound", M, OC, C, worst);
         }
         for (int i = 0; i < OC * C; i++) w[i] *= -2.0f;
         k_pack_weight_f32(packed, w, C, OC);
         k_matmul_forward(plain, x, w, NULL, 64, C, OC);
         k_matmul_forward_packed(out, x, w, packed, NULL, 64, C, OC);
-        double worst = reordering_ratio(out, plain, x, w, NULL, 64, C, OC);
+        double worst = gemm_reorder_ratio(out, plain, x, w, 64, OC, C);
         CHECKF(worst <= 1, "after packing a changed weight: %.3g of the reordering bound", worst);
         free(x), free(w), free(b), free(plain), free(out), free(packed);
     }

@@ -507,11 +507,14 @@ static const void *packed_weight(const BertModel *m, const float *weight) {
 
 void bert_linear_forward(BertModel *m, float *out, const float *inp, uint16_t *inp16, const float *weight,
                          const float *bias, int N, int C, int OC) {
-    const void *packed = m->precision == BERT_FP32 && m->training ? NULL : packed_weight(m, weight);
-    if (m->precision == BERT_FP32 && packed) k_matmul_forward_packed(out, inp, weight, packed, bias, N, C, OC);
-    else if (m->precision == BERT_FP32) k_matmul_forward(out, inp, weight, bias, N, C, OC);
-    else k_matmul_forward_half(out, inp, inp16, bf16_weight(m, weight), packed, bias, N, C, OC,
-                               bert_half_mode(m));
+    if (m->precision != BERT_FP32) {
+        k_matmul_forward_half(out, inp, inp16, bf16_weight(m, weight), packed_weight(m, weight), bias, N, C, OC,
+                              bert_half_mode(m));
+        return;
+    }
+    const void *packed = m->training ? NULL : packed_weight(m, weight);   /* fp32 packs for inference only */
+    if (packed) k_matmul_forward_packed(out, inp, weight, packed, bias, N, C, OC);
+    else k_matmul_forward(out, inp, weight, bias, N, C, OC);
 }
 
 void bert_linear_backward(BertModel *m, float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
