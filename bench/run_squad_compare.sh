@@ -19,6 +19,7 @@
 #   TRAIN_ARTICLES=1              train on dev-v1.1.json's first N articles (1: Super_Bowl_50,
 #                                 810 questions, 830 features)
 #   EPOCHS=1                      1 epoch of 830 features: 26 steps of 32
+#   LR=5e-5                       peak learning rate, both sides
 #   PREDICT_ARTICLES=             predict this many articles after the first N (default: all
 #                                 the rest: 47 articles, 9,760 questions, 10,003 features)
 #   THREADS=2                     both sides
@@ -33,7 +34,7 @@ THREADS=${THREADS:-2}; SEEDS=${SEEDS:-1}; TRAIN_ARTICLES=${TRAIN_ARTICLES:-1}; E
 PREDICT_ARTICLES=${PREDICT_ARTICLES:-}
 SQUAD_FILE=${SQUAD_FILE:-/work/shared/data/squad/v1.1/dev-v1.1.json}
 PEER_PYTHON=${PEER_PYTHON:-.venv-bf16peer/bin/python}
-LR=5e-5; BATCH=32
+LR=${LR:-5e-5}; BATCH=32
 MODEL=${MODEL:-$(bench/setup_minilm.sh)}
 [ -x ./bert ] || { echo "run_squad_compare: build first (make)" >&2; exit 1; }
 [ -x "$PEER_PYTHON" ] || { echo "run_squad_compare: no $PEER_PYTHON (bench/setup_bf16_peer_env.sh)" >&2; exit 1; }
@@ -94,9 +95,9 @@ run_bertc() {  # seed
   "$work/bert" squad_eval "$out/predict_articles.json" "$out/predictions.json" >"$log.eval.json"
   cp "$out/predictions.json" "$log.predictions.json"
   /usr/bin/python3 - "$log" "$seed" "$l0" "$(loadavg)" "$THREADS" "$TRAIN_ARTICLES" "$EPOCHS" "${MAX_STEPS:-0}" \
-      "$(git rev-parse --short HEAD)" <<'PY' | tee -a "$results" >&2
+      "$(git rev-parse --short HEAD)" "$LR" <<'PY' | tee -a "$results" >&2
 import json, re, sys
-log, seed, l0, l1, threads, n, epochs, max_steps, commit = sys.argv[1:]
+log, seed, l0, l1, threads, n, epochs, max_steps, commit, lr = sys.argv[1:]
 train, pred = open(log + ".train.log").read(), open(log + ".predict.log").read()
 tq = re.search(r"train_articles\.json: (\d+) questions -> (\d+) features", train)
 m = re.search(r"bert squad: (\d+) steps, (\d+) features in ([\d.]+) s \([\d.]+ features/s\), final loss ([\d.]+)", train)
@@ -118,7 +119,8 @@ print(json.dumps({"side": "bert.c", "seed": int(seed), "train_articles": int(n),
                   "predict_max_rss_kb": int(pt[3]), "eval": ev,
                   "process_seconds": float(tt[0]) + float(pt[0]),
                   "cpu_seconds": float(tt[1]) + float(tt[2]) + float(pt[1]) + float(pt[2]),
-                  "load_before": l0, "load_after": l1, "threads": int(threads), "commit": commit}))
+                  "load_before": l0, "load_after": l1, "threads": int(threads), "commit": commit,
+                  "lr": float(lr), "batch": 32}))
 PY
 }
 

@@ -91,6 +91,38 @@ static inline double gemm_reorder_ratio(const float *c1, const float *c2, const 
     return gemm_reorder_ratio_bias(c1, c2, A, B, NULL, M, N, K);
 }
 
+/* A product and its GELU computed in one pass (the activation a post-op of the product)
+ * against GELU of the exact sum, both in double (act 0: erf GELU, 1: tanh GELU). Each result
+ * may be off by GELU's slope (|GELU'| < 1.13 everywhere) times the product's rounding
+ * (gamma_n sum|terms| over its n nonzero terms, the bias one: zeros add exactly), plus the activation's own error: erf or tanh
+ * within 1e-6 absolute (oneDNN's polynomial: Abramowitz & Stegun 7.1.26's 1.5e-7 plus its
+ * fp32 evaluation; measured 5.2e-7 for erf, 2.4e-7 for tanh, glibc's erff 2.9e-7), i.e.
+ * 0.5 |s| 1e-6, and 3 fp32 roundings of the result; then, where the result is stored
+ * rounded to a shorter format with unit roundoff round_u (bf16: 2^-8), one more rounding.
+ * erf's and tanh's GELU differ by up to 1.8e-4 |s| (at s = 2.6): where the product is exact
+ * (one nonzero term), 300 times the allowance, so the wrong function fails. Returns the
+ * worst difference over its bound. */
+static inline double gelu_product_ratio(const float *out, const float *A, const float *B, const float *b, int M,
+                                        int N, int K, int act, double round_u) {
+    double worst = 0;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double s = b ? b[j] : 0, abs_sum = b ? fabs((double)b[j]) : 0;
+            int terms = b && b[j] != 0;
+            for (int k = 0; k < K; k++) {
+                double t = (double)A[(size_t)i * K + k] * B[(size_t)j * K + k];
+                s += t, abs_sum += fabs(t), terms += t != 0;
+            }
+            double g = act == 0 ? 0.5 * s * (1 + erf(s / sqrt(2.0)))
+                                : 0.5 * s * (1 + tanh(0.7978845608028654 * (s + 0.044715 * s * s * s)));
+            double e = 1.13 * gamma_k(terms) * abs_sum + 0.5e-6 * fabs(s) + 3 * F32_UNIT_ROUNDOFF * fabs(g);
+            double bound = e + round_u * (fabs(g) + e) + 1e-45;
+            double diff = fabs((double)out[(size_t)i * N + j] - g);
+            if (diff / bound > worst || diff != diff) worst = diff != diff ? INFINITY : diff / bound;
+        }
+    return worst;
+}
+
 /* Norm-wise relative difference ||a - b|| / ||b|| of two evaluations (0 when both are 0). */
 static inline double rel_norm_error(const float *a, const float *b, size_t n) {
     double diff = 0, norm = 0;

@@ -208,6 +208,15 @@ static void check_linear(HalfMode mode) {
     int unrounded = 0;   /* the forward kept the backward's operand: inp rounded to bf16 */
     for (int i = 0; i < N * C; i++) unrounded += x16[i] != (mode == HALF_FP16 ? fp16_from_float(x[i]) : bf16_from_float(x[i]));
     CHECKF(unrounded == 0, "%d of the kept bf16 inputs are not the rounded inputs", unrounded);
+    /* the result stored in 16 bits (GELU's input): without a packed weight, the fp32 result
+     * computed the same way, rounded */
+    bf16 *out16 = malloc(sizeof(bf16) * N * OC);
+    float *scratch = malloc(sizeof(float) * N * OC);
+    k_matmul_forward_half_out16(out16, scratch, x, x16, w16, NULL, b, N, C, OC, mode);
+    int off = 0;
+    for (int i = 0; i < N * OC; i++) off += out16[i] != (mode == HALF_FP16 ? fp16_from_float(out[i]) : bf16_from_float(out[i]));
+    CHECKF(off == 0, "%d of %d 16-bit results are not the fp32 results rounded", off, N * OC);
+    free(out16), free(scratch);
     k_matmul_backward_half(dinp, dw, db, dout, x16, w16, N, C, OC, false, dout16, mode);
     r = product_ratio(u, dinp, dout, w, NULL, NULL, false, false, N, C, OC);
     CHECKF(r <= 1, "dinp: %.3g of the bound", r);
@@ -270,7 +279,22 @@ static void test_packed_weights_native(void) {
             k_matmul_forward_half(plain, x, x16, w16, NULL, b, M, C, OC, HALF_BF16);
             double worst = gemm_reorder_ratio_bias(packed_out, plain, xr, w, b, M, OC, C);
             CHECKF(worst <= 1, "%d rows + bias: %.3g of the bound", M, worst);
-            free(xr);
+            /* stored rounded to bf16 by the product itself: within one bf16 rounding of the
+             * fp32 result, after reordering */
+            bf16 *out16 = malloc(sizeof(bf16) * M * OC);
+            k_matmul_forward_half_out16(out16, plain, x, x16, w16, packed, b, M, C, OC, HALF_BF16);
+            k_matmul_forward_half(packed_out, x, x16, w16, packed, b, M, C, OC, HALF_BF16);
+            double worst16 = 0;
+            for (int i = 0; i < M; i++)
+                for (int j = 0; j < OC; j++) {
+                    double abs_sum = fabs(b[j]);
+                    for (int k = 0; k < C; k++) abs_sum += fabs((double)xr[(size_t)i * C + k] * w[(size_t)j * C + k]);
+                    double v = packed_out[(size_t)i * OC + j], reorder = 2 * gamma_k(C + 1) * abs_sum;
+                    double bound = BF16_UNIT_ROUNDOFF * (fabs(v) + reorder) + reorder + 1e-40;
+                    worst16 = fmax(worst16, fabs(float_from_bf16(out16[(size_t)i * OC + j]) - v) / bound);
+                }
+            CHECKF(worst16 <= 1, "%d rows stored in bf16: %.3g of the bound", M, worst16);
+            free(xr), free(out16);
         }
         /* a changed weight, packed again, is the one multiplied */
         for (int i = 0; i < OC * C; i++) w16[i] = bf16_from_float(2.0f * float_from_bf16(w16[i]));
@@ -284,6 +308,82 @@ static void test_packed_weights_native(void) {
         CHECKF(ratio <= 1, "after repacking a changed weight: %.3g of the bound", ratio);
         free(x), free(w), free(b), free(plain), free(packed_out), free(x16), free(w16), free(packed), free(xr);
     }
+}
+
+/* GELU on a 16-bit input, rounded to 16 bits, and its backward at that input, against the
+ * double formulas at the widened input: the forward within gelu_product_ratio's allowance
+ * plus one rounding; the backward within the slope's fp32 evaluation (erf within 1e-6,
+ * 8 roundings). */
+static void check_gelu_half(HalfMode mode) {
+    enum { n = 5000 };
+    float *x = malloc(sizeof(float) * n), *xr = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n);
+    float *dout = malloc(sizeof(float) * n), *dinp = malloc(sizeof(float) * n), one = 1.0f;
+    uint16_t *x16 = malloc(sizeof(uint16_t) * n), *y16 = malloc(sizeof(uint16_t) * n);
+    for (int i = 0; i < n; i++) x[i] = -8.0f + 16.0f * ((float)i + 0.5f) / n;
+    fill(dout, n, 91, 2.0f);
+    k_to_half(mode, x16, x, n), k_from_half(mode, xr, x16, n);
+    for (int act = ACT_GELU; act <= ACT_GELU_NEW; act++) {
+        k_gelu_forward_half(y16, x16, n, (Activation)act, mode);
+        k_from_half(mode, y, y16, n);
+        double r = gelu_product_ratio(y, xr, &one, NULL, n, 1, 1, act, unit_roundoff(mode));
+        CHECKF(r <= 1, "%s %s forward: %.3g of the bound", mode_name(mode), act ? "gelu_new" : "gelu", r);
+        k_gelu_backward_half(dinp, dout, x16, n, (Activation)act, mode);
+        double worst = 0;
+        for (int i = 0; i < n; i++) {
+            double v = xr[i], slope;
+            if (act == ACT_GELU) slope = 0.5 * (1 + erf(v / sqrt(2.0))) + v * exp(-0.5 * v * v) / sqrt(2 * M_PI);
+            else {
+                double t = tanh(0.7978845608028654 * (v + 0.044715 * v * v * v));
+                slope = 0.5 * (1 + t) + 0.5 * v * (1 - t * t) * 0.7978845608028654 * (1 + 3 * 0.044715 * v * v);
+            }
+            double bound = fabs(dout[i]) * (1e-6 + 8 * F32_UNIT_ROUNDOFF * (fabs(slope) + 1)) + 1e-40;
+            worst = fmax(worst, fabs(dinp[i] - dout[i] * slope) / bound);
+        }
+        CHECKF(worst <= 1, "%s %s backward: %.3g of the bound", mode_name(mode), act ? "gelu_new" : "gelu", worst);
+    }
+    free(x), free(xr), free(y), free(dout), free(dinp), free(x16), free(y16);
+}
+
+static void test_gelu_half(void) {
+    check_gelu_half(HALF_BF16_EMULATED), check_gelu_half(HALF_FP16);
+    if (gemm_bf16_native_available()) check_gelu_half(HALF_BF16);
+}
+
+/* Inference's product + GELU in one pass with the result stored in bf16 (the next product's
+ * input): against GELU of the exact sum of the bf16 operands, within the fp32 bound
+ * (gelu_product_ratio) plus one bf16 rounding of the result, for both activations. */
+static void test_matmul_gelu_native(void) {
+    if (!gemm_bf16_native_available()) {
+        printf("    (no bf16 instructions here: checked on machines with avx512_bf16)\n");
+        return;
+    }
+    const int C = 256, OC = 768, rows[] = {1, 5, 64, 300};
+    size_t bytes = k_packed_weight_bytes(HALF_BF16, C, OC);
+    float *x = malloc(sizeof(float) * 300 * C), *w = malloc(sizeof(float) * OC * C), *b = malloc(sizeof(float) * OC);
+    float *xr = malloc(sizeof(float) * 300 * C), *out = malloc(sizeof(float) * 300 * OC);
+    bf16 *x16 = malloc(sizeof(bf16) * 300 * C), *w16 = malloc(sizeof(bf16) * OC * C), *out16 = malloc(sizeof(bf16) * 300 * OC);
+    void *packed = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    fill(x, (size_t)300 * C, 81, 1.0f), fill(w, (size_t)OC * C, 82, 3.0f / 16), fill(b, OC, 83, 1.0f);
+    bf16_from_floats(w16, w, (long)OC * C);
+    floats_from_bf16(w, w16, (long)OC * C);
+    k_pack_weight(HALF_BF16, packed, w16, C, OC);
+    double worst_seen = 0;
+    for (int act = ACT_GELU; act <= ACT_GELU_NEW; act++)
+        for (int r = 0; r < 4; r++) {
+            const int M = rows[r];
+            memset(out16, 0xff, sizeof(bf16) * M * OC);   /* NaN: anything not written shows */
+            if (!k_matmul_gelu_forward_half_packed(out16, x, x16, packed, r % 2 ? b : NULL, M, C, OC, (Activation)act)) {
+                printf("    (%d rows: oneDNN would run another kernel; the caller runs two passes)\n", M);
+                continue;
+            }
+            floats_from_bf16(xr, x16, (long)M * C), floats_from_bf16(out, out16, (long)M * OC);
+            double worst = gelu_product_ratio(out, xr, w, r % 2 ? b : NULL, M, OC, C, act, BF16_UNIT_ROUNDOFF);
+            worst_seen = fmax(worst_seen, worst);
+            CHECKF(worst <= 1, "%s, %d rows%s: %.3g of the bound", act ? "gelu_new" : "gelu", M, r % 2 ? " + bias" : "",
+                   worst);
+        }
+    printf("    worst %.2g of the bound\n", worst_seen);
+    free(x), free(w), free(b), free(xr), free(out), free(x16), free(w16), free(out16), free(packed);
 }
 
 /* ---- attention with 16-bit products ---- */
@@ -383,11 +483,37 @@ static void check_attention_backward(HalfMode mode) {
     free(qkv), free(dctx), free(ctx), free(p32), free(p16), free(d32), free(d16);
 }
 
+/* Q, K, V given already in 16 bits (AttentionArgs.qkv16, as the model's QKV product stores
+ * them): read in place, and the fp32 QKV not read at all (NaN here); the same values as
+ * rounding the fp32 QKV block by block, multiplied with another row stride, so the same
+ * results up to a flipped 16-bit rounding downstream (one u per rounded operand). */
+static void check_attention_qkv16(HalfMode mode) {
+    const size_t N = (size_t)AB * AT, probs = (size_t)AB * AA * AT * AT;
+    float *qkv = malloc(sizeof(float) * N * 3 * AH), *nan_qkv = malloc(sizeof(float) * N * 3 * AH);
+    float *dctx = malloc(sizeof(float) * N * AH), *c1 = malloc(sizeof(float) * N * AH), *c2 = malloc(sizeof(float) * N * AH);
+    float *p1 = malloc(sizeof(float) * probs), *p2 = malloc(sizeof(float) * probs);
+    float *d1 = malloc(sizeof(float) * N * 3 * AH), *d2 = malloc(sizeof(float) * N * 3 * AH);
+    uint16_t *qkv16 = malloc(sizeof(uint16_t) * N * 3 * AH);
+    fill(qkv, N * 3 * AH, 56, 1.5f), fill(dctx, N * AH, 57, 1.0f);
+    for (size_t i = 0; i < N * 3 * AH; i++) nan_qkv[i] = NAN;
+    k_to_half(mode, qkv16, qkv, (long)(N * 3 * AH));
+    AttentionArgs plain = attention_args(true, mode, 0.1f), in_place = plain;
+    in_place.qkv16 = qkv16;
+    k_attention_forward(c1, p1, qkv, &plain), k_attention_backward(d1, dctx, qkv, p1, &plain);
+    k_attention_forward(c2, p2, nan_qkv, &in_place), k_attention_backward(d2, dctx, nan_qkv, p2, &in_place);
+    const double tol = 4 * unit_roundoff(mode);
+    double ec = rel_norm_error(c2, c1, N * AH), ed = rel_norm_error(d2, d1, N * 3 * AH);
+    CHECKF(ec <= tol && ed <= tol, "%s attention on 16-bit QKV: ctx %.3g, dqkv %.3g (tolerance %.3g)", mode_name(mode),
+           ec, ed, tol);
+    free(qkv), free(nan_qkv), free(dctx), free(c1), free(c2), free(p1), free(p2), free(d1), free(d2), free(qkv16);
+}
+
 static void test_attention_half(void) {
     check_attention_forward(HALF_BF16_EMULATED), check_attention_forward(HALF_FP16);
     check_attention_backward(HALF_BF16_EMULATED), check_attention_backward(HALF_FP16);
+    check_attention_qkv16(HALF_BF16_EMULATED), check_attention_qkv16(HALF_FP16);
     if (!gemm_bf16_native_available()) return;
-    check_attention_forward(HALF_BF16), check_attention_backward(HALF_BF16);
+    check_attention_forward(HALF_BF16), check_attention_backward(HALF_BF16), check_attention_qkv16(HALF_BF16);
     /* native and emulated round the same values: they differ only in the order of sums */
     const size_t N = (size_t)AB * AT, probs = (size_t)AB * AA * AT * AT;
     float *qkv = malloc(sizeof(float) * N * 3 * AH), *dctx = malloc(sizeof(float) * N * AH);
@@ -427,11 +553,11 @@ static BertModel *tiny_model(BertPrecision precision) {
  * is the size of the result) and the stages' errors add to first order (LayerNorm
  * renormalises each sublayer); plus fp32 reordering (chain_reorder_tolerance). Forward:
  * 6 products per layer (4 linear, QK^T and PV) and 3 in the MLM head (pooler, NSP on the
- * other branch); backward:
+ * other branch), and GELU taken at its bf16-rounded input (u_b more per layer); backward:
  * each product twice more (dinp and dweight) along the chain, and GELU's derivative taken
- * at its bf16-rounded input (u_b more per layer). */
+ * at the rounded input (u_b more per layer). */
 static double bf16_chain_tolerance(int layers, bool backward) {
-    double products = 6.0 * layers + 3;
+    double products = 6.0 * layers + 3 + layers / 2.0;
     if (backward) products = 3 * products + layers / 2.0;
     return 2 * BF16_UNIT_ROUNDOFF * products + chain_reorder_tolerance(2000);
 }
@@ -474,6 +600,17 @@ static void test_model_against_fp32(void) {
         CHECKF(bert_model_bytes(n) < with_packed, "no packed weights were kept (%zu bytes either way)", with_packed);
         float lp = bert_forward(n, &s.train, false, 0);
         CHECKF(fabs(lp - ln) <= tol_n * fabs(ln), "plain weights: loss %.7f vs packed %.7f", lp, ln);
+        /* inference-only: the feed-forward's product and GELU fused, written in bf16 (the same
+         * roundings, GELU by oneDNN's polynomial); such a forward has no backward */
+        bert_set_packed_weights(n, true), bert_set_inference_only(n, true);
+        float lf = bert_forward(n, &s.train, false, 0);
+        double ef = rel_norm_error(bert_mlm_logits(n), bert_mlm_logits(m), (size_t)MB * MP * V);
+        CHECKF(fabs(lf - l16) <= tol_n * fabs(l16) && ef <= tol_n, "fused: loss %.7f vs emulated %.7f, logits %.3g "
+               "(tolerance %.3g)", lf, l16, ef, tol_n);
+        CHECKF(bert_backward(n, &s.train) != 0 && strstr(bert_last_error(n), "inference-only"),
+               "a backward after an inference-only forward: %s", bert_last_error(n));
+        bert_forward(n, &s.train, true, 1);   /* training forwards keep everything */
+        CHECKF(bert_backward(n, &s.train) == 0, "backward after a training forward: %s", bert_last_error(n));
         bert_model_free(n);
     }
     synthetic_batch_free(&s);
@@ -590,6 +727,8 @@ int main(void) {
     RUN_TEST(test_linear_native);
     RUN_TEST(test_linear_fp16);
     RUN_TEST(test_packed_weights_native);
+    RUN_TEST(test_gelu_half);
+    RUN_TEST(test_matmul_gelu_native);
     RUN_TEST(test_attention_half);
     RUN_TEST(test_model_against_fp32);
     RUN_TEST(test_model_fp16);

@@ -124,6 +124,57 @@ static void test_matmul_packed(void) {
     }
 }
 
+/* Inference's product + GELU in one pass over packed fp32 weights, both activations, against
+ * GELU of the exact sum (gelu_product_ratio's bound); the pre-activations span GELU's whole
+ * range (|s| up to ~8). */
+static void test_matmul_gelu_packed(void) {
+    const int shapes[][2] = {{72, 56}, {256, 768}}, rows[] = {1, 5, 64, 300};
+    double worst_seen = 0, exact_seen = 0, other_seen = INFINITY;
+    for (int s = 0; s < 2; s++) {
+        const int C = shapes[s][0], OC = shapes[s][1], N = 300;
+        size_t bytes = k_packed_weight_bytes_f32(C, OC);
+        if (bytes == 0) {
+            printf("    (oneDNN keeps fp32 weights plain on this CPU: nothing to fuse)\n");
+            return;
+        }
+        float *x = malloc(sizeof(float) * N * C), *w = malloc(sizeof(float) * OC * C), *b = malloc(sizeof(float) * OC);
+        float *out = malloc(sizeof(float) * N * OC);
+        void *packed = aligned_alloc(64, (bytes + 63) / 64 * 64);
+        fill(x, (size_t)N * C, 71, 1, 0), fill(w, (size_t)OC * C, 72, 3.0f / sqrtf((float)C), 0), fill(b, OC, 73, 1, 0);
+        k_pack_weight_f32(packed, w, C, OC);
+        for (int act = ACT_GELU; act <= ACT_GELU_NEW; act++)
+            for (int r = 0; r < 4; r++) {
+                const int M = rows[r];
+                for (int i = 0; i < M * OC; i++) out[i] = NAN;
+                if (!k_matmul_gelu_forward_packed(out, x, packed, r % 2 ? b : NULL, M, C, OC, (Activation)act)) {
+                    printf("    (%d rows: oneDNN would run another kernel; the caller runs two passes)\n", M);
+                    continue;
+                }
+                double worst = gelu_product_ratio(out, x, w, r % 2 ? b : NULL, M, OC, C, act, 0);
+                worst_seen = fmax(worst_seen, worst);
+                CHECKF(worst <= 1, "%s, %d rows of %d x %d%s: %.3g of the bound", act ? "gelu_new" : "gelu", M, OC, C,
+                       r % 2 ? " + bias" : "", worst);
+            }
+        /* the activation alone: a one-hot weight makes each result GELU of one input, exactly
+         * summed, for inputs across [-8, 8]; the bound is then the activation's error alone */
+        for (int i = 0; i < OC * C; i++) w[i] = (i / C) % C == i % C ? 1.0f : 0.0f;
+        for (int i = 0; i < N * C; i++) x[i] = -8.0f + 16.0f * ((float)i + 0.5f) / (float)(N * C);
+        k_pack_weight_f32(packed, w, C, OC);
+        for (int act = ACT_GELU; act <= ACT_GELU_NEW; act++) {
+            if (!k_matmul_gelu_forward_packed(out, x, packed, NULL, N, C, OC, (Activation)act)) continue;
+            double worst = gelu_product_ratio(out, x, w, NULL, N, OC, C, act, 0);
+            CHECKF(worst <= 1, "%s of exact sums: %.3g of the bound", act ? "gelu_new" : "gelu", worst);
+            double other = gelu_product_ratio(out, x, w, NULL, N, OC, C, !act, 0);
+            exact_seen = fmax(exact_seen, worst), other_seen = fmin(other_seen, other);
+            CHECKF(other > 10, "%s's results within %.3g of the other GELU's bound: the check cannot tell them apart",
+                   act ? "gelu_new" : "gelu", other);
+        }
+        free(x), free(w), free(b), free(out), free(packed);
+    }
+    printf("    worst %.2g of the bound; the activation alone %.2g of it, the other GELU %.0f times it\n", worst_seen,
+           exact_seen, other_seen);
+}
+
 /* ---------------------------------------------------------------- layernorm (+ residual) */
 
 typedef struct { float *out, *sum, *mean, *rstd, *a, *res, *w, *b, *r; int N, C; } LnCtx;
@@ -312,7 +363,7 @@ static void check_attention(float dropout_p, const char *what) {
     const uint8_t holes[B] = {0, 0, 1};
     static float qkv[B * T * 3 * H], ctx[B * T * H], probs[B * A * T * T], r[B * T * H], dqkv[B * T * 3 * H];
     fill(qkv, B * T * 3 * H, 18, 1, 0), fill(r, B * T * H, 19, 1, 0);
-    AttentionArgs a = {B, T, A, d, kv_len, mask, holes, dropout_p, rng_key(3, 4), NULL, NULL, false, HALF_BF16};
+    AttentionArgs a = {B, T, A, d, kv_len, mask, holes, dropout_p, rng_key(3, 4), NULL, NULL, false, HALF_BF16, NULL};
     AttnCtx c = {ctx, probs, qkv, r, &a};
     attn_loss(&c);
     k_attention_backward(dqkv, r, qkv, probs, &a);
@@ -353,7 +404,7 @@ static void check_attention_packed(bool half, HalfMode mode) {
         }
     for (int j = 0; j < H; j++) pctx[ROWS * H + j] = 7.0f;
     for (int j = 0; j < 3 * H; j++) pdqkv[ROWS * 3 * H + j] = 7.0f;
-    AttentionArgs full = {B, T, A, d, kv_len, mask, holes, 0.3f, rng_key(3, 5), NULL, NULL, half, mode};
+    AttentionArgs full = {B, T, A, d, kv_len, mask, holes, 0.3f, rng_key(3, 5), NULL, NULL, half, mode, NULL};
     AttentionArgs pack = full;
     pack.seq_row = seq_row, pack.seq_rows = seq_rows;
     k_attention_forward(ctx, probs, qkv, &full);
@@ -536,6 +587,7 @@ static void test_row_kernels(void) {
 int main(void) {
     RUN_TEST(test_matmul);
     RUN_TEST(test_matmul_packed);
+    RUN_TEST(test_matmul_gelu_packed);
     RUN_TEST(test_layernorm);
     RUN_TEST(test_gelu_erf);
     RUN_TEST(test_gelu_tanh);

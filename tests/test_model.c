@@ -296,6 +296,15 @@ static void test_fp32_packed_inference(void) {
     CHECKF(e <= tol && rel(l_packed, l_plain) <= tol, "packed vs plain: loss %.9g vs %.9g, logits %.3g (bound %.3g)",
            l_packed, l_plain, e, tol);
     printf("    packed vs plain weights: logits rel err %.2g (bound %.2g)\n", e, tol);
+    /* inference-only: the feed-forward's product and GELU in one pass (oneDNN's GELU, within
+     * 1e-6 |x| of libm's: far inside the bound); its forward has no backward */
+    bert_set_inference_only(packed, true);
+    float l_fused = bert_forward(packed, &batch, false, 0);
+    double ef = rel_norm_error(bert_mlm_logits(packed), bert_mlm_logits(plain), logits);
+    CHECKF(ef <= tol && rel(l_fused, l_plain) <= tol, "fused vs plain: loss %.9g vs %.9g, logits %.3g (bound %.3g)",
+           l_fused, l_plain, ef, tol);
+    CHECKF(!has_packed_form || bert_backward(packed, &batch) != 0, "a backward after an inference-only forward ran");
+    bert_set_inference_only(packed, false);
     CHECK(bert_forward(packed, &batch, true, 5) == bert_forward(plain, &batch, true, 5));   /* training: plain */
     float *w = bert_params(packed);   /* a weight changes: the next inference packs again */
     const BertParamInfo *t = bert_find_param(packed, "bert.encoder.layer.1.output.dense.weight");

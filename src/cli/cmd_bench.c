@@ -26,7 +26,7 @@ typedef struct {
     int batch, seq, preds, steps, warmup, infer_steps, threads;
     double pad_fraction, sgemm_peak, lr;
     long long seed;
-    bool json, full_last_layer, all_rows, bf16, bf16_emulate, fp16, gemm_shapes, plain_weights;
+    bool json, full_last_layer, all_rows, bf16, bf16_emulate, fp16, gemm_shapes, plain_weights, unfused;
 } BenchOptions;
 
 typedef struct {
@@ -246,8 +246,9 @@ static void print_json(const BenchReport *r, const BenchOptions *o) {
     if (r->precision != BERT_FP32) k_bf16_describe(bf16_kernel, sizeof bf16_kernel);
     print_json_string("precision", bert_precision_name(r->precision));
     print_json_string("bf16_gemm_kernel", bf16_kernel);
-    printf("\"bf16_peak_gflops\": %.2f, \"packed_weights\": %s, ", r->bf16_peak.peak_gflops,
-           (r->precision == BERT_BF16 || r->precision == BERT_FP32) && !o->plain_weights ? "true" : "false");
+    const bool packs = (r->precision == BERT_BF16 || r->precision == BERT_FP32) && !o->plain_weights;
+    printf("\"bf16_peak_gflops\": %.2f, \"packed_weights\": %s, \"fused_gelu\": %s, ", r->bf16_peak.peak_gflops,
+           packs ? "true" : "false", packs && !o->unfused ? "true" : "false");
     printf("\"train_seq_per_s\": %.4f, \"train_ms_per_step\": %.2f, \"train_gflops\": %.2f, "
            "\"train_forward_ms\": %.2f, \"train_backward_ms\": %.2f, \"train_optimizer_ms\": %.2f, "
            "\"train_cpu_ms_per_step\": %.2f, \"train_best_ms_per_step\": %.2f, ",
@@ -316,6 +317,8 @@ static int parse_options(int argc, char **argv, BenchOptions *o) {
         {"bf16_emulate", FLAG_BOOL, &o->bf16_emulate, "the same rounding as --bf16 in fp32 arithmetic (any CPU; slow)"},
         {"plain_weights", FLAG_BOOL, &o->plain_weights,
          "the forward reads the plain weights, not the packed copy (to measure what packing gives)"},
+        {"unfused", FLAG_BOOL, &o->unfused,
+         "inference: the feed-forward's product and GELU as two passes, not one (to measure what fusing gives)"},
         {"gemm_shapes", FLAG_BOOL, &o->gemm_shapes,
          "with --bf16: time every product shape of a bert-base training step (batch x seq rows) and stop"},
         {"fp16", FLAG_BOOL, &o->fp16, "the products' operands in fp16 with fp32 arithmetic (no fp16 arithmetic on this "
@@ -381,6 +384,7 @@ int cmd_bench(int argc, char **argv) {
         return 1;
     }
     bert_set_packed_weights(m, !o.plain_weights);
+    bert_set_inference_only(m, !o.unfused);   /* its inference forwards are never followed by a backward */
     SyntheticBatch s;
     synthetic_batch_alloc(&s, o.batch, o.seq, o.preds);
     synthetic_batch_random(&s, r.cfg.vocab_size, o.pad_fraction, (uint64_t)o.seed);

@@ -29,7 +29,7 @@ static void report(const char *name, int batch, InferMode mode, const InferTimin
 int cmd_bench_infer(int argc, char **argv) {
     const char *preset = NULL, *config = NULL, *glue = NULL, *data_dir = NULL, *squad = NULL, *vocab_file = NULL;
     int max_seq = 0, batch = 32, threads = 0, latency_sequences = 256, warmup = 2;
-    bool lower = true, bf16 = false, json = false, plain_weights = false;
+    bool lower = true, bf16 = false, json = false, plain_weights = false, unfused = false;
     const Flag flags[] = {
         {"preset", FLAG_STRING, &preset, "bert-tiny ... bert-large (default bert-base; random weights)"},
         {"config", FLAG_STRING, &config, "a HuggingFace config.json instead"},
@@ -45,6 +45,8 @@ int cmd_bench_infer(int argc, char **argv) {
         {"bf16", FLAG_BOOL, &bf16, "matrix products in bf16 (needs avx512_bf16)"},
         {"plain_weights", FLAG_BOOL, &plain_weights,
          "the forward reads the plain weights, not the packed copy (to measure what packing gives)"},
+        {"unfused", FLAG_BOOL, &unfused,
+         "the feed-forward's product and GELU as two passes, not one (to measure what fusing gives)"},
         {"threads", FLAG_INT, &threads, "OpenMP threads (0: all cores)"},
         {"json", FLAG_BOOL, &json, "one JSON line per measurement"},
     };
@@ -81,15 +83,16 @@ int cmd_bench_infer(int argc, char **argv) {
                : glue_dev_lengths(glue, data_dir, tok, max_seq, &lengths, &n, &err);
     if (rc == 0) rc = bert_model_create_with_heads(&m, &cfg, (BertHeads){BERT_HEADS_NONE, 0}, batch, max_seq, 0, &err);
     if (rc == 0) bert_init_weights(m, 1), rc = bert_set_precision(m, bf16 ? BERT_BF16 : BERT_FP32, &err);
-    if (rc == 0) bert_set_packed_weights(m, !plain_weights);
+    if (rc == 0) bert_set_packed_weights(m, !plain_weights), bert_set_inference_only(m, !unfused);
     const char *name = squad ? squad : glue;
     if (rc == 0) {
         long real = 0;
         for (int i = 0; i < n; i++) real += lengths[i];
         if (!json)
-            printf("bert bench_infer: %s, %d sequences (mean %.1f of %d tokens), %s %s, %d threads\n", name, n,
-                   (double)real / n, max_seq, config ? config : preset ? preset : "bert-base", bf16 ? "bf16" : "fp32",
-                   omp_get_max_threads());
+            printf("bert bench_infer: %s, %d sequences (mean %.1f of %d tokens), %s %s, %d threads; weights %s, "
+                   "feed-forward product and GELU %s\n", name, n, (double)real / n, max_seq,
+                   config ? config : preset ? preset : "bert-base", bf16 ? "bf16" : "fp32", omp_get_max_threads(),
+                   plain_weights ? "plain" : "packed", plain_weights || unfused ? "in two passes" : "fused");
         const int sizes[2] = {1, batch};
         for (int s = 0; rc == 0 && s < 2 && (s == 0 || batch > 1); s++)
             for (InferMode mode = INFER_PADDED; rc == 0 && mode <= INFER_PACKED; mode++) {

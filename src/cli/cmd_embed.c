@@ -121,7 +121,7 @@ int cmd_embed(int argc, char **argv) {
         vocab_free(vocab), bert_model_free(m);
         return 1;
     }
-    bert_set_packed_weights(m, true);   /* the weights never change here */
+    bert_set_packed_weights(m, true), bert_set_inference_only(m, true);   /* the weights never change here */
     TokenizerOptions to = tokenizer_default_options();
     to.do_lower_case = lower;
     Tokenizer *tok = tokenizer_new(vocab, &to);

@@ -102,6 +102,8 @@ typedef struct {   /* all int: no padding, compared with memcmp */
     int ta, tb, bias, accumulate;
     int packed;   /* B in the packed layout of find_packed_layout(K, N, f32) (ldb, tb unused) */
     int f32;      /* A and B in fp32 (only packed products): an fp32 product with packed weights */
+    int post;     /* GemmPost: an element-wise function of each result (only packed products) */
+    int c16;      /* C stored in bf16 (only packed products) */
     int M, N, K, lda, ldb, ldc;
 } GemmShape;
 
@@ -170,16 +172,22 @@ static CachedGemm *create_gemm(const GemmShape *k) {
     matrix_md(&e->a, k->M, k->K, k->lda, k->ta, k->f32 ? dnnl_f32 : dnnl_bf16, k);
     if (layout) e->b = layout->md;
     else matrix_md(&e->b, k->K, k->N, k->ldb, k->tb, dnnl_bf16, k);
-    matrix_md(&e->c, k->M, k->N, k->ldc, false, dnnl_f32, k);
+    matrix_md(&e->c, k->M, k->N, k->ldc, false, k->c16 ? dnnl_bf16 : dnnl_f32, k);
     if (k->bias) matrix_md(&e->bias, 1, k->N, k->N, false, dnnl_f32, k);
     dnnl_matmul_desc_t desc;
     check(dnnl_matmul_desc_init(&desc, &e->a, &e->b, k->bias ? &e->bias : NULL, &e->c), "matmul descriptor", k);
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t post_ops = NULL;
-    if (k->accumulate) {   /* C += ...: a "sum" post-op adds the old C */
+    if (k->accumulate || k->post != GEMM_POST_NONE) {
         check(dnnl_primitive_attr_create(&attr), "attributes", k);
         check(dnnl_post_ops_create(&post_ops), "post-ops", k);
-        check(dnnl_post_ops_append_sum(post_ops, 1.0f), "sum post-op", k);
+        if (k->accumulate)   /* C += ...: a "sum" post-op adds the old C */
+            check(dnnl_post_ops_append_sum(post_ops, 1.0f), "sum post-op", k);
+        if (k->post != GEMM_POST_NONE)
+            check(dnnl_post_ops_append_eltwise(post_ops, 1.0f,
+                                               k->post == GEMM_POST_GELU_ERF ? dnnl_eltwise_gelu_erf : dnnl_eltwise_gelu_tanh,
+                                               0.0f, 0.0f),
+                  "eltwise post-op", k);
         check(dnnl_primitive_attr_set_post_ops(attr, post_ops), "set post-ops", k);
     }
     dnnl_primitive_desc_t pd;
@@ -270,7 +278,7 @@ static dnnl_memory_t wrap(const dnnl_memory_desc_t *md, const void *data, const 
 }
 
 static void run_gemm(const CachedGemm *e, const GemmShape *k, const void *A, const void *B, const float *bias,
-                     float *C) {
+                     void *C) {
     dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, wrap(&e->a, A, k)}, {DNNL_ARG_WEIGHTS, wrap(&e->b, B, k)},
                                {DNNL_ARG_DST, wrap(&e->c, C, k)}, {DNNL_ARG_BIAS, NULL}};
     int nargs = 3;
@@ -415,14 +423,20 @@ void gemm_pack(bool f32, void *packed, const void *W, int K, int N) {
     for (int i = 0; i < 2; i++) dnnl_memory_destroy(args[i].memory);
 }
 
-bool gemm_packed(bool f32, int M, int N, int K, const void *A, int lda, const void *packed, const float *bias,
-                 float *C, int ldc) {
+bool gemm_packed_post(bool f32, int M, int N, int K, const void *A, int lda, const void *packed, const float *bias,
+                      GemmPost post, void *C, bool c_bf16, int ldc) {
     if (M <= 0) return true;
-    GemmShape k = {.bias = bias != NULL, .packed = 1, .f32 = f32, .M = M, .N = N, .K = K, .lda = lda, .ldc = ldc};
+    GemmShape k = {.bias = bias != NULL, .packed = 1, .f32 = f32, .post = post, .c16 = c_bf16, .M = M, .N = N, .K = K,
+                   .lda = lda, .ldc = ldc};
     const CachedGemm *e = find_gemm(&k);
     if (!e->primitive) return false;
     run_gemm(e, &k, A, packed, bias, C);
     return true;
+}
+
+bool gemm_packed(bool f32, int M, int N, int K, const void *A, int lda, const void *packed, const float *bias,
+                 float *C, int ldc) {
+    return gemm_packed_post(f32, M, N, K, A, lda, packed, bias, GEMM_POST_NONE, C, false, ldc);
 }
 
 void gemm_bf16_describe(char *out, size_t n) {

@@ -72,6 +72,15 @@ void gemm_pack(bool f32, void *packed, const void *W, int K, int N);
 bool gemm_packed(bool f32, int M, int N, int K, const void *A, int lda, const void *packed, const float *bias,
                  float *C, int ldc);
 
+/* gemm_packed followed by an element-wise function of each result, applied by oneDNN to the
+ * fp32 sums (bias included) while they are still in registers (a post-op), and the results
+ * stored in fp32 or (c_bf16) rounded to bf16: the product and the activation in one pass, no
+ * pre-activation matrix written or read. The post-op's function is oneDNN's polynomial, not
+ * libm's. Returns false without computing, as gemm_packed. */
+typedef enum { GEMM_POST_NONE, GEMM_POST_GELU_ERF, GEMM_POST_GELU_TANH } GemmPost;
+bool gemm_packed_post(bool f32, int M, int N, int K, const void *A, int lda, const void *packed, const float *bias,
+                      GemmPost post, void *C, bool c_bf16, int ldc);
+
 /* For reports: "oneDNN 2.6.3 matmul brg:avx512_core_bf16" (the implementation it picks for a
  * BERT-sized product), or why there is none. */
 void gemm_bf16_describe(char *out, size_t n);

@@ -52,10 +52,16 @@ typedef enum {
 } HalfMode;
 /* The weight is given in the 16-bit format (k_to_half of the fp32 master copy); out, dinp,
  * dweight, dbias stay fp32. Forward rounds inp into inp16 [N, C], which the backward then
- * takes as its operand (the layer keeps it instead of inp). The backward rounds dout into
+ * takes as its operand (the layer keeps it instead of inp); with inp NULL, inp16 already
+ * holds the rounded input. The backward rounds dout into
  * dout16 [N, OC] (scratch); dbias comes from the fp32 dout. */
 void k_matmul_forward_half(float *out, const float *inp, uint16_t *inp16, const uint16_t *weight, const void *packed,
                            const float *bias, int N, int C, int OC, HalfMode mode);
+/* The same product with its result rounded to 16 bits into out16 [N, OC] (a 16-bit
+ * activation's input): stored rounded by the product itself where it runs on a packed bf16
+ * weight (no fp32 result written), else computed into out (scratch) and rounded. */
+void k_matmul_forward_half_out16(uint16_t *out16, float *out, const float *inp, uint16_t *inp16, const uint16_t *weight,
+                                 const void *packed, const float *bias, int N, int C, int OC, HalfMode mode);
 /* A weight packed once for the forward product, in the layout the CPU's bf16 GEMM reads
  * fastest (what ONNX Runtime and OpenVINO do with constant weights): k_packed_weight_bytes is
  * the space weight [OC, C] takes packed (0: this mode has none; pass packed = NULL, the
@@ -64,6 +70,18 @@ void k_matmul_forward_half(float *out, const float *inp, uint16_t *inp16, const 
  * summed in another order. */
 size_t k_packed_weight_bytes(HalfMode mode, int C, int OC);
 void k_pack_weight(HalfMode mode, void *packed, const uint16_t *weight, int C, int OC);
+/* Inference's product and activation in one pass over packed weights: act(inp @ weight^T +
+ * bias) with the activation (GELU) applied to each fp32 sum inside the product, so no
+ * pre-activation matrix is written or read. k_matmul_gelu_forward_packed writes out in fp32
+ * (packed by k_pack_weight_f32); k_matmul_gelu_forward_half_packed (HALF_BF16, packed by
+ * k_pack_weight) rounds inp into inp16 and writes the activation rounded to bf16 into out16,
+ * the next product's input. The activation is oneDNN's polynomial: erf (tanh) within 1e-6
+ * absolute, where libm's erff is within 3e-7. Both return false without writing out/out16 where the packed product
+ * would run on another kernel: the caller then runs the product and k_gelu_forward. */
+bool k_matmul_gelu_forward_packed(float *out, const float *inp, const void *packed, const float *bias, int N, int C,
+                                  int OC, Activation act);
+bool k_matmul_gelu_forward_half_packed(uint16_t *out16, const float *inp, uint16_t *inp16, const void *packed,
+                                       const float *bias, int N, int C, int OC, Activation act);
 void k_matmul_backward_half(float *dinp, float *dweight, float *dbias, const float *dout, const uint16_t *inp16,
                             const uint16_t *weight, int N, int C, int OC, bool accumulate_dinp, uint16_t *dout16,
                             HalfMode mode);
@@ -86,6 +104,11 @@ void k_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, 
 /* out = act(inp); dinp = dout * act'(inp) (dinp may alias dout). */
 void k_gelu_forward(float *out, const float *inp, long n, Activation act);
 void k_gelu_backward(float *dinp, const float *dout, const float *inp, long n, Activation act);
+/* GELU of a 16-bit input, rounded to 16 bits (out16 = round(GELU(inp16)), evaluated in fp32),
+ * and its backward at that input (dinp, dout fp32; dinp may be dout): the mixed-precision
+ * feed-forward, whose pre-activation is kept in 16 bits as the product left it. */
+void k_gelu_forward_half(uint16_t *out16, const uint16_t *inp16, long n, Activation act, HalfMode mode);
+void k_gelu_backward_half(float *dinp, const float *dout, const uint16_t *inp16, long n, Activation act, HalfMode mode);
 /* x = tanh(x) in place; dinp = dout * (1 - y^2) given y = tanh output (may alias). */
 void k_tanh_forward(float *x, long n);
 void k_tanh_backward(float *dinp, const float *dout, const float *y, long n);
@@ -126,6 +149,10 @@ typedef struct {
      * attention's matmuls; the scale, softmax, dropout and their gradients stay fp32. */
     bool half;
     HalfMode half_mode;
+    /* with half: the same [B*T, 3H] activation already rounded to half_mode's format (as the
+     * QKV product stores it), read in place of qkv (which is then not read); NULL: qkv is
+     * rounded block by block */
+    const uint16_t *qkv16;
 } AttentionArgs;
 /* probs: [B, A, T, T] blocks (row stride kv_len[b]) of softmax probabilities before dropout. */
 void k_attention_forward(float *ctx, float *probs, const float *qkv, const AttentionArgs *a);

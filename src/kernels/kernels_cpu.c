@@ -108,9 +108,19 @@ void k_bf16_describe(char *out, size_t n) { gemm_bf16_describe(out, n); }
 /* oneDNN splits each product over the threads itself (no two-way split as above). */
 void k_matmul_forward_half(float *out, const float *inp, uint16_t *inp16, const uint16_t *weight, const void *packed,
                            const float *bias, int N, int C, int OC, HalfMode mode) {
-    halves_from_floats(mode, inp16, inp, (long)N * C);
+    if (inp) halves_from_floats(mode, inp16, inp, (long)N * C);
     if (packed && mode == HALF_BF16 && gemm_packed(false, N, OC, C, inp16, C, packed, bias, out, OC)) return;
     gemm_half(mode, false, true, N, OC, C, inp16, C, weight, C, bias, 0.0f, out, OC);
+}
+
+void k_matmul_forward_half_out16(uint16_t *out16, float *out, const float *inp, uint16_t *inp16, const uint16_t *weight,
+                                 const void *packed, const float *bias, int N, int C, int OC, HalfMode mode) {
+    if (inp) halves_from_floats(mode, inp16, inp, (long)N * C);
+    if (packed && mode == HALF_BF16 &&
+        gemm_packed_post(false, N, OC, C, inp16, C, packed, bias, GEMM_POST_NONE, out16, true, OC))
+        return;
+    k_matmul_forward_half(out, NULL, inp16, weight, packed, bias, N, C, OC, mode);
+    halves_from_floats(mode, out16, out, (long)N * OC);
 }
 
 size_t k_packed_weight_bytes(HalfMode mode, int C, int OC) {
@@ -120,6 +130,19 @@ size_t k_packed_weight_bytes(HalfMode mode, int C, int OC) {
 void k_pack_weight(HalfMode mode, void *packed, const uint16_t *weight, int C, int OC) {
     if (mode != HALF_BF16) die("k_pack_weight: only native bf16 weights are packed");
     gemm_pack(false, packed, weight, C, OC);
+}
+
+static GemmPost gemm_post(Activation act) { return act == ACT_GELU ? GEMM_POST_GELU_ERF : GEMM_POST_GELU_TANH; }
+
+bool k_matmul_gelu_forward_packed(float *out, const float *inp, const void *packed, const float *bias, int N, int C,
+                                  int OC, Activation act) {
+    return gemm_packed_post(true, N, OC, C, inp, C, packed, bias, gemm_post(act), out, false, OC);
+}
+
+bool k_matmul_gelu_forward_half_packed(uint16_t *out16, const float *inp, uint16_t *inp16, const void *packed,
+                                       const float *bias, int N, int C, int OC, Activation act) {
+    halves_from_floats(HALF_BF16, inp16, inp, (long)N * C);
+    return gemm_packed_post(false, N, OC, C, inp16, C, packed, bias, gemm_post(act), out16, true, OC);
 }
 
 size_t k_packed_weight_bytes_f32(int C, int OC) { return gemm_packed_bytes(true, C, OC); }
@@ -213,35 +236,93 @@ void k_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, 
 #define INV_SQRT2 0.7071067811865476f
 #define INV_SQRT_2PI 0.3989422804014327f
 
+/* The formulas, one element at a time, inlined into the vectorised loops below. */
+static inline float gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * INV_SQRT2)); }
+static inline float gelu_tanh(float x) {
+    return 0.5f * x * (1.0f + tanhf(GELU_TANH_K0 * (x + GELU_TANH_K1 * x * x * x)));
+}
+static inline float gelu_erf_slope(float x) {
+    float cdf = 0.5f * (1.0f + erff(x * INV_SQRT2));
+    float pdf = INV_SQRT_2PI * expf(-0.5f * x * x);
+    return cdf + x * pdf;
+}
+static inline float gelu_tanh_slope(float x) {
+    float t = tanhf(GELU_TANH_K0 * (x + GELU_TANH_K1 * x * x * x));
+    float dinner = GELU_TANH_K0 * (1.0f + 3.0f * GELU_TANH_K1 * x * x);
+    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * dinner;
+}
+
 void k_gelu_forward(float *restrict out, const float *restrict inp, long n, Activation act) {
     if (act == ACT_GELU) {
 #pragma omp parallel for simd schedule(static) if (n >= PARALLEL_MIN_WORK)
-        for (long i = 0; i < n; i++) out[i] = 0.5f * inp[i] * (1.0f + erff(inp[i] * INV_SQRT2));
+        for (long i = 0; i < n; i++) out[i] = gelu_erf(inp[i]);
     } else {
 #pragma omp parallel for simd schedule(static) if (n >= PARALLEL_MIN_WORK)
-        for (long i = 0; i < n; i++) {
-            float x = inp[i];
-            out[i] = 0.5f * x * (1.0f + tanhf(GELU_TANH_K0 * (x + GELU_TANH_K1 * x * x * x)));
-        }
+        for (long i = 0; i < n; i++) out[i] = gelu_tanh(inp[i]);
     }
 }
 
 void k_gelu_backward(float *dinp, const float *dout, const float *restrict inp, long n, Activation act) {
     if (act == ACT_GELU) {
 #pragma omp parallel for simd schedule(static) if (n >= PARALLEL_MIN_WORK)
-        for (long i = 0; i < n; i++) {
-            float x = inp[i];
-            float cdf = 0.5f * (1.0f + erff(x * INV_SQRT2));
-            float pdf = INV_SQRT_2PI * expf(-0.5f * x * x);
-            dinp[i] = dout[i] * (cdf + x * pdf);
-        }
+        for (long i = 0; i < n; i++) dinp[i] = dout[i] * gelu_erf_slope(inp[i]);
     } else {
 #pragma omp parallel for simd schedule(static) if (n >= PARALLEL_MIN_WORK)
-        for (long i = 0; i < n; i++) {
-            float x = inp[i];
-            float t = tanhf(GELU_TANH_K0 * (x + GELU_TANH_K1 * x * x * x));
-            float dinner = GELU_TANH_K0 * (1.0f + 3.0f * GELU_TANH_K1 * x * x);
-            dinp[i] = dout[i] * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * dinner);
+        for (long i = 0; i < n; i++) dinp[i] = dout[i] * gelu_tanh_slope(inp[i]);
+    }
+}
+
+/* The 16-bit forms work through fp32 chunks that stay in L1: widen, evaluate (vectorised as
+ * above), narrow. */
+enum { HALF_CHUNK = 1024 };
+
+static void widen_span(HalfMode mode, float *restrict dst, const uint16_t *restrict src, int n) {
+    if (mode == HALF_FP16)
+        for (int i = 0; i < n; i++) dst[i] = float_from_fp16(src[i]);
+    else
+#pragma omp simd
+        for (int i = 0; i < n; i++) dst[i] = float_from_bf16(src[i]);
+}
+
+static void narrow_span(HalfMode mode, uint16_t *restrict dst, const float *restrict src, int n) {
+    if (mode == HALF_FP16)
+        for (int i = 0; i < n; i++) dst[i] = fp16_from_float(src[i]);
+    else
+#pragma omp simd
+        for (int i = 0; i < n; i++) dst[i] = bf16_from_float(src[i]);
+}
+
+void k_gelu_forward_half(uint16_t *out16, const uint16_t *inp16, long n, Activation act, HalfMode mode) {
+#pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN_WORK)
+    for (long c0 = 0; c0 < n; c0 += HALF_CHUNK) {
+        const int len = (int)(n - c0 < HALF_CHUNK ? n - c0 : HALF_CHUNK);
+        float x[HALF_CHUNK];
+        widen_span(mode, x, inp16 + c0, len);
+        if (act == ACT_GELU) {
+#pragma omp simd
+            for (int i = 0; i < len; i++) x[i] = gelu_erf(x[i]);
+        } else {
+#pragma omp simd
+            for (int i = 0; i < len; i++) x[i] = gelu_tanh(x[i]);
+        }
+        narrow_span(mode, out16 + c0, x, len);
+    }
+}
+
+void k_gelu_backward_half(float *dinp, const float *dout, const uint16_t *inp16, long n, Activation act, HalfMode mode) {
+#pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN_WORK)
+    for (long c0 = 0; c0 < n; c0 += HALF_CHUNK) {
+        const int len = (int)(n - c0 < HALF_CHUNK ? n - c0 : HALF_CHUNK);
+        float x[HALF_CHUNK];
+        widen_span(mode, x, inp16 + c0, len);
+        const float *restrict g = dout + c0;
+        float *restrict d = dinp + c0;
+        if (act == ACT_GELU) {
+#pragma omp simd
+            for (int i = 0; i < len; i++) d[i] = g[i] * gelu_erf_slope(x[i]);
+        } else {
+#pragma omp simd
+            for (int i = 0; i < len; i++) d[i] = g[i] * gelu_tanh_slope(x[i]);
         }
     }
 }
@@ -381,6 +462,7 @@ static void dropout_probs_pair(float *restrict pd, const float *restrict p, floa
  * scratch holds 2*grid*grid floats of this thread's. */
 typedef struct {
     const float *q, *k, *v;
+    const uint16_t *q16, *k16, *v16;   /* the same in 16 bits (AttentionArgs.qkv16), or NULL */
     int T, grid, L, d, H;
     size_t block;
     const int32_t *mask;  /* the sequence's mask when it has holes, else NULL */
@@ -413,19 +495,36 @@ static void rows_to_half(HalfMode mode, uint16_t *restrict dst, const float *res
     }
 }
 
+/* The block's Q, K, V in 16 bits: in place in the 16-bit QKV activation (row stride 3H) when
+ * the caller has it, else rounded from the fp32 one into the thread's scratch (dense, stride
+ * d). The same values either way: the QKV product's fp32 sums rounded to nearest. */
+static void qkv_half(const AttnBlock *x, uint16_t *h16, HalfMode mode, const uint16_t **q16, const uint16_t **k16,
+                     const uint16_t **v16, int *ld) {
+    const int T = x->T, L = x->L, d = x->d;
+    if (x->q16) {
+        *q16 = x->q16, *k16 = x->k16, *v16 = x->v16, *ld = 3 * x->H;
+        return;
+    }
+    uint16_t *q = h16, *k = q + (size_t)T * d, *v = k + (size_t)L * d;
+    rows_to_half(mode, q, x->q, T, d, 3 * x->H);
+    rows_to_half(mode, k, x->k, L, d, 3 * x->H);
+    rows_to_half(mode, v, x->v, L, d, 3 * x->H);
+    *q16 = q, *k16 = k, *v16 = v, *ld = d;
+}
+
 /* A thread's 16-bit scratch: Q, K, V and dctx dense (grid x d each), probabilities and
  * score gradients (grid x grid each). */
 static size_t attention_half_scratch(int grid, int d) { return (size_t)4 * grid * d + (size_t)2 * grid * grid; }
 
 static void attention_block_forward_half(const AttnBlock *x, float *ctx, float *p, float *scratch, uint16_t *h16,
                                          const AttentionArgs *a) {
-    const int T = x->T, L = x->L, d = x->d, H3 = 3 * x->H;
+    const int T = x->T, L = x->L, d = x->d;
     const HalfMode mode = a->half_mode;
-    uint16_t *q16 = h16, *k16 = q16 + (size_t)T * d, *v16 = k16 + (size_t)L * d, *p16 = v16 + (size_t)L * d;
-    rows_to_half(mode, q16, x->q, T, d, H3);
-    rows_to_half(mode, k16, x->k, L, d, H3);
-    rows_to_half(mode, v16, x->v, L, d, H3);
-    gemm_half_serial(mode, false, true, T, L, d, q16, d, k16, d, 0.0f, p, L);
+    uint16_t *p16 = h16 + (size_t)(T + 2 * L) * d;
+    int ld;
+    const uint16_t *q16, *k16, *v16;
+    qkv_half(x, h16, mode, &q16, &k16, &v16, &ld);
+    gemm_half_serial(mode, false, true, T, L, d, q16, ld, k16, ld, 0.0f, p, L);
     const float scale = 1.0f / sqrtf((float)d);
     for (size_t i = 0; i < (size_t)T * L; i++) p[i] *= scale;
     softmax_rows(p, T, L, x->mask);
@@ -435,7 +534,7 @@ static void attention_block_forward_half(const AttnBlock *x, float *ctx, float *
         pd = scratch;
     }
     rows_to_half(mode, p16, pd, T, L, L);
-    gemm_half_serial(mode, false, false, T, d, L, p16, L, v16, d, 0.0f, ctx, x->H);
+    gemm_half_serial(mode, false, false, T, d, L, p16, L, v16, ld, 0.0f, ctx, x->H);
 }
 
 /* g = P * (g - rowsum(P * g)) * scale: softmax backward, the 1/sqrt(d) scale folded in. */
@@ -476,14 +575,14 @@ static void attention_block_backward_half(const AttnBlock *x, float *dq, const f
     const int T = x->T, L = x->L, d = x->d, H = x->H, H3 = 3 * H;
     const HalfMode mode = a->half_mode;
     float *dk = dq + H, *dv = dq + 2 * H, *dp = scratch, *pd_buf = scratch + (size_t)x->grid * x->grid;
-    uint16_t *q16 = h16, *k16 = q16 + (size_t)T * d, *v16 = k16 + (size_t)L * d, *dctx16 = v16 + (size_t)L * d;
+    uint16_t *dctx16 = h16 + (size_t)(T + 2 * L) * d;
     uint16_t *p16 = dctx16 + (size_t)T * d, *ds16 = p16 + (size_t)T * L;
-    rows_to_half(mode, q16, x->q, T, d, H3);
-    rows_to_half(mode, k16, x->k, L, d, H3);
-    rows_to_half(mode, v16, x->v, L, d, H3);
+    int ld;
+    const uint16_t *q16, *k16, *v16;
+    qkv_half(x, h16, mode, &q16, &k16, &v16, &ld);
     rows_to_half(mode, dctx16, dctx, T, d, H);
     /* dP_dropped = dctx V^T; dV = P_dropped^T dctx */
-    gemm_half_serial(mode, false, true, T, L, d, dctx16, d, v16, d, 0.0f, dp, L);
+    gemm_half_serial(mode, false, true, T, L, d, dctx16, d, v16, ld, 0.0f, dp, L);
     const float *pd = p;
     if (a->dropout_p > 0.0f) {
         dropout_probs_pair(pd_buf, p, dp, T, x->grid, L, x->block, a->dropout_p, a->dropout_key);
@@ -493,8 +592,8 @@ static void attention_block_backward_half(const AttnBlock *x, float *dq, const f
     gemm_half_serial(mode, true, false, L, d, T, p16, L, dctx16, d, 0.0f, dv, H3);
     softmax_backward_rows(dp, p, T, L, 1.0f / sqrtf((float)d));
     rows_to_half(mode, ds16, dp, T, L, L);
-    gemm_half_serial(mode, false, false, T, d, L, ds16, L, k16, d, 0.0f, dq, H3);
-    gemm_half_serial(mode, true, false, L, d, T, ds16, L, q16, d, 0.0f, dk, H3);
+    gemm_half_serial(mode, false, false, T, d, L, ds16, L, k16, ld, 0.0f, dq, H3);
+    gemm_half_serial(mode, true, false, L, d, T, ds16, L, q16, ld, 0.0f, dk, H3);
     for (int j = L; j < T; j++) {  /* keys after the last real token got no attention */
         memset(dk + (size_t)j * H3, 0, sizeof(float) * d);
         memset(dv + (size_t)j * H3, 0, sizeof(float) * d);
@@ -507,8 +606,11 @@ static int sequence_rows(const AttentionArgs *a, int b) { return a->seq_rows ? a
 
 static AttnBlock attention_block(const AttentionArgs *a, const float *qkv, int b, int h) {
     const int H = a->A * a->d;
-    const float *q = qkv + sequence_row(a, b) * 3 * H + (size_t)h * a->d;
-    return (AttnBlock){.q = q, .k = q + H, .v = q + 2 * H, .T = sequence_rows(a, b), .grid = a->T, .L = a->kv_len[b],
+    const size_t first = sequence_row(a, b) * 3 * H + (size_t)h * a->d;
+    const float *q = qkv + first;
+    const uint16_t *q16 = a->half && a->qkv16 ? a->qkv16 + first : NULL;
+    return (AttnBlock){.q = q, .k = q + H, .v = q + 2 * H, .q16 = q16, .k16 = q16 ? q16 + H : NULL,
+                       .v16 = q16 ? q16 + 2 * H : NULL, .T = sequence_rows(a, b), .grid = a->T, .L = a->kv_len[b],
                        .d = a->d, .H = H, .block = (size_t)b * a->A + h,
                        .mask = a->has_holes[b] ? a->mask + (size_t)b * a->T : NULL};
 }

@@ -118,10 +118,11 @@ static void layout_activations(Arena *a, Activations *v, const BertModel *m) {
     v->emb_sum = take(a, N * H), v->emb_mean = take(a, N), v->emb_rstd = take(a, N), v->emb_out = take(a, N * H);
     for (int l = 0; l < c->num_hidden_layers; l++) {
         LayerActs *L = &v->layers[l];
-        /* bf16: the backward reads the bf16 copies of ctx, h1 and ffn_act, so the layers share one */
+        /* bf16: the backward reads the bf16 copies of qkv, ctx, h1 and ffn_act, so the layers share one */
         const bool own = l == 0 || m->precision == BERT_FP32;
         const LayerActs *first = &v->layers[0];
-        L->qkv = take(a, N * 3 * H), L->probs = take(a, B * A * T * T), L->ctx = own ? take(a, N * H) : first->ctx;
+        L->qkv = own ? take(a, N * 3 * H) : first->qkv, L->probs = take(a, B * A * T * T);
+        L->ctx = own ? take(a, N * H) : first->ctx;
         L->attn_sum = take(a, N * H), L->ln1_mean = take(a, N), L->ln1_rstd = take(a, N);
         L->h1 = own ? take(a, N * H) : first->h1;
         L->ffn_pre = own ? take(a, N * I) : first->ffn_pre, L->ffn_act = own ? take(a, N * I) : first->ffn_act;
@@ -157,7 +158,7 @@ static void layout_bf16_activations(Arena *a, Activations *v, const BertModel *m
     for (int l = 0; l < c->num_hidden_layers; l++) {
         LayerActs *L = &v->layers[l];
         L->x16 = take16(a, N * H), L->ctx16 = take16(a, N * H), L->h1_16 = take16(a, N * H), L->act16 = take16(a, N * I);
-        L->pre16 = take16(a, N * I);
+        L->pre16 = take16(a, N * I), L->qkv16 = take16(a, N * 3 * H);
     }
     v->cls_in16 = take16(a, B * H), v->pooled16 = take16(a, B * H);
     v->mlm_in16 = take16(a, pretraining ? BP * H : 0), v->mlm_ln16 = take16(a, pretraining ? BP * H : 0);
@@ -226,7 +227,7 @@ static void allocate_activations(BertModel *m) {
     if (m->precision == BERT_FP32) {
         for (int l = 0; l < m->cfg.num_hidden_layers; l++) {
             LayerActs *L = &m->act.layers[l];
-            L->x16 = L->ctx16 = L->h1_16 = L->act16 = L->pre16 = NULL;
+            L->x16 = L->ctx16 = L->h1_16 = L->act16 = L->pre16 = L->qkv16 = NULL;
         }
         Activations *v = &m->act;
         v->cls_in16 = v->pooled16 = v->mlm_in16 = v->mlm_ln16 = v->seq_out16 = v->cls_dropped16 = v->dout16 = NULL;
@@ -505,6 +506,8 @@ static const void *packed_weight(const BertModel *m, const float *weight) {
     return NULL;
 }
 
+void bert_set_inference_only(BertModel *m, bool on) { m->inference_only = on; }
+
 void bert_linear_forward(BertModel *m, float *out, const float *inp, uint16_t *inp16, const float *weight,
                          const float *bias, int N, int C, int OC) {
     if (m->precision != BERT_FP32) {
@@ -515,6 +518,29 @@ void bert_linear_forward(BertModel *m, float *out, const float *inp, uint16_t *i
     const void *packed = m->training ? NULL : packed_weight(m, weight);   /* fp32 packs for inference only */
     if (packed) k_matmul_forward_packed(out, inp, weight, packed, bias, N, C, OC);
     else k_matmul_forward(out, inp, weight, bias, N, C, OC);
+}
+
+/* 16-bit precision: the product rounded to 16 bits into out16 (out: fp32 scratch where the
+ * product cannot store it rounded itself). */
+void bert_linear_forward_out16(BertModel *m, uint16_t *out16, float *out, const float *inp, uint16_t *inp16,
+                               const float *weight, const float *bias, int N, int C, int OC) {
+    k_matmul_forward_half_out16(out16, out, inp, inp16, bf16_weight(m, weight), packed_weight(m, weight), bias, N, C,
+                                OC, bert_half_mode(m));
+}
+
+/* Inference (bert_set_inference_only, training=false): GELU(inp @ W^T + b) as one product
+ * with the activation as its post-op, over the packed weight, into out (fp32) or out16 (bf16,
+ * the next product's rounded input). False where it does not apply: the caller runs
+ * bert_linear_forward and k_gelu_forward. */
+bool bert_linear_gelu_forward(BertModel *m, float *out, uint16_t *out16, const float *inp, uint16_t *inp16,
+                              const float *weight, const float *bias, int N, int C, int OC) {
+    if (m->training || !m->inference_only) return false;
+    const void *packed = packed_weight(m, weight);
+    if (!packed) return false;
+    if (m->precision == BERT_FP32)
+        return k_matmul_gelu_forward_packed(out, inp, packed, bias, N, C, OC, m->cfg.hidden_act);
+    return m->precision == BERT_BF16 &&
+           k_matmul_gelu_forward_half_packed(out16, inp, inp16, packed, bias, N, C, OC, m->cfg.hidden_act);
 }
 
 void bert_linear_backward(BertModel *m, float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,

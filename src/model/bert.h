@@ -206,6 +206,12 @@ int   bert_set_precision(BertModel *m, BertPrecision precision, BertError *err);
  * than through bert_params must be announced with bert_params_changed before the next
  * inference forward. Off keeps only the plain weights, in both. */
 void  bert_set_packed_weights(BertModel *m, bool on);
+/* For a model that only infers: forwards with training=false then keep only what the outputs
+ * need. The feed-forward's first product and its GELU run as one pass on the packed weights
+ * (the activation applied inside the product, no pre-activation matrix stored), so such a
+ * forward has no backward (bert_backward says so). Off by default: tests and tools take
+ * gradients after training=false forwards. */
+void  bert_set_inference_only(BertModel *m, bool on);
 BertPrecision bert_precision(const BertModel *m);
 const char *bert_precision_name(BertPrecision precision);   /* "fp32", "bf16", "bf16-emulated", "fp16" */
 /* The backward computes the gradient of scale * loss (default 1): loss scaling for fp16, so

@@ -88,8 +88,8 @@ static void layer_backward(BertModel *m, int l, const float *x, const int32_t *m
     k_copy(d->d_h1, d->d_sum, (long)R * H);  /* residual branch */
     bert_hidden_dropout(m, d->d_sum, R, rows, l, SITE_FFN_OUT);
     bert_linear_backward(m, d->d_ffn, g->ffn_out_w, g->ffn_out_b, d->d_sum, a->ffn_act, a->act16, p->ffn_out_w, R, I, H, false);
-    if (a->pre16) k_from_half(bert_half_mode(m), a->ffn_pre, a->pre16, (long)R * I);   /* shared by the layers */
-    k_gelu_backward(d->d_ffn, d->d_ffn, a->ffn_pre, (long)R * I, c->hidden_act);
+    if (m->precision == BERT_FP32) k_gelu_backward(d->d_ffn, d->d_ffn, a->ffn_pre, (long)R * I, c->hidden_act);
+    else k_gelu_backward_half(d->d_ffn, d->d_ffn, a->pre16, (long)R * I, c->hidden_act, bert_half_mode(m));
     bert_linear_backward(m, d->d_h1, g->ffn_in_w, g->ffn_in_b, d->d_ffn, a->h1, a->h1_16, p->ffn_in_w, R, H, I, true);
 
     /* h1 = LN1(dropout(Attention(x) Wo + bo) + x) */
@@ -116,6 +116,11 @@ int bert_backward_with(BertModel *m, const BertBatch *b, const float *d_sequence
     if (!m->backward_ready) {   /* the gradients are left as they are */
         snprintf(m->error, sizeof m->error, "bert_backward: no successful bert_forward to go back through (none, a "
                                             "rejected batch, or its backward ran already)");
+        return -1;
+    }
+    if (m->fused) {
+        snprintf(m->error, sizeof m->error, "bert_backward: the last forward was inference-only (bert_set_inference_only: "
+                                            "the feed-forward's pre-activations were not kept)");
         return -1;
     }
     if (d_sequence_output && (m->pruned || m->unpadded)) {

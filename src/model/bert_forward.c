@@ -127,7 +127,7 @@ void bert_attention_args(const BertModel *m, AttentionArgs *a, const int32_t *ma
                          .has_holes = m->has_holes,
                          .seq_row = m->unpadded ? m->seq_row : NULL, .seq_rows = m->unpadded ? m->seq_rows : NULL,
                          .half = m->precision != BERT_FP32};
-    if (a->half) a->half_mode = bert_half_mode(m);
+    if (a->half) a->half_mode = bert_half_mode(m), a->qkv16 = m->act.layers[layer].qkv16;
     if (m->training) {
         a->dropout_p = c->attention_probs_dropout_prob;
         a->dropout_key = rng_key(m->dropout_seed, dropout_site(layer, SITE_ATTN_PROBS));
@@ -155,7 +155,8 @@ static void layer_forward(BertModel *m, int l, const float *x, const int32_t *ma
     AttentionArgs args;
     bert_attention_args(m, &args, mask, l);
 
-    bert_linear_forward(m, a->qkv, x, a->x16, p->qkv_w, p->qkv_b, N, H, 3 * H);
+    if (m->precision == BERT_FP32) bert_linear_forward(m, a->qkv, x, a->x16, p->qkv_w, p->qkv_b, N, H, 3 * H);
+    else bert_linear_forward_out16(m, a->qkv16, a->qkv, x, a->x16, p->qkv_w, p->qkv_b, N, H, 3 * H);
     k_attention_forward(a->ctx, a->probs, a->qkv, &args);
     const int R = prune ? m->kept_count : N;
     const int32_t *rows = prune ? m->kept_full : layout_rows(m);   /* for the dropout masks */
@@ -170,10 +171,21 @@ static void layer_forward(BertModel *m, int l, const float *x, const int32_t *ma
     k_layernorm_forward(a->h1, a->attn_sum, a->ln1_mean, a->ln1_rstd, a->attn_sum, residual, p->ln1_w, p->ln1_b, R, H,
                         c->layer_norm_eps);
 
-    bert_linear_forward(m, a->ffn_pre, a->h1, a->h1_16, p->ffn_in_w, p->ffn_in_b, R, H, I);
-    if (a->pre16) k_to_half(bert_half_mode(m), a->pre16, a->ffn_pre, (long)R * I);   /* the backward's copy */
-    k_gelu_forward(a->ffn_act, a->ffn_pre, (long)R * I, c->hidden_act);
-    bert_linear_forward(m, a->ffn_sum, a->ffn_act, a->act16, p->ffn_out_w, p->ffn_out_b, R, I, H);
+    /* the feed-forward's activation: into ffn_act (fp32), or into act16, the next product's
+     * 16-bit input (mixed precision: the pre-activation kept in 16 bits, as the product
+     * stores it, for GELU and its backward) */
+    const bool fused = bert_linear_gelu_forward(m, a->ffn_act, a->act16, a->h1, a->h1_16, p->ffn_in_w, p->ffn_in_b, R,
+                                                H, I);
+    m->fused |= fused;
+    if (!fused && m->precision == BERT_FP32) {
+        bert_linear_forward(m, a->ffn_pre, a->h1, a->h1_16, p->ffn_in_w, p->ffn_in_b, R, H, I);
+        k_gelu_forward(a->ffn_act, a->ffn_pre, (long)R * I, c->hidden_act);
+    } else if (!fused) {
+        bert_linear_forward_out16(m, a->pre16, a->ffn_pre, a->h1, a->h1_16, p->ffn_in_w, p->ffn_in_b, R, H, I);
+        k_gelu_forward_half(a->act16, a->pre16, (long)R * I, c->hidden_act, bert_half_mode(m));
+    }
+    const bool fp32 = m->precision == BERT_FP32;
+    bert_linear_forward(m, a->ffn_sum, fp32 ? a->ffn_act : NULL, a->act16, p->ffn_out_w, p->ffn_out_b, R, I, H);
     bert_hidden_dropout(m, a->ffn_sum, R, rows, l, SITE_FFN_OUT);
     k_layernorm_forward(a->out, a->ffn_sum, a->ln2_mean, a->ln2_rstd, a->ffn_sum, a->h1, p->ln2_w, p->ln2_b, R, H,
                         c->layer_norm_eps);
@@ -281,6 +293,7 @@ float bert_forward(BertModel *m, const BertBatch *b, bool training, uint64_t dro
     m->training = training;
     m->dropout_seed = dropout_seed;
     bert_refresh_weights(m);
+    m->fused = false;
     prepare_batch(m, b);
     embeddings_forward(m, b);
     const float *x = m->act.emb_out;

@@ -37,10 +37,13 @@ typedef struct {
     float *out;                 /* [N, H] the layer's output */
     /* bf16/fp16 precision: the four products' inputs rounded to 16 bits as the forward made them,
      * the backward's operands (layer input, ctx, h1, ffn_act), and GELU's input in bf16 (as
-     * PyTorch's autocast keeps it: the output of a bf16 product); the fp32 ctx, h1, ffn_pre
-     * and ffn_act are then only needed within the forward (or, ffn_pre, widened again in the
-     * backward) and all layers share layer 0's */
+     * PyTorch's autocast keeps it: the output of a bf16 product, which GELU and its backward
+     * read), and the QKV product's output, which attention reads in 16 bits; the fp32 ctx
+     * and h1 are then only needed within the forward, qkv and ffn_pre only as scratch where
+     * the product cannot store its result in 16 bits (ffn_act not at all), and all layers
+     * share layer 0's */
     uint16_t *x16, *ctx16, *h1_16, *act16, *pre16;
+    uint16_t *qkv16;   /* [N, 3H]: the QKV product stored in 16 bits, attention's operands */
 } LayerActs;
 
 typedef struct {
@@ -132,6 +135,10 @@ struct BertModel {
      * remade with params16 (native bf16) or at an inference forward (fp32), when
      * params16_stale (which then means: any derived copy is stale) */
     bool pack_bf16, pack_fp32, packed_allocated;
+    /* bert_set_inference_only: forwards with training=false keep only what the outputs need
+     * (the feed-forward's pre-activation is not stored); fused: the last forward did so, and
+     * has no backward */
+    bool inference_only, fused;
     PackedWeight *packed;
     int packed_count;
     void *packed_memory;
@@ -162,6 +169,10 @@ static inline const int32_t *layout_rows(const BertModel *m) { return m->unpadde
  * bf16 counterparts otherwise (weight: a view into m->params, mapped to its bf16 copy).
  * inp16: where the bf16 forward keeps its rounded input for the backward (unused in fp32);
  * the backward reads inp in fp32, inp16 in bf16. */
+void bert_linear_forward_out16(BertModel *m, uint16_t *out16, float *out, const float *inp, uint16_t *inp16,
+                               const float *weight, const float *bias, int N, int C, int OC);
+bool bert_linear_gelu_forward(BertModel *m, float *out, uint16_t *out16, const float *inp, uint16_t *inp16,
+                              const float *weight, const float *bias, int N, int C, int OC);
 void bert_linear_forward(BertModel *m, float *out, const float *inp, uint16_t *inp16, const float *weight,
                          const float *bias, int N, int C, int OC);
 void bert_linear_backward(BertModel *m, float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
