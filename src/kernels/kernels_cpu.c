@@ -284,12 +284,17 @@ static void widen_span(HalfMode mode, float *restrict dst, const uint16_t *restr
         for (int i = 0; i < n; i++) dst[i] = float_from_bf16(src[i]);
 }
 
-static void narrow_span(HalfMode mode, uint16_t *restrict dst, const float *restrict src, int n) {
-    if (mode == HALF_FP16)
-        for (int i = 0; i < n; i++) dst[i] = fp16_from_float(src[i]);
-    else
+/* dst [rows, cols] dense = src's rows (stride ld) rounded to the 16-bit format. */
+static void rows_to_half(HalfMode mode, uint16_t *restrict dst, const float *restrict src, int rows, int cols, int ld) {
+    for (int r = 0; r < rows; r++) {
+        const float *restrict s = src + (size_t)r * ld;
+        uint16_t *restrict d = dst + (size_t)r * cols;
+        if (mode == HALF_FP16)
+            for (int c = 0; c < cols; c++) d[c] = fp16_from_float(s[c]);
+        else
 #pragma omp simd
-        for (int i = 0; i < n; i++) dst[i] = bf16_from_float(src[i]);
+            for (int c = 0; c < cols; c++) d[c] = bf16_from_float(s[c]);
+    }
 }
 
 void k_gelu_forward_half(uint16_t *out16, const uint16_t *inp16, long n, Activation act, HalfMode mode) {
@@ -305,7 +310,7 @@ void k_gelu_forward_half(uint16_t *out16, const uint16_t *inp16, long n, Activat
 #pragma omp simd
             for (int i = 0; i < len; i++) x[i] = gelu_tanh(x[i]);
         }
-        narrow_span(mode, out16 + c0, x, len);
+        rows_to_half(mode, out16 + c0, x, 1, len, len);
     }
 }
 
@@ -482,18 +487,6 @@ static void attention_block_forward(const AttnBlock *x, float *ctx, float *p, fl
 
 /* ---- the same block with 16-bit products ---- */
 
-/* dst [rows, cols] dense = src's rows (stride ld) rounded to the 16-bit format. */
-static void rows_to_half(HalfMode mode, uint16_t *restrict dst, const float *restrict src, int rows, int cols, int ld) {
-    for (int r = 0; r < rows; r++) {
-        const float *restrict s = src + (size_t)r * ld;
-        uint16_t *restrict d = dst + (size_t)r * cols;
-        if (mode == HALF_FP16)
-            for (int c = 0; c < cols; c++) d[c] = fp16_from_float(s[c]);
-        else
-#pragma omp simd
-            for (int c = 0; c < cols; c++) d[c] = bf16_from_float(s[c]);
-    }
-}
 
 /* The block's Q, K, V in 16 bits: in place in the 16-bit QKV activation (row stride 3H) when
  * the caller has it, else rounded from the fp32 one into the thread's scratch (dense, stride

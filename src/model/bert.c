@@ -118,14 +118,15 @@ static void layout_activations(Arena *a, Activations *v, const BertModel *m) {
     v->emb_sum = take(a, N * H), v->emb_mean = take(a, N), v->emb_rstd = take(a, N), v->emb_out = take(a, N * H);
     for (int l = 0; l < c->num_hidden_layers; l++) {
         LayerActs *L = &v->layers[l];
-        /* bf16: the backward reads the bf16 copies of qkv, ctx, h1 and ffn_act, so the layers share one */
-        const bool own = l == 0 || m->precision == BERT_FP32;
+        /* 16 bits: the backward reads the 16-bit copies of qkv, ctx, h1 and the feed-forward's
+         * activation, so the layers share one fp32 scratch each, and need no fp32 activation */
+        const bool fp32 = m->precision == BERT_FP32, own = l == 0 || fp32;
         const LayerActs *first = &v->layers[0];
         L->qkv = own ? take(a, N * 3 * H) : first->qkv, L->probs = take(a, B * A * T * T);
         L->ctx = own ? take(a, N * H) : first->ctx;
         L->attn_sum = take(a, N * H), L->ln1_mean = take(a, N), L->ln1_rstd = take(a, N);
         L->h1 = own ? take(a, N * H) : first->h1;
-        L->ffn_pre = own ? take(a, N * I) : first->ffn_pre, L->ffn_act = own ? take(a, N * I) : first->ffn_act;
+        L->ffn_pre = own ? take(a, N * I) : first->ffn_pre, L->ffn_act = fp32 ? take(a, N * I) : NULL;
         L->ffn_sum = take(a, N * H);
         L->ln2_mean = take(a, N), L->ln2_rstd = take(a, N), L->out = take(a, N * H);
     }
