@@ -10,6 +10,11 @@ postprocess_qa_predictions).
       --predict_file dev-v1.1.json --predict_skip_articles 2 --model MODEL_DIR --output_dir OUT --seed 1 \
       [--epochs 3 --batch 32 --lr 5e-5] [--predict_articles P] [--max_steps N] [--threads 2] \
       [--bert ./bert] [--json out.jsonl] [--features_only]
+      [--predict_model DIR] [--save_model DIR] [--labels FILE] [--train_pad_row] [--step_log FILE]
+
+--predict_model predicts with an already fine-tuned checkpoint (bert squad's saved model loads as
+BertForQuestionAnswering), so the two sides' training and prediction can be crossed; --labels,
+--train_pad_row and --step_log serve bench/squad_parity.sh (the two sides step by step).
 
 Writes OUT/predict_articles.json (the predicted articles, a SQuAD file of their own, as `bert
 squad` writes its slice), OUT/predictions.json and OUT/nbest_predictions.json; with --bert,
@@ -238,6 +243,17 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--log_freq", type=int, default=50)
     ap.add_argument("--features_only", action="store_true", help="print the feature counts and stop")
+    ap.add_argument("--predict_model", help="no training: predict with this fine-tuned checkpoint folder "
+                    "(e.g. bert squad's saved model), to cross the two sides' training and prediction")
+    ap.add_argument("--labels", help="training labels from this file instead (one line per feature, in feature "
+                    "order: 'start end', e.g. bert.c's Google-style labels), to separate the two recipes' labels "
+                    "from the training itself")
+    ap.add_argument("--train_pad_row", action="store_true",
+                    help="let the [PAD] word embedding learn, as NVIDIA's and Google's models do (transformers' "
+                    "nn.Embedding(padding_idx=0) keeps its gradient at zero; bert.c follows NVIDIA)")
+    ap.add_argument("--step_log", help="one JSON line per optimizer step here: step, loss, grad_norm (before "
+                    "clipping), learning rate, at full precision")
+    ap.add_argument("--save_model", help="save the fine-tuned model to this folder (save_pretrained)")
     ap.add_argument("--bert", help="score the predictions with BERT squad_eval (e.g. ./bert)")
     ap.add_argument("--json", help="append the result as one JSON line to this file")
     a = ap.parse_args()
@@ -263,6 +279,14 @@ def main():
     tr = features(tok, tr_ex, a, True)
     pr = features(tok, pr_ex, a, False)
     feature_s = time.time() - t0
+    if a.labels:
+        rows = [line.split() for line in open(a.labels) if line.strip()]
+        if len(rows) != len(tr["start"]):
+            sys.exit(f"hf_squad_finetune: {a.labels}: {len(rows)} labels for {len(tr['start'])} features")
+        differ = sum((int(r[-2]), int(r[-1])) != (s, e) for r, s, e in zip(rows, tr["start"], tr["end"]))
+        tr["start"], tr["end"] = [int(r[-2]) for r in rows], [int(r[-1]) for r in rows]
+        print(f"hf squad: labels from {a.labels}: {differ} of {len(rows)} features labelled differently",
+              file=sys.stderr)
     n, n_pred = len(tr["input_ids"]), len(pr["input_ids"])
     print(f"hf squad: train: articles 0 to {a.train_articles - 1} of {a.train_file}: {len(tr_ex)} questions -> {n} "
           f"features ({sum(1 for s in tr['start'] if s == 0)} without the answer in the window)", file=sys.stderr)
@@ -275,7 +299,11 @@ def main():
         return
 
     torch.manual_seed(a.seed)   # the head's initialisation (transformers' _init_weights) and dropout
-    model = BertForQuestionAnswering.from_pretrained(a.model)
+    model = BertForQuestionAnswering.from_pretrained(a.predict_model or a.model)
+    if a.predict_model:
+        a.max_steps, n = -1, 0    # predicting only
+    if a.train_pad_row:
+        model.bert.embeddings.word_embeddings.padding_idx = None
     model.train()
     decay, no_decay = [], []
     for name, p in model.named_parameters():
@@ -284,8 +312,8 @@ def main():
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=a.lr, betas=(0.9, 0.999), eps=a.eps)
     per_epoch = math.ceil(n / a.batch)
-    total = a.max_steps if a.max_steps > 0 else math.ceil(per_epoch * a.epochs)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: linear_warmup_lr(1.0, a.warmup, total, k))
+    total = a.max_steps if a.max_steps > 0 else 0 if a.max_steps < 0 else math.ceil(per_epoch * a.epochs)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: linear_warmup_lr(1.0, a.warmup, max(total, 1), k))
     gen = torch.Generator().manual_seed(a.seed)
     X = {k: torch.tensor(tr[k], dtype=torch.long) for k in ("input_ids", "token_type_ids", "attention_mask")}
     S, E = torch.tensor(tr["start"], dtype=torch.long), torch.tensor(tr["end"], dtype=torch.long)
@@ -293,6 +321,7 @@ def main():
           f"torch {torch.__version__}, transformers {transformers.__version__}, {torch.get_num_threads()} threads",
           file=sys.stderr, flush=True)
 
+    step_log = open(a.step_log, "w") if a.step_log else None
     t0, c0 = time.time(), time.process_time()
     step, seqs, pos, order, window, epoch, last_loss = 0, 0, n, None, [], 0, None
     while step < total:
@@ -312,12 +341,19 @@ def main():
         seqs += len(idx)
         last_loss = float(out.loss)
         window.append(last_loss)
+        if step_log:
+            step_log.write(json.dumps({"step": step, "step_loss": last_loss, "grad_norm": gnorm, "learning_rate": lr}) + "\n")
         if step % a.log_freq == 0 or step == total:
             el = time.time() - t0
             print(f"step {step}/{total} (epoch {epoch}) | loss {sum(window) / len(window):.4f} | lr {lr:.3e} | "
                   f"grad {gnorm:.3f} | {seqs / el:.1f} features/s | {el:.0f}s", file=sys.stderr, flush=True)
             window = []
     train_s, train_cpu = time.time() - t0, time.process_time() - c0
+    if step_log:
+        step_log.close()
+    if a.save_model:
+        model.save_pretrained(a.save_model)
+        tok.save_pretrained(a.save_model)
 
     model.eval()
     P = {k: torch.tensor(pr[k], dtype=torch.long) for k in ("input_ids", "token_type_ids", "attention_mask")}
@@ -347,10 +383,10 @@ def main():
            "predict_skip_articles": a.predict_skip_articles, "predict_articles": len(pred_root["data"]),
            "train_questions": len(tr_ex), "train_features": n, "steps": step, "epochs": a.epochs,
            "train_sequences": seqs, "train_seconds": train_s, "train_cpu_seconds": train_cpu,
-           "train_features_per_s": seqs / train_s, "predict_questions": len(pr_ex), "predict_features": n_pred,
+           "train_features_per_s": seqs / train_s if seqs else 0.0, "predict_questions": len(pr_ex), "predict_features": n_pred,
            "predict_seconds": predict_s, "predict_cpu_seconds": predict_cpu, "predict_features_per_s": n_pred / predict_s,
            "postprocess_seconds": post_s, "stride_mode": a.stride_mode, "questions_cut": cut,
-           "lr": a.lr, "batch": a.batch, "final_loss": last_loss,
+           "lr": a.lr, "batch": a.batch, "final_loss": last_loss, "predict_model": a.predict_model,
            "process_seconds": time.time() - t_start, "process_cpu_seconds": time.process_time() - c_start,
            "torch": torch.__version__, "transformers": transformers.__version__, "threads": torch.get_num_threads()}
     if a.bert:
