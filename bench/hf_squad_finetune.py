@@ -300,8 +300,6 @@ def main():
 
     torch.manual_seed(a.seed)   # the head's initialisation (transformers' _init_weights) and dropout
     model = BertForQuestionAnswering.from_pretrained(a.predict_model or a.model)
-    if a.predict_model:
-        a.max_steps, n = -1, 0    # predicting only
     if a.train_pad_row:
         model.bert.embeddings.word_embeddings.padding_idx = None
     model.train()
@@ -312,7 +310,10 @@ def main():
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=a.lr, betas=(0.9, 0.999), eps=a.eps)
     per_epoch = math.ceil(n / a.batch)
-    total = a.max_steps if a.max_steps > 0 else 0 if a.max_steps < 0 else math.ceil(per_epoch * a.epochs)
+    if a.predict_model:
+        total = 0             # predicting only
+    else:
+        total = a.max_steps if a.max_steps > 0 else math.ceil(per_epoch * a.epochs)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: linear_warmup_lr(1.0, a.warmup, max(total, 1), k))
     gen = torch.Generator().manual_seed(a.seed)
     X = {k: torch.tensor(tr[k], dtype=torch.long) for k in ("input_ids", "token_type_ids", "attention_mask")}

@@ -90,8 +90,10 @@ hf model_dropout "$DROPOUT_STEPS" 1e-10 hf_dropout --train_pad_row
 /usr/bin/python3 - "$work" "$results" "$(git rev-parse --short HEAD)" <<'PY'
 import json, sys
 work, results, commit = sys.argv[1:]
-b = [json.loads(l[5:])["data"] for l in open(f"{work}/bertc.jsonl") if l.startswith("DLLL ") and '"step":[' in l]
-b = [d for d in b if "step_loss" in d]
+def bertc_steps(name):   # bert squad --json-summary: the DLLogger records of training steps
+    recs = (json.loads(l[5:]) for l in open(f"{work}/{name}.jsonl") if l.startswith("DLLL "))
+    return [r["data"] for r in recs if isinstance(r["step"], list) and r["step"] and "step_loss" in r["data"]]
+b = bertc_steps("bertc")
 h = {p: [json.loads(l) for l in open(f"{work}/hf_{p}.jsonl")] for p in ("frozen", "trained")}
 rel = lambda x, y: abs(x - y) / max(abs(y), 1e-30)
 print("step | bert.c loss | transformers (pad row trained) | rel | (pad row frozen) | rel || bert.c grad | trained | rel | frozen | rel")
@@ -109,8 +111,7 @@ with open(results, "w") as out:
 def stats(xs):
     m = sum(xs) / len(xs)
     return m, (sum((x - m) ** 2 for x in xs) / (len(xs) - 1) / len(xs)) ** 0.5
-bd = [json.loads(l[5:])["data"] for l in open(f"{work}/bertc_dropout.jsonl") if l.startswith("DLLL ") and '"step":[' in l]
-bd = [d["step_loss"] for d in bd if "step_loss" in d]
+bd = [d["step_loss"] for d in bertc_steps("bertc_dropout")]
 hd = [json.loads(l)["step_loss"] for l in open(f"{work}/hf_dropout.jsonl")]
 (bm, bs), (hm, hs) = stats(bd), stats(hd)
 z = (bm - hm) / (bs * bs + hs * hs) ** 0.5

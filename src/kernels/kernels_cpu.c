@@ -487,7 +487,6 @@ static void attention_block_forward(const AttnBlock *x, float *ctx, float *p, fl
 
 /* ---- the same block with 16-bit products ---- */
 
-
 /* The block's Q, K, V in 16 bits: in place in the 16-bit QKV activation (row stride 3H) when
  * the caller has it, else rounded from the fp32 one into the thread's scratch (dense, stride
  * d). The same values either way: the QKV product's fp32 sums rounded to nearest. */
