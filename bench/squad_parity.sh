@@ -10,7 +10,8 @@
 # clipping) on both sides, and their relative differences.
 # Then dropout's part, which the two sides cannot draw alike: with the config's dropout (0.1)
 # and the weights held still (lr 1e-10), DROPOUT_STEPS training-mode losses on each side, each
-# under new masks; their means should agree within their standard errors.
+# under new masks (and the gradient norm before clipping): their means should agree within
+# their standard errors.
 #
 # transformers runs twice: as it comes (nn.Embedding(padding_idx=0): the [PAD] word
 # embedding never gets a gradient) and with --train_pad_row (the [PAD] row learns, as in
@@ -19,11 +20,13 @@
 # the first to differ in the gradient norm from step 1 on (the [PAD] row's share).
 #
 #   bench/squad_parity.sh            STEPS=12 LR=1e-4 QUESTIONS=24 THREADS=2 DROPOUT_STEPS=16
+#   DROPOUT_HIDDEN=P / DROPOUT_ATTENTION=P: the dropout check's rates instead of the config's
+#   (one kind of site at a time: DROPOUT_HIDDEN=0.1 DROPOUT_ATTENTION=0, and the other way)
 #   PEER_PYTHON=.venv-bf16peer/bin/python  MODEL=...  (default: bench/setup_minilm.sh's folder)
 # Output: a table on stdout; bench/results/squad_parity/parity_<time>.jsonl (one line per step).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-STEPS=${STEPS:-12}; DROPOUT_STEPS=${DROPOUT_STEPS:-16}; LR=${LR:-1e-4}; QUESTIONS=${QUESTIONS:-24}; THREADS=${THREADS:-2}
+STEPS=${STEPS:-12}; DROPOUT_STEPS=${DROPOUT_STEPS:-16}; DROPOUT_HIDDEN=${DROPOUT_HIDDEN:-}; DROPOUT_ATTENTION=${DROPOUT_ATTENTION:-}; LR=${LR:-1e-4}; QUESTIONS=${QUESTIONS:-24}; THREADS=${THREADS:-2}
 PEER_PYTHON=${PEER_PYTHON:-.venv-bf16peer/bin/python}
 SQUAD_FILE=${SQUAD_FILE:-/work/shared/data/squad/v1.1/dev-v1.1.json}
 MODEL=${MODEL:-$(bench/setup_minilm.sh)}
@@ -54,15 +57,17 @@ print(f"squad_parity: {kept} questions from {len(article['paragraphs'])} paragra
 PY
 
 # the start: MiniLM, a qa_outputs head from torch's generator; one copy with dropout 0
-"$PEER_PYTHON" -W ignore - "$MODEL" "$work" <<'PY' 2>/dev/null
+"$PEER_PYTHON" -W ignore - "$MODEL" "$work" "$DROPOUT_HIDDEN" "$DROPOUT_ATTENTION" <<'PY' 2>/dev/null
 import os, shutil, sys, torch
 from transformers import BertConfig, BertForQuestionAnswering
-src, work = sys.argv[1:]
+src, work, hidden, attention = sys.argv[1:]
 torch.manual_seed(7)
 model = BertForQuestionAnswering.from_pretrained(src)
-for name, p_drop in (("model_dropout", None), ("model", 0.0)):
-    if p_drop is not None:
-        model.config.hidden_dropout_prob = model.config.attention_probs_dropout_prob = p_drop
+for name, (p_hidden, p_attention) in (("model_dropout", (hidden, attention)), ("model", (0.0, 0.0))):
+    if p_hidden != "":
+        model.config.hidden_dropout_prob = float(p_hidden)
+    if p_attention != "":
+        model.config.attention_probs_dropout_prob = float(p_attention)
     model.save_pretrained(os.path.join(work, name))
     shutil.copy(os.path.join(src, "vocab.txt"), os.path.join(work, name))
 PY
@@ -111,15 +116,25 @@ with open(results, "w") as out:
 def stats(xs):
     m = sum(xs) / len(xs)
     return m, (sum((x - m) ** 2 for x in xs) / (len(xs) - 1) / len(xs)) ** 0.5
-bd = [d["step_loss"] for d in bertc_steps("bertc_dropout")]
-hd = [json.loads(l)["step_loss"] for l in open(f"{work}/hf_dropout.jsonl")]
+bsteps = bertc_steps("bertc_dropout")
+hsteps = [json.loads(l) for l in open(f"{work}/hf_dropout.jsonl")]
+bd, hd = [d["step_loss"] for d in bsteps], [d["step_loss"] for d in hsteps]
+bg, hg = [d["grad_norm"] for d in bsteps], [d["grad_norm"] for d in hsteps]
 (bm, bs), (hm, hs) = stats(bd), stats(hd)
+cfg = json.load(open(f"{work}/model_dropout/config.json"))
+(bgm, bgs), (hgm, hgs) = stats(bg), stats(hg)
 z = (bm - hm) / (bs * bs + hs * hs) ** 0.5
-print(f"dropout 0.1, weights held (lr 1e-10), {len(bd)} / {len(hd)} mask draws: mean training loss bert.c "
-      f"{bm:.5f} +- {bs:.5f}, transformers {hm:.5f} +- {hs:.5f} (standard errors); difference {bm - hm:+.5f} = {z:+.1f} "
-      f"standard errors; without dropout {b[0]['step_loss']:.5f}")
+zg = (bgm - hgm) / (bgs * bgs + hgs * hgs) ** 0.5
+print(f"dropout (hidden {cfg['hidden_dropout_prob']}, attention {cfg['attention_probs_dropout_prob']}), weights held (lr 1e-10), {len(bd)} / {len(hd)} mask draws (standard errors):\n"
+      f"  mean training loss bert.c {bm:.5f} +- {bs:.5f}, transformers {hm:.5f} +- {hs:.5f}: difference "
+      f"{bm - hm:+.5f} = {z:+.1f} standard errors; without dropout {b[0]['step_loss']:.5f}\n"
+      f"  mean gradient norm bert.c {bgm:.5f} +- {bgs:.5f}, transformers {hgm:.5f} +- {hgs:.5f}: difference "
+      f"{bgm - hgm:+.5f} = {zg:+.1f} standard errors; without dropout {b[0]['grad_norm']:.5f}")
 with open(results, "a") as out:
     out.write(json.dumps({"dropout_check": True, "commit": commit, "bertc_losses": bd, "hf_losses": hd,
-                          "bertc_mean": bm, "bertc_se": bs, "hf_mean": hm, "hf_se": hs, "z": z}) + "\n")
+                          "hidden_dropout_prob": cfg["hidden_dropout_prob"],
+                          "attention_probs_dropout_prob": cfg["attention_probs_dropout_prob"], "bertc_mean": bm, "bertc_se": bs, "hf_mean": hm, "hf_se": hs, "z": z,
+                          "bertc_grad_norms": bg, "hf_grad_norms": hg, "bertc_grad_mean": bgm, "bertc_grad_se": bgs,
+                          "hf_grad_mean": hgm, "hf_grad_se": hgs, "grad_z": zg}) + "\n")
 print(f"squad_parity: {results}")
 PY

@@ -884,13 +884,14 @@ static void test_task_heads_fixture(void) {
     }
 }
 
-static double classifier_training_loss(BertModel *m, const BertBatch *b, void *ctx) {
+static double head_training_loss(BertModel *m, const BertBatch *b, void *ctx) {
     (void)ctx;
     return bert_forward(m, b, true, 77);
 }
 
-/* Training mode: the classifier's dropout mask is the same in backward (finite differences);
- * a pre-training checkpoint loads into a task model with only the new head initialised. */
+/* Training mode: the classifier's and the span head's dropout masks are the same in backward
+ * (finite differences); a pre-training checkpoint loads into a task model with only the new
+ * head initialised. */
 static void test_task_heads_training_and_loading(void) {
     HeadsFixture h;
     if (heads_open(&h, "tests/data/model/heads_classify.safetensors", (BertHeads){BERT_HEADS_CLASSIFIER, 3})) return;
@@ -901,7 +902,21 @@ static void test_task_heads_training_and_loading(void) {
     bert_backward(h.m, &h.b);
     float *g = malloc(np * sizeof(float));
     memcpy(g, bert_grads(h.m), np * sizeof(float));
-    check_directional(h.m, &h.b, g, classifier_training_loss, NULL, "classifier, training mode");
+    check_directional(h.m, &h.b, g, head_training_loss, NULL, "classifier, training mode");
+    free(g);
+    bert_model_free(h.m);
+    safetensors_close(&h.st);
+    /* the span head in training mode: no dropout of its own, but every encoder site's mask
+     * (padded rows included, whose logits enter the softmax) must be the forward's */
+    if (heads_open(&h, "tests/data/model/heads_qa.safetensors", (BertHeads){BERT_HEADS_QA, 0})) return;
+    const float eval_loss = bert_forward(h.m, &h.b, false, 0);
+    bert_zero_grad(h.m);
+    const float train_loss = bert_forward(h.m, &h.b, true, 77);
+    CHECKF(isfinite(train_loss) && train_loss != eval_loss, "dropout on: %g, off: %g", train_loss, eval_loss);
+    bert_backward(h.m, &h.b);
+    g = malloc(bert_num_parameters(h.m) * sizeof(float));
+    memcpy(g, bert_grads(h.m), bert_num_parameters(h.m) * sizeof(float));
+    check_directional(h.m, &h.b, g, head_training_loss, NULL, "span head, training mode");
     free(g);
     bert_model_free(h.m);
     safetensors_close(&h.st);
