@@ -26,7 +26,8 @@
 # Output: a table on stdout; bench/results/squad_parity/parity_<time>.jsonl (one line per step).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-STEPS=${STEPS:-12}; DROPOUT_STEPS=${DROPOUT_STEPS:-16}; DROPOUT_HIDDEN=${DROPOUT_HIDDEN:-}; DROPOUT_ATTENTION=${DROPOUT_ATTENTION:-}; LR=${LR:-1e-4}; QUESTIONS=${QUESTIONS:-24}; THREADS=${THREADS:-2}
+STEPS=${STEPS:-12}; DROPOUT_STEPS=${DROPOUT_STEPS:-16}; LR=${LR:-1e-4}; QUESTIONS=${QUESTIONS:-24}; THREADS=${THREADS:-2}
+DROPOUT_HIDDEN=${DROPOUT_HIDDEN:-}; DROPOUT_ATTENTION=${DROPOUT_ATTENTION:-}
 PEER_PYTHON=${PEER_PYTHON:-.venv-bf16peer/bin/python}
 SQUAD_FILE=${SQUAD_FILE:-/work/shared/data/squad/v1.1/dev-v1.1.json}
 MODEL=${MODEL:-$(bench/setup_minilm.sh)}
@@ -120,20 +121,19 @@ bsteps = bertc_steps("bertc_dropout")
 hsteps = [json.loads(l) for l in open(f"{work}/hf_dropout.jsonl")]
 bd, hd = [d["step_loss"] for d in bsteps], [d["step_loss"] for d in hsteps]
 bg, hg = [d["grad_norm"] for d in bsteps], [d["grad_norm"] for d in hsteps]
-(bm, bs), (hm, hs) = stats(bd), stats(hd)
+(bm, bs), (hm, hs), (bgm, bgs), (hgm, hgs) = stats(bd), stats(hd), stats(bg), stats(hg)
+z, zg = (bm - hm) / (bs * bs + hs * hs) ** 0.5, (bgm - hgm) / (bgs * bgs + hgs * hgs) ** 0.5
 cfg = json.load(open(f"{work}/model_dropout/config.json"))
-(bgm, bgs), (hgm, hgs) = stats(bg), stats(hg)
-z = (bm - hm) / (bs * bs + hs * hs) ** 0.5
-zg = (bgm - hgm) / (bgs * bgs + hgs * hgs) ** 0.5
-print(f"dropout (hidden {cfg['hidden_dropout_prob']}, attention {cfg['attention_probs_dropout_prob']}), weights held (lr 1e-10), {len(bd)} / {len(hd)} mask draws (standard errors):\n"
+rates = {k: cfg[k] for k in ("hidden_dropout_prob", "attention_probs_dropout_prob")}
+print(f"dropout (hidden {rates['hidden_dropout_prob']}, attention {rates['attention_probs_dropout_prob']}), "
+      f"weights held (lr 1e-10), {len(bd)} / {len(hd)} mask draws (standard errors):\n"
       f"  mean training loss bert.c {bm:.5f} +- {bs:.5f}, transformers {hm:.5f} +- {hs:.5f}: difference "
       f"{bm - hm:+.5f} = {z:+.1f} standard errors; without dropout {b[0]['step_loss']:.5f}\n"
       f"  mean gradient norm bert.c {bgm:.5f} +- {bgs:.5f}, transformers {hgm:.5f} +- {hgs:.5f}: difference "
       f"{bgm - hgm:+.5f} = {zg:+.1f} standard errors; without dropout {b[0]['grad_norm']:.5f}")
 with open(results, "a") as out:
-    out.write(json.dumps({"dropout_check": True, "commit": commit, "bertc_losses": bd, "hf_losses": hd,
-                          "hidden_dropout_prob": cfg["hidden_dropout_prob"],
-                          "attention_probs_dropout_prob": cfg["attention_probs_dropout_prob"], "bertc_mean": bm, "bertc_se": bs, "hf_mean": hm, "hf_se": hs, "z": z,
+    out.write(json.dumps({"dropout_check": True, "commit": commit, **rates, "bertc_losses": bd, "hf_losses": hd,
+                          "bertc_mean": bm, "bertc_se": bs, "hf_mean": hm, "hf_se": hs, "z": z,
                           "bertc_grad_norms": bg, "hf_grad_norms": hg, "bertc_grad_mean": bgm, "bertc_grad_se": bgs,
                           "hf_grad_mean": hgm, "hf_grad_se": hgs, "grad_z": zg}) + "\n")
 print(f"squad_parity: {results}")

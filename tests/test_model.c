@@ -892,20 +892,26 @@ static double head_training_loss(BertModel *m, const BertBatch *b, void *ctx) {
 /* Training mode: the classifier's and the span head's dropout masks are the same in backward
  * (finite differences); a pre-training checkpoint loads into a task model with only the new
  * head initialised. */
+/* After a training-mode forward and backward on h: the gradient against finite differences
+ * of the same masked loss; then closes h. */
+static void check_head_training_gradient(HeadsFixture *h, const char *what) {
+    const size_t np = bert_num_parameters(h->m);
+    float *g = malloc(np * sizeof(float));
+    memcpy(g, bert_grads(h->m), np * sizeof(float));
+    check_directional(h->m, &h->b, g, head_training_loss, NULL, what);
+    free(g);
+    bert_model_free(h->m);
+    safetensors_close(&h->st);
+}
+
 static void test_task_heads_training_and_loading(void) {
     HeadsFixture h;
     if (heads_open(&h, "tests/data/model/heads_classify.safetensors", (BertHeads){BERT_HEADS_CLASSIFIER, 3})) return;
-    size_t np = bert_num_parameters(h.m);
     bert_zero_grad(h.m);
     float l0 = bert_forward(h.m, &h.b, true, 77), l1 = bert_forward(h.m, &h.b, true, 77);
     CHECK(l0 == l1 && isfinite(l0));
     bert_backward(h.m, &h.b);
-    float *g = malloc(np * sizeof(float));
-    memcpy(g, bert_grads(h.m), np * sizeof(float));
-    check_directional(h.m, &h.b, g, head_training_loss, NULL, "classifier, training mode");
-    free(g);
-    bert_model_free(h.m);
-    safetensors_close(&h.st);
+    check_head_training_gradient(&h, "classifier, training mode");
     /* the span head in training mode: no dropout of its own, but every encoder site's mask
      * (padded rows included, whose logits enter the softmax) must be the forward's */
     if (heads_open(&h, "tests/data/model/heads_qa.safetensors", (BertHeads){BERT_HEADS_QA, 0})) return;
@@ -914,12 +920,7 @@ static void test_task_heads_training_and_loading(void) {
     const float train_loss = bert_forward(h.m, &h.b, true, 77);
     CHECKF(isfinite(train_loss) && train_loss != eval_loss, "dropout on: %g, off: %g", train_loss, eval_loss);
     bert_backward(h.m, &h.b);
-    g = malloc(bert_num_parameters(h.m) * sizeof(float));
-    memcpy(g, bert_grads(h.m), bert_num_parameters(h.m) * sizeof(float));
-    check_directional(h.m, &h.b, g, head_training_loss, NULL, "span head, training mode");
-    free(g);
-    bert_model_free(h.m);
-    safetensors_close(&h.st);
+    check_head_training_gradient(&h, "span head, training mode");
     /* pre-training weights -> QA model: qa_outputs initialised, cls.* and the pooler ignored */
     BertConfig c = heads_config();
     BertModel *pre, *qa;
