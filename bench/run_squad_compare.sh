@@ -16,6 +16,7 @@
 #
 #   bench/run_squad_compare.sh
 #   SEEDS="1 2 3"                 seeds, in the order to run them (default 1)
+#   SIDES="bert.c transformers"   the sides to run (default both; e.g. more seeds of one side)
 #   TRAIN_ARTICLES=1              train on dev-v1.1.json's first N articles (1: Super_Bowl_50,
 #                                 810 questions, 830 features)
 #   EPOCHS=1                      1 epoch of 830 features: 26 steps of 32
@@ -30,7 +31,7 @@
 #   MAX_STEPS=N                   smoke test: N steps per run (not for the table)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-THREADS=${THREADS:-2}; SEEDS=${SEEDS:-1}; TRAIN_ARTICLES=${TRAIN_ARTICLES:-1}; EPOCHS=${EPOCHS:-1}
+THREADS=${THREADS:-2}; SEEDS=${SEEDS:-1}; SIDES=${SIDES:-bert.c transformers}; TRAIN_ARTICLES=${TRAIN_ARTICLES:-1}; EPOCHS=${EPOCHS:-1}
 PREDICT_ARTICLES=${PREDICT_ARTICLES:-}
 SQUAD_FILE=${SQUAD_FILE:-/work/shared/data/squad/v1.1/dev-v1.1.json}
 PEER_PYTHON=${PEER_PYTHON:-.venv-bf16peer/bin/python}
@@ -163,6 +164,7 @@ i=0
 for seed in $SEEDS; do
   if [ $((i % 2)) -eq 0 ]; then sides="bert.c transformers"; else sides="transformers bert.c"; fi
   for side in $sides; do
+    case " $SIDES " in *" $side "*) ;; *) continue ;; esac
     if done_already "$side" "$seed"; then echo "== $side seed $seed: in $results already" >&2; continue; fi
     if [ "$side" = bert.c ]; then run_bertc "$seed"; else run_hf "$seed"; fi
   done
