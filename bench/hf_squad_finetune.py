@@ -11,10 +11,12 @@ postprocess_qa_predictions).
       [--epochs 3 --batch 32 --lr 5e-5] [--predict_articles P] [--max_steps N] [--threads 2] \
       [--bert ./bert] [--json out.jsonl] [--features_only]
       [--predict_model DIR] [--save_model DIR] [--labels FILE] [--train_pad_row] [--step_log FILE]
+      [--bertc_masks]
 
 --predict_model predicts with an already fine-tuned checkpoint (bert squad's saved model loads as
 BertForQuestionAnswering), so the two sides' training and prediction can be crossed; --labels,
---train_pad_row and --step_log serve bench/squad_parity.sh (the two sides step by step).
+--train_pad_row, --step_log and --bertc_masks serve bench/squad_parity.sh (the two sides step by
+step; --bertc_masks trains under bert.c's own dropout masks and feature order, bench/bertc_masks.py).
 
 Writes OUT/predict_articles.json (the predicted articles, a SQuAD file of their own, as `bert
 squad` writes its slice), OUT/predictions.json and OUT/nbest_predictions.json; with --bert,
@@ -253,6 +255,9 @@ def main():
                     "nn.Embedding(padding_idx=0) keeps its gradient at zero; bert.c follows NVIDIA)")
     ap.add_argument("--step_log", help="one JSON line per optimizer step here: step, loss, grad_norm (before "
                     "clipping), learning rate, at full precision")
+    ap.add_argument("--bertc_masks", action="store_true",
+                    help="train under bert.c's dropout masks and feature order for --seed (bench/bertc_masks.py; "
+                    "eager attention), so that the two sides draw alike and can be compared step by step")
     ap.add_argument("--save_model", help="save the fine-tuned model to this folder (save_pretrained)")
     ap.add_argument("--bert", help="score the predictions with BERT squad_eval (e.g. ./bert)")
     ap.add_argument("--json", help="append the result as one JSON line to this file")
@@ -299,7 +304,13 @@ def main():
         return
 
     torch.manual_seed(a.seed)   # the head's initialisation (transformers' _init_weights) and dropout
-    model = BertForQuestionAnswering.from_pretrained(a.predict_model or a.model)
+    masks = None
+    if a.bertc_masks:   # bert.c's dropout masks and feature order (bench/bertc_masks.py), eager attention
+        import bertc_masks
+        model = BertForQuestionAnswering.from_pretrained(a.predict_model or a.model, attn_implementation="eager")
+        masks = bertc_masks.BertcMasks(model, a.seed)
+    else:
+        model = BertForQuestionAnswering.from_pretrained(a.predict_model or a.model)
     if a.train_pad_row:
         model.bert.embeddings.word_embeddings.padding_idx = None
     model.train()
@@ -327,9 +338,15 @@ def main():
     step, seqs, pos, order, window, epoch, last_loss = 0, 0, n, None, [], 0, None
     while step < total:
         if pos >= n:
-            order, pos, epoch = torch.randperm(n, generator=gen), 0, epoch + 1
+            if masks:
+                order = torch.tensor(bertc_masks.bertc_shuffle(n, bertc_masks.rng_key(a.seed, epoch)))
+            else:
+                order = torch.randperm(n, generator=gen)
+            pos, epoch = 0, epoch + 1
         idx = order[pos:pos + a.batch]
         pos += len(idx)
+        if masks:
+            masks.next_micro_batch()
         out = model(input_ids=X["input_ids"][idx], token_type_ids=X["token_type_ids"][idx],
                     attention_mask=X["attention_mask"][idx], start_positions=S[idx], end_positions=E[idx])
         out.loss.backward()

@@ -8,10 +8,12 @@
 # ends on whitespace, where Google's answer span (bert.c) and run_qa.py's character offsets
 # (transformers) label the same tokens. Then each step's loss and gradient norm (before
 # clipping) on both sides, and their relative differences.
-# Then dropout's part, which the two sides cannot draw alike: with the config's dropout (0.1)
-# and the weights held still (lr 1e-10), DROPOUT_STEPS training-mode losses on each side, each
-# under new masks (and the gradient norm before clipping): their means should agree within
-# their standard errors.
+# Then dropout's part, twice. First with the same draws: transformers trains under bert.c's
+# own masks and feature order (hf_squad_finetune.py --bertc_masks, bench/bertc_masks.py), so
+# with the config's dropout (0.1) the two sides should again agree step by step to fp32
+# rounding (MATCHED_STEPS steps at LR). Then with each side's own draws: the weights held still
+# (lr 1e-10), DROPOUT_STEPS training-mode losses on each side, each under new masks (and the
+# gradient norm before clipping): their means should agree within their standard errors.
 #
 # transformers runs twice: as it comes (nn.Embedding(padding_idx=0): the [PAD] word
 # embedding never gets a gradient) and with --train_pad_row (the [PAD] row learns, as in
@@ -20,13 +22,15 @@
 # the first to differ in the gradient norm from step 1 on (the [PAD] row's share).
 #
 #   bench/squad_parity.sh            STEPS=12 LR=1e-4 QUESTIONS=24 THREADS=2 DROPOUT_STEPS=16
+#                                    MATCHED_STEPS=12 (0: skip; transformers computes bert.c's
+#                                    masks in torch, about 30 s a step)
 #   DROPOUT_HIDDEN=P / DROPOUT_ATTENTION=P: the dropout check's rates instead of the config's
 #   (one kind of site at a time: DROPOUT_HIDDEN=0.1 DROPOUT_ATTENTION=0, and the other way)
 #   PEER_PYTHON=.venv-bf16peer/bin/python  MODEL=...  (default: bench/setup_minilm.sh's folder)
 # Output: a table on stdout; bench/results/squad_parity/parity_<time>.jsonl (one line per step).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-STEPS=${STEPS:-12}; DROPOUT_STEPS=${DROPOUT_STEPS:-16}; LR=${LR:-1e-4}; QUESTIONS=${QUESTIONS:-24}; THREADS=${THREADS:-2}
+STEPS=${STEPS:-12}; DROPOUT_STEPS=${DROPOUT_STEPS:-16}; MATCHED_STEPS=${MATCHED_STEPS:-12}; LR=${LR:-1e-4}; QUESTIONS=${QUESTIONS:-24}; THREADS=${THREADS:-2}
 DROPOUT_HIDDEN=${DROPOUT_HIDDEN:-}; DROPOUT_ATTENTION=${DROPOUT_ATTENTION:-}
 PEER_PYTHON=${PEER_PYTHON:-.venv-bf16peer/bin/python}
 SQUAD_FILE=${SQUAD_FILE:-/work/shared/data/squad/v1.1/dev-v1.1.json}
@@ -90,11 +94,15 @@ hf() {  # model steps lr name [flags]
 bertc model "$STEPS" "$LR" bertc
 hf model "$STEPS" "$LR" hf_frozen
 hf model "$STEPS" "$LR" hf_trained --train_pad_row
+if [ "$MATCHED_STEPS" -gt 0 ]; then
+  bertc model_dropout "$MATCHED_STEPS" "$LR" bertc_matched
+  hf model_dropout "$MATCHED_STEPS" "$LR" hf_matched --train_pad_row --bertc_masks
+fi
 bertc model_dropout "$DROPOUT_STEPS" 1e-10 bertc_dropout
 hf model_dropout "$DROPOUT_STEPS" 1e-10 hf_dropout --train_pad_row
 
 /usr/bin/python3 - "$work" "$results" "$(git rev-parse --short HEAD)" <<'PY'
-import json, sys
+import json, os, sys
 work, results, commit = sys.argv[1:]
 def bertc_steps(name):   # bert squad --json-summary: the DLLogger records of training steps
     recs = (json.loads(l[5:]) for l in open(f"{work}/{name}.jsonl") if l.startswith("DLLL "))
@@ -114,6 +122,17 @@ with open(results, "w") as out:
               f"{f['step_loss']:.6f} | {rel(d['step_loss'], f['step_loss']):.1e} || {d['grad_norm']:.5f} | "
               f"{t['grad_norm']:.5f} | {rel(d['grad_norm'], t['grad_norm']):.1e} | {f['grad_norm']:.5f} | "
               f"{rel(d['grad_norm'], f['grad_norm']):.1e}")
+if os.path.exists(f"{work}/hf_matched.jsonl"):
+    bm_, hm_ = bertc_steps("bertc_matched"), [json.loads(l) for l in open(f"{work}/hf_matched.jsonl")]
+    print("dropout on, the same masks and order on both sides (transformers under bert.c's draws):")
+    print("step | bert.c loss | transformers | rel || bert.c grad | transformers | rel")
+    with open(results, "a") as out:
+        for i, (d, t) in enumerate(zip(bm_, hm_)):
+            out.write(json.dumps({"matched_dropout": True, "step": i + 1, "commit": commit, "bertc_loss": d["step_loss"],
+                                  "hf_loss": t["step_loss"], "bertc_grad_norm": d["grad_norm"],
+                                  "hf_grad_norm": t["grad_norm"]}) + "\n")
+            print(f"{i + 1:4d} | {d['step_loss']:.6f} | {t['step_loss']:.6f} | {rel(d['step_loss'], t['step_loss']):.1e} || "
+                  f"{d['grad_norm']:.5f} | {t['grad_norm']:.5f} | {rel(d['grad_norm'], t['grad_norm']):.1e}")
 def stats(xs):
     m = sum(xs) / len(xs)
     return m, (sum((x - m) ** 2 for x in xs) / (len(xs) - 1) / len(xs)) ** 0.5

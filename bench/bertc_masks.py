@@ -1,0 +1,111 @@
+"""bert.c's dropout masks and batch order inside a transformers BertForQuestionAnswering, so that
+both sides can train under dropout with the same random draws and be compared step by step
+(bench/squad_parity.sh; `hf_squad_finetune.py --bertc_masks`).
+
+bert.c's masks are a pure function of (key, element counter) (src/core/rng.h): a fine-tuning
+micro-batch k gets the key rng_key(rng_key(seed, 0xF17E), k) (src/train/finetune.c); each
+dropout site s of it the key rng_key(that, s), with s = 0 for the embeddings and
+1 + 3 * layer + {0: attention probabilities, 1: attention output, 2: feed-forward output}
+(src/model/bert_internal.h). An element is kept when rng_bits32(site key, counter) reaches
+p * 2^32 and then scaled by 1 / (1 - p) (float32). Counters: a hidden state's element (row, c) of
+the [B * T, H] batch is row * H + c; an attention probability (b, head, i, j) is
+((b * heads + head) * T + i) * T + j (src/kernels/kernels_cpu.c). The epoch's feature order is
+bert.c's Fisher-Yates shuffle keyed by rng_key(seed, epoch) (src/tasks/squad_run.c).
+
+Written from those definitions (the C code is the reference); if this file and bert.c disagree,
+the step-1 losses of the two sides differ, which is what squad_parity.sh would show.
+"""
+import numpy as np
+import torch
+from torch import nn
+
+M64, M32 = (1 << 64) - 1, 0xFFFFFFFF
+
+
+def splitmix64(x):
+    x = (x + 0x9E3779B97F4A7C15) & M64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & M64
+    return x ^ (x >> 31)
+
+
+def rng_key(seed, stream):
+    return splitmix64(splitmix64(seed & M64) ^ splitmix64((stream + 0x632BE59BD9B4E019) & M64))
+
+
+def _hash32(x):   # int64 tensor of values < 2^32; products wrap in int64, their low 32 bits are exact
+    x = x ^ (x >> 16)
+    x = (x * 0x7FEB352D) & M32
+    x = x ^ (x >> 15)
+    x = (x * 0x846CA68B) & M32
+    return x ^ (x >> 16)
+
+
+def rng_bits32(key, counters):
+    return _hash32((_hash32(counters ^ (key & M32)) + (key >> 32)) & M32)
+
+
+def dropout_threshold(p):
+    t = float(np.float32(p)) * 4294967296.0
+    return M32 if t >= 4294967295.0 else int(t)
+
+
+def bertc_dropout(x, p, key):
+    """x (any shape, counters in x's row-major order) with bert.c's mask for key applied."""
+    if p <= 0:
+        return x
+    counters = torch.arange(x.numel(), dtype=torch.int64).view(x.shape)
+    keep = rng_bits32(key, counters) >= dropout_threshold(p)
+    scale = float(np.float32(1.0) / (np.float32(1.0) - np.float32(p)))
+    return torch.where(keep, x * scale, torch.zeros((), dtype=x.dtype))
+
+
+def bertc_shuffle(n, key):
+    order = list(range(n))
+    bits = rng_bits32(key, torch.arange(n, dtype=torch.int64)).tolist()
+    for i in range(n - 1, 0, -1):
+        j = bits[i] % (i + 1)
+        order[i], order[j] = order[j], order[i]
+    return order
+
+
+class BertcMasks:
+    """Installs bert.c's masks in model (a BertForQuestionAnswering loaded with
+    attn_implementation="eager"); call next_micro_batch() before each training forward."""
+
+    def __init__(self, model, seed):
+        import transformers.models.bert.modeling_bert as mb
+        self.seed, self.micro_batch, self.key = seed, -1, None
+        bert = model.bert
+        self._site(bert.embeddings, "dropout", 0)
+        for layer_index, layer in enumerate(bert.encoder.layer):
+            self._site(layer.attention.output, "dropout", 2 + 3 * layer_index)
+            self._site(layer.output, "dropout", 3 + 3 * layer_index)
+            layer.attention.self.bertc_site = 1 + 3 * layer_index
+        masks, eager = self, mb.eager_attention_forward
+
+        def attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+            if not module.training or dropout <= 0:
+                return eager(module, query, key, value, attention_mask, scaling=scaling, dropout=0.0, **kwargs)
+            w = torch.matmul(query, key.transpose(2, 3)) * scaling
+            if attention_mask is not None:
+                w = w + attention_mask
+            w = nn.functional.softmax(w, dim=-1)
+            w = bertc_dropout(w, dropout, masks.site_key(module.bertc_site))
+            return torch.matmul(w, value).transpose(1, 2).contiguous(), w
+        mb.eager_attention_forward = attention
+
+    def site_key(self, site):
+        return rng_key(self.key, site)
+
+    def _site(self, owner, name, site):
+        masks, p = self, getattr(owner, name).p
+
+        class Site(nn.Module):
+            def forward(self, x):
+                return bertc_dropout(x, p, masks.site_key(site)) if self.training else x
+        setattr(owner, name, Site())
+
+    def next_micro_batch(self):
+        self.micro_batch += 1
+        self.key = rng_key(rng_key(self.seed, 0xF17E), self.micro_batch)
