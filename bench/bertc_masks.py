@@ -33,16 +33,22 @@ def rng_key(seed, stream):
     return splitmix64(splitmix64(seed & M64) ^ splitmix64((stream + 0x632BE59BD9B4E019) & M64))
 
 
-def _hash32(x):   # int64 tensor of values < 2^32; products wrap in int64, their low 32 bits are exact
-    x = x ^ (x >> 16)
-    x = (x * 0x7FEB352D) & M32
-    x = x ^ (x >> 15)
-    x = (x * 0x846CA68B) & M32
-    return x ^ (x >> 16)
+def _hash32(x):   # in place on a uint32 array: numpy's uint32 products wrap as C's do
+    x ^= x >> np.uint32(16)
+    x *= np.uint32(0x7FEB352D)
+    x ^= x >> np.uint32(15)
+    x *= np.uint32(0x846CA68B)
+    x ^= x >> np.uint32(16)
+    return x
 
 
-def rng_bits32(key, counters):
-    return _hash32((_hash32(counters ^ (key & M32)) + (key >> 32)) & M32)
+def rng_bits32(key, n):
+    """rng_bits32(key, counter) for counters 0 .. n-1, as a uint32 array."""
+    x = np.arange(n, dtype=np.uint32)
+    x ^= np.uint32(key & M32)
+    _hash32(x)
+    x += np.uint32(key >> 32)
+    return _hash32(x)
 
 
 def dropout_threshold(p):
@@ -54,15 +60,14 @@ def bertc_dropout(x, p, key):
     """x (any shape, counters in x's row-major order) with bert.c's mask for key applied."""
     if p <= 0:
         return x
-    counters = torch.arange(x.numel(), dtype=torch.int64).view(x.shape)
-    keep = rng_bits32(key, counters) >= dropout_threshold(p)
+    keep = torch.from_numpy(rng_bits32(key, x.numel()) >= np.uint32(dropout_threshold(p))).view(x.shape)
     scale = float(np.float32(1.0) / (np.float32(1.0) - np.float32(p)))
     return torch.where(keep, x * scale, torch.zeros((), dtype=x.dtype))
 
 
 def bertc_shuffle(n, key):
     order = list(range(n))
-    bits = rng_bits32(key, torch.arange(n, dtype=torch.int64)).tolist()
+    bits = rng_bits32(key, n).tolist()
     for i in range(n - 1, 0, -1):
         j = bits[i] % (i + 1)
         order[i], order[j] = order[j], order[i]

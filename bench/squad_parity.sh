@@ -23,7 +23,7 @@
 #
 #   bench/squad_parity.sh            STEPS=12 LR=1e-4 QUESTIONS=24 THREADS=2 DROPOUT_STEPS=16
 #                                    MATCHED_STEPS=12 (0: skip; transformers computes bert.c's
-#                                    masks in torch, about 30 s a step)
+#                                    masks in numpy, about 10 s a step)
 #   DROPOUT_HIDDEN=P / DROPOUT_ATTENTION=P: the dropout check's rates instead of the config's
 #   (one kind of site at a time: DROPOUT_HIDDEN=0.1 DROPOUT_ATTENTION=0, and the other way)
 #   PEER_PYTHON=.venv-bf16peer/bin/python  MODEL=...  (default: bench/setup_minilm.sh's folder)
