@@ -19,59 +19,16 @@ import numpy as np
 import torch
 from torch import nn
 
-M64, M32 = (1 << 64) - 1, 0xFFFFFFFF
-
-
-def splitmix64(x):
-    x = (x + 0x9E3779B97F4A7C15) & M64
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & M64
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & M64
-    return x ^ (x >> 31)
-
-
-def rng_key(seed, stream):
-    return splitmix64(splitmix64(seed & M64) ^ splitmix64((stream + 0x632BE59BD9B4E019) & M64))
-
-
-def _hash32(x):   # in place on a uint32 array: numpy's uint32 products wrap as C's do
-    x ^= x >> np.uint32(16)
-    x *= np.uint32(0x7FEB352D)
-    x ^= x >> np.uint32(15)
-    x *= np.uint32(0x846CA68B)
-    x ^= x >> np.uint32(16)
-    return x
-
-
-def rng_bits32(key, n):
-    """rng_bits32(key, counter) for counters 0 .. n-1, as a uint32 array."""
-    x = np.arange(n, dtype=np.uint32)
-    x ^= np.uint32(key & M32)
-    _hash32(x)
-    x += np.uint32(key >> 32)
-    return _hash32(x)
-
-
-def dropout_threshold(p):
-    t = float(np.float32(p)) * 4294967296.0
-    return M32 if t >= 4294967295.0 else int(t)
+from bertc_rng import bits32_array, check_rng, dropout_threshold, rng_key, shuffled   # noqa: F401 (shuffled: the order, for callers)
 
 
 def bertc_dropout(x, p, key):
     """x (any shape, counters in x's row-major order) with bert.c's mask for key applied."""
     if p <= 0:
         return x
-    keep = torch.from_numpy(rng_bits32(key, x.numel()) >= np.uint32(dropout_threshold(p))).view(x.shape)
+    keep = torch.from_numpy(bits32_array(key, x.numel()) >= np.uint32(dropout_threshold(p))).view(x.shape)
     scale = float(np.float32(1.0) / (np.float32(1.0) - np.float32(p)))
     return torch.where(keep, x * scale, torch.zeros((), dtype=x.dtype))
-
-
-def bertc_shuffle(n, key):
-    order = list(range(n))
-    bits = rng_bits32(key, n).tolist()
-    for i in range(n - 1, 0, -1):
-        j = bits[i] % (i + 1)
-        order[i], order[j] = order[j], order[i]
-    return order
 
 
 class BertcMasks:
@@ -80,6 +37,7 @@ class BertcMasks:
 
     def __init__(self, model, seed):
         import transformers.models.bert.modeling_bert as mb
+        check_rng()
         self.seed, self.micro_batch, self.key = seed, -1, None
         bert = model.bert
         self._site(bert.embeddings, "dropout", 0)
