@@ -2,8 +2,10 @@
 """Markdown table of bench/run_squad_compare.sh's JSON lines: one row per run (side, seed, exact
 match and F1 as `bert squad_eval` scores the predicted articles, training wall seconds and
 features per second, prediction wall seconds and features per second, CPU seconds of each
-phase), then per side the mean ± half the range of EM and F1 over its seeds and the ratios
-transformers / bert.c of its fastest runs' times (above 1: bert.c faster).
+phase), then per side the mean ± the standard deviation of EM and F1 over its seeds, the
+difference of the two sides' means against its standard error (Welch's: how far apart they are
+in units of seed-to-seed noise), and the ratios transformers / bert.c of the fastest runs'
+times (above 1: bert.c faster).
 
   python3 bench/squad_compare_table.py bench/results/squad_compare/squad_compare_minilm.jsonl [--runs]
 
@@ -23,11 +25,24 @@ def mean(xs):
     return sum(xs) / len(xs)
 
 
+def sd(xs):
+    m = mean(xs)
+    return (sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) ** 0.5
+
+
 def spread(vals):
     each = ", ".join(f"{v:.1f}" for v in vals)
     if len(vals) == 1:
         return each
-    return f"{each} → **{mean(vals):.1f} ± {(max(vals) - min(vals)) / 2:.1f}**"
+    return f"{each} → **{mean(vals):.1f} ± {sd(vals):.1f}**"
+
+
+def difference(b, h):
+    """bert.c's mean minus transformers', its standard error and their ratio (Welch)."""
+    if len(b) < 2 or len(h) < 2:
+        return None
+    d, se = mean(b) - mean(h), (sd(b) ** 2 / len(b) + sd(h) ** 2 / len(h)) ** 0.5
+    return f"{d:+.1f} (standard error {se:.1f}: {d / se:+.1f})" if se > 0 else f"{d:+.1f}"
 
 
 def main():
@@ -51,7 +66,7 @@ def main():
               f"{r['train_seconds']:,.0f} | {r['train_features_per_s']:.2f} | {r['train_cpu_seconds']:,.0f} | "
               f"{r['predict_seconds']:,.0f} | {r['predict_features_per_s']:.2f} | {r['predict_cpu_seconds']:,.0f} |")
     print()
-    print("| side | seeds | EM: seeds → mean ± half-range | F1: seeds → mean ± half-range | fastest training: s (features/s) | fastest prediction: s (features/s) |")
+    print("| side | seeds | EM: seeds → mean ± sd | F1: seeds → mean ± sd | fastest training: s (features/s) | fastest prediction: s (features/s) |")
     print("|---|---:|---|---|---|---|")
     fast = {}
     for side in ("bert.c", "transformers"):
@@ -66,6 +81,12 @@ def main():
               f"{p['predict_seconds']:,.0f} ({p['predict_features_per_s']:.2f}) |")
     if len(fast) == 2:
         (bt, bp), (ht, hp) = fast["bert.c"], fast["transformers"]
+        scores = {side: ([r["eval"]["exact_match"] for r in by[side]], [r["eval"]["f1"] for r in by[side]])
+                  for side in fast}
+        em, f1 = (difference(scores["bert.c"][k], scores["transformers"][k]) for k in (0, 1))
+        if em:
+            print()
+            print(f"bert.c − transformers, means: EM {em}, F1 {f1}")
         print()
         print(f"transformers / bert.c, fastest runs: training {ht['train_seconds'] / bt['train_seconds']:.1f}x wall, "
               f"{ht['train_cpu_seconds'] / bt['train_cpu_seconds']:.1f}x CPU; prediction "
