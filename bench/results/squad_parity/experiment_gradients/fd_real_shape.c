@@ -1,5 +1,6 @@
 /* throwaway: finite differences of the SQuAD span loss in training mode at real shapes */
 #include "model/bert.h"
+#include "probe_batch.h"
 #include "core/rng.h"
 #include <math.h>
 #include <stdio.h>
@@ -25,19 +26,8 @@ int main(int argc, char **argv) {
     BertModel *m; BertError err; int init;
     if (bert_open_checkpoint(&m, "/tmp/fd", NULL, (BertHeads){BERT_HEADS_QA, 0}, B, T, 1, &init, &err)) { printf("%s\n", err.msg); return 1; }
     printf("dropout %g %g\n", bert_model_config(m)->hidden_dropout_prob, bert_model_config(m)->attention_probs_dropout_prob);
-    int32_t *ids = calloc(B * T, 4), *ty = calloc(B * T, 4), *mask = calloc(B * T, 4), st[64], en[64];
-    for (int b = 0; b < B; b++) {
-        int len = (b % 3 == 2) ? 150 + 37 * b : T;
-        for (int t = 0; t < len; t++) {
-            uint32_t r = rng_bits32(rng_key(7, b), t);
-            ids[b * T + t] = t == 0 ? 101 : (t == len - 1 || t == 20) ? 102 : 1000 + r % 28000;
-            ty[b * T + t] = t > 20; mask[b * T + t] = 1;
-        }
-        st[b] = 25 + (b * 13) % (len - 40); en[b] = st[b] + b % 5;
-        if (b == 1) st[b] = en[b] = 0;
-    }
-    BertBatch bt = {.batch = B, .seq_len = T, .input_ids = ids, .token_type_ids = ty, .attention_mask = mask,
-                    .start_positions = st, .end_positions = en};
+    ProbeBatch pb;
+    BertBatch bt = probe_batch(&pb, B, T);
     bert_zero_grad(m);
     double l = loss_of(m, &bt);
     if (bert_backward(m, &bt)) { printf("%s\n", bert_last_error(m)); return 1; }

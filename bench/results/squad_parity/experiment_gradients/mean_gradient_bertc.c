@@ -2,6 +2,7 @@
  * at real shapes (B sequences of 384), and the dropout-off gradient; for a comparison with
  * transformers on the same weights and batch */
 #include "model/bert.h"
+#include "probe_batch.h"
 #include "core/rng.h"
 #include <math.h>
 #include <stdio.h>
@@ -12,23 +13,12 @@ int main(int argc, char **argv) {
     int N = argc > 1 ? atoi(argv[1]) : 32, B = argc > 2 ? atoi(argv[2]) : 8, T = 384; const char *dir = argc > 3 ? argv[3] : "/tmp/fd", *tag = argc > 4 ? argv[4] : "bertc";
     BertModel *m; BertError err; int init;
     if (bert_open_checkpoint(&m, dir, NULL, (BertHeads){BERT_HEADS_QA, 0}, B, T, 1, &init, &err)) { printf("%s\n", err.msg); return 1; }
-    int32_t *ids = calloc(B * T, 4), *ty = calloc(B * T, 4), *mask = calloc(B * T, 4), st[64], en[64];
-    for (int b = 0; b < B; b++) {
-        int len = (b % 3 == 2) ? 150 + 37 * b : T;
-        for (int t = 0; t < len; t++) {
-            uint32_t r = rng_bits32(rng_key(7, b), t);
-            ids[b * T + t] = t == 0 ? 101 : (t == len - 1 || t == 20) ? 102 : 1000 + r % 28000;
-            ty[b * T + t] = t > 20; mask[b * T + t] = 1;
-        }
-        st[b] = 25 + (b * 13) % (len - 40); en[b] = st[b] + b % 5;
-        if (b == 1) st[b] = en[b] = 0;
-    }
+    ProbeBatch pb;
+    BertBatch bt = probe_batch(&pb, B, T);
     FILE *f = fopen("/tmp/fd/batch.bin", "wb");
     fwrite(&B, 4, 1, f); fwrite(&T, 4, 1, f);
-    fwrite(ids, 4, B * T, f); fwrite(ty, 4, B * T, f); fwrite(mask, 4, B * T, f); fwrite(st, 4, B, f); fwrite(en, 4, B, f);
+    fwrite(pb.ids, 4, B * T, f); fwrite(pb.types, 4, B * T, f); fwrite(pb.mask, 4, B * T, f); fwrite(pb.starts, 4, B, f); fwrite(pb.ends, 4, B, f);
     fclose(f);
-    BertBatch bt = {.batch = B, .seq_len = T, .input_ids = ids, .token_type_ids = ty, .attention_mask = mask,
-                    .start_positions = st, .end_positions = en};
     size_t np = bert_num_parameters(m); int nt = bert_num_param_tensors(m);
     double *sum = calloc(np, 8), *sq = calloc(nt, 8), lsum = 0, lsq = 0;
     for (int k = 0; k < N; k++) {
@@ -48,8 +38,8 @@ int main(int argc, char **argv) {
     double l0 = bert_forward(m, &bt, false, 0);
     bert_backward(m, &bt);
     const float *g0 = bert_grads(m);
-    char pb[256], pt[256]; snprintf(pb, sizeof pb, "/tmp/fd/%s_grads.bin", tag); snprintf(pt, sizeof pt, "/tmp/fd/%s_grads.txt", tag);
-    FILE *out = fopen(pb, "wb"), *idx = fopen(pt, "w");
+    char path_bin[256], pt[256]; snprintf(path_bin, sizeof path_bin, "/tmp/fd/%s_grads.bin", tag); snprintf(pt, sizeof pt, "/tmp/fd/%s_grads.txt", tag);
+    FILE *out = fopen(path_bin, "wb"), *idx = fopen(pt, "w");
     fprintf(idx, "N %d loss_mean %.8f loss_sd %.8f eval_loss %.8f\n", N, lsum / N, sqrt((lsq - lsum * lsum / N) / (N - 1)), l0);
     for (int t = 0; t < nt; t++) {
         const BertParamInfo *in = bert_param_info(m, t);
