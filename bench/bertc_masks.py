@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from bertc_rng import bits32_array, check_rng, dropout_threshold, rng_key, shuffled   # noqa: F401 (shuffled: the order, for callers)
+from bertc_rng import bits32_array, check_rng, dropout_threshold, rng_key, shuffled
 
 
 def bertc_dropout(x, p, key):
@@ -33,7 +33,8 @@ def bertc_dropout(x, p, key):
 
 class BertcMasks:
     """Installs bert.c's masks in model (a BertForQuestionAnswering loaded with
-    attn_implementation="eager"); call next_micro_batch() before each training forward."""
+    attn_implementation="eager"); call next_micro_batch() before each training forward, and
+    take each epoch's feature order from epoch_order()."""
 
     def __init__(self, model, seed):
         import transformers.models.bert.modeling_bert as mb
@@ -68,6 +69,10 @@ class BertcMasks:
             def forward(self, x):
                 return bertc_dropout(x, p, masks.site_key(site)) if self.training else x
         setattr(owner, name, Site())
+
+    def epoch_order(self, n, epoch):
+        """bert.c's order of n features in epoch (0, 1, ...)."""
+        return shuffled(n, rng_key(self.seed, epoch))
 
     def next_micro_batch(self):
         self.micro_batch += 1

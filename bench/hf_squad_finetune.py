@@ -339,7 +339,7 @@ def main():
     while step < total:
         if pos >= n:
             if masks:
-                order = torch.tensor(bertc_masks.shuffled(n, bertc_masks.rng_key(a.seed, epoch)))
+                order = torch.tensor(masks.epoch_order(n, epoch))
             else:
                 order = torch.randperm(n, generator=gen)
             pos, epoch = 0, epoch + 1

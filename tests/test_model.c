@@ -889,9 +889,6 @@ static double head_training_loss(BertModel *m, const BertBatch *b, void *ctx) {
     return bert_forward(m, b, true, 77);
 }
 
-/* Training mode: the classifier's and the span head's dropout masks are the same in backward
- * (finite differences); a pre-training checkpoint loads into a task model with only the new
- * head initialised. */
 /* After a training-mode forward and backward on h: the gradient against finite differences
  * of the same masked loss; then closes h. */
 static void check_head_training_gradient(HeadsFixture *h, const char *what) {
@@ -904,6 +901,9 @@ static void check_head_training_gradient(HeadsFixture *h, const char *what) {
     safetensors_close(&h->st);
 }
 
+/* Training mode: the classifier's and the span head's dropout masks are the same in backward
+ * (finite differences); a pre-training checkpoint loads into a task model with only the new
+ * head initialised. */
 static void test_task_heads_training_and_loading(void) {
     HeadsFixture h;
     if (heads_open(&h, "tests/data/model/heads_classify.safetensors", (BertHeads){BERT_HEADS_CLASSIFIER, 3})) return;
