@@ -154,7 +154,9 @@ typedef struct {
      * rounded block by block */
     const uint16_t *qkv16;
 } AttentionArgs;
-/* probs: [B, A, T, T] blocks (row stride kv_len[b]) of softmax probabilities before dropout. */
+/* probs: [B, A, T, T] blocks (row stride kv_len[b]) of softmax probabilities before dropout,
+ * kept for the backward; NULL (inference, no dropout): not kept, each block's scores stay in
+ * the thread's scratch. */
 void k_attention_forward(float *ctx, float *probs, const float *qkv, const AttentionArgs *a);
 /* dqkv overwritten (rows of padded keys get 0). */
 void k_attention_backward(float *dqkv, const float *dctx, const float *qkv, const float *probs, const AttentionArgs *a);

@@ -432,6 +432,46 @@ static void softmax_rows(float *s, int T, int L, const int32_t *mask) {
     }
 }
 
+/* softmax(s * scale) row by row for 16-bit products, in one pass over the scores for the
+ * maximum, one for the exponentials (kept in s) and one that writes the probabilities: to p
+ * (fp32; NULL: not kept, as in inference) and rounded to p16 (NULL: not made, when dropout
+ * comes first). The same values as scaling s, softmax_rows and rounding p in passes of
+ * their own: fl(s * scale) is recomputed identically, and rounding is monotonic, so the
+ * maximum of the scaled scores is the scaled maximum. */
+static void softmax_rows_scaled(float *s, float *p, uint16_t *restrict p16, HalfMode mode, int T, int L, float scale,
+                                const int32_t *mask) {
+    for (int i = 0; i < T; i++) {
+        float *row = s + (size_t)i * L;
+        if (mask)
+            for (int j = 0; j < L; j++)
+                if (!mask[j]) row[j] = -INFINITY;
+        float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+        for (int j = 0; j < L; j++) mx = row[j] > mx ? row[j] : mx;
+        mx *= scale;
+        float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+        for (int j = 0; j < L; j++) {
+            row[j] = expf(row[j] * scale - mx);
+            sum += row[j];
+        }
+        float inv = 1.0f / sum;
+        if (p) {   /* p may be s: then the rounding below reads the probabilities, times 1 */
+            float *out = p + (size_t)i * L;
+            for (int j = 0; j < L; j++) out[j] = row[j] * inv;
+            row = out, inv = 1.0f;
+        }
+        if (p16) {
+            uint16_t *restrict out = p16 + (size_t)i * L;
+            if (mode == HALF_FP16)
+                for (int j = 0; j < L; j++) out[j] = fp16_from_float(row[j] * inv);
+            else
+#pragma omp simd
+                for (int j = 0; j < L; j++) out[j] = bf16_from_float(row[j] * inv);
+        }
+    }
+}
+
 /* dst = dropout(src) for one (b, h) block of probabilities [T, L], counters by (b, h, i, j)
  * in the full [grid, grid] grid (grid = the batch's sequence length) so the mask depends
  * neither on kv_len nor on how many query rows the block has. */
@@ -475,6 +515,7 @@ typedef struct {
 
 static void attention_block_forward(const AttnBlock *x, float *ctx, float *p, float *scratch, const AttentionArgs *a) {
     const int T = x->T, L = x->L, d = x->d, H3 = 3 * x->H;
+    if (!p) p = scratch + (size_t)x->grid * x->grid;   /* not kept: the scratch's second half */
     sgemm(false, true, T, L, d, 1.0f / sqrtf((float)d), x->q, H3, x->k, H3, 0.0f, p, L);
     softmax_rows(p, T, L, x->mask);
     const float *pd = p;
@@ -516,16 +557,15 @@ static void attention_block_forward_half(const AttnBlock *x, float *ctx, float *
     int ld;
     const uint16_t *q16, *k16, *v16;
     qkv_half(x, h16, mode, &q16, &k16, &v16, &ld);
-    gemm_half_serial(mode, false, true, T, L, d, q16, ld, k16, ld, 0.0f, p, L);
-    const float scale = 1.0f / sqrtf((float)d);
-    for (size_t i = 0; i < (size_t)T * L; i++) p[i] *= scale;
-    softmax_rows(p, T, L, x->mask);
-    const float *pd = p;
-    if (a->dropout_p > 0.0f) {
+    /* the scores in p when the probabilities are kept there, else in the scratch's second half */
+    float *s = p ? p : scratch + (size_t)x->grid * x->grid;
+    gemm_half_serial(mode, false, true, T, L, d, q16, ld, k16, ld, 0.0f, s, L);
+    const bool dropout = a->dropout_p > 0.0f;
+    softmax_rows_scaled(s, p, dropout ? NULL : p16, mode, T, L, 1.0f / sqrtf((float)d), x->mask);
+    if (dropout) {   /* training: p is kept */
         dropout_probs(scratch, p, T, x->grid, L, x->block, a->dropout_p, a->dropout_key);
-        pd = scratch;
+        rows_to_half(mode, p16, scratch, T, L, L);
     }
-    rows_to_half(mode, p16, pd, T, L, L);
     gemm_half_serial(mode, false, false, T, d, L, p16, L, v16, ld, 0.0f, ctx, x->H);
 }
 
@@ -616,6 +656,7 @@ static size_t attention_scratch_floats(const AttentionArgs *a) {
 void k_attention_forward(float *ctx, float *probs, const float *qkv, const AttentionArgs *a) {
     const int B = a->B, T = a->T, A = a->A, H = A * a->d, nthreads = omp_get_max_threads();
     const bool parallel = (long)B * A * T * T * a->d >= PARALLEL_MIN_WORK;
+    if (!probs && a->dropout_p > 0.0f) die("k_attention_forward: dropout needs the probabilities kept");
     const size_t per_thread = attention_scratch_floats(a);
     float *scratch_all = xmalloc(sizeof(float) * per_thread * nthreads);
 #pragma omp parallel for collapse(2) schedule(dynamic, 1) num_threads(nthreads) if (parallel)
@@ -623,7 +664,7 @@ void k_attention_forward(float *ctx, float *probs, const float *qkv, const Atten
         for (int h = 0; h < A; h++) {
             AttnBlock x = attention_block(a, qkv, b, h);
             float *scratch = scratch_all + (size_t)omp_get_thread_num() * per_thread;
-            float *out = ctx + sequence_row(a, b) * H + (size_t)h * a->d, *p = probs + x.block * T * T;
+            float *out = ctx + sequence_row(a, b) * H + (size_t)h * a->d, *p = probs ? probs + x.block * T * T : NULL;
             if (a->half) attention_block_forward_half(&x, out, p, scratch, (uint16_t *)(scratch + 2 * T * T), a);
             else attention_block_forward(&x, out, p, scratch, a);
         }

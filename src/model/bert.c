@@ -535,7 +535,7 @@ void bert_linear_forward_out16(BertModel *m, uint16_t *out16, float *out, const 
  * bert_linear_forward and k_gelu_forward. */
 bool bert_linear_gelu_forward(BertModel *m, float *out, uint16_t *out16, const float *inp, uint16_t *inp16,
                               const float *weight, const float *bias, int N, int C, int OC) {
-    if (m->training || !m->inference_only) return false;
+    if (!bert_inference_forward(m)) return false;
     const void *packed = packed_weight(m, weight);
     if (!packed) return false;
     if (m->precision == BERT_FP32)

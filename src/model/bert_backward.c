@@ -118,9 +118,10 @@ int bert_backward_with(BertModel *m, const BertBatch *b, const float *d_sequence
                                             "rejected batch, or its backward ran already)");
         return -1;
     }
-    if (m->fused) {
+    if (m->no_backward) {
         snprintf(m->error, sizeof m->error, "bert_backward: the last forward was inference-only (bert_set_inference_only: "
-                                            "the feed-forward's pre-activations were not kept)");
+                                            "the feed-forward's pre-activations and attention's probabilities were "
+                                            "not kept)");
         return -1;
     }
     if (d_sequence_output && (m->pruned || m->unpadded)) {

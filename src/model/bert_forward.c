@@ -157,7 +157,8 @@ static void layer_forward(BertModel *m, int l, const float *x, const int32_t *ma
 
     if (m->precision == BERT_FP32) bert_linear_forward(m, a->qkv, x, a->x16, p->qkv_w, p->qkv_b, N, H, 3 * H);
     else bert_linear_forward_out16(m, a->qkv16, a->qkv, x, a->x16, p->qkv_w, p->qkv_b, N, H, 3 * H);
-    k_attention_forward(a->ctx, a->probs, a->qkv, &args);
+    /* inference keeps no probabilities (nothing reads them): their blocks stay in cache */
+    k_attention_forward(a->ctx, bert_inference_forward(m) ? NULL : a->probs, a->qkv, &args);
     const int R = prune ? m->kept_count : N;
     const int32_t *rows = prune ? m->kept_full : layout_rows(m);   /* for the dropout masks */
     const float *residual = x;
@@ -176,7 +177,6 @@ static void layer_forward(BertModel *m, int l, const float *x, const int32_t *ma
      * stores it, for GELU and its backward) */
     const bool fused = bert_linear_gelu_forward(m, a->ffn_act, a->act16, a->h1, a->h1_16, p->ffn_in_w, p->ffn_in_b, R,
                                                 H, I);
-    m->fused |= fused;
     if (!fused && m->precision == BERT_FP32) {
         bert_linear_forward(m, a->ffn_pre, a->h1, a->h1_16, p->ffn_in_w, p->ffn_in_b, R, H, I);
         k_gelu_forward(a->ffn_act, a->ffn_pre, (long)R * I, c->hidden_act);
@@ -293,7 +293,7 @@ float bert_forward(BertModel *m, const BertBatch *b, bool training, uint64_t dro
     m->training = training;
     m->dropout_seed = dropout_seed;
     bert_refresh_weights(m);
-    m->fused = false;
+    m->no_backward = bert_inference_forward(m);
     prepare_batch(m, b);
     embeddings_forward(m, b);
     const float *x = m->act.emb_out;

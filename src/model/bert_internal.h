@@ -136,9 +136,9 @@ struct BertModel {
      * params16_stale (which then means: any derived copy is stale) */
     bool pack_bf16, pack_fp32, packed_allocated;
     /* bert_set_inference_only: forwards with training=false keep only what the outputs need
-     * (the feed-forward's pre-activation is not stored); fused: the last forward did so, and
-     * has no backward */
-    bool inference_only, fused;
+     * (neither the feed-forward's pre-activation nor attention's probabilities is stored);
+     * no_backward: the last forward was such a one, and has no backward */
+    bool inference_only, no_backward;
     PackedWeight *packed;
     int packed_count;
     void *packed_memory;
@@ -163,6 +163,9 @@ void bert_attention_args(const BertModel *m, AttentionArgs *a, const int32_t *ma
 void bert_hidden_dropout(const BertModel *m, float *x, int R, const int32_t *rows, int layer, int site);
 
 /* The full rows of the encoder's layout, for dropout masks (NULL: all B*T rows in order). */
+/* This forward keeps only what the outputs need (bert_set_inference_only, training=false). */
+static inline bool bert_inference_forward(const BertModel *m) { return m->inference_only && !m->training; }
+
 static inline const int32_t *layout_rows(const BertModel *m) { return m->unpadded ? m->full_row : NULL; }
 
 /* Every linear layer and head of the model goes through these: k_matmul_* in fp32, their
