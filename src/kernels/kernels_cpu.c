@@ -401,8 +401,8 @@ void k_embeddings_backward(float *dword, float *dpos, float *dtype, const float 
 /* ---------------------------------------------------------------- softmax */
 
 /* dst = softmax(src) over n values (dst may be src), max-subtracted so large inputs do not
- * overflow. Returns log(sum(exp(src))), the normaliser cross-entropy needs. Attention and
- * the MLM loss share it. */
+ * overflow. Returns log(sum(exp(src))), the normaliser cross-entropy needs (attention's
+ * softmax is softmax_rows_scaled, below). */
 static float softmax_row(float *dst, const float *src, int n) {
     float mx = -INFINITY;  /* without the simd clause GCC keeps a float max scalar */
 #pragma omp simd reduction(max : mx)
@@ -420,24 +420,14 @@ static float softmax_row(float *dst, const float *src, int n) {
 
 /* ---------------------------------------------------------------- attention */
 
-/* Row-wise softmax of scores [T, L] in place; keys with mask 0 (mask non-NULL only when the
- * sequence has padding before its last real token) get probability 0. */
-static void softmax_rows(float *s, int T, int L, const int32_t *mask) {
-    for (int i = 0; i < T; i++) {
-        float *row = s + (size_t)i * L;
-        if (mask)
-            for (int j = 0; j < L; j++)
-                if (!mask[j]) row[j] = -INFINITY;
-        softmax_row(row, row, L);
-    }
-}
-
-/* softmax(s * scale) row by row for 16-bit products, in one pass over the scores for the
- * maximum, one for the exponentials (kept in s) and one that writes the probabilities: to p
- * (fp32; NULL: not kept, as in inference) and rounded to p16 (NULL: not made, when dropout
- * comes first). The same values as scaling s, softmax_rows and rounding p in passes of
- * their own: fl(s * scale) is recomputed identically, and rounding is monotonic, so the
- * maximum of the scaled scores is the scaled maximum. */
+/* Row-wise softmax(s * scale) of scores [T, L]; keys with mask 0 (mask non-NULL only when
+ * the sequence has padding before its last real token) get probability 0. One pass over the
+ * scores for the maximum, one for the exponentials (kept in s) and one that writes the
+ * probabilities: to p (fp32, may be s; NULL: not kept, as in inference) and rounded to p16
+ * for a 16-bit product (NULL: not made; fp32 runs, or dropout comes first). The same values
+ * as scaling s, a softmax and rounding in passes of their own: fl(s * scale) is recomputed
+ * identically, and rounding is monotonic, so the maximum of the scaled scores is the scaled
+ * maximum. */
 static void softmax_rows_scaled(float *s, float *p, uint16_t *restrict p16, HalfMode mode, int T, int L, float scale,
                                 const int32_t *mask) {
     for (int i = 0; i < T; i++) {
@@ -517,7 +507,7 @@ static void attention_block_forward(const AttnBlock *x, float *ctx, float *p, fl
     const int T = x->T, L = x->L, d = x->d, H3 = 3 * x->H;
     if (!p) p = scratch + (size_t)x->grid * x->grid;   /* not kept: the scratch's second half */
     sgemm(false, true, T, L, d, 1.0f / sqrtf((float)d), x->q, H3, x->k, H3, 0.0f, p, L);
-    softmax_rows(p, T, L, x->mask);
+    softmax_rows_scaled(p, p, NULL, HALF_BF16, T, L, 1.0f, x->mask);   /* sgemm applied the scale */
     const float *pd = p;
     if (a->dropout_p > 0.0f) {
         dropout_probs(scratch, p, T, x->grid, L, x->block, a->dropout_p, a->dropout_key);
