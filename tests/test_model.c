@@ -316,6 +316,70 @@ static void test_fp32_packed_inference(void) {
     bert_model_free(packed), bert_model_free(plain), bert_model_free(fresh);
 }
 
+/* Forward-only (bert_set_forward_only): every layer on layer 0's activation buffers gives
+ * bit for bit what a model with its own buffers per layer gives (the same arithmetic in the
+ * same order; only the addresses change), padded and unpadded, fp32 and (where the CPU has
+ * it) bf16; the activations take less memory; training forwards and backward are refused
+ * while it is on, and after it is off training runs as before. */
+static void test_forward_only(void) {
+    BertConfig c;
+    BertError err;
+    bert_config_preset("bert-tiny", &c, &err);
+    c.vocab_size = 500, c.max_position_embeddings = 64, c.num_hidden_layers = 3;
+    enum { B = 3, T = 40, P = 5 };
+    int32_t ids[B * T], types[B * T], mask[B * T], pos[B * P], labels[B * P], nsp[B] = {0, 1, 1};
+    for (int i = 0; i < B * T; i++) {
+        int t = i % T, len = T - 11 * (i / T);
+        mask[i] = t < len, ids[i] = mask[i] ? 5 + (i * 37) % 490 : 0, types[i] = t > len / 2;
+    }
+    for (int i = 0; i < B * P; i++) pos[i] = 1 + (i * 7) % 25, labels[i] = 10 + i;
+    BertBatch batch = bert_pretraining_batch(B, T, P, ids, types, mask, pos, labels, nsp);
+    const size_t logits = (size_t)B * P * c.vocab_size;
+    for (int bf16 = 0; bf16 < 2; bf16++)
+        for (int unpad = 0; unpad < 2; unpad++) {
+            BertModel *ref, *fo;
+            if (bert_model_create(&ref, &c, B, T, P, &err) || bert_model_create(&fo, &c, B, T, P, &err)) {
+                CHECKF(0, "%s", err.msg);
+                return;
+            }
+            if (bf16 && (bert_set_precision(ref, BERT_BF16, &err) || bert_set_precision(fo, BERT_BF16, &err))) {
+                printf("    bf16: %s (skipped)\n", err.msg);
+                bert_model_free(ref), bert_model_free(fo);
+                break;
+            }
+            bert_init_weights(ref, 4), bert_init_weights(fo, 4);
+            bert_set_unpadding(ref, unpad), bert_set_unpadding(fo, unpad);
+            bert_set_inference_only(ref, true);
+            const size_t before = bert_model_bytes(fo);
+            bert_set_forward_only(fo, true);
+            const float l_ref = bert_forward(ref, &batch, false, 0), l_fo = bert_forward(fo, &batch, false, 0);
+            bool same = l_ref == l_fo && !memcmp(bert_mlm_logits(ref), bert_mlm_logits(fo), sizeof(float) * logits) &&
+                        !memcmp(bert_pooled_output(ref), bert_pooled_output(fo), sizeof(float) * B * c.hidden_size);
+            int rows = 0;
+            for (int s = 0; s < B; s++)
+                for (int t = 0; t < T; t++) {
+                    const float *a = bert_token_output(ref, s, t), *b = bert_token_output(fo, s, t);
+                    CHECKF(!a == !b, "%s, unpadding %d: row (%d, %d) computed on one side only", bf16 ? "bf16" : "fp32",
+                           unpad, s, t);
+                    if (a && b) same &= !memcmp(a, b, sizeof(float) * c.hidden_size), rows++;
+                }
+            CHECKF(same && isfinite(l_fo), "%s, unpadding %d: forward-only loss %.9g vs %.9g, or its outputs differ",
+                   bf16 ? "bf16" : "fp32", unpad, l_fo, l_ref);
+            const size_t shared = bert_model_bytes(fo);
+            CHECKF(shared < before, "%s: forward-only takes %zu bytes, against %zu", bf16 ? "bf16" : "fp32", shared, before);
+            CHECK(bert_backward(fo, &batch) != 0);
+            CHECKF(isnan(bert_forward(fo, &batch, true, 5)) && strstr(bert_last_error(fo), "forward-only"),
+                   "a training forward on a forward-only model: %s", bert_last_error(fo));
+            bert_set_forward_only(fo, false);
+            const float t_ref = bert_forward(ref, &batch, true, 5), t_fo = bert_forward(fo, &batch, true, 5);
+            CHECKF(t_ref == t_fo && bert_backward(fo, &batch) == 0, "after forward-only: training loss %.9g vs %.9g (%s)",
+                   t_fo, t_ref, bert_last_error(fo));
+            printf("    %s, unpadding %d: %d rows compared; model bytes %zu -> %zu\n", bf16 ? "bf16" : "fp32", unpad,
+                   rows, before, shared);
+            bert_model_free(ref), bert_model_free(fo);
+        }
+}
+
 /* Last-layer pruning and unpadding, alone and together, against every row computed, in
  * training mode (dropout on) with trailing padding, ignored slots, a position masked twice,
  * the [CLS] position masked, and a masked position past its sequence's last real token: the
@@ -958,6 +1022,7 @@ int main(void) {
     RUN_TEST(test_skipping_rows_edge_cases);
     RUN_TEST(test_thread_count_independent);
     RUN_TEST(test_fp32_packed_inference);
+    RUN_TEST(test_forward_only);
     RUN_TEST(test_dropout_seeded);
     RUN_TEST(test_training_mode_gradient);
     RUN_TEST(test_task_head_gradient);

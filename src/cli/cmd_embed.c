@@ -121,7 +121,8 @@ int cmd_embed(int argc, char **argv) {
         vocab_free(vocab), bert_model_free(m);
         return 1;
     }
-    bert_set_packed_weights(m, true), bert_set_inference_only(m, true);   /* the weights never change here */
+    /* the weights never change here, and the model only infers: its layers share their activations */
+    bert_set_packed_weights(m, true), bert_set_inference_only(m, true), bert_set_forward_only(m, true);
     TokenizerOptions to = tokenizer_default_options();
     to.do_lower_case = lower;
     Tokenizer *tok = tokenizer_new(vocab, &to);

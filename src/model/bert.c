@@ -119,10 +119,17 @@ static void layout_activations(Arena *a, Activations *v, const BertModel *m) {
     for (int l = 0; l < c->num_hidden_layers; l++) {
         LayerActs *L = &v->layers[l];
         /* 16 bits: the backward reads the 16-bit copies of qkv, ctx, h1 and the feed-forward's
-         * activation, so the layers share one fp32 scratch each, and need no fp32 activation */
-        const bool fp32 = m->precision == BERT_FP32, own = l == 0 || fp32;
-        const LayerActs *first = &v->layers[0];
-        L->qkv = own ? take(a, N * 3 * H) : first->qkv, L->probs = take(a, B * A * T * T);
+         * activation, so the layers share one fp32 scratch each, and need no fp32 activation.
+         * Forward-only: nothing is kept for a backward, so every layer uses layer 0's buffers
+         * (a layer's input, the previous layer's out, is last read by LayerNorm 1, before
+         * LayerNorm 2 writes out) and keeps no probabilities */
+        const bool fp32 = m->precision == BERT_FP32, own = l == 0 || fp32, mine = l == 0 || !m->forward_only;
+        LayerActs *first = &v->layers[0];
+        if (!mine) {
+            *L = *first;
+            continue;
+        }
+        L->qkv = own ? take(a, N * 3 * H) : first->qkv, L->probs = take(a, m->forward_only ? 0 : B * A * T * T);
         L->ctx = own ? take(a, N * H) : first->ctx;
         L->attn_sum = take(a, N * H), L->ln1_mean = take(a, N), L->ln1_rstd = take(a, N);
         L->h1 = own ? take(a, N * H) : first->h1;
@@ -158,6 +165,12 @@ static void layout_bf16_activations(Arena *a, Activations *v, const BertModel *m
     const bool classifier = m->heads.kind == BERT_HEADS_CLASSIFIER;
     for (int l = 0; l < c->num_hidden_layers; l++) {
         LayerActs *L = &v->layers[l];
+        if (l > 0 && m->forward_only) {   /* layer 0's, as layout_activations */
+            const LayerActs *first = &v->layers[0];
+            L->x16 = first->x16, L->ctx16 = first->ctx16, L->h1_16 = first->h1_16, L->act16 = first->act16;
+            L->pre16 = first->pre16, L->qkv16 = first->qkv16;
+            continue;
+        }
         L->x16 = take16(a, N * H), L->ctx16 = take16(a, N * H), L->h1_16 = take16(a, N * H), L->act16 = take16(a, N * I);
         L->pre16 = take16(a, N * I), L->qkv16 = take16(a, N * 3 * H);
     }
@@ -508,6 +521,14 @@ static const void *packed_weight(const BertModel *m, const float *weight) {
 }
 
 void bert_set_inference_only(BertModel *m, bool on) { m->inference_only = on; }
+
+void bert_set_forward_only(BertModel *m, bool on) {
+    if (m->forward_only == on) return;
+    m->forward_only = on;
+    allocate_activations(m);      /* the layers' buffers shared, or each its own again */
+    m->params16_stale = true;     /* allocate_activations made params16 anew */
+    m->backward_ready = false;
+}
 
 void bert_linear_forward(BertModel *m, float *out, const float *inp, uint16_t *inp16, const float *weight,
                          const float *bias, int N, int C, int OC) {

@@ -289,6 +289,12 @@ float bert_forward(BertModel *m, const BertBatch *b, bool training, uint64_t dro
         m->backward_ready = false;
         return NAN;
     }
+    if (training && m->forward_only) {
+        snprintf(m->error, sizeof m->error, "bert_forward: a training forward on a forward-only model "
+                                            "(bert_set_forward_only: its layers share their activations)");
+        m->backward_ready = false;
+        return NAN;
+    }
     m->error[0] = '\0';
     m->training = training;
     m->dropout_seed = dropout_seed;

@@ -139,6 +139,9 @@ struct BertModel {
      * (neither the feed-forward's pre-activation nor attention's probabilities is stored);
      * no_backward: the last forward was such a one, and has no backward */
     bool inference_only, no_backward;
+    /* bert_set_forward_only: the layers share one set of activation buffers; only forwards
+     * with training=false, which run as inference-only ones */
+    bool forward_only;
     PackedWeight *packed;
     int packed_count;
     void *packed_memory;
@@ -164,7 +167,9 @@ void bert_hidden_dropout(const BertModel *m, float *x, int R, const int32_t *row
 
 /* The full rows of the encoder's layout, for dropout masks (NULL: all B*T rows in order). */
 /* This forward keeps only what the outputs need (bert_set_inference_only, training=false). */
-static inline bool bert_inference_forward(const BertModel *m) { return m->inference_only && !m->training; }
+static inline bool bert_inference_forward(const BertModel *m) {
+    return (m->inference_only || m->forward_only) && !m->training;
+}
 
 static inline const int32_t *layout_rows(const BertModel *m) { return m->unpadded ? m->full_row : NULL; }
 
