@@ -68,6 +68,19 @@ static void test_train_predict_evaluate(void) {
         CHECK(files_equal(a, b));
         snprintf(a, sizeof a, "%s/null_odds.json", out[0]);
         CHECKF(file_exists(a) == (v2 == 1), "null_odds.json for v2.0 only");
+        /* predicting alone from the saved model (a forward-only model: its layers share their
+         * activations) writes the same predictions as the run that trained it */
+        char alone[640];
+        snprintf(alone, sizeof alone, "%s/v%d_predict_only", root, v2 + 1);
+        SquadOptions po = tiny_options(alone, files[v2], v2);
+        po.init_checkpoint = out[0], po.do_train = false;
+        SquadResult pr;
+        BertError perr;
+        CHECKF(squad_run(&po, &pr, &perr) == 0, "predict only: %s", perr.msg);
+        snprintf(a, sizeof a, "%s/predictions.json", out[0]), snprintf(b, sizeof b, "%s/predictions.json", alone);
+        CHECKF(files_equal(a, b), "%s: predicting alone from the saved model gave other predictions", files[v2]);
+        snprintf(a, sizeof a, "%s/nbest_predictions.json", out[0]), snprintf(b, sizeof b, "%s/nbest_predictions.json", alone);
+        CHECKF(files_equal(a, b), "%s: predicting alone gave other n-best lists", files[v2]);
         snprintf(a, sizeof a, "%s/config.json", out[0]);
         char *config = read_text(a);
         CHECK(strstr(config, "BertForQuestionAnswering") != NULL);

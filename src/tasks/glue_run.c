@@ -276,7 +276,8 @@ int glue_run(const GlueOptions *o, GlueResult *res, BertError *err) {
                               .warmup_proportion = o->warmup_proportion, .weight_decay = o->weight_decay,
                               .adam_epsilon = o->adam_epsilon, .total_steps = total_steps,
                               .gradient_accumulation_steps = o->gradient_accumulation_steps, .seed = o->seed,
-                              .precision = o->precision, .loss_scale = o->loss_scale, .vocab_size_expected = vocab_size(r.vocab)};
+                              .precision = o->precision, .loss_scale = o->loss_scale, .vocab_size_expected = vocab_size(r.vocab),
+                              .forward_only = !o->do_train};
         rc = finetune_open(&r.ft, &fo, what, sizeof what, err);
     }
     if (rc == 0) {

@@ -56,6 +56,7 @@ int finetune_open(Finetuner **out, const FinetuneOptions *o, char *what, size_t 
     bert_set_unpadding(f->model, true);
     bert_set_packed_weights(f->model, true);   /* evaluation's forwards; each step announces its change */
     bert_set_inference_only(f->model, true);   /* the same: training's forwards (training=true) keep everything */
+    if (o->forward_only) bert_set_forward_only(f->model, true);
     OptimizerConfig oc = optimizer_defaults(OPTIMIZER_ADAMW);
     oc.weight_decay = (float)o->weight_decay, oc.eps = (float)o->adam_epsilon;
     if (optimizer_create(&f->opt, &oc, bert_param_info(f->model, 0), bert_num_param_tensors(f->model), err) != 0)

@@ -33,6 +33,8 @@ typedef struct {
     double loss_scale;              /* FP16 only: 0 dynamic (from 2^16, GradScaler's rule), > 0 static */
     bool strict;                    /* refuse NaN/Inf weights */
     int vocab_size_expected;        /* > 0: the vocabulary file's size, which the checkpoint must match */
+    bool forward_only;              /* no training in this run (predict / evaluate only): the layers
+                                       share their activations (bert_set_forward_only) */
 } FinetuneOptions;
 
 typedef struct Finetuner Finetuner;
