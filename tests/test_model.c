@@ -261,6 +261,27 @@ static void test_thread_count_independent(void) {
     free(grads1);
 }
 
+/* The batch the packed-weights and forward-only tests share, on bert-tiny with a 500-token
+ * vocabulary: three sequences of 40, 29 and 18 real tokens (trailing padding), the second
+ * half of each typed 1, five labelled masked slots each. */
+enum { PB = 3, PT = 40, PP = 5 };
+typedef struct {
+    int32_t ids[PB * PT], types[PB * PT], mask[PB * PT], pos[PB * PP], labels[PB * PP], nsp[PB];
+} PaddedBatch;
+
+static BertBatch padded_batch(PaddedBatch *d, BertConfig *c) {
+    BertError err;
+    bert_config_preset("bert-tiny", c, &err);
+    c->vocab_size = 500, c->max_position_embeddings = 64;
+    for (int i = 0; i < PB * PT; i++) {
+        int t = i % PT, len = PT - 11 * (i / PT);
+        d->mask[i] = t < len, d->ids[i] = d->mask[i] ? 5 + (i * 31) % 490 : 0, d->types[i] = t > len / 2;
+    }
+    for (int i = 0; i < PB * PP; i++) d->pos[i] = 1 + (i * 7) % 25, d->labels[i] = 10 + i;
+    for (int s = 0; s < PB; s++) d->nsp[s] = s > 0;
+    return bert_pretraining_batch(PB, PT, PP, d->ids, d->types, d->mask, d->pos, d->labels, d->nsp);
+}
+
 /* fp32 inference on packed weights (bert_set_packed_weights, on by default): an inference
  * forward's logits equal the plain weights' up to float reordering; training forwards never
  * use them (bit for bit the same loss with packing on and off); a weight changed through
@@ -269,16 +290,9 @@ static void test_thread_count_independent(void) {
 static void test_fp32_packed_inference(void) {
     BertConfig c;
     BertError err;
-    bert_config_preset("bert-tiny", &c, &err);
-    c.vocab_size = 500, c.max_position_embeddings = 64;
-    enum { B = 3, T = 40, P = 5 };
-    int32_t ids[B * T], types[B * T], mask[B * T], pos[B * P], labels[B * P], nsp[B] = {0, 1, 1};
-    for (int i = 0; i < B * T; i++) {
-        int t = i % T, len = T - 11 * (i / T);
-        mask[i] = t < len, ids[i] = mask[i] ? 5 + (i * 31) % 490 : 0, types[i] = t > len / 2;
-    }
-    for (int i = 0; i < B * P; i++) pos[i] = 1 + (i * 7) % 25, labels[i] = 10 + i;
-    BertBatch batch = bert_pretraining_batch(B, T, P, ids, types, mask, pos, labels, nsp);
+    PaddedBatch data;
+    BertBatch batch = padded_batch(&data, &c);
+    enum { B = PB, T = PT, P = PP };
     BertModel *packed, *plain, *fresh;
     if (bert_model_create(&packed, &c, B, T, P, &err) || bert_model_create(&plain, &c, B, T, P, &err) ||
         bert_model_create(&fresh, &c, B, T, P, &err)) {
@@ -324,16 +338,10 @@ static void test_fp32_packed_inference(void) {
 static void test_forward_only(void) {
     BertConfig c;
     BertError err;
-    bert_config_preset("bert-tiny", &c, &err);
-    c.vocab_size = 500, c.max_position_embeddings = 64, c.num_hidden_layers = 3;
-    enum { B = 3, T = 40, P = 5 };
-    int32_t ids[B * T], types[B * T], mask[B * T], pos[B * P], labels[B * P], nsp[B] = {0, 1, 1};
-    for (int i = 0; i < B * T; i++) {
-        int t = i % T, len = T - 11 * (i / T);
-        mask[i] = t < len, ids[i] = mask[i] ? 5 + (i * 37) % 490 : 0, types[i] = t > len / 2;
-    }
-    for (int i = 0; i < B * P; i++) pos[i] = 1 + (i * 7) % 25, labels[i] = 10 + i;
-    BertBatch batch = bert_pretraining_batch(B, T, P, ids, types, mask, pos, labels, nsp);
+    PaddedBatch data;
+    BertBatch batch = padded_batch(&data, &c);
+    c.num_hidden_layers = 3;   /* layers 1 and 2 both on layer 0's buffers */
+    enum { B = PB, T = PT, P = PP };
     const size_t logits = (size_t)B * P * c.vocab_size;
     for (int bf16 = 0; bf16 < 2; bf16++)
         for (int unpad = 0; unpad < 2; unpad++) {
