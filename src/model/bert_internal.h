@@ -165,12 +165,13 @@ void bert_attention_args(const BertModel *m, AttentionArgs *a, const int32_t *ma
  * same masks as the full one. Forward and backward (applied to the gradient) alike. */
 void bert_hidden_dropout(const BertModel *m, float *x, int R, const int32_t *rows, int layer, int site);
 
-/* The full rows of the encoder's layout, for dropout masks (NULL: all B*T rows in order). */
-/* This forward keeps only what the outputs need (bert_set_inference_only, training=false). */
+/* This forward keeps only what the outputs need (bert_set_inference_only or
+ * bert_set_forward_only, training=false). */
 static inline bool bert_inference_forward(const BertModel *m) {
     return (m->inference_only || m->forward_only) && !m->training;
 }
 
+/* The full rows of the encoder's layout, for dropout masks (NULL: all B*T rows in order). */
 static inline const int32_t *layout_rows(const BertModel *m) { return m->unpadded ? m->full_row : NULL; }
 
 /* Every linear layer and head of the model goes through these: k_matmul_* in fp32, their
