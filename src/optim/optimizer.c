@@ -92,21 +92,31 @@ void optimizer_set_step_count(Optimizer *o, long steps) { o->steps = steps; }
 const OptimizerConfig *optimizer_config(const Optimizer *o) { return &o->cfg; }
 size_t optimizer_state_bytes(const Optimizer *o) { return 2 * (o->hi - o->lo) * sizeof(float); }
 
+/* Sum of squares of x[0..n) in double, in SUM_LANES interleaved partial sums added in a fixed
+ * order: one running sum would be a chain of dependent additions (one per element, scalar);
+ * the lanes are independent, so the loop vectorises, and the order is the same on every CPU. */
+enum { SUM_LANES = 16 };
+static double block_sum_squares(const float *x, size_t n) {
+    double lane[SUM_LANES] = {0};
+    size_t i = 0;
+    for (; i + SUM_LANES <= n; i += SUM_LANES)
+        for (int k = 0; k < SUM_LANES; k++) lane[k] += (double)x[i + k] * x[i + k];
+    double s = 0;
+    for (int k = 0; k < SUM_LANES; k++) s += lane[k];
+    for (; i < n; i++) s += (double)x[i] * x[i];
+    return s;
+}
+
 /* Sum of squares of x[0..n) in chunks added in order: the same bits for any thread count. */
 static double sum_squares(const float *x, size_t n) {
     const size_t chunks = (n + NORM_CHUNK - 1) / NORM_CHUNK;
+    if (chunks <= 1) return block_sum_squares(x, n);
     double total = 0;
-    if (chunks <= 1) {
-        for (size_t i = 0; i < n; i++) total += (double)x[i] * x[i];
-        return total;
-    }
     double *partial = xmalloc(sizeof(double) * chunks);
 #pragma omp parallel for schedule(static) if (n >= 4 * (size_t)NORM_CHUNK)
     for (size_t c = 0; c < chunks; c++) {
         size_t end = (c + 1) * NORM_CHUNK < n ? (c + 1) * NORM_CHUNK : n;
-        double s = 0;
-        for (size_t i = c * NORM_CHUNK; i < end; i++) s += (double)x[i] * x[i];
-        partial[c] = s;
+        partial[c] = block_sum_squares(x + c * NORM_CHUNK, end - c * NORM_CHUNK);
     }
     for (size_t c = 0; c < chunks; c++) total += partial[c];
     free(partial);
@@ -149,8 +159,16 @@ static double lamb_moments(const OptimizerConfig *c, const BertParamInfo *t, siz
 #pragma omp parallel for schedule(static) if (len >= 4 * (size_t)NORM_CHUNK)
     for (size_t ch = 0; ch < chunks; ch++) {
         const size_t end = (ch + 1) * NORM_CHUNK < len ? (ch + 1) * NORM_CHUNK : len;
-        double s = 0;
-        for (size_t k = ch * NORM_CHUNK; k < end; k++) {
+        double lane[SUM_LANES] = {0}, s = 0;   /* lanes as in block_sum_squares: vectorised */
+        size_t k = ch * NORM_CHUNK;
+        for (; k + SUM_LANES <= end; k += SUM_LANES)
+            for (int j = 0; j < SUM_LANES; j++) {
+                const size_t e = k + j;
+                const float u = lamb_element(g[e], w[e], &m[e], &v[e], b1, b2, eps, wd, clip, bc1, bc2);
+                lane[j] += (double)u * u;
+            }
+        for (int j = 0; j < SUM_LANES; j++) s += lane[j];
+        for (; k < end; k++) {
             const float u = lamb_element(g[k], w[k], &m[k], &v[k], b1, b2, eps, wd, clip, bc1, bc2);
             s += (double)u * u;
         }
