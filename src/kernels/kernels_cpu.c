@@ -153,14 +153,49 @@ void k_matmul_forward_packed(float *out, const float *inp, const float *weight, 
     if (!gemm_packed(true, N, OC, C, inp, C, packed, bias, out, OC)) k_matmul_forward(out, inp, weight, bias, N, C, OC);
 }
 
+/* dout16 = dout rounded to 16 bits and, where db, db[o] += sum_n dout[n, o] from the fp32
+ * values: one pass over dout, not two. Streaming rows (not column blocks, as
+ * column_sums_accumulate) is what makes it fast; each of ROW_SLICES fixed slices of rows sums
+ * into its own partial, and the partials are added in order: the same bits for any thread
+ * count. */
+enum { ROW_SLICES = 8 };
+static void halves_and_column_sums(HalfMode mode, uint16_t *restrict dout16, float *restrict db,
+                                   const float *restrict dout, int N, int OC) {
+    if (!db || mode != HALF_BF16) {   /* fp16 is a storage emulation: its speed is not the point */
+        halves_from_floats(mode, dout16, dout, (long)N * OC);
+        if (db) column_sums_accumulate(db, dout, N, OC);
+        return;
+    }
+    float *partial = xcalloc((size_t)ROW_SLICES * OC, sizeof(float));
+#pragma omp parallel for schedule(static) if ((long)N * OC >= PARALLEL_MIN_WORK)
+    for (int slice = 0; slice < ROW_SLICES; slice++) {
+        float *restrict acc = partial + (size_t)slice * OC;
+        const int n1 = (int)((long)N * (slice + 1) / ROW_SLICES);
+        for (int n = (int)((long)N * slice / ROW_SLICES); n < n1; n++) {
+            const float *restrict row = dout + (size_t)n * OC;
+            uint16_t *restrict row16 = dout16 + (size_t)n * OC;
+#pragma omp simd
+            for (int c = 0; c < OC; c++) {
+                acc[c] += row[c];
+                row16[c] = bf16_from_float(row[c]);
+            }
+        }
+    }
+    for (int c = 0; c < OC; c++) {
+        float sum = 0;
+        for (int slice = 0; slice < ROW_SLICES; slice++) sum += partial[(size_t)slice * OC + c];
+        db[c] += sum;
+    }
+    free(partial);
+}
+
 void k_matmul_backward_half(float *dinp, float *dweight, float *dbias, const float *dout, const uint16_t *inp16,
                             const uint16_t *weight, int N, int C, int OC, bool accumulate_dinp, uint16_t *dout16,
                             HalfMode mode) {
-    halves_from_floats(mode, dout16, dout, (long)N * OC);
+    halves_and_column_sums(mode, dout16, dbias, dout, N, OC);
     if (dinp) gemm_half(mode, false, false, N, C, OC, dout16, OC, weight, C, NULL, accumulate_dinp ? 1.0f : 0.0f,
                         dinp, C);
     gemm_half(mode, true, false, OC, C, N, dout16, OC, inp16, C, NULL, 1.0f, dweight, C);
-    if (dbias) column_sums_accumulate(dbias, dout, N, OC);   /* from the fp32 gradient */
 }
 
 /* ---------------------------------------------------------------- layernorm */
