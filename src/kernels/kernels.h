@@ -53,14 +53,17 @@ typedef enum {
 /* The weight is given in the 16-bit format (k_to_half of the fp32 master copy); out, dinp,
  * dweight, dbias stay fp32. Forward rounds inp into inp16 [N, C], which the backward then
  * takes as its operand (the layer keeps it instead of inp); with inp NULL, inp16 already
- * holds the rounded input. The backward rounds dout into
- * dout16 [N, OC] (scratch); dbias comes from the fp32 dout. */
-void k_matmul_forward_half(float *out, const float *inp, uint16_t *inp16, const uint16_t *weight, const void *packed,
+ * holds the rounded input. With a packed copy (k_pack_weight) the forward runs on it where it
+ * can; weight may then be NULL, and the forward returns false (inp16 holding the rounded
+ * input, nothing else written) where the packed product cannot run, so that the caller makes
+ * the plain 16-bit weight only when it is needed. Otherwise it returns true. The backward
+ * rounds dout into dout16 [N, OC] (scratch); dbias comes from the fp32 dout. */
+bool k_matmul_forward_half(float *out, const float *inp, uint16_t *inp16, const uint16_t *weight, const void *packed,
                            const float *bias, int N, int C, int OC, HalfMode mode);
 /* The same product with its result rounded to 16 bits into out16 [N, OC] (a 16-bit
  * activation's input): stored rounded by the product itself where it runs on a packed bf16
  * weight (no fp32 result written), else computed into out (scratch) and rounded. */
-void k_matmul_forward_half_out16(uint16_t *out16, float *out, const float *inp, uint16_t *inp16, const uint16_t *weight,
+bool k_matmul_forward_half_out16(uint16_t *out16, float *out, const float *inp, uint16_t *inp16, const uint16_t *weight,
                                  const void *packed, const float *bias, int N, int C, int OC, HalfMode mode);
 /* A weight packed once for the forward product, in the layout the CPU's bf16 GEMM reads
  * fastest (what ONNX Runtime and OpenVINO do with constant weights): k_packed_weight_bytes is

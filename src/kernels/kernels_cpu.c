@@ -106,21 +106,25 @@ bool k_bf16_native_available(void) { return gemm_bf16_native_available(); }
 void k_bf16_describe(char *out, size_t n) { gemm_bf16_describe(out, n); }
 
 /* oneDNN splits each product over the threads itself (no two-way split as above). */
-void k_matmul_forward_half(float *out, const float *inp, uint16_t *inp16, const uint16_t *weight, const void *packed,
+bool k_matmul_forward_half(float *out, const float *inp, uint16_t *inp16, const uint16_t *weight, const void *packed,
                            const float *bias, int N, int C, int OC, HalfMode mode) {
     if (inp) halves_from_floats(mode, inp16, inp, (long)N * C);
-    if (packed && mode == HALF_BF16 && gemm_packed(false, N, OC, C, inp16, C, packed, bias, out, OC)) return;
+    if (packed && mode == HALF_BF16 && gemm_packed(false, N, OC, C, inp16, C, packed, bias, out, OC)) return true;
+    if (!weight) return false;
     gemm_half(mode, false, true, N, OC, C, inp16, C, weight, C, bias, 0.0f, out, OC);
+    return true;
 }
 
-void k_matmul_forward_half_out16(uint16_t *out16, float *out, const float *inp, uint16_t *inp16, const uint16_t *weight,
+bool k_matmul_forward_half_out16(uint16_t *out16, float *out, const float *inp, uint16_t *inp16, const uint16_t *weight,
                                  const void *packed, const float *bias, int N, int C, int OC, HalfMode mode) {
     if (inp) halves_from_floats(mode, inp16, inp, (long)N * C);
     if (packed && mode == HALF_BF16 &&
         gemm_packed_post(false, N, OC, C, inp16, C, packed, bias, GEMM_POST_NONE, out16, true, OC))
-        return;
-    k_matmul_forward_half(out, NULL, inp16, weight, packed, bias, N, C, OC, mode);
+        return true;
+    if (!weight) return false;
+    k_matmul_forward_half(out, NULL, inp16, weight, NULL, bias, N, C, OC, mode);
     halves_from_floats(mode, out16, out, (long)N * OC);
+    return true;
 }
 
 size_t k_packed_weight_bytes(HalfMode mode, int C, int OC) {

@@ -336,6 +336,7 @@ int bert_model_create_with_heads(BertModel **out, const BertConfig *cfg, BertHea
                          ram / 1073741824.0);
     }
     m->info = xcalloc(m->num_tensors, sizeof(BertParamInfo));
+    m->half_fresh = xcalloc(m->num_tensors, sizeof(bool));
     m->params = xcalloc(m->num_params, sizeof(float));
     m->grads = xcalloc(m->num_params, sizeof(float));
     lo = (Layout){.info = m->info, .base = m->params};
@@ -376,7 +377,7 @@ int bert_model_create_with_heads(BertModel **out, const BertConfig *cfg, BertHea
 void bert_model_free(BertModel *m) {
     if (!m) return;
     free(m->p.layers), free(m->g.layers), free(m->act.layers);
-    free(m->info), free(m->params), free(m->grads), free(m->act_memory);
+    free(m->info), free(m->half_fresh), free(m->params), free(m->grads), free(m->act_memory);
     free(m->kv_len), free(m->has_holes), free(m->zero_types);
     free(m->mlm_src_row), free(m->mlm_slot), free(m->mlm_label), free(m->nsp_label);
     free(m->seq_row), free(m->seq_rows), free(m->full_row), free(m->row_map), free(m->out_map);
@@ -487,7 +488,16 @@ int bert_set_precision(BertModel *m, BertPrecision precision, BertError *err) {
     return 0;
 }
 
-static const uint16_t *bf16_weight(const BertModel *m, const float *weight) {
+/* The 16-bit copy of weight [OC, C] (a pointer into m->params), its tensors' copies made now
+ * where stale: a product's weight may span several tensors (QKV: query, key and value). */
+static const uint16_t *bf16_weight(BertModel *m, const float *weight, int C, int OC) {
+    const float *end = weight + (size_t)C * OC;
+    for (int i = 0; i < m->num_tensors; i++) {
+        const BertParamInfo *t = &m->info[i];
+        if (m->half_fresh[i] || t->data >= end || t->data + t->numel <= weight) continue;
+        k_to_half(bert_half_mode(m), m->params16 + (t->data - m->params), t->data, (long)t->numel);
+        m->half_fresh[i] = true;
+    }
     return m->params16 + (weight - m->params);
 }
 
@@ -495,15 +505,34 @@ static const uint16_t *bf16_weight(const BertModel *m, const float *weight) {
  * a step would repack every weight for one forward). */
 static bool fp32_packs(const BertModel *m) { return m->precision == BERT_FP32 && !m->training && m->pack_fp32; }
 
+static size_t max_packed_numel(const BertModel *m) {
+    size_t most = 0;
+    for (int i = 0; i < m->packed_count; i++)
+        if ((size_t)m->packed[i].C * m->packed[i].OC > most) most = (size_t)m->packed[i].C * m->packed[i].OC;
+    return most;
+}
+
 void bert_refresh_weights(BertModel *m) {
     if (fp32_packs(m) && !m->packed_allocated) allocate_packed_weights(m);
     if (!m->params16_stale || (m->precision == BERT_FP32 && !fp32_packs(m))) return;
-    if (m->precision != BERT_FP32) k_to_half(bert_half_mode(m), m->params16, m->params, (long)m->num_params);
+    memset(m->half_fresh, 0, sizeof(bool) * (size_t)m->num_tensors);
+    /* a forward-only model reads the packed copies only (or, on a shape the packed product
+     * does not run, the plain copy, made then): they are rounded through one scratch */
+    uint16_t *scratch = NULL;
     for (int i = 0; i < m->packed_count; i++) {
         const PackedWeight *w = &m->packed[i];
-        if (m->precision == BERT_FP32) k_pack_weight_f32(w->packed, w->weight, w->C, w->OC);
-        else k_pack_weight(HALF_BF16, w->packed, bf16_weight(m, w->weight), w->C, w->OC);
+        const long numel = (long)w->C * w->OC;
+        if (m->precision == BERT_FP32) {
+            k_pack_weight_f32(w->packed, w->weight, w->C, w->OC);
+        } else if (m->forward_only) {
+            if (!scratch) scratch = xmalloc(sizeof(uint16_t) * max_packed_numel(m));
+            k_to_half(HALF_BF16, scratch, w->weight, numel);
+            k_pack_weight(HALF_BF16, w->packed, scratch, w->C, w->OC);
+        } else {
+            k_pack_weight(HALF_BF16, w->packed, bf16_weight(m, w->weight, w->C, w->OC), w->C, w->OC);
+        }
     }
+    free(scratch);
     m->params16_stale = false;
 }
 
@@ -532,9 +561,10 @@ void bert_set_forward_only(BertModel *m, bool on) {
 
 void bert_linear_forward(BertModel *m, float *out, const float *inp, uint16_t *inp16, const float *weight,
                          const float *bias, int N, int C, int OC) {
-    if (m->precision != BERT_FP32) {
-        k_matmul_forward_half(out, inp, inp16, bf16_weight(m, weight), packed_weight(m, weight), bias, N, C, OC,
-                              bert_half_mode(m));
+    if (m->precision != BERT_FP32) {   /* the plain 16-bit weight only where the packed one does not run */
+        const HalfMode mode = bert_half_mode(m);
+        if (!k_matmul_forward_half(out, inp, inp16, NULL, packed_weight(m, weight), bias, N, C, OC, mode))
+            k_matmul_forward_half(out, NULL, inp16, bf16_weight(m, weight, C, OC), NULL, bias, N, C, OC, mode);
         return;
     }
     const void *packed = m->training ? NULL : packed_weight(m, weight);   /* fp32 packs for inference only */
@@ -546,8 +576,9 @@ void bert_linear_forward(BertModel *m, float *out, const float *inp, uint16_t *i
  * product cannot store it rounded itself). */
 void bert_linear_forward_out16(BertModel *m, uint16_t *out16, float *out, const float *inp, uint16_t *inp16,
                                const float *weight, const float *bias, int N, int C, int OC) {
-    k_matmul_forward_half_out16(out16, out, inp, inp16, bf16_weight(m, weight), packed_weight(m, weight), bias, N, C,
-                                OC, bert_half_mode(m));
+    const HalfMode mode = bert_half_mode(m);
+    if (!k_matmul_forward_half_out16(out16, out, inp, inp16, NULL, packed_weight(m, weight), bias, N, C, OC, mode))
+        k_matmul_forward_half_out16(out16, out, NULL, inp16, bf16_weight(m, weight, C, OC), NULL, bias, N, C, OC, mode);
 }
 
 /* Inference (bert_set_inference_only, training=false): GELU(inp @ W^T + b) as one product
@@ -568,7 +599,7 @@ bool bert_linear_gelu_forward(BertModel *m, float *out, uint16_t *out16, const f
 void bert_linear_backward(BertModel *m, float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                           const uint16_t *inp16, const float *weight, int N, int C, int OC, bool accumulate_dinp) {
     if (m->precision == BERT_FP32) k_matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, accumulate_dinp);
-    else k_matmul_backward_half(dinp, dweight, dbias, dout, inp16, bf16_weight(m, weight), N, C, OC, accumulate_dinp,
+    else k_matmul_backward_half(dinp, dweight, dbias, dout, inp16, bf16_weight(m, weight, C, OC), N, C, OC, accumulate_dinp,
                                 m->act.dout16, bert_half_mode(m));
 }
 

@@ -123,13 +123,16 @@ struct BertModel {
     int qa_count[2];
     bool have_task_labels;
     char error[1024];
-    /* mixed precision (bert_set_precision): the bf16 copy of params (same layout), remade at
-     * the next forward when params16_stale; the bf16 activations (one allocation) */
+    /* mixed precision (bert_set_precision): the 16-bit copy of params (same layout), each
+     * tensor's made when a product first reads it after params16_stale (half_fresh[tensor]:
+     * made since; bf16_weight), so a copy nothing reads (the embeddings; the packed weights
+     * of a forward-only model) takes no memory; the 16-bit activations (one allocation) */
     BertPrecision precision;
     float loss_scale;   /* the backward's seed: d(loss scale * loss) (bert_set_loss_scale) */
     uint16_t *params16, *act16_memory;
     size_t act16_len;
     bool params16_stale;
+    bool *half_fresh;
     /* bert_set_packed_weights: the encoder's, pooler's and MLM transform's weights also
      * packed for the forward product (k_pack_weight, k_pack_weight_f32), one allocation,
      * remade with params16 (native bf16) or at an inference forward (fp32), when
