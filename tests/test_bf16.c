@@ -314,11 +314,19 @@ static void test_packed_weights_native(void) {
  * double formulas at the widened input: the forward within gelu_product_ratio's allowance
  * plus one rounding; the backward within the slope's fp32 evaluation (erf within 1e-6,
  * 8 roundings). */
+/* GELU's derivative at v, in double: erf's form (ACT_GELU) or the tanh approximation's. */
+static double gelu_slope(double v, int act) {
+    if (act == ACT_GELU) return 0.5 * (1 + erf(v / sqrt(2.0))) + v * exp(-0.5 * v * v) / sqrt(2 * M_PI);
+    double t = tanh(0.7978845608028654 * (v + 0.044715 * v * v * v));
+    return 0.5 * (1 + t) + 0.5 * v * (1 - t * t) * 0.7978845608028654 * (1 + 3 * 0.044715 * v * v);
+}
+
 static void check_gelu_half(HalfMode mode) {
     enum { n = 5000 };
     float *x = malloc(sizeof(float) * n), *xr = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n);
     float *dout = malloc(sizeof(float) * n), *dinp = malloc(sizeof(float) * n), one = 1.0f;
     uint16_t *x16 = malloc(sizeof(uint16_t) * n), *y16 = malloc(sizeof(uint16_t) * n);
+    double *exact = malloc(sizeof(double) * n), *bound = malloc(sizeof(double) * n);
     for (int i = 0; i < n; i++) x[i] = -8.0f + 16.0f * ((float)i + 0.5f) / n;
     fill(dout, n, 91, 2.0f);
     k_to_half(mode, x16, x, n), k_from_half(mode, xr, x16, n);
@@ -330,18 +338,36 @@ static void check_gelu_half(HalfMode mode) {
         k_gelu_backward_half(dinp, dout, x16, n, (Activation)act, mode);
         double worst = 0;
         for (int i = 0; i < n; i++) {
-            double v = xr[i], slope;
-            if (act == ACT_GELU) slope = 0.5 * (1 + erf(v / sqrt(2.0))) + v * exp(-0.5 * v * v) / sqrt(2 * M_PI);
-            else {
-                double t = tanh(0.7978845608028654 * (v + 0.044715 * v * v * v));
-                slope = 0.5 * (1 + t) + 0.5 * v * (1 - t * t) * 0.7978845608028654 * (1 + 3 * 0.044715 * v * v);
-            }
-            double bound = fabs(dout[i]) * (1e-6 + 8 * F32_UNIT_ROUNDOFF * (fabs(slope) + 1)) + 1e-40;
-            worst = fmax(worst, fabs(dinp[i] - dout[i] * slope) / bound);
+            exact[i] = dout[i] * gelu_slope(xr[i], act);
+            bound[i] = fabs(dout[i]) * (1e-6 + 8 * F32_UNIT_ROUNDOFF * (fabs(gelu_slope(xr[i], act)) + 1)) + 1e-40;
+            worst = fmax(worst, fabs(dinp[i] - exact[i]) / bound[i]);
         }
         CHECKF(worst <= 1, "%s %s backward: %.3g of the bound", mode_name(mode), act ? "gelu_new" : "gelu", worst);
+        /* written as the next product's operand, as 50 rows of 100: within one 16-bit rounding
+         * of the same bound, and the bias gradient (0.25 each before) plus the column sums
+         * within fp32 reordering of those */
+        enum { R = 50, C = n / R };
+        float dbias[C];
+        for (int c = 0; c < C; c++) dbias[c] = 0.25f;
+        k_gelu_backward_half_out16(y16, dbias, dout, x16, R, C, (Activation)act, mode);
+        k_from_half(mode, y, y16, n);
+        double worst16 = 0, worst_bias = 0;
+        const double spacing = mode == HALF_FP16 ? 0x1p-25 : 0x1p-134;   /* half the smallest subnormal */
+        for (int i = 0; i < n; i++)
+            worst16 = fmax(worst16, fabs(y[i] - exact[i]) /
+                                        (bound[i] + unit_roundoff(mode) * (fabs(exact[i]) + bound[i]) + spacing));
+        for (int c = 0; c < C; c++) {
+            double sum = 0.25, magnitude = 0.25, slack = 0;
+            for (int row = 0; row < R; row++) {
+                const int i = row * C + c;
+                sum += exact[i], magnitude += fabs(exact[i]) + bound[i], slack += bound[i];
+            }
+            worst_bias = fmax(worst_bias, fabs(dbias[c] - sum) / (gamma_k(R + 1) * magnitude + slack));
+        }
+        CHECKF(worst16 <= 1 && worst_bias <= 1, "%s %s backward to 16 bits: %.3g of the bound, its bias gradient %.3g",
+               mode_name(mode), act ? "gelu_new" : "gelu", worst16, worst_bias);
     }
-    free(x), free(xr), free(y), free(dout), free(dinp), free(x16), free(y16);
+    free(x), free(xr), free(y), free(dout), free(dinp), free(x16), free(y16), free(exact), free(bound);
 }
 
 static void test_gelu_half(void) {

@@ -57,7 +57,9 @@ typedef enum {
  * can; weight may then be NULL, and the forward returns false (inp16 holding the rounded
  * input, nothing else written) where the packed product cannot run, so that the caller makes
  * the plain 16-bit weight only when it is needed. Otherwise it returns true. The backward
- * rounds dout into dout16 [N, OC] (scratch); dbias comes from the fp32 dout. */
+ * rounds dout into dout16 [N, OC] (scratch); dbias comes from the fp32 dout. With dout NULL,
+ * dout16 already holds the rounded gradient and the caller has added its column sums to the
+ * bias gradient (k_gelu_backward_half_out16; dbias is then NULL). */
 bool k_matmul_forward_half(float *out, const float *inp, uint16_t *inp16, const uint16_t *weight, const void *packed,
                            const float *bias, int N, int C, int OC, HalfMode mode);
 /* The same product with its result rounded to 16 bits into out16 [N, OC] (a 16-bit
@@ -112,6 +114,12 @@ void k_gelu_backward(float *dinp, const float *dout, const float *inp, long n, A
  * feed-forward, whose pre-activation is kept in 16 bits as the product left it. */
 void k_gelu_forward_half(uint16_t *out16, const uint16_t *inp16, long n, Activation act, HalfMode mode);
 void k_gelu_backward_half(float *dinp, const float *dout, const uint16_t *inp16, long n, Activation act, HalfMode mode);
+/* The same backward over [N, C] written as the next product's operand: dinp16 = dinp rounded
+ * to 16 bits, and dbias[c] += sum_n dinp[n, c] from the fp32 values (the feed-forward's input
+ * bias), as k_matmul_backward_half would make them from dinp (the same bits), without
+ * writing dinp and reading it back; k_matmul_backward_half then takes dout NULL. */
+void k_gelu_backward_half_out16(uint16_t *dinp16, float *dbias, const float *dout, const uint16_t *inp16, int N, int C,
+                                Activation act, HalfMode mode);
 /* x = tanh(x) in place; dinp = dout * (1 - y^2) given y = tanh output (may alias). */
 void k_tanh_forward(float *x, long n);
 void k_tanh_backward(float *dinp, const float *dout, const float *y, long n);

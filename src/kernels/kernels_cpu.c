@@ -196,7 +196,7 @@ static void halves_and_column_sums(HalfMode mode, uint16_t *restrict dout16, flo
 void k_matmul_backward_half(float *dinp, float *dweight, float *dbias, const float *dout, const uint16_t *inp16,
                             const uint16_t *weight, int N, int C, int OC, bool accumulate_dinp, uint16_t *dout16,
                             HalfMode mode) {
-    halves_and_column_sums(mode, dout16, dbias, dout, N, OC);
+    if (dout) halves_and_column_sums(mode, dout16, dbias, dout, N, OC);   /* else the caller made both */
     if (dinp) gemm_half(mode, false, false, N, C, OC, dout16, OC, weight, C, NULL, accumulate_dinp ? 1.0f : 0.0f,
                         dinp, C);
     gemm_half(mode, true, false, OC, C, N, dout16, OC, inp16, C, NULL, 1.0f, dweight, C);
@@ -369,6 +369,40 @@ void k_gelu_backward_half(float *dinp, const float *dout, const uint16_t *inp16,
             for (int i = 0; i < len; i++) d[i] = g[i] * gelu_tanh_slope(x[i]);
         }
     }
+}
+
+void k_gelu_backward_half_out16(uint16_t *dinp16, float *dbias, const float *dout, const uint16_t *inp16, int N, int C,
+                                Activation act, HalfMode mode) {
+    float *partial = xcalloc((size_t)ROW_SLICES * C, sizeof(float));
+#pragma omp parallel for schedule(static) if ((long)N * C >= PARALLEL_MIN_WORK)
+    for (int slice = 0; slice < ROW_SLICES; slice++) {   /* the slices of halves_and_column_sums */
+        float *restrict acc = partial + (size_t)slice * C;
+        const int n1 = (int)((long)N * (slice + 1) / ROW_SLICES);
+        for (int n = (int)((long)N * slice / ROW_SLICES); n < n1; n++)
+            for (int c0 = 0; c0 < C; c0 += HALF_CHUNK) {
+                const int len = C - c0 < HALF_CHUNK ? C - c0 : HALF_CHUNK;
+                const size_t at = (size_t)n * C + c0;
+                float x[HALF_CHUNK];
+                widen_span(mode, x, inp16 + at, len);
+                const float *restrict g = dout + at;
+                if (act == ACT_GELU) {
+#pragma omp simd
+                    for (int i = 0; i < len; i++) x[i] = g[i] * gelu_erf_slope(x[i]);
+                } else {
+#pragma omp simd
+                    for (int i = 0; i < len; i++) x[i] = g[i] * gelu_tanh_slope(x[i]);
+                }
+#pragma omp simd
+                for (int i = 0; i < len; i++) acc[c0 + i] += x[i];
+                rows_to_half(mode, dinp16 + at, x, 1, len, len);
+            }
+    }
+    for (int c = 0; c < C; c++) {
+        float sum = 0;
+        for (int slice = 0; slice < ROW_SLICES; slice++) sum += partial[(size_t)slice * C + c];
+        dbias[c] += sum;
+    }
+    free(partial);
 }
 
 void k_tanh_forward(float *x, long n) {
