@@ -168,7 +168,7 @@ static void test_bench_json_report(void) {
     for (int i = 0; i < 2; i++) {
         const char *argv[] = {"--config", MICRO_CONFIG, "--batch", "3", "--seq", "24", "--preds", "4", "--steps", "2",
                               "--infer_steps", "3", "--warmup", "1", "--sgemm_peak", "100", "--pad_fraction", pads[i],
-                              "--json"};
+                              "--optimizer", i ? "lamb" : "adamw", "--json"};
         char *out = NULL;
         int rc = run_bench(&out, (int)(sizeof argv / sizeof argv[0]), argv);
         CHECKF(rc == 0, "pad %s: exit %d", pads[i], rc);
@@ -185,6 +185,9 @@ static void test_bench_json_report(void) {
             CHECK(json_number(root, "sgemm_peak_gflops") == 100);
             CHECK(json_number(root, "train_seq_per_s") > 0 && json_number(root, "infer_seq_per_s") > 0);
             CHECK(json_number(root, "peak_rss_mib") > 0);
+            const cJSON *opt = cJSON_GetObjectItemCaseSensitive(root, "optimizer");
+            CHECKF(cJSON_IsString(opt) && !strcmp(opt->valuestring, i ? "lamb" : "adamw"), "optimizer %s",
+                   cJSON_IsString(opt) ? opt->valuestring : "missing");
             /* the report names what ran the products and the variables that change them */
             const cJSON *kernel = cJSON_GetObjectItemCaseSensitive(root, "gemm_kernel");
             const cJSON *env = cJSON_GetObjectItemCaseSensitive(root, "environment");
@@ -209,6 +212,7 @@ static void test_bench_rejects_bad_flags(void) {
         {"--pad_fraction", "0.7", NULL, NULL},
         {"--threads", "0", NULL, NULL},
         {"--mode", "fast", NULL, NULL},
+        {"--optimizer", "sgd", NULL, NULL},
         {"--batch", "x", NULL, NULL},                      /* not a number */
         {"--unknown_flag", "1", NULL, NULL},
     };

@@ -22,7 +22,7 @@
 #include "model/bert.h"
 
 typedef struct {
-    const char *preset, *config, *mode;
+    const char *preset, *config, *mode, *optimizer;
     int batch, seq, preds, steps, warmup, infer_steps, threads;
     double pad_fraction, sgemm_peak, lr;
     long long seed;
@@ -198,10 +198,11 @@ static void print_text(const BenchReport *r, const BenchOptions *o) {
         const Timing *t = &r->train;
         double g = gflops(t, t->executed_flops);   /* what the machine did: the rows that ran */
         if (t->executed_flops < r->train_flops) print_skipped_rows(r, o);
-        printf("train     %.2f seq/s, %.1f ms/step (best %.1f; forward %.1f, backward %.1f, AdamW %.1f), "
+        printf("train     %.2f seq/s, %.1f ms/step (best %.1f; forward %.1f, backward %.1f, %s %.1f), "
                "%.1f GFLOP/s = %.0f%% of %s, CPU %.1f ms/step [%.2f GFLOP/seq, %d steps, loss %.3f -> %.3f]\n",
                seq_per_s(t, B), 1e3 * t->total_s / t->steps, 1e3 * t->best_s, 1e3 * t->forward_s / t->steps,
-               1e3 * t->backward_s / t->steps, 1e3 * t->optimizer_s / t->steps, g, percent_of_peak(r, g),
+               1e3 * t->backward_s / t->steps, optimizer_kind_from_name(o->optimizer) == OPTIMIZER_LAMB ? "LAMB" : "AdamW",
+               1e3 * t->optimizer_s / t->steps, g, percent_of_peak(r, g),
                reference_peak_name(r), 1e3 * t->cpu_s / t->steps, t->executed_flops / B * 1e-9, t->steps, t->first_loss, t->last_loss);
     }
     if (r->infer.steps) {
@@ -246,6 +247,7 @@ static void print_json(const BenchReport *r, const BenchOptions *o) {
     if (r->precision != BERT_FP32) k_bf16_describe(bf16_kernel, sizeof bf16_kernel);
     print_json_string("precision", bert_precision_name(r->precision));
     print_json_string("bf16_gemm_kernel", bf16_kernel);
+    print_json_string("optimizer", o->optimizer);
     const bool packs = (r->precision == BERT_BF16 || r->precision == BERT_FP32) && !o->plain_weights;
     printf("\"bf16_peak_gflops\": %.2f, \"packed_weights\": %s, \"fused_gelu\": %s, ", r->bf16_peak.peak_gflops,
            packs ? "true" : "false", packs && !o->unfused ? "true" : "false");
@@ -281,12 +283,14 @@ static int check_options(const BenchOptions *o, const BertConfig *cfg) {
         snprintf(bad, sizeof bad, "--pad_fraction %g must be in [0, 0.5)", o->pad_fraction);
     else if (strcmp(o->mode, "train") && strcmp(o->mode, "infer") && strcmp(o->mode, "both"))
         snprintf(bad, sizeof bad, "--mode '%s' must be train, infer or both", o->mode);
+    else if (optimizer_kind_from_name(o->optimizer) < 0)
+        snprintf(bad, sizeof bad, "--optimizer '%s' must be adamw or lamb", o->optimizer);
     if (bad[0]) fprintf(stderr, "bert bench: %s\n", bad);
     return bad[0] ? -1 : 0;
 }
 
 static int parse_options(int argc, char **argv, BenchOptions *o) {
-    *o = (BenchOptions){.preset = NULL, .config = NULL, .mode = "both", .batch = 32, .seq = 128, .preds = 20,
+    *o = (BenchOptions){.preset = NULL, .config = NULL, .mode = "both", .optimizer = "adamw", .batch = 32, .seq = 128, .preds = 20,
                         .steps = 5, .warmup = 1, .infer_steps = -1, .threads = omp_get_num_procs(),
                         .pad_fraction = 0, .sgemm_peak = 0, .lr = 1e-4, .seed = 1234, .json = false};
     const Flag flags[] = {
@@ -305,7 +309,9 @@ static int parse_options(int argc, char **argv, BenchOptions *o) {
         {"mode", FLAG_STRING, &o->mode, "train, infer or both (default both)"},
         {"pad_fraction", FLAG_DOUBLE, &o->pad_fraction, "mean fraction of padding tokens (default 0: full length)"},
         {"sgemm_peak", FLAG_DOUBLE, &o->sgemm_peak, "GFLOP/s to compare against (default: measure, ~1 s)"},
-        {"learning_rate", FLAG_DOUBLE, &o->lr, "AdamW learning rate (default 1e-4)"},
+        {"optimizer", FLAG_STRING, &o->optimizer,
+         "adamw (default: as the PyTorch peer, no clipping) or lamb (NVIDIA's, as bert pretrain runs it)"},
+        {"learning_rate", FLAG_DOUBLE, &o->lr, "the optimizer's learning rate (default 1e-4)"},
         {"seed", FLAG_INT64, &o->seed, "seed for weights, inputs and dropout (default 1234)"},
         {"full_last_layer", FLAG_BOOL, &o->full_last_layer,
          "train without last-layer pruning (by default the last layer runs only at the heads' rows after attention)"},
@@ -398,9 +404,11 @@ int cmd_bench(int argc, char **argv) {
     if (!o.json)
         fprintf(stderr, "bert bench: %s, batch %d, seq %d, preds %d, %d threads\n", r.name, o.batch, o.seq, o.preds,
                 o.threads);
-    /* AdamW as the PyTorch peer runs it (no clipping), its moments allocated up front */
-    OptimizerConfig oc = optimizer_defaults(OPTIMIZER_ADAMW);
-    oc.max_grad_norm = 0;
+    /* AdamW as the PyTorch peer runs it (no clipping), or LAMB as bert pretrain does (NVIDIA's
+     * defaults); the moments allocated up front */
+    const OptimizerKind kind = (OptimizerKind)optimizer_kind_from_name(o.optimizer);
+    OptimizerConfig oc = optimizer_defaults(kind);
+    if (kind == OPTIMIZER_ADAMW) oc.max_grad_norm = 0;
     Optimizer *opt = NULL;
     if (optimizer_create(&opt, &oc, bert_param_info(m, 0), bert_num_param_tensors(m), &err) != 0) {
         fprintf(stderr, "bert bench: %s\n", err.msg);
