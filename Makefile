@@ -55,8 +55,15 @@ TEST_SRC := $(sort $(wildcard tests/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BERT     := $(if $(filter build,$(BUILD)),bert,$(BUILD)/bert)
 
-.PHONY: all test test-fast test-matrix install fuzz fuzz-build fuzz-replay clean
+.PHONY: all test test-fast test-matrix install fuzz fuzz-build fuzz-replay clean FORCE
 all: $(BERT) $(TEST_BIN)
+
+# The compiler and flags each build folder was compiled with: a change to them (a new flag
+# here, another CC) rebuilds that folder's objects and tests, as a change to a source does.
+FLAGS_STAMP := $(BUILD)/compile_flags
+$(FLAGS_STAMP): FORCE
+	@mkdir -p $(BUILD)
+	@echo '$(CC) $(CFLAGS)' | cmp -s - $@ || echo '$(CC) $(CFLAGS)' > $@
 
 $(BUILD)/libbert.a: $(LIB_OBJ)
 	@rm -f $@
@@ -70,12 +77,12 @@ $(BERT): $(BUILD)/src/cli/main.o $(BUILD)/libbert_cli.a $(BUILD)/libbert.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(if $(filter openblas,$(GEMM)),,$(BLAS_LIBS))
 
 # Tests link the library; the ones that drive commands in-process also the commands.
-$(BUILD)/tests/%: tests/%.c tests/test.h tests/test_util.h $(BUILD)/libbert.a $(BUILD)/libbert_cli.a
+$(BUILD)/tests/%: tests/%.c tests/test.h tests/test_util.h $(BUILD)/libbert.a $(BUILD)/libbert_cli.a $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -o $@ $< $(if $(filter $*,$(CLI_TESTS)),$(BUILD)/libbert_cli.a) $(BUILD)/libbert.a \
 		$(LDLIBS) $(if $(filter $*,$(CLI_TESTS)),$(if $(filter openblas,$(GEMM)),,$(BLAS_LIBS)))
 
-$(BUILD)/%.o: %.c
+$(BUILD)/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
@@ -116,7 +123,7 @@ install: $(BERT)
 # `make fuzz-replay` runs the seed corpora once (seconds).
 FUZZ_SECONDS ?= 30
 FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,%,$(sort $(wildcard tests/fuzz/fuzz_*.c)))
-build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_util.h build-fuzz/libbert.a
+build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_util.h build-fuzz/libbert.a $(FLAGS_STAMP)
 	clang $(filter-out -MMD -MP,$(CFLAGS)) -Itests/fuzz -fsanitize=fuzzer -o $@ $< build-fuzz/libbert.a $(LDLIBS)
 fuzz-build:
 	@$(MAKE) --no-print-directory CC=clang BUILD=build-fuzz SANITIZE=fuzz \
