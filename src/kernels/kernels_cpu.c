@@ -163,6 +163,16 @@ void k_matmul_forward_packed(float *out, const float *inp, const float *weight, 
  * into its own partial, and the partials are added in order: the same bits for any thread
  * count. */
 enum { ROW_SLICES = 8 };
+
+/* db[c] += the ROW_SLICES partial sums partial[slice * C + c], in slice order; frees partial. */
+static void add_slice_sums(float *db, float *partial, int C) {
+    for (int c = 0; c < C; c++) {
+        float sum = 0;
+        for (int slice = 0; slice < ROW_SLICES; slice++) sum += partial[(size_t)slice * C + c];
+        db[c] += sum;
+    }
+    free(partial);
+}
 static void halves_and_column_sums(HalfMode mode, uint16_t *restrict dout16, float *restrict db,
                                    const float *restrict dout, int N, int OC) {
     if (!db || mode != HALF_BF16) {   /* fp16 is a storage emulation: its speed is not the point */
@@ -185,12 +195,7 @@ static void halves_and_column_sums(HalfMode mode, uint16_t *restrict dout16, flo
             }
         }
     }
-    for (int c = 0; c < OC; c++) {
-        float sum = 0;
-        for (int slice = 0; slice < ROW_SLICES; slice++) sum += partial[(size_t)slice * OC + c];
-        db[c] += sum;
-    }
-    free(partial);
+    add_slice_sums(db, partial, OC);
 }
 
 void k_matmul_backward_half(float *dinp, float *dweight, float *dbias, const float *dout, const uint16_t *inp16,
@@ -353,21 +358,24 @@ void k_gelu_forward_half(uint16_t *out16, const uint16_t *inp16, long n, Activat
     }
 }
 
+/* d[i] = g[i] * act'(x[i]) over one span (d may be x). */
+static void gelu_backward_span(float *d, const float *restrict g, const float *x, int len, Activation act) {
+    if (act == ACT_GELU) {
+#pragma omp simd
+        for (int i = 0; i < len; i++) d[i] = g[i] * gelu_erf_slope(x[i]);
+    } else {
+#pragma omp simd
+        for (int i = 0; i < len; i++) d[i] = g[i] * gelu_tanh_slope(x[i]);
+    }
+}
+
 void k_gelu_backward_half(float *dinp, const float *dout, const uint16_t *inp16, long n, Activation act, HalfMode mode) {
 #pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN_WORK)
     for (long c0 = 0; c0 < n; c0 += HALF_CHUNK) {
         const int len = (int)(n - c0 < HALF_CHUNK ? n - c0 : HALF_CHUNK);
         float x[HALF_CHUNK];
         widen_span(mode, x, inp16 + c0, len);
-        const float *restrict g = dout + c0;
-        float *restrict d = dinp + c0;
-        if (act == ACT_GELU) {
-#pragma omp simd
-            for (int i = 0; i < len; i++) d[i] = g[i] * gelu_erf_slope(x[i]);
-        } else {
-#pragma omp simd
-            for (int i = 0; i < len; i++) d[i] = g[i] * gelu_tanh_slope(x[i]);
-        }
+        gelu_backward_span(dinp + c0, dout + c0, x, len, act);
     }
 }
 
@@ -384,25 +392,13 @@ void k_gelu_backward_half_out16(uint16_t *dinp16, float *dbias, const float *dou
                 const size_t at = (size_t)n * C + c0;
                 float x[HALF_CHUNK];
                 widen_span(mode, x, inp16 + at, len);
-                const float *restrict g = dout + at;
-                if (act == ACT_GELU) {
-#pragma omp simd
-                    for (int i = 0; i < len; i++) x[i] = g[i] * gelu_erf_slope(x[i]);
-                } else {
-#pragma omp simd
-                    for (int i = 0; i < len; i++) x[i] = g[i] * gelu_tanh_slope(x[i]);
-                }
+                gelu_backward_span(x, dout + at, x, len, act);
 #pragma omp simd
                 for (int i = 0; i < len; i++) acc[c0 + i] += x[i];
                 rows_to_half(mode, dinp16 + at, x, 1, len, len);
             }
     }
-    for (int c = 0; c < C; c++) {
-        float sum = 0;
-        for (int slice = 0; slice < ROW_SLICES; slice++) sum += partial[(size_t)slice * C + c];
-        dbias[c] += sum;
-    }
-    free(partial);
+    add_slice_sums(dbias, partial, C);
 }
 
 void k_tanh_forward(float *x, long n) {
