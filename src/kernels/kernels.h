@@ -54,9 +54,10 @@ typedef enum {
  * dweight, dbias stay fp32. Forward rounds inp into inp16 [N, C], which the backward then
  * takes as its operand (the layer keeps it instead of inp); with inp NULL, inp16 already
  * holds the rounded input. With a packed copy (k_pack_weight) the forward runs on it where it
- * can; weight may then be NULL, and the forward returns false (inp16 holding the rounded
- * input, nothing else written) where the packed product cannot run, so that the caller makes
- * the plain 16-bit weight only when it is needed. Otherwise it returns true. The backward
+ * can. weight may be NULL (with or without packed): the forward then returns false (inp16
+ * holding the rounded input, nothing else written) where it would need the plain weight, so
+ * that the caller makes the plain 16-bit weight only when it is needed. Otherwise it returns
+ * true. The backward
  * rounds dout into dout16 [N, OC] (scratch); dbias comes from the fp32 dout. With dout NULL,
  * dout16 already holds the rounded gradient and the caller has added its column sums to the
  * bias gradient (k_gelu_backward_half_out16; dbias is then NULL). */
@@ -64,7 +65,8 @@ bool k_matmul_forward_half(float *out, const float *inp, uint16_t *inp16, const 
                            const float *bias, int N, int C, int OC, HalfMode mode);
 /* The same product with its result rounded to 16 bits into out16 [N, OC] (a 16-bit
  * activation's input): stored rounded by the product itself where it runs on a packed bf16
- * weight (no fp32 result written), else computed into out (scratch) and rounded. */
+ * weight (no fp32 result written), else computed into out (scratch) and rounded. Returns
+ * false, as k_matmul_forward_half, where it would need the plain weight and weight is NULL. */
 bool k_matmul_forward_half_out16(uint16_t *out16, float *out, const float *inp, uint16_t *inp16, const uint16_t *weight,
                                  const void *packed, const float *bias, int N, int C, int OC, HalfMode mode);
 /* A weight packed once for the forward product, in the layout the CPU's bf16 GEMM reads
@@ -116,7 +118,7 @@ void k_gelu_forward_half(uint16_t *out16, const uint16_t *inp16, long n, Activat
 void k_gelu_backward_half(float *dinp, const float *dout, const uint16_t *inp16, long n, Activation act, HalfMode mode);
 /* The same backward over [N, C] written as the next product's operand: dinp16 = dinp rounded
  * to 16 bits, and dbias[c] += sum_n dinp[n, c] from the fp32 values (the feed-forward's input
- * bias), as k_matmul_backward_half would make them from dinp (the same bits), without
+ * bias, summed as k_matmul_backward_half sums it: the same slices in the same order), without
  * writing dinp and reading it back; k_matmul_backward_half then takes dout NULL. */
 void k_gelu_backward_half_out16(uint16_t *dinp16, float *dbias, const float *dout, const uint16_t *inp16, int N, int C,
                                 Activation act, HalfMode mode);

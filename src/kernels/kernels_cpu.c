@@ -121,8 +121,8 @@ bool k_matmul_forward_half_out16(uint16_t *out16, float *out, const float *inp, 
     if (packed && mode == HALF_BF16 &&
         gemm_packed_post(false, N, OC, C, inp16, C, packed, bias, GEMM_POST_NONE, out16, true, OC))
         return true;
-    if (!weight) return false;
-    k_matmul_forward_half(out, NULL, inp16, weight, NULL, bias, N, C, OC, mode);
+    /* else the product in fp32 into out, rounded after: on the packed weight where it runs */
+    if (!k_matmul_forward_half(out, NULL, inp16, weight, packed, bias, N, C, OC, mode)) return false;
     halves_from_floats(mode, out16, out, (long)N * OC);
     return true;
 }
@@ -161,8 +161,8 @@ void k_matmul_forward_packed(float *out, const float *inp, const float *weight, 
  * values: one pass over dout, not two. Streaming rows (not column blocks, as
  * column_sums_accumulate) is what makes it fast; each of ROW_SLICES fixed slices of rows sums
  * into its own partial, and the partials are added in order: the same bits for any thread
- * count. */
-enum { ROW_SLICES = 8 };
+ * count (up to ROW_SLICES threads share the work). */
+enum { ROW_SLICES = 32 };
 
 /* db[c] += the ROW_SLICES partial sums partial[slice * C + c], in slice order; frees partial. */
 static void add_slice_sums(float *db, float *partial, int C) {
@@ -173,11 +173,11 @@ static void add_slice_sums(float *db, float *partial, int C) {
     }
     free(partial);
 }
+static void rows_to_half(HalfMode mode, uint16_t *restrict dst, const float *restrict src, int rows, int cols, int ld);
 static void halves_and_column_sums(HalfMode mode, uint16_t *restrict dout16, float *restrict db,
                                    const float *restrict dout, int N, int OC) {
-    if (!db || mode != HALF_BF16) {   /* fp16 is a storage emulation: its speed is not the point */
+    if (!db) {
         halves_from_floats(mode, dout16, dout, (long)N * OC);
-        if (db) column_sums_accumulate(db, dout, N, OC);
         return;
     }
     float *partial = xcalloc((size_t)ROW_SLICES * OC, sizeof(float));
@@ -187,12 +187,9 @@ static void halves_and_column_sums(HalfMode mode, uint16_t *restrict dout16, flo
         const int n1 = (int)((long)N * (slice + 1) / ROW_SLICES);
         for (int n = (int)((long)N * slice / ROW_SLICES); n < n1; n++) {
             const float *restrict row = dout + (size_t)n * OC;
-            uint16_t *restrict row16 = dout16 + (size_t)n * OC;
 #pragma omp simd
-            for (int c = 0; c < OC; c++) {
-                acc[c] += row[c];
-                row16[c] = bf16_from_float(row[c]);
-            }
+            for (int c = 0; c < OC; c++) acc[c] += row[c];
+            rows_to_half(mode, dout16 + (size_t)n * OC, row, 1, OC, OC);   /* the row still in cache */
         }
     }
     add_slice_sums(db, partial, OC);
@@ -201,7 +198,8 @@ static void halves_and_column_sums(HalfMode mode, uint16_t *restrict dout16, flo
 void k_matmul_backward_half(float *dinp, float *dweight, float *dbias, const float *dout, const uint16_t *inp16,
                             const uint16_t *weight, int N, int C, int OC, bool accumulate_dinp, uint16_t *dout16,
                             HalfMode mode) {
-    if (dout) halves_and_column_sums(mode, dout16, dbias, dout, N, OC);   /* else the caller made both */
+    if (dout) halves_and_column_sums(mode, dout16, dbias, dout, N, OC);
+    else if (dbias) die("k_matmul_backward_half: with dout NULL the caller adds the bias gradient (dbias NULL)");
     if (dinp) gemm_half(mode, false, false, N, C, OC, dout16, OC, weight, C, NULL, accumulate_dinp ? 1.0f : 0.0f,
                         dinp, C);
     gemm_half(mode, true, false, OC, C, N, dout16, OC, inp16, C, NULL, 1.0f, dweight, C);

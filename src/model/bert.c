@@ -210,18 +210,20 @@ static void allocate_packed_weights(BertModel *m) {
     }
     if (m->p.pool_w) m->packed[n++] = (PackedWeight){m->p.pool_w, NULL, H, H};
     if (m->p.mlm_dense_w) m->packed[n++] = (PackedWeight){m->p.mlm_dense_w, NULL, H, H};
-    size_t total = 0, offset[n > 0 ? n : 1];
+    size_t total = 0, offset[n > 0 ? n : 1], bytes[n > 0 ? n : 1];
     for (int i = 0; i < n; i++) {
         offset[i] = total;
         const int C = m->packed[i].C, OC = m->packed[i].OC;
-        total += ((f32 ? k_packed_weight_bytes_f32(C, OC) : k_packed_weight_bytes(HALF_BF16, C, OC)) + 63) / 64 * 64;
+        bytes[i] = f32 ? k_packed_weight_bytes_f32(C, OC) : k_packed_weight_bytes(HALF_BF16, C, OC);
+        total += (bytes[i] + 63) / 64 * 64;
     }
     if (total == 0) {   /* no packed form here */
         free(m->packed), m->packed = NULL;
         return;
     }
     m->packed_memory = xaligned_alloc(64, total);
-    for (int i = 0; i < n; i++) m->packed[i].packed = (char *)m->packed_memory + offset[i];
+    for (int i = 0; i < n; i++)   /* none where oneDNN keeps a shape's layout plain: nothing to pack */
+        m->packed[i].packed = bytes[i] ? (char *)m->packed_memory + offset[i] : NULL;
     m->packed_count = n;
     m->packed_bytes = total;
 }
@@ -254,6 +256,7 @@ static void allocate_activations(BertModel *m) {
     h = (Arena){.base = (char *)m->act16_memory};
     layout_bf16_activations(&h, &m->act, m);
     m->params16 = xcalloc(m->num_params, sizeof(uint16_t));
+    memset(m->half_fresh, 0, sizeof(bool) * (size_t)m->num_tensors);   /* none of it made yet */
 }
 
 /* ---------------------------------------------------------------- create / free */
@@ -522,6 +525,7 @@ void bert_refresh_weights(BertModel *m) {
     for (int i = 0; i < m->packed_count; i++) {
         const PackedWeight *w = &m->packed[i];
         const long numel = (long)w->C * w->OC;
+        if (!w->packed) continue;
         if (m->precision == BERT_FP32) {
             k_pack_weight_f32(w->packed, w->weight, w->C, w->OC);
         } else if (m->forward_only) {
@@ -601,6 +605,24 @@ void bert_linear_backward(BertModel *m, float *dinp, float *dweight, float *dbia
     if (m->precision == BERT_FP32) k_matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, accumulate_dinp);
     else k_matmul_backward_half(dinp, dweight, dbias, dout, inp16, bf16_weight(m, weight, C, OC), N, C, OC, accumulate_dinp,
                                 m->act.dout16, bert_half_mode(m));
+}
+
+/* The feed-forward's first product and GELU, backward: dinp += d/dinp of GELU(inp W^T + b)
+ * given dout at the activation, pre the pre-activation (fp32, or pre16 in 16 bits). In 16
+ * bits GELU's backward writes the product's rounded operand and the bias gradient itself. */
+void bert_gelu_linear_backward(BertModel *m, float *dinp, float *dweight, float *dbias, float *dout, const float *pre,
+                               const uint16_t *pre16, const float *inp, const uint16_t *inp16, const float *weight,
+                               int N, int C, int OC) {
+    const Activation act = m->cfg.hidden_act;
+    if (m->precision == BERT_FP32) {
+        k_gelu_backward(dout, dout, pre, (long)N * OC, act);
+        k_matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, true);
+        return;
+    }
+    const HalfMode mode = bert_half_mode(m);
+    k_gelu_backward_half_out16(m->act.dout16, dbias, dout, pre16, N, OC, act, mode);
+    k_matmul_backward_half(dinp, dweight, NULL, NULL, inp16, bf16_weight(m, weight, C, OC), N, C, OC, true,
+                           m->act.dout16, mode);
 }
 
 /* ---------------------------------------------------------------- initialisation */

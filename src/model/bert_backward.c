@@ -88,13 +88,8 @@ static void layer_backward(BertModel *m, int l, const float *x, const int32_t *m
     k_copy(d->d_h1, d->d_sum, (long)R * H);  /* residual branch */
     bert_hidden_dropout(m, d->d_sum, R, rows, l, SITE_FFN_OUT);
     bert_linear_backward(m, d->d_ffn, g->ffn_out_w, g->ffn_out_b, d->d_sum, a->ffn_act, a->act16, p->ffn_out_w, R, I, H, false);
-    if (m->precision == BERT_FP32) {
-        k_gelu_backward(d->d_ffn, d->d_ffn, a->ffn_pre, (long)R * I, c->hidden_act);
-        bert_linear_backward(m, d->d_h1, g->ffn_in_w, g->ffn_in_b, d->d_ffn, a->h1, a->h1_16, p->ffn_in_w, R, H, I, true);
-    } else {   /* GELU's backward writes the product's 16-bit operand and the bias gradient itself */
-        k_gelu_backward_half_out16(m->act.dout16, g->ffn_in_b, d->d_ffn, a->pre16, R, I, c->hidden_act, bert_half_mode(m));
-        bert_linear_backward(m, d->d_h1, g->ffn_in_w, NULL, NULL, a->h1, a->h1_16, p->ffn_in_w, R, H, I, true);
-    }
+    bert_gelu_linear_backward(m, d->d_h1, g->ffn_in_w, g->ffn_in_b, d->d_ffn, a->ffn_pre, a->pre16, a->h1, a->h1_16,
+                              p->ffn_in_w, R, H, I);
 
     /* h1 = LN1(dropout(Attention(x) Wo + bo) + x) */
     k_layernorm_backward(d->d_sum, g->ln1_w, g->ln1_b, d->d_h1, a->attn_sum, a->ln1_mean, a->ln1_rstd, p->ln1_w, R, H);

@@ -125,8 +125,9 @@ struct BertModel {
     char error[1024];
     /* mixed precision (bert_set_precision): the 16-bit copy of params (same layout), each
      * tensor's made when a product first reads it after params16_stale (half_fresh[tensor]:
-     * made since; bf16_weight), so a copy nothing reads (the embeddings; the packed weights
-     * of a forward-only model) takes no memory; the 16-bit activations (one allocation) */
+     * made since; bf16_weight), so the pages of a copy nothing reads (the embeddings' but the
+     * word embeddings' while the MLM head runs; the packed weights of a forward-only model)
+     * are never touched; the 16-bit activations (one allocation) */
     BertPrecision precision;
     float loss_scale;   /* the backward's seed: d(loss scale * loss) (bert_set_loss_scale) */
     uint16_t *params16, *act16_memory;
@@ -189,8 +190,12 @@ void bert_linear_forward(BertModel *m, float *out, const float *inp, uint16_t *i
                          const float *bias, int N, int C, int OC);
 void bert_linear_backward(BertModel *m, float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                           const uint16_t *inp16, const float *weight, int N, int C, int OC, bool accumulate_dinp);
-/* Remakes the 16-bit and packed weights if they are stale (at the start of a forward, after
- * m->training is set). */
+void bert_gelu_linear_backward(BertModel *m, float *dinp, float *dweight, float *dbias, float *dout, const float *pre,
+                               const uint16_t *pre16, const float *inp, const uint16_t *inp16, const float *weight,
+                               int N, int C, int OC);
+/* If the weights changed: repacks the packed copies and marks every plain 16-bit copy stale
+ * (each is made when a product first reads it). At the start of a forward, after m->training
+ * is set. */
 void bert_refresh_weights(BertModel *m);
 /* The kernels' 16-bit format for the model's precision (not FP32). */
 static inline HalfMode bert_half_mode(const BertModel *m) {
