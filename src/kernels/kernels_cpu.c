@@ -162,7 +162,7 @@ void k_matmul_forward_packed(float *out, const float *inp, const float *weight, 
  * column_sums_accumulate) is what makes it fast; each of ROW_SLICES fixed slices of rows sums
  * into its own partial, and the partials are added in order: the same bits for any thread
  * count (up to ROW_SLICES threads share the work). */
-enum { ROW_SLICES = 32 };
+enum { ROW_SLICES = 16 };
 
 /* db[c] += the ROW_SLICES partial sums partial[slice * C + c], in slice order; frees partial. */
 static void add_slice_sums(float *db, float *partial, int C) {
@@ -187,9 +187,17 @@ static void halves_and_column_sums(HalfMode mode, uint16_t *restrict dout16, flo
         const int n1 = (int)((long)N * (slice + 1) / ROW_SLICES);
         for (int n = (int)((long)N * slice / ROW_SLICES); n < n1; n++) {
             const float *restrict row = dout + (size_t)n * OC;
-#pragma omp simd
-            for (int c = 0; c < OC; c++) acc[c] += row[c];
-            rows_to_half(mode, dout16 + (size_t)n * OC, row, 1, OC, OC);   /* the row still in cache */
+            uint16_t *restrict row16 = dout16 + (size_t)n * OC;
+            if (mode == HALF_FP16) {   /* a storage emulation: its speed is not the point */
+                for (int c = 0; c < OC; c++) acc[c] += row[c];
+                rows_to_half(mode, row16, row, 1, OC, OC);
+                continue;
+            }
+#pragma omp simd   /* one loop: a third faster than two at bert-base's widths */
+            for (int c = 0; c < OC; c++) {
+                acc[c] += row[c];
+                row16[c] = bf16_from_float(row[c]);
+            }
         }
     }
     add_slice_sums(db, partial, OC);
