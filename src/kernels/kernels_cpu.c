@@ -157,11 +157,9 @@ void k_matmul_forward_packed(float *out, const float *inp, const float *weight, 
     if (!gemm_packed(true, N, OC, C, inp, C, packed, bias, out, OC)) k_matmul_forward(out, inp, weight, bias, N, C, OC);
 }
 
-/* dout16 = dout rounded to 16 bits and, where db, db[o] += sum_n dout[n, o] from the fp32
- * values: one pass over dout, not two. Streaming rows (not column blocks, as
- * column_sums_accumulate) is what makes it fast; each of ROW_SLICES fixed slices of rows sums
- * into its own partial, and the partials are added in order: the same bits for any thread
- * count (up to ROW_SLICES threads share the work). */
+/* The 16-bit backward's bias gradients are summed over ROW_SLICES fixed slices of rows, each
+ * into its own partial, the partials then added in order: the same bits for any thread count
+ * (up to ROW_SLICES threads share the work). */
 enum { ROW_SLICES = 16 };
 
 /* db[c] += the ROW_SLICES partial sums partial[slice * C + c], in slice order; frees partial. */
@@ -173,7 +171,12 @@ static void add_slice_sums(float *db, float *partial, int C) {
     }
     free(partial);
 }
+
 static void rows_to_half(HalfMode mode, uint16_t *restrict dst, const float *restrict src, int rows, int cols, int ld);
+
+/* dout16 = dout rounded to 16 bits and, where db, db[o] += sum_n dout[n, o] from the fp32
+ * values, by row slices: one pass over dout, not two. Streaming rows (not column blocks, as
+ * column_sums_accumulate) is what makes it fast. */
 static void halves_and_column_sums(HalfMode mode, uint16_t *restrict dout16, float *restrict db,
                                    const float *restrict dout, int N, int OC) {
     if (!db) {
