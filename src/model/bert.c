@@ -524,13 +524,12 @@ void bert_refresh_weights(BertModel *m) {
     uint16_t *scratch = NULL;
     for (int i = 0; i < m->packed_count; i++) {
         const PackedWeight *w = &m->packed[i];
-        const long numel = (long)w->C * w->OC;
         if (!w->packed) continue;
         if (m->precision == BERT_FP32) {
             k_pack_weight_f32(w->packed, w->weight, w->C, w->OC);
         } else if (m->forward_only) {
             if (!scratch) scratch = xmalloc(sizeof(uint16_t) * max_packed_numel(m));
-            k_to_half(HALF_BF16, scratch, w->weight, numel);
+            k_to_half(HALF_BF16, scratch, w->weight, (long)w->C * w->OC);
             k_pack_weight(HALF_BF16, w->packed, scratch, w->C, w->OC);
         } else {
             k_pack_weight(HALF_BF16, w->packed, bf16_weight(m, w->weight, w->C, w->OC), w->C, w->OC);
@@ -558,8 +557,8 @@ void bert_set_inference_only(BertModel *m, bool on) { m->inference_only = on; }
 void bert_set_forward_only(BertModel *m, bool on) {
     if (m->forward_only == on) return;
     m->forward_only = on;
-    allocate_activations(m);      /* the layers' buffers shared, or each its own again */
-    m->params16_stale = true;     /* allocate_activations made params16 anew */
+    allocate_activations(m);   /* the layers' buffers shared, or each its own again; the packed
+                                  weights stay valid, the plain 16-bit copies are made again as read */
     m->backward_ready = false;
 }
 
