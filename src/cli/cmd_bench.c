@@ -13,8 +13,8 @@
 #include "bench/sgemm_peak.h"
 #include "kernels/kernels.h"
 #include "kernels/sgemm.h"
-#include "optim/optimizer.h"
 #include "train/synthetic.h"
+#include "train/trainer.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "core/common.h"
@@ -47,36 +47,47 @@ static void timing_add(Timing *t, double step_s, double cpu_s, bool timed) {
     if (t->best_s == 0 || step_s < t->best_s) t->best_s = step_s;
 }
 
+/* The trainer's batch (train/trainer.h): the one synthetic batch, a dropout key per step. */
+typedef struct {
+    const SyntheticBatch *s;
+    uint64_t seed;
+    int step;
+} BenchSteps;
+
+static int bench_batch(void *ctx, int micro, BertBatch *b, uint64_t *dropout_key, BertError *err) {
+    const BenchSteps *c = ctx;
+    *b = c->s->train;
+    *dropout_key = c->seed * 1000003u + (uint64_t)c->step;
+    return 1;
+}
+
 /* Warm-up steps run first and are not timed. Returns -1 if the model rejects the batch. */
-static int bench_train(BertModel *m, Optimizer *opt, const SyntheticBatch *s, const BenchOptions *o, Timing *t) {
+static int bench_train(BertModel *m, Trainer *trainer, const SyntheticBatch *s, const BenchOptions *o, Timing *t) {
     memset(t, 0, sizeof *t);
     /* pre-training reads only the heads' rows of the last layer, and no trailing padding */
     bert_set_last_layer_pruning(m, !o->full_last_layer && !o->all_rows);
     bert_set_unpadding(m, !o->all_rows);
+    BenchSteps steps = {s, (uint64_t)o->seed, 0};
+    const TrainerHooks hooks = {.ctx = &steps, .next_batch = bench_batch};
     for (int step = 1; step <= o->warmup + o->steps; step++) {
         bool timed = step > o->warmup;
         double t0 = now_seconds(), c0 = cpu_seconds();
-        bert_zero_grad(m);
-        float loss = bert_forward(m, &s->train, true, (uint64_t)o->seed * 1000003u + (uint64_t)step);
-        if (!isfinite(loss)) {   /* a rejected batch says why; otherwise training diverged */
-            if (bert_last_error(m)[0]) fprintf(stderr, "bert bench: %s\n", bert_last_error(m));
-            else fprintf(stderr, "bert bench: training step %d: the loss is %g: the run diverged (--learning_rate %g "
-                                 "is too high?)\n", step, loss, o->lr);
+        TrainerStep ts;
+        BertError err;
+        steps.step = step;
+        if (trainer_step(trainer, &hooks, &ts, &err) != 0) {   /* a rejected batch says why; otherwise training diverged */
+            fprintf(stderr, "bert bench: training step %d: %s%s\n", step, err.msg,
+                    bert_last_error(m)[0] ? "" : " (the run diverged: --learning_rate too high?)");
             return -1;
         }
-        double t1 = now_seconds();
-        bert_backward(m, &s->train);
-        double t2 = now_seconds();
-        optimizer_step(opt, o->lr);
-        bert_params_changed(m);   /* bf16: the weights' copy is remade at the next forward */
         double t3 = now_seconds();
-        if (step == 1) t->first_loss = loss;
-        t->last_loss = loss;
+        if (step == 1) t->first_loss = (float)ts.loss;
+        t->last_loss = (float)ts.loss;
         timing_add(t, t3 - t0, cpu_seconds() - c0, timed);
-        if (timed) t->forward_s += t1 - t0, t->backward_s += t2 - t1, t->optimizer_s += t3 - t2;
+        if (timed) t->forward_s += ts.forward_seconds, t->backward_s += ts.backward_seconds, t->optimizer_s += ts.update_seconds;
         if (!o->json)
             fprintf(stderr, "  train step %d%s: %.1f ms (loss %.4f)\n", step, timed ? "" : " (warm-up)",
-                    (t3 - t0) * 1e3, loss);
+                    (t3 - t0) * 1e3, ts.loss);
     }
     t->last_layer_rows = bert_last_layer_rows(m);
     t->encoder_rows = bert_encoder_rows(m);
@@ -407,16 +418,17 @@ int cmd_bench(int argc, char **argv) {
     /* AdamW as the PyTorch peer runs it (no clipping), or LAMB as bert pretrain does (NVIDIA's
      * defaults); the moments allocated up front */
     const OptimizerKind kind = (OptimizerKind)optimizer_kind_from_name(o.optimizer);
-    OptimizerConfig oc = optimizer_defaults(kind);
-    if (kind == OPTIMIZER_ADAMW) oc.max_grad_norm = 0;
-    Optimizer *opt = NULL;
-    if (optimizer_create(&opt, &oc, bert_param_info(m, 0), bert_num_param_tensors(m), &err) != 0) {
+    TrainerOptions to = {.optimizer = optimizer_defaults(kind), .schedule = {.kind = SCHEDULE_CONSTANT, .base_lr = o.lr},
+                         .accumulation = 1};
+    if (kind == OPTIMIZER_ADAMW) to.optimizer.max_grad_norm = 0;
+    Trainer *trainer = NULL;
+    if (trainer_create(&trainer, m, &to, &err) != 0) {
         fprintf(stderr, "bert bench: %s\n", err.msg);
         synthetic_batch_free(&s), bert_model_free(m);
         return 1;
     }
-    if (o.steps > 0) r.model_bytes += optimizer_state_bytes(opt);
-    int failed = (o.steps > 0 && bench_train(m, opt, &s, &o, &r.train) != 0) ||
+    if (o.steps > 0) r.model_bytes += optimizer_state_bytes(trainer_optimizer(trainer));
+    int failed = (o.steps > 0 && bench_train(m, trainer, &s, &o, &r.train) != 0) ||
                  (o.infer_steps > 0 && bench_infer(m, &s, &o, &r.infer) != 0);
 
     r.peak_rss = peak_rss_bytes();
@@ -425,7 +437,7 @@ int cmd_bench(int argc, char **argv) {
         else print_text(&r, &o);
     }
     synthetic_batch_free(&s);
-    optimizer_free(opt);
+    trainer_free(trainer);
     bert_model_free(m);
     return failed ? 1 : 0;
 }

@@ -15,14 +15,8 @@
 #include "core/rng.h"
 #include "io/config.h"
 #include "model/bert.h"
-#include "optim/optimizer.h"
 #include "train/synthetic.h"
-
-/* BERT's schedule: linear warmup then linear decay to 0. */
-static float learning_rate(float peak, int step, int steps, int warmup) {
-    if (step <= warmup) return peak * step / (float)warmup;
-    return peak * (float)(steps - step) / (float)(steps - warmup > 0 ? steps - warmup : 1);
-}
+#include "train/trainer.h"
 
 typedef struct {
     const char *model, *out;
@@ -50,6 +44,28 @@ static int save_outputs(BertModel *m, const BertConfig *cfg, const char *out) {
     return 0;
 }
 
+/* The trainer's batches (train/trainer.h): each step a fresh batch of the toy language. */
+typedef struct {
+    SyntheticBatch *d;
+    const DemoOptions *o;
+    BertModel *model;
+    int step;
+    double mlm_sum, nsp_sum;
+} DemoSteps;
+
+static int demo_batch(void *ctx, int micro, BertBatch *b, uint64_t *dropout_key, BertError *err) {
+    DemoSteps *c = ctx;
+    synthetic_batch_topics(c->d, (uint64_t)c->o->seed, c->step);
+    *b = c->d->train;
+    *dropout_key = rng_key((uint64_t)c->o->seed, (uint64_t)c->step);
+    return 1;
+}
+
+static void read_losses(void *ctx, int micro, const BertBatch *b, float loss) {
+    DemoSteps *c = ctx;
+    c->mlm_sum += bert_last_mlm_loss(c->model), c->nsp_sum += bert_last_nsp_loss(c->model);
+}
+
 static int train(const DemoOptions *o, const BertConfig *cfg) {
     BertError err;
     BertModel *m;
@@ -64,42 +80,42 @@ static int train(const DemoOptions *o, const BertConfig *cfg) {
            bert_num_parameters(m), o->batch, o->seq, o->preds, o->steps, omp_get_max_threads());
     SyntheticBatch d;
     synthetic_batch_alloc(&d, o->batch, o->seq, o->preds);
-    /* AdamW (b1 0.9, b2 0.999, eps 1e-6, decay 0.01), the global gradient norm clipped to 1 */
-    OptimizerConfig oc = optimizer_defaults(OPTIMIZER_ADAMW);
-    Optimizer *opt;
-    if (optimizer_create(&opt, &oc, bert_param_info(m, 0), bert_num_param_tensors(m), &err)) {
+    /* AdamW (b1 0.9, b2 0.999, eps 1e-6, decay 0.01), the global gradient norm clipped to 1;
+     * BERT's schedule: linear warmup over the first 10% of the steps, then linear decay to 0 */
+    const TrainerOptions to = {.optimizer = optimizer_defaults(OPTIMIZER_ADAMW),
+                               .schedule = {SCHEDULE_LINEAR_WARMUP, o->lr, 0.1, o->steps, 0}, .accumulation = 1};
+    Trainer *trainer;
+    if (trainer_create(&trainer, m, &to, &err)) {
         fprintf(stderr, "bert train_demo: %s\n", err.msg);
+        synthetic_batch_free(&d);
         bert_model_free(m);
         return 1;
     }
-    const int warmup = o->steps / 10 > 0 ? o->steps / 10 : 1;
-    double t0 = now_seconds(), loss_sum = 0, mlm_sum = 0, nsp_sum = 0;
+    DemoSteps steps = {&d, o, m, 0, 0, 0};
+    const TrainerHooks hooks = {.ctx = &steps, .next_batch = demo_batch, .after_forward = read_losses};
+    double t0 = now_seconds(), loss_sum = 0;
     int window = 0, rc = 0;
     for (int step = 1; step <= o->steps && rc == 0; step++) {
-        synthetic_batch_topics(&d, (uint64_t)o->seed, step);
-        bert_zero_grad(m);
-        float loss = bert_forward(m, &d.train, true, rng_key((uint64_t)o->seed, (uint64_t)step));
-        if (!isfinite(loss)) {
-            fprintf(stderr, "bert train_demo: step %d: %s\n", step, bert_last_error(m)[0] ? bert_last_error(m) : "loss is not finite");
+        steps.step = step;
+        TrainerStep s;
+        if (trainer_step(trainer, &hooks, &s, &err)) {
+            fprintf(stderr, "bert train_demo: step %d: %s\n", step, err.msg);
             rc = 1;
             break;
         }
-        bert_backward(m, &d.train);
-        const float lr = learning_rate(o->lr, step, o->steps, warmup);
-        optimizer_step(opt, lr);
-        loss_sum += loss, mlm_sum += bert_last_mlm_loss(m), nsp_sum += bert_last_nsp_loss(m), window++;
+        loss_sum += s.loss, window++;
         if (step % o->log_every == 0 || step == o->steps) {
             double el = now_seconds() - t0, rate = step * o->batch / el;
             printf("step %5d/%d  loss %.4f (mlm %.4f, nsp %.4f)  lr %.2e  %.1f seq/s  elapsed %.1fs  ETA %.1fs\n",
-                   step, o->steps, loss_sum / window, mlm_sum / window, nsp_sum / window, lr, rate, el,
+                   step, o->steps, loss_sum / window, steps.mlm_sum / window, steps.nsp_sum / window, s.lr, rate, el,
                    (o->steps - step) * o->batch / rate);
             fflush(stdout);
-            loss_sum = mlm_sum = nsp_sum = 0, window = 0;
+            loss_sum = steps.mlm_sum = steps.nsp_sum = 0, window = 0;
         }
     }
     if (rc == 0) rc = save_outputs(m, cfg, o->out);
     synthetic_batch_free(&d);
-    optimizer_free(opt);
+    trainer_free(trainer);
     bert_model_free(m);
     return rc;
 }

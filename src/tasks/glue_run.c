@@ -70,50 +70,27 @@ static int load_split(Run *r, GlueSplit split, GlueExamples *e, GlueFeatures *f,
     return 0;
 }
 
-static void shuffle(int *order, int n, uint64_t key) {
-    for (int i = 0; i < n; i++) order[i] = i;
-    for (int i = n - 1; i > 0; i--) {   /* Fisher-Yates */
-        const int j = (int)(rng_bits32(key, (uint32_t)i) % (uint32_t)(i + 1));
-        const int t = order[i];
-        order[i] = order[j], order[j] = t;
-    }
+/* The trainer's batches (train/finetune.h): rows of the training features, labelled. */
+typedef struct {
+    Run *r;
+    const GlueExamples *e;
+    const GlueFeatures *f;
+} TrainRows;
+
+static BertBatch training_batch(void *ctx, const int *rows, int n) {
+    const TrainRows *t = ctx;
+    return make_batch(t->f, t->e, rows, n, true, t->r->task->num_labels == 1, &t->r->buf);
 }
 
-static int train(Run *r, GlueExamples *e, GlueFeatures *f, long total_steps, GlueResult *res, BertError *err) {
-    const GlueOptions *o = r->o;
-    const int micro = o->train_batch_size / o->gradient_accumulation_steps;
-    const bool regression = r->task->num_labels == 1;
-    int *order = xmalloc(sizeof(int) * (size_t)e->n);
-    FinetuneProgress progress = {.start = now_seconds()};
-    long epoch = 0;
-    int next = e->n;   /* position in this epoch's order */
-    while (finetune_steps_done(r->ft) < total_steps) {
-        double step_loss = 0;
-        long step_rows = 0;
-        if (next >= e->n) shuffle(order, e->n, rng_key((uint64_t)o->seed, (uint64_t)epoch++)), next = 0;
-        /* up to gradient_accumulation_steps micro-batches; the epoch's last step may have fewer
-         * (HF's Trainer steps at the end of each epoch) */
-        for (int k = 0; k < o->gradient_accumulation_steps && next < e->n; k++) {
-            const int n = e->n - next < micro ? e->n - next : micro;
-            BertBatch b = make_batch(f, e, order + next, n, true, regression, &r->buf);
-            next += n;
-            float loss;
-            if (finetune_micro_batch(r->ft, &b, &loss, err) != 0) {
-                free(order);
-                return -1;
-            }
-            step_loss += loss / o->gradient_accumulation_steps, step_rows += n;
-        }
-        double grad_norm;
-        const double lr = finetune_step(r->ft, &grad_norm);
-        res->train_sequences += step_rows, res->final_loss = step_loss;
-        finetune_report(r->ft, r->log, &progress, total_steps, epoch, o->log_freq, step_loss, step_rows, lr, grad_norm);
-    }
-    res->steps = finetune_steps_done(r->ft);
-    res->skipped_steps = finetune_skipped_steps(r->ft), res->loss_scale = finetune_loss_scale(r->ft);
-    res->train_seconds = now_seconds() - progress.start;
-    free(order);
-    return 0;
+static int train(Run *r, GlueExamples *e, GlueFeatures *f, GlueResult *res, BertError *err) {
+    TrainRows rows = {r, e, f};
+    const FinetuneData d = {.n_rows = e->n, .make_batch = training_batch, .ctx = &rows,
+                            .train_batch_size = r->o->train_batch_size, .log_freq = r->o->log_freq, .log = r->log};
+    FinetuneTrainResult t;
+    const int rc = finetune_train(r->ft, &d, &t, err);
+    res->steps = t.steps, res->train_sequences = t.train_sequences, res->final_loss = t.final_loss;
+    res->skipped_steps = t.skipped_steps, res->loss_scale = t.loss_scale, res->train_seconds = t.train_seconds;
+    return rc;
 }
 
 /* Predictions for every row, in order: label ids (argmax) or values (regression). */
@@ -290,7 +267,7 @@ int glue_run(const GlueOptions *o, GlueResult *res, BertError *err) {
         logger_print(r.log, "training on %d examples: %ld steps of %d (%d x %d), lr %g, warmup %g", train_e.n,
                      total_steps, o->train_batch_size, o->gradient_accumulation_steps, micro, o->learning_rate,
                      o->warmup_proportion);
-        rc = train(&r, &train_e, &train_f, total_steps, res, err);
+        rc = train(&r, &train_e, &train_f, res, err);
         if (rc == 0 && !o->skip_checkpoint) {
             char *extra = task_config_json(r.task);
             rc = finetune_save(r.ft, o->output_dir, extra, err);

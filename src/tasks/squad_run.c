@@ -115,46 +115,27 @@ static int load(Run *r, const char *path, bool training, SquadData *d, SquadFeat
     return 0;
 }
 
-static void shuffle(int *order, int n, uint64_t key) {
-    for (int i = 0; i < n; i++) order[i] = i;
-    for (int i = n - 1; i > 0; i--) {
-        const int j = (int)(rng_bits32(key, (uint32_t)i) % (uint32_t)(i + 1)), t = order[i];
-        order[i] = order[j], order[j] = t;
-    }
+/* The trainer's batches (train/finetune.h): training features with their answer spans. */
+typedef struct {
+    Run *r;
+    const SquadData *d;
+    const SquadFeatures *f;
+} TrainRows;
+
+static BertBatch training_batch(void *ctx, const int *rows, int n) {
+    const TrainRows *t = ctx;
+    return make_batch(t->r, t->d, t->f, rows, n, true);
 }
 
-static int train(Run *r, const SquadData *d, const SquadFeatures *f, long total_steps, SquadResult *res,
-                 BertError *err) {
-    const SquadOptions *o = r->o;
-    const int micro = o->train_batch_size / o->gradient_accumulation_steps, n = f->n_features;
-    int *order = xmalloc(sizeof(int) * (size_t)n);
-    FinetuneProgress progress = {.start = now_seconds()};
-    long epoch = 0;
-    int next = n;
-    while (finetune_steps_done(r->ft) < total_steps) {
-        if (next >= n) shuffle(order, n, rng_key((uint64_t)o->seed, (uint64_t)epoch++)), next = 0;
-        double step_loss = 0;
-        long step_rows = 0;
-        for (int k = 0; k < o->gradient_accumulation_steps && next < n; k++) {
-            const int b = n - next < micro ? n - next : micro;
-            BertBatch batch = make_batch(r, d, f, order + next, b, true);
-            next += b;
-            float loss;
-            if (finetune_micro_batch(r->ft, &batch, &loss, err) != 0) {
-                free(order);
-                return -1;
-            }
-            step_loss += loss / o->gradient_accumulation_steps, res->train_sequences += b, step_rows += b;
-        }
-        double grad_norm;
-        const double lr = finetune_step(r->ft, &grad_norm);
-        res->final_loss = step_loss;
-        finetune_report(r->ft, r->log, &progress, total_steps, epoch, o->log_freq, step_loss, step_rows, lr, grad_norm);
-    }
-    res->steps = finetune_steps_done(r->ft), res->train_seconds = now_seconds() - progress.start;
-    res->skipped_steps = finetune_skipped_steps(r->ft), res->loss_scale = finetune_loss_scale(r->ft);
-    free(order);
-    return 0;
+static int train(Run *r, const SquadData *d, const SquadFeatures *f, SquadResult *res, BertError *err) {
+    TrainRows rows = {r, d, f};
+    const FinetuneData fd = {.n_rows = f->n_features, .make_batch = training_batch, .ctx = &rows,
+                             .train_batch_size = r->o->train_batch_size, .log_freq = r->o->log_freq, .log = r->log};
+    FinetuneTrainResult t;
+    const int rc = finetune_train(r->ft, &fd, &t, err);
+    res->steps = t.steps, res->train_sequences = t.train_sequences, res->final_loss = t.final_loss;
+    res->skipped_steps = t.skipped_steps, res->loss_scale = t.loss_scale, res->train_seconds = t.train_seconds;
+    return rc;
 }
 
 /* Every feature's start and end logits, then the reference's post-processing and files. */
@@ -307,7 +288,7 @@ int squad_run(const SquadOptions *o, SquadResult *res, BertError *err) {
         logger_print(r.log, "training on %ld features: %ld steps of %d (%d x %d), lr %g, warmup %g", res->train_features,
                      total_steps, o->train_batch_size, o->gradient_accumulation_steps, micro, o->learning_rate,
                      o->warmup_proportion);
-        rc = train(&r, &train_d, &train_f, total_steps, res, err);
+        rc = train(&r, &train_d, &train_f, res, err);
         if (rc == 0 && !o->skip_checkpoint) {
             rc = finetune_save(r.ft, o->output_dir, "{\"architectures\": [\"BertForQuestionAnswering\"]}", err);
             if (rc == 0) snprintf(res->model_dir, sizeof res->model_dir, "%s", o->output_dir);

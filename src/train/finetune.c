@@ -8,20 +8,14 @@
 
 #include "core/rng.h"
 #include "io/config.h"
-#include "optim/loss_scaler.h"
-#include "optim/optimizer.h"
-#include "train/schedulers.h"
+#include "train/trainer.h"
 
 struct Finetuner {
     FinetuneOptions o;
     BertConfig cfg;
     BertModel *model;
-    Optimizer *opt;
+    Trainer *trainer;
     long micro_batches;      /* since the start: dropout masks are keyed by it */
-    int in_step;             /* micro-batches accumulated since the last update */
-    bool scaling;            /* FP16: loss scaling */
-    LossScaler scaler;
-    int overflows_in_a_row;
 };
 
 #define FINETUNE_INIT_LOSS_SCALE 65536.0   /* apex's and GradScaler's dynamic start, 2^16 */
@@ -44,9 +38,6 @@ int finetune_open(Finetuner **out, const FinetuneOptions *o, char *what, size_t 
         goto fail;
     }
     if (bert_set_precision(f->model, (BertPrecision)o->precision, err) != 0) goto fail;
-    f->scaling = o->precision == BERT_FP16;
-    loss_scaler_init(&f->scaler, o->loss_scale > 0 ? o->loss_scale : FINETUNE_INIT_LOSS_SCALE, !(o->loss_scale > 0));
-    if (f->scaling) bert_set_loss_scale(f->model, (float)f->scaler.scale);
     const char *bad_tensor;
     const size_t bad = bert_nonfinite_params(f->model, &bad_tensor);
     if (bad && o->strict) {
@@ -57,10 +48,13 @@ int finetune_open(Finetuner **out, const FinetuneOptions *o, char *what, size_t 
     bert_set_packed_weights(f->model, true);   /* evaluation's forwards; each step announces its change */
     bert_set_inference_only(f->model, true);   /* the same: training's forwards (training=true) keep everything */
     if (o->forward_only) bert_set_forward_only(f->model, true);
-    OptimizerConfig oc = optimizer_defaults(OPTIMIZER_ADAMW);
-    oc.weight_decay = (float)o->weight_decay, oc.eps = (float)o->adam_epsilon;
-    if (optimizer_create(&f->opt, &oc, bert_param_info(f->model, 0), bert_num_param_tensors(f->model), err) != 0)
-        goto fail;
+    TrainerOptions to = {.optimizer = optimizer_defaults(OPTIMIZER_ADAMW),
+                         .schedule = {SCHEDULE_LINEAR_WARMUP, o->learning_rate, o->warmup_proportion, o->total_steps, 0},
+                         .accumulation = o->gradient_accumulation_steps, .loss_scaling = o->precision == BERT_FP16,
+                         .loss_scale = o->loss_scale > 0 ? o->loss_scale : FINETUNE_INIT_LOSS_SCALE,
+                         .dynamic_loss_scale = !(o->loss_scale > 0)};
+    to.optimizer.weight_decay = (float)o->weight_decay, to.optimizer.eps = (float)o->adam_epsilon;
+    if (trainer_create(&f->trainer, f->model, &to, err) != 0) goto fail;
     snprintf(what, what_size, "%s (%d task-head tensors drawn from seed %ld%s)", o->init_checkpoint, initialised, o->seed,
              bad ? "; WARNING: NaN/Inf weights" : "");
     *out = f;
@@ -72,91 +66,113 @@ fail:
 
 void finetune_close(Finetuner *f) {
     if (!f) return;
-    optimizer_free(f->opt);
+    trainer_free(f->trainer);
     bert_model_free(f->model);
     free(f);
 }
 
 BertModel *finetune_model(Finetuner *f) { return f->model; }
 const BertConfig *finetune_config(const Finetuner *f) { return &f->cfg; }
-long finetune_steps_done(const Finetuner *f) { return optimizer_step_count(f->opt); }
-long finetune_skipped_steps(const Finetuner *f) { return f->scaling ? f->scaler.skipped_steps : 0; }
-double finetune_loss_scale(const Finetuner *f) { return f->scaling ? f->scaler.scale : 1.0; }
 
-int finetune_micro_batch(Finetuner *f, const BertBatch *b, float *loss, BertError *err) {
-    if (f->overflows_in_a_row >= LOSS_SCALER_MAX_OVERFLOWS_IN_A_ROW)
-        return bert_fail(err, "fp16 gradients overflowed %d times in a row (loss scale now %g): not a matter of scale",
-                         LOSS_SCALER_MAX_OVERFLOWS_IN_A_ROW, f->scaler.scale);
-    if (f->in_step == 0) bert_zero_grad(f->model);
-    const uint64_t key = rng_key(rng_key((uint64_t)f->o.seed, 0xF17E), (uint64_t)f->micro_batches);
-    *loss = bert_forward(f->model, b, true, key);
-    if (!isfinite(*loss)) {
-        const char *why = bert_last_error(f->model);
-        return bert_fail(err, "%s", why[0] ? why : "the loss is not finite");
-    }
-    if (bert_backward(f->model, b) != 0) return bert_fail(err, "%s", bert_last_error(f->model));
-    f->micro_batches++, f->in_step++;
-    return 0;
-}
+/* A training run's progress for its log: the time it started, the sequences so far, and the
+ * steps and loss since the last line. */
+typedef struct {
+    double start;
+    long sequences;
+    double window_loss;
+    long window;
+} Progress;
 
-double finetune_step(Finetuner *f, double *grad_norm) {
-    /* divided by the accumulation count even when an epoch's last step has fewer micro-batches
-     * (NVIDIA's scripts divide each micro-batch's loss by it; recent HF Trainers divide by the
-     * items actually accumulated): such a step is a little under-weighted */
-    const int n = bert_num_param_tensors(f->model), accum = f->o.gradient_accumulation_steps;
-    f->in_step = 0;
-    if (accum > 1) tensors_scale_grads(bert_param_info(f->model, 0), n, 1.0f / (float)accum);
-    const double lr = linear_warmup_lr(f->o.learning_rate, f->o.warmup_proportion, f->o.total_steps,
-                                       optimizer_step_count(f->opt));
-    if (f->scaling) {   /* unscale (a power of two: exact); any inf or NaN is an fp16 overflow */
-        tensors_scale_grads(bert_param_info(f->model, 0), n, (float)(1.0 / f->scaler.scale));
-        const double norm = tensors_grad_norm(bert_param_info(f->model, 0), n);
-        const bool taken = loss_scaler_update(&f->scaler, !isfinite(norm));
-        bert_set_loss_scale(f->model, (float)f->scaler.scale);
-        if (!taken) {   /* the gradients are dropped at the next micro-batch */
-            f->overflows_in_a_row++;
-            *grad_norm = norm;
-            return lr;
-        }
-        f->overflows_in_a_row = 0;
-    }
-    *grad_norm = optimizer_step(f->opt, lr);
-    bert_params_changed(f->model);
-    return lr;
-}
-
-void finetune_report(const Finetuner *f, Logger *log, FinetuneProgress *p, long total_steps, long epoch,
-                     long log_freq, double step_loss, long step_sequences, double lr, double grad_norm) {
-    const long step = finetune_steps_done(f);
-    p->sequences += step_sequences, p->window_loss += step_loss, p->window++;
+/* After each step: every log_freq steps (and at the last) a line with the step, the mean
+ * loss since the last line, the rate, the throughput and the time left, and the same as a
+ * DLLogger record; a redrawn progress line in between. */
+static void report(const Finetuner *f, const FinetuneData *d, Progress *p, long epoch, const TrainerStep *s) {
+    const long step = trainer_steps_done(f->trainer), total_steps = f->o.total_steps;
+    Logger *log = d->log;
+    p->sequences += s->sequences, p->window_loss += s->loss, p->window++;
     const double elapsed = now_seconds() - p->start, rate = elapsed > 0 ? p->sequences / elapsed : 0;
-    if (f->scaling && !isfinite(grad_norm)) {   /* a skipped step: the same step comes again */
-        p->window_loss -= step_loss, p->window--;
+    if (s->skipped) {   /* the same step comes again */
+        p->window_loss -= s->loss, p->window--;
         logger_print(log, "step %ld/%ld skipped: fp16 gradients overflowed; loss scale now %g", step + 1, total_steps,
-                     f->scaler.scale);
+                     trainer_loss_scale(f->trainer));
         return;
     }
-    if (step % log_freq != 0 && step != total_steps) {
-        logger_progress(log, "step %ld/%ld  loss %.4f  %.1f seq/s", step, total_steps, step_loss, rate);
+    if (step % d->log_freq != 0 && step != total_steps) {
+        logger_progress(log, "step %ld/%ld  loss %.4f  %.1f seq/s", step, total_steps, s->loss, rate);
         return;
     }
     char el[32], eta[32];
     format_duration(elapsed, el, sizeof el), format_duration(elapsed / step * (total_steps - step), eta, sizeof eta);
     const double mean = p->window_loss / p->window;
     logger_print(log, "step %ld/%ld (epoch %ld) | loss %.4f | lr %.3e | grad %.3f | %.1f seq/s | %s, ETA %s", step,
-                 total_steps, epoch, mean, lr, grad_norm, rate, el, eta);
-    cJSON *d = cJSON_CreateObject();
-    cJSON_AddNumberToObject(d, "average_loss", mean);
-    cJSON_AddNumberToObject(d, "step_loss", step_loss);
-    cJSON_AddNumberToObject(d, "learning_rate", lr);
-    cJSON_AddNumberToObject(d, "grad_norm", grad_norm);
-    cJSON_AddNumberToObject(d, "training_sequences_per_second", rate);
-    if (f->scaling) {
-        cJSON_AddNumberToObject(d, "loss_scale", f->scaler.scale);
-        cJSON_AddNumberToObject(d, "skipped_steps", (double)f->scaler.skipped_steps);
+                 total_steps, epoch, mean, s->lr, s->grad_norm, rate, el, eta);
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "average_loss", mean);
+    cJSON_AddNumberToObject(j, "step_loss", s->loss);
+    cJSON_AddNumberToObject(j, "learning_rate", s->lr);
+    cJSON_AddNumberToObject(j, "grad_norm", s->grad_norm);
+    cJSON_AddNumberToObject(j, "training_sequences_per_second", rate);
+    if (f->o.precision == BERT_FP16) {
+        cJSON_AddNumberToObject(j, "loss_scale", trainer_loss_scale(f->trainer));
+        cJSON_AddNumberToObject(j, "skipped_steps", (double)trainer_skipped_steps(f->trainer));
     }
-    logger_step(log, epoch, step, d);
+    logger_step(log, epoch, step, j);
     p->window_loss = 0, p->window = 0;
+}
+
+static void shuffle(int *order, int n, uint64_t key) {
+    for (int i = 0; i < n; i++) order[i] = i;
+    for (int i = n - 1; i > 0; i--) {   /* Fisher-Yates */
+        const int j = (int)(rng_bits32(key, (uint32_t)i) % (uint32_t)(i + 1)), t = order[i];
+        order[i] = order[j], order[j] = t;
+    }
+}
+
+/* The trainer's batch source: the next micro-batch of the epoch's order, a new epoch
+ * shuffled when one ends between steps. */
+typedef struct {
+    Finetuner *f;
+    const FinetuneData *d;
+    int *order, next, micro_rows;
+    long epoch;
+} Epochs;
+
+static int next_rows(void *ctx, int micro, BertBatch *b, uint64_t *dropout_key, BertError *err) {
+    Epochs *e = ctx;
+    const int n_rows = e->d->n_rows;
+    if (e->next >= n_rows) {
+        if (micro > 0) return 0;   /* the epoch's last step is short */
+        shuffle(e->order, n_rows, rng_key((uint64_t)e->f->o.seed, (uint64_t)e->epoch++)), e->next = 0;
+    }
+    const int n = n_rows - e->next < e->micro_rows ? n_rows - e->next : e->micro_rows;
+    *b = e->d->make_batch(e->d->ctx, e->order + e->next, n);
+    e->next += n;
+    *dropout_key = rng_key(rng_key((uint64_t)e->f->o.seed, 0xF17E), (uint64_t)e->f->micro_batches++);
+    return 1;
+}
+
+int finetune_train(Finetuner *f, const FinetuneData *d, FinetuneTrainResult *res, BertError *err) {
+    memset(res, 0, sizeof *res);
+    const int accum = f->o.gradient_accumulation_steps;
+    if (d->n_rows < 1 || d->train_batch_size < accum || d->train_batch_size % accum != 0 || d->log_freq < 1)
+        return bert_fail(err, "fine-tuning: no training rows, or a batch of %d not divisible into %d micro-batches",
+                         d->train_batch_size, accum);
+    Epochs e = {.f = f, .d = d, .order = xmalloc(sizeof(int) * (size_t)d->n_rows), .next = d->n_rows,
+                .micro_rows = d->train_batch_size / accum};
+    const TrainerHooks hooks = {.ctx = &e, .next_batch = next_rows};
+    Progress progress = {.start = now_seconds()};
+    int rc = 0;
+    while (rc == 0 && trainer_steps_done(f->trainer) < f->o.total_steps) {
+        TrainerStep s;
+        rc = trainer_step(f->trainer, &hooks, &s, err);
+        if (rc != 0) break;
+        res->train_sequences += s.sequences, res->final_loss = s.loss;
+        report(f, d, &progress, e.epoch, &s);
+    }
+    res->steps = trainer_steps_done(f->trainer), res->train_seconds = now_seconds() - progress.start;
+    res->skipped_steps = trainer_skipped_steps(f->trainer), res->loss_scale = trainer_loss_scale(f->trainer);
+    free(e.order);
+    return rc;
 }
 
 int finetune_save(Finetuner *f, const char *dir, const char *extra_json, BertError *err) {

@@ -4,13 +4,14 @@
  * pretrain` checkpoint; the task head, absent there, drawn from the seed), AdamW (decoupled
  * weight decay on matrices only, the gradient's global norm clipped to 1), the learning rate
  * warmed up linearly over warmup_proportion of the steps and then decayed linearly to 0
- * (NVIDIA's LinearWarmUpScheduler: train/schedulers.h), gradient accumulation. Batches run
- * unpadded (each sequence's real tokens only through the encoder). In FP16 the loss is scaled
+ * (NVIDIA's LinearWarmUpScheduler: train/schedulers.h), gradient accumulation, all through
+ * the one training step of train/trainer.h. Each sequence's real tokens only run through the
+ * encoder (bert_set_unpadding). In FP16 the loss is scaled
  * dynamically (optim/loss_scaler.h) as NVIDIA's run_squad.py / run_glue.py do with apex's
  * dynamic scaling (initial scale 2^16): a step whose gradients overflowed is skipped.
  *
- * The task (tasks/glue.h, tasks/squad.h) makes the batches and reads the outputs; this file
- * owns the model, the optimizer and the step. */
+ * The task (tasks/glue_run.c, tasks/squad_run.c) makes the batches and reads the outputs;
+ * this file owns the model, the trainer and the training loop. */
 #ifndef BERT_TRAIN_FINETUNE_H
 #define BERT_TRAIN_FINETUNE_H
 
@@ -45,32 +46,31 @@ void finetune_close(Finetuner *f);
 BertModel *finetune_model(Finetuner *f);
 const BertConfig *finetune_config(const Finetuner *f);
 
-/* One micro-batch's forward and backward (training); *loss its loss. */
-int finetune_micro_batch(Finetuner *f, const BertBatch *b, float *loss, BertError *err);
-/* After gradient_accumulation_steps micro-batches: the update. Returns the learning rate used
- * (*grad_norm: the gradient's norm before clipping; not finite for an FP16 step skipped for
- * an overflow). */
-double finetune_step(Finetuner *f, double *grad_norm);
-long finetune_steps_done(const Finetuner *f);
-/* FP16: steps skipped for an overflow (they do not count as steps done: the next batches
- * make the step again, as pre-training does) and the loss scale now; 0 and 1 otherwise. */
-long finetune_skipped_steps(const Finetuner *f);
-double finetune_loss_scale(const Finetuner *f);
-
-/* A training run's progress for its log: the time it started, the sequences so far, and the
- * steps and loss since the last line. */
+/* The task's side of training: its training rows (features), and a batch of any of them. */
 typedef struct {
-    double start;
-    long sequences;
-    double window_loss;
-    long window;
-} FinetuneProgress;
+    int n_rows;
+    /* The n rows `rows` (indices below n_rows) as one training batch, with their labels. The
+     * batch's memory is the task's and may be reused at the next call. */
+    BertBatch (*make_batch)(void *ctx, const int *rows, int n);
+    void *ctx;
+    int train_batch_size;          /* rows per optimizer step, over gradient_accumulation_steps micro-batches */
+    long log_freq;
+    Logger *log;
+} FinetuneData;
 
-/* After each update: every log_freq steps (and at the last) a line with the step, the mean
- * loss since the last line, the rate, the throughput and the time left, and the same as a
- * DLLogger record; a redrawn progress line in between. */
-void finetune_report(const Finetuner *f, Logger *log, FinetuneProgress *p, long total_steps, long epoch,
-                     long log_freq, double step_loss, long step_sequences, double lr, double grad_norm);
+typedef struct {
+    long steps, train_sequences;
+    long skipped_steps;        /* fp16: steps skipped for an overflow */
+    double loss_scale;         /* fp16: the scale at the end (1 otherwise) */
+    double train_seconds, final_loss;
+} FinetuneTrainResult;
+
+/* Trains for the options' total_steps: each epoch the rows in a fresh order drawn from the
+ * seed, each step up to gradient_accumulation_steps micro-batches of train_batch_size /
+ * gradient_accumulation_steps rows (an epoch's last step may have fewer, as HF's Trainer
+ * steps at each epoch's end), through the trainer (train/trainer.h); a log line every
+ * log_freq steps with the loss, rate, throughput and time left, and a DLLogger record. */
+int finetune_train(Finetuner *f, const FinetuneData *d, FinetuneTrainResult *res, BertError *err);
 
 /* The fine-tuned model as HuggingFace names it: dir/model.safetensors + dir/config.json, the
  * config carrying `extra` (a JSON object's members, e.g. the label map and architectures;

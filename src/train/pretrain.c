@@ -24,8 +24,8 @@
 #include "train/grad_sync.h"
 #include "train/dataloader.h"
 #include "train/logger.h"
-#include "train/schedulers.h"
 #include "train/step_batches.h"
+#include "train/trainer.h"
 #include "train/stop_signal.h"
 
 void pretrain_default_options(PretrainOptions *o) {
@@ -82,7 +82,8 @@ typedef struct {
     const PretrainOptions *o;
     BertConfig cfg;
     BertModel *model;
-    Optimizer *opt;
+    Trainer *trainer;
+    Optimizer *opt;       /* the trainer's */
     DataLoader *train, *eval;
     Logger *log;
     int micro;            /* sequences per micro-batch */
@@ -92,8 +93,7 @@ typedef struct {
     long epoch;           /* of the data position */
     double model_seconds; /* in forward, backward and the optimizer, this run */
     bool scaling;         /* fp16: loss scaling */
-    LossScaler scaler;
-    long overflows_in_a_row;
+    LossScaler *scaler;   /* the trainer's (fp16) */
     char resumed_from[4096];
     /* data parallelism */
     Comm *comm;
@@ -158,9 +158,9 @@ static int write_checkpoint_files(const char *dir, void *p, BertError *err) {
     cJSON_AddStringToObject(s, "precision", bert_precision_name(bert_precision(r->model)));
     if (r->scaling) {   /* fp16: the scaler's whole state, for an exact resume */
         cJSON *ls = cJSON_CreateObject();
-        cJSON_AddNumberToObject(ls, "scale", r->scaler.scale);
-        cJSON_AddNumberToObject(ls, "good_steps", (double)r->scaler.good_steps);
-        cJSON_AddNumberToObject(ls, "skipped_steps", (double)r->scaler.skipped_steps);
+        cJSON_AddNumberToObject(ls, "scale", r->scaler->scale);
+        cJSON_AddNumberToObject(ls, "good_steps", (double)r->scaler->good_steps);
+        cJSON_AddNumberToObject(ls, "skipped_steps", (double)r->scaler->skipped_steps);
         cJSON_AddItemToObject(s, "loss_scaler", ls);
     }
     cJSON_AddStringToObject(data, "input_dir", o->input_dir);
@@ -289,10 +289,10 @@ static int restore_checkpoint(Run *r, const char *dir, const cJSON *state, BertE
     r->step = (long)json_number(state, "step", -1);
     const cJSON *ls = cJSON_GetObjectItemCaseSensitive(state, "loss_scaler");
     if (r->scaling && ls) {   /* fp16 resumed in fp16: the scaler goes on where it was */
-        r->scaler.scale = json_number(ls, "scale", r->scaler.scale);
-        r->scaler.good_steps = (long)json_number(ls, "good_steps", 0);
-        r->scaler.skipped_steps = (long)json_number(ls, "skipped_steps", 0);
-        if (!(r->scaler.scale > 0) || r->scaler.good_steps < 0 || r->scaler.skipped_steps < 0)
+        r->scaler->scale = json_number(ls, "scale", r->scaler->scale);
+        r->scaler->good_steps = (long)json_number(ls, "good_steps", 0);
+        r->scaler->skipped_steps = (long)json_number(ls, "skipped_steps", 0);
+        if (!(r->scaler->scale > 0) || r->scaler->good_steps < 0 || r->scaler->skipped_steps < 0)
             return bert_fail(err, "%s/state.json: a bad loss_scaler state", dir);
     }
     const cJSON *data = cJSON_GetObjectItemCaseSensitive(state, "data");
@@ -344,11 +344,52 @@ static void agree_on_stats(Run *r, StepStats *s) {
     free(x);
 }
 
+/* The trainer's hooks (train/trainer.h): the step's micro-batches, the statistics read
+ * after each forward, the gradient reduction around each backward, the sharded norm and
+ * parameter all-gather. */
+typedef struct {
+    Run *r;
+    bool with_accuracy;
+    StepStats *s;
+} StepContext;
+
+static int next_micro_batch(void *ctx, int micro, BertBatch *b, uint64_t *dropout_key, BertError *err) {
+    const StepContext *c = ctx;
+    Run *r = c->r;
+    *b = step_batches_micro(r->steps, micro);
+    /* keyed by the micro-batch's place in the global batch: P processes with k micro-batches
+     * each draw the masks one process with P k would */
+    const uint64_t accum = (uint64_t)r->o->gradient_accumulation_steps;
+    const uint64_t global_micro = ((uint64_t)r->step * (uint64_t)r->world + (uint64_t)r->rank) * accum + (uint64_t)micro;
+    *dropout_key = rng_key(rng_key((uint64_t)r->o->seed, (uint64_t)r->phase), global_micro);
+    return 1;
+}
+
+static void read_micro_batch_outputs(void *ctx, int micro, const BertBatch *b, float loss) {
+    const StepContext *c = ctx;
+    const int accum = c->r->o->gradient_accumulation_steps;
+    if (c->with_accuracy) count_mlm_correct(c->r, b, c->s);
+    c->s->mlm += bert_last_mlm_loss(c->r->model) / accum, c->s->nsp += bert_last_nsp_loss(c->r->model) / accum;
+}
+
+/* [the all-reduce]: after every micro-batch, or only the last (post accumulation) */
+static bool reduces_after(const Run *r, int micro) {
+    const PretrainOptions *o = r->o;
+    return r->sync && (micro == o->gradient_accumulation_steps - 1 || !(o->allreduce_post_accumulation || o->shard_optimizer));
+}
+static void arm_reduction(void *ctx, int micro) {
+    Run *r = ((StepContext *)ctx)->r;
+    if (reduces_after(r, micro)) grad_sync_arm(r->sync);
+}
+static void finish_reduction(void *ctx, int micro) {
+    Run *r = ((StepContext *)ctx)->r;
+    if (reduces_after(r, micro)) r->step_wait += grad_sync_finish(r->sync);
+}
+
 /* The global gradient norm, for the fp16 overflow check: with a sharded optimizer each process
  * holds only its part reduced, so the parts' squares are summed across processes. */
-static double gradient_norm(Run *r) {
-    int n = bert_num_param_tensors(r->model);
-    if (!r->o->shard_optimizer || r->world == 1) return tensors_grad_norm(bert_param_info(r->model, 0), n);
+static double sharded_gradient_norm(void *ctx) {
+    Run *r = ((StepContext *)ctx)->r;
     const size_t *parts = grad_sync_parts(r->sync);
     const float *g = bert_grads(r->model);
     double sq = 0;
@@ -357,77 +398,44 @@ static double gradient_norm(Run *r) {
     return sqrt(sq);
 }
 
-/* One optimizer step: accumulate the micro-batches' gradients, average them (over
- * micro-batches and processes), update. With fp16, *skipped says the gradients overflowed and
- * no step was taken (the scaler backed off). */
+/* each process updated its part: everyone gets every part */
+static void gather_parameters(void *ctx) {
+    Run *r = ((StepContext *)ctx)->r;
+    comm_allgather_floats(r->comm, bert_params(r->model), grad_sync_parts(r->sync), "the parameter all-gather");
+}
+
+/* One optimizer step over this process's share of the step's rows, averaged over
+ * micro-batches and processes. With fp16, *skipped says the gradients overflowed and no step
+ * was taken (the scaler backed off). */
 static int train_step(Run *r, bool with_accuracy, StepStats *s, double *lr, double *grad_norm, bool *skipped,
                       BertError *err) {
-    const PretrainOptions *o = r->o;
-    const int accum = o->gradient_accumulation_steps;
     memset(s, 0, sizeof *s);
     *skipped = false;
-    bert_zero_grad(r->model);
-    if (r->scaling) bert_set_loss_scale(r->model, (float)r->scaler.scale);
     if (step_batches_load(r->steps, r->train, r->comm, err) != 0) return -1;
     double dealt, consecutive;
     step_batches_spread(r->steps, &dealt, &consecutive);
     r->spread_dealt += dealt, r->spread_consecutive += consecutive, r->spread_steps++;
     r->step_tokens = step_batches_tokens(r->steps);
-    for (int micro = 0; micro < accum; micro++) {
-        const BertBatch b = step_batches_micro(r->steps, micro);
-        const double t0 = now_seconds();
-        /* keyed by the micro-batch's place in the global batch: P processes with k micro-batches
-         * each draw the masks one process with P k would */
-        const uint64_t global_micro = ((uint64_t)r->step * (uint64_t)r->world + (uint64_t)r->rank) * (uint64_t)accum +
-                                      (uint64_t)micro;
-        const uint64_t dropout = rng_key(rng_key((uint64_t)o->seed, (uint64_t)r->phase), global_micro);
-        float loss = bert_forward(r->model, &b, true, dropout);
-        if (!isfinite(loss)) {
-            const char *why = bert_last_error(r->model);
-            return bert_fail(err, "step %ld: %s", r->step + r->offset + 1, why[0] ? why : "the loss is not finite");
-        }
-        double accuracy_s = 0;   /* logging's cost, not the model's */
-        if (with_accuracy) {
-            const double ta = now_seconds();
-            count_mlm_correct(r, &b, s);
-            accuracy_s = now_seconds() - ta;
-        }
-        /* [the all-reduce]: after every micro-batch, or only the last (post accumulation) */
-        const bool reduce = r->sync && (micro == accum - 1 || !(o->allreduce_post_accumulation || o->shard_optimizer));
-        if (reduce) grad_sync_arm(r->sync);
-        bert_backward(r->model, &b);
-        if (reduce) r->step_wait += grad_sync_finish(r->sync);
-        s->loss += loss / accum, s->mlm += bert_last_mlm_loss(r->model) / accum;
-        s->nsp += bert_last_nsp_loss(r->model) / accum;
-        r->model_seconds += now_seconds() - t0 - accuracy_s;
+    StepContext c = {r, with_accuracy, s};
+    const bool sharded = r->o->shard_optimizer && r->world > 1;
+    const TrainerHooks hooks = {.ctx = &c, .next_batch = next_micro_batch, .after_forward = read_micro_batch_outputs,
+                                .before_backward = arm_reduction, .after_backward = finish_reduction,
+                                .grad_norm = sharded ? sharded_gradient_norm : NULL,
+                                .after_update = sharded ? gather_parameters : NULL};
+    TrainerStep ts;
+    const int rc = trainer_step(r->trainer, &hooks, &ts, err);
+    r->model_seconds += ts.forward_seconds + ts.backward_seconds + ts.update_seconds;
+    if (rc != 0) {
+        char why[sizeof err->msg];
+        snprintf(why, sizeof why, "%s", err->msg);
+        return bert_fail(err, "step %ld: %s%s", r->step + r->offset + 1, why,
+                         strstr(why, "overflowed") ? "; the last good checkpoint has the weights" : "");
     }
-    const double t1 = now_seconds();
-    int ntensors = bert_num_param_tensors(r->model);
-    /* NVIDIA divides each micro-batch's loss by the count: the mean of their gradients */
-    if (accum > 1) tensors_scale_grads(bert_param_info(r->model, 0), ntensors, 1.0f / (float)accum);
-    if (r->scaling) {   /* unscale (a power of two: exact), then any inf or NaN is an fp16 overflow */
-        tensors_scale_grads(bert_param_info(r->model, 0), ntensors, (float)(1.0 / r->scaler.scale));
-        const bool overflow = !isfinite(gradient_norm(r));
-        if (!loss_scaler_update(&r->scaler, overflow)) {
-            r->model_seconds += now_seconds() - t1;
-            *skipped = true;
-            agree_on_stats(r, s);
-            return ++r->overflows_in_a_row < LOSS_SCALER_MAX_OVERFLOWS_IN_A_ROW ? 0 :
-                bert_fail(err, "step %ld: fp16 gradients overflowed %d times in a row (loss scale now %g): "
-                               "not a matter of scale; the last good checkpoint has the weights",
-                          r->step + r->offset + 1, LOSS_SCALER_MAX_OVERFLOWS_IN_A_ROW, r->scaler.scale);
-        }
-        r->overflows_in_a_row = 0;
+    s->loss = ts.loss, *lr = ts.lr, *grad_norm = ts.grad_norm, *skipped = ts.skipped;
+    if (!ts.skipped) {
+        r->step++;
+        r->epoch = loader_position(r->train).epoch;
     }
-    *lr = poly_warmup_lr(o->learning_rate, o->warmup_proportion, o->max_steps, 0.5, r->step);
-    *grad_norm = optimizer_step(r->opt, *lr);
-    if (o->shard_optimizer && r->world > 1)   /* each process updated its part: everyone gets every part */
-        comm_allgather_floats(r->comm, bert_params(r->model), grad_sync_parts(r->sync), "the parameter all-gather");
-    bert_params_changed(r->model);   /* bf16: the weights' copy is remade at the next forward */
-    r->model_seconds += now_seconds() - t1;
-    if (!isfinite(*grad_norm)) return bert_fail(err, "step %ld: the gradient is not finite", r->step + r->offset + 1);
-    r->step++;
-    r->epoch = loader_position(r->train).epoch;
     agree_on_stats(r, s);
     return 0;
 }
@@ -480,24 +488,31 @@ static int setup_model(Run *r, BertError *err) {
         return -1;
     bert_init_weights(r->model, (uint64_t)o->seed);
     if (bert_set_precision(r->model, (BertPrecision)o->precision, err) != 0) return -1;
-    r->scaling = o->precision == BERT_FP16;
-    loss_scaler_init(&r->scaler, o->loss_scale > 0 ? o->loss_scale : o->init_loss_scale, o->loss_scale <= 0);
     /* pre-training reads only the heads' rows of the last layer, nothing past the last token */
     bert_set_last_layer_pruning(r->model, true);
     bert_set_unpadding(r->model, true);
-    OptimizerConfig oc = optimizer_defaults((OptimizerKind)optimizer_kind_from_name(o->optimizer));
-    const BertParamInfo *tensors = bert_param_info(r->model, 0);
-    const int ntensors = bert_num_param_tensors(r->model);
-    if (r->world == 1) return optimizer_create(&r->opt, &oc, tensors, ntensors, err);
-    const GradSyncOptions so = {.bucket_floats = (size_t)(o->bucket_cap_mb * 1048576.0 / sizeof(float)),
-                                .wire = (enum CommWire)o->allreduce_wire, .to_owners = o->shard_optimizer};
-    r->sync = grad_sync_create(r->comm, bert_grads(r->model), bert_num_parameters(r->model), &so);
-    bert_set_grad_ready_hook(r->model, grad_sync_ready, r->sync);
-    if (!o->shard_optimizer) return optimizer_create(&r->opt, &oc, tensors, ntensors, err);
-    const size_t *parts = grad_sync_parts(r->sync);
-    const OptimizerShard shard = {.lo = parts[r->rank], .hi = parts[r->rank + 1], .writer = r->rank == 0, .ctx = r,
-                                  .sum = sum_across_processes, .gather = gather_to_writer};
-    return optimizer_create_sharded(&r->opt, &oc, tensors, ntensors, &shard, err);
+    r->scaling = o->precision == BERT_FP16;
+    TrainerOptions to = {.optimizer = optimizer_defaults((OptimizerKind)optimizer_kind_from_name(o->optimizer)),
+                         .schedule = {SCHEDULE_POLY_WARMUP, o->learning_rate, o->warmup_proportion, o->max_steps, 0.5},
+                         .accumulation = o->gradient_accumulation_steps, .loss_scaling = r->scaling,
+                         .loss_scale = o->loss_scale > 0 ? o->loss_scale : o->init_loss_scale,
+                         .dynamic_loss_scale = o->loss_scale <= 0};
+    OptimizerShard shard;
+    if (r->world > 1) {
+        const GradSyncOptions so = {.bucket_floats = (size_t)(o->bucket_cap_mb * 1048576.0 / sizeof(float)),
+                                    .wire = (enum CommWire)o->allreduce_wire, .to_owners = o->shard_optimizer};
+        r->sync = grad_sync_create(r->comm, bert_grads(r->model), bert_num_parameters(r->model), &so);
+        bert_set_grad_ready_hook(r->model, grad_sync_ready, r->sync);
+        if (o->shard_optimizer) {
+            const size_t *parts = grad_sync_parts(r->sync);
+            shard = (OptimizerShard){.lo = parts[r->rank], .hi = parts[r->rank + 1], .writer = r->rank == 0,
+                                     .ctx = r, .sum = sum_across_processes, .gather = gather_to_writer};
+            to.shard = &shard;
+        }
+    }
+    if (trainer_create(&r->trainer, r->model, &to, err) != 0) return -1;
+    r->opt = trainer_optimizer(r->trainer), r->scaler = trainer_loss_scaler(r->trainer);
+    return 0;
 }
 
 static int setup_data(Run *r, BertError *err) {
@@ -633,8 +648,8 @@ static void log_step(Run *r, const StepStats *s, double avg_loss, double lr, dou
         cJSON_AddNumberToObject(d, "imbalance_wait_seconds", r->imbalance_per_step);
     }
     if (r->scaling) {
-        cJSON_AddNumberToObject(d, "loss_scale", r->scaler.scale);
-        cJSON_AddNumberToObject(d, "skipped_steps", (double)r->scaler.skipped_steps);
+        cJSON_AddNumberToObject(d, "loss_scale", r->scaler->scale);
+        cJSON_AddNumberToObject(d, "skipped_steps", (double)r->scaler->skipped_steps);
     }
     logger_step(r->log, r->epoch, r->step + r->offset, d);
 }
@@ -642,10 +657,10 @@ static void log_step(Run *r, const StepStats *s, double avg_loss, double lr, dou
 /* NVIDIA logs the new scale as a parameter when it skips a step. */
 static void log_skipped_step(Run *r) {
     logger_print(r->log, "step %ld skipped: the fp16 gradients overflowed; loss scale now %g (%ld skipped in all)",
-                 r->step + 1, r->scaler.scale, r->scaler.skipped_steps);
+                 r->step + 1, r->scaler->scale, r->scaler->skipped_steps);
     cJSON *d = cJSON_CreateObject();
-    cJSON_AddNumberToObject(d, "loss_scale", r->scaler.scale);
-    cJSON_AddNumberToObject(d, "skipped_steps", (double)r->scaler.skipped_steps);
+    cJSON_AddNumberToObject(d, "loss_scale", r->scaler->scale);
+    cJSON_AddNumberToObject(d, "skipped_steps", (double)r->scaler->skipped_steps);
     logger_parameters(r->log, d);
 }
 
@@ -731,7 +746,7 @@ static int train_loop(Run *r, PretrainSummary *sum, BertError *err) {
     sum->sequences_per_second = sum->seconds > 0 ? sum->sequences / sum->seconds : 0;
     sum->tokens_per_second = sum->seconds > 0 ? sum->tokens / sum->seconds : 0;
     sum->mean_loss = steps ? loss_sum / steps : NAN;
-    sum->skipped_steps = r->scaler.skipped_steps, sum->loss_scale = r->scaling ? r->scaler.scale : 1.0;
+    sum->skipped_steps = trainer_skipped_steps(r->trainer), sum->loss_scale = trainer_loss_scale(r->trainer);
     sum->comm_exposed_seconds = r->comm_exposed, sum->comm_imbalance_seconds = r->comm_imbalance;
     sum->work_spread = r->spread_steps ? r->spread_dealt / r->spread_steps : 1;
     sum->work_spread_consecutive = r->spread_steps ? r->spread_consecutive / r->spread_steps : 1;
@@ -831,7 +846,7 @@ int pretrain_run(const PretrainOptions *o, PretrainSummary *sum, BertError *err)
     if (rc != 0 && r.world > 1) comm_abort(r.comm, 1, err->msg);
     loader_close(r.train), loader_close(r.eval);
     step_batches_free(r.steps);
-    optimizer_free(r.opt);
+    trainer_free(r.trainer);
     grad_sync_free(r.sync);
     bert_model_free(r.model);
     logger_close(r.log);

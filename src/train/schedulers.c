@@ -14,3 +14,12 @@ double linear_warmup_lr(double base_lr, double warmup, long total_steps, long st
     double f = (progress - 1.0) / (warmup - 1.0);
     return base_lr * (f > 0 ? f : 0.0);
 }
+
+double schedule_lr(const Schedule *s, long steps_done) {
+    switch (s->kind) {
+    case SCHEDULE_POLY_WARMUP: return poly_warmup_lr(s->base_lr, s->warmup, s->total_steps, s->degree, steps_done);
+    case SCHEDULE_LINEAR_WARMUP: return linear_warmup_lr(s->base_lr, s->warmup, s->total_steps, steps_done);
+    case SCHEDULE_CONSTANT: break;
+    }
+    return s->base_lr;
+}

@@ -20,4 +20,16 @@
 double poly_warmup_lr(double base_lr, double warmup, long total_steps, double degree, long steps_done);
 double linear_warmup_lr(double base_lr, double warmup, long total_steps, long steps_done);
 
+/* A schedule as data, for the trainer (train/trainer.h): which of the above, and its
+ * settings; CONSTANT is base_lr at every step (the benchmarks). */
+typedef enum { SCHEDULE_POLY_WARMUP, SCHEDULE_LINEAR_WARMUP, SCHEDULE_CONSTANT } ScheduleKind;
+typedef struct {
+    ScheduleKind kind;
+    double base_lr, warmup;   /* warmup: a fraction of total_steps */
+    long total_steps;
+    double degree;            /* POLY_WARMUP's power (NVIDIA's 0.5) */
+} Schedule;
+
+double schedule_lr(const Schedule *s, long steps_done);
+
 #endif
