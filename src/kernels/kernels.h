@@ -205,4 +205,51 @@ void k_add(float *dst, const float *src, long n);   /* dst += src */
 /* One value of activation memory, for the host (a loss). */
 float k_read_scalar(const float *x);
 
+/* ---- backend memory ----
+ * Everything the model and the optimizer compute on (parameters, gradients, optimizer state,
+ * activations, 16-bit and packed weight copies) is allocated here, and the host touches it
+ * only through k_upload / k_download / k_map and the values the kernels below return. On the
+ * CPU backend these are an aligned calloc and memcpy, and k_map returns the memory itself; a
+ * GPU backend allocates device memory and stages. Pointers into this memory may be passed
+ * around (to kernels, to the collectives) but are dereferenced only by the backend. */
+void *k_alloc(size_t bytes);   /* zeroed, 64-byte aligned; exits with a message when memory runs out */
+void k_free(void *p);
+void k_upload(void *dst, const void *host_src, size_t bytes);
+void k_download(void *host_dst, const void *src, size_t bytes);
+/* Host access to `bytes` of backend memory at p for I/O (reading or writing whole tensors):
+ * with read set the host pointer holds p's contents; k_unmap with write set copies the host
+ * pointer's contents back to p; both release what k_map made. */
+void *k_map(void *p, size_t bytes, bool read);
+void k_unmap(void *p, void *host, size_t bytes, bool write);
+
+/* ---- reductions and updates on parameter memory (the optimizer and the trainer) ----
+ * Sums run over chunks of K_SUM_CHUNK floats, each in 16 interleaved lanes, the chunks added
+ * in order: the same bits for any thread count. A value returned to the host synchronises. */
+enum { K_SUM_CHUNK = 1 << 16 };
+double k_sum_squares(const float *x, size_t n);
+void k_scale(float *x, size_t n, float s);           /* x *= s */
+size_t k_count_nonfinite(const float *x, size_t n);  /* NaN and infinities */
+/* LAMB (optim/optimizer.h), per element: g' = g / clip; m = b1 m + (1 - b1) g';
+ * v = b2 v + (1 - b2) g'^2; u = (m / bc1) / (sqrt(v / bc2) + eps) + weight_decay w.
+ * k_lamb_moments advances m and v and returns sum(u^2) (chunked as k_sum_squares);
+ * k_lamb_update recomputes u from the new moments (the same floats) and does w -= ratio u. */
+typedef struct { float beta1, beta2, eps, weight_decay, clip, bc1, bc2; } LambArgs;
+double k_lamb_moments(float *m, float *v, const float *g, const float *w, size_t n, const LambArgs *a);
+void k_lamb_update(float *w, const float *m, const float *v, size_t n, float ratio, const LambArgs *a);
+/* AdamW (torch.optim.AdamW), per element: g' = g clip_scale; m = b1 m + (1 - b1) g';
+ * v = b2 v + (1 - b2) g'^2; w = w decay_factor - step_size m / (sqrt(v) / bc2_sqrt + eps). */
+typedef struct { float beta1, beta2, eps, clip_scale, step_size, bc2_sqrt, decay_factor; } AdamWArgs;
+void k_adamw_update(float *w, float *m, float *v, const float *g, size_t n, const AdamWArgs *a);
+
+/* ---- initialisation ---- */
+void k_fill(float *x, size_t n, float value);
+/* x[i] = std z_i, z_i the counter-based RNG's normal draw (key, i 64 + attempt) redrawn up to
+ * 64 times until |z| <= 2 (TF's truncated_normal_initializer), 0 if none was. */
+void k_truncated_normal(float *x, size_t n, float std, uint64_t key);
+
+/* ---- reading outputs ---- */
+/* How many of the M rows of logits [M, V] with labels[k] >= 0 have their argmax (the first of
+ * equal maxima) at labels[k]; *labelled: how many rows had a label. */
+long k_count_argmax_matches(const float *logits, const int32_t *labels, int M, int V, long *labelled);
+
 #endif

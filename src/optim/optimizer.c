@@ -7,10 +7,7 @@
 #include <string.h>
 
 #include "io/safetensors.h"
-
-/* Norms sum squares over chunks of this many floats in a fixed order (thread-count
- * independent); the same chunking for gradients, parameters and updates. */
-enum { NORM_CHUNK = 1 << 16 };
+#include "kernels/kernels.h"
 
 struct Optimizer {
     OptimizerConfig cfg;
@@ -68,7 +65,7 @@ static int create(Optimizer **out, const OptimizerConfig *c, const BertParamInfo
         o->offset[i] = state;
         state += o->own_end[i] - o->own_begin[i], flat += len;
     }
-    o->state = xcalloc(2 * (hi - lo) + 1, sizeof(float));
+    o->state = k_alloc(sizeof(float) * (2 * (hi - lo) + 1));   /* the moments start at 0 */
     *out = o;
     return 0;
 }
@@ -84,7 +81,7 @@ int optimizer_create_sharded(Optimizer **out, const OptimizerConfig *c, const Be
 
 void optimizer_free(Optimizer *o) {
     if (!o) return;
-    free(o->offset), free(o->state), free(o->full), free(o);
+    free(o->offset), k_free(o->state), free(o->full), free(o);
 }
 
 long optimizer_step_count(const Optimizer *o) { return o->steps; }
@@ -92,91 +89,14 @@ void optimizer_set_step_count(Optimizer *o, long steps) { o->steps = steps; }
 const OptimizerConfig *optimizer_config(const Optimizer *o) { return &o->cfg; }
 size_t optimizer_state_bytes(const Optimizer *o) { return 2 * (o->hi - o->lo) * sizeof(float); }
 
-/* Sum of squares of x[0..n) in double, in SUM_LANES interleaved partial sums added in a fixed
- * order: one running sum would be a chain of dependent additions (one per element, scalar);
- * the lanes are independent, so the loop vectorises, and the order is the same on every CPU. */
-enum { SUM_LANES = 16 };
-static double block_sum_squares(const float *x, size_t n) {
-    double lane[SUM_LANES] = {0};
-    size_t i = 0;
-    for (; i + SUM_LANES <= n; i += SUM_LANES)
-        for (int k = 0; k < SUM_LANES; k++) lane[k] += (double)x[i + k] * x[i + k];
-    double s = 0;
-    for (int k = 0; k < SUM_LANES; k++) s += lane[k];
-    for (; i < n; i++) s += (double)x[i] * x[i];
-    return s;
-}
-
-/* Sum of squares of x[0..n) in chunks added in order: the same bits for any thread count. */
-static double sum_squares(const float *x, size_t n) {
-    const size_t chunks = (n + NORM_CHUNK - 1) / NORM_CHUNK;
-    if (chunks <= 1) return block_sum_squares(x, n);
-    double total = 0;
-    double *partial = xmalloc(sizeof(double) * chunks);
-#pragma omp parallel for schedule(static) if (n >= 4 * (size_t)NORM_CHUNK)
-    for (size_t c = 0; c < chunks; c++) {
-        size_t end = (c + 1) * NORM_CHUNK < n ? (c + 1) * NORM_CHUNK : n;
-        partial[c] = block_sum_squares(x + c * NORM_CHUNK, end - c * NORM_CHUNK);
-    }
-    for (size_t c = 0; c < chunks; c++) total += partial[c];
-    free(partial);
-    return total;
-}
-
 double tensors_grad_norm(const BertParamInfo *tensors, int n) {
     double total = 0;
-    for (int i = 0; i < n; i++) total += sum_squares(tensors[i].grad, tensors[i].numel);
+    for (int i = 0; i < n; i++) total += k_sum_squares(tensors[i].grad, tensors[i].numel);
     return sqrt(total);
 }
 
 void tensors_scale_grads(const BertParamInfo *tensors, int n, float s) {
-    for (int i = 0; i < n; i++) {
-        float *g = tensors[i].grad;
-        const size_t len = tensors[i].numel;
-#pragma omp parallel for simd schedule(static) if (len >= 4 * (size_t)NORM_CHUNK)
-        for (size_t k = 0; k < len; k++) g[k] *= s;
-    }
-}
-
-/* LAMB's update of one element: m, v advanced, u = m^ / (sqrt(v^) + eps) + wd w returned. */
-static inline float lamb_element(float g, float w, float *m, float *v, float b1, float b2, float eps, float wd,
-                                 float clip, float bc1, float bc2) {
-    const float grad = g / clip;
-    *m = b1 * *m + (1.0f - b1) * grad;
-    *v = b2 * *v + (1.0f - b2) * grad * grad;
-    return (*m / bc1) / (sqrtf(*v / bc2) + eps) + wd * w;
-}
-
-/* LAMB's first stage for one tensor: the moments advanced and ||u||^2 summed over the same
- * chunks, in the same order, as the norms (no buffer for u: the second stage recomputes it
- * from the new moments, which gives the same floats). */
-static double lamb_moments(const OptimizerConfig *c, const BertParamInfo *t, size_t begin, size_t len,
-                           float *restrict m, float *restrict v, float clip, float bc1, float bc2) {
-    const float b1 = c->beta1, b2 = c->beta2, eps = c->eps, wd = t->decay ? c->weight_decay : 0.0f;
-    const float *restrict g = t->grad + begin, *restrict w = t->data + begin;
-    const size_t chunks = (len + NORM_CHUNK - 1) / NORM_CHUNK;
-    double *partial = xmalloc(sizeof(double) * (chunks + 1)), total = 0;
-#pragma omp parallel for schedule(static) if (len >= 4 * (size_t)NORM_CHUNK)
-    for (size_t ch = 0; ch < chunks; ch++) {
-        const size_t end = (ch + 1) * NORM_CHUNK < len ? (ch + 1) * NORM_CHUNK : len;
-        double lane[SUM_LANES] = {0}, s = 0;   /* lanes as in block_sum_squares: vectorised */
-        size_t k = ch * NORM_CHUNK;
-        for (; k + SUM_LANES <= end; k += SUM_LANES)
-            for (int j = 0; j < SUM_LANES; j++) {
-                const size_t e = k + j;
-                const float u = lamb_element(g[e], w[e], &m[e], &v[e], b1, b2, eps, wd, clip, bc1, bc2);
-                lane[j] += (double)u * u;
-            }
-        for (int j = 0; j < SUM_LANES; j++) s += lane[j];
-        for (; k < end; k++) {
-            const float u = lamb_element(g[k], w[k], &m[k], &v[k], b1, b2, eps, wd, clip, bc1, bc2);
-            s += (double)u * u;
-        }
-        partial[ch] = s;
-    }
-    for (size_t ch = 0; ch < chunks; ch++) total += partial[ch];
-    free(partial);
-    return total;
+    for (int i = 0; i < n; i++) k_scale(tensors[i].grad, tensors[i].numel, s);
 }
 
 /* Sums x[0..n) across the processes of a sharded optimizer. */
@@ -193,12 +113,15 @@ static void lamb_step(Optimizer *o, double lr, double grad_norm) {
     const float bc1 = (float)(1.0 - pow(c->beta1, (double)o->steps)), bc2 = (float)(1.0 - pow(c->beta2, (double)o->steps));
     const size_t own = o->hi - o->lo;
     double *sq = xcalloc(2 * (size_t)o->n, sizeof(double));   /* ||w||^2 (before the update), ||u||^2 */
+    LambArgs *args = xmalloc(sizeof(LambArgs) * (size_t)o->n);
     for (int i = 0; i < o->n; i++) {
         const BertParamInfo *t = &o->tensors[i];
         const size_t begin = o->own_begin[i], len = o->own_end[i] - begin;
         float *m = o->state + o->offset[i], *v = o->state + own + o->offset[i];
-        sq[2 * i] = sum_squares(t->data + begin, len);
-        sq[2 * i + 1] = lamb_moments(c, t, begin, len, m, v, clip, bc1, bc2);
+        args[i] = (LambArgs){.beta1 = c->beta1, .beta2 = c->beta2, .eps = c->eps,
+                             .weight_decay = t->decay ? c->weight_decay : 0.0f, .clip = clip, .bc1 = bc1, .bc2 = bc2};
+        sq[2 * i] = k_sum_squares(t->data + begin, len);
+        sq[2 * i + 1] = k_lamb_moments(m, v, t->grad + begin, t->data + begin, len, &args[i]);
     }
     sum_across(o, sq, 2 * o->n);
     for (int i = 0; i < o->n; i++) {
@@ -207,17 +130,10 @@ static void lamb_step(Optimizer *o, double lr, double grad_norm) {
         float ratio = (float)lr;
         if (t->decay && c->weight_decay != 0 && w_norm != 0 && u_norm != 0)   /* apex: only where decay != 0 */
             ratio = (float)(lr * (w_norm / u_norm));
-        const float eps = c->eps, wd = t->decay ? c->weight_decay : 0.0f;
         const size_t begin = o->own_begin[i], len = o->own_end[i] - begin;
-        const float *m = o->state + o->offset[i], *v = o->state + own + o->offset[i];
-        float *restrict w = t->data + begin;
-#pragma omp parallel for simd schedule(static) if (len >= 4 * (size_t)NORM_CHUNK)
-        for (size_t k = 0; k < len; k++) {   /* u again, from the moments just written */
-            const float u = (m[k] / bc1) / (sqrtf(v[k] / bc2) + eps) + wd * w[k];
-            w[k] -= ratio * u;
-        }
+        k_lamb_update(t->data + begin, o->state + o->offset[i], o->state + own + o->offset[i], len, ratio, &args[i]);
     }
-    free(sq);
+    free(args), free(sq);
 }
 
 static void adamw_step(Optimizer *o, double lr, double grad_norm) {
@@ -233,17 +149,11 @@ static void adamw_step(Optimizer *o, double lr, double grad_norm) {
     for (int i = 0; i < o->n; i++) {
         const BertParamInfo *t = &o->tensors[i];
         const size_t begin = o->own_begin[i], len = o->own_end[i] - begin;
-        float *restrict m = o->state + o->offset[i], *restrict v = o->state + own + o->offset[i];
-        float *restrict w = t->data + begin;
-        const float *restrict g = t->grad + begin;
-        const float decay_factor = t->decay ? (float)(1.0 - lr * c->weight_decay) : 1.0f;
-#pragma omp parallel for simd schedule(static) if (len >= 4 * (size_t)NORM_CHUNK)
-        for (size_t k = 0; k < len; k++) {
-            float grad = g[k] * clip_scale;
-            m[k] = m[k] * b1 + grad * (1.0f - b1);
-            v[k] = v[k] * b2 + grad * grad * (1.0f - b2);
-            w[k] = w[k] * decay_factor - step_size * (m[k] / (sqrtf(v[k]) / bc2_sqrt + eps));
-        }
+        const AdamWArgs args = {.beta1 = b1, .beta2 = b2, .eps = eps, .clip_scale = clip_scale, .step_size = step_size,
+                                .bc2_sqrt = bc2_sqrt,
+                                .decay_factor = t->decay ? (float)(1.0 - lr * c->weight_decay) : 1.0f};
+        k_adamw_update(t->data + begin, o->state + o->offset[i], o->state + own + o->offset[i], t->grad + begin, len,
+                       &args);
     }
 }
 
@@ -252,7 +162,7 @@ double optimizer_step(Optimizer *o, double lr) {
     if (o->sharded) {   /* this process's part of every tensor, summed across the processes */
         double sq = 0;
         for (int i = 0; i < o->n; i++)
-            sq += sum_squares(o->tensors[i].grad + o->own_begin[i], o->own_end[i] - o->own_begin[i]);
+            sq += k_sum_squares(o->tensors[i].grad + o->own_begin[i], o->own_end[i] - o->own_begin[i]);
         sum_across(o, &sq, 1);
         norm = sqrt(sq);
     } else {
@@ -284,7 +194,8 @@ int optimizer_collect(Optimizer *o) {
 
 int optimizer_save(Optimizer *o, const char *path, BertError *err) {
     /* the whole state, laid out like the parameters: m of every tensor, then v */
-    const float *state = o->sharded ? o->full : o->state;
+    const size_t state_bytes = sizeof(float) * 2 * o->numel;
+    const float *state = o->sharded ? o->full : k_map(o->state, state_bytes, true);
     if (!state) return bert_fail(err, "optimizer_save: a sharded optimizer's state is saved by the writing process "
                                       "after optimizer_collect");
     const int n = 2 * o->n + 2;
@@ -311,6 +222,7 @@ int optimizer_save(Optimizer *o, const char *path, BertError *err) {
              o->cfg.beta1, o->cfg.beta2, o->cfg.eps, o->cfg.weight_decay, o->cfg.max_grad_norm);
     const char *meta[] = {"optimizer", optimizer_kind_name(o->cfg.kind), "hyperparameters", hyper, NULL};
     int rc = safetensors_write(path, w, n, meta, err);
+    if (!o->sharded) k_unmap(o->state, (void *)state, state_bytes, false);
     for (int i = 0; i < 2 * o->n; i++) free(names[i]);
     free(names), free(w);
     if (o->sharded) free(o->full), o->full = NULL;   /* the writer holds the whole state only to save it */
@@ -334,20 +246,21 @@ int optimizer_load(Optimizer *o, const char *path, BertError *err) {
     }
     /* sharded: each tensor read whole, this process's part kept */
     const size_t own = o->hi - o->lo;
-    float *whole = NULL;
+    float *whole = NULL, *state = k_map(o->state, sizeof(float) * 2 * own, false);
     for (int i = 0; rc == 0 && i < o->n; i++) {
         const BertParamInfo *t = &o->tensors[i];
         const size_t begin = o->own_begin[i], len = o->own_end[i] - begin;
         if (o->sharded) whole = xrealloc(whole, sizeof(float) * t->numel + 1);
         for (int which = 0; rc == 0 && which < 2; which++) {
             char *name = state_name(t, which ? ".exp_avg_sq" : ".exp_avg");
-            float *mine = o->state + (which ? own : 0) + o->offset[i];
+            float *mine = state + (which ? own : 0) + o->offset[i];
             rc = safetensors_read_f32(&st, name, t->shape, t->ndim, o->sharded ? whole : mine, err);
             if (rc == 0 && o->sharded) memcpy(mine, whole + begin, sizeof(float) * len);
             free(name);
         }
     }
     free(whole);
+    k_unmap(o->state, state, sizeof(float) * 2 * own, true);
     if (rc == 0) o->steps = step32[0];
     safetensors_close(&st);
     return rc;
