@@ -3,7 +3,7 @@
 #ifndef BERT_MODEL_CONFIG_H
 #define BERT_MODEL_CONFIG_H
 
-#include "kernels/kernels.h"   /* Activation */
+#include "kernels/activation.h"
 
 typedef struct {
     int vocab_size;
