@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "core/rng.h"
-#include "io/config.h"
+#include "model/config.h"
 #include "optim/loss_scaler.h"
 #include "optim/optimizer.h"
 #include "train/schedulers.h"
