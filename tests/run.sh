@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test binary in each given build folder (and, for the first folder, the
-# Python interoperability tests in tests/py), then prints one summary line.
+# Python interoperability tests in tests/py), the layering check (tests/check_layers.sh),
+# then prints one summary line.
 # Exit status is non-zero if anything failed.
 set -u
 cd "$(dirname "$0")/.."
@@ -39,6 +40,8 @@ for build in "$@"; do
     fi
     first=0
 done
+# the layering of docs/architecture.md, over src/'s include lines (once: it reads no build)
+run_one "tests/check_layers.sh" bash tests/check_layers.sh
 # the fuzz targets' seed corpora, replayed once each (make fuzz-build builds them)
 for t in build-fuzz/fuzz_*; do
     [ -x "$t" ] || continue

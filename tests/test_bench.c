@@ -11,7 +11,7 @@
 #include "kernels/sgemm.h"
 #include "cli/commands.h"
 #include "core/common.h"
-#include "io/config.h"
+#include "model/config.h"
 #include "model/bert.h"
 
 #define MICRO_CONFIG "tests/data/bench/micro_config.json"

@@ -18,7 +18,7 @@
 
 #include "core/rng.h"
 #include "kernels/gemm_half.h"
-#include "io/config.h"
+#include "model/config.h"
 #include "kernels/kernels.h"
 #include "model/bert.h"
 #include "test.h"

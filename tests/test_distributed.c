@@ -34,7 +34,7 @@
 #include <cjson/cJSON.h>
 
 #include "data/hdf5_shard.h"
-#include "io/config.h"
+#include "model/config.h"
 #include "io/safetensors.h"
 #include "model/bert.h"
 

@@ -12,7 +12,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "io/config.h"
+#include "model/config.h"
 #include "model/bert.h"
 #include "tasks/glue.h"
 #include "tasks/glue_run.h"

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "io/config.h"
+#include "model/config.h"
 #include "io/safetensors.h"
 #include "test.h"
 #include "test_util.h"

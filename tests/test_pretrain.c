@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "data/hdf5_shard.h"
-#include "io/config.h"
+#include "model/config.h"
 #include "io/safetensors.h"
 #include "kernels/kernels.h"
 #include "model/bert.h"

@@ -1,6 +1,7 @@
 /* Sentence splitting: hand-written cases (what nltk.sent_tokenize gives for each, quirks
  * included), then parity with NLTK's punkt on ~270 real documents
  * (tests/data/corpus/sentences_*.txt, made by tools/make_corpus_fixtures.py). */
+#include "core/utf8.h"
 #include "data/corpus.h"
 #include "test.h"
 

@@ -10,7 +10,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "io/config.h"
+#include "model/config.h"
 #include "model/bert.h"
 #include "tasks/squad_run.h"
 

@@ -5,7 +5,7 @@
 #include <unistd.h>
 
 #include "io/safetensors.h"
-#include "io/config.h"
+#include "model/config.h"
 #include "model/bert.h"
 #include "test.h"
 

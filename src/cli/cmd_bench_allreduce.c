@@ -6,7 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
-#include "io/config.h"
+#include "model/config.h"
 #include "train/sync_bench.h"
 
 static void report(const char *what, const SyncBenchTiming *t, int P, bool json) {

@@ -7,7 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
-#include "io/config.h"
+#include "model/config.h"
 #include "model/bert.h"
 #include "tasks/infer_bench.h"
 

@@ -11,7 +11,7 @@
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "core/common.h"
-#include "io/config.h"
+#include "model/config.h"
 #include "model/bert.h"
 #include "tasks/embed.h"
 

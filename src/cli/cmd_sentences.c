@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "core/utf8.h"
 #include "data/corpus.h"
 
 static long long split_stream(FILE *in, FILE *out, const SentenceSplitter *sp, long long *invalid) {

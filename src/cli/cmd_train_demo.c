@@ -13,7 +13,7 @@
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "core/rng.h"
-#include "io/config.h"
+#include "model/config.h"
 #include "model/bert.h"
 #include "train/synthetic.h"
 #include "train/trainer.h"

@@ -39,3 +39,15 @@ bool py_isspace(int32_t c) {
     return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20) || c == 0x85 || c == 0xa0 || c == 0x1680 ||
            (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 || c == 0x202f || c == 0x205f || c == 0x3000;
 }
+
+size_t utf8_rstrip_len(const char *text, size_t len) {
+    while (len > 0) {
+        size_t k = len - 1;
+        while (k > 0 && len - k < 4 && ((unsigned char)text[k] & 0xC0) == 0x80) k--;
+        int n;
+        int32_t cp = utf8_decode((const unsigned char *)text + k, len - k, &n);
+        if (cp < 0 || (size_t)n != len - k || !py_isspace(cp)) return len;
+        len = k;
+    }
+    return 0;
+}

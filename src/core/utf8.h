@@ -16,4 +16,8 @@ int32_t utf8_decode(const unsigned char *s, size_t len, int *nbytes);
 /* Python's str.isspace(): what str.strip() and str.split() take as whitespace. */
 bool py_isspace(int32_t c);
 
+/* Length of text without trailing whitespace (Python's str.rstrip()); 0 if all blank. Scans
+ * back from the end, a character at a time; an invalid byte counts as U+FFFD. */
+size_t utf8_rstrip_len(const char *text, size_t len);
+
 #endif

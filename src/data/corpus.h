@@ -172,7 +172,6 @@ void shard_path(const ShardOptions *opt, bool is_test, int i, char *out, size_t 
 
 /* ---- Text helpers shared by the formatters and the sharder --------------------------- */
 
-size_t utf8_rstrip_len(const char *text, size_t len);     /* len of text.rstrip() */
 /* Copies in[0..len) into *buf (grown as needed, NUL-terminated) with every invalid UTF-8
  * byte replaced by U+FFFD; adds the number replaced to *n_invalid (may be NULL). Returns
  * the new length. */

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/utf8.h"
 #include "data/bz2_streams.h"
 #include "data/doc_writer.h"
 #include "data/wikitext.h"

@@ -77,20 +77,6 @@ size_t utf8_sanitize(const char *in, size_t len, char **buf, size_t *cap, long l
     return o;
 }
 
-/* Length of text without trailing whitespace (Python's rstrip()); 0 if all blank. Scans
- * back from the end, a character at a time; an invalid byte counts as U+FFFD. */
-size_t utf8_rstrip_len(const char *text, size_t len) {
-    while (len > 0) {
-        size_t k = len - 1;
-        while (k > 0 && len - k < 4 && ((unsigned char)text[k] & 0xC0) == 0x80) k--;
-        int n;
-        int32_t cp = utf8_decode((const unsigned char *)text + k, len - k, &n);
-        if (cp < 0 || (size_t)n != len - k || !py_isspace(cp)) return len;
-        len = k;
-    }
-    return 0;
-}
-
 long long write_document_sentences(FILE *out, const SentenceSplitter *sp, SentenceList *sl,
                                    const char *doc, size_t len) {
     split_sentences(sp, doc, len, sl);

@@ -21,12 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-
-/* The feed-forward activation (HuggingFace's hidden_act). */
-typedef enum {
-    ACT_GELU,      /* "gelu": exact, 0.5 x (1 + erf(x / sqrt 2)) */
-    ACT_GELU_NEW,  /* "gelu_new" / "gelu_pytorch_tanh": tanh approximation */
-} Activation;
+#include "kernels/activation.h"   /* Activation: the feed-forward activation kinds */
 
 /* out[N, OC] = inp[N, C] @ weight[OC, C]^T + bias[OC] (bias may be NULL). */
 void k_matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int N, int C, int OC);

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "core/rng.h"
-#include "io/config.h"
+#include "model/config.h"
 #include "model/bert_internal.h"
 
 /* ---------------------------------------------------------------- parameter layout */

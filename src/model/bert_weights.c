@@ -12,7 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "io/config.h"
+#include "model/config.h"
 #include "io/safetensors.h"
 #include "model/bert_internal.h"
 

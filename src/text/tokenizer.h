@@ -32,18 +32,7 @@
 #include <stddef.h>
 
 #include "core/common.h"
-
-typedef struct Vocab Vocab;
-
-/* vocab.txt: one token per line, id = line number (0-based). As the reference's
- * load_vocab: surrounding (ASCII) whitespace is stripped, and a token listed twice maps
- * to its last line. A line that is not valid UTF-8 is an error naming the line. */
-int vocab_load(Vocab **out, const char *path, BertError *err);
-Vocab *vocab_from_tokens(const char *const *tokens, int n);
-void vocab_free(Vocab *v);
-int vocab_size(const Vocab *v);
-const char *vocab_token(const Vocab *v, int id);              /* NULL if out of range */
-int vocab_lookup(const Vocab *v, const char *tok, size_t len); /* -1 if absent */
+#include "text/vocab.h"
 
 typedef struct {
     bool do_lower_case;            /* true: uncased (lower + strip accents) */

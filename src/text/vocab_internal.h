@@ -5,7 +5,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "text/tokenizer.h"
+#include "text/vocab.h"
 
 /* A hash slot carries what a lookup compares, so a probe touches one cache line and
  * then only the candidate's bytes in the arena. */

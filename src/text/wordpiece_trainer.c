@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "text/tokenizer.h"
 #include "text/vocab_internal.h"
 
 /* Steps of the trainer's loops on this thread (wordpiece_trainer_work): bytes hashed and

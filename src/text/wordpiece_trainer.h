@@ -11,7 +11,6 @@
 #include <stdint.h>
 
 #include "core/common.h"
-#include "text/tokenizer.h"
 
 typedef struct {
     int vocab_size;               /* total lines of vocab.txt, specials and unused included */

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "core/rng.h"
-#include "io/config.h"
+#include "model/config.h"
 #include "train/trainer.h"
 
 struct Finetuner {

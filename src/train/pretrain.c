@@ -15,7 +15,7 @@
 
 #include "data/hdf5_shard.h"
 #include "core/rng.h"
-#include "io/config.h"
+#include "model/config.h"
 #include "model/bert.h"
 #include "optim/loss_scaler.h"
 #include "optim/optimizer.h"

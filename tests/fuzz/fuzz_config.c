@@ -1,6 +1,6 @@
 /* config.json parsing: any bytes give a config or a clear error. */
 #include "fuzz_util.h"
-#include "io/config.h"
+#include "model/config.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     BertConfig c;

@@ -1,6 +1,6 @@
 /* Vocabulary files: any bytes load or fail clearly. */
 #include "fuzz_util.h"
-#include "text/tokenizer.h"
+#include "text/vocab.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     Vocab *v;

@@ -1,4 +1,4 @@
-#include "io/config.h"
+#include "model/config.h"
 
 #include <cjson/cJSON.h>
 #include <limits.h>
