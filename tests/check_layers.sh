@@ -25,8 +25,8 @@ data     core text
 kernels  core
 io       core
 model    core kernels io
-optim    core io model
-train    core data io model optim
+optim    core kernels io model
+train    core data kernels io model optim
 bench    core kernels
 tasks    core text io model optim train
 cli      core text data kernels io model optim train bench tasks

@@ -21,6 +21,7 @@
 #include "model/config.h"
 #include "kernels/kernels.h"
 #include "model/bert.h"
+#include "model/bert_views.h"
 #include "test.h"
 #include "train/synthetic.h"
 

@@ -8,6 +8,7 @@
 #include "io/safetensors.h"
 #include "model/config.h"
 #include "model/bert.h"
+#include "model/bert_views.h"
 #include "optim/optimizer.h"
 #include "test.h"
 

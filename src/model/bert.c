@@ -1,7 +1,6 @@
 /* BertModel: parameter table and memory layout, creation, initialisation, batch checks.
  * Forward and backward are in bert_forward.c / bert_backward.c. */
 #include <math.h>
-#include <omp.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,7 +183,7 @@ static void layout_bf16_activations(Arena *a, Activations *v, const BertModel *m
 }
 
 static void free_packed_weights(BertModel *m) {
-    free(m->packed), free(m->packed_memory);
+    free(m->packed), k_free(m->packed_memory);
     m->packed = NULL, m->packed_memory = NULL, m->packed_count = 0, m->packed_bytes = 0;
     m->packed_allocated = false;
 }
@@ -221,7 +220,7 @@ static void allocate_packed_weights(BertModel *m) {
         free(m->packed), m->packed = NULL;
         return;
     }
-    m->packed_memory = xaligned_alloc(64, total);
+    m->packed_memory = k_alloc(total);
     for (int i = 0; i < n; i++)   /* none where oneDNN keeps a shape's layout plain: nothing to pack */
         m->packed[i].packed = bytes[i] ? (char *)m->packed_memory + offset[i] : NULL;
     m->packed_count = n;
@@ -234,11 +233,11 @@ static void allocate_activations(BertModel *m) {
     Arena a = {0};
     layout_activations(&a, &m->act, m);   /* count */
     m->act_floats = a.cursor / sizeof(float);
-    free(m->act_memory);
-    m->act_memory = xcalloc(m->act_floats, sizeof(float));
+    k_free(m->act_memory);
+    m->act_memory = k_alloc(m->act_floats * sizeof(float));
     a = (Arena){.base = (char *)m->act_memory};
     layout_activations(&a, &m->act, m);
-    free(m->act16_memory), free(m->params16);
+    k_free(m->act16_memory), k_free(m->params16);
     m->act16_memory = NULL, m->params16 = NULL, m->act16_len = 0;
     if (m->precision == BERT_FP32) {
         for (int l = 0; l < m->cfg.num_hidden_layers; l++) {
@@ -252,10 +251,10 @@ static void allocate_activations(BertModel *m) {
     Arena h = {0};
     layout_bf16_activations(&h, &m->act, m);
     m->act16_len = h.cursor / sizeof(uint16_t);
-    m->act16_memory = xcalloc(m->act16_len, sizeof(uint16_t));
+    m->act16_memory = k_alloc(m->act16_len * sizeof(uint16_t));
     h = (Arena){.base = (char *)m->act16_memory};
     layout_bf16_activations(&h, &m->act, m);
-    m->params16 = xcalloc(m->num_params, sizeof(uint16_t));
+    m->params16 = k_alloc(m->num_params * sizeof(uint16_t));
     memset(m->half_fresh, 0, sizeof(bool) * (size_t)m->num_tensors);   /* none of it made yet */
 }
 
@@ -340,8 +339,8 @@ int bert_model_create_with_heads(BertModel **out, const BertConfig *cfg, BertHea
     }
     m->info = xcalloc(m->num_tensors, sizeof(BertParamInfo));
     m->half_fresh = xcalloc(m->num_tensors, sizeof(bool));
-    m->params = xcalloc(m->num_params, sizeof(float));
-    m->grads = xcalloc(m->num_params, sizeof(float));
+    m->params = k_alloc(m->num_params * sizeof(float));   /* backend memory */
+    m->grads = k_alloc(m->num_params * sizeof(float));
     lo = (Layout){.info = m->info, .base = m->params};
     layout_params(&lo, &m->p, cfg, heads);
     lo = (Layout){.base = m->grads};
@@ -380,14 +379,14 @@ int bert_model_create_with_heads(BertModel **out, const BertConfig *cfg, BertHea
 void bert_model_free(BertModel *m) {
     if (!m) return;
     free(m->p.layers), free(m->g.layers), free(m->act.layers);
-    free(m->info), free(m->half_fresh), free(m->params), free(m->grads), free(m->act_memory);
+    free(m->info), free(m->half_fresh), k_free(m->params), k_free(m->grads), k_free(m->act_memory);
     free(m->kv_len), free(m->has_holes), free(m->zero_types);
     free(m->mlm_src_row), free(m->mlm_slot), free(m->mlm_label), free(m->nsp_label);
     free(m->seq_row), free(m->seq_rows), free(m->full_row), free(m->row_map), free(m->out_map);
     free(m->kept_row), free(m->kept_full), free(m->cls_row), free(m->mlm_out_row);
     free(m->qa_seq[0]), free(m->qa_seq[1]), free(m->qa_label[0]), free(m->qa_label[1]);
     free(m->class_label), free(m->target);
-    free(m->params16), free(m->act16_memory), free(m->packed), free(m->packed_memory);
+    k_free(m->params16), k_free(m->act16_memory), free(m->packed), k_free(m->packed_memory);
     free(m);
 }
 
@@ -434,6 +433,35 @@ const float *bert_token_output(const BertModel *m, int s, int t) {
     if (!m->unpadded) return out + ((size_t)s * m->T + t) * m->cfg.hidden_size;
     return t < m->seq_rows[s] ? out + ((size_t)m->seq_row[s] + t) * m->cfg.hidden_size : NULL;
 }
+/* Copies n floats of backend memory at src to dst; false when there is nothing there. */
+static bool read_floats(float *dst, const float *src, size_t n) {
+    if (!src) return false;
+    k_download(dst, src, n * sizeof(float));
+    return true;
+}
+bool bert_read_mlm_logits(const BertModel *m, float *dst) {
+    return read_floats(dst, m->p.mlm_dense_w ? bert_mlm_logits(m) : NULL, (size_t)m->B * m->P * m->cfg.vocab_size);
+}
+bool bert_read_nsp_logits(const BertModel *m, float *dst) { return read_floats(dst, bert_nsp_logits(m), 2 * (size_t)m->B); }
+bool bert_read_qa_logits(const BertModel *m, float *start, float *end) {
+    const size_t n = (size_t)m->B * m->T;
+    return read_floats(start, bert_qa_start_logits(m), n) && read_floats(end, bert_qa_end_logits(m), n);
+}
+bool bert_read_classifier_logits(const BertModel *m, float *dst) {
+    return read_floats(dst, bert_classifier_logits(m), (size_t)m->B * m->heads.num_labels);
+}
+bool bert_read_pooled_output(const BertModel *m, float *dst) {
+    return read_floats(dst, bert_pooled_output(m), (size_t)m->B * m->cfg.hidden_size);
+}
+bool bert_read_token_output(const BertModel *m, int s, int t, float *dst) {
+    return read_floats(dst, bert_token_output(m, s, t), (size_t)m->cfg.hidden_size);
+}
+long bert_count_mlm_correct(const BertModel *m, const BertBatch *b, long *labelled) {
+    if (labelled) *labelled = 0;
+    if (!m->p.mlm_dense_w || !b->masked_labels) return 0;
+    return k_count_argmax_matches(bert_mlm_logits(m), b->masked_labels, b->batch * b->max_predictions,
+                                  m->cfg.vocab_size, labelled);
+}
 void bert_set_last_layer_pruning(BertModel *m, bool on) { m->prune_last_layer = on; }
 void bert_set_unpadding(BertModel *m, bool on) { m->unpad = on; }
 void bert_set_grad_ready_hook(BertModel *m, BertGradReadyFn fn, void *ctx) { m->grad_ready = fn, m->grad_ready_ctx = ctx; }
@@ -451,8 +479,7 @@ size_t bert_nonfinite_params(const BertModel *m, const char **first_tensor) {
     if (first_tensor) *first_tensor = NULL;
     for (int i = 0; i < m->num_tensors; i++) {
         const BertParamInfo *t = &m->info[i];
-        size_t bad = 0;
-        for (size_t k = 0; k < t->numel; k++) bad += !isfinite(t->data[k]);
+        const size_t bad = k_count_nonfinite(t->data, t->numel);
         if (bad && first_tensor && !*first_tensor) *first_tensor = t->name;
         count += bad;
     }
@@ -628,21 +655,11 @@ void bert_gelu_linear_backward(BertModel *m, float *dinp, float *dweight, float 
 
 void bert_init_tensor(const BertParamInfo *t, float initializer_range, uint64_t seed, int tensor_index) {
     if (t->ndim == 1) {  /* biases 0; LayerNorm weight 1 */
-        float value = strstr(t->name, "LayerNorm.weight") ? 1.0f : 0.0f;
-        for (size_t i = 0; i < t->numel; i++) t->data[i] = value;
+        k_fill(t->data, t->numel, strstr(t->name, "LayerNorm.weight") ? 1.0f : 0.0f);
         return;
     }
     /* Truncated normal on [-2 std, 2 std] by redrawing, as TF's truncated_normal_initializer. */
-    uint64_t key = rng_key(seed, (uint64_t)tensor_index);
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < t->numel; i++) {
-        double z = 0.0;
-        for (uint64_t attempt = 0; attempt < 64; attempt++) {
-            z = rng_normal(key, (uint64_t)i * 64 + attempt);
-            if (fabs(z) <= 2.0) break;
-        }
-        t->data[i] = (float)(fabs(z) <= 2.0 ? z * initializer_range : 0.0);
-    }
+    k_truncated_normal(t->data, t->numel, initializer_range, rng_key(seed, (uint64_t)tensor_index));
 }
 
 void bert_init_weights(BertModel *m, uint64_t seed) {

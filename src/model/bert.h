@@ -69,13 +69,9 @@ int   bert_model_create(BertModel **out, const BertConfig *cfg, int max_batch, i
 int   bert_model_create_with_heads(BertModel **out, const BertConfig *cfg, BertHeads heads, int max_batch, int max_seq,
                                    int max_predictions, BertError *err);
 BertHeads bert_model_heads(const BertModel *m);
-/* The task heads' outputs of the last forward: QA start and end logits [B, T] (two arrays),
- * classifier logits [B, N]; NULL for a model without that head. The task loss (QA: the mean
- * of the start and end cross-entropies; classification: cross-entropy; regression: MSE), 0
- * without labels. bert_forward returns it (plus the MLM and NSP losses for pre-training). */
-const float *bert_qa_start_logits(const BertModel *m);
-const float *bert_qa_end_logits(const BertModel *m);
-const float *bert_classifier_logits(const BertModel *m);
+/* The task loss of the last forward (QA: the mean of the start and end cross-entropies;
+ * classification: cross-entropy; regression: MSE), 0 without labels. bert_forward returns
+ * it (plus the MLM and NSP losses for pre-training). */
 float bert_last_task_loss(const BertModel *m);
 void  bert_model_free(BertModel *m);
 void  bert_init_weights(BertModel *m, uint64_t seed);     /* BERT init: truncated normal std=initializer_range, LN 1/0, biases 0 */
@@ -90,10 +86,26 @@ size_t bert_num_parameters(const BertModel *m);
  * NULL); the positions of ignored slots are not read. Attention skips the keys after each
  * sequence's last real token; padding before it gets probability 0 (HF's semantics). A
  * batch that fails bert_batch_validate returns NAN and leaves the message in
- * bert_last_error(). Logits stay readable: */
+ * bert_last_error(). The outputs stay readable (bert_read_*) until the next forward. */
 float bert_forward(BertModel *m, const BertBatch *b, bool training, uint64_t dropout_seed);
-const float *bert_mlm_logits(const BertModel *m);  /* [B*P, vocab]; rows of ignored slots (-1) are zero */
-const float *bert_nsp_logits(const BertModel *m);  /* [B, 2] */
+
+/* The last forward's outputs, copied into host memory: the model's memory is the compute
+ * backend's (kernels/kernels.h), and these are how the host reads it. Sizes are the last
+ * batch's: B sequences of T positions, P prediction slots. Each returns false, copying
+ * nothing, where the model has no such output (no such head; rows not computed). */
+bool bert_read_mlm_logits(const BertModel *m, float *dst);    /* [B*P, vocab]; rows of ignored slots (-1) zero */
+bool bert_read_nsp_logits(const BertModel *m, float *dst);    /* [B, 2] */
+bool bert_read_qa_logits(const BertModel *m, float *start, float *end);   /* [B, T] each */
+bool bert_read_classifier_logits(const BertModel *m, float *dst);         /* [B, num_labels] */
+bool bert_read_pooled_output(const BertModel *m, float *dst);             /* [B, H] */
+/* The last layer's output (hidden_size floats) for token t of sequence s, packed or not;
+ * false for a row that was not computed (padding after the last real token when unpadded,
+ * anything but the heads' rows when pruned). */
+bool bert_read_token_output(const BertModel *m, int s, int t, float *dst);
+/* MLM accuracy of the last forward on batch b: how many labelled slots' logits have their
+ * argmax (the first of equal maxima) at the label; *labelled: how many slots had a label.
+ * Counted by the backend, without moving the logits. */
+long bert_count_mlm_correct(const BertModel *m, const BertBatch *b, long *labelled);
 void  bert_zero_grad(BertModel *m);
 /* Accumulates into grads (for gradient accumulation). Runs once per successful bert_forward,
  * on the same batch; the gradient is d(loss returned by forward). Misuse (no successful
@@ -126,8 +138,11 @@ typedef struct {
 int   bert_num_param_tensors(const BertModel *m);
 const BertParamInfo *bert_param_info(const BertModel *m, int i);
 const BertParamInfo *bert_find_param(const BertModel *m, const char *hf_name);  /* NULL if unknown */
-float *bert_params(BertModel *m);          /* the whole parameter allocation, bert_num_parameters floats */
-float *bert_grads(BertModel *m);           /* the whole gradient allocation, same layout */
+/* The whole parameter and gradient allocations (bert_num_parameters floats each, the table's
+ * layout): backend memory, for kernels and collectives (e.g. the gradient all-reduce), never
+ * dereferenced outside the model and the backend; data and grad in BertParamInfo likewise. */
+float *bert_params(BertModel *m);
+float *bert_grads(BertModel *m);
 const BertConfig *bert_model_config(const BertModel *m);
 
 /* Checks shapes against the model's maxima and every id/position/label against its range. */
@@ -141,27 +156,21 @@ float bert_last_nsp_loss(const BertModel *m);
  * On failure the model's weights are partly overwritten: reinitialise or discard it. */
 int   bert_load_safetensors_ex(BertModel *m, const char *path, uint64_t head_seed, int *num_initialised,
                                BertError *err);
-/* For task heads (fine-tuning): the last forward's final hidden states [B*T, H] and pooled
- * [CLS] output [B, H]; and a backward that also takes the gradient of a task loss with
- * respect to them (either may be NULL), on top of any pre-training losses that had labels. */
-const float *bert_sequence_output(const BertModel *m);
-const float *bert_pooled_output(const BertModel *m);
-int   bert_backward_with(BertModel *m, const BertBatch *b, const float *d_sequence_output, const float *d_pooled);
 /* Pre-training only reads the last layer's output at the [CLS] rows (NSP) and the labelled
  * masked positions (MLM). With pruning on, bert_forward runs the last encoder layer's
  * attention over every token (its keys and values are needed) but everything after it (output
  * projection, LayerNorms, feed-forward) only at those rows: 1 + P of T rows per sequence, ~63%
  * of the last layer's work saved at seq 128 / 20 predictions. Losses, logits and gradients
  * are the full model's (to float rounding: the products have other shapes), dropout masks
- * included. bert_sequence_output() is then NULL and bert_backward_with() must get no
- * d_sequence_output: fine-tuning leaves it off. Off by default. */
+ * included. The sequence output (model/bert_views.h) is then not there: fine-tuning leaves
+ * it off. Off by default. */
 void  bert_set_last_layer_pruning(BertModel *m, bool on);
 /* Pre-training also never reads the rows after each sequence's last real token (attention
  * skips them as keys, the heads do not read them). With unpadding on, bert_forward packs the
  * encoder's rows: per sequence only up to its last real token (or a masked position past it),
  * so the linear layers, LayerNorms and attention queries skip trailing padding. The numbers
- * are the full model's, as with pruning; bert_sequence_output() is then NULL (unless the batch
- * had no trailing padding: nothing was skipped). Off by default.
+ * are the full model's, as with pruning; the sequence output is then not there (unless the
+ * batch had no trailing padding: nothing was skipped). Off by default.
  * bert_encoder_rows: the rows the encoder ran on in the last forward (B*T unless unpadded). */
 void  bert_set_unpadding(BertModel *m, bool on);
 /* Called by bert_backward each time a contiguous range of the gradient allocation is final
@@ -172,10 +181,6 @@ void  bert_set_unpadding(BertModel *m, bool on);
 typedef void (*BertGradReadyFn)(void *ctx, size_t offset, size_t count);
 void  bert_set_grad_ready_hook(BertModel *m, BertGradReadyFn fn, void *ctx);
 int   bert_encoder_rows(const BertModel *m);
-/* The last layer's output (hidden_size floats) for token t of sequence s of the last
- * forward, packed or not; NULL for a row that was not computed (padding after the last real
- * token when unpadded, anything but the heads' rows when pruned). */
-const float *bert_token_output(const BertModel *m, int s, int t);
 /* Rows the last layer ran on after attention in the last forward (the encoder's rows unless
  * pruned), and the matmul FLOPs a training step on that forward's batch executes: what
  * bert_train_flops counts, less the rows and keys that unpadding, pruning and attention's

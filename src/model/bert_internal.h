@@ -4,6 +4,7 @@
 
 #include "kernels/kernels.h"
 #include "model/bert.h"
+#include "model/bert_views.h"
 
 /* Named views of one encoder layer's parameters (or gradients: the same layout). The query,
  * key and value weights are adjacent, so qkv_w is one [3H, H] matrix and qkv_b one [3H]. */

@@ -54,8 +54,10 @@ int bert_load_safetensors_ex(BertModel *m, const char *path, uint64_t head_seed,
         const char *found = NULL;
         for (int k = 0; k < n && !found; k++)
             if (safetensors_find(&st, names[k])) found = names[k];
-        if (found) {
-            rc = safetensors_read_f32(&st, found, t->shape, t->ndim, t->data, err);
+        if (found) {   /* read into the host's view of the tensor's backend memory */
+            float *host = k_map(t->data, sizeof(float) * t->numel, false);
+            rc = safetensors_read_f32(&st, found, t->shape, t->ndim, host, err);
+            k_unmap(t->data, host, sizeof(float) * t->numel, rc == 0);
         } else if (t->is_head) {
             bert_init_tensor(t, m->cfg.initializer_range, head_seed, i);
             initialised++;
@@ -74,14 +76,16 @@ int bert_load_safetensors(BertModel *m, const char *path, BertError *err) {
 
 int bert_save_safetensors(const BertModel *m, const char *path, BertError *err) {
     StWriteTensor *out = xcalloc(m->num_tensors, sizeof *out);
+    float *host = k_map(m->params, sizeof(float) * m->num_params, true);   /* the host's view of every weight */
     for (int i = 0; i < m->num_tensors; i++) {
         const BertParamInfo *t = &m->info[i];
-        out[i] = (StWriteTensor){.name = t->name, .dtype = ST_F32, .ndim = t->ndim, .data = t->data};
+        out[i] = (StWriteTensor){.name = t->name, .dtype = ST_F32, .ndim = t->ndim, .data = host + (t->data - m->params)};
         out[i].shape[0] = t->shape[0];
         out[i].shape[1] = t->shape[1];
     }
     const char *metadata[] = {"format", "pt", "producer", "bert.c", NULL};
     int rc = safetensors_write(path, out, m->num_tensors, metadata, err);
+    k_unmap(m->params, host, sizeof(float) * m->num_params, false);
     free(out);
     return rc;
 }

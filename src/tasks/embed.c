@@ -39,10 +39,12 @@ static int by_length(const void *a, const void *b, void *lengths) {
 /* Mean over the sentence's rows, then (optionally) divided by its L2 norm. */
 static void pool(const BertModel *m, int s, int length, int H, bool normalize, float *out) {
     double *acc = xcalloc((size_t)H, sizeof(double));
+    float *row = xmalloc(sizeof(float) * (size_t)H);
     for (int t = 0; t < length; t++) {
-        const float *row = bert_token_output(m, s, t);
+        bert_read_token_output(m, s, t, row);
         for (int h = 0; h < H; h++) acc[h] += row[h];
     }
+    free(row);
     double norm = 0;
     for (int h = 0; h < H; h++) acc[h] /= length, norm += acc[h] * acc[h];
     norm = sqrt(norm);

@@ -98,6 +98,7 @@ static int predict(Run *r, const GlueExamples *e, const GlueFeatures *f, int *la
                    BertError *err) {
     const int batch = r->o->eval_batch_size, NL = r->task->num_labels;
     int *rows = xmalloc(sizeof(int) * (size_t)batch);
+    float *logits = xmalloc(sizeof(float) * (size_t)batch * NL);
     BertModel *m = finetune_model(r->ft);
     const double t0 = now_seconds();
     int rc = 0;
@@ -109,7 +110,7 @@ static int predict(Run *r, const GlueExamples *e, const GlueFeatures *f, int *la
             rc = bert_fail(err, "prediction: %s", bert_last_error(m));
             break;
         }
-        const float *logits = bert_classifier_logits(m);
+        bert_read_classifier_logits(m, logits);
         for (int i = 0; i < n; i++) {
             const float *row = logits + (size_t)i * NL;
             int best = 0;
@@ -118,7 +119,7 @@ static int predict(Run *r, const GlueExamples *e, const GlueFeatures *f, int *la
         }
     }
     *seconds = now_seconds() - t0;
-    free(rows);
+    free(rows), free(logits);
     return rc;
 }
 

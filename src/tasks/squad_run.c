@@ -152,8 +152,7 @@ static int predict(Run *r, const SquadData *d, const SquadFeatures *f, const cha
         for (int i = 0; i < b; i++) rows[i] = s + i;
         BertBatch batch = make_batch(r, d, f, rows, b, false);
         if (!isfinite(bert_forward(m, &batch, false, 0))) rc = bert_fail(err, "prediction: %s", bert_last_error(m));
-        memcpy(start + (size_t)s * T, bert_qa_start_logits(m), sizeof(float) * (size_t)b * T);
-        memcpy(end + (size_t)s * T, bert_qa_end_logits(m), sizeof(float) * (size_t)b * T);
+        bert_read_qa_logits(m, start + (size_t)s * T, end + (size_t)s * T);
         logger_progress(r->log, "predicting: %d/%d features", s + b, n);
     }
     res->predict_seconds = now_seconds() - t0;

@@ -1,6 +1,8 @@
 /* Bucketed, overlapped gradient reduction: see grad_sync.h. */
 #include "train/grad_sync.h"
 
+#include "kernels/kernels.h"
+
 #include <stdlib.h>
 
 typedef struct {
@@ -114,10 +116,7 @@ double grad_sync_finish(GradSync *s) {
     if (P > 1) {
         const size_t lo = s->o.to_owners ? s->parts[comm_rank(s->comm)] : 0;
         const size_t hi = s->o.to_owners ? s->parts[comm_rank(s->comm) + 1] : s->numel;
-        const float inv = 1.0f / (float)P;
-        float *g = s->grads;
-#pragma omp parallel for simd schedule(static) if (hi - lo >= (1u << 18))
-        for (size_t k = lo; k < hi; k++) g[k] *= inv;
+        k_scale(s->grads + lo, hi - lo, 1.0f / (float)P);
     }
     return now_seconds() - t0;
 }

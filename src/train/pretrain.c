@@ -16,6 +16,7 @@
 #include "data/hdf5_shard.h"
 #include "core/rng.h"
 #include "model/config.h"
+#include "kernels/kernels.h"
 #include "model/bert.h"
 #include "optim/loss_scaler.h"
 #include "optim/optimizer.h"
@@ -309,15 +310,9 @@ typedef struct { double loss, mlm, nsp; long mlm_correct, mlm_count; } StepStats
 
 /* MLM accuracy of the last forward: argmax of each labelled slot's logits. */
 static void count_mlm_correct(const Run *r, const BertBatch *b, StepStats *s) {
-    const float *logits = bert_mlm_logits(r->model);
-    const int V = r->cfg.vocab_size;
-    for (int k = 0; k < b->batch * b->max_predictions; k++) {
-        if (b->masked_labels[k] < 0) continue;
-        const float *row = logits + (size_t)k * V;
-        int best = 0;
-        for (int v = 1; v < V; v++) best = row[v] > row[best] ? v : best;
-        s->mlm_correct += best == b->masked_labels[k], s->mlm_count++;
-    }
+    long labelled;
+    s->mlm_correct += bert_count_mlm_correct(r->model, b, &labelled);
+    s->mlm_count += labelled;
 }
 
 /* One small all-reduce per step, so every process decides alike: the step's statistics
@@ -391,9 +386,7 @@ static void finish_reduction(void *ctx, int micro) {
 static double sharded_gradient_norm(void *ctx) {
     Run *r = ((StepContext *)ctx)->r;
     const size_t *parts = grad_sync_parts(r->sync);
-    const float *g = bert_grads(r->model);
-    double sq = 0;
-    for (size_t k = parts[r->rank]; k < parts[r->rank + 1]; k++) sq += (double)g[k] * g[k];
+    double sq = k_sum_squares(bert_grads(r->model) + parts[r->rank], parts[r->rank + 1] - parts[r->rank]);
     comm_sum_doubles(r->comm, &sq, 1, "the gradient norm all-reduce");
     return sqrt(sq);
 }
@@ -447,19 +440,25 @@ static int evaluate(Run *r, EvalResult *e, BertError *err) {
     if (loader_rewind(r->eval, err) != 0) return -1;
     double loss_sum = 0;
     long slots = 0, correct = 0, nsp_correct = 0;
+    float *nsp = xmalloc(sizeof(float) * 2 * (size_t)r->micro);
     BertBatch b;
-    int got;
-    for (int n = 0; (r->o->eval_batches <= 0 || n < r->o->eval_batches) && (got = loader_next(r->eval, &b, err)) == 1;
+    int rc = 0;
+    for (int n = 0; rc == 0 && (r->o->eval_batches <= 0 || n < r->o->eval_batches) && loader_next(r->eval, &b, err) == 1;
          n++) {
         float loss = bert_forward(r->model, &b, false, 0);
-        if (!isfinite(loss)) return bert_fail(err, "evaluation: the loss is not finite");
+        if (!isfinite(loss)) {
+            rc = bert_fail(err, "evaluation: the loss is not finite");
+            break;
+        }
         StepStats s = {0};
         count_mlm_correct(r, &b, &s);
         loss_sum += bert_last_mlm_loss(r->model) * s.mlm_count, slots += s.mlm_count, correct += s.mlm_correct;
-        const float *nsp = bert_nsp_logits(r->model);
+        bert_read_nsp_logits(r->model, nsp);
         for (int i = 0; i < b.batch; i++) nsp_correct += (nsp[2 * i + 1] > nsp[2 * i]) == (b.next_sentence_labels[i] == 1);
         e->sequences += b.batch;
     }
+    free(nsp);
+    if (rc != 0) return -1;
     if (e->sequences == 0) return bert_fail(err, "evaluation: no held-out sequences");
     e->mlm_loss = slots ? loss_sum / slots : 0, e->mlm_accuracy = slots ? (double)correct / slots : 0;
     e->nsp_accuracy = (double)nsp_correct / e->sequences;
