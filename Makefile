@@ -3,7 +3,7 @@
 CC      ?= gcc
 BUILD   ?= build
 SANITIZE ?= 0
-# Matrix-product library behind src/kernels/sgemm.h: onednn (default, faster here) or openblas.
+# Matrix-product library behind src/kernels/cpu/sgemm.h: onednn (default, faster here) or openblas.
 GEMM    ?= onednn
 
 BLAS_INC := /usr/include/x86_64-linux-gnu/openblas-openmp
@@ -27,7 +27,7 @@ BLAS_LIBS := -L$(BLAS_LIB) -Wl,-rpath,$(BLAS_LIB) -lopenblas
 LDLIBS  := $(HDF5_LIBS) $(MPI_LIBS) -lisal -lutf8proc -lcjson -lbz2 -lexpat -lm -fopenmp
 ifeq ($(GEMM),openblas)
   CFLAGS += -DBERT_GEMM_OPENBLAS
-  LDLIBS := $(BLAS_LIBS) -ldnnl $(LDLIBS)   # oneDNN still runs the bf16 products (kernels/gemm_half.h)
+  LDLIBS := $(BLAS_LIBS) -ldnnl $(LDLIBS)   # oneDNN still runs the bf16 products (kernels/cpu/gemm_half.h)
 else ifeq ($(GEMM),onednn)
   LDLIBS := -ldnnl $(LDLIBS)
 else

@@ -35,8 +35,9 @@ cli      core text data kernels io model optim train bench tasks
 # folders that may include it. The CPU backend's GEMMs are behind kernels/kernels.h; the
 # peaks of bench/ measure them, and `bert bench` (cli/cmd_bench.c) names the GEMM library.
 PRIVATE='
-kernels/sgemm.h      bench cli
-kernels/gemm_half.h  bench
+kernels/cpu/sgemm.h      bench cli
+kernels/cpu/gemm_half.h  bench
+model/bert_views.h       -
 '
 
 # check ROOT: prints violations and one "RESULT <check> <violations>" line per check.
@@ -141,7 +142,7 @@ if [ $# -eq 0 ]; then   # can-fail: one planted violation of each check
     echo '#include "model/config.h"' >"$tmp/io/x.h"                # layers + cycles: io -> model
     echo '#include "io/x.h"' >"$tmp/model/config.h"                # ... -> io
     echo '#include "model/bert_internal.h"' >"$tmp/tasks/t.c"      # internal
-    echo '#include "kernels/sgemm.h"' >"$tmp/model/m.c"            # internal (PRIVATE)
+    echo '#include "kernels/cpu/sgemm.h"' >"$tmp/model/m.c"            # internal (PRIVATE)
     : >"$tmp/extra/e.c"                                            # table: not a layer
     got=$(check "$tmp")
     want="RESULT table 1 RESULT layers 2 RESULT internal 2 RESULT cycles 1"

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "bench/sgemm_peak.h"
-#include "kernels/sgemm.h"
+#include "kernels/cpu/sgemm.h"
 #include "cli/commands.h"
 #include "core/common.h"
 #include "model/config.h"

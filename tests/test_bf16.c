@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "core/rng.h"
-#include "kernels/gemm_half.h"
+#include "kernels/cpu/gemm_half.h"
 #include "model/config.h"
 #include "kernels/kernels.h"
 #include "model/bert.h"

@@ -14,7 +14,7 @@
 
 #include "core/rng.h"
 #include "kernels/kernels.h"
-#include "kernels/sgemm.h"
+#include "kernels/cpu/sgemm.h"
 #include "test.h"
 
 typedef double (*LossFn)(void *ctx);  /* runs the forward and returns sum(out * R) */

@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "core/common.h"
-#include "kernels/gemm_half.h"
-#include "kernels/sgemm.h"
+#include "kernels/cpu/gemm_half.h"
+#include "kernels/cpu/sgemm.h"
 
 typedef void (*SgemmNN)(int m, int n, int k, const float *a, const float *b, float *c);
 

@@ -33,7 +33,7 @@ typedef struct {
  * child forked after the parent ran OpenMP threads cannot use libgomp. */
 void sgemm_peak_measure(SgemmPeak *out, int m, double budget_seconds);
 
-/* The bf16 counterpart (kernels/gemm_half.h, oneDNN's matmul on bf16 instructions): the
+/* The bf16 counterpart (kernels/cpu/gemm_half.h, oneDNN's matmul on bf16 instructions): the
  * same three shapes, weights stored [n, k] as the model keeps them, bf16 inputs, fp32
  * output. Only where gemm_bf16_native_available(); peak 0 otherwise. */
 typedef struct {

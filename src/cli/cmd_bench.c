@@ -12,7 +12,7 @@
 
 #include "bench/sgemm_peak.h"
 #include "kernels/kernels.h"
-#include "kernels/sgemm.h"
+#include "kernels/cpu/sgemm.h"
 #include "train/synthetic.h"
 #include "train/trainer.h"
 #include "cli/commands.h"

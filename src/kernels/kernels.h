@@ -1,5 +1,5 @@
 /* The compute kernels behind the BERT model: one forward and one backward per layer kind.
- * This is the whole interface a backend implements (the CPU one is kernels_cpu.c: sgemm.h's
+ * This is the whole interface a backend implements (the CPU one is kernels/cpu/: sgemm.h's
  * matrix products + OpenMP); a CUDA backend would provide the same functions on device pointers.
  *
  * The activations' element type is float here; a bf16 backend is a second implementation of

@@ -189,7 +189,7 @@ int   bert_last_layer_rows(const BertModel *m);
 double bert_executed_train_flops(const BertModel *m);
 /* Precision of the matrix products (every linear layer and head, and attention's QK^T and PV
  * with their gradients). FP32 is the default and unchanged. BF16: inputs rounded to bf16, fp32
- * accumulation (kernels/gemm_half.h) on the CPU's bf16 instructions; the weights' fp32
+ * accumulation (kernels/cpu/gemm_half.h) on the CPU's bf16 instructions; the weights' fp32
  * master copy stays the one the optimizer updates, and its 16-bit copy is made again at the
  * first forward after it changed. LayerNorm, softmax, GELU, the losses and every gradient
  * outside the products stay fp32. BF16_EMULATED: the same rounding, fp32 arithmetic (any CPU;

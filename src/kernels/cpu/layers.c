@@ -12,8 +12,8 @@
 #include "core/common.h"
 #include "core/rng.h"
 #include "kernels/kernels.h"
-#include "kernels/gemm_half.h"
-#include "kernels/sgemm.h"
+#include "kernels/cpu/gemm_half.h"
+#include "kernels/cpu/sgemm.h"
 
 /* glibc's vector math library (libmvec, pulled in by -lm) has AVX2 versions of these;
  * declaring them SIMD-callable lets the vectoriser use them without -ffast-math, which

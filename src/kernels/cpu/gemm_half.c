@@ -1,4 +1,4 @@
-#include "kernels/gemm_half.h"
+#include "kernels/cpu/gemm_half.h"
 
 #include <math.h>
 #include <oneapi/dnnl/dnnl.h>
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "core/common.h"
-#include "kernels/sgemm.h"
+#include "kernels/cpu/sgemm.h"
 
 void bf16_from_floats(bf16 *restrict dst, const float *restrict src, long n) {
 #pragma omp parallel for schedule(static) if (n >= (1L << 16))

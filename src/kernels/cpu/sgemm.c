@@ -1,4 +1,4 @@
-#include "kernels/sgemm.h"
+#include "kernels/cpu/sgemm.h"
 
 #if defined(BERT_GEMM_OPENBLAS)
 #include <cblas.h>
