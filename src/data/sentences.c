@@ -18,14 +18,13 @@
 #include <string.h>
 #include <utf8proc.h>
 
+#include "core/test_hooks.h"
 #include "core/utf8.h"
 #include "data/corpus.h"
 #include "data/punkt_model.h"
 
-/* Steps of the scanning loops on this thread (sentences_work): what the scaling tests
- * count. Most loops decode code points through decode_at, which counts each one. */
-static _Thread_local long long work_steps;
-long long sentences_work(void) { return work_steps; }
+/* TEST_COUNT_WORK: steps of the scanning loops, what the scaling tests count. Most loops
+ * decode code points through decode_at, which counts each one. */
 
 /* ---- A string -> int hash map (the model's sets and the ortho table) --------------- */
 
@@ -69,9 +68,9 @@ static void map_put(StrMap *m, const char *key, size_t len, int value) {
 /* Returns the value, or -1 if absent. */
 static int map_get(const StrMap *m, const char *key, size_t len) {
     size_t i = hash_bytes(key, len) & m->mask;
-    work_steps += (long long)len;
+    TEST_COUNT_WORK((long long)len);
     while (m->slots[i].key) {
-        work_steps++;
+        TEST_COUNT_WORK(1);
         if (m->slots[i].len == len && !memcmp(m->slots[i].key, key, len)) return m->slots[i].value;
         i = (i + 1) & m->mask;
     }
@@ -143,7 +142,7 @@ static void sentence_list_push(SentenceList *l, size_t start, size_t end) {
 
 /* Decodes the code point at text[i] (i < len); an invalid byte is U+FFFD of length 1. */
 static int decode_at(const char *text, size_t len, size_t i, int32_t *cp) {
-    work_steps++;
+    TEST_COUNT_WORK(1);
     int n;
     *cp = utf8_decode((const unsigned char *)text + i, len - i, &n);
     if (*cp < 0) {   /* an invalid byte reads as U+FFFD, one byte at a time */
@@ -210,7 +209,7 @@ static size_t multichar_len(const char *t, size_t end, size_t i) {
     if ((t[i] == '-' || t[i] == '.') && t[i + 1] == t[i]) {
         size_t j = i;
         while (j < end && t[j] == t[i]) j++;
-        work_steps += (long long)(j - i);
+        TEST_COUNT_WORK((long long)(j - i));
         return j - i;
     }
     if (t[i] != '.') return 0;
@@ -324,7 +323,7 @@ static void tokenize_words(Scratch *sc, const char *t, size_t s, size_t e) {
     for (size_t line = s; line < e;) {
         const char *nl = memchr(t + line, '\n', e - line);
         size_t line_end = nl ? (size_t)(nl - t) : e;
-        work_steps += (long long)(line_end - line) + 1;
+        TEST_COUNT_WORK((long long)(line_end - line) + 1);
         bool blank = is_blank(t, line, line_end);
         for (size_t i = line; i < line_end && !blank;) {
             int32_t c;
@@ -372,7 +371,7 @@ static void first_pass(const SentenceSplitter *sp, const Scratch *sc, const char
     }
     bool all_dots = len >= 2;
     for (size_t i = 0; i < len && all_dots; i++) all_dots = tok[i] == '.';
-    work_steps += (long long)len;
+    TEST_COUNT_WORK((long long)len);
     if (all_dots) {
         w->ellipsis = true;
         return;
@@ -382,7 +381,7 @@ static void first_pass(const SentenceSplitter *sp, const Scratch *sc, const char
     size_t low_len = w->lower_len - 1;
     size_t tail = low_len;
     while (tail > 0 && low[tail - 1] != '-') tail--;
-    work_steps += (long long)(low_len - tail);
+    TEST_COUNT_WORK((long long)(low_len - tail));
     if (map_get(&sp->abbrevs, low, low_len) >= 0 ||
         map_get(&sp->abbrevs, low + tail, low_len - tail) >= 0)
         w->abbr = true;
@@ -504,12 +503,12 @@ static void find_slices(const SentenceSplitter *sp, Scratch *sc, const char *t, 
     size_t last_break = 0, prev_start = 0, prev_stop = 0;
     Candidate prev = {0}, cur;
     bool have_prev = false;
-    work_steps += (long long)len;  /* each byte tried as a candidate */
+    TEST_COUNT_WORK((long long)len);  /* each byte tried as a candidate */
     for (size_t i = 0; i < len; i++) {
         if (!candidate_at(t, len, i, &cur)) continue;
         size_t ws = 0; /* last ASCII whitespace in t[prev_stop, i), relative; 0 = none */
         for (size_t j = i; j > prev_stop; j--) {
-            work_steps++;
+            TEST_COUNT_WORK(1);
             if (strchr(" \t\n\r\v\f", t[j - 1]) && t[j - 1]) {
                 ws = j - 1 - prev_stop;
                 break;

@@ -23,6 +23,7 @@
 #include <utf8proc.h>
 
 #include "core/common.h"
+#include "core/test_hooks.h"
 #include "core/utf8.h"
 #include "data/wikitext.h"
 
@@ -359,10 +360,6 @@ typedef struct {
 
 /* Parses an HTML tag at p[i]: "<", an optional "/", a name, attributes, ">" (attribute
  * values may hold ">" inside quotes). */
-/* Steps of the scanning loops on this thread (wikitext_work): what the scaling tests count. */
-static _Thread_local long long work_steps;
-long long wikitext_work(void) { return work_steps; }
-
 /* Where a tag's attribute scan is known to run off the end of the text. The scan from a
  * given position is deterministic (a quote jumps to its match, anything else steps on), so a
  * position that a failed scan passed leads off the end again: one flag per position, set
@@ -397,7 +394,7 @@ static bool parse_tag(TagScan *scan, const char *p, size_t n, size_t i, Tag *t) 
     char last = 0;
     const size_t attributes = j;
     while (j < n && p[j] != '>') {
-        work_steps++;
+        TEST_COUNT_WORK(1);
         if (!t->closing) {
             if (scan->dead[j]) {
                 j = n;   /* this position is known to lead off the end */
@@ -417,7 +414,7 @@ static bool parse_tag(TagScan *scan, const char *p, size_t n, size_t i, Tag *t) 
     if (j >= n) {
         if (!t->closing)   /* mark the path this scan took: later scans that join it stop at once */
             for (size_t k = attributes; k < n && !scan->dead[k] && p[k] != '>'; k = attribute_step(p, n, k))
-                scan->dead[k] = 1, work_steps++;
+                scan->dead[k] = 1, TEST_COUNT_WORK(1);
         return false;
     }
     t->self_closing = !t->closing && last == '/';
@@ -662,7 +659,7 @@ static int placeholder_number(PlaceholderCounter *c, const char *elem, size_t le
     size_t s = text_hash(elem, len) & (c->nslots - 1);
     for (; c->slots[s]; s = (s + 1) & (c->nslots - 1)) {
         const size_t k = c->slots[s] - 1;
-        work_steps++;
+        TEST_COUNT_WORK(1);
         if (c->length[k] == len && !memcmp(c->seen.p + c->offset[k], elem, len)) return c->number[k];
     }
     if (c->distinct == c->cap) {

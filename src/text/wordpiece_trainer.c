@@ -14,13 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/test_hooks.h"
 #include "text/vocab_internal.h"
 
-/* Steps of the trainer's loops on this thread (wordpiece_trainer_work): bytes hashed and
- * probes made, characters and symbols walked, comparisons of its sorts, heap moves. What
- * the scaling tests count. */
-static _Thread_local long long work_steps;
-long long wordpiece_trainer_work(void) { return work_steps; }
+/* TEST_COUNT_WORK: steps of the trainer's loops (bytes hashed and probes made, characters
+ * and symbols walked, comparisons of its sorts, heap moves), what the scaling tests count. */
 
 /* ---- a string -> int64 hash map (word counts, symbols) ---- */
 
@@ -49,7 +47,7 @@ static void strmap_free(StrMap *m) {
 }
 
 static uint64_t hash_bytes(const char *s, size_t len) {
-    work_steps += (long long)len + 1;
+    TEST_COUNT_WORK((long long)len + 1);
     return vocab_hash_extend(vocab_hash_init(false), s, len);
 }
 
@@ -59,7 +57,7 @@ static void strmap_grow(StrMap *m) {
     memset(m->slots, -1, (m->mask + 1) * sizeof *m->slots);
     for (size_t i = 0; i < m->n; i++) {
         size_t s = hash_bytes(m->keys[i], m->lens[i]) & m->mask;
-        while (m->slots[s] >= 0) s = (s + 1) & m->mask, work_steps++;
+        while (m->slots[s] >= 0) s = (s + 1) & m->mask, TEST_COUNT_WORK(1);
         m->slots[s] = (int32_t)i;
     }
 }
@@ -69,7 +67,7 @@ static size_t strmap_intern(StrMap *m, const char *key, size_t len) {
     size_t s = hash_bytes(key, len) & m->mask;
     for (; m->slots[s] >= 0; s = (s + 1) & m->mask) {
         size_t i = (size_t)m->slots[s];
-        work_steps++;
+        TEST_COUNT_WORK(1);
         if (m->lens[i] == len && memcmp(m->keys[i], key, len) == 0) return i;
     }
     if (m->n == m->cap) {
@@ -123,7 +121,7 @@ long long word_counts_total(const WordCounts *wc) {
 }
 
 static size_t utf8_chars(const char *s, size_t len) {
-    work_steps += (long long)len;
+    TEST_COUNT_WORK((long long)len);
     size_t n = 0;
     for (size_t i = 0; i < len; i++) n += ((unsigned char)s[i] & 0xC0) != 0x80;
     return n;
@@ -160,7 +158,7 @@ void word_counts_add_text(WordCounts *wc, const char *text, size_t len, int thre
         for (size_t pos = begin; pos < end;) {
             const char *nl = memchr(text + pos, '\n', end - pos);
             size_t stop = nl ? (size_t)(nl - text) : end;
-            work_steps += (long long)(stop - pos) + 1;
+            TEST_COUNT_WORK((long long)(stop - pos) + 1);
             basic_tokenize(wc->basic, text + pos, stop - pos, &work, count_word, &ctx);
             pos = stop + 1;
         }
@@ -227,10 +225,10 @@ static void pairs_rehash(Trainer *tr) {
     memset(tr->pair_slots, -1, (tr->pair_mask + 1) * sizeof *tr->pair_slots);
     for (int i = 0; i < tr->npairs; i++) {
         size_t s = pair_slot_of(pair_key(tr->pairs[i].a, tr->pairs[i].b), tr->pair_mask);
-        while (tr->pair_slots[s] >= 0) s = (s + 1) & tr->pair_mask, work_steps++;
+        while (tr->pair_slots[s] >= 0) s = (s + 1) & tr->pair_mask, TEST_COUNT_WORK(1);
         tr->pair_slots[s] = i;
     }
-    work_steps += tr->npairs;
+    TEST_COUNT_WORK(tr->npairs);
 }
 
 static Pair *pair_get(Trainer *tr, int a, int b) {
@@ -238,7 +236,7 @@ static Pair *pair_get(Trainer *tr, int a, int b) {
     size_t s = pair_slot_of(k, tr->pair_mask);
     for (; tr->pair_slots[s] >= 0; s = (s + 1) & tr->pair_mask) {
         Pair *p = &tr->pairs[tr->pair_slots[s]];
-        work_steps++;
+        TEST_COUNT_WORK(1);
         if (p->a == a && p->b == b) return p;
     }
     if (tr->npairs == tr->cappairs) {
@@ -265,7 +263,7 @@ static void pair_note_word(Pair *p, int w) {
 }
 
 static int cmp_symbols(const Trainer *tr, int a, int b) {
-    work_steps++;
+    TEST_COUNT_WORK(1);
     size_t la = tr->symbols.lens[a], lb = tr->symbols.lens[b];
     int c = memcmp(tr->symbols.keys[a], tr->symbols.keys[b], la < lb ? la : lb);
     return c ? c : (la > lb) - (la < lb);
@@ -290,7 +288,7 @@ static void heap_push(Trainer *tr, long long count, int pair) {
     while (i > 0 && heap_before(tr, e, tr->heap[(i - 1) / 2])) {
         tr->heap[i] = tr->heap[(i - 1) / 2];
         i = (i - 1) / 2;
-        work_steps++;
+        TEST_COUNT_WORK(1);
     }
     tr->heap[i] = e;
 }
@@ -305,7 +303,7 @@ static HeapEntry heap_pop(Trainer *tr) {
         if (!heap_before(tr, tr->heap[c], last)) break;
         tr->heap[i] = tr->heap[c];
         i = c;
-        work_steps++;
+        TEST_COUNT_WORK(1);
     }
     if (tr->nheap) tr->heap[i] = last;
     return top;
@@ -314,7 +312,7 @@ static HeapEntry heap_pop(Trainer *tr) {
 /* The best pair whose count is current, or -1 when none is left. */
 static int best_pair(Trainer *tr) {
     while (tr->nheap) {
-        work_steps++;
+        TEST_COUNT_WORK(1);
         HeapEntry e = heap_pop(tr);
         long long now = tr->pairs[e.pair].count;
         if (now == e.count && now > 0) return e.pair;
@@ -330,7 +328,7 @@ static int symbol_id(Trainer *tr, const char *s, size_t len) { return (int)strma
  * and learn that w contains them (the others are unchanged from before the merge). */
 static void count_pairs(Trainer *tr, int w, int sign, int only_with) {
     Word *word = &tr->words[w];
-    work_steps += word->len;
+    TEST_COUNT_WORK(word->len);
     for (int i = 0; i + 1 < word->len; i++) {
         Pair *p = pair_get(tr, word->sym[i], word->sym[i + 1]);
         p->count += sign * word->count;
@@ -343,7 +341,7 @@ static void count_pairs(Trainer *tr, int w, int sign, int only_with) {
 
 /* Replaces each left-to-right occurrence of (a, b) in word w by c; returns whether any. */
 static bool merge_in_word(Word *word, int a, int b, int c) {
-    work_steps += word->len;
+    TEST_COUNT_WORK(word->len);
     int out = 0;
     bool any = false;
     for (int i = 0; i < word->len; i++) {
@@ -368,7 +366,7 @@ typedef struct {
 } CharCount;
 
 static int cmp_char_count(const void *x, const void *y) {
-    work_steps++;
+    TEST_COUNT_WORK(1);
     const CharCount *a = x, *b = y;
     if (a->count != b->count) return a->count > b->count ? -1 : 1;
     size_t n = a->len < b->len ? a->len : b->len;
@@ -413,7 +411,7 @@ static bool word_in_alphabet(const char *w, size_t len, StrMap *alphabet) {
 
 /* Sorted by count (descending) then bytes, so the result does not depend on threads. */
 static int cmp_words(const void *x, const void *y, void *ctx) {
-    work_steps++;
+    TEST_COUNT_WORK(1);
     size_t a = *(const size_t *)x, b = *(const size_t *)y;
     const StrMap *m = ctx;
     if (m->values[a] != m->values[b]) return m->values[a] > m->values[b] ? -1 : 1;
@@ -453,7 +451,7 @@ static void build_words(Trainer *tr, const WordCounts *wc, StrMap *alphabet) {
 
 static bool word_has_pair(const Word *word, int a, int b) {
     for (int i = 0; i + 1 < word->len; i++) {
-        work_steps++;
+        TEST_COUNT_WORK(1);
         if (word->sym[i] == a && word->sym[i + 1] == b) return true;
     }
     return false;
@@ -473,7 +471,7 @@ static int apply_merge(Trainer *tr, int p, int stamp) {
     int *where = tr->pairs[p].where, nwhere = tr->pairs[p].nwhere;
     tr->pairs[p].where = NULL;
     tr->pairs[p].nwhere = tr->pairs[p].capwhere = 0;
-    work_steps += nwhere;
+    TEST_COUNT_WORK(nwhere);
     for (int k = 0; k < nwhere; k++) {
         int w = where[k];
         if (tr->stamp[w] == stamp || !word_has_pair(&tr->words[w], a, b)) continue;
