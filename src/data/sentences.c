@@ -18,6 +18,7 @@
 #include <string.h>
 #include <utf8proc.h>
 
+#include "core/strmap.h"
 #include "core/test_hooks.h"
 #include "core/utf8.h"
 #include "data/corpus.h"
@@ -26,60 +27,17 @@
 /* TEST_COUNT_WORK: steps of the scanning loops, what the scaling tests count. Most loops
  * decode code points through decode_at, which counts each one. */
 
-/* ---- A string -> int hash map (the model's sets and the ortho table) --------------- */
+/* ---- The model's sets and the ortho table: string maps (core/strmap.h) ---------------- */
 
-typedef struct {
-    char *key;  /* owned, NUL-terminated; NULL = empty slot */
-    size_t len;
-    int value;
-} MapSlot;
-
-typedef struct {
-    MapSlot *slots;
-    size_t mask;
-} StrMap;
-
-static uint64_t hash_bytes(const char *s, size_t n) {
-    uint64_t h = 1469598103934665603ull;  /* FNV-1a */
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-    return h;
-}
-
-static void map_init(StrMap *m, size_t expected) {
-    size_t cap = 16;
-    while (cap < expected * 2) cap <<= 1;
-    m->slots = xcalloc(cap, sizeof *m->slots);
-    m->mask = cap - 1;
-}
-
+/* key -> value; a key put twice keeps the last value. */
 static void map_put(StrMap *m, const char *key, size_t len, int value) {
-    size_t i = hash_bytes(key, len) & m->mask;
-    while (m->slots[i].key && !(m->slots[i].len == len && !memcmp(m->slots[i].key, key, len)))
-        i = (i + 1) & m->mask;
-    if (!m->slots[i].key) {
-        m->slots[i].key = xmalloc(len + 1);
-        memcpy(m->slots[i].key, key, len);
-        m->slots[i].key[len] = 0;
-        m->slots[i].len = len;
-    }
-    m->slots[i].value = value;
+    strmap_intern(m, key, len, NULL)->value = value;
 }
 
 /* Returns the value, or -1 if absent. */
 static int map_get(const StrMap *m, const char *key, size_t len) {
-    size_t i = hash_bytes(key, len) & m->mask;
-    TEST_COUNT_WORK((long long)len);
-    while (m->slots[i].key) {
-        TEST_COUNT_WORK(1);
-        if (m->slots[i].len == len && !memcmp(m->slots[i].key, key, len)) return m->slots[i].value;
-        i = (i + 1) & m->mask;
-    }
-    return -1;
-}
-
-static void map_free(StrMap *m) {
-    for (size_t i = 0; i <= m->mask; i++) free(m->slots[i].key);
-    free(m->slots);
+    const StrMapEntry *e = strmap_find(m, key, len);
+    return e ? (int)e->value : -1;
 }
 
 struct SentenceSplitter {
@@ -100,13 +58,13 @@ static void colloc_key(char *buf, size_t cap, const char *a, size_t alen, const 
 SentenceSplitter *sentence_splitter_new(void) {
     const PunktModelData *d = &PUNKT_ENGLISH;
     SentenceSplitter *s = xcalloc(1, sizeof *s);
-    map_init(&s->abbrevs, (size_t)d->n_abbrev_types);
+    strmap_init(&s->abbrevs, (size_t)d->n_abbrev_types, false);   /* the model's strings: static */
     for (int i = 0; i < d->n_abbrev_types; i++)
         map_put(&s->abbrevs, d->abbrev_types[i], strlen(d->abbrev_types[i]), 1);
-    map_init(&s->starters, (size_t)d->n_sent_starters);
+    strmap_init(&s->starters, (size_t)d->n_sent_starters, false);
     for (int i = 0; i < d->n_sent_starters; i++)
         map_put(&s->starters, d->sent_starters[i], strlen(d->sent_starters[i]), 1);
-    map_init(&s->collocations, (size_t)d->n_collocations);
+    strmap_init(&s->collocations, (size_t)d->n_collocations, true);   /* keys made here */
     for (int i = 0; i < d->n_collocations; i++) {
         char key[512];
         size_t len;
@@ -114,7 +72,7 @@ SentenceSplitter *sentence_splitter_new(void) {
         colloc_key(key, sizeof key, a, strlen(a), b, strlen(b), &len);
         if (len) map_put(&s->collocations, key, len, 1);
     }
-    map_init(&s->ortho, (size_t)d->n_ortho_context);
+    strmap_init(&s->ortho, (size_t)d->n_ortho_context, false);
     for (int i = 0; i < d->n_ortho_context; i++)
         map_put(&s->ortho, d->ortho_context[i].type, strlen(d->ortho_context[i].type),
                 d->ortho_context[i].flags);
@@ -123,10 +81,10 @@ SentenceSplitter *sentence_splitter_new(void) {
 
 void sentence_splitter_free(SentenceSplitter *s) {
     if (!s) return;
-    map_free(&s->abbrevs);
-    map_free(&s->starters);
-    map_free(&s->collocations);
-    map_free(&s->ortho);
+    strmap_free(&s->abbrevs);
+    strmap_free(&s->starters);
+    strmap_free(&s->collocations);
+    strmap_free(&s->ortho);
     free(s);
 }
 

@@ -8,56 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/strmap.h"
 #include "core/utf8.h"
 #include "text/py_string.h"
-
-/* ---- string -> index map (open addressing, FNV-1a) ---- */
-
-typedef struct {
-    const char **keys;
-    size_t *vals;
-    size_t cap;   /* a power of two, at least twice the entries */
-} StrMap;
-
-static uint64_t hash_str(const char *s) {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
-static void strmap_init(StrMap *m, size_t n) {
-    m->cap = 16;
-    while (m->cap < 2 * n + 2) m->cap *= 2;
-    m->keys = xcalloc(m->cap, sizeof *m->keys);
-    m->vals = xcalloc(m->cap, sizeof *m->vals);
-}
-
-static void strmap_free(StrMap *m) {
-    free(m->keys);
-    free(m->vals);
-    memset(m, 0, sizeof *m);
-}
-
-static size_t strmap_slot(const StrMap *m, const char *key) {
-    size_t i = (size_t)hash_str(key) & (m->cap - 1);
-    while (m->keys[i] && strcmp(m->keys[i], key) != 0) i = (i + 1) & (m->cap - 1);
-    return i;
-}
-
-/* The index stored for key, or SIZE_MAX. */
-static size_t strmap_get(const StrMap *m, const char *key) {
-    if (!m->cap) return SIZE_MAX;
-    size_t i = strmap_slot(m, key);
-    return m->keys[i] ? m->vals[i] : SIZE_MAX;
-}
-
-/* Stores key -> val unless key is there; returns the index now stored for key. The map
- * must have room (strmap_init with the final count). */
-static size_t strmap_add(StrMap *m, const char *key, size_t val) {
-    size_t i = strmap_slot(m, key);
-    if (!m->keys[i]) m->keys[i] = key, m->vals[i] = val;
-    return m->vals[i];
-}
 
 /* ---- reading the JSON files ---- */
 
@@ -218,22 +171,34 @@ int squad_dataset_load(const char *path, SquadDataset *d, BertError *err) {
 
 struct SquadPredictions {
     char *name;
-    size_t n;
-    char **ids, **texts;  /* texts[i] NULL: the value is not a string */
-    StrMap map;
+    StrMap ids;           /* question id -> its place (entry index): a repeated id keeps its first */
+    char **texts;         /* by place; NULL: the value is not a string */
+    size_t cap;
 };
 
 void squad_predictions_free(SquadPredictions *p) {
     if (!p) return;
-    for (size_t i = 0; i < p->n; i++) free(p->ids[i]), free(p->texts[i]);
-    free(p->ids);
+    for (size_t i = 0; i < p->ids.n; i++) free(p->texts[i]);
     free(p->texts);
     free(p->name);
-    strmap_free(&p->map);
+    strmap_free(&p->ids);
     free(p);
 }
 
-size_t squad_predictions_count(const SquadPredictions *p) { return p ? p->n : 0; }
+size_t squad_predictions_count(const SquadPredictions *p) { return p ? p->ids.n : 0; }
+
+/* id's prediction: text (NULL: not a string). A repeated id keeps its first place and takes
+ * the last value, as a Python dict does. */
+static void predictions_set(SquadPredictions *p, const char *id, const char *text) {
+    bool added;
+    size_t i = strmap_index(&p->ids, strmap_intern(&p->ids, id, strlen(id), &added));
+    if (added) {
+        ARRAY_RESERVE(p->texts, p->cap, i + 1, 64);
+        p->texts[i] = NULL;
+    }
+    free(p->texts[i]);
+    p->texts[i] = text ? xstrdup(text) : NULL;
+}
 
 int squad_predictions_parse(const char *text, size_t len, const char *name, SquadPredictions **out, BertError *err) {
     *out = NULL;
@@ -246,21 +211,9 @@ int squad_predictions_parse(const char *text, size_t len, const char *name, Squa
     }
     SquadPredictions *p = xcalloc(1, sizeof *p);
     p->name = xstrdup(name);
-    size_t count = (size_t)cJSON_GetArraySize(root);
-    p->ids = xcalloc(count ? count : 1, sizeof *p->ids);
-    p->texts = xcalloc(count ? count : 1, sizeof *p->texts);
-    strmap_init(&p->map, count);
+    strmap_init(&p->ids, (size_t)cJSON_GetArraySize(root), true);
     const cJSON *item;
-    cJSON_ArrayForEach(item, root) {
-        size_t i = strmap_get(&p->map, item->string);
-        if (i == SIZE_MAX) {   /* a repeated id keeps its first place and takes the last value */
-            i = p->n++;
-            p->ids[i] = xstrdup(item->string);
-            strmap_add(&p->map, p->ids[i], i);
-        }
-        free(p->texts[i]);
-        p->texts[i] = cJSON_IsString(item) ? xstrdup(item->valuestring) : NULL;
-    }
+    cJSON_ArrayForEach(item, root) predictions_set(p, item->string, cJSON_IsString(item) ? item->valuestring : NULL);
     cJSON_Delete(root);
     *out = p;
     return 0;
@@ -280,21 +233,17 @@ int squad_predictions_load(const char *path, SquadPredictions **p, BertError *er
 
 struct SquadNaProbs {
     char *name;
-    size_t n;
-    char **ids;
-    double *p;
+    StrMap ids;         /* question id -> its place (entry index): a repeated id keeps its first */
+    double *p;          /* by place */
     char (*repr)[40];   /* Python's repr of the value: an int stays an int */
-    StrMap map;
 };
 
 void squad_na_probs_free(SquadNaProbs *p) {
     if (!p) return;
-    for (size_t i = 0; i < p->n; i++) free(p->ids[i]);
-    free(p->ids);
     free(p->p);
     free(p->repr);
     free(p->name);
-    strmap_free(&p->map);
+    strmap_free(&p->ids);
     free(p);
 }
 
@@ -351,10 +300,9 @@ int squad_na_probs_parse(const char *text, size_t len, const char *name, SquadNa
     SquadNaProbs *p = xcalloc(1, sizeof *p);
     p->name = xstrdup(name);
     size_t count = (size_t)cJSON_GetArraySize(root);
-    p->ids = xcalloc(count ? count : 1, sizeof *p->ids);
     p->p = xcalloc(count ? count : 1, sizeof *p->p);
     p->repr = xcalloc(count ? count : 1, sizeof *p->repr);
-    strmap_init(&p->map, count);
+    strmap_init(&p->ids, count, true);
     /* cJSON keeps no number's text, and Python's json makes "1" an int (a threshold prints as
      * 1) and "1.0" a float: the object's text is walked alongside its members (cJSON accepted
      * it, so each member is a key string, ':' and the number's characters, in member order). */
@@ -392,12 +340,7 @@ int squad_na_probs_parse(const char *text, size_t len, const char *name, SquadNa
         }
         skip_ws(text, &at);
         at++;   /* ',' or '}' */
-        size_t i = strmap_get(&p->map, item->string);
-        if (i == SIZE_MAX) {
-            i = p->n++;
-            p->ids[i] = xstrdup(item->string);
-            strmap_add(&p->map, p->ids[i], i);
-        }
+        size_t i = strmap_index(&p->ids, strmap_intern(&p->ids, item->string, strlen(item->string), NULL));
         p->p[i] = v;
         memcpy(p->repr[i], repr, sizeof repr);
     }
@@ -647,8 +590,14 @@ static void note(const SquadEvalOptions *o, const char *prefix, const char *a, c
     free(line);
 }
 
+/* The place of id in map (its entry index), or SIZE_MAX. */
+static size_t place_of(const StrMap *map, const char *id) {
+    const StrMapEntry *e = strmap_find(map, id, strlen(id));
+    return e ? strmap_index(map, e) : SIZE_MAX;
+}
+
 static const char *prediction_of(const SquadPredictions *p, const char *qid, bool *found) {
-    size_t i = strmap_get(&p->map, qid);
+    size_t i = place_of(&p->ids, qid);
     *found = i != SIZE_MAX;
     return *found ? p->texts[i] : NULL;
 }
@@ -741,8 +690,8 @@ static int cmp_prob(const void *pa, const void *pb) {
 
 static int evaluate_v2(const SquadDataset *d, const SquadPredictions *p, const SquadEvalOptions *o, SquadMetrics *m,
                        BertError *err) {
-    StrMap ids;
-    strmap_init(&ids, d->n);
+    StrMap ids;   /* question id -> its slot (entry index) */
+    strmap_init(&ids, d->n, false);
     Slot *slots = xcalloc(d->n ? d->n : 1, sizeof *slots);
     size_t n_slots = 0, missing = 0;
     const char *first_missing = NULL;
@@ -750,8 +699,9 @@ static int evaluate_v2(const SquadDataset *d, const SquadPredictions *p, const S
     int rc = 0;
     for (size_t i = 0; i < d->n; i++) {
         const SquadQuestion *q = &d->questions[i];
-        size_t s = strmap_add(&ids, q->id, n_slots);
-        if (s == n_slots) slots[n_slots++].id = q->id;
+        bool added;
+        size_t s = strmap_index(&ids, strmap_intern(&ids, q->id, strlen(q->id), &added));
+        if (added) slots[n_slots++].id = q->id;
         Slot *sl = &slots[s];
         sl->has_ans = q->n_answers > 0;
         bool found;
@@ -808,7 +758,7 @@ static int evaluate_v2(const SquadDataset *d, const SquadPredictions *p, const S
     for (size_t s = 0; rc == 0 && s < n_slots; s++) {
         double prob = 0.0;
         if (o->na_probs) {
-            size_t j = strmap_get(&o->na_probs->map, slots[s].id);
+            size_t j = place_of(&o->na_probs->ids, slots[s].id);
             if (j == SIZE_MAX) {
                 rc = bert_fail(err, "%s has no probability for question %s", o->na_probs->name, slots[s].id);
                 break;
@@ -839,17 +789,19 @@ static int evaluate_v2(const SquadDataset *d, const SquadPredictions *p, const S
         }
         if (o->na_probs) {
             const SquadNaProbs *na = o->na_probs;
-            ProbAt *by_prob = xmalloc((na->n ? na->n : 1) * sizeof *by_prob);
-            size_t *sorted = xmalloc((na->n ? na->n : 1) * sizeof *sorted);
-            size_t *slot_of = xmalloc((na->n ? na->n : 1) * sizeof *slot_of);
-            for (size_t j = 0; j < na->n; j++) by_prob[j] = (ProbAt){na->p[j], j}, slot_of[j] = strmap_get(&ids, na->ids[j]);
-            qsort(by_prob, na->n, sizeof *by_prob, cmp_prob);
-            for (size_t j = 0; j < na->n; j++) sorted[j] = by_prob[j].at;
+            const size_t n_probs = na->ids.n;
+            ProbAt *by_prob = xmalloc((n_probs ? n_probs : 1) * sizeof *by_prob);
+            size_t *sorted = xmalloc((n_probs ? n_probs : 1) * sizeof *sorted);
+            size_t *slot_of = xmalloc((n_probs ? n_probs : 1) * sizeof *slot_of);
+            for (size_t j = 0; j < n_probs; j++)
+                by_prob[j] = (ProbAt){na->p[j], j}, slot_of[j] = place_of(&ids, na->ids.entries[j].key);
+            qsort(by_prob, n_probs, sizeof *by_prob, cmp_prob);
+            for (size_t j = 0; j < n_probs; j++) sorted[j] = by_prob[j].at;
             free(by_prob);
             m->best = true;
-            best_thresh(slots, sorted, slot_of, na->n, na, m->no_ans_total, m->total, false, &m->best_exact,
+            best_thresh(slots, sorted, slot_of, n_probs, na, m->no_ans_total, m->total, false, &m->best_exact,
                         m->best_exact_thresh);
-            best_thresh(slots, sorted, slot_of, na->n, na, m->no_ans_total, m->total, true, &m->best_f1,
+            best_thresh(slots, sorted, slot_of, n_probs, na, m->no_ans_total, m->total, true, &m->best_f1,
                         m->best_f1_thresh);
             free(sorted);
             free(slot_of);

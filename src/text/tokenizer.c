@@ -418,10 +418,10 @@ static int wordpiece_split(const Tokenizer *t, Scratch *s, const char *bytes, co
     for (size_t i = 0; i < n;) {
         bool cont = i > 0;
         size_t limit = cont ? v->max_cont_bytes : literal_first ? nbytes : v->max_word_bytes;
-        uint64_t h = vocab_hash_init(cont);
+        uint64_t h = STRMAP_HASH_START;
         size_t longest = i;
         for (size_t j = i + 1; j <= n && AT(j) - AT(i) <= limit; j++) {
-            h = vocab_hash_extend(h, bytes + AT(j - 1), AT(j) - AT(j - 1));
+            h = strmap_hash_extend(h, bytes + AT(j - 1), AT(j) - AT(j - 1));
             s->prefix_hash[j] = h;
             longest = j;
         }
