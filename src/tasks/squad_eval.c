@@ -10,6 +10,7 @@
 
 #include "core/strmap.h"
 #include "core/utf8.h"
+#include "io/json_util.h"
 #include "text/py_string.h"
 
 /* ---- reading the JSON files ---- */
@@ -50,14 +51,6 @@ static int load_file(const char *path, char **text, size_t *len, BertError *err)
     return read_file(path, text, len, err);   /* its message names the file and the reason */
 }
 
-/* The value of key; when it appears more than once, the last one (as Python's json takes it). */
-static const cJSON *member(const cJSON *obj, const char *key) {
-    const cJSON *found = NULL, *item;
-    cJSON_ArrayForEach(item, obj)
-        if (item->string && strcmp(item->string, key) == 0) found = item;
-    return found;
-}
-
 static const char *json_kind(const cJSON *v) {
     if (!v) return "missing";
     if (cJSON_IsString(v)) return "a string";
@@ -87,23 +80,23 @@ void squad_dataset_free(SquadDataset *d) {
 static int read_dataset(const cJSON *root, SquadDataset *d, BertError *err) {
     const char *name = d->name;
     if (!cJSON_IsObject(root)) return bert_fail(err, "%s: the top level is %s, not an object", name, json_kind(root));
-    const cJSON *version = member(root, "version");
+    const cJSON *version = json_get_last(root, "version");
     if (cJSON_IsString(version)) d->version = xstrdup(version->valuestring);
     else d->version_bad = version != NULL;
-    const cJSON *data = member(root, "data");
+    const cJSON *data = json_get_last(root, "data");
     if (!cJSON_IsArray(data)) return bert_fail(err, "%s: \"data\" is %s, not a list", name, json_kind(data));
     size_t cap = 0;
     int a = 0;
     const cJSON *article;
     cJSON_ArrayForEach(article, data) {
-        const cJSON *paragraphs = cJSON_IsObject(article) ? member(article, "paragraphs") : NULL;
+        const cJSON *paragraphs = cJSON_IsObject(article) ? json_get_last(article, "paragraphs") : NULL;
         if (!cJSON_IsObject(article)) return bert_fail(err, "%s: data[%d] is %s, not an object", name, a, json_kind(article));
         if (!cJSON_IsArray(paragraphs))
             return bert_fail(err, "%s: data[%d].paragraphs is %s, not a list", name, a, json_kind(paragraphs));
         int p = 0;
         const cJSON *para;
         cJSON_ArrayForEach(para, paragraphs) {
-            const cJSON *qas = cJSON_IsObject(para) ? member(para, "qas") : NULL;
+            const cJSON *qas = cJSON_IsObject(para) ? json_get_last(para, "qas") : NULL;
             if (!cJSON_IsObject(para))
                 return bert_fail(err, "%s: data[%d].paragraphs[%d] is %s, not an object", name, a, p, json_kind(para));
             if (!cJSON_IsArray(qas))
@@ -114,7 +107,7 @@ static int read_dataset(const cJSON *root, SquadDataset *d, BertError *err) {
                 if (!cJSON_IsObject(qa))
                     return bert_fail(err, "%s: data[%d].paragraphs[%d].qas[%d] is %s, not an object", name, a, p, q,
                                      json_kind(qa));
-                const cJSON *id = member(qa, "id"), *answers = member(qa, "answers");
+                const cJSON *id = json_get_last(qa, "id"), *answers = json_get_last(qa, "answers");
                 if (!cJSON_IsString(id))
                     return bert_fail(err, "%s: data[%d].paragraphs[%d].qas[%d].id is %s, not a string", name, a, p, q,
                                      json_kind(id));
@@ -124,7 +117,7 @@ static int read_dataset(const cJSON *root, SquadDataset *d, BertError *err) {
                 int n_answers = cJSON_GetArraySize(answers), k = 0;
                 const cJSON *ans;
                 cJSON_ArrayForEach(ans, answers) {
-                    const cJSON *t = cJSON_IsObject(ans) ? member(ans, "text") : NULL;
+                    const cJSON *t = cJSON_IsObject(ans) ? json_get_last(ans, "text") : NULL;
                     if (!cJSON_IsString(t))
                         return bert_fail(err, "%s: data[%d].paragraphs[%d].qas[%d].answers[%d] (question %s) has no "
                                               "\"text\" string", name, a, p, q, k, id->valuestring);
@@ -136,7 +129,7 @@ static int read_dataset(const cJSON *root, SquadDataset *d, BertError *err) {
                 sq->n_answers = n_answers;
                 sq->answers = n_answers ? xmalloc((size_t)n_answers * sizeof *sq->answers) : NULL;
                 k = 0;
-                cJSON_ArrayForEach(ans, answers) sq->answers[k++] = xstrdup(member(ans, "text")->valuestring);
+                cJSON_ArrayForEach(ans, answers) sq->answers[k++] = xstrdup(json_get_last(ans, "text")->valuestring);
                 q++;
             }
             p++;
