@@ -252,26 +252,23 @@ static int read_articles(Reader *r, const cJSON *root) {
     return 0;
 }
 
-int squad_read(const char *path, const SquadReadOptions *opt, SquadData *out, BertError *err) {
+int squad_read_file(const SquadFile *f, const SquadReadOptions *opt, SquadData *out, BertError *err) {
     memset(out, 0, sizeof *out);
     out->is_training = opt->is_training;
     out->version_2_with_negative = opt->version_2_with_negative;
-    char *text;
-    size_t len;
-    if (read_file(path, &text, &len, err) != 0) return -1;
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, false);
-    if (!root) {
-        bert_fail(err, "%s: not valid JSON (at byte %ld)", path, end ? (long)(end - text) : -1L);
-        free(text);
-        return -1;
-    }
-    free(text);
-    Reader r = {.path = path, .opt = opt, .d = out, .err = err};
-    int rc = read_articles(&r, root);
-    cJSON_Delete(root);
+    Reader r = {.path = f->name, .opt = opt, .d = out, .err = err};
+    int rc = read_articles(&r, f->root);
     free(r.char_to_word);
     if (rc != 0) squad_data_free(out);
+    return rc;
+}
+
+int squad_read(const char *path, const SquadReadOptions *opt, SquadData *out, BertError *err) {
+    memset(out, 0, sizeof *out);
+    SquadFile f;
+    if (squad_file_load(path, SQUAD_JSON_CJSON, &f, err) != 0) return -1;
+    int rc = squad_read_file(&f, opt, out, err);
+    squad_file_free(&f);
     return rc;
 }
 

@@ -15,42 +15,6 @@
 
 /* ---- reading the JSON files ---- */
 
-/* The bytes Python's json.load would take and cJSON reads the same way; the parsed tree. */
-static int parse_json_text(const char *text, size_t len, const char *name, cJSON **out, BertError *err) {
-    *out = NULL;
-    const unsigned char *u = (const unsigned char *)text;
-    if (len >= 3 && u[0] == 0xEF && u[1] == 0xBB && u[2] == 0xBF)
-        return bert_fail(err, "%s: starts with a UTF-8 byte order mark, which Python's json (and so the official "
-                              "script) refuses; remove it", name);
-    for (size_t i = 0; i < len;) {
-        int k;
-        if (u[i] == 0) return bert_fail(err, "%s: a NUL byte at offset %zu: not JSON text", name, i);
-        if (utf8_decode(u + i, len - i, &k) < 0) return bert_fail(err, "%s: not valid UTF-8 at byte %zu", name, i);
-        i += (size_t)k;
-    }
-    /* A backslash in valid JSON is always inside a string and starts an escape. */
-    for (size_t i = 0; i + 1 < len; i++) {
-        if (text[i] != '\\') continue;
-        if (text[i + 1] == 'u' && i + 5 < len && !strncmp(text + i + 2, "0000", 4))
-            return bert_fail(err, "%s: a string holds \\u0000 (byte %zu), which is not supported", name, i);
-        i++;
-    }
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
-    if (!root) {
-        size_t at = end && end >= text ? (size_t)(end - text) : 0, line = 1, col = 1;
-        if (at > len) at = len;
-        for (size_t i = 0; i < at; i++) text[i] == '\n' ? (line++, col = 1) : col++;
-        return bert_fail(err, "%s: not valid JSON at line %zu, column %zu (byte %zu)", name, line, col, at);
-    }
-    *out = root;
-    return 0;
-}
-
-static int load_file(const char *path, char **text, size_t *len, BertError *err) {
-    return read_file(path, text, len, err);   /* its message names the file and the reason */
-}
-
 static const char *json_kind(const cJSON *v) {
     if (!v) return "missing";
     if (cJSON_IsString(v)) return "a string";
@@ -139,24 +103,29 @@ static int read_dataset(const cJSON *root, SquadDataset *d, BertError *err) {
     return 0;
 }
 
-int squad_dataset_parse(const char *text, size_t len, const char *name, SquadDataset *d, BertError *err) {
+int squad_dataset_from_file(const SquadFile *f, SquadDataset *d, BertError *err) {
     memset(d, 0, sizeof *d);
-    d->name = xstrdup(name);
-    cJSON *root;
-    if (parse_json_text(text, len, name, &root, err) != 0) return squad_dataset_free(d), -1;
-    int rc = read_dataset(root, d, err);
-    cJSON_Delete(root);
+    d->name = xstrdup(f->name);
+    int rc = read_dataset(f->root, d, err);
     if (rc != 0) squad_dataset_free(d);
     return rc;
 }
 
-int squad_dataset_load(const char *path, SquadDataset *d, BertError *err) {
-    char *text;
-    size_t len;
+int squad_dataset_parse(const char *text, size_t len, const char *name, SquadDataset *d, BertError *err) {
     memset(d, 0, sizeof *d);
-    if (load_file(path, &text, &len, err) != 0) return -1;
-    int rc = squad_dataset_parse(text, len, path, d, err);
-    free(text);
+    SquadFile f;
+    if (squad_file_parse(text, len, name, SQUAD_JSON_PYTHON, &f, err) != 0) return -1;
+    int rc = squad_dataset_from_file(&f, d, err);
+    squad_file_free(&f);
+    return rc;
+}
+
+int squad_dataset_load(const char *path, SquadDataset *d, BertError *err) {
+    memset(d, 0, sizeof *d);
+    SquadFile f;
+    if (squad_file_load(path, SQUAD_JSON_PYTHON, &f, err) != 0) return -1;
+    int rc = squad_dataset_from_file(&f, d, err);
+    squad_file_free(&f);
     return rc;
 }
 
@@ -180,9 +149,15 @@ void squad_predictions_free(SquadPredictions *p) {
 
 size_t squad_predictions_count(const SquadPredictions *p) { return p ? p->ids.n : 0; }
 
-/* id's prediction: text (NULL: not a string). A repeated id keeps its first place and takes
- * the last value, as a Python dict does. */
-static void predictions_set(SquadPredictions *p, const char *id, const char *text) {
+SquadPredictions *squad_predictions_new(const char *name) {
+    SquadPredictions *p = xcalloc(1, sizeof *p);
+    p->name = xstrdup(name);
+    strmap_init(&p->ids, 0, true);
+    return p;
+}
+
+/* answer NULL: the file's value is not a string. */
+void squad_predictions_set(SquadPredictions *p, const char *id, const char *answer) {
     bool added;
     size_t i = strmap_index(&p->ids, strmap_intern(&p->ids, id, strlen(id), &added));
     if (added) {
@@ -190,23 +165,21 @@ static void predictions_set(SquadPredictions *p, const char *id, const char *tex
         p->texts[i] = NULL;
     }
     free(p->texts[i]);
-    p->texts[i] = text ? xstrdup(text) : NULL;
+    p->texts[i] = answer ? xstrdup(answer) : NULL;
 }
 
 int squad_predictions_parse(const char *text, size_t len, const char *name, SquadPredictions **out, BertError *err) {
     *out = NULL;
     cJSON *root;
-    if (parse_json_text(text, len, name, &root, err) != 0) return -1;
+    if (squad_json_parse(text, len, name, SQUAD_JSON_PYTHON, &root, err) != 0) return -1;
     if (!cJSON_IsObject(root)) {
         bert_fail(err, "%s: the top level is %s, not an object {question id: answer}", name, json_kind(root));
         cJSON_Delete(root);
         return -1;
     }
-    SquadPredictions *p = xcalloc(1, sizeof *p);
-    p->name = xstrdup(name);
-    strmap_init(&p->ids, (size_t)cJSON_GetArraySize(root), true);
+    SquadPredictions *p = squad_predictions_new(name);
     const cJSON *item;
-    cJSON_ArrayForEach(item, root) predictions_set(p, item->string, cJSON_IsString(item) ? item->valuestring : NULL);
+    cJSON_ArrayForEach(item, root) squad_predictions_set(p, item->string, cJSON_IsString(item) ? item->valuestring : NULL);
     cJSON_Delete(root);
     *out = p;
     return 0;
@@ -216,7 +189,7 @@ int squad_predictions_load(const char *path, SquadPredictions **p, BertError *er
     char *text;
     size_t len;
     *p = NULL;
-    if (load_file(path, &text, &len, err) != 0) return -1;
+    if (read_file(path, &text, &len, err) != 0) return -1;   /* its message names the file and the reason */
     int rc = squad_predictions_parse(text, len, path, p, err);
     free(text);
     return rc;
@@ -276,7 +249,7 @@ static void skip_ws(const char *t, size_t *i) {
 int squad_na_probs_parse(const char *text, size_t len, const char *name, SquadNaProbs **out, BertError *err) {
     *out = NULL;
     cJSON *root;
-    if (parse_json_text(text, len, name, &root, err) != 0) return -1;
+    if (squad_json_parse(text, len, name, SQUAD_JSON_PYTHON, &root, err) != 0) return -1;
     if (!cJSON_IsObject(root)) {
         bert_fail(err, "%s: the top level is %s, not an object {question id: probability}", name, json_kind(root));
         cJSON_Delete(root);
@@ -347,7 +320,7 @@ int squad_na_probs_load(const char *path, SquadNaProbs **p, BertError *err) {
     char *text;
     size_t len;
     *p = NULL;
-    if (load_file(path, &text, &len, err) != 0) return -1;
+    if (read_file(path, &text, &len, err) != 0) return -1;   /* its message names the file and the reason */
     int rc = squad_na_probs_parse(text, len, path, p, err);
     free(text);
     return rc;
