@@ -69,6 +69,14 @@ $(BUILD)/libbert.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
+# libbert_test.a, the library the tests link: libbert.a with the sources that include
+# core/test_hooks.h compiled again with BERT_TEST_HOOKS (the work counts of the scaling tests).
+HOOK_SRC := $(shell grep -l '^\#include "core/test_hooks.h"' $(LIB_SRC))
+HOOK_OBJ := $(HOOK_SRC:%.c=$(BUILD)/hooks/%.o)
+$(BUILD)/libbert_test.a: $(filter-out $(HOOK_SRC:%.c=$(BUILD)/%.o),$(LIB_OBJ)) $(HOOK_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
 $(BUILD)/libbert_cli.a: $(CLI_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
@@ -76,15 +84,20 @@ $(BUILD)/libbert_cli.a: $(CLI_OBJ)
 $(BERT): $(BUILD)/src/cli/main.o $(BUILD)/libbert_cli.a $(BUILD)/libbert.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(if $(filter openblas,$(GEMM)),,$(BLAS_LIBS))
 
-# Tests link the library; the ones that drive commands in-process also the commands.
-$(BUILD)/tests/%: tests/%.c tests/test.h tests/test_util.h $(BUILD)/libbert.a $(BUILD)/libbert_cli.a $(FLAGS_STAMP)
+# Tests link the library with its test hooks; the ones that drive commands in-process also
+# the commands.
+$(BUILD)/tests/%: tests/%.c tests/test.h tests/test_util.h $(BUILD)/libbert_test.a $(BUILD)/libbert_cli.a $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests -o $@ $< $(if $(filter $*,$(CLI_TESTS)),$(BUILD)/libbert_cli.a) $(BUILD)/libbert.a \
+	$(CC) $(CFLAGS) -DBERT_TEST_HOOKS -Itests -o $@ $< $(if $(filter $*,$(CLI_TESTS)),$(BUILD)/libbert_cli.a) $(BUILD)/libbert_test.a \
 		$(LDLIBS) $(if $(filter $*,$(CLI_TESTS)),$(if $(filter openblas,$(GEMM)),,$(BLAS_LIBS)))
 
 $(BUILD)/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/hooks/%.o: %.c $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DBERT_TEST_HOOKS -c -o $@ $<
 
 # The whole suite: optimised build, then the sanitizer build, then the model's tests once
 # more with the other GEMM library (OpenBLAS), then the fuzz targets' seed corpora (replayed,

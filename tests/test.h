@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/test_hooks.h"   /* test_work(): tests build with BERT_TEST_HOOKS */
+
 static int test_passed_count, test_failed_count, test_case_failed;
 
 #define CHECK(cond) CHECKF(cond, "%s", #cond)
@@ -150,7 +152,8 @@ static inline double chain_reorder_tolerance(double sum_sqrt_reduction_lengths) 
 }
 
 /* ---- Scaling: every text pass is linear in its input, by counted work ---------------------
- * Each pass counts the steps of its scanning loops (tokenizer_work(), sentences_work(), ...).
+ * Each pass counts the steps of its scanning loops (test_work(), core/test_hooks.h: per thread,
+ * so a pass runs on one thread to be counted whole).
  * A scaling test runs the pass on an input of size n and on one of size 10n made of the same
  * unit (ordinary text, or a pattern that would make a careless pass quadratic) and requires
  *   work(n) >= a floor (the counter counts what the pass scans), and

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "core/common.h"
+#include "core/strmap.h"
 #include <dirent.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -194,6 +195,49 @@ static void test_special_outputs(void) {
     remove_tree(dir);
 }
 
+/* The string map: keys copied or borrowed, any bytes, numbered in the order first added;
+ * the value rule (first or last add wins) is the caller's; the hash extends. */
+static void test_strmap(void) {
+    StrMap m;
+    strmap_init(&m, 0, true);
+    char key[8] = "ab";
+    bool added;
+    StrMapEntry *e = strmap_intern(&m, key, 2, &added);
+    CHECK(added && strmap_index(&m, e) == 0 && e->value == 0 && e->key != key && !strcmp(e->key, "ab"));
+    e->value = 7;
+    key[0] = 'x';   /* the map holds its own copy */
+    CHECK(strmap_find(&m, "ab", 2) && strmap_find(&m, "ab", 2)->value == 7 && !strmap_find(&m, "xb", 2));
+    CHECK(!strmap_find(&m, "a", 1) && !strmap_find(&m, "abc", 3));   /* prefixes are other keys */
+    e = strmap_intern(&m, "ab", 2, &added);
+    CHECK(!added && strmap_index(&m, e) == 0 && e->value == 7 && m.n == 1);
+    CHECK(strmap_index(&m, strmap_intern(&m, "", 0, &added)) == 1 && added);   /* the empty key */
+    CHECK(strmap_index(&m, strmap_intern(&m, "a\0b", 3, &added)) == 2 && added);   /* a NUL inside */
+    CHECK(strmap_find(&m, "a\0b", 3) && !strmap_find(&m, "a\0c", 3) && strmap_find(&m, "", 0));
+    /* growing keeps every entry in its place */
+    char buf[32];
+    for (int i = 0; i < 20000; i++) {
+        snprintf(buf, sizeof buf, "key%d", i);
+        strmap_intern(&m, buf, strlen(buf), NULL)->value = i;
+    }
+    bool all = m.n == 20003;
+    for (int i = 0; i < 20000; i++) {
+        snprintf(buf, sizeof buf, "key%d", i);
+        const StrMapEntry *f = strmap_find(&m, buf, strlen(buf));
+        all = all && f && f->value == i && strmap_index(&m, f) == (size_t)i + 3 && !strcmp(f->key, buf);
+    }
+    CHECK(all);
+    /* the hash extends: a word's prefixes are hashed in one pass */
+    uint64_t h = strmap_hash_extend(strmap_hash("ke", 2), "y12", 3);
+    CHECK(h == strmap_hash("key12", 5) && strmap_find_hashed(&m, h, "key12", 5) == strmap_find(&m, "key12", 5));
+    strmap_free(&m);
+    /* borrowed keys: the caller's bytes */
+    static const char *const words[] = {"one", "two", "one"};
+    strmap_init(&m, 3, false);
+    for (int i = 0; i < 3; i++) strmap_intern(&m, words[i], 3, NULL)->value = i;   /* the last add wins */
+    CHECK(m.n == 2 && m.entries[0].key == words[0] && strmap_find(&m, "one", 3)->value == 2);
+    strmap_free(&m);
+}
+
 int main(void) {
     RUN_TEST(test_atomic_file_replaces_only_on_commit);
     RUN_TEST(test_unwritable_output_is_an_error);
@@ -203,5 +247,6 @@ int main(void) {
     RUN_TEST(test_split_list);
     RUN_TEST(test_temporaries);
     RUN_TEST(test_special_outputs);
+    RUN_TEST(test_strmap);
     return test_summary();
 }

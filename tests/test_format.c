@@ -91,10 +91,10 @@ static void test_books_bad_input(void) {
 /* Work of formatting the book folder dir, counted by format_books_work. */
 static long long books_work(const char *dir) {
     BertError err;
-    const long long before = format_books_work();
+    const long long before = test_work();
     int rc = format_books(dir, tmp_path("scaling_books.txt"), NULL, NULL, &err);
     CHECKF(rc == 0, "%s", err.msg);
-    return format_books_work() - before;
+    return test_work() - before;
 }
 
 /* Formatting books is linear in the books: 10x the input, at most 15x the work
@@ -257,9 +257,9 @@ static long long wiki_reading_work(const char *prefix, const char *unit, const c
     opt.n_threads = 1;
     FormatStats st;
     BertError err;
-    const long long before = format_wiki_work() + wikitext_work();
+    const long long before = test_work();
     int rc = format_wikipedia(tmp_path("scaling.xml"), tmp_path("scaling.txt"), &opt, &st, &err);
-    const long long work = format_wiki_work() + wikitext_work() - before;
+    const long long work = test_work() - before;
     CHECKF(rc == 0, "%s", err.msg);
     *bytes = (long long)(n_open + n_close);
     return work;
@@ -445,10 +445,10 @@ static long long cleaning_work(const char *prefix, const char *unit, int copies,
         if (numbered) snprintf(buf, sizeof buf, unit, i, i);
         sappend(&text, numbered ? buf : unit);
     }
-    const long long before = wikitext_work();
+    const long long before = test_work();
     wikitext_paragraphs(text.p, text.n, ignore_paragraph, NULL);
     free(text.p);
-    return wikitext_work() - before;
+    return test_work() - before;
 }
 
 /* Issue 14, defect 4: pathological markup was quadratic (45-59 s at 1e5 openers, 21 s for

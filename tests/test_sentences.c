@@ -136,9 +136,9 @@ static void test_sentences_scale_linearly(void) {
         for (int big = 0; big < 2; big++) {
             size_t len;
             char *text = repeat_text("", cases[k].unit, big ? 20000 : 2000, " End.", &len);
-            const long long before = sentences_work();
+            const long long before = test_work();
             split_sentences(splitter, text, len, &sl);
-            work[big] = sentences_work() - before;
+            work[big] = test_work() - before;
             bytes[big] = (long long)len;
             free(text);
         }

@@ -283,9 +283,9 @@ static long long tokenizing_work(const Tokenizer *t, const char *prefix, const c
     char *text = repeat_text(prefix, unit, copies, suffix, &len);
     TokenList l;
     token_list_init(&l);
-    const long long before = tokenizer_work();
+    const long long before = test_work();
     tokenize(t, text, len, &l);
-    const long long work = tokenizer_work() - before;
+    const long long work = test_work() - before;
     token_list_free(&l);
     free(text);
     *bytes = (long long)len;

@@ -126,14 +126,14 @@ static long long vocab_training_work(const char *prefix, const char *unit, long 
     VocabTrainOptions opt = vocab_train_default_options();
     opt.max_input_chars_per_word = max_chars;
     opt.threads = 1;
-    const long long before = wordpiece_trainer_work() + tokenizer_work();
+    const long long before = test_work();
     WordCounts *wc = word_counts_new(opt.do_lower_case, opt.max_input_chars_per_word);
     word_counts_add_text(wc, text, len, 1);
     char **got = NULL;
     int n = 0;
     BertError err;
     int rc = wordpiece_train(wc, &opt, &got, &n, &err);
-    const long long work = wordpiece_trainer_work() + tokenizer_work() - before;
+    const long long work = test_work() - before;
     CHECKF(rc == 0 || strstr(err.msg, "no words"), "%s", err.msg);  /* a word over the cap is not counted */
     free_tokens(got, n);
     word_counts_free(wc);

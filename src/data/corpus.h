@@ -70,11 +70,6 @@ int format_wikipedia(const char *dump, const char *out, const FormatOptions *opt
  * given into one output. */
 int format_wikipedia_dumps(const char *const *dumps, int n_dumps, const char *out,
                            const FormatOptions *opt, FormatStats *stats, BertError *err);
-/* Steps of the Wikipedia reader's loops on the calling thread so far (bytes expat scans,
- * an unfinished token again on each call; page text copied, checked, sanitized, written),
- * the cleaning aside (wikitext_work): what the scaling tests count instead of timing. A
- * plain .xml dump, or any dump with n_threads 1, is read on the calling thread. */
-long long format_wiki_work(void);
 
 /* dir: a folder of plain-text books (*.txt, read in sorted name order; a single file is
  * also accepted). Each book becomes one line: UTF-8 BOM removed, CRLF handled, each
@@ -86,10 +81,6 @@ int format_books(const char *dir, const char *out, const FormatOptions *opt,
  * (regular files only: anything else is an error), sorted; a plain file is a list of itself.
  * Free each name and the array. */
 int format_list_books(const char *dir, char ***books, int *n, BertError *err);
-/* Steps of format_books's loops on the calling thread so far (bytes read, sanitized,
- * searched for line ends and stripped; Gutenberg marker checks): what the scaling tests
- * count instead of timing. */
-long long format_books_work(void);
 
 /* (The wikitext cleaning itself is in data/wikitext.h.) */
 
@@ -122,9 +113,6 @@ void sentence_splitter_free(SentenceSplitter *s);
  * nltk.sent_tokenize returns (leading whitespace of the text stays in the first one,
  * as in NLTK; trailing whitespace is never included). Empty or blank text gives none. */
 int split_sentences(const SentenceSplitter *s, const char *text, size_t len, SentenceList *out);
-/* Steps taken by split_sentences on the calling thread so far (code points decoded, bytes
- * searched, model look-ups): what the scaling tests count instead of timing. */
-long long sentences_work(void);
 
 /* ---- Sharding ------------------------------------------------------------------------ */
 
@@ -161,11 +149,6 @@ typedef struct {
  * shard (in parallel over shards) with its documents in NVIDIA's order. Fails with a clear
  * message if there are fewer documents than shards. */
 int shard_corpus(const ShardOptions *opt, ShardStats *stats, BertError *err);
-/* Steps of shard_corpus's own loops on the calling thread so far (bytes read, sanitized
- * and stripped; the distribution's steps), sentence splitting aside (sentences_work):
- * what the scaling tests count instead of timing. With n_threads 1 all of it runs on the
- * calling thread. */
-long long shard_work(void);
 
 /* The path of shard i of the training (is_test = false) or test set, as written above. */
 void shard_path(const ShardOptions *opt, bool is_test, int i, char *out, size_t outlen);

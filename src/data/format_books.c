@@ -11,17 +11,15 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "core/test_hooks.h"
 #include "data/doc_writer.h"
 
-/* Steps of the books formatter's loops on this thread (format_books_work): bytes read,
- * sanitized, searched for line ends and stripped, marker checks. What the scaling tests
- * count. */
-static _Thread_local long long work_steps;
-long long format_books_work(void) { return work_steps; }
+/* TEST_COUNT_WORK: steps of the books formatter's loops (bytes read, sanitized, searched for
+ * line ends and stripped, marker checks), what the scaling tests count. */
 
 /* Bytes utf8_strip looked at to find that text[0..len) keeps `kept` bytes once stripped:
  * the leading whitespace forwards, the trailing backwards. */
-static long long strip_steps(size_t len, size_t kept) { return (long long)(len - kept) + 1; }
+#define STRIP_STEPS(len, kept) ((long long)((len) - (kept)) + 1)
 
 FormatOptions format_default_options(void) {
     FormatOptions o = {.strip_gutenberg = true, .progress = false, .max_page_mb = 32};
@@ -33,13 +31,13 @@ FormatOptions format_default_options(void) {
 static bool is_gutenberg_marker(const char *line, size_t len, const char *word) {
     size_t i = 0;
     while (i < len && line[i] == '*') i++;
-    work_steps += (long long)i + 1;
+    TEST_COUNT_WORK((long long)i + 1);
     if (i < 3) return false;
     while (i < len && line[i] == ' ') i++;
     size_t wl = strlen(word);
     if (len - i < wl || strncasecmp(line + i, word, wl) != 0) return false;
     for (size_t j = i + wl; j + 9 <= len; j++) {
-        work_steps++;
+        TEST_COUNT_WORK(1);
         if (!strncasecmp(line + j, "GUTENBERG", 9)) return true;
     }
     return false;
@@ -61,7 +59,7 @@ static void gutenberg_body(const char *text, size_t len, size_t *from, size_t *t
     for (size_t i = 0; i < len;) {
         const char *nl = memchr(text + i, '\n', len - i);
         size_t end = nl ? (size_t)(nl - text) : len, s, n = utf8_strip(text + i, end - i, &s);
-        work_steps += (long long)(end - i) + strip_steps(end - i, n);
+        TEST_COUNT_WORK((long long)(end - i) + STRIP_STEPS(end - i, n));
         const char *line = text + i + s;
         if (!started && is_gutenberg_marker(line, n, "START OF")) {
             *from = nl ? end + 1 : len;
@@ -84,7 +82,7 @@ static int format_one_book(DocWriter *w, const char *path, const FormatOptions *
     if (read_file(path, &raw, &raw_len, err) != 0) return -1;
     w->stats->input_bytes += (long long)raw_len;
     size_t len = utf8_sanitize(raw, raw_len, &text, &cap, &w->stats->invalid_utf8_bytes);
-    work_steps += 2 * (long long)raw_len;  /* read, sanitized */
+    TEST_COUNT_WORK(2 * (long long)raw_len);  /* read, sanitized */
     free(raw);
     size_t from = 0, to = len;
     if (len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3)) from = 3; /* utf-8-sig */
@@ -97,7 +95,7 @@ static int format_one_book(DocWriter *w, const char *path, const FormatOptions *
     for (size_t i = from; i < to;) {
         const char *nl = memchr(text + i, '\n', to - i);
         size_t end = nl ? (size_t)(nl - text) : to, s, n = utf8_strip(text + i, end - i, &s);
-        work_steps += (long long)(end - i) + strip_steps(end - i, n) + (long long)n;  /* found, stripped, written */
+        TEST_COUNT_WORK((long long)(end - i) + STRIP_STEPS(end - i, n) + (long long)n);  /* found, stripped, written */
         doc_writer_line(w, text + i + s, n);
         i = end + 1;
     }
@@ -112,7 +110,7 @@ static int has_txt_suffix(const char *name) {
 }
 
 static int cmp_names(const void *a, const void *b) {
-    work_steps++;
+    TEST_COUNT_WORK(1);
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
@@ -144,7 +142,7 @@ int format_list_books(const char *dir, char ***out, int *n_out, BertError *err) 
     int cap = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
-        work_steps++;
+        TEST_COUNT_WORK(1);
         if (e->d_name[0] == '.' || !has_txt_suffix(e->d_name)) continue;
         ARRAY_RESERVE(*out, cap, (size_t)*n_out + 1, 64);
         size_t n = strlen(dir) + strlen(e->d_name) + 2;

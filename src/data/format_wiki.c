@@ -17,16 +17,14 @@
 #include <unistd.h>
 
 #include "core/utf8.h"
+#include "core/test_hooks.h"
 #include "data/bz2_streams.h"
 #include "data/doc_writer.h"
 #include "data/wikitext.h"
 
-/* Steps of the reader's loops on this thread (format_wiki_work): bytes expat scans (an
- * unfinished token again on each call), page text copied and grown, namespaces checked,
- * text sanitized; the cleaning counts its own (wikitext_work). What the scaling tests
- * count. */
-static _Thread_local long long work_steps;
-long long format_wiki_work(void) { return work_steps; }
+/* TEST_COUNT_WORK: steps of the reader's loops (bytes expat scans, an unfinished token
+ * again on each call; page text copied and grown, namespaces checked, text sanitized; the
+ * cleaning counts its own), what the scaling tests count. */
 
 typedef struct {
     char *p;
@@ -37,12 +35,12 @@ static void buf_add(Buf *b, const char *s, size_t n) {
     if (b->n + n + 1 > b->cap) {
         b->cap = 2 * (b->n + n + 1);
         b->p = xrealloc(b->p, b->cap);
-        work_steps += (long long)b->n;  /* realloc may copy what is there */
+        TEST_COUNT_WORK((long long)b->n);  /* realloc may copy what is there */
     }
     memcpy(b->p + b->n, s, n);
     b->n += n;
     b->p[b->n] = 0;
-    work_steps += (long long)n + 1;
+    TEST_COUNT_WORK((long long)n + 1);
 }
 
 typedef enum { FIELD_NONE, FIELD_TITLE, FIELD_NS, FIELD_TEXT } Field;
@@ -60,7 +58,7 @@ typedef struct {
 static void XMLCALL on_start(void *ud, const XML_Char *name, const XML_Char **attrs) {
     WikiReader *r = ud;
     (void)attrs;
-    work_steps++;
+    TEST_COUNT_WORK(1);
     if (!strcmp(name, "page")) {
         r->in_page = true;
         r->redirect = r->too_large = false;
@@ -87,19 +85,19 @@ static void XMLCALL on_text(void *ud, const XML_Char *s, int len) {
 
 static void emit_paragraph(const char *text, size_t len, void *ctx) {
     size_t kept = utf8_rstrip_len(text, len);
-    work_steps += (long long)len + 1;  /* stripped from the end, the rest written */
+    TEST_COUNT_WORK((long long)len + 1);  /* stripped from the end, the rest written */
     doc_writer_line(ctx, text, kept);
 }
 
 static void XMLCALL on_end(void *ud, const XML_Char *name) {
     WikiReader *r = ud;
     r->field = FIELD_NONE;
-    work_steps++;
+    TEST_COUNT_WORK(1);
     if (strcmp(name, "page") != 0) return;
     r->in_page = false;
     bool numeric_ns = r->ns.n > 0;
     for (size_t i = 0; i < r->ns.n; i++) numeric_ns = numeric_ns && r->ns.p[i] >= '0' && r->ns.p[i] <= '9';
-    work_steps += (long long)r->ns.n;
+    TEST_COUNT_WORK((long long)r->ns.n);
     bool article = r->ns.n == 1 && r->ns.p[0] == '0' && !r->redirect;
     FormatStats *st = r->writer->stats;   /* why a page is not kept, counted */
     if (r->too_large) {
@@ -112,7 +110,7 @@ static void XMLCALL on_end(void *ud, const XML_Char *name) {
         /* expat hands over valid UTF-8 only; sanitizing is cheap insurance */
         size_t n = utf8_sanitize(r->text.p, r->text.n, &r->clean, &r->clean_cap,
                                  &r->writer->stats->invalid_utf8_bytes);
-        work_steps += (long long)r->text.n;
+        TEST_COUNT_WORK((long long)r->text.n);
         wikitext_paragraphs(r->clean, n, emit_paragraph, r->writer);
     }
     doc_writer_end_document(r->writer);
@@ -214,18 +212,18 @@ static enum XML_Status xml_feed(XmlFeed *f, const char *data, size_t n, bool fin
         ARRAY_RESERVE(f->held, f->cap, waiting, 1 << 20);
         if (n) memcpy(f->held + f->n_held, data, n);
         f->n_held = waiting;
-        work_steps += (long long)n;
+        TEST_COUNT_WORK((long long)n);
         return XML_STATUS_OK;
     }
     if (f->n_held) {  /* the held bytes and these, in one call */
         ARRAY_RESERVE(f->held, f->cap, waiting, 1 << 20);
         if (n) memcpy(f->held + f->n_held, data, n);  /* the final call has no data */
-        work_steps += (long long)n;
+        TEST_COUNT_WORK((long long)n);
         data = f->held;
         n = waiting;
         f->n_held = 0;
     }
-    work_steps += (long long)(unfinished + n) + 1;  /* what expat scans */
+    TEST_COUNT_WORK((long long)(unfinished + n) + 1);  /* what expat scans */
     f->fed += (long long)n;
     return XML_Parse(f->parser, data, (int)n, final);
 }

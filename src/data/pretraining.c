@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Steps of create_pretraining_data's loops on this thread, reading (pretraining_io.c) and
- * making instances (here): what the scaling tests count (pretraining_work). */
-_Thread_local long long pretraining_steps;
-long long pretraining_work(void) { return pretraining_steps; }
+#include "core/test_hooks.h"
+
+/* TEST_COUNT_WORK: steps of create_pretraining_data's loops, reading (pretraining_io.c) and
+ * making instances (here), what the scaling tests count. */
 
 PretrainingOptions pretraining_default_options(void) {
     return (PretrainingOptions){
@@ -78,7 +78,7 @@ void documents_add_sentence(DocumentSet *d, const int32_t *ids, size_t n) {
         d->sentence_start = xrealloc(d->sentence_start, d->cap_sentences * sizeof *d->sentence_start);
     }
     memcpy(d->tokens + d->n_tokens, ids, n * sizeof *ids);
-    pretraining_steps += (long long)n;
+    TEST_COUNT_WORK((long long)n);
     d->n_tokens += n;
     d->n_sentences++;
     d->sentence_start[d->n_sentences] = d->n_tokens;
@@ -174,7 +174,7 @@ static void mask_tokens(Generator *g) {
         }
     }
     pyrandom_shuffle(g->rng, g->group_of, (size_t)n_groups, sizeof *g->group_of);
-    pretraining_steps += 2 * (long long)n + n_groups;  /* copied, grouped, shuffled */
+    TEST_COUNT_WORK(2 * (long long)n + n_groups);  /* copied, grouped, shuffled */
 
     int want = num_to_predict(g, n), n_masked = 0;
     /* The groups are disjoint, so the reference's covered_indexes test never fires. */
@@ -196,7 +196,7 @@ static void mask_tokens(Generator *g) {
                 in->masked_ids[at] = in->masked_ids[at - 1];
                 at--;
             }
-            pretraining_steps += n_masked - at;
+            TEST_COUNT_WORK(n_masked - at);
             in->masked_positions[at] = index;
             in->masked_ids[at] = g->original[index];
         }
@@ -209,8 +209,9 @@ static void mask_tokens(Generator *g) {
 static void truncate_pair(Generator *g, size_t *a_lo, size_t *a_hi, size_t *b_lo, size_t *b_hi,
                           size_t max_num_tokens) {
     size_t alo = *a_lo, ahi = *a_hi, blo = *b_lo, bhi = *b_hi; /* in registers */
-    long long over = (long long)((ahi - alo) + (bhi - blo)) - (long long)max_num_tokens;
-    pretraining_steps += over > 0 ? over + 1 : 1;  /* one random draw per token trimmed */
+    /* one random draw per token trimmed */
+    TEST_COUNT_WORK((ahi - alo) + (bhi - blo) > max_num_tokens ? (long long)((ahi - alo) + (bhi - blo) - max_num_tokens) + 1
+                                                               : 1);
     while ((ahi - alo) + (bhi - blo) > max_num_tokens) {
         /* Arithmetic rather than branches: the coin flip is unpredictable by design. */
         size_t trim_a = ahi - alo > bhi - blo, front = pyrandom_random(g->rng) < 0.5;
@@ -240,7 +241,7 @@ static int emit_instance(Generator *g, size_t a_lo, size_t a_hi, size_t b_lo, si
     in->n_tokens = n;
     in->is_random_next = is_random_next;
     in->a_lo = a_lo, in->b_lo = b_lo;
-    pretraining_steps += n;
+    TEST_COUNT_WORK(n);
     mask_tokens(g);
     return g->sink(g->sink_ctx, in, err);
 }
@@ -258,7 +259,7 @@ static int instances_from_document(Generator *g, size_t document_index, BertErro
 
     size_t chunk_first = 0, current_length = 0; /* current_chunk = sentences [chunk_first, i] */
     for (size_t i = 0; i < n_sent; i++) {
-        pretraining_steps++;
+        TEST_COUNT_WORK(1);
         current_length += sent[first + i + 1] - sent[first + i];
         if (i != n_sent - 1 && current_length < target_seq_length) continue;
         size_t chunk_len = i - chunk_first + 1;
@@ -284,7 +285,7 @@ static int instances_from_document(Generator *g, size_t document_index, BertErro
             b_lo = sent[r_first + random_start];
             b_hi = b_lo;
             for (size_t j = random_start; j < document_sentence_count(d, rdoc); j++) {
-                pretraining_steps++;
+                TEST_COUNT_WORK(1);
                 b_hi = sent[r_first + j + 1];
                 if ((long)(b_hi - b_lo) >= target_b_length) break;
             }
@@ -339,7 +340,7 @@ int generate_instances(const DocumentSet *docs, const PretrainingOptions *opt,
     generator_init(&g, docs, opt, mv, rng);
     g.sink = sink, g.sink_ctx = ctx;
     pyrandom_shuffle(rng, g.order, docs->n_documents, sizeof *g.order);
-    pretraining_steps += (long long)docs->n_documents;
+    TEST_COUNT_WORK((long long)docs->n_documents);
     int rc = 0;
     for (int dupe = 0; dupe < opt->dupe_factor && rc == 0; dupe++)
         for (size_t k = 0; k < docs->n_documents && rc == 0; k++)

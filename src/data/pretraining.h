@@ -157,12 +157,4 @@ int create_pretraining_data(const PretrainingOptions *opt, const char *input_fil
                             PretrainingStats *stats, ReadProgress progress,
                             void *progress_ctx, BertError *err);
 
-/* Steps of create_pretraining_data's own loops on the calling thread so far (bytes read
- * and searched for line ends, ids copied, sentences walked, tokens trimmed -- one random
- * draw each, as the reference's truncate_seq_pair -- masked and spooled), tokenizing aside
- * (tokenizer_work): what the scaling tests count instead of timing. Reading tokenizes on
- * every OpenMP thread and one output is written by all: with one thread all of it runs
- * on the calling thread. */
-long long pretraining_work(void);
-
 #endif

@@ -11,10 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/test_hooks.h"
 #include "data/hdf5_shard.h"
-
-/* The work counter of pretraining_work(), defined in pretraining.c: reading counts here. */
-extern _Thread_local long long pretraining_steps;
 
 /* ---- Reading lines as Python's text mode does ---------------------------------------- */
 
@@ -32,14 +30,14 @@ static int reader_fill(LineReader *r, size_t want, const char *path, BertError *
     if (r->len - r->pos >= want || r->eof) return 0;
     if (r->pos > 0) {
         memmove(r->buf, r->buf + r->pos, r->len - r->pos);
-        pretraining_steps += (long long)(r->len - r->pos);
+        TEST_COUNT_WORK((long long)(r->len - r->pos));
         r->len -= r->pos;
         r->pos = 0;
     }
     while (r->len - r->pos < want && !r->eof) {
         ARRAY_RESERVE(r->buf, r->cap, r->len + 1, 1 << 16);
         size_t got = fread(r->buf + r->len, 1, r->cap - r->len, r->fp);
-        pretraining_steps += (long long)got + 1;
+        TEST_COUNT_WORK((long long)got + 1);
         r->len += got;
         r->total += got;
         if (got == 0) {
@@ -68,7 +66,7 @@ static int reader_next(LineReader *r, const char **line, size_t *n, const char *
         size_t k = scanned;
         for (; k < avail; k++)
             if (start[k] == '\n' || start[k] == '\r') { end = start + k; break; }
-        pretraining_steps += (long long)(k - scanned) + 1;
+        TEST_COUNT_WORK((long long)(k - scanned) + 1);
         if (end) {
             *line = start;
             *n = (size_t)(end - start);
@@ -96,7 +94,7 @@ static bool line_is_blank(const char *text, size_t n) {
     for (size_t i = 0; i < n;) {
         int len;
         int32_t c = utf8_decode(s + i, n - i, &len);
-        pretraining_steps++;
+        TEST_COUNT_WORK(1);
         if (c < 0 || !py_isspace(c)) return false;
         i += (size_t)len;
     }
@@ -148,7 +146,7 @@ static void batch_add(LineBatch *b, const char *line, size_t n) {
     ARRAY_RESERVE(b->text, b->text_cap, b->text_len + n, 1 << 16);
     b->line_start[b->n_lines] = b->text_len;
     memcpy(b->text + b->text_len, line, n);
-    pretraining_steps += (long long)n + 1;
+    TEST_COUNT_WORK((long long)n + 1);
     b->text_len += n;
     b->n_lines++;
     b->line_start[b->n_lines] = b->text_len;
@@ -186,7 +184,7 @@ static void batch_tokenize(LineBatch *b, const Tokenizer *tok) {
                 continue;
             }
             for (int t = 0; t < list.n; t++) b->ids[b->id_start[k] + (size_t)t] = list.tokens[t].id;
-            pretraining_steps += list.n;
+            TEST_COUNT_WORK(list.n);
             b->id_count[k] = (size_t)list.n;
         }
         token_list_free(&list);
@@ -399,7 +397,7 @@ static int spool_sink(void *ctx, const Instance *in, BertError *err) {
         }
     }
     size_t bytes = (size_t)(p - s->record);
-    pretraining_steps += (long long)bytes;
+    TEST_COUNT_WORK((long long)bytes);
     if (spool_put(s, s->record, bytes, err) != 0) return -1;
     ARRAY_RESERVE(s->offset, s->cap, s->n + 2, 1024);
     s->offset[s->n + 1] = s->offset[s->n] + (int64_t)bytes;
@@ -444,7 +442,7 @@ static int spool_read(const Spool *s, size_t k, Instance *in, unsigned char *scr
     in->is_random_next = h.is_random_next;
     in->n_masked = h.n_masked;
     in->a_lo = (size_t)h.a_lo, in->b_lo = (size_t)h.b_lo;
-    pretraining_steps += n + h.n_masked;
+    TEST_COUNT_WORK(n + h.n_masked);
     const unsigned char *positions = rec + sizeof h, *replacements = positions + (size_t)h.n_masked * 2;
     for (int j = 0; j < h.n_masked; j++) {
         uint16_t pos;
@@ -572,7 +570,7 @@ static int write_shuffled(Spool *spool, PyRandom *rng, const PretrainingOptions 
     uint32_t *perm = xmalloc((spool->n ? spool->n : 1) * sizeof *perm);
     for (size_t k = 0; k < spool->n; k++) perm[k] = (uint32_t)k;
     pyrandom_shuffle(rng, perm, spool->n, sizeof *perm);
-    pretraining_steps += 2 * (long long)spool->n;
+    TEST_COUNT_WORK(2 * (long long)spool->n);
     int n_out, opened = 0, rc = 0;
     char **paths = split_outputs(output_file, &n_out);
     Hdf5ShardWriter **w = xcalloc((size_t)(n_out ? n_out : 1), sizeof *w);

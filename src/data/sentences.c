@@ -18,69 +18,26 @@
 #include <string.h>
 #include <utf8proc.h>
 
+#include "core/strmap.h"
+#include "core/test_hooks.h"
 #include "core/utf8.h"
 #include "data/corpus.h"
 #include "data/punkt_model.h"
 
-/* Steps of the scanning loops on this thread (sentences_work): what the scaling tests
- * count. Most loops decode code points through decode_at, which counts each one. */
-static _Thread_local long long work_steps;
-long long sentences_work(void) { return work_steps; }
+/* TEST_COUNT_WORK: steps of the scanning loops, what the scaling tests count. Most loops
+ * decode code points through decode_at, which counts each one. */
 
-/* ---- A string -> int hash map (the model's sets and the ortho table) --------------- */
+/* ---- The model's sets and the ortho table: string maps (core/strmap.h) ---------------- */
 
-typedef struct {
-    char *key;  /* owned, NUL-terminated; NULL = empty slot */
-    size_t len;
-    int value;
-} MapSlot;
-
-typedef struct {
-    MapSlot *slots;
-    size_t mask;
-} StrMap;
-
-static uint64_t hash_bytes(const char *s, size_t n) {
-    uint64_t h = 1469598103934665603ull;  /* FNV-1a */
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-    return h;
-}
-
-static void map_init(StrMap *m, size_t expected) {
-    size_t cap = 16;
-    while (cap < expected * 2) cap <<= 1;
-    m->slots = xcalloc(cap, sizeof *m->slots);
-    m->mask = cap - 1;
-}
-
+/* key -> value; a key put twice keeps the last value. */
 static void map_put(StrMap *m, const char *key, size_t len, int value) {
-    size_t i = hash_bytes(key, len) & m->mask;
-    while (m->slots[i].key && !(m->slots[i].len == len && !memcmp(m->slots[i].key, key, len)))
-        i = (i + 1) & m->mask;
-    if (!m->slots[i].key) {
-        m->slots[i].key = xmalloc(len + 1);
-        memcpy(m->slots[i].key, key, len);
-        m->slots[i].key[len] = 0;
-        m->slots[i].len = len;
-    }
-    m->slots[i].value = value;
+    strmap_intern(m, key, len, NULL)->value = value;
 }
 
 /* Returns the value, or -1 if absent. */
 static int map_get(const StrMap *m, const char *key, size_t len) {
-    size_t i = hash_bytes(key, len) & m->mask;
-    work_steps += (long long)len;
-    while (m->slots[i].key) {
-        work_steps++;
-        if (m->slots[i].len == len && !memcmp(m->slots[i].key, key, len)) return m->slots[i].value;
-        i = (i + 1) & m->mask;
-    }
-    return -1;
-}
-
-static void map_free(StrMap *m) {
-    for (size_t i = 0; i <= m->mask; i++) free(m->slots[i].key);
-    free(m->slots);
+    const StrMapEntry *e = strmap_find(m, key, len);
+    return e ? (int)e->value : -1;
 }
 
 struct SentenceSplitter {
@@ -101,13 +58,13 @@ static void colloc_key(char *buf, size_t cap, const char *a, size_t alen, const 
 SentenceSplitter *sentence_splitter_new(void) {
     const PunktModelData *d = &PUNKT_ENGLISH;
     SentenceSplitter *s = xcalloc(1, sizeof *s);
-    map_init(&s->abbrevs, (size_t)d->n_abbrev_types);
+    strmap_init(&s->abbrevs, (size_t)d->n_abbrev_types, false);   /* the model's strings: static */
     for (int i = 0; i < d->n_abbrev_types; i++)
         map_put(&s->abbrevs, d->abbrev_types[i], strlen(d->abbrev_types[i]), 1);
-    map_init(&s->starters, (size_t)d->n_sent_starters);
+    strmap_init(&s->starters, (size_t)d->n_sent_starters, false);
     for (int i = 0; i < d->n_sent_starters; i++)
         map_put(&s->starters, d->sent_starters[i], strlen(d->sent_starters[i]), 1);
-    map_init(&s->collocations, (size_t)d->n_collocations);
+    strmap_init(&s->collocations, (size_t)d->n_collocations, true);   /* keys made here */
     for (int i = 0; i < d->n_collocations; i++) {
         char key[512];
         size_t len;
@@ -115,7 +72,7 @@ SentenceSplitter *sentence_splitter_new(void) {
         colloc_key(key, sizeof key, a, strlen(a), b, strlen(b), &len);
         if (len) map_put(&s->collocations, key, len, 1);
     }
-    map_init(&s->ortho, (size_t)d->n_ortho_context);
+    strmap_init(&s->ortho, (size_t)d->n_ortho_context, false);
     for (int i = 0; i < d->n_ortho_context; i++)
         map_put(&s->ortho, d->ortho_context[i].type, strlen(d->ortho_context[i].type),
                 d->ortho_context[i].flags);
@@ -124,10 +81,10 @@ SentenceSplitter *sentence_splitter_new(void) {
 
 void sentence_splitter_free(SentenceSplitter *s) {
     if (!s) return;
-    map_free(&s->abbrevs);
-    map_free(&s->starters);
-    map_free(&s->collocations);
-    map_free(&s->ortho);
+    strmap_free(&s->abbrevs);
+    strmap_free(&s->starters);
+    strmap_free(&s->collocations);
+    strmap_free(&s->ortho);
     free(s);
 }
 
@@ -143,7 +100,7 @@ static void sentence_list_push(SentenceList *l, size_t start, size_t end) {
 
 /* Decodes the code point at text[i] (i < len); an invalid byte is U+FFFD of length 1. */
 static int decode_at(const char *text, size_t len, size_t i, int32_t *cp) {
-    work_steps++;
+    TEST_COUNT_WORK(1);
     int n;
     *cp = utf8_decode((const unsigned char *)text + i, len - i, &n);
     if (*cp < 0) {   /* an invalid byte reads as U+FFFD, one byte at a time */
@@ -210,7 +167,7 @@ static size_t multichar_len(const char *t, size_t end, size_t i) {
     if ((t[i] == '-' || t[i] == '.') && t[i + 1] == t[i]) {
         size_t j = i;
         while (j < end && t[j] == t[i]) j++;
-        work_steps += (long long)(j - i);
+        TEST_COUNT_WORK((long long)(j - i));
         return j - i;
     }
     if (t[i] != '.') return 0;
@@ -324,7 +281,7 @@ static void tokenize_words(Scratch *sc, const char *t, size_t s, size_t e) {
     for (size_t line = s; line < e;) {
         const char *nl = memchr(t + line, '\n', e - line);
         size_t line_end = nl ? (size_t)(nl - t) : e;
-        work_steps += (long long)(line_end - line) + 1;
+        TEST_COUNT_WORK((long long)(line_end - line) + 1);
         bool blank = is_blank(t, line, line_end);
         for (size_t i = line; i < line_end && !blank;) {
             int32_t c;
@@ -372,7 +329,7 @@ static void first_pass(const SentenceSplitter *sp, const Scratch *sc, const char
     }
     bool all_dots = len >= 2;
     for (size_t i = 0; i < len && all_dots; i++) all_dots = tok[i] == '.';
-    work_steps += (long long)len;
+    TEST_COUNT_WORK((long long)len);
     if (all_dots) {
         w->ellipsis = true;
         return;
@@ -382,7 +339,7 @@ static void first_pass(const SentenceSplitter *sp, const Scratch *sc, const char
     size_t low_len = w->lower_len - 1;
     size_t tail = low_len;
     while (tail > 0 && low[tail - 1] != '-') tail--;
-    work_steps += (long long)(low_len - tail);
+    TEST_COUNT_WORK((long long)(low_len - tail));
     if (map_get(&sp->abbrevs, low, low_len) >= 0 ||
         map_get(&sp->abbrevs, low + tail, low_len - tail) >= 0)
         w->abbr = true;
@@ -504,12 +461,12 @@ static void find_slices(const SentenceSplitter *sp, Scratch *sc, const char *t, 
     size_t last_break = 0, prev_start = 0, prev_stop = 0;
     Candidate prev = {0}, cur;
     bool have_prev = false;
-    work_steps += (long long)len;  /* each byte tried as a candidate */
+    TEST_COUNT_WORK((long long)len);  /* each byte tried as a candidate */
     for (size_t i = 0; i < len; i++) {
         if (!candidate_at(t, len, i, &cur)) continue;
         size_t ws = 0; /* last ASCII whitespace in t[prev_stop, i), relative; 0 = none */
         for (size_t j = i; j > prev_stop; j--) {
-            work_steps++;
+            TEST_COUNT_WORK(1);
             if (strchr(" \t\n\r\v\f", t[j - 1]) && t[j - 1]) {
                 ws = j - 1 - prev_stop;
                 break;

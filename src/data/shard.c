@@ -15,20 +15,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/test_hooks.h"
 #include "core/utf8.h"
 #include "data/corpus.h"
 
 /* Far more than any corpus needs; keeps training + test shards within an int. */
 #define MAX_SHARDS (1 << 20)
 
-/* Steps of the sharder's own loops on this thread (shard_work): bytes read, sanitized and
- * stripped, and the distribution's steps; sentence splitting counts its own
- * (sentences_work). What the scaling tests count. */
-static _Thread_local long long work_steps;
-long long shard_work(void) { return work_steps; }
+/* TEST_COUNT_WORK: steps of the sharder's own loops (bytes read, sanitized and stripped,
+ * and the distribution's steps; sentence splitting counts its own), what the scaling tests
+ * count. */
 
 /* Bytes utf8_rstrip_len scanned to find that text[0..len) keeps `kept`. */
-static long long rstrip_steps(size_t len, size_t kept) { return (long long)(len - kept) + 1; }
+#define RSTRIP_STEPS(len, kept) ((long long)((len) - (kept)) + 1)
 
 ShardOptions shard_default_options(void) {
     ShardOptions o;
@@ -134,7 +133,7 @@ static void count_batch(const SentenceSplitter *sp, Batch *b, int32_t *counts, i
         for (int i = 0; i < b->n; i++) {
             size_t n = utf8_sanitize(b->lines[i], b->lens[i], &clean, &cap, &bad), kept = utf8_rstrip_len(clean, n);
             counts[i] = split_sentences(sp, clean, kept, &sl);
-            work_steps += (long long)b->lens[i] + rstrip_steps(n, kept);
+            TEST_COUNT_WORK((long long)b->lens[i] + RSTRIP_STEPS(n, kept));
         }
         free(clean);
         sentence_list_free(&sl);
@@ -188,7 +187,7 @@ static void flush_batch(Pass1 *p) {
 /* Records one input line as a document if it is not blank. */
 static int add_line(Pass1 *p, int file, uint64_t offset, const char *line, size_t len, BertError *err) {
     size_t kept = utf8_rstrip_len(line, len);
-    work_steps += (long long)len + rstrip_steps(len, kept);  /* read by getline, then stripped */
+    TEST_COUNT_WORK((long long)len + RSTRIP_STEPS(len, kept));  /* read by getline, then stripped */
     if (kept == 0) return 0;
     if (len > UINT32_MAX)
         return bert_fail(err, "%s: a line of %zu bytes is longer than 4 GiB", p->opt->input_files[file], len);
@@ -272,12 +271,12 @@ typedef struct {
 static int32_t stacks_find(CountStacks *cs, int32_t c) { /* largest non-empty <= c, or 0 */
     if (c <= 0) return c;
     int32_t root = c;
-    while (root > 0 && cs->len[root] == 0) root = cs->down[root], work_steps++;
+    while (root > 0 && cs->len[root] == 0) root = cs->down[root], TEST_COUNT_WORK(1);
     while (c != root) { /* path compression */
         int32_t next = cs->down[c];
         cs->down[c] = root;
         c = next;
-        work_steps++;
+        TEST_COUNT_WORK(1);
     }
     return root;
 }
@@ -320,7 +319,7 @@ static void stacks_build(CountStacks *cs, const int32_t *counts, long long n, lo
         cs->ids[cs->start[c] + fill[c]++] = d;
     }
     for (size_t c = 0; c < nb; c++) cs->down[c] = cs->len[c] || c == 0 ? (int32_t)c : (int32_t)c - 1;
-    work_steps += 3 * n + 3 * (long long)nb;
+    TEST_COUNT_WORK(3 * n + 3 * (long long)nb);
     free(fill);
     free(order);
 }
@@ -333,7 +332,7 @@ static void stacks_free(CountStacks *cs) {
 }
 
 static int cmp_ll(const void *a, const void *b) {
-    work_steps++;
+    TEST_COUNT_WORK(1);
     long long x = *(const long long *)a, y = *(const long long *)b;
     return (x > y) - (x < y);
 }
@@ -341,7 +340,7 @@ static int cmp_ll(const void *a, const void *b) {
 /* statistics.median of the shards' sentence counts (stale[] receives them). */
 static double shards_median(const Shard *s, int n, long long *stale, long long *tmp) {
     for (int i = 0; i < n; i++) stale[i] = tmp[i] = s[i].sentences;
-    work_steps += n;
+    TEST_COUNT_WORK(n);
     qsort(tmp, (size_t)n, sizeof *tmp, cmp_ll);
     return n % 2 ? (double)tmp[n / 2] : (tmp[n / 2 - 1] + tmp[n / 2]) / 2.0;
 }
@@ -351,7 +350,7 @@ static double shards_median(const Shard *s, int n, long long *stale, long long *
 static long long fill_round(CountStacks *cs, const int32_t *counts, Shard *s, int n,
                             const long long *stale, double median, long long nominal) {
     long long placed = 0;
-    work_steps += n;
+    TEST_COUNT_WORK(n);
     for (int i = 0; i < n; i++) {
         long long want = nominal - stale[i];
         int32_t next = (int32_t)(want < cs->max_count ? want : cs->max_count);
@@ -442,7 +441,7 @@ static int write_shard(const Shard *s, const DocTable *docs, const int *fds,
         size_t n = utf8_sanitize(raw, r->length, &clean, &clean_cap, NULL), kept = utf8_rstrip_len(clean, n);
         long long written = write_document_sentences(af->fp, sp, &sl, clean, kept);
         *bytes += written;
-        work_steps += 2 * (long long)r->length + rstrip_steps(n, kept) + written;  /* read, sanitized, stripped, written */
+        TEST_COUNT_WORK(2 * (long long)r->length + RSTRIP_STEPS(n, kept) + written);  /* read, sanitized, stripped, written */
     }
     if (rc == 0 && ferror(af->fp)) rc = bert_fail(err, "error writing '%s'", af->path);
     free(raw);

@@ -23,6 +23,8 @@
 #include <utf8proc.h>
 
 #include "core/common.h"
+#include "core/strmap.h"
+#include "core/test_hooks.h"
 #include "core/utf8.h"
 #include "data/wikitext.h"
 
@@ -359,10 +361,6 @@ typedef struct {
 
 /* Parses an HTML tag at p[i]: "<", an optional "/", a name, attributes, ">" (attribute
  * values may hold ">" inside quotes). */
-/* Steps of the scanning loops on this thread (wikitext_work): what the scaling tests count. */
-static _Thread_local long long work_steps;
-long long wikitext_work(void) { return work_steps; }
-
 /* Where a tag's attribute scan is known to run off the end of the text. The scan from a
  * given position is deterministic (a quote jumps to its match, anything else steps on), so a
  * position that a failed scan passed leads off the end again: one flag per position, set
@@ -397,7 +395,7 @@ static bool parse_tag(TagScan *scan, const char *p, size_t n, size_t i, Tag *t) 
     char last = 0;
     const size_t attributes = j;
     while (j < n && p[j] != '>') {
-        work_steps++;
+        TEST_COUNT_WORK(1);
         if (!t->closing) {
             if (scan->dead[j]) {
                 j = n;   /* this position is known to lead off the end */
@@ -417,7 +415,7 @@ static bool parse_tag(TagScan *scan, const char *p, size_t n, size_t i, Tag *t) 
     if (j >= n) {
         if (!t->closing)   /* mark the path this scan took: later scans that join it stop at once */
             for (size_t k = attributes; k < n && !scan->dead[k] && p[k] != '>'; k = attribute_step(p, n, k))
-                scan->dead[k] = 1, work_steps++;
+                scan->dead[k] = 1, TEST_COUNT_WORK(1);
         return false;
     }
     t->self_closing = !t->closing && last == '/';
@@ -628,57 +626,19 @@ static void unescape_entities(const Str *in, Str *out) {
 
 /* Numbers for placeholders: an element identical to an earlier one gets the earlier
  * one's number (WikiExtractor replaces every copy at once), yet still counts. The distinct
- * texts are found through a hash table (a list searched from the start was quadratic: 21 s
+ * texts are found through a string map (a list searched from the start was quadratic: 21 s
  * for 1e5 distinct <code> elements). */
 typedef struct {
-    Str seen;                 /* the distinct element texts, back to back */
-    size_t *offset, *length;  /* per distinct text */
-    int *number;              /* its placeholder number */
-    size_t distinct, cap;
-    size_t *slots, nslots;    /* open addressing: distinct index + 1, 0 empty; nslots a power of two */
+    StrMap seen;   /* distinct element text -> its placeholder number */
     int count;
 } PlaceholderCounter;
 
-static uint64_t text_hash(const char *p, size_t n) {   /* FNV-1a */
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 1099511628211ull;
-    return h;
-}
-
-static void placeholder_rehash(PlaceholderCounter *c) {
-    free(c->slots);
-    c->nslots = c->nslots ? 2 * c->nslots : 64;
-    c->slots = xcalloc(c->nslots, sizeof *c->slots);
-    for (size_t k = 0; k < c->distinct; k++) {
-        size_t s = text_hash(c->seen.p + c->offset[k], c->length[k]) & (c->nslots - 1);
-        while (c->slots[s]) s = (s + 1) & (c->nslots - 1);
-        c->slots[s] = k + 1;
-    }
-}
-
 static int placeholder_number(PlaceholderCounter *c, const char *elem, size_t len) {
     const int number = ++c->count;
-    if (2 * (c->distinct + 1) > c->nslots) placeholder_rehash(c);
-    size_t s = text_hash(elem, len) & (c->nslots - 1);
-    for (; c->slots[s]; s = (s + 1) & (c->nslots - 1)) {
-        const size_t k = c->slots[s] - 1;
-        work_steps++;
-        if (c->length[k] == len && !memcmp(c->seen.p + c->offset[k], elem, len)) return c->number[k];
-    }
-    if (c->distinct == c->cap) {
-        c->cap = grow_capacity(c->cap, c->cap + 1, 64);
-        c->offset = xrealloc(c->offset, c->cap * sizeof *c->offset);
-        c->length = xrealloc(c->length, c->cap * sizeof *c->length);
-        c->number = xrealloc(c->number, c->cap * sizeof *c->number);
-    }
-    c->offset[c->distinct] = c->seen.n, c->length[c->distinct] = len, c->number[c->distinct] = number;
-    str_add(&c->seen, elem, len);
-    c->slots[s] = ++c->distinct;
-    return number;
-}
-
-static void placeholder_free(PlaceholderCounter *c) {
-    free(c->seen.p), free(c->offset), free(c->length), free(c->number), free(c->slots);
+    bool added;
+    StrMapEntry *e = strmap_intern(&c->seen, elem, len, &added);
+    if (added) e->value = number;
+    return (int)e->value;
 }
 
 /* <math>..</math> -> formula_N, <code>..</code> -> codice_N; << and >> -> « and ». */
@@ -686,6 +646,8 @@ static void placeholders(const Str *in, Str *out) {
     TagScan scan = tag_scan_new(in->n);
     static const char *const MATH[] = {"math", NULL}, *const CODE[] = {"code", NULL};
     PlaceholderCounter math = {0}, code = {0};
+    strmap_init(&math.seen, 0, true);
+    strmap_init(&code.seen, 0, true);
     size_t unclosed_from[2] = {SIZE_MAX, SIZE_MAX};  /* math, code: no closing tag at or after */
     for (size_t i = 0; i < in->n;) {
         size_t run = plain_run(in, i, "<>");
@@ -717,8 +679,8 @@ static void placeholders(const Str *in, Str *out) {
         else if (starts_with(in, i, ">>")) str_adds(out, "\xC2\xBB"), i += 2; /* » */
         else str_addc(out, in->p[i++]);
     }
-    placeholder_free(&math);
-    placeholder_free(&code);
+    strmap_free(&math.seen);
+    strmap_free(&code.seen);
     tag_scan_free(&scan);
 }
 

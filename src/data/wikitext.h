@@ -21,8 +21,4 @@ typedef void (*ParagraphFn)(const char *text, size_t len, void *ctx);
  * in order, section headings included as "Heading." lines as WikiExtractor keeps them. */
 void wikitext_paragraphs(const char *wikitext, size_t len, ParagraphFn emit, void *ctx);
 
-/* Steps taken by the cleaning's scanning loops on the calling thread so far (tag scans,
- * placeholder look-ups): the scaling tests count work with it instead of timing. */
-long long wikitext_work(void);
-
 #endif

@@ -40,9 +40,6 @@ int64_t st_numel(const StTensor *t);
 int safetensors_open(SafeTensors *st, const char *path, BertError *err);
 void safetensors_close(SafeTensors *st);
 const StTensor *safetensors_find(const SafeTensors *st, const char *name);
-/* Name comparisons safetensors_open has made on this thread so far: lets a test check that
- * the duplicate check grows as n log n, by counting work rather than timing it. */
-size_t safetensors_name_comparisons(void);
 
 /* Copies tensor `name` into dst as float32 after checking it exists and has exactly the
  * expected shape (F32, F16, BF16 and F64 are converted). Errors name the tensor. */

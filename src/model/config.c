@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/json_util.h"
+
 typedef struct {
     const char *name;
     int layers, hidden, heads;
@@ -63,18 +65,9 @@ int bert_config_validate(const BertConfig *c, BertError *err) {
     return 0;
 }
 
-/* The value of `key`; when it appears more than once, the last one, as Python's json (and so
- * HuggingFace) takes it. */
-static const cJSON *last_item(const cJSON *root, const char *key) {
-    const cJSON *found = NULL, *item;
-    cJSON_ArrayForEach(item, root)
-        if (item->string && strcmp(item->string, key) == 0) found = item;
-    return found;
-}
-
 /* Reads an optional integer key; a present key of the wrong type is an error. */
 static int get_int(const cJSON *root, const char *key, int *dst, const char *path, BertError *err) {
-    const cJSON *v = last_item(root, key);
+    const cJSON *v = json_get_last(root, key);
     if (!v) return 0;
     /* range first: converting a double outside int's range to int is undefined */
     if (!cJSON_IsNumber(v) || !(v->valuedouble >= INT_MIN && v->valuedouble <= INT_MAX) ||
@@ -85,7 +78,7 @@ static int get_int(const cJSON *root, const char *key, int *dst, const char *pat
 }
 
 static int get_float(const cJSON *root, const char *key, float *dst, const char *path, BertError *err) {
-    const cJSON *v = last_item(root, key);
+    const cJSON *v = json_get_last(root, key);
     if (!v) return 0;
     if (!cJSON_IsNumber(v)) return bert_fail(err, "%s: \"%s\" must be a number", path, key);
     *dst = (float)v->valuedouble;
@@ -93,7 +86,7 @@ static int get_float(const cJSON *root, const char *key, float *dst, const char 
 }
 
 static int get_activation(const cJSON *root, Activation *dst, const char *path, BertError *err) {
-    const cJSON *v = last_item(root, "hidden_act");
+    const cJSON *v = json_get_last(root, "hidden_act");
     if (!v) return 0;
     if (!cJSON_IsString(v)) return bert_fail(err, "%s: \"hidden_act\" must be a string", path);
     if (!strcmp(v->valuestring, "gelu")) *dst = ACT_GELU;

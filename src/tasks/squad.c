@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/utf8.h"
+#include "io/json_util.h"
 #include "tasks/squad_internal.h"
 
 /* ---- small text helpers ---------------------------------------------------------------- */
@@ -74,18 +75,10 @@ typedef struct {
     BertError *err;
 } Reader;
 
-/* obj[key] as Python's json sees it: with a key repeated, the last one counts. */
-static const cJSON *json_get(const cJSON *obj, const char *key) {
-    const cJSON *found = NULL;
-    for (const cJSON *c = obj ? obj->child : NULL; c; c = c->next)
-        if (c->string && !strcmp(c->string, key)) found = c;
-    return found;
-}
-
 /* A string field, checked for UTF-8 (Python's decoder would refuse anything else). `where`
  * names the object in messages. */
 static const char *get_string(Reader *r, const cJSON *obj, const char *key, const char *where) {
-    const cJSON *v = json_get(obj, key);
+    const cJSON *v = json_get_last(obj, key);
     const char *s = cJSON_IsString(v) ? v->valuestring : NULL;
     if (!s) bert_fail(r->err, "%s: %s: no \"%s\" string", r->path, where, key);
     else if (!valid_utf8(s, strlen(s))) {
@@ -141,7 +134,7 @@ static char *join_words(const SquadParagraph *p, int a, int b) {
  * text is not where answer_start says: the reference's "Could not find answer"), -1 on
  * error. */
 static int locate_answer(Reader *r, const SquadParagraph *p, const cJSON *qa, const char *id, SquadExample *ex) {
-    const cJSON *answers = json_get(qa, "answers");
+    const cJSON *answers = json_get_last(qa, "answers");
     if (!cJSON_IsArray(answers)) return bert_fail(r->err, "%s: question %.200s: no \"answers\" list", r->path, id);
     int n = cJSON_GetArraySize(answers);
     if (n != 1)
@@ -152,7 +145,7 @@ static int locate_answer(Reader *r, const SquadParagraph *p, const cJSON *qa, co
     snprintf(where, sizeof where, "question %.200s, its answer", id);
     const char *text = get_string(r, a, "text", where);
     if (!text) return -1;
-    const cJSON *st = json_get(a, "answer_start");
+    const cJSON *st = json_get_last(a, "answer_start");
     double start = cJSON_IsNumber(st) ? st->valuedouble : NAN;
     if (!(start == floor(start)))
         return bert_fail(r->err, "%s: question %.200s: no integer \"answer_start\"", r->path, id);
@@ -199,7 +192,7 @@ static int read_qa(Reader *r, int pi, const cJSON *qa, const char *para_where) {
     int keep = 1;
     if (r->opt->is_training) {
         if (r->opt->version_2_with_negative) {
-            const cJSON *imp = json_get(qa, "is_impossible");
+            const cJSON *imp = json_get_last(qa, "is_impossible");
             if (!cJSON_IsBool(imp)) {
                 example_clear(&ex);
                 return bert_fail(r->err, "%s: question %.200s: no \"is_impossible\" true/false (SQuAD 2.0)", r->path,
@@ -227,7 +220,7 @@ static int read_paragraph(Reader *r, int article, int index, const cJSON *para) 
     const char *context = get_string(r, para, "context", where);
     if (!context) return -1;
     if (strlen(context) > INT32_MAX) return bert_fail(r->err, "%s: %s: the context is over 2 GB", r->path, where);
-    const cJSON *qas = json_get(para, "qas");
+    const cJSON *qas = json_get_last(para, "qas");
     if (!cJSON_IsArray(qas)) return bert_fail(r->err, "%s: %s: no \"qas\" list", r->path, where);
     SquadData *d = r->d;
     ARRAY_RESERVE(d->paragraphs, r->cap_paragraphs, (size_t)d->n_paragraphs + 1, 64);
@@ -236,7 +229,7 @@ static int read_paragraph(Reader *r, int article, int index, const cJSON *para) 
     p->context = xstrdup(context);
     split_words(r, p);
     if (p->n_words == 0 && qas->child) {  /* the reference gives it no features, or crashes in training */
-        const cJSON *q0 = json_get(qas->child, "id");
+        const cJSON *q0 = json_get_last(qas->child, "id");
         return bert_fail(r->err, "%s: %s%s%.200s: the context is empty", r->path, where,
                          cJSON_IsString(q0) ? ", question " : "", cJSON_IsString(q0) ? q0->valuestring : "");
     }
@@ -246,11 +239,11 @@ static int read_paragraph(Reader *r, int article, int index, const cJSON *para) 
 }
 
 static int read_articles(Reader *r, const cJSON *root) {
-    const cJSON *data = json_get(root, "data");
+    const cJSON *data = json_get_last(root, "data");
     if (!cJSON_IsArray(data)) return bert_fail(r->err, "%s: no \"data\" list at the top", r->path);
     int article = 0;
     for (const cJSON *entry = data->child; entry; entry = entry->next, article++) {
-        const cJSON *paras = json_get(entry, "paragraphs");
+        const cJSON *paras = json_get_last(entry, "paragraphs");
         if (!cJSON_IsArray(paras)) return bert_fail(r->err, "%s: article %d: no \"paragraphs\" list", r->path, article);
         int index = 0;
         for (const cJSON *para = paras->child; para; para = para->next, index++)
@@ -259,26 +252,23 @@ static int read_articles(Reader *r, const cJSON *root) {
     return 0;
 }
 
-int squad_read(const char *path, const SquadReadOptions *opt, SquadData *out, BertError *err) {
+int squad_read_file(const SquadFile *f, const SquadReadOptions *opt, SquadData *out, BertError *err) {
     memset(out, 0, sizeof *out);
     out->is_training = opt->is_training;
     out->version_2_with_negative = opt->version_2_with_negative;
-    char *text;
-    size_t len;
-    if (read_file(path, &text, &len, err) != 0) return -1;
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, false);
-    if (!root) {
-        bert_fail(err, "%s: not valid JSON (at byte %ld)", path, end ? (long)(end - text) : -1L);
-        free(text);
-        return -1;
-    }
-    free(text);
-    Reader r = {.path = path, .opt = opt, .d = out, .err = err};
-    int rc = read_articles(&r, root);
-    cJSON_Delete(root);
+    Reader r = {.path = f->name, .opt = opt, .d = out, .err = err};
+    int rc = read_articles(&r, f->root);
     free(r.char_to_word);
     if (rc != 0) squad_data_free(out);
+    return rc;
+}
+
+int squad_read(const char *path, const SquadReadOptions *opt, SquadData *out, BertError *err) {
+    memset(out, 0, sizeof *out);
+    SquadFile f;
+    if (squad_file_load(path, SQUAD_JSON_CJSON, &f, err) != 0) return -1;
+    int rc = squad_read_file(&f, opt, out, err);
+    squad_file_free(&f);
     return rc;
 }
 

@@ -31,6 +31,7 @@
 #include <stdio.h>
 
 #include "core/common.h"
+#include "tasks/squad_file.h"
 #include "text/tokenizer.h"
 
 /* ---- Examples: read_squad_examples --------------------------------------------------- */
@@ -97,6 +98,9 @@ typedef struct {
  *  - JSON that Python reads and cJSON does not: a lone surrogate escape (\ud800) is a
  *    JSON error, and a \u0000 ends its string. */
 int squad_read(const char *path, const SquadReadOptions *opt, SquadData *out, BertError *err);
+/* The same from a file already read (squad_file.h; squad_read reads it with SQUAD_JSON_CJSON),
+ * messages naming f->name. */
+int squad_read_file(const SquadFile *f, const SquadReadOptions *opt, SquadData *out, BertError *err);
 void squad_data_free(SquadData *d);
 
 /* ---- Features: convert_examples_to_features ------------------------------------------ */

@@ -8,102 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/strmap.h"
 #include "core/utf8.h"
+#include "io/json_util.h"
 #include "text/py_string.h"
 
-/* ---- string -> index map (open addressing, FNV-1a) ---- */
-
-typedef struct {
-    const char **keys;
-    size_t *vals;
-    size_t cap;   /* a power of two, at least twice the entries */
-} StrMap;
-
-static uint64_t hash_str(const char *s) {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
-static void strmap_init(StrMap *m, size_t n) {
-    m->cap = 16;
-    while (m->cap < 2 * n + 2) m->cap *= 2;
-    m->keys = xcalloc(m->cap, sizeof *m->keys);
-    m->vals = xcalloc(m->cap, sizeof *m->vals);
-}
-
-static void strmap_free(StrMap *m) {
-    free(m->keys);
-    free(m->vals);
-    memset(m, 0, sizeof *m);
-}
-
-static size_t strmap_slot(const StrMap *m, const char *key) {
-    size_t i = (size_t)hash_str(key) & (m->cap - 1);
-    while (m->keys[i] && strcmp(m->keys[i], key) != 0) i = (i + 1) & (m->cap - 1);
-    return i;
-}
-
-/* The index stored for key, or SIZE_MAX. */
-static size_t strmap_get(const StrMap *m, const char *key) {
-    if (!m->cap) return SIZE_MAX;
-    size_t i = strmap_slot(m, key);
-    return m->keys[i] ? m->vals[i] : SIZE_MAX;
-}
-
-/* Stores key -> val unless key is there; returns the index now stored for key. The map
- * must have room (strmap_init with the final count). */
-static size_t strmap_add(StrMap *m, const char *key, size_t val) {
-    size_t i = strmap_slot(m, key);
-    if (!m->keys[i]) m->keys[i] = key, m->vals[i] = val;
-    return m->vals[i];
-}
-
 /* ---- reading the JSON files ---- */
-
-/* The bytes Python's json.load would take and cJSON reads the same way; the parsed tree. */
-static int parse_json_text(const char *text, size_t len, const char *name, cJSON **out, BertError *err) {
-    *out = NULL;
-    const unsigned char *u = (const unsigned char *)text;
-    if (len >= 3 && u[0] == 0xEF && u[1] == 0xBB && u[2] == 0xBF)
-        return bert_fail(err, "%s: starts with a UTF-8 byte order mark, which Python's json (and so the official "
-                              "script) refuses; remove it", name);
-    for (size_t i = 0; i < len;) {
-        int k;
-        if (u[i] == 0) return bert_fail(err, "%s: a NUL byte at offset %zu: not JSON text", name, i);
-        if (utf8_decode(u + i, len - i, &k) < 0) return bert_fail(err, "%s: not valid UTF-8 at byte %zu", name, i);
-        i += (size_t)k;
-    }
-    /* A backslash in valid JSON is always inside a string and starts an escape. */
-    for (size_t i = 0; i + 1 < len; i++) {
-        if (text[i] != '\\') continue;
-        if (text[i + 1] == 'u' && i + 5 < len && !strncmp(text + i + 2, "0000", 4))
-            return bert_fail(err, "%s: a string holds \\u0000 (byte %zu), which is not supported", name, i);
-        i++;
-    }
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
-    if (!root) {
-        size_t at = end && end >= text ? (size_t)(end - text) : 0, line = 1, col = 1;
-        if (at > len) at = len;
-        for (size_t i = 0; i < at; i++) text[i] == '\n' ? (line++, col = 1) : col++;
-        return bert_fail(err, "%s: not valid JSON at line %zu, column %zu (byte %zu)", name, line, col, at);
-    }
-    *out = root;
-    return 0;
-}
-
-static int load_file(const char *path, char **text, size_t *len, BertError *err) {
-    return read_file(path, text, len, err);   /* its message names the file and the reason */
-}
-
-/* The value of key; when it appears more than once, the last one (as Python's json takes it). */
-static const cJSON *member(const cJSON *obj, const char *key) {
-    const cJSON *found = NULL, *item;
-    cJSON_ArrayForEach(item, obj)
-        if (item->string && strcmp(item->string, key) == 0) found = item;
-    return found;
-}
 
 static const char *json_kind(const cJSON *v) {
     if (!v) return "missing";
@@ -134,23 +44,23 @@ void squad_dataset_free(SquadDataset *d) {
 static int read_dataset(const cJSON *root, SquadDataset *d, BertError *err) {
     const char *name = d->name;
     if (!cJSON_IsObject(root)) return bert_fail(err, "%s: the top level is %s, not an object", name, json_kind(root));
-    const cJSON *version = member(root, "version");
+    const cJSON *version = json_get_last(root, "version");
     if (cJSON_IsString(version)) d->version = xstrdup(version->valuestring);
     else d->version_bad = version != NULL;
-    const cJSON *data = member(root, "data");
+    const cJSON *data = json_get_last(root, "data");
     if (!cJSON_IsArray(data)) return bert_fail(err, "%s: \"data\" is %s, not a list", name, json_kind(data));
     size_t cap = 0;
     int a = 0;
     const cJSON *article;
     cJSON_ArrayForEach(article, data) {
-        const cJSON *paragraphs = cJSON_IsObject(article) ? member(article, "paragraphs") : NULL;
+        const cJSON *paragraphs = cJSON_IsObject(article) ? json_get_last(article, "paragraphs") : NULL;
         if (!cJSON_IsObject(article)) return bert_fail(err, "%s: data[%d] is %s, not an object", name, a, json_kind(article));
         if (!cJSON_IsArray(paragraphs))
             return bert_fail(err, "%s: data[%d].paragraphs is %s, not a list", name, a, json_kind(paragraphs));
         int p = 0;
         const cJSON *para;
         cJSON_ArrayForEach(para, paragraphs) {
-            const cJSON *qas = cJSON_IsObject(para) ? member(para, "qas") : NULL;
+            const cJSON *qas = cJSON_IsObject(para) ? json_get_last(para, "qas") : NULL;
             if (!cJSON_IsObject(para))
                 return bert_fail(err, "%s: data[%d].paragraphs[%d] is %s, not an object", name, a, p, json_kind(para));
             if (!cJSON_IsArray(qas))
@@ -161,7 +71,7 @@ static int read_dataset(const cJSON *root, SquadDataset *d, BertError *err) {
                 if (!cJSON_IsObject(qa))
                     return bert_fail(err, "%s: data[%d].paragraphs[%d].qas[%d] is %s, not an object", name, a, p, q,
                                      json_kind(qa));
-                const cJSON *id = member(qa, "id"), *answers = member(qa, "answers");
+                const cJSON *id = json_get_last(qa, "id"), *answers = json_get_last(qa, "answers");
                 if (!cJSON_IsString(id))
                     return bert_fail(err, "%s: data[%d].paragraphs[%d].qas[%d].id is %s, not a string", name, a, p, q,
                                      json_kind(id));
@@ -171,7 +81,7 @@ static int read_dataset(const cJSON *root, SquadDataset *d, BertError *err) {
                 int n_answers = cJSON_GetArraySize(answers), k = 0;
                 const cJSON *ans;
                 cJSON_ArrayForEach(ans, answers) {
-                    const cJSON *t = cJSON_IsObject(ans) ? member(ans, "text") : NULL;
+                    const cJSON *t = cJSON_IsObject(ans) ? json_get_last(ans, "text") : NULL;
                     if (!cJSON_IsString(t))
                         return bert_fail(err, "%s: data[%d].paragraphs[%d].qas[%d].answers[%d] (question %s) has no "
                                               "\"text\" string", name, a, p, q, k, id->valuestring);
@@ -183,7 +93,7 @@ static int read_dataset(const cJSON *root, SquadDataset *d, BertError *err) {
                 sq->n_answers = n_answers;
                 sq->answers = n_answers ? xmalloc((size_t)n_answers * sizeof *sq->answers) : NULL;
                 k = 0;
-                cJSON_ArrayForEach(ans, answers) sq->answers[k++] = xstrdup(member(ans, "text")->valuestring);
+                cJSON_ArrayForEach(ans, answers) sq->answers[k++] = xstrdup(json_get_last(ans, "text")->valuestring);
                 q++;
             }
             p++;
@@ -193,24 +103,29 @@ static int read_dataset(const cJSON *root, SquadDataset *d, BertError *err) {
     return 0;
 }
 
-int squad_dataset_parse(const char *text, size_t len, const char *name, SquadDataset *d, BertError *err) {
+int squad_dataset_from_file(const SquadFile *f, SquadDataset *d, BertError *err) {
     memset(d, 0, sizeof *d);
-    d->name = xstrdup(name);
-    cJSON *root;
-    if (parse_json_text(text, len, name, &root, err) != 0) return squad_dataset_free(d), -1;
-    int rc = read_dataset(root, d, err);
-    cJSON_Delete(root);
+    d->name = xstrdup(f->name);
+    int rc = read_dataset(f->root, d, err);
     if (rc != 0) squad_dataset_free(d);
     return rc;
 }
 
-int squad_dataset_load(const char *path, SquadDataset *d, BertError *err) {
-    char *text;
-    size_t len;
+int squad_dataset_parse(const char *text, size_t len, const char *name, SquadDataset *d, BertError *err) {
     memset(d, 0, sizeof *d);
-    if (load_file(path, &text, &len, err) != 0) return -1;
-    int rc = squad_dataset_parse(text, len, path, d, err);
-    free(text);
+    SquadFile f;
+    if (squad_file_parse(text, len, name, SQUAD_JSON_PYTHON, &f, err) != 0) return -1;
+    int rc = squad_dataset_from_file(&f, d, err);
+    squad_file_free(&f);
+    return rc;
+}
+
+int squad_dataset_load(const char *path, SquadDataset *d, BertError *err) {
+    memset(d, 0, sizeof *d);
+    SquadFile f;
+    if (squad_file_load(path, SQUAD_JSON_PYTHON, &f, err) != 0) return -1;
+    int rc = squad_dataset_from_file(&f, d, err);
+    squad_file_free(&f);
     return rc;
 }
 
@@ -218,49 +133,53 @@ int squad_dataset_load(const char *path, SquadDataset *d, BertError *err) {
 
 struct SquadPredictions {
     char *name;
-    size_t n;
-    char **ids, **texts;  /* texts[i] NULL: the value is not a string */
-    StrMap map;
+    StrMap ids;           /* question id -> its place (entry index): a repeated id keeps its first */
+    char **texts;         /* by place; NULL: the value is not a string */
+    size_t cap;
 };
 
 void squad_predictions_free(SquadPredictions *p) {
     if (!p) return;
-    for (size_t i = 0; i < p->n; i++) free(p->ids[i]), free(p->texts[i]);
-    free(p->ids);
+    for (size_t i = 0; i < p->ids.n; i++) free(p->texts[i]);
     free(p->texts);
     free(p->name);
-    strmap_free(&p->map);
+    strmap_free(&p->ids);
     free(p);
 }
 
-size_t squad_predictions_count(const SquadPredictions *p) { return p ? p->n : 0; }
+size_t squad_predictions_count(const SquadPredictions *p) { return p ? p->ids.n : 0; }
+
+SquadPredictions *squad_predictions_new(const char *name) {
+    SquadPredictions *p = xcalloc(1, sizeof *p);
+    p->name = xstrdup(name);
+    strmap_init(&p->ids, 0, true);
+    return p;
+}
+
+/* answer NULL: the file's value is not a string. */
+void squad_predictions_set(SquadPredictions *p, const char *id, const char *answer) {
+    bool added;
+    size_t i = strmap_index(&p->ids, strmap_intern(&p->ids, id, strlen(id), &added));
+    if (added) {
+        ARRAY_RESERVE(p->texts, p->cap, i + 1, 64);
+        p->texts[i] = NULL;
+    }
+    free(p->texts[i]);
+    p->texts[i] = answer ? xstrdup(answer) : NULL;
+}
 
 int squad_predictions_parse(const char *text, size_t len, const char *name, SquadPredictions **out, BertError *err) {
     *out = NULL;
     cJSON *root;
-    if (parse_json_text(text, len, name, &root, err) != 0) return -1;
+    if (squad_json_parse(text, len, name, SQUAD_JSON_PYTHON, &root, err) != 0) return -1;
     if (!cJSON_IsObject(root)) {
         bert_fail(err, "%s: the top level is %s, not an object {question id: answer}", name, json_kind(root));
         cJSON_Delete(root);
         return -1;
     }
-    SquadPredictions *p = xcalloc(1, sizeof *p);
-    p->name = xstrdup(name);
-    size_t count = (size_t)cJSON_GetArraySize(root);
-    p->ids = xcalloc(count ? count : 1, sizeof *p->ids);
-    p->texts = xcalloc(count ? count : 1, sizeof *p->texts);
-    strmap_init(&p->map, count);
+    SquadPredictions *p = squad_predictions_new(name);
     const cJSON *item;
-    cJSON_ArrayForEach(item, root) {
-        size_t i = strmap_get(&p->map, item->string);
-        if (i == SIZE_MAX) {   /* a repeated id keeps its first place and takes the last value */
-            i = p->n++;
-            p->ids[i] = xstrdup(item->string);
-            strmap_add(&p->map, p->ids[i], i);
-        }
-        free(p->texts[i]);
-        p->texts[i] = cJSON_IsString(item) ? xstrdup(item->valuestring) : NULL;
-    }
+    cJSON_ArrayForEach(item, root) squad_predictions_set(p, item->string, cJSON_IsString(item) ? item->valuestring : NULL);
     cJSON_Delete(root);
     *out = p;
     return 0;
@@ -270,7 +189,7 @@ int squad_predictions_load(const char *path, SquadPredictions **p, BertError *er
     char *text;
     size_t len;
     *p = NULL;
-    if (load_file(path, &text, &len, err) != 0) return -1;
+    if (read_file(path, &text, &len, err) != 0) return -1;   /* its message names the file and the reason */
     int rc = squad_predictions_parse(text, len, path, p, err);
     free(text);
     return rc;
@@ -280,21 +199,17 @@ int squad_predictions_load(const char *path, SquadPredictions **p, BertError *er
 
 struct SquadNaProbs {
     char *name;
-    size_t n;
-    char **ids;
-    double *p;
+    StrMap ids;         /* question id -> its place (entry index): a repeated id keeps its first */
+    double *p;          /* by place */
     char (*repr)[40];   /* Python's repr of the value: an int stays an int */
-    StrMap map;
 };
 
 void squad_na_probs_free(SquadNaProbs *p) {
     if (!p) return;
-    for (size_t i = 0; i < p->n; i++) free(p->ids[i]);
-    free(p->ids);
     free(p->p);
     free(p->repr);
     free(p->name);
-    strmap_free(&p->map);
+    strmap_free(&p->ids);
     free(p);
 }
 
@@ -334,7 +249,7 @@ static void skip_ws(const char *t, size_t *i) {
 int squad_na_probs_parse(const char *text, size_t len, const char *name, SquadNaProbs **out, BertError *err) {
     *out = NULL;
     cJSON *root;
-    if (parse_json_text(text, len, name, &root, err) != 0) return -1;
+    if (squad_json_parse(text, len, name, SQUAD_JSON_PYTHON, &root, err) != 0) return -1;
     if (!cJSON_IsObject(root)) {
         bert_fail(err, "%s: the top level is %s, not an object {question id: probability}", name, json_kind(root));
         cJSON_Delete(root);
@@ -351,10 +266,9 @@ int squad_na_probs_parse(const char *text, size_t len, const char *name, SquadNa
     SquadNaProbs *p = xcalloc(1, sizeof *p);
     p->name = xstrdup(name);
     size_t count = (size_t)cJSON_GetArraySize(root);
-    p->ids = xcalloc(count ? count : 1, sizeof *p->ids);
     p->p = xcalloc(count ? count : 1, sizeof *p->p);
     p->repr = xcalloc(count ? count : 1, sizeof *p->repr);
-    strmap_init(&p->map, count);
+    strmap_init(&p->ids, count, true);
     /* cJSON keeps no number's text, and Python's json makes "1" an int (a threshold prints as
      * 1) and "1.0" a float: the object's text is walked alongside its members (cJSON accepted
      * it, so each member is a key string, ':' and the number's characters, in member order). */
@@ -392,12 +306,7 @@ int squad_na_probs_parse(const char *text, size_t len, const char *name, SquadNa
         }
         skip_ws(text, &at);
         at++;   /* ',' or '}' */
-        size_t i = strmap_get(&p->map, item->string);
-        if (i == SIZE_MAX) {
-            i = p->n++;
-            p->ids[i] = xstrdup(item->string);
-            strmap_add(&p->map, p->ids[i], i);
-        }
+        size_t i = strmap_index(&p->ids, strmap_intern(&p->ids, item->string, strlen(item->string), NULL));
         p->p[i] = v;
         memcpy(p->repr[i], repr, sizeof repr);
     }
@@ -411,7 +320,7 @@ int squad_na_probs_load(const char *path, SquadNaProbs **p, BertError *err) {
     char *text;
     size_t len;
     *p = NULL;
-    if (load_file(path, &text, &len, err) != 0) return -1;
+    if (read_file(path, &text, &len, err) != 0) return -1;   /* its message names the file and the reason */
     int rc = squad_na_probs_parse(text, len, path, p, err);
     free(text);
     return rc;
@@ -647,8 +556,14 @@ static void note(const SquadEvalOptions *o, const char *prefix, const char *a, c
     free(line);
 }
 
+/* The place of id in map (its entry index), or SIZE_MAX. */
+static size_t place_of(const StrMap *map, const char *id) {
+    const StrMapEntry *e = strmap_find(map, id, strlen(id));
+    return e ? strmap_index(map, e) : SIZE_MAX;
+}
+
 static const char *prediction_of(const SquadPredictions *p, const char *qid, bool *found) {
-    size_t i = strmap_get(&p->map, qid);
+    size_t i = place_of(&p->ids, qid);
     *found = i != SIZE_MAX;
     return *found ? p->texts[i] : NULL;
 }
@@ -741,8 +656,8 @@ static int cmp_prob(const void *pa, const void *pb) {
 
 static int evaluate_v2(const SquadDataset *d, const SquadPredictions *p, const SquadEvalOptions *o, SquadMetrics *m,
                        BertError *err) {
-    StrMap ids;
-    strmap_init(&ids, d->n);
+    StrMap ids;   /* question id -> its slot (entry index) */
+    strmap_init(&ids, d->n, false);
     Slot *slots = xcalloc(d->n ? d->n : 1, sizeof *slots);
     size_t n_slots = 0, missing = 0;
     const char *first_missing = NULL;
@@ -750,8 +665,9 @@ static int evaluate_v2(const SquadDataset *d, const SquadPredictions *p, const S
     int rc = 0;
     for (size_t i = 0; i < d->n; i++) {
         const SquadQuestion *q = &d->questions[i];
-        size_t s = strmap_add(&ids, q->id, n_slots);
-        if (s == n_slots) slots[n_slots++].id = q->id;
+        bool added;
+        size_t s = strmap_index(&ids, strmap_intern(&ids, q->id, strlen(q->id), &added));
+        if (added) slots[n_slots++].id = q->id;
         Slot *sl = &slots[s];
         sl->has_ans = q->n_answers > 0;
         bool found;
@@ -808,7 +724,7 @@ static int evaluate_v2(const SquadDataset *d, const SquadPredictions *p, const S
     for (size_t s = 0; rc == 0 && s < n_slots; s++) {
         double prob = 0.0;
         if (o->na_probs) {
-            size_t j = strmap_get(&o->na_probs->map, slots[s].id);
+            size_t j = place_of(&o->na_probs->ids, slots[s].id);
             if (j == SIZE_MAX) {
                 rc = bert_fail(err, "%s has no probability for question %s", o->na_probs->name, slots[s].id);
                 break;
@@ -839,17 +755,19 @@ static int evaluate_v2(const SquadDataset *d, const SquadPredictions *p, const S
         }
         if (o->na_probs) {
             const SquadNaProbs *na = o->na_probs;
-            ProbAt *by_prob = xmalloc((na->n ? na->n : 1) * sizeof *by_prob);
-            size_t *sorted = xmalloc((na->n ? na->n : 1) * sizeof *sorted);
-            size_t *slot_of = xmalloc((na->n ? na->n : 1) * sizeof *slot_of);
-            for (size_t j = 0; j < na->n; j++) by_prob[j] = (ProbAt){na->p[j], j}, slot_of[j] = strmap_get(&ids, na->ids[j]);
-            qsort(by_prob, na->n, sizeof *by_prob, cmp_prob);
-            for (size_t j = 0; j < na->n; j++) sorted[j] = by_prob[j].at;
+            const size_t n_probs = na->ids.n;
+            ProbAt *by_prob = xmalloc((n_probs ? n_probs : 1) * sizeof *by_prob);
+            size_t *sorted = xmalloc((n_probs ? n_probs : 1) * sizeof *sorted);
+            size_t *slot_of = xmalloc((n_probs ? n_probs : 1) * sizeof *slot_of);
+            for (size_t j = 0; j < n_probs; j++)
+                by_prob[j] = (ProbAt){na->p[j], j}, slot_of[j] = place_of(&ids, na->ids.entries[j].key);
+            qsort(by_prob, n_probs, sizeof *by_prob, cmp_prob);
+            for (size_t j = 0; j < n_probs; j++) sorted[j] = by_prob[j].at;
             free(by_prob);
             m->best = true;
-            best_thresh(slots, sorted, slot_of, na->n, na, m->no_ans_total, m->total, false, &m->best_exact,
+            best_thresh(slots, sorted, slot_of, n_probs, na, m->no_ans_total, m->total, false, &m->best_exact,
                         m->best_exact_thresh);
-            best_thresh(slots, sorted, slot_of, na->n, na, m->no_ans_total, m->total, true, &m->best_f1,
+            best_thresh(slots, sorted, slot_of, n_probs, na, m->no_ans_total, m->total, true, &m->best_f1,
                         m->best_f1_thresh);
             free(sorted);
             free(slot_of);

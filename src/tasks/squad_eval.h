@@ -36,6 +36,7 @@
 #include <stddef.h>
 
 #include "core/common.h"
+#include "tasks/squad_file.h"
 
 typedef enum { SQUAD_V1_1 = 1, SQUAD_V2_0 = 2 } SquadVersion;
 
@@ -61,6 +62,9 @@ typedef struct SquadNaProbs SquadNaProbs;          /* question id -> no-answer p
  * json refuses too); a string containing \u0000 is refused (cJSON's strings end at NUL). */
 int squad_dataset_load(const char *path, SquadDataset *d, BertError *err);
 int squad_dataset_parse(const char *text, size_t len, const char *name, SquadDataset *d, BertError *err);
+/* The same from a file already read (squad_file.h; the two above read it with
+ * SQUAD_JSON_PYTHON), named f->name. */
+int squad_dataset_from_file(const SquadFile *f, SquadDataset *d, BertError *err);
 void squad_dataset_free(SquadDataset *d);
 
 /* A JSON object {id: answer}. Values that are not strings are an error only for ids the
@@ -69,6 +73,11 @@ int squad_predictions_load(const char *path, SquadPredictions **p, BertError *er
 int squad_predictions_parse(const char *text, size_t len, const char *name, SquadPredictions **p, BertError *err);
 void squad_predictions_free(SquadPredictions *p);
 size_t squad_predictions_count(const SquadPredictions *p);
+/* Predictions made in memory (what the file would hold): none yet, named `name` in
+ * messages; then id -> answer, a repeated id keeping its first place and taking the last
+ * answer, as the file's reader (a Python dict) does. */
+SquadPredictions *squad_predictions_new(const char *name);
+void squad_predictions_set(SquadPredictions *p, const char *id, const char *answer);
 
 /* A JSON object {id: number}; every value must be a number written as JSON writes one (an
  * integer stays an integer: a threshold taken from it prints as Python prints it, "1" not

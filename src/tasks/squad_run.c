@@ -9,8 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cjson/cJSON.h>
-
 #include "core/rng.h"
 #include "tasks/squad.h"
 #include "tasks/squad_eval.h"
@@ -25,59 +23,6 @@ void squad_default_options(SquadOptions *o) {
     o->weight_decay = 0.01, o->adam_epsilon = 1e-6, o->max_steps = -1;
     o->max_seq_length = 384, o->doc_stride = 128, o->max_query_length = 64;
     o->n_best_size = 20, o->max_answer_length = 30, o->seed = 42, o->log_freq = 50;
-}
-
-/* Each question's answers cut to the first (as HF's processor trains on answers[0]): a dev
- * file lists several per question, and training wants exactly one. Returns how many were cut. */
-static long keep_first_answers(cJSON *articles) {
-    long cut = 0;
-    const cJSON *article, *paragraph;
-    cJSON *qa;
-    cJSON_ArrayForEach(article, articles) {
-        cJSON_ArrayForEach(paragraph, cJSON_GetObjectItemCaseSensitive(article, "paragraphs")) {
-            cJSON_ArrayForEach(qa, cJSON_GetObjectItemCaseSensitive(paragraph, "qas")) {
-                cJSON *answers = cJSON_GetObjectItemCaseSensitive(qa, "answers");
-                for (int n = cJSON_GetArraySize(answers); n > 1; n--) cJSON_DeleteItemFromArray(answers, n - 1), cut++;
-            }
-        }
-    }
-    return cut;
-}
-
-/* The articles [skip, skip + count) of a SQuAD file (count <= 0: all from skip) written to
- * out_path, so that the slice is a SQuAD file of its own; for training with the first answer
- * of each question only (*cut: the answers dropped). */
-static int slice_articles(const char *path, int skip, int count, bool training, const char *out_path, int *kept,
-                          long *cut, BertError *err) {
-    char *text;
-    size_t len;
-    if (read_file(path, &text, &len, err) != 0) return -1;
-    cJSON *root = cJSON_ParseWithLength(text, len);
-    free(text);
-    if (!root) return bert_fail(err, "%s: not valid JSON", path);
-    cJSON *data = cJSON_GetObjectItemCaseSensitive(root, "data");
-    if (!cJSON_IsArray(data)) {
-        cJSON_Delete(root);
-        return bert_fail(err, "%s: not a SQuAD file (no \"data\" array)", path);
-    }
-    const int n = cJSON_GetArraySize(data);
-    if (skip >= n) {
-        cJSON_Delete(root);
-        return bert_fail(err, "%s has %d articles: none left after skipping %d", path, n, skip);
-    }
-    cJSON *keep = cJSON_CreateArray();
-    for (int i = skip; i < n && (count <= 0 || i < skip + count); i++)
-        cJSON_AddItemToArray(keep, cJSON_Duplicate(cJSON_GetArrayItem(data, i), true));
-    *kept = cJSON_GetArraySize(keep);
-    *cut = training ? keep_first_answers(keep) : 0;
-    cJSON_ReplaceItemInObjectCaseSensitive(root, "data", keep);
-    char *out = cJSON_PrintUnformatted(root);
-    cJSON_Delete(root);
-    AtomicFile af;
-    int rc = atomic_open(&af, out_path, err);
-    if (rc == 0) fputs(out, af.fp), rc = atomic_commit(&af, err);
-    free(out);
-    return rc;
 }
 
 typedef struct {
@@ -101,17 +46,35 @@ static BertBatch make_batch(Run *r, const SquadData *d, const SquadFeatures *f, 
     return b;
 }
 
-static int load(Run *r, const char *path, bool training, SquadData *d, SquadFeatures *f, BertError *err) {
+/* The SQuAD file at path, parsed once: the whole file, or its articles [skip, skip + count)
+ * (count 0: all from skip), each question with its first answer only when training. A slice
+ * is also written to the output folder as `name` and named in the log and messages. */
+static int read_squad_file(Run *r, const char *path, int skip, int count, bool training, SquadJsonRules rules,
+                           const char *name, SquadFile *file, BertError *err) {
+    if (squad_file_load(path, rules, file, err) != 0) return -1;
+    if (skip == 0 && count == 0) return 0;
+    char out[4096 + 64];
+    snprintf(out, sizeof out, "%s/%s", r->o->output_dir, name);
+    int kept;
+    long cut;
+    if (squad_file_slice(file, skip, count, training, &kept, &cut, err) != 0) return -1;
+    if (squad_file_write(file, out, err) != 0) return -1;
+    logger_print(r->log, "%s: articles %d to %d of %s (%d articles)%s", out, skip, skip + kept - 1, path, kept,
+                 cut ? "; training on each question's first answer (the others dropped, as HF's processor does)" : "");
+    return 0;
+}
+
+static int load(Run *r, const SquadFile *file, bool training, SquadData *d, SquadFeatures *f, BertError *err) {
     const SquadReadOptions ro = {.is_training = training, .version_2_with_negative = r->o->version_2_with_negative,
                                  .log = NULL};
-    if (squad_read(path, &ro, d, err) != 0) return -1;
+    if (squad_read_file(file, &ro, d, err) != 0) return -1;
     SquadFeatureOptions fo = {r->o->max_seq_length, r->o->doc_stride, r->o->max_query_length};
     if (squad_convert(d, r->tok, &fo, f, err) != 0) return -1;
-    logger_print(r->log, "%s: %d questions -> %d features%s", path, d->n_examples, f->n_features,
+    logger_print(r->log, "%s: %d questions -> %d features%s", file->name, d->n_examples, f->n_features,
                  d->n_answers_not_found ? " (answers not found in their text were left out: see below)" : "");
     if (d->n_answers_not_found)
         logger_print(r->log, "%s: %ld training answers not found where answer_start says (left out, as the "
-                             "reference does)", path, d->n_answers_not_found);
+                             "reference does)", file->name, d->n_answers_not_found);
     return 0;
 }
 
@@ -138,9 +101,10 @@ static int train(Run *r, const SquadData *d, const SquadFeatures *f, SquadResult
     return rc;
 }
 
-/* Every feature's start and end logits, then the reference's post-processing and files. */
-static int predict(Run *r, const SquadData *d, const SquadFeatures *f, const char *dir, SquadResult *res,
-                   BertError *err) {
+/* Every feature's start and end logits, then the reference's post-processing (into out) and
+ * files. */
+static int predict(Run *r, const SquadData *d, const SquadFeatures *f, const char *dir, SquadResults *out,
+                   SquadResult *res, BertError *err) {
     const int T = r->o->max_seq_length, B = r->o->predict_batch_size, n = f->n_features;
     float *start = xmalloc(sizeof(float) * ((size_t)n * T + 1)), *end = xmalloc(sizeof(float) * ((size_t)n * T + 1));
     int *rows = xmalloc(sizeof(int) * (size_t)B);
@@ -156,39 +120,38 @@ static int predict(Run *r, const SquadData *d, const SquadFeatures *f, const cha
         logger_progress(r->log, "predicting: %d/%d features", s + b, n);
     }
     res->predict_seconds = now_seconds() - t0;
-    SquadResults out = {0};
     const SquadPredictOptions po = {r->o->n_best_size, r->o->max_answer_length, r->o->version_2_with_negative,
                                     r->o->null_score_diff_threshold};
-    if (rc == 0) rc = squad_predict(d, f, start, end, r->tok, &po, &out, err);
+    if (rc == 0) rc = squad_predict(d, f, start, end, r->tok, &po, out, err);
     char pred[4096 + 64], nbest[4096 + 64], odds[4096 + 64];
     snprintf(pred, sizeof pred, "%s/predictions.json", dir), snprintf(nbest, sizeof nbest, "%s/nbest_predictions.json", dir);
     snprintf(odds, sizeof odds, "%s/null_odds.json", dir);
-    if (rc == 0) rc = squad_write_predictions(d, &out, pred, nbest, r->o->version_2_with_negative ? odds : NULL, err);
+    if (rc == 0) rc = squad_write_predictions(d, out, pred, nbest, r->o->version_2_with_negative ? odds : NULL, err);
     if (rc == 0) {
-        res->without_non_null = out.n_without_non_null;
+        res->without_non_null = out->n_without_non_null;
         logger_print(r->log, "predictions: %s, %s%s%s (%d features in %.1f s, %.1f features/s)", pred, nbest,
                      r->o->version_2_with_negative ? ", " : "", r->o->version_2_with_negative ? odds : "", n,
                      res->predict_seconds, n / res->predict_seconds);
-        if (out.n_without_non_null)   /* where Google's code would stop with an error */
+        if (out->n_without_non_null)   /* where Google's code would stop with an error */
             logger_print(r->log, "%ld questions had no non-empty candidate answer (the reference crashes there): "
-                                 "answered \"\"", out.n_without_non_null);
+                                 "answered \"\"", out->n_without_non_null);
     }
-    squad_results_free(&out);
     free(start), free(end), free(rows);
     return rc;
 }
 
-/* The official metrics of predictions.json against the dataset predicted on. */
-static int evaluate(Run *r, const char *dataset, const char *dir, SquadResult *res, BertError *err) {
-    char pred[4096 + 64], odds[4096 + 64];
-    snprintf(pred, sizeof pred, "%s/predictions.json", dir), snprintf(odds, sizeof odds, "%s/null_odds.json", dir);
-    SquadDataset ds;
-    SquadPredictions *p = NULL;
-    if (squad_dataset_load(dataset, &ds, err) != 0) return -1;
-    int rc = squad_predictions_load(pred, &p, err);
+/* The official metrics of the predictions (what predictions.json holds) against ds, the
+ * dataset predicted on (d) as the evaluation reads it. */
+static int evaluate(Run *r, const SquadDataset *ds, const SquadData *d, const SquadResults *out, const char *dir,
+                    SquadResult *res, BertError *err) {
+    char pred[4096 + 64];
+    snprintf(pred, sizeof pred, "%s/predictions.json", dir);
+    SquadPredictions *p = squad_predictions_new(pred);
+    for (int e = 0; e < d->n_examples; e++) squad_predictions_set(p, d->examples[e].qas_id, out->answer[e]);
     SquadEvalOptions eo = squad_eval_default_options(r->o->version_2_with_negative ? SQUAD_V2_0 : SQUAD_V1_1);
     SquadMetrics m;
-    if (rc == 0 && (rc = squad_evaluate(&ds, p, &eo, &m, err)) != 0 && !r->o->version_2_with_negative)
+    int rc;
+    if ((rc = squad_evaluate(ds, p, &eo, &m, err)) != 0 && !r->o->version_2_with_negative)
         snprintf(err->msg + strlen(err->msg), sizeof err->msg - strlen(err->msg),
                  " (for a v2.0 file, run bert squad with --version_2_with_negative)");
     if (rc == 0) {
@@ -199,7 +162,6 @@ static int evaluate(Run *r, const char *dataset, const char *dir, SquadResult *r
         free(json);
     }
     squad_predictions_free(p);
-    squad_dataset_free(&ds);
     return rc;
 }
 
@@ -220,19 +182,6 @@ static int check_options(const SquadOptions *o, BertError *err) {
     return 0;
 }
 
-/* The file to read: the whole file, or the slice of articles written to the output folder. */
-static int choose_file(Run *r, const char *path, int skip, int count, bool training, const char *name, char *out,
-                       size_t n, BertError *err) {
-    if (skip == 0 && count == 0) return snprintf(out, n, "%s", path), 0;
-    snprintf(out, n, "%s/%s", r->o->output_dir, name);
-    int kept;
-    long cut;
-    if (slice_articles(path, skip, count, training, out, &kept, &cut, err) != 0) return -1;
-    logger_print(r->log, "%s: articles %d to %d of %s (%d articles)%s", out, skip, skip + kept - 1, path, kept,
-                 cut ? "; training on each question's first answer (the others dropped, as HF's processor does)" : "");
-    return 0;
-}
-
 int squad_run(const SquadOptions *o, SquadResult *res, BertError *err) {
     memset(res, 0, sizeof *res);
     if (check_options(o, err) != 0) return -1;
@@ -240,7 +189,10 @@ int squad_run(const SquadOptions *o, SquadResult *res, BertError *err) {
     Run r = {.o = o};
     SquadData train_d = {0}, pred_d = {0};
     SquadFeatures train_f = {0}, pred_f = {0};
-    char train_path[4096 + 64] = "", pred_path[4096 + 64] = "";
+    SquadDataset eval_d = {0};
+    SquadResults pred_out = {0};
+    SquadFile file = {0};
+    char train_path[4096 + 64] = "";
     int rc = make_dirs(o->output_dir, err);
     if (rc == 0) rc = logger_open(&r.log, o->json_summary, false, true, err);
     if (rc == 0) rc = vocab_load(&r.vocab, o->vocab_file, err);
@@ -249,12 +201,20 @@ int squad_run(const SquadOptions *o, SquadResult *res, BertError *err) {
         to.do_lower_case = o->do_lower_case, to.max_input_chars_per_word = 200;   /* Google's FullTokenizer */
         r.tok = tokenizer_new(r.vocab, &to);
     }
-    if (rc == 0 && o->do_train) rc = choose_file(&r, o->train_file, 0, o->train_articles, true, "train_articles.json",
-                                                 train_path, sizeof train_path, err);
-    if (rc == 0 && o->do_train) rc = load(&r, train_path, true, &train_d, &train_f, err);
-    if (rc == 0 && o->do_predict) rc = choose_file(&r, o->predict_file, o->predict_skip_articles, 0, false,
-                                                   "predict_articles.json", pred_path, sizeof pred_path, err);
-    if (rc == 0 && o->do_predict) rc = load(&r, pred_path, false, &pred_d, &pred_f, err);
+    if (rc == 0 && o->do_train) {
+        rc = read_squad_file(&r, o->train_file, 0, o->train_articles, true, SQUAD_JSON_CJSON, "train_articles.json",
+                             &file, err);
+        if (rc == 0) snprintf(train_path, sizeof train_path, "%s", file.name);
+        if (rc == 0) rc = load(&r, &file, true, &train_d, &train_f, err);
+        squad_file_free(&file);
+    }
+    if (rc == 0 && o->do_predict) {   /* one read for the features and the metrics (read as Python's json reads) */
+        rc = read_squad_file(&r, o->predict_file, o->predict_skip_articles, 0, false,
+                             o->do_eval ? SQUAD_JSON_PYTHON : SQUAD_JSON_CJSON, "predict_articles.json", &file, err);
+        if (rc == 0) rc = load(&r, &file, false, &pred_d, &pred_f, err);
+        if (rc == 0 && o->do_eval) rc = squad_dataset_from_file(&file, &eval_d, err);
+        squad_file_free(&file);
+    }
     long total_steps = 1;
     const int micro = o->train_batch_size / o->gradient_accumulation_steps;
     if (rc == 0 && o->do_train) {
@@ -295,9 +255,10 @@ int squad_run(const SquadOptions *o, SquadResult *res, BertError *err) {
     }
     if (rc == 0 && o->do_predict) {
         res->predict_examples = pred_d.n_examples, res->predict_features = pred_f.n_features;
-        rc = predict(&r, &pred_d, &pred_f, o->output_dir, res, err);
+        rc = predict(&r, &pred_d, &pred_f, o->output_dir, &pred_out, res, err);
     }
-    if (rc == 0 && o->do_eval) rc = evaluate(&r, pred_path, o->output_dir, res, err);
+    if (rc == 0 && o->do_eval) rc = evaluate(&r, &eval_d, &pred_d, &pred_out, o->output_dir, res, err);
+    squad_results_free(&pred_out), squad_dataset_free(&eval_d);
     free(r.ids), free(r.mask), free(r.types), free(r.starts), free(r.ends);
     squad_features_free(&train_f), squad_features_free(&pred_f);
     squad_data_free(&train_d), squad_data_free(&pred_d);

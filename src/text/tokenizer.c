@@ -15,6 +15,7 @@
 #include <string.h>
 #include <utf8proc.h>
 
+#include "core/test_hooks.h"
 #include "text/unicode_class.h"
 #include "text/vocab_internal.h"
 
@@ -53,11 +54,9 @@ typedef struct {
 
 typedef void (*WordSink)(const Tokenizer *t, Scratch *s, const Char *w, size_t n, void *ctx);
 
-/* Steps of the scanning loops on this thread (tokenizer_work): what the scaling tests
- * count. Added once per loop where the loop's length is known, so the hot paths pay one
- * add per piece, not per byte. */
-static _Thread_local long long work_steps;
-long long tokenizer_work(void) { return work_steps; }
+/* TEST_COUNT_WORK: steps of the scanning loops, what the scaling tests count. Added once
+ * per loop where the loop's length is known, so the hot paths pay one add per piece, not
+ * per byte. */
 
 /* ---- creation ---- */
 
@@ -150,10 +149,10 @@ static void push_token(TokenList *l, int id, int start, int end) {
 static bool is_final_sigma(const Char *w, size_t n, size_t i) {
     size_t j = i;
     while (j > 0 && uc_is_case_ignorable(w[j - 1].cp)) j--;
-    work_steps += (long long)(i - j) + 1;
+    TEST_COUNT_WORK((long long)(i - j) + 1);
     if (j == 0 || !uc_is_cased(w[j - 1].cp)) return false;
     for (j = i + 1; j < n && uc_is_case_ignorable(w[j].cp); j++) {}
-    work_steps += (long long)(j - i);
+    TEST_COUNT_WORK((long long)(j - i));
     return j == n || !uc_is_cased(w[j].cp);
 }
 
@@ -170,7 +169,7 @@ static void counting_sort_by_class(Scratch *s, Char *c, size_t n) {
     ARRAY_RESERVE(s->sorted, s->sorted_cap, n, 256);
     for (size_t i = 0; i < n; i++) s->sorted[start[c[i].ccc]++] = c[i];
     memcpy(c, s->sorted, n * sizeof *c);
-    work_steps += 3 * (long long)n + 257;
+    TEST_COUNT_WORK(3 * (long long)n + 257);
 }
 
 /* NFD's canonical ordering: within each run of non-starters (combining class > 0), a
@@ -185,7 +184,7 @@ static void canonical_reorder(Scratch *s, Char *c, size_t n) {
         }
         size_t end = run + 1;
         while (end < n && c[end].ccc != 0) end++;
-        work_steps += (long long)(end - run);
+        TEST_COUNT_WORK((long long)(end - run));
         if (end - run > INSERTION_SORT_MAX_RUN) {
             counting_sort_by_class(s, c + run, end - run);
         } else {
@@ -196,7 +195,7 @@ static void canonical_reorder(Scratch *s, Char *c, size_t n) {
                     c[j] = c[j - 1];
                     j--;
                 }
-                work_steps += (long long)(i - j);
+                TEST_COUNT_WORK((long long)(i - j));
                 c[j] = x;
             }
         }
@@ -222,7 +221,7 @@ static void lower_and_strip_accents(Scratch *s) {
         }
     }
     canonical_reorder(s, s->out, s->out_n);
-    work_steps += (long long)s->piece_n + 2 * (long long)s->out_n;  /* lowering, decomposing, dropping marks */
+    TEST_COUNT_WORK((long long)s->piece_n + 2 * (long long)s->out_n);  /* lowering, decomposing, dropping marks */
     size_t kept = 0;
     for (size_t i = 0; i < s->out_n; i++)
         if (!uc_is_nonspacing_mark(s->out[i].cp)) s->out[kept++] = s->out[i];
@@ -255,14 +254,14 @@ static size_t encode_word(Scratch *s, const Char *w, size_t n) {
         else len += (size_t)utf8proc_encode_char(w[i].cp, (utf8proc_uint8_t *)s->bytes + len);
     }
     s->byte_at[n] = (int)len;
-    work_steps += (long long)n;
+    TEST_COUNT_WORK((long long)n);
     return len;
 }
 
 /* The longest never_split entry that text[pos..len) starts with, or -1. */
 static int match_never_split(const Tokenizer *t, const char *text, size_t len, size_t pos) {
     int best = -1;
-    work_steps += t->n_never_split;
+    TEST_COUNT_WORK(t->n_never_split);
     for (int i = 0; i < t->n_never_split; i++) {
         size_t n = t->never_split_len[i];
         if (n <= len - pos && memcmp(text + pos, t->never_split[i], n) == 0 &&
@@ -285,7 +284,7 @@ static void emit_never_split(const Tokenizer *t, Scratch *s, const char *text, s
         push_char(&s->piece, &s->piece_n, &s->piece_cap, c);
         pos += (size_t)k;
     }
-    work_steps += (long long)s->piece_n;
+    TEST_COUNT_WORK((long long)s->piece_n);
     sink(t, s, s->piece, s->piece_n, ctx);
     s->piece_n = 0;
 }
@@ -312,7 +311,7 @@ static void finish_piece(const Tokenizer *t, Scratch *s, bool needs_transform, W
         word_start = i + 1;
     }
     if (n > word_start) sink(t, s, w + word_start, n - word_start, ctx);
-    work_steps += 2 * (long long)n;  /* lower-casing and the punctuation split */
+    TEST_COUNT_WORK(2 * (long long)n);  /* lower-casing and the punctuation split */
     s->piece_n = 0;
 }
 
@@ -325,7 +324,7 @@ static void wordpiece_ascii_piece(const Tokenizer *t, Scratch *s, const char *te
 static size_t ascii_piece_end(const Tokenizer *t, const unsigned char *u, size_t len, size_t pos) {
     size_t e = pos;
     while (e < len && u[e] < 0x80 && !(t->bmp_class[u[e]] & (UC_SPACE | UC_DROP)) && !t->starts_never_split[u[e]]) e++;
-    work_steps += (long long)(e - pos) + 1;
+    TEST_COUNT_WORK((long long)(e - pos) + 1);
     if (e == len || (u[e] < 0x80 && (t->bmp_class[u[e]] & UC_SPACE))) return e;
     return pos;  /* a character to drop, a never_split start or a non-ASCII character follows */
 }
@@ -342,7 +341,7 @@ static long run_basic(const Tokenizer *t, Scratch *s, const char *text, size_t l
         int32_t cp;
         int nbytes = 1;
         uint8_t cls;
-        work_steps++;
+        TEST_COUNT_WORK(1);
         int special = t->starts_never_split[u[pos]] ? match_never_split(t, text, len, pos) : -1;
         if (special >= 0) {
             finish_piece(t, s, needs_transform, sink, ctx);
@@ -393,7 +392,7 @@ static long run_basic(const Tokenizer *t, Scratch *s, const char *text, size_t l
 /* ---- WordPiece ---- */
 
 static void span_of(const Char *w, size_t n, int *start, int *end) {
-    work_steps += (long long)n;
+    TEST_COUNT_WORK((long long)n);
     *start = w[0].start;
     *end = w[0].end;
     for (size_t i = 1; i < n; i++) {  /* NFD reordering can move marks within a word */
@@ -419,10 +418,10 @@ static int wordpiece_split(const Tokenizer *t, Scratch *s, const char *bytes, co
     for (size_t i = 0; i < n;) {
         bool cont = i > 0;
         size_t limit = cont ? v->max_cont_bytes : literal_first ? nbytes : v->max_word_bytes;
-        uint64_t h = vocab_hash_init(cont);
+        uint64_t h = STRMAP_HASH_START;
         size_t longest = i;
         for (size_t j = i + 1; j <= n && AT(j) - AT(i) <= limit; j++) {
-            h = vocab_hash_extend(h, bytes + AT(j - 1), AT(j) - AT(j - 1));
+            h = strmap_hash_extend(h, bytes + AT(j - 1), AT(j) - AT(j - 1));
             s->prefix_hash[j] = h;
             longest = j;
         }
@@ -435,7 +434,7 @@ static int wordpiece_split(const Tokenizer *t, Scratch *s, const char *bytes, co
                                         : vocab_lookup_piece(v, s->prefix_hash[j], cont, piece, len);
             if (id >= 0) break;
         }
-        work_steps += (long long)(longest - i) + (long long)(longest - j) + 1;  /* prefixes hashed, look-ups */
+        TEST_COUNT_WORK((long long)(longest - i) + (long long)(longest - j) + 1);  /* prefixes hashed, look-ups */
         if (id < 0) return -1;
         s->piece_id[npieces] = id;
         s->piece_end[npieces++] = (int)j;
@@ -487,7 +486,7 @@ static void wordpiece_ascii_piece(const Tokenizer *t, Scratch *s, const char *te
         word_start = i + 1;
     }
     if (n > word_start) wordpiece_ascii_word(t, s, b + word_start, n - word_start, base + (int)word_start, out);
-    work_steps += 2 * (long long)n;  /* lower-casing and the punctuation split */
+    TEST_COUNT_WORK(2 * (long long)n);  /* lower-casing and the punctuation split */
 }
 
 int tokenize(const Tokenizer *t, const char *text, size_t len, TokenList *out) {

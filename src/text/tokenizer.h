@@ -78,9 +78,4 @@ typedef void (*BasicWordFn)(const char *word, size_t len, int start, int end, vo
 long basic_tokenize(const Tokenizer *t, const char *text, size_t len, TokenList *work,
                     BasicWordFn fn, void *ctx);
 
-/* Steps taken by tokenize() and basic_tokenize() on the calling thread so far (bytes and
- * code points scanned, marks reordered, WordPiece prefixes hashed and looked up): what the
- * scaling tests count instead of timing. */
-long long tokenizer_work(void);
-
 #endif

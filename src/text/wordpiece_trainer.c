@@ -14,81 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/strmap.h"
+#include "core/test_hooks.h"
 #include "text/tokenizer.h"
 #include "text/vocab_internal.h"
 
-/* Steps of the trainer's loops on this thread (wordpiece_trainer_work): bytes hashed and
- * probes made, characters and symbols walked, comparisons of its sorts, heap moves. What
- * the scaling tests count. */
-static _Thread_local long long work_steps;
-long long wordpiece_trainer_work(void) { return work_steps; }
-
-/* ---- a string -> int64 hash map (word counts, symbols) ---- */
-
-typedef struct {
-    char **keys;
-    size_t *lens;
-    long long *values;
-    size_t n, cap;      /* entries */
-    int32_t *slots;     /* entry index or -1; power-of-two size */
-    size_t mask;
-} StrMap;
-
-static void strmap_init(StrMap *m) {
-    memset(m, 0, sizeof *m);
-    m->mask = 1023;
-    m->slots = xmalloc((m->mask + 1) * sizeof *m->slots);
-    memset(m->slots, -1, (m->mask + 1) * sizeof *m->slots);
-}
-
-static void strmap_free(StrMap *m) {
-    for (size_t i = 0; i < m->n; i++) free(m->keys[i]);
-    free(m->keys);
-    free(m->lens);
-    free(m->values);
-    free(m->slots);
-}
-
-static uint64_t hash_bytes(const char *s, size_t len) {
-    work_steps += (long long)len + 1;
-    return vocab_hash_extend(vocab_hash_init(false), s, len);
-}
-
-static void strmap_grow(StrMap *m) {
-    m->mask = m->mask * 2 + 1;
-    m->slots = xrealloc(m->slots, (m->mask + 1) * sizeof *m->slots);
-    memset(m->slots, -1, (m->mask + 1) * sizeof *m->slots);
-    for (size_t i = 0; i < m->n; i++) {
-        size_t s = hash_bytes(m->keys[i], m->lens[i]) & m->mask;
-        while (m->slots[s] >= 0) s = (s + 1) & m->mask, work_steps++;
-        m->slots[s] = (int32_t)i;
-    }
-}
-
-/* Index of key, inserting it with value 0 if absent. */
-static size_t strmap_intern(StrMap *m, const char *key, size_t len) {
-    size_t s = hash_bytes(key, len) & m->mask;
-    for (; m->slots[s] >= 0; s = (s + 1) & m->mask) {
-        size_t i = (size_t)m->slots[s];
-        work_steps++;
-        if (m->lens[i] == len && memcmp(m->keys[i], key, len) == 0) return i;
-    }
-    if (m->n == m->cap) {
-        m->cap = grow_capacity(m->cap, m->cap + 1, 1024);
-        m->keys = xrealloc(m->keys, m->cap * sizeof *m->keys);
-        m->lens = xrealloc(m->lens, m->cap * sizeof *m->lens);
-        m->values = xrealloc(m->values, m->cap * sizeof *m->values);
-    }
-    size_t i = m->n++;
-    m->keys[i] = xmalloc(len + 1);
-    memcpy(m->keys[i], key, len);
-    m->keys[i][len] = 0;
-    m->lens[i] = len;
-    m->values[i] = 0;
-    m->slots[s] = (int32_t)i;
-    if (m->n * 2 > m->mask) strmap_grow(m);
-    return i;
-}
+/* TEST_COUNT_WORK: steps of the trainer's loops (bytes hashed and probes made, characters
+ * and symbols walked, comparisons of its sorts, heap moves), what the scaling tests count. */
 
 /* ---- word counting ---- */
 
@@ -104,7 +36,7 @@ WordCounts *word_counts_new(bool do_lower_case, int max_input_chars_per_word) {
     opt.do_lower_case = do_lower_case;
     wc->basic = tokenizer_new(NULL, &opt);
     wc->max_chars = max_input_chars_per_word;
-    strmap_init(&wc->words);
+    strmap_init(&wc->words, 0, true);
     return wc;
 }
 
@@ -119,12 +51,12 @@ long word_counts_distinct(const WordCounts *wc) { return (long)wc->words.n; }
 
 long long word_counts_total(const WordCounts *wc) {
     long long total = 0;
-    for (size_t i = 0; i < wc->words.n; i++) total += wc->words.values[i];
+    for (size_t i = 0; i < wc->words.n; i++) total += wc->words.entries[i].value;
     return total;
 }
 
 static size_t utf8_chars(const char *s, size_t len) {
-    work_steps += (long long)len;
+    TEST_COUNT_WORK((long long)len);
     size_t n = 0;
     for (size_t i = 0; i < len; i++) n += ((unsigned char)s[i] & 0xC0) != 0x80;
     return n;
@@ -138,8 +70,7 @@ typedef struct {
 static void count_word(const char *word, size_t len, int start, int end, void *ctx) {
     CountCtx *c = ctx;
     if (utf8_chars(word, len) > (size_t)c->max_chars) return;  /* always [UNK] */
-    size_t i = strmap_intern(c->map, word, len);  /* may move values[]: index first */
-    c->map->values[i]++;
+    strmap_intern(c->map, word, len, NULL)->value++;
 }
 
 /* Each thread counts whole lines of its share of the text into its own map; the maps
@@ -154,14 +85,14 @@ void word_counts_add_text(WordCounts *wc, const char *text, size_t len, int thre
         /* Move both edges forward to a line start so no line is split or counted twice. */
         while (begin > 0 && begin < len && text[begin - 1] != '\n') begin++;
         while (end < len && end > 0 && text[end - 1] != '\n') end++;
-        strmap_init(&local[tid]);
+        strmap_init(&local[tid], 0, true);
         CountCtx ctx = {&local[tid], wc->max_chars};
         TokenList work;
         token_list_init(&work);
         for (size_t pos = begin; pos < end;) {
             const char *nl = memchr(text + pos, '\n', end - pos);
             size_t stop = nl ? (size_t)(nl - text) : end;
-            work_steps += (long long)(stop - pos) + 1;
+            TEST_COUNT_WORK((long long)(stop - pos) + 1);
             basic_tokenize(wc->basic, text + pos, stop - pos, &work, count_word, &ctx);
             pos = stop + 1;
         }
@@ -169,8 +100,8 @@ void word_counts_add_text(WordCounts *wc, const char *text, size_t len, int thre
     }
     for (int t = 0; t < threads; t++) {
         for (size_t i = 0; i < local[t].n; i++) {
-            size_t k = strmap_intern(&wc->words, local[t].keys[i], local[t].lens[i]);
-            wc->words.values[k] += local[t].values[i];
+            const StrMapEntry *e = &local[t].entries[i];
+            strmap_intern(&wc->words, e->key, e->len, NULL)->value += e->value;
         }
         strmap_free(&local[t]);
     }
@@ -198,7 +129,7 @@ typedef struct {
 } HeapEntry;
 
 typedef struct {
-    StrMap symbols;          /* symbol string -> id (index); values unused */
+    StrMap symbols;          /* symbol string -> id (entry index); values unused */
     Word *words;
     int nwords;
     Pair *pairs;
@@ -228,10 +159,10 @@ static void pairs_rehash(Trainer *tr) {
     memset(tr->pair_slots, -1, (tr->pair_mask + 1) * sizeof *tr->pair_slots);
     for (int i = 0; i < tr->npairs; i++) {
         size_t s = pair_slot_of(pair_key(tr->pairs[i].a, tr->pairs[i].b), tr->pair_mask);
-        while (tr->pair_slots[s] >= 0) s = (s + 1) & tr->pair_mask, work_steps++;
+        while (tr->pair_slots[s] >= 0) s = (s + 1) & tr->pair_mask, TEST_COUNT_WORK(1);
         tr->pair_slots[s] = i;
     }
-    work_steps += tr->npairs;
+    TEST_COUNT_WORK(tr->npairs);
 }
 
 static Pair *pair_get(Trainer *tr, int a, int b) {
@@ -239,7 +170,7 @@ static Pair *pair_get(Trainer *tr, int a, int b) {
     size_t s = pair_slot_of(k, tr->pair_mask);
     for (; tr->pair_slots[s] >= 0; s = (s + 1) & tr->pair_mask) {
         Pair *p = &tr->pairs[tr->pair_slots[s]];
-        work_steps++;
+        TEST_COUNT_WORK(1);
         if (p->a == a && p->b == b) return p;
     }
     if (tr->npairs == tr->cappairs) {
@@ -266,9 +197,10 @@ static void pair_note_word(Pair *p, int w) {
 }
 
 static int cmp_symbols(const Trainer *tr, int a, int b) {
-    work_steps++;
-    size_t la = tr->symbols.lens[a], lb = tr->symbols.lens[b];
-    int c = memcmp(tr->symbols.keys[a], tr->symbols.keys[b], la < lb ? la : lb);
+    TEST_COUNT_WORK(1);
+    const StrMapEntry *x = &tr->symbols.entries[a], *y = &tr->symbols.entries[b];
+    size_t la = x->len, lb = y->len;
+    int c = memcmp(x->key, y->key, la < lb ? la : lb);
     return c ? c : (la > lb) - (la < lb);
 }
 
@@ -291,7 +223,7 @@ static void heap_push(Trainer *tr, long long count, int pair) {
     while (i > 0 && heap_before(tr, e, tr->heap[(i - 1) / 2])) {
         tr->heap[i] = tr->heap[(i - 1) / 2];
         i = (i - 1) / 2;
-        work_steps++;
+        TEST_COUNT_WORK(1);
     }
     tr->heap[i] = e;
 }
@@ -306,7 +238,7 @@ static HeapEntry heap_pop(Trainer *tr) {
         if (!heap_before(tr, tr->heap[c], last)) break;
         tr->heap[i] = tr->heap[c];
         i = c;
-        work_steps++;
+        TEST_COUNT_WORK(1);
     }
     if (tr->nheap) tr->heap[i] = last;
     return top;
@@ -315,7 +247,7 @@ static HeapEntry heap_pop(Trainer *tr) {
 /* The best pair whose count is current, or -1 when none is left. */
 static int best_pair(Trainer *tr) {
     while (tr->nheap) {
-        work_steps++;
+        TEST_COUNT_WORK(1);
         HeapEntry e = heap_pop(tr);
         long long now = tr->pairs[e.pair].count;
         if (now == e.count && now > 0) return e.pair;
@@ -324,14 +256,16 @@ static int best_pair(Trainer *tr) {
     return -1;
 }
 
-static int symbol_id(Trainer *tr, const char *s, size_t len) { return (int)strmap_intern(&tr->symbols, s, len); }
+static int symbol_id(Trainer *tr, const char *s, size_t len) {
+    return (int)strmap_index(&tr->symbols, strmap_intern(&tr->symbols, s, len, NULL));
+}
 
 /* Adds (sign=+1) or removes (-1) the counts of every adjacent pair of word w. With
  * sign +1 and only_with >= 0, pairs involving symbol only_with are queued in the heap
  * and learn that w contains them (the others are unchanged from before the merge). */
 static void count_pairs(Trainer *tr, int w, int sign, int only_with) {
     Word *word = &tr->words[w];
-    work_steps += word->len;
+    TEST_COUNT_WORK(word->len);
     for (int i = 0; i + 1 < word->len; i++) {
         Pair *p = pair_get(tr, word->sym[i], word->sym[i + 1]);
         p->count += sign * word->count;
@@ -344,7 +278,7 @@ static void count_pairs(Trainer *tr, int w, int sign, int only_with) {
 
 /* Replaces each left-to-right occurrence of (a, b) in word w by c; returns whether any. */
 static bool merge_in_word(Word *word, int a, int b, int c) {
-    work_steps += word->len;
+    TEST_COUNT_WORK(word->len);
     int out = 0;
     bool any = false;
     for (int i = 0; i < word->len; i++) {
@@ -369,7 +303,7 @@ typedef struct {
 } CharCount;
 
 static int cmp_char_count(const void *x, const void *y) {
-    work_steps++;
+    TEST_COUNT_WORK(1);
     const CharCount *a = x, *b = y;
     if (a->count != b->count) return a->count > b->count ? -1 : 1;
     size_t n = a->len < b->len ? a->len : b->len;
@@ -385,45 +319,48 @@ static size_t utf8_char_len(const char *s) {
 /* Character frequencies; marks the limit_alphabet most frequent as allowed (value 1). */
 static void choose_alphabet(const WordCounts *wc, int limit, StrMap *allowed) {
     StrMap freq;
-    strmap_init(&freq);
-    for (size_t i = 0; i < wc->words.n; i++)
-        for (size_t k = 0; k < wc->words.lens[i]; k += utf8_char_len(wc->words.keys[i] + k)) {
-            const char *ch = wc->words.keys[i] + k;
-            size_t slot = strmap_intern(&freq, ch, utf8_char_len(ch));
-            freq.values[slot] += wc->words.values[i];
+    strmap_init(&freq, 0, true);
+    for (size_t i = 0; i < wc->words.n; i++) {
+        const StrMapEntry *w = &wc->words.entries[i];
+        for (size_t k = 0; k < w->len; k += utf8_char_len(w->key + k)) {
+            const char *ch = w->key + k;
+            strmap_intern(&freq, ch, utf8_char_len(ch), NULL)->value += w->value;
         }
+    }
     CharCount *cc = xmalloc((freq.n + 1) * sizeof *cc);
-    for (size_t i = 0; i < freq.n; i++) cc[i] = (CharCount){freq.keys[i], freq.lens[i], freq.values[i]};
+    for (size_t i = 0; i < freq.n; i++) {
+        const StrMapEntry *e = &freq.entries[i];
+        cc[i] = (CharCount){e->key, e->len, e->value};
+    }
     qsort(cc, freq.n, sizeof *cc, cmp_char_count);
     size_t keep = limit > 0 && (size_t)limit < freq.n ? (size_t)limit : freq.n;
     for (size_t i = 0; i < keep; i++) {
-        size_t k = strmap_intern(allowed, cc[i].s, cc[i].len);
-        allowed->values[k] = 1;
+        strmap_intern(allowed, cc[i].s, cc[i].len, NULL)->value = 1;
     }
     free(cc);
     strmap_free(&freq);
 }
 
-static bool word_in_alphabet(const char *w, size_t len, StrMap *alphabet) {
+static bool word_in_alphabet(const char *w, size_t len, const StrMap *alphabet) {
     for (size_t k = 0; k < len; k += utf8_char_len(w + k)) {
-        size_t before = alphabet->n, i = strmap_intern(alphabet, w + k, utf8_char_len(w + k));
-        if (alphabet->n != before || alphabet->values[i] != 1) return false;  /* absent or cut */
+        const StrMapEntry *e = strmap_find(alphabet, w + k, utf8_char_len(w + k));
+        if (!e || e->value != 1) return false;  /* absent or cut */
     }
     return true;
 }
 
 /* Sorted by count (descending) then bytes, so the result does not depend on threads. */
 static int cmp_words(const void *x, const void *y, void *ctx) {
-    work_steps++;
+    TEST_COUNT_WORK(1);
     size_t a = *(const size_t *)x, b = *(const size_t *)y;
-    const StrMap *m = ctx;
-    if (m->values[a] != m->values[b]) return m->values[a] > m->values[b] ? -1 : 1;
-    size_t n = m->lens[a] < m->lens[b] ? m->lens[a] : m->lens[b];
-    int c = memcmp(m->keys[a], m->keys[b], n);
-    return c ? c : (m->lens[a] > m->lens[b]) - (m->lens[a] < m->lens[b]);
+    const StrMapEntry *p = &((const StrMap *)ctx)->entries[a], *q = &((const StrMap *)ctx)->entries[b];
+    if (p->value != q->value) return p->value > q->value ? -1 : 1;
+    size_t n = p->len < q->len ? p->len : q->len;
+    int c = memcmp(p->key, q->key, n);
+    return c ? c : (p->len > q->len) - (p->len < q->len);
 }
 
-static void build_words(Trainer *tr, const WordCounts *wc, StrMap *alphabet) {
+static void build_words(Trainer *tr, const WordCounts *wc, const StrMap *alphabet) {
     size_t *order = xmalloc((wc->words.n + 1) * sizeof *order);
     for (size_t i = 0; i < wc->words.n; i++) order[i] = i;
     qsort_r(order, wc->words.n, sizeof *order, cmp_words, (void *)&wc->words);
@@ -431,12 +368,12 @@ static void build_words(Trainer *tr, const WordCounts *wc, StrMap *alphabet) {
     char piece[2 + 4];
     for (size_t oi = 0; oi < wc->words.n; oi++) {
         size_t i = order[oi];
-        const char *w = wc->words.keys[i];
-        size_t len = wc->words.lens[i];
+        const char *w = wc->words.entries[i].key;
+        size_t len = wc->words.entries[i].len;
         if (len == 0 || !word_in_alphabet(w, len, alphabet)) continue;
         Word *word = &tr->words[tr->nwords];
         word->sym = xmalloc(len * sizeof *word->sym);
-        word->count = wc->words.values[i];
+        word->count = wc->words.entries[i].value;
         for (size_t k = 0; k < len;) {
             size_t n = utf8_char_len(w + k);
             size_t prefix = k ? 2 : 0;  /* "##" on all but the first character */
@@ -454,7 +391,7 @@ static void build_words(Trainer *tr, const WordCounts *wc, StrMap *alphabet) {
 
 static bool word_has_pair(const Word *word, int a, int b) {
     for (int i = 0; i + 1 < word->len; i++) {
-        work_steps++;
+        TEST_COUNT_WORK(1);
         if (word->sym[i] == a && word->sym[i + 1] == b) return true;
     }
     return false;
@@ -463,8 +400,8 @@ static bool word_has_pair(const Word *word, int a, int b) {
 /* Merges pair p everywhere; returns the new symbol's id. */
 static int apply_merge(Trainer *tr, int p, int stamp) {
     int a = tr->pairs[p].a, b = tr->pairs[p].b;
-    const char *sa = tr->symbols.keys[a], *sb = tr->symbols.keys[b];
-    size_t la = tr->symbols.lens[a], lb = tr->symbols.lens[b];
+    const char *sa = tr->symbols.entries[a].key, *sb = tr->symbols.entries[b].key;
+    size_t la = tr->symbols.entries[a].len, lb = tr->symbols.entries[b].len;
     char *merged = xmalloc(la + lb + 1);  /* "x" + "##y" -> "xy"; "##x" + "##y" -> "##xy" */
     memcpy(merged, sa, la);
     memcpy(merged + la, sb + 2, lb - 2);
@@ -474,7 +411,7 @@ static int apply_merge(Trainer *tr, int p, int stamp) {
     int *where = tr->pairs[p].where, nwhere = tr->pairs[p].nwhere;
     tr->pairs[p].where = NULL;
     tr->pairs[p].nwhere = tr->pairs[p].capwhere = 0;
-    work_steps += nwhere;
+    TEST_COUNT_WORK(nwhere);
     for (int k = 0; k < nwhere; k++) {
         int w = where[k];
         if (tr->stamp[w] == stamp || !word_has_pair(&tr->words[w], a, b)) continue;
@@ -531,12 +468,12 @@ int wordpiece_train(const WordCounts *wc, const VocabTrainOptions *opt, char ***
     const int reserved = 5 + opt->num_unused;
     Trainer tr;
     memset(&tr, 0, sizeof tr);
-    strmap_init(&tr.symbols);
+    strmap_init(&tr.symbols, 0, true);
     tr.pair_mask = 4095;
     tr.pair_slots = xmalloc((tr.pair_mask + 1) * sizeof *tr.pair_slots);
     memset(tr.pair_slots, -1, (tr.pair_mask + 1) * sizeof *tr.pair_slots);
     StrMap alphabet;
-    strmap_init(&alphabet);
+    strmap_init(&alphabet, 0, true);
     choose_alphabet(wc, opt->limit_alphabet, &alphabet);
     build_words(&tr, wc, &alphabet);
     strmap_free(&alphabet);
@@ -564,8 +501,9 @@ int wordpiece_train(const WordCounts *wc, const VocabTrainOptions *opt, char ***
     int n = write_specials(out, opt->num_unused);
     for (int pass = 0; pass < 2; pass++)
         for (size_t i = 0; i < tr.symbols.n; i++) {
-            bool cont = tr.symbols.lens[i] > 2 && !memcmp(tr.symbols.keys[i], "##", 2);
-            if (cont == (pass == 1)) out[n++] = xstrdup(tr.symbols.keys[i]);
+            const StrMapEntry *e = &tr.symbols.entries[i];
+            bool cont = e->len > 2 && !memcmp(e->key, "##", 2);
+            if (cont == (pass == 1)) out[n++] = xstrdup(e->key);
         }
     trainer_free(&tr);
     *tokens = out;

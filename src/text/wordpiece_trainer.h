@@ -39,10 +39,4 @@ void word_counts_free(WordCounts *wc);
 int wordpiece_train(const WordCounts *wc, const VocabTrainOptions *opt, char ***tokens, int *ntokens,
                     BertError *err);
 
-/* Steps of word counting and training on the calling thread so far (bytes hashed and hash
- * probes, characters and symbols walked, sort comparisons, heap moves), basic tokenizing
- * aside (tokenizer_work): what the scaling tests count instead of timing. Counting with
- * one thread runs on the calling thread. */
-long long wordpiece_trainer_work(void);
-
 #endif

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "core/strmap.h"
 #include "kernels/cpu/sgemm.h"
 
 void bf16_from_floats(bf16 *restrict dst, const float *restrict src, long n) {
@@ -128,16 +129,17 @@ typedef struct {
 } PackedLayout;
 
 /* A training step runs a few dozen shapes; inference at batch 1 one set per sequence length
- * (6 products x up to 512 lengths). Entries are found by hashing the shape; past the
- * capacity the cache starts again (each entry is some KB of oneDNN state and JIT code). */
-enum { GEMM_CACHE_CAPACITY = 2048, GEMM_TABLE_SIZE = 2 * GEMM_CACHE_CAPACITY };
+ * (6 products x up to 512 lengths). Entries are found by the shape's bytes in a string map;
+ * past the capacity the cache starts again (each entry is some KB of oneDNN state and JIT
+ * code). */
+enum { GEMM_CACHE_CAPACITY = 2048 };
 static struct {
     pthread_mutex_t lock;
     dnnl_engine_t engine;
     dnnl_stream_t stream;
     CachedGemm entries[GEMM_CACHE_CAPACITY];
     int count;
-    int table[GEMM_TABLE_SIZE];   /* open addressing: entry index + 1, 0 empty */
+    StrMap table;   /* a shape's bytes (borrowed from entries[i].shape) -> i */
     PackedLayout layouts[PACKED_LAYOUT_CAPACITY];
     int layout_count;
 } g_bf16 = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -205,32 +207,24 @@ static CachedGemm *create_gemm(const GemmShape *k) {
     return e;
 }
 
-static unsigned shape_slot(const GemmShape *k) {   /* FNV-1a over the shape's ints */
-    const int *v = (const int *)k;
-    uint32_t h = 2166136261u;
-    for (size_t i = 0; i < sizeof *k / sizeof(int); i++) h = (h ^ (uint32_t)v[i]) * 16777619u;
-    return h & (GEMM_TABLE_SIZE - 1);
-}
-
 static CachedGemm *find_gemm(const GemmShape *k) {
     pthread_mutex_lock(&g_bf16.lock);
-    unsigned slot = shape_slot(k);
-    for (; g_bf16.table[slot]; slot = (slot + 1) & (GEMM_TABLE_SIZE - 1)) {
-        CachedGemm *e = &g_bf16.entries[g_bf16.table[slot] - 1];
-        if (!memcmp(&e->shape, k, sizeof *k)) {
-            pthread_mutex_unlock(&g_bf16.lock);
-            return e;
-        }
+    if (!g_bf16.table.slots) strmap_init(&g_bf16.table, GEMM_CACHE_CAPACITY, false);
+    const StrMapEntry *found = strmap_find(&g_bf16.table, (const char *)k, sizeof *k);
+    if (found) {
+        CachedGemm *e = &g_bf16.entries[found->value];
+        pthread_mutex_unlock(&g_bf16.lock);
+        return e;
     }
     if (g_bf16.count == GEMM_CACHE_CAPACITY) {   /* full: start again */
         for (int i = 0; i < g_bf16.count; i++)
             if (g_bf16.entries[i].primitive) dnnl_primitive_destroy(g_bf16.entries[i].primitive);
         g_bf16.count = 0;
-        memset(g_bf16.table, 0, sizeof g_bf16.table);
-        for (slot = shape_slot(k); g_bf16.table[slot];) slot = (slot + 1) & (GEMM_TABLE_SIZE - 1);
+        strmap_free(&g_bf16.table);
+        strmap_init(&g_bf16.table, GEMM_CACHE_CAPACITY, false);
     }
-    CachedGemm *e = create_gemm(k);
-    g_bf16.table[slot] = g_bf16.count;   /* create_gemm appended it: index count - 1 */
+    CachedGemm *e = create_gemm(k);   /* appended: index count - 1 */
+    strmap_intern(&g_bf16.table, (const char *)&e->shape, sizeof e->shape, NULL)->value = g_bf16.count - 1;
     pthread_mutex_unlock(&g_bf16.lock);
     return e;
 }

@@ -1,0 +1,7 @@
+/* The test hooks' state (core/test_hooks.h): in libbert_test.a only. */
+#include "core/test_hooks.h"
+
+#ifdef BERT_TEST_HOOKS
+_Thread_local long long test_hook_work;
+long long test_work(void) { return test_hook_work; }
+#endif

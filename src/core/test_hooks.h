@@ -1,0 +1,22 @@
+/* Test hooks: what the library keeps only for its tests, compiled in only where
+ * BERT_TEST_HOOKS is defined. The Makefile compiles every library source that includes this
+ * header (directly: the Makefile finds them by that line) a second time with it, into
+ * libbert_test.a, which the tests link; libbert.a and ./bert carry none of it.
+ *
+ * Work: the scaling tests (tests/test.h) count the steps of the text passes' loops (bytes
+ * scanned, hash probes, sort comparisons, ...) instead of timing them. TEST_COUNT_WORK(n)
+ * adds n steps to the calling thread's count; elsewhere it is nothing (n is not evaluated:
+ * it must have no side effects). */
+#ifndef BERT_CORE_TEST_HOOKS_H
+#define BERT_CORE_TEST_HOOKS_H
+
+#ifdef BERT_TEST_HOOKS
+extern _Thread_local long long test_hook_work;
+#define TEST_COUNT_WORK(n) ((void)(test_hook_work += (long long)(n)))
+/* Steps counted on the calling thread so far (a pass's work: the difference around it). */
+long long test_work(void);
+#else
+#define TEST_COUNT_WORK(n) ((void)0)
+#endif
+
+#endif
