@@ -187,10 +187,10 @@ static void write_tiny_checkpoint(const char *root, char *init, size_t init_size
 
 static void tiny_rte_options(GlueOptions *o, const char *init, const char *out) {
     glue_default_options(o);
-    o->task_name = "rte", o->data_dir = "tests/data/glue/RTE", o->output_dir = out, o->init_checkpoint = init;
-    o->vocab_file = VOCAB, o->do_lower_case = true, o->do_train = o->do_eval = true, o->skip_checkpoint = true;
-    o->max_seq_length = 48, o->train_batch_size = 4, o->gradient_accumulation_steps = 2, o->eval_batch_size = 3;
-    o->num_train_epochs = 2, o->learning_rate = 1e-3, o->log_freq = 1000, o->seed = 9;
+    o->task_name = "rte", o->data_dir = "tests/data/glue/RTE", o->ft.output_dir = out, o->ft.init_checkpoint = init;
+    o->ft.vocab_file = VOCAB, o->ft.do_lower_case = true, o->ft.do_train = o->ft.do_eval = true, o->ft.skip_checkpoint = true;
+    o->ft.max_seq_length = 48, o->ft.train_batch_size = 4, o->ft.gradient_accumulation_steps = 2, o->ft.eval_batch_size = 3;
+    o->ft.num_train_epochs = 2, o->ft.learning_rate = 1e-3, o->ft.log_freq = 1000, o->ft.seed = 9;
 }
 
 /* --fp16: operands rounded to fp16 (2^-11 relative) with the loss scaled by 2^16: no step
@@ -208,14 +208,14 @@ static void test_glue_fp16_loss_scaling(void) {
     BertError err;
     tiny_rte_options(&o, init, out);
     CHECKF(glue_run(&o, &fp32, &err) == 0, "%s", err.msg);
-    o.precision = BERT_FP16;
+    o.ft.precision = BERT_FP16;
     CHECKF(glue_run(&o, &fp16, &err) == 0, "%s", err.msg);
-    CHECKF(fp16.steps == 6 && fp16.skipped_steps == 0 && fp16.loss_scale == 65536.0, "%ld steps, %ld skipped, scale %g",
-           fp16.steps, fp16.skipped_steps, fp16.loss_scale);
-    CHECKF(fabs(fp16.final_loss - fp32.final_loss) <= 1e-2 * fabs(fp32.final_loss), "fp16 loss %.6f, fp32 %.6f",
-           fp16.final_loss, fp32.final_loss);
-    CHECKF(fp16.final_loss != fp32.final_loss, "fp16 gave fp32's loss exactly: not rounded?");
-    o.loss_scale = 1099511627776.0;   /* 2^40 */
+    CHECKF(fp16.train.steps == 6 && fp16.train.skipped_steps == 0 && fp16.train.loss_scale == 65536.0, "%ld steps, %ld skipped, scale %g",
+           fp16.train.steps, fp16.train.skipped_steps, fp16.train.loss_scale);
+    CHECKF(fabs(fp16.train.final_loss - fp32.train.final_loss) <= 1e-2 * fabs(fp32.train.final_loss), "fp16 loss %.6f, fp32 %.6f",
+           fp16.train.final_loss, fp32.train.final_loss);
+    CHECKF(fp16.train.final_loss != fp32.train.final_loss, "fp16 gave fp32's loss exactly: not rounded?");
+    o.ft.loss_scale = 1099511627776.0;   /* 2^40 */
     CHECKF(glue_run(&o, &fp16, &err) != 0 && strstr(err.msg, "overflowed 64 times in a row"), "%s", err.msg);
     remove_tree(root);
 }
@@ -234,14 +234,14 @@ static void test_glue_end_to_end(void) {
             snprintf(out[run], sizeof out[run], "%s/%s_%d", root, tasks[k], run);
             GlueOptions o;
             glue_default_options(&o);
-            o.task_name = tasks[k], o.data_dir = dirs[k], o.output_dir = out[run], o.init_checkpoint = init;
-            o.vocab_file = VOCAB, o.do_lower_case = true, o.do_train = o.do_eval = o.do_predict = true;
-            o.max_seq_length = 48, o.train_batch_size = 4, o.gradient_accumulation_steps = 2, o.eval_batch_size = 3;
-            o.num_train_epochs = 2, o.learning_rate = 1e-3, o.log_freq = 1000, o.seed = 9;
+            o.task_name = tasks[k], o.data_dir = dirs[k], o.ft.output_dir = out[run], o.ft.init_checkpoint = init;
+            o.ft.vocab_file = VOCAB, o.ft.do_lower_case = true, o.ft.do_train = o.ft.do_eval = o.ft.do_predict = true;
+            o.ft.max_seq_length = 48, o.ft.train_batch_size = 4, o.ft.gradient_accumulation_steps = 2, o.ft.eval_batch_size = 3;
+            o.ft.num_train_epochs = 2, o.ft.learning_rate = 1e-3, o.ft.log_freq = 1000, o.ft.seed = 9;
             GlueResult r;
             CHECKF(glue_run(&o, &r, &err) == 0, "%s: %s", tasks[k], err.msg);
-            CHECKF(r.steps == 6 && r.train_sequences == 18 && r.evaluated && r.dev.n == 9 && r.predicted == 9,
-                   "%s: %ld steps, %ld sequences, %d evaluated, %ld predicted", tasks[k], r.steps, r.train_sequences,
+            CHECKF(r.train.steps == 6 && r.train.train_sequences == 18 && r.evaluated && r.dev.n == 9 && r.predicted == 9,
+                   "%s: %ld steps, %ld sequences, %d evaluated, %ld predicted", tasks[k], r.train.steps, r.train.train_sequences,
                    r.dev.n, r.predicted);
             CHECK(k == 0 ? r.dev.accuracy >= 0 && r.dev.accuracy <= 1 : isfinite(r.dev.pearson) || isnan(r.dev.pearson));
             if (run == 0) first = r;
@@ -265,14 +265,14 @@ static void test_glue_end_to_end(void) {
         snprintf(alone, sizeof alone, "%s/%s_alone", root, tasks[k]);
         GlueOptions po;
         glue_default_options(&po);
-        po.task_name = tasks[k], po.data_dir = dirs[k], po.output_dir = alone, po.init_checkpoint = out[0];
-        po.vocab_file = VOCAB, po.do_lower_case = true, po.do_eval = po.do_predict = true;
-        po.max_seq_length = 48, po.eval_batch_size = 3;
+        po.task_name = tasks[k], po.data_dir = dirs[k], po.ft.output_dir = alone, po.ft.init_checkpoint = out[0];
+        po.ft.vocab_file = VOCAB, po.ft.do_lower_case = true, po.ft.do_eval = po.ft.do_predict = true;
+        po.ft.max_seq_length = 48, po.ft.eval_batch_size = 3;
         GlueResult pr;
         CHECKF(glue_run(&po, &pr, &err) == 0, "%s alone: %s", tasks[k], err.msg);
         snprintf(b, sizeof b, "%s/%s", alone, k ? "STS-B.tsv" : "RTE.tsv");
         char *sub_alone = read_text(b);
-        CHECKF(pr.steps == 0 && pr.dev.n == first.dev.n && !strcmp(sub, sub_alone) &&
+        CHECKF(pr.train.steps == 0 && pr.dev.n == first.dev.n && !strcmp(sub, sub_alone) &&
                    (k == 0 ? pr.dev.accuracy == first.dev.accuracy : pr.dev.pearson == first.dev.pearson ||
                                                                        (isnan(pr.dev.pearson) && isnan(first.dev.pearson))),
                "%s: evaluating alone from the saved model gave other results", tasks[k]);

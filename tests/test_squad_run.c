@@ -39,11 +39,11 @@ static void make_tiny_model(void) {
 static SquadOptions tiny_options(const char *out, const char *file, bool v2) {
     SquadOptions o;
     squad_default_options(&o);
-    o.init_checkpoint = init, o.vocab_file = VOCAB, o.do_lower_case = true, o.output_dir = out;
-    o.train_file = o.predict_file = file, o.do_train = o.do_predict = o.do_eval = true;
-    o.version_2_with_negative = v2, o.max_seq_length = 96, o.doc_stride = 32, o.max_query_length = 24;
-    o.train_batch_size = 4, o.gradient_accumulation_steps = 2, o.predict_batch_size = 5, o.max_steps = 3;
-    o.learning_rate = 1e-3, o.seed = 3, o.threads = 1, o.log_freq = 1000;
+    o.ft.init_checkpoint = init, o.ft.vocab_file = VOCAB, o.ft.do_lower_case = true, o.ft.output_dir = out;
+    o.train_file = o.predict_file = file, o.ft.do_train = o.ft.do_predict = o.ft.do_eval = true;
+    o.version_2_with_negative = v2, o.ft.max_seq_length = 96, o.doc_stride = 32, o.max_query_length = 24;
+    o.ft.train_batch_size = 4, o.ft.gradient_accumulation_steps = 2, o.ft.eval_batch_size = 5, o.ft.max_steps = 3;
+    o.ft.learning_rate = 1e-3, o.ft.seed = 3, o.ft.threads = 1, o.ft.log_freq = 1000;
     return o;
 }
 
@@ -58,9 +58,9 @@ static void test_train_predict_evaluate(void) {
             BertError err;
             CHECKF(squad_run(&o, &r[run], &err) == 0, "%s: %s", files[v2], err.msg);
         }
-        CHECKF(r[0].steps == 3 && r[0].train_sequences == 12 && r[0].predict_features > r[0].predict_examples &&
-               r[0].evaluated, "%s: %ld steps, %ld sequences, %ld features for %ld questions", files[v2], r[0].steps,
-               r[0].train_sequences, r[0].predict_features, r[0].predict_examples);
+        CHECKF(r[0].train.steps == 3 && r[0].train.train_sequences == 12 && r[0].predict_features > r[0].predict_examples &&
+               r[0].evaluated, "%s: %ld steps, %ld sequences, %ld features for %ld questions", files[v2], r[0].train.steps,
+               r[0].train.train_sequences, r[0].predict_features, r[0].predict_examples);
         char a[800], b[800];
         snprintf(a, sizeof a, "%s/model.safetensors", out[0]), snprintf(b, sizeof b, "%s/model.safetensors", out[1]);
         CHECKF(files_equal(a, b), "%s: the same seed gave other weights", files[v2]);
@@ -73,7 +73,7 @@ static void test_train_predict_evaluate(void) {
         char alone[640];
         snprintf(alone, sizeof alone, "%s/v%d_predict_only", root, v2 + 1);
         SquadOptions po = tiny_options(alone, files[v2], v2);
-        po.init_checkpoint = out[0], po.do_train = false;
+        po.ft.init_checkpoint = out[0], po.ft.do_train = false;
         SquadResult pr;
         BertError perr;
         CHECKF(squad_run(&po, &pr, &perr) == 0, "predict only: %s", perr.msg);
@@ -96,7 +96,7 @@ static void test_train_predict_evaluate(void) {
         CHECKF(v2 ? strstr(printed, "\"exact\"") != NULL : strncmp(printed, expect, strlen(expect)) == 0,
                "squad_eval printed %s; --do_eval %s", printed, expect);
         free(printed);
-        printf("    %s: %ld features trained, %ld questions predicted: %s\n", files[v2], r[0].train_sequences,
+        printf("    %s: %ld features trained, %ld questions predicted: %s\n", files[v2], r[0].train.train_sequences,
                r[0].predict_examples, r[0].metrics_json);
     }
 }
@@ -113,7 +113,7 @@ static void test_article_split_and_bad_options(void) {
     free(doubled), free(text), cJSON_Delete(j);
     snprintf(out, sizeof out, "%s/split", root);
     SquadOptions o = tiny_options(out, two, false);
-    o.train_articles = 1, o.predict_skip_articles = 1, o.max_steps = 1;
+    o.train_articles = 1, o.predict_skip_articles = 1, o.ft.max_steps = 1;
     SquadResult r;
     BertError err;
     CHECKF(squad_run(&o, &r, &err) == 0, "%s", err.msg);
@@ -125,15 +125,15 @@ static void test_article_split_and_bad_options(void) {
     SquadOptions bad = o;
     bad.predict_skip_articles = 1000;
     CHECKF(squad_run(&bad, &r, &err) != 0 && strstr(err.msg, "none left after skipping 1000"), "%s", err.msg);
-    bad = o, bad.do_predict = false;
+    bad = o, bad.ft.do_predict = false;
     CHECKF(squad_run(&bad, &r, &err) != 0 && strstr(err.msg, "--do_eval"), "%s", err.msg);
-    bad = o, bad.train_batch_size = 3;
+    bad = o, bad.ft.train_batch_size = 3;
     CHECKF(squad_run(&bad, &r, &err) != 0 && strstr(err.msg, "multiple"), "%s", err.msg);
-    bad = o, bad.vocab_file = "tests/data/tokenizer/vocab_uncased_1500.txt";
+    bad = o, bad.ft.vocab_file = "tests/data/tokenizer/vocab_uncased_1500.txt";
     CHECKF(squad_run(&bad, &r, &err) != 0 && strstr(err.msg, "not the checkpoint's vocabulary"), "%s", err.msg);
     /* the whole dev-style file (several answers per question) is refused for training, as
      * Google's reader refuses it; the article split trains on the first answers */
-    bad = o, bad.train_articles = 0, bad.do_predict = bad.do_eval = false;
+    bad = o, bad.train_articles = 0, bad.ft.do_predict = bad.ft.do_eval = false;
     bad.train_file = "tests/data/squad/v1.1/dataset.json";
     CHECKF(squad_run(&bad, &r, &err) != 0 && strstr(err.msg, "exactly 1"), "%s", err.msg);
     bad.train_articles = 2;   /* sliced: each question's first answer */

@@ -18,10 +18,8 @@
 
 void glue_default_options(GlueOptions *o) {
     memset(o, 0, sizeof *o);
-    /* run_glue.py's defaults */
-    o->max_seq_length = 128, o->train_batch_size = 32, o->eval_batch_size = 32, o->gradient_accumulation_steps = 1;
-    o->learning_rate = 5e-5, o->num_train_epochs = 3, o->warmup_proportion = 0.1;
-    o->weight_decay = 0.01, o->adam_epsilon = 1e-6, o->seed = 1, o->log_freq = 50;
+    finetune_default_args(&o->ft);   /* run_glue.py's defaults: those, sequences of 128, seed 1 */
+    o->ft.max_seq_length = 128, o->ft.eval_batch_size = 32, o->ft.seed = 1;
 }
 
 typedef struct {
@@ -63,10 +61,10 @@ static int load_split(Run *r, GlueSplit split, GlueExamples *e, GlueFeatures *f,
     if (e->skipped)
         logger_print(r->log, "%s: %ld rows with too few cells skipped (as HuggingFace's QQP processor skips them)",
                      r->task->files[split], e->skipped);
-    if (glue_features(e, r->tok, r->o->max_seq_length, f, err) != 0) return -1;
+    if (glue_features(e, r->tok, r->o->ft.max_seq_length, f, err) != 0) return -1;
     if (f->truncated)
         logger_print(r->log, "%s: %ld of %d examples cut to --max_seq_length %d", r->task->files[split], f->truncated,
-                     e->n, r->o->max_seq_length);
+                     e->n, r->o->ft.max_seq_length);
     return 0;
 }
 
@@ -85,18 +83,14 @@ static BertBatch training_batch(void *ctx, const int *rows, int n) {
 static int train(Run *r, GlueExamples *e, GlueFeatures *f, GlueResult *res, BertError *err) {
     TrainRows rows = {r, e, f};
     const FinetuneData d = {.n_rows = e->n, .make_batch = training_batch, .ctx = &rows,
-                            .train_batch_size = r->o->train_batch_size, .log_freq = r->o->log_freq, .log = r->log};
-    FinetuneTrainResult t;
-    const int rc = finetune_train(r->ft, &d, &t, err);
-    res->steps = t.steps, res->train_sequences = t.train_sequences, res->final_loss = t.final_loss;
-    res->skipped_steps = t.skipped_steps, res->loss_scale = t.loss_scale, res->train_seconds = t.train_seconds;
-    return rc;
+                            .train_batch_size = r->o->ft.train_batch_size, .log_freq = r->o->ft.log_freq, .log = r->log};
+    return finetune_train(r->ft, &d, &res->train, err);
 }
 
 /* Predictions for every row, in order: label ids (argmax) or values (regression). */
 static int predict(Run *r, const GlueExamples *e, const GlueFeatures *f, int *label, float *value, double *seconds,
                    BertError *err) {
-    const int batch = r->o->eval_batch_size, NL = r->task->num_labels;
+    const int batch = r->o->ft.eval_batch_size, NL = r->task->num_labels;
     int *rows = xmalloc(sizeof(int) * (size_t)batch);
     float *logits = xmalloc(sizeof(float) * (size_t)batch * NL);
     BertModel *m = finetune_model(r->ft);
@@ -154,7 +148,7 @@ static int evaluate(Run *r, GlueResult *res, BertError *err) {
         logger_print(r->log, "eval %s (%d examples, %.1f seq/s): %s", r->task->files[GLUE_DEV], p.e.n,
                      p.e.n / p.seconds, json);
         logger_summary(r->log, cJSON_Parse(json));
-        snprintf(path, sizeof path, "%s/eval_results.json", r->o->output_dir);
+        snprintf(path, sizeof path, "%s/eval_results.json", r->o->ft.output_dir);
         AtomicFile af;
         if ((rc = atomic_open(&af, path, err)) == 0) fprintf(af.fp, "%s\n", json), rc = atomic_commit(&af, err);
         free(json);
@@ -168,7 +162,7 @@ static int write_test_predictions(Run *r, GlueResult *res, BertError *err) {
     Predicted p;
     int rc = predict_split(r, GLUE_TEST, &p, err);
     char path[4096 + 64];
-    snprintf(path, sizeof path, "%s/%s", r->o->output_dir, r->task->submission);
+    snprintf(path, sizeof path, "%s/%s", r->o->ft.output_dir, r->task->submission);
     AtomicFile af;
     if (rc == 0 && (rc = atomic_open(&af, path, err)) == 0) {
         fputs("index\tprediction\n", af.fp);
@@ -207,77 +201,55 @@ static char *task_config_json(const GlueTask *t) {
 static int check_options(const GlueOptions *o, BertError *err) {
     if (!o->task_name || !glue_task(o->task_name))
         return bert_fail(err, "--task_name %s: one of %s", o->task_name ? o->task_name : "(missing)", glue_task_names());
-    if (!o->data_dir || !o->output_dir || !o->init_checkpoint || !o->vocab_file)
-        return bert_fail(err, "--data_dir, --output_dir, --init_checkpoint and --vocab_file are required");
-    if (!o->do_train && !o->do_eval && !o->do_predict) return bert_fail(err, "nothing to do: give --do_train, --do_eval or --do_predict");
-    if (o->train_batch_size < 1 || o->gradient_accumulation_steps < 1 || o->train_batch_size % o->gradient_accumulation_steps ||
-        o->eval_batch_size < 1)
-        return bert_fail(err, "--train_batch_size must be a positive multiple of --gradient_accumulation_steps, and "
-                              "--eval_batch_size positive");
-    if (!(o->num_train_epochs > 0) && o->max_steps <= 0) return bert_fail(err, "--num_train_epochs must be > 0");
-    if (o->log_freq < 1) return bert_fail(err, "--log_freq must be at least 1");
-    return 0;
+    if (!o->data_dir) return bert_fail(err, "--data_dir is required");
+    return finetune_check_args(&o->ft, err);
 }
 
 int glue_run(const GlueOptions *o, GlueResult *res, BertError *err) {
     memset(res, 0, sizeof *res);
     if (check_options(o, err) != 0) return -1;
-    if (o->threads > 0) omp_set_num_threads(o->threads);
+    if (o->ft.threads > 0) omp_set_num_threads(o->ft.threads);
     Run r = {.o = o, .task = glue_task(o->task_name)};
     res->task = r.task;
     GlueExamples train_e = {0};
     GlueFeatures train_f = {0};
-    int rc = make_dirs(o->output_dir, err);
-    if (rc == 0) rc = logger_open(&r.log, o->json_summary, false, true, err);
-    if (rc == 0) rc = vocab_load(&r.vocab, o->vocab_file, err);
+    int rc = make_dirs(o->ft.output_dir, err);
+    if (rc == 0) rc = logger_open(&r.log, o->ft.json_summary, false, true, err);
+    if (rc == 0) rc = vocab_load(&r.vocab, o->ft.vocab_file, err);
     if (rc == 0) {
         TokenizerOptions to = tokenizer_default_options();
-        to.do_lower_case = o->do_lower_case;
+        to.do_lower_case = o->ft.do_lower_case;
         r.tok = tokenizer_new(r.vocab, &to);
     }
-    if (rc == 0 && o->do_train) rc = load_split(&r, GLUE_TRAIN, &train_e, &train_f, err);
+    if (rc == 0 && o->ft.do_train) rc = load_split(&r, GLUE_TRAIN, &train_e, &train_f, err);
     if (rc == 0 && o->train_examples > 0 && o->train_examples < train_e.n) train_e.n = train_f.n = (int)o->train_examples;
-    long total_steps = 1;
-    if (rc == 0 && o->do_train) {
-        const int micro_batch = o->train_batch_size / o->gradient_accumulation_steps;
-        const long micros = (train_e.n + micro_batch - 1) / micro_batch;
-        const long per_epoch = (micros + o->gradient_accumulation_steps - 1) / o->gradient_accumulation_steps;
-        total_steps = o->max_steps > 0 ? o->max_steps : (long)ceil(per_epoch * o->num_train_epochs);
-    }
-    const int micro = o->train_batch_size / o->gradient_accumulation_steps;
-    const int max_batch = micro > o->eval_batch_size ? micro : o->eval_batch_size;
+    const long total_steps = rc == 0 && o->ft.do_train ? finetune_total_steps(&o->ft, train_e.n) : 1;
+    const int micro = o->ft.train_batch_size / o->ft.gradient_accumulation_steps;
+    const int max_batch = micro > o->ft.eval_batch_size ? micro : o->ft.eval_batch_size;
     char what[4600] = "";
+    if (rc == 0)
+        rc = finetune_open_args(&r.ft, &o->ft, (BertHeads){BERT_HEADS_CLASSIFIER, r.task->num_labels}, total_steps,
+                                vocab_size(r.vocab), what, sizeof what, err);
     if (rc == 0) {
-        FinetuneOptions fo = {.init_checkpoint = o->init_checkpoint, .config_file = o->config_file,
-                              .heads = {BERT_HEADS_CLASSIFIER, r.task->num_labels}, .max_batch = max_batch,
-                              .max_seq_length = o->max_seq_length, .learning_rate = o->learning_rate,
-                              .warmup_proportion = o->warmup_proportion, .weight_decay = o->weight_decay,
-                              .adam_epsilon = o->adam_epsilon, .total_steps = total_steps,
-                              .gradient_accumulation_steps = o->gradient_accumulation_steps, .seed = o->seed,
-                              .precision = o->precision, .loss_scale = o->loss_scale, .vocab_size_expected = vocab_size(r.vocab),
-                              .forward_only = !o->do_train};
-        rc = finetune_open(&r.ft, &fo, what, sizeof what, err);
-    }
-    if (rc == 0) {
-        const size_t cells = (size_t)max_batch * (size_t)o->max_seq_length;
+        const size_t cells = (size_t)max_batch * (size_t)o->ft.max_seq_length;
         r.buf = (BatchBuffers){xcalloc(cells, 4), xcalloc(cells, 4), xcalloc(cells, 4), xcalloc((size_t)max_batch, 4),
                                xcalloc((size_t)max_batch, 4)};
         logger_print(&*r.log, "glue %s: weights %s; %d threads", r.task->name, what, omp_get_max_threads());
     }
-    if (rc == 0 && o->do_train) {
+    if (rc == 0 && o->ft.do_train) {
         logger_print(r.log, "training on %d examples: %ld steps of %d (%d x %d), lr %g, warmup %g", train_e.n,
-                     total_steps, o->train_batch_size, o->gradient_accumulation_steps, micro, o->learning_rate,
-                     o->warmup_proportion);
+                     total_steps, o->ft.train_batch_size, o->ft.gradient_accumulation_steps, micro, o->ft.learning_rate,
+                     o->ft.warmup_proportion);
         rc = train(&r, &train_e, &train_f, res, err);
-        if (rc == 0 && !o->skip_checkpoint) {
+        if (rc == 0 && !o->ft.skip_checkpoint) {
             char *extra = task_config_json(r.task);
-            rc = finetune_save(r.ft, o->output_dir, extra, err);
+            rc = finetune_save(r.ft, o->ft.output_dir, extra, err);
             free(extra);
-            if (rc == 0) snprintf(res->model_dir, sizeof res->model_dir, "%s", o->output_dir);
+            if (rc == 0) snprintf(res->model_dir, sizeof res->model_dir, "%s", o->ft.output_dir);
         }
     }
-    if (rc == 0 && o->do_eval) rc = evaluate(&r, res, err);
-    if (rc == 0 && o->do_predict) rc = write_test_predictions(&r, res, err);
+    if (rc == 0 && o->ft.do_eval) rc = evaluate(&r, res, err);
+    if (rc == 0 && o->ft.do_predict) rc = write_test_predictions(&r, res, err);
     free(r.buf.ids), free(r.buf.types), free(r.buf.mask), free(r.buf.labels), free(r.buf.targets);
     glue_examples_free(&train_e), glue_features_free(&train_f);
     finetune_close(r.ft);

@@ -17,12 +17,9 @@
 
 void squad_default_options(SquadOptions *o) {
     memset(o, 0, sizeof *o);
-    /* run_squad.py's defaults */
-    o->train_batch_size = 32, o->predict_batch_size = 8, o->gradient_accumulation_steps = 1;
-    o->learning_rate = 5e-5, o->num_train_epochs = 3, o->warmup_proportion = 0.1;
-    o->weight_decay = 0.01, o->adam_epsilon = 1e-6, o->max_steps = -1;
-    o->max_seq_length = 384, o->doc_stride = 128, o->max_query_length = 64;
-    o->n_best_size = 20, o->max_answer_length = 30, o->seed = 42, o->log_freq = 50;
+    finetune_default_args(&o->ft);   /* run_squad.py's defaults: those, sequences of 384, predictions in 8s */
+    o->ft.eval_batch_size = 8, o->ft.max_steps = -1, o->ft.max_seq_length = 384;
+    o->doc_stride = 128, o->max_query_length = 64, o->n_best_size = 20, o->max_answer_length = 30;
 }
 
 typedef struct {
@@ -36,7 +33,7 @@ typedef struct {
 
 /* Features rows[0..n) as one batch at the full sequence length. */
 static BertBatch make_batch(Run *r, const SquadData *d, const SquadFeatures *f, const int *rows, int n, bool labels) {
-    const int T = r->o->max_seq_length;
+    const int T = r->o->ft.max_seq_length;
     for (int i = 0; i < n; i++) {
         squad_feature_inputs(d, f, rows[i], r->ids + (size_t)i * T, r->mask + (size_t)i * T, r->types + (size_t)i * T);
         r->starts[i] = f->features[rows[i]].start_position, r->ends[i] = f->features[rows[i]].end_position;
@@ -54,7 +51,7 @@ static int read_squad_file(Run *r, const char *path, int skip, int count, bool t
     if (squad_file_load(path, rules, file, err) != 0) return -1;
     if (skip == 0 && count == 0) return 0;
     char out[4096 + 64];
-    snprintf(out, sizeof out, "%s/%s", r->o->output_dir, name);
+    snprintf(out, sizeof out, "%s/%s", r->o->ft.output_dir, name);
     int kept;
     long cut;
     if (squad_file_slice(file, skip, count, training, &kept, &cut, err) != 0) return -1;
@@ -68,7 +65,7 @@ static int load(Run *r, const SquadFile *file, bool training, SquadData *d, Squa
     const SquadReadOptions ro = {.is_training = training, .version_2_with_negative = r->o->version_2_with_negative,
                                  .log = NULL};
     if (squad_read_file(file, &ro, d, err) != 0) return -1;
-    SquadFeatureOptions fo = {r->o->max_seq_length, r->o->doc_stride, r->o->max_query_length};
+    SquadFeatureOptions fo = {r->o->ft.max_seq_length, r->o->doc_stride, r->o->max_query_length};
     if (squad_convert(d, r->tok, &fo, f, err) != 0) return -1;
     logger_print(r->log, "%s: %d questions -> %d features%s", file->name, d->n_examples, f->n_features,
                  d->n_answers_not_found ? " (answers not found in their text were left out: see below)" : "");
@@ -93,19 +90,15 @@ static BertBatch training_batch(void *ctx, const int *rows, int n) {
 static int train(Run *r, const SquadData *d, const SquadFeatures *f, SquadResult *res, BertError *err) {
     TrainRows rows = {r, d, f};
     const FinetuneData fd = {.n_rows = f->n_features, .make_batch = training_batch, .ctx = &rows,
-                             .train_batch_size = r->o->train_batch_size, .log_freq = r->o->log_freq, .log = r->log};
-    FinetuneTrainResult t;
-    const int rc = finetune_train(r->ft, &fd, &t, err);
-    res->steps = t.steps, res->train_sequences = t.train_sequences, res->final_loss = t.final_loss;
-    res->skipped_steps = t.skipped_steps, res->loss_scale = t.loss_scale, res->train_seconds = t.train_seconds;
-    return rc;
+                             .train_batch_size = r->o->ft.train_batch_size, .log_freq = r->o->ft.log_freq, .log = r->log};
+    return finetune_train(r->ft, &fd, &res->train, err);
 }
 
 /* Every feature's start and end logits, then the reference's post-processing (into out) and
  * files. */
 static int predict(Run *r, const SquadData *d, const SquadFeatures *f, const char *dir, SquadResults *out,
                    SquadResult *res, BertError *err) {
-    const int T = r->o->max_seq_length, B = r->o->predict_batch_size, n = f->n_features;
+    const int T = r->o->ft.max_seq_length, B = r->o->ft.eval_batch_size, n = f->n_features;
     float *start = xmalloc(sizeof(float) * ((size_t)n * T + 1)), *end = xmalloc(sizeof(float) * ((size_t)n * T + 1));
     int *rows = xmalloc(sizeof(int) * (size_t)B);
     BertModel *m = finetune_model(r->ft);
@@ -166,26 +159,19 @@ static int evaluate(Run *r, const SquadDataset *ds, const SquadData *d, const Sq
 }
 
 static int check_options(const SquadOptions *o, BertError *err) {
-    if (!o->init_checkpoint || !o->vocab_file || !o->output_dir)
-        return bert_fail(err, "--init_checkpoint, --vocab_file and --output_dir are required");
-    if (!o->do_train && !o->do_predict) return bert_fail(err, "nothing to do: give --do_train and/or --do_predict");
-    if (o->do_train && !o->train_file) return bert_fail(err, "--do_train needs --train_file");
-    if (o->do_predict && !o->predict_file) return bert_fail(err, "--do_predict needs --predict_file");
-    if (o->do_eval && !o->do_predict) return bert_fail(err, "--do_eval evaluates the predictions: add --do_predict");
-    if (o->train_batch_size < 1 || o->gradient_accumulation_steps < 1 || o->train_batch_size % o->gradient_accumulation_steps ||
-        o->predict_batch_size < 1)
-        return bert_fail(err, "--train_batch_size must be a positive multiple of --gradient_accumulation_steps, and "
-                              "--predict_batch_size positive");
-    if (o->n_best_size < 1 || o->max_answer_length < 1 || o->log_freq < 1 || o->train_articles < 0 ||
-        o->predict_skip_articles < 0)
-        return bert_fail(err, "--n_best_size, --max_answer_length and --log_freq must be positive, article counts >= 0");
+    if (o->ft.do_eval && !o->ft.do_predict) return bert_fail(err, "--do_eval evaluates the predictions: add --do_predict");
+    if (finetune_check_args(&o->ft, err) != 0) return -1;
+    if (o->ft.do_train && !o->train_file) return bert_fail(err, "--do_train needs --train_file");
+    if (o->ft.do_predict && !o->predict_file) return bert_fail(err, "--do_predict needs --predict_file");
+    if (o->n_best_size < 1 || o->max_answer_length < 1 || o->train_articles < 0 || o->predict_skip_articles < 0)
+        return bert_fail(err, "--n_best_size and --max_answer_length must be positive, article counts >= 0");
     return 0;
 }
 
 int squad_run(const SquadOptions *o, SquadResult *res, BertError *err) {
     memset(res, 0, sizeof *res);
     if (check_options(o, err) != 0) return -1;
-    if (o->threads > 0) omp_set_num_threads(o->threads);
+    if (o->ft.threads > 0) omp_set_num_threads(o->ft.threads);
     Run r = {.o = o};
     SquadData train_d = {0}, pred_d = {0};
     SquadFeatures train_f = {0}, pred_f = {0};
@@ -193,71 +179,61 @@ int squad_run(const SquadOptions *o, SquadResult *res, BertError *err) {
     SquadResults pred_out = {0};
     SquadFile file = {0};
     char train_path[4096 + 64] = "";
-    int rc = make_dirs(o->output_dir, err);
-    if (rc == 0) rc = logger_open(&r.log, o->json_summary, false, true, err);
-    if (rc == 0) rc = vocab_load(&r.vocab, o->vocab_file, err);
+    int rc = make_dirs(o->ft.output_dir, err);
+    if (rc == 0) rc = logger_open(&r.log, o->ft.json_summary, false, true, err);
+    if (rc == 0) rc = vocab_load(&r.vocab, o->ft.vocab_file, err);
     if (rc == 0) {
         TokenizerOptions to = tokenizer_default_options();
-        to.do_lower_case = o->do_lower_case, to.max_input_chars_per_word = 200;   /* Google's FullTokenizer */
+        to.do_lower_case = o->ft.do_lower_case, to.max_input_chars_per_word = 200;   /* Google's FullTokenizer */
         r.tok = tokenizer_new(r.vocab, &to);
     }
-    if (rc == 0 && o->do_train) {
+    if (rc == 0 && o->ft.do_train) {
         rc = read_squad_file(&r, o->train_file, 0, o->train_articles, true, SQUAD_JSON_CJSON, "train_articles.json",
                              &file, err);
         if (rc == 0) snprintf(train_path, sizeof train_path, "%s", file.name);
         if (rc == 0) rc = load(&r, &file, true, &train_d, &train_f, err);
         squad_file_free(&file);
     }
-    if (rc == 0 && o->do_predict) {   /* one read for the features and the metrics (read as Python's json reads) */
+    if (rc == 0 && o->ft.do_predict) {   /* one read for the features and the metrics (read as Python's json reads) */
         rc = read_squad_file(&r, o->predict_file, o->predict_skip_articles, 0, false,
-                             o->do_eval ? SQUAD_JSON_PYTHON : SQUAD_JSON_CJSON, "predict_articles.json", &file, err);
+                             o->ft.do_eval ? SQUAD_JSON_PYTHON : SQUAD_JSON_CJSON, "predict_articles.json", &file, err);
         if (rc == 0) rc = load(&r, &file, false, &pred_d, &pred_f, err);
-        if (rc == 0 && o->do_eval) rc = squad_dataset_from_file(&file, &eval_d, err);
+        if (rc == 0 && o->ft.do_eval) rc = squad_dataset_from_file(&file, &eval_d, err);
         squad_file_free(&file);
     }
-    long total_steps = 1;
-    const int micro = o->train_batch_size / o->gradient_accumulation_steps;
-    if (rc == 0 && o->do_train) {
+    const int micro = o->ft.train_batch_size / o->ft.gradient_accumulation_steps;
+    if (rc == 0 && o->ft.do_train) {
         if (train_f.n_features == 0) rc = bert_fail(err, "%s: no training features", train_path);
-        const long micros = (train_f.n_features + micro - 1) / micro;
-        const long per_epoch = (micros + o->gradient_accumulation_steps - 1) / o->gradient_accumulation_steps;
-        total_steps = o->max_steps > 0 ? o->max_steps : (long)ceil(per_epoch * o->num_train_epochs);
         res->train_examples = train_d.n_examples, res->train_features = train_f.n_features;
         res->answers_not_found = train_d.n_answers_not_found;
     }
-    const int max_batch = micro > o->predict_batch_size ? micro : o->predict_batch_size;
+    const long total_steps = rc == 0 && o->ft.do_train ? finetune_total_steps(&o->ft, train_f.n_features) : 1;
+    const int max_batch = micro > o->ft.eval_batch_size ? micro : o->ft.eval_batch_size;
     char what[4600] = "";
+    if (rc == 0)
+        rc = finetune_open_args(&r.ft, &o->ft, (BertHeads){BERT_HEADS_QA, 0}, total_steps, vocab_size(r.vocab), what,
+                                sizeof what, err);
     if (rc == 0) {
-        FinetuneOptions fo = {.init_checkpoint = o->init_checkpoint, .config_file = o->config_file,
-                              .heads = {BERT_HEADS_QA, 0}, .max_batch = max_batch, .max_seq_length = o->max_seq_length,
-                              .learning_rate = o->learning_rate, .warmup_proportion = o->warmup_proportion,
-                              .weight_decay = o->weight_decay, .adam_epsilon = o->adam_epsilon,
-                              .total_steps = total_steps, .gradient_accumulation_steps = o->gradient_accumulation_steps,
-                              .seed = o->seed, .precision = o->precision, .loss_scale = o->loss_scale, .vocab_size_expected = vocab_size(r.vocab),
-                              .forward_only = !o->do_train};
-        rc = finetune_open(&r.ft, &fo, what, sizeof what, err);
-    }
-    if (rc == 0) {
-        const size_t cells = (size_t)max_batch * o->max_seq_length;
+        const size_t cells = (size_t)max_batch * o->ft.max_seq_length;
         r.ids = xcalloc(cells, 4), r.mask = xcalloc(cells, 4), r.types = xcalloc(cells, 4);
         r.starts = xcalloc((size_t)max_batch, 4), r.ends = xcalloc((size_t)max_batch, 4);
         logger_print(r.log, "squad: weights %s; %d threads", what, omp_get_max_threads());
     }
-    if (rc == 0 && o->do_train) {
+    if (rc == 0 && o->ft.do_train) {
         logger_print(r.log, "training on %ld features: %ld steps of %d (%d x %d), lr %g, warmup %g", res->train_features,
-                     total_steps, o->train_batch_size, o->gradient_accumulation_steps, micro, o->learning_rate,
-                     o->warmup_proportion);
+                     total_steps, o->ft.train_batch_size, o->ft.gradient_accumulation_steps, micro, o->ft.learning_rate,
+                     o->ft.warmup_proportion);
         rc = train(&r, &train_d, &train_f, res, err);
-        if (rc == 0 && !o->skip_checkpoint) {
-            rc = finetune_save(r.ft, o->output_dir, "{\"architectures\": [\"BertForQuestionAnswering\"]}", err);
-            if (rc == 0) snprintf(res->model_dir, sizeof res->model_dir, "%s", o->output_dir);
+        if (rc == 0 && !o->ft.skip_checkpoint) {
+            rc = finetune_save(r.ft, o->ft.output_dir, "{\"architectures\": [\"BertForQuestionAnswering\"]}", err);
+            if (rc == 0) snprintf(res->model_dir, sizeof res->model_dir, "%s", o->ft.output_dir);
         }
     }
-    if (rc == 0 && o->do_predict) {
+    if (rc == 0 && o->ft.do_predict) {
         res->predict_examples = pred_d.n_examples, res->predict_features = pred_f.n_features;
-        rc = predict(&r, &pred_d, &pred_f, o->output_dir, &pred_out, res, err);
+        rc = predict(&r, &pred_d, &pred_f, o->ft.output_dir, &pred_out, res, err);
     }
-    if (rc == 0 && o->do_eval) rc = evaluate(&r, &eval_d, &pred_d, &pred_out, o->output_dir, res, err);
+    if (rc == 0 && o->ft.do_eval) rc = evaluate(&r, &eval_d, &pred_d, &pred_out, o->ft.output_dir, res, err);
     squad_results_free(&pred_out), squad_dataset_free(&eval_d);
     free(r.ids), free(r.mask), free(r.types), free(r.starts), free(r.ends);
     squad_features_free(&train_f), squad_features_free(&pred_f);

@@ -8,35 +8,23 @@
 #include <stdbool.h>
 
 #include "core/common.h"
+#include "train/finetune.h"
 
 typedef struct {
-    const char *init_checkpoint, *config_file, *vocab_file;
-    bool do_lower_case;
-    const char *train_file, *predict_file, *output_dir;
-    bool do_train, do_predict, do_eval;
-    int train_batch_size, predict_batch_size, gradient_accumulation_steps;
-    double learning_rate, num_train_epochs, warmup_proportion, weight_decay, adam_epsilon;
-    long max_steps;
-    int max_seq_length, doc_stride, max_query_length, n_best_size, max_answer_length;
+    FinetuneArgs ft;           /* the fine-tuning flags every task shares (eval_batch_size: --predict_batch_size) */
+    const char *train_file, *predict_file;
+    int doc_stride, max_query_length, n_best_size, max_answer_length;
     bool version_2_with_negative;
     double null_score_diff_threshold;
     /* SQuAD's train set is not always at hand: train on the first N articles of train_file
      * and predict on predict_file's articles from M on (both 0: the whole files); the
      * slices are written to output_dir and named in the log */
     int train_articles, predict_skip_articles;
-    long seed;
-    int threads, precision;
-    double loss_scale;         /* --fp16: 0 dynamic, > 0 static (NVIDIA's --loss_scale) */
-    bool skip_checkpoint;
-    const char *json_summary;
-    long log_freq;
 } SquadOptions;
 
 typedef struct {
-    long train_examples, train_features, answers_not_found, steps, train_sequences;
-    long skipped_steps;        /* --fp16: steps skipped for an overflow */
-    double loss_scale;         /* --fp16: the scale at the end */
-    double train_seconds, final_loss;
+    long train_examples, train_features, answers_not_found;
+    FinetuneTrainResult train;   /* steps, features, time, loss; fp16's skipped steps and scale */
     long predict_examples, predict_features, without_non_null;
     double predict_seconds;
     bool evaluated;

@@ -37,7 +37,7 @@ int finetune_open(Finetuner **out, const FinetuneOptions *o, char *what, size_t 
                   o->vocab_size_expected, o->init_checkpoint, f->cfg.vocab_size);
         goto fail;
     }
-    if (bert_set_precision(f->model, (BertPrecision)o->precision, err) != 0) goto fail;
+    if (bert_set_precision(f->model, o->precision, err) != 0) goto fail;
     const char *bad_tensor;
     const size_t bad = bert_nonfinite_params(f->model, &bad_tensor);
     if (bad && o->strict) {
@@ -62,6 +62,50 @@ int finetune_open(Finetuner **out, const FinetuneOptions *o, char *what, size_t 
 fail:
     finetune_close(f);
     return -1;
+}
+
+void finetune_default_args(FinetuneArgs *a) {
+    memset(a, 0, sizeof *a);
+    a->train_batch_size = 32, a->eval_batch_size = 32, a->gradient_accumulation_steps = 1;
+    a->learning_rate = 5e-5, a->num_train_epochs = 3, a->warmup_proportion = 0.1;
+    a->weight_decay = 0.01, a->adam_epsilon = 1e-6, a->seed = 42, a->log_freq = 50, a->max_seq_length = 128;
+    a->precision = BERT_FP32;
+}
+
+int finetune_check_args(const FinetuneArgs *a, BertError *err) {
+    if (!a->output_dir || !a->init_checkpoint || !a->vocab_file)
+        return bert_fail(err, "--output_dir, --init_checkpoint and --vocab_file are required");
+    if (!a->do_train && !a->do_eval && !a->do_predict)
+        return bert_fail(err, "nothing to do: give --do_train, --do_eval or --do_predict");
+    if (a->train_batch_size < 1 || a->gradient_accumulation_steps < 1 ||
+        a->train_batch_size % a->gradient_accumulation_steps || a->eval_batch_size < 1)
+        return bert_fail(err, "the training batch must be a positive multiple of --gradient_accumulation_steps, and "
+                              "the prediction batch positive");
+    if (!(a->num_train_epochs > 0) && a->max_steps <= 0) return bert_fail(err, "--num_train_epochs must be > 0");
+    if (a->log_freq < 1) return bert_fail(err, "--log_freq must be at least 1");
+    return 0;
+}
+
+long finetune_total_steps(const FinetuneArgs *a, long n_rows) {
+    if (a->max_steps > 0) return a->max_steps;
+    const int micro_batch = a->train_batch_size / a->gradient_accumulation_steps;
+    const long micros = (n_rows + micro_batch - 1) / micro_batch;
+    const long per_epoch = (micros + a->gradient_accumulation_steps - 1) / a->gradient_accumulation_steps;
+    return (long)ceil(per_epoch * a->num_train_epochs);
+}
+
+int finetune_open_args(Finetuner **out, const FinetuneArgs *a, BertHeads heads, long total_steps, int vocab_size,
+                       char *what, size_t what_size, BertError *err) {
+    const int micro = a->train_batch_size / a->gradient_accumulation_steps;
+    const FinetuneOptions fo = {.init_checkpoint = a->init_checkpoint, .config_file = a->config_file, .heads = heads,
+                                .max_batch = micro > a->eval_batch_size ? micro : a->eval_batch_size,
+                                .max_seq_length = a->max_seq_length, .learning_rate = a->learning_rate,
+                                .warmup_proportion = a->warmup_proportion, .weight_decay = a->weight_decay,
+                                .adam_epsilon = a->adam_epsilon, .total_steps = total_steps,
+                                .gradient_accumulation_steps = a->gradient_accumulation_steps, .seed = a->seed,
+                                .precision = a->precision, .loss_scale = a->loss_scale,
+                                .vocab_size_expected = vocab_size, .forward_only = !a->do_train};
+    return finetune_open(out, &fo, what, what_size, err);
 }
 
 void finetune_close(Finetuner *f) {

@@ -21,6 +21,31 @@
 #include "model/bert.h"
 #include "train/logger.h"
 
+/* What every fine-tuning command takes, with NVIDIA's run_glue.py / run_squad.py names
+ * (cli/finetune_flags.h makes them flags); the task adds its own data and settings. */
+typedef struct {
+    const char *init_checkpoint, *config_file, *vocab_file, *output_dir;
+    bool do_lower_case, do_train, do_eval, do_predict;
+    int max_seq_length, train_batch_size, eval_batch_size, gradient_accumulation_steps;
+    double learning_rate, num_train_epochs, warmup_proportion, weight_decay, adam_epsilon;
+    long max_steps;            /* > 0: overrides the epochs */
+    long seed, log_freq;
+    int threads;
+    BertPrecision precision;
+    double loss_scale;         /* --fp16: 0 dynamic, > 0 static (NVIDIA's --loss_scale) */
+    bool skip_checkpoint;      /* do not save the fine-tuned model */
+    const char *json_summary;  /* DLLogger JSON lines */
+} FinetuneArgs;
+
+/* The two scripts' common defaults: batch 32 in one micro-batch, AdamW at 5e-5 with decay
+ * 0.01 and epsilon 1e-6, 3 epochs, 10% warmup, a log line every 50 steps, seed 42. */
+void finetune_default_args(FinetuneArgs *a);
+/* The checks every task makes: the files and folder named, something to do, batch sizes. */
+int finetune_check_args(const FinetuneArgs *a, BertError *err);
+/* The run's optimizer steps over n_rows training rows: max_steps, else the epochs' steps
+ * (each epoch's last step may be short). */
+long finetune_total_steps(const FinetuneArgs *a, long n_rows);
+
 typedef struct {
     const char *init_checkpoint;    /* required */
     const char *config_file;        /* NULL: init_checkpoint's folder's config.json */
@@ -30,7 +55,7 @@ typedef struct {
     long total_steps;               /* optimizer steps of the whole run (the schedule's length) */
     int gradient_accumulation_steps;
     long seed;
-    int precision;                  /* BertPrecision */
+    BertPrecision precision;
     double loss_scale;              /* FP16 only: 0 dynamic (from 2^16, GradScaler's rule), > 0 static */
     bool strict;                    /* refuse NaN/Inf weights */
     int vocab_size_expected;        /* > 0: the vocabulary file's size, which the checkpoint must match */
@@ -42,6 +67,11 @@ typedef struct Finetuner Finetuner;
 
 /* Loads the weights and prepares the optimizer; says where the weights came from in `what`. */
 int finetune_open(Finetuner **out, const FinetuneOptions *o, char *what, size_t what_size, BertError *err);
+/* finetune_open for a task's command: the options from the args, a model for micro-batches
+ * and evaluation batches, the checkpoint's vocabulary checked against vocab_size, no
+ * training state unless a->do_train. */
+int finetune_open_args(Finetuner **out, const FinetuneArgs *a, BertHeads heads, long total_steps, int vocab_size,
+                       char *what, size_t what_size, BertError *err);
 void finetune_close(Finetuner *f);
 BertModel *finetune_model(Finetuner *f);
 const BertConfig *finetune_config(const Finetuner *f);

@@ -1,0 +1,65 @@
+/* The shared fine-tuning flags: see finetune_flags.h. */
+#include "cli/finetune_flags.h"
+
+#include <stdio.h>
+
+#include "model/bert.h"
+
+int finetune_flags(Flag *out, FinetuneArgs *a, FinetuneFlagState *st, const char *rows, const char *eval_flag) {
+    st->max_steps = a->max_steps, st->seed = a->seed, st->log_freq = a->log_freq;
+    st->bf16 = st->fp16 = false;
+    snprintf(st->help[0], sizeof st->help[0], "longer inputs are cut; default %d", a->max_seq_length);
+    snprintf(st->help[1], sizeof st->help[1], "%s per optimizer step; default %d", rows, a->train_batch_size);
+    snprintf(st->help[2], sizeof st->help[2], "%s per prediction batch; default %d", rows, a->eval_batch_size);
+    snprintf(st->help[3], sizeof st->help[3], "head initialisation, data order, dropout; default %ld", a->seed);
+    const Flag flags[FINETUNE_FLAG_COUNT] = {
+        {"init_checkpoint", FLAG_STRING, &a->init_checkpoint,
+         "weights: a folder with model.safetensors + config.json (HF model or bert pretrain checkpoint) or a file (required)"},
+        {"config_file", FLAG_STRING, &a->config_file, "config.json when --init_checkpoint is a file"},
+        {"vocab_file", FLAG_STRING, &a->vocab_file, "the checkpoint's vocab.txt (required)"},
+        {"do_lower_case", FLAG_BOOL, &a->do_lower_case, "uncased model: lower-case and strip accents"},
+        {"do_train", FLAG_BOOL, &a->do_train, "fine-tune on the training data"},
+        {"do_eval", FLAG_BOOL, &a->do_eval, "the task's official metrics on the evaluation data"},
+        {"do_predict", FLAG_BOOL, &a->do_predict, "predictions for the prediction data"},
+        {"max_seq_length", FLAG_INT, &a->max_seq_length, st->help[0]},
+        {"train_batch_size", FLAG_INT, &a->train_batch_size, st->help[1]},
+        {eval_flag, FLAG_INT, &a->eval_batch_size, st->help[2]},
+        {"gradient_accumulation_steps", FLAG_INT, &a->gradient_accumulation_steps, "micro-batches per step; default 1"},
+        {"learning_rate", FLAG_DOUBLE, &a->learning_rate, "peak learning rate (AdamW); default 5e-5"},
+        {"num_train_epochs", FLAG_DOUBLE, &a->num_train_epochs, "default 3"},
+        {"max_steps", FLAG_INT64, &st->max_steps, "optimizer steps instead of epochs (> 0)"},
+        {"warmup_proportion", FLAG_DOUBLE, &a->warmup_proportion, "share of the steps for linear warmup; default 0.1"},
+        {"weight_decay", FLAG_DOUBLE, &a->weight_decay, "AdamW's decoupled decay on matrices; default 0.01"},
+        {"adam_epsilon", FLAG_DOUBLE, &a->adam_epsilon, "default 1e-6 (NVIDIA's; HF's Trainer uses 1e-8)"},
+        {"seed", FLAG_INT64, &st->seed, st->help[3]},
+        {"threads", FLAG_INT, &a->threads, "OpenMP threads (0: all cores)"},
+        {"bf16", FLAG_BOOL, &st->bf16, "matrix products in bf16 with fp32 accumulation (needs avx512_bf16)"},
+        {"fp16", FLAG_BOOL, &st->fp16, "operands stored in IEEE fp16 with dynamic loss scaling; this CPU has no fp16 "
+                                       "arithmetic, so the arithmetic stays fp32 (exercises the scaling a GPU needs)"},
+        {"loss_scale", FLAG_DOUBLE, &a->loss_scale, "with --fp16: 0 dynamic (from 2^16; default), > 0 a static scale"},
+        {"skip_checkpoint", FLAG_BOOL, &a->skip_checkpoint, "do not save the fine-tuned model"},
+        {"json-summary", FLAG_STRING, &a->json_summary, "DLLogger JSON lines to this file"},
+        {"log_freq", FLAG_INT64, &st->log_freq, "log every N steps; default 50"},
+    };
+    for (int i = 0; i < FINETUNE_FLAG_COUNT; i++) out[i] = flags[i];
+    return FINETUNE_FLAG_COUNT;
+}
+
+int finetune_flags_finish(const char *command, FinetuneArgs *a, const FinetuneFlagState *st) {
+    a->max_steps = (long)st->max_steps, a->seed = (long)st->seed, a->log_freq = (long)st->log_freq;
+    a->precision = st->bf16 ? BERT_BF16 : st->fp16 ? BERT_FP16 : BERT_FP32;
+    if ((st->bf16 && st->fp16) || a->loss_scale < 0) {
+        fprintf(stderr, "bert %s: give at most one of --bf16 and --fp16; --loss_scale must be >= 0\n", command);
+        return 2;
+    }
+    return 0;
+}
+
+void finetune_print_training(const char *prefix, const char *rows, const FinetuneTrainResult *t, bool fp16) {
+    if (!t->steps) return;
+    printf("%s %ld steps, %ld %s in %.1f s (%.1f %s/s), final loss %.4f\n", prefix, t->steps, t->train_sequences, rows,
+           t->train_seconds, t->train_sequences / t->train_seconds, rows, t->final_loss);
+    if (fp16)
+        printf("%s fp16: %ld steps skipped for overflow, loss scale %g at the end\n", prefix, t->skipped_steps,
+               t->loss_scale);
+}
