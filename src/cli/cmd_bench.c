@@ -1,20 +1,18 @@
 /* `bert bench`: training-step and inference throughput of a model configuration on
- * synthetic inputs, with achieved GFLOP/s next to the machine's measured sgemm peak.
+ * synthetic inputs, with achieved GFLOP/s next to the machine's measured sgemm peak (the
+ * measurement is train/model_bench.h; the peaks bench/sgemm_peak.h).
  * bench/run_model_bench.sh runs it beside the PyTorch peer (bench/bench_pytorch.py), which
  * uses the same shapes and the same FLOP formula (bert_train_flops, src/model/bert.c). */
 #include <cblas.h>
-#include <math.h>
 #include <omp.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "bench/sgemm_peak.h"
 #include "kernels/kernels.h"
 #include "kernels/cpu/sgemm.h"
-#include "train/synthetic.h"
-#include "train/trainer.h"
+#include "train/model_bench.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "core/common.h"
@@ -30,107 +28,15 @@ typedef struct {
 } BenchOptions;
 
 typedef struct {
-    int steps;
-    double total_s, best_s, forward_s, backward_s, optimizer_s;
-    double cpu_s;   /* process CPU time (all threads): the work done, whatever else runs */
-    float first_loss, last_loss;
-    int last_layer_rows;   /* rows the last layer ran on after attention (training) */
-    int encoder_rows;      /* rows the encoder ran on (training) */
-    double executed_flops; /* per training step, what the last one ran */
-} Timing;
-
-static void timing_add(Timing *t, double step_s, double cpu_s, bool timed) {
-    if (!timed) return;
-    t->steps++;
-    t->total_s += step_s;
-    t->cpu_s += cpu_s;
-    if (t->best_s == 0 || step_s < t->best_s) t->best_s = step_s;
-}
-
-/* The trainer's batch (train/trainer.h): the one synthetic batch, a dropout key per step. */
-typedef struct {
-    const SyntheticBatch *s;
-    uint64_t seed;
-    int step;
-} BenchSteps;
-
-static int bench_batch(void *ctx, int micro, BertBatch *b, uint64_t *dropout_key, BertError *err) {
-    const BenchSteps *c = ctx;
-    *b = c->s->train;
-    *dropout_key = c->seed * 1000003u + (uint64_t)c->step;
-    return 1;
-}
-
-/* Warm-up steps run first and are not timed. Returns -1 if the model rejects the batch. */
-static int bench_train(BertModel *m, Trainer *trainer, const SyntheticBatch *s, const BenchOptions *o, Timing *t) {
-    memset(t, 0, sizeof *t);
-    /* pre-training reads only the heads' rows of the last layer, and no trailing padding */
-    bert_set_last_layer_pruning(m, !o->full_last_layer && !o->all_rows);
-    bert_set_unpadding(m, !o->all_rows);
-    BenchSteps steps = {s, (uint64_t)o->seed, 0};
-    const TrainerHooks hooks = {.ctx = &steps, .next_batch = bench_batch};
-    for (int step = 1; step <= o->warmup + o->steps; step++) {
-        bool timed = step > o->warmup;
-        double t0 = now_seconds(), c0 = cpu_seconds();
-        TrainerStep ts;
-        BertError err;
-        steps.step = step;
-        if (trainer_step(trainer, &hooks, &ts, &err) != 0) {   /* a rejected batch says why; otherwise training diverged */
-            fprintf(stderr, "bert bench: training step %d: %s%s\n", step, err.msg,
-                    bert_last_error(m)[0] ? "" : " (the run diverged: --learning_rate too high?)");
-            return -1;
-        }
-        double t3 = now_seconds();
-        if (step == 1) t->first_loss = (float)ts.loss;
-        t->last_loss = (float)ts.loss;
-        timing_add(t, t3 - t0, cpu_seconds() - c0, timed);
-        if (timed) t->forward_s += ts.forward_seconds, t->backward_s += ts.backward_seconds, t->optimizer_s += ts.update_seconds;
-        if (!o->json)
-            fprintf(stderr, "  train step %d%s: %.1f ms (loss %.4f)\n", step, timed ? "" : " (warm-up)",
-                    (t3 - t0) * 1e3, ts.loss);
-    }
-    t->last_layer_rows = bert_last_layer_rows(m);
-    t->encoder_rows = bert_encoder_rows(m);
-    t->executed_flops = bert_executed_train_flops(m);
-    bert_set_last_layer_pruning(m, false);   /* inference returns every hidden state */
-    bert_set_unpadding(m, false);
-    return 0;
-}
-
-static int bench_infer(BertModel *m, const SyntheticBatch *s, const BenchOptions *o, Timing *t) {
-    memset(t, 0, sizeof *t);
-    for (int step = 1; step <= o->warmup + o->infer_steps; step++) {
-        double t0 = now_seconds(), c0 = cpu_seconds();
-        float r = bert_forward(m, &s->infer, false, 0);
-        if (isnan(r)) { fprintf(stderr, "bert bench: %s\n", bert_last_error(m)); return -1; }
-        double dt = now_seconds() - t0;
-        timing_add(t, dt, cpu_seconds() - c0, step > o->warmup);
-        t->forward_s += step > o->warmup ? dt : 0;
-    }
-    return 0;
-}
-
-typedef struct {
     const char *name;
     BertConfig cfg;
-    size_t params, model_bytes, peak_rss;
-    int real_tokens;
     SgemmPeak peak;
     bool measured_peak;
     BertPrecision precision;
     Bf16GemmPeak bf16_peak;   /* measured with --bf16 */
-    Timing train, infer;
-    double train_flops, infer_flops;   /* per step, the formula's (model FLOPs) */
-
+    ModelBenchResult run;
+    ModelBenchRates train, infer;   /* against the reference peak below */
 } BenchReport;
-
-static double seq_per_s(const Timing *t, int batch) {
-    return t->steps ? batch * t->steps / t->total_s : 0;
-}
-
-static double gflops(const Timing *t, double flops) {
-    return t->steps ? flops * t->steps / t->total_s * 1e-9 : 0;
-}
 
 /* Against the peak of the arithmetic the products ran in: bf16's with --bf16, else fp32's. */
 static double reference_peak(const BenchReport *r) {
@@ -140,23 +46,19 @@ static const char *reference_peak_name(const BenchReport *r) {
     return r->precision == BERT_BF16 ? "bf16 GEMM peak" : "sgemm peak";
 }
 
-static double percent_of_peak(const BenchReport *r, double g) {
-    return reference_peak(r) > 0 ? 100.0 * g / reference_peak(r) : 0;
-}
-
 /* The "rows" line: what the training step skipped against the formula, naming only the
  * savings that applied (--all_rows turns unpadding and pruning off, --full_last_layer pruning). */
 static void print_skipped_rows(const BenchReport *r, const BenchOptions *o) {
-    const Timing *t = &r->train;
-    const int B = o->batch, all_rows = B * o->seq;
+    const ModelBenchTiming *t = &r->run.train;
+    const int all_rows = o->batch * o->seq;
     printf("rows     ");
     if (t->encoder_rows < all_rows) printf(" the encoder ran on %d of %d rows (unpadding),", t->encoder_rows, all_rows);
     if (t->last_layer_rows < t->encoder_rows)
         printf(" the last layer after attention on %d of them (pruning),", t->last_layer_rows);
-    if (r->real_tokens < all_rows) printf(" attention skipped padded keys,");
+    if (r->run.real_tokens < all_rows) printf(" attention skipped padded keys,");
     printf(" a step executes %.2f of the formula's %.2f GFLOP/seq (%.1f%% fewer); in the formula's FLOPs that is "
-           "%.1f GFLOP/s\n", t->executed_flops / B * 1e-9, r->train_flops / B * 1e-9,
-           100.0 * (1.0 - t->executed_flops / r->train_flops), gflops(t, r->train_flops));
+           "%.1f GFLOP/s\n", r->train.gflop_per_seq, r->train.formula_gflop_per_seq, r->train.percent_fewer,
+           r->train.formula_gflops);
 }
 
 /* The build's GEMM library and kernel, and the OpenBLAS the sgemm peak also times. */
@@ -171,9 +73,9 @@ static void print_text(const BenchReport *r, const BenchOptions *o) {
     const BertConfig *c = &r->cfg;
     int B = o->batch;
     printf("model     %s: L%d H%d A%d I%d vocab %d, %.2fM parameters\n", r->name, c->num_hidden_layers,
-           c->hidden_size, c->num_attention_heads, c->intermediate_size, c->vocab_size, r->params / 1e6);
+           c->hidden_size, c->num_attention_heads, c->intermediate_size, c->vocab_size, r->run.params / 1e6);
     printf("shapes    batch %d, seq %d, %d masked slots per sequence, %.1f%% real tokens, %d threads\n", B,
-           o->seq, o->preds, 100.0 * r->real_tokens / ((double)B * o->seq), o->threads);
+           o->seq, o->preds, 100.0 * r->run.real_tokens / ((double)B * o->seq), o->threads);
     if (r->measured_peak) {
         printf("sgemm     peak %.1f GFLOP/s (measured now with %s; best of 4096x768x768, x3072x768, x768x3072:",
                r->peak.peak_gflops, r->peak.peak_lib);
@@ -205,31 +107,26 @@ static void print_text(const BenchReport *r, const BenchOptions *o) {
                    r->bf16_peak.shapes[1].best_gflops, r->bf16_peak.shapes[2].best_gflops);
     }
     printf("env       %s\n", env);
-    if (r->train.steps) {
-        const Timing *t = &r->train;
-        double g = gflops(t, t->executed_flops);   /* what the machine did: the rows that ran */
-        if (t->executed_flops < r->train_flops) print_skipped_rows(r, o);
+    if (r->run.train.steps) {
+        const ModelBenchTiming *t = &r->run.train;
+        const ModelBenchRates *g = &r->train;   /* what the machine did: the rows that ran */
+        if (t->executed_flops < r->run.train_flops) print_skipped_rows(r, o);
         printf("train     %.2f seq/s, %.1f ms/step (best %.1f; forward %.1f, backward %.1f, %s %.1f), "
                "%.1f GFLOP/s = %.0f%% of %s, CPU %.1f ms/step [%.2f GFLOP/seq, %d steps, loss %.3f -> %.3f]\n",
-               seq_per_s(t, B), 1e3 * t->total_s / t->steps, 1e3 * t->best_s, 1e3 * t->forward_s / t->steps,
-               1e3 * t->backward_s / t->steps, optimizer_kind_from_name(o->optimizer) == OPTIMIZER_LAMB ? "LAMB" : "AdamW",
-               1e3 * t->optimizer_s / t->steps, g, percent_of_peak(r, g),
-               reference_peak_name(r), 1e3 * t->cpu_s / t->steps, t->executed_flops / B * 1e-9, t->steps, t->first_loss, t->last_loss);
+               g->seq_per_s, g->ms_per_step, g->best_ms, g->forward_ms, g->backward_ms,
+               optimizer_kind_from_name(o->optimizer) == OPTIMIZER_LAMB ? "LAMB" : "AdamW", g->optimizer_ms, g->gflops,
+               g->percent_of_peak, reference_peak_name(r), g->cpu_ms, g->gflop_per_seq, t->steps, t->first_loss,
+               t->last_loss);
     }
-    if (r->infer.steps) {
-        const Timing *t = &r->infer;
-        double g = gflops(t, r->infer_flops);
+    if (r->run.infer.steps) {
+        const ModelBenchRates *g = &r->infer;
         printf("inference %.2f seq/s, %.1f ms/batch (best %.1f), %.1f GFLOP/s = %.0f%% of %s, "
-               "CPU %.1f ms/batch [%.2f GFLOP/seq, %d batches]\n", seq_per_s(t, B), 1e3 * t->total_s / t->steps,
-               1e3 * t->best_s, g, percent_of_peak(r, g), reference_peak_name(r), 1e3 * t->cpu_s / t->steps, r->infer_flops / B * 1e-9,
-               t->steps);
+               "CPU %.1f ms/batch [%.2f GFLOP/seq, %d batches]\n", g->seq_per_s, g->ms_per_step, g->best_ms, g->gflops,
+               g->percent_of_peak, reference_peak_name(r), g->cpu_ms, g->gflop_per_seq, r->run.infer.steps);
     }
-    printf("memory    peak RSS %.1f MiB (model and optimizer buffers %.1f MiB)\n", r->peak_rss / 1048576.0,
-           r->model_bytes / 1048576.0);
+    printf("memory    peak RSS %.1f MiB (model and optimizer buffers %.1f MiB)\n", r->run.peak_rss / 1048576.0,
+           r->run.model_bytes / 1048576.0);
 }
-
-/* Mean milliseconds per timed step of a total in seconds (0 when nothing was timed). */
-static double mean_ms(const Timing *t, double total_s) { return t->steps ? 1e3 * total_s / t->steps : 0; }
 
 /* A JSON string value: the text with quotes, backslashes and control characters escaped. */
 static void print_json_string(const char *key, const char *text) {
@@ -245,14 +142,14 @@ static void print_json_string(const char *key, const char *text) {
 /* One JSON object on stdout, the format bench/run_model_bench.sh reads (bench_pytorch.py
  * writes the same keys). */
 static void print_json(const BenchReport *r, const BenchOptions *o) {
-    const Timing *tr = &r->train, *in = &r->infer;
+    const ModelBenchTiming *tr = &r->run.train, *in = &r->run.infer;
     char kernel[600], env[1024];
     describe_gemm(kernel, sizeof kernel), compute_environment(env, sizeof env);
     printf("{\"impl\": \"bert.c\", \"preset\": \"%s\", \"batch\": %d, \"seq\": %d, \"preds\": %d, "
            "\"threads\": %d, \"params\": %zu, \"sgemm_peak_gflops\": %.2f, \"gemm_library\": \"%s\", "
            "\"pad_fraction\": %.3f, ",
-           r->name, o->batch, o->seq, o->preds, o->threads, r->params, r->peak.peak_gflops, sgemm_library(),
-           1.0 - r->real_tokens / ((double)o->batch * o->seq));
+           r->name, o->batch, o->seq, o->preds, o->threads, r->run.params, r->peak.peak_gflops, sgemm_library(),
+           1.0 - r->run.real_tokens / ((double)o->batch * o->seq));
     print_json_string("gemm_kernel", kernel), print_json_string("environment", env);
     char bf16_kernel[256] = "";
     if (r->precision != BERT_FP32) k_bf16_describe(bf16_kernel, sizeof bf16_kernel);
@@ -262,19 +159,19 @@ static void print_json(const BenchReport *r, const BenchOptions *o) {
     const bool packs = (r->precision == BERT_BF16 || r->precision == BERT_FP32) && !o->plain_weights;
     printf("\"bf16_peak_gflops\": %.2f, \"packed_weights\": %s, \"fused_gelu\": %s, ", r->bf16_peak.peak_gflops,
            packs ? "true" : "false", packs && !o->unfused ? "true" : "false");
+    const ModelBenchRates *gt = &r->train, *gi = &r->infer;
     printf("\"train_seq_per_s\": %.4f, \"train_ms_per_step\": %.2f, \"train_gflops\": %.2f, "
            "\"train_forward_ms\": %.2f, \"train_backward_ms\": %.2f, \"train_optimizer_ms\": %.2f, "
            "\"train_cpu_ms_per_step\": %.2f, \"train_best_ms_per_step\": %.2f, ",
-           seq_per_s(tr, o->batch), mean_ms(tr, tr->total_s), gflops(tr, tr->executed_flops), mean_ms(tr, tr->forward_s),
-           mean_ms(tr, tr->backward_s), mean_ms(tr, tr->optimizer_s), mean_ms(tr, tr->cpu_s), 1e3 * tr->best_s);
+           gt->seq_per_s, gt->ms_per_step, gt->gflops, gt->forward_ms, gt->backward_ms, gt->optimizer_ms, gt->cpu_ms,
+           gt->best_ms);
     printf("\"infer_seq_per_s\": %.4f, \"infer_gflops\": %.2f, \"infer_cpu_ms_per_batch\": %.2f, "
-           "\"infer_best_ms_per_batch\": %.2f, ",
-           seq_per_s(in, o->batch), gflops(in, r->infer_flops), mean_ms(in, in->cpu_s), 1e3 * in->best_s);
+           "\"infer_best_ms_per_batch\": %.2f, ", gi->seq_per_s, gi->gflops, gi->cpu_ms, gi->best_ms);
     printf("\"train_encoder_rows\": %d, \"train_last_layer_rows\": %d, \"train_formula_gflops\": %.2f, "
-           "\"train_executed_gflop_per_seq\": %.4f, ", tr->encoder_rows, tr->last_layer_rows,
-           gflops(tr, r->train_flops), tr->executed_flops / o->batch * 1e-9);
+           "\"train_executed_gflop_per_seq\": %.4f, ", tr->encoder_rows, tr->last_layer_rows, gt->formula_gflops,
+           gt->gflop_per_seq);
     printf("\"peak_rss_mib\": %.1f, \"train_gflop_per_seq\": %.4f, \"train_steps\": %d, \"infer_steps\": %d}\n",
-           r->peak_rss / 1048576.0, r->train_flops / o->batch * 1e-9, tr->steps, in->steps);
+           r->run.peak_rss / 1048576.0, gt->formula_gflop_per_seq, tr->steps, in->steps);
 }
 
 static int check_options(const BenchOptions *o, const BertConfig *cfg) {
@@ -361,6 +258,23 @@ static void set_threads(int n) {
     openblas_set_num_threads(n);
 }
 
+/* Progress on stderr (not with --json). */
+typedef struct {
+    const BenchReport *r;
+    const BenchOptions *o;
+} Progress;
+
+static void print_started(void *ctx) {
+    const BenchReport *r = ((const Progress *)ctx)->r;
+    const BenchOptions *o = ((const Progress *)ctx)->o;
+    fprintf(stderr, "bert bench: %s, batch %d, seq %d, preds %d, %d threads\n", r->name, o->batch, o->seq, o->preds,
+            o->threads);
+}
+
+static void print_train_step(void *ctx, int step, bool timed, double seconds, double loss) {
+    fprintf(stderr, "  train step %d%s: %.1f ms (loss %.4f)\n", step, timed ? "" : " (warm-up)", seconds * 1e3, loss);
+}
+
 int cmd_bench(int argc, char **argv) {
     BenchOptions o;
     int rc = parse_options(argc, argv, &o);
@@ -389,55 +303,21 @@ int cmd_bench(int argc, char **argv) {
     if (r.measured_peak) sgemm_peak_measure(&r.peak, 0, 1.0);
     else r.peak.peak_gflops = o.sgemm_peak;
 
-    BertModel *m = NULL;
-    if (bert_model_create(&m, &r.cfg, o.batch, o.seq, o.preds, &err) != 0) {
+    Progress progress = {&r, &o};
+    const ModelBenchOptions mo = {
+        .batch = o.batch, .seq = o.seq, .preds = o.preds, .steps = o.steps, .infer_steps = o.infer_steps,
+        .warmup = o.warmup, .pad_fraction = o.pad_fraction, .learning_rate = o.lr, .seed = (uint64_t)o.seed,
+        .optimizer = (OptimizerKind)optimizer_kind_from_name(o.optimizer), .precision = r.precision,
+        .full_last_layer = o.full_last_layer, .all_rows = o.all_rows, .plain_weights = o.plain_weights,
+        .unfused = o.unfused, .ctx = &progress, .started = o.json ? NULL : print_started,
+        .train_step = o.json ? NULL : print_train_step};
+    if (model_bench_run(&r.cfg, &mo, &r.run, &err) != 0) {
         fprintf(stderr, "bert bench: %s\n", err.msg);
         return 1;
     }
-    bert_init_weights(m, (uint64_t)o.seed);
-    if (bert_set_precision(m, r.precision, &err) != 0) {
-        fprintf(stderr, "bert bench: %s\n", err.msg);
-        bert_model_free(m);
-        return 1;
-    }
-    bert_set_packed_weights(m, !o.plain_weights);
-    bert_set_inference_only(m, !o.unfused);   /* its inference forwards are never followed by a backward */
-    /* inference alone: every layer on one layer's buffers, as bert embed and the tasks run it */
-    if (o.steps == 0 && !o.unfused) bert_set_forward_only(m, true);
-    SyntheticBatch s;
-    synthetic_batch_alloc(&s, o.batch, o.seq, o.preds);
-    synthetic_batch_random(&s, r.cfg.vocab_size, o.pad_fraction, (uint64_t)o.seed);
-    r.real_tokens = s.real_tokens;
-    r.params = bert_num_parameters(m);
-    r.model_bytes = bert_model_bytes(m);
-    r.train_flops = bert_train_flops(&r.cfg, o.batch, o.seq, o.preds);
-    r.infer_flops = bert_infer_flops(&r.cfg, o.batch, o.seq);
-    if (!o.json)
-        fprintf(stderr, "bert bench: %s, batch %d, seq %d, preds %d, %d threads\n", r.name, o.batch, o.seq, o.preds,
-                o.threads);
-    /* AdamW as the PyTorch peer runs it (no clipping), or LAMB as bert pretrain does (NVIDIA's
-     * defaults); the moments allocated up front */
-    const OptimizerKind kind = (OptimizerKind)optimizer_kind_from_name(o.optimizer);
-    TrainerOptions to = {.optimizer = optimizer_defaults(kind), .schedule = {.kind = SCHEDULE_CONSTANT, .base_lr = o.lr},
-                         .accumulation = 1};
-    if (kind == OPTIMIZER_ADAMW) to.optimizer.max_grad_norm = 0;
-    Trainer *trainer = NULL;
-    if (trainer_create(&trainer, m, &to, &err) != 0) {
-        fprintf(stderr, "bert bench: %s\n", err.msg);
-        synthetic_batch_free(&s), bert_model_free(m);
-        return 1;
-    }
-    if (o.steps > 0) r.model_bytes += optimizer_state_bytes(trainer_optimizer(trainer));
-    int failed = (o.steps > 0 && bench_train(m, trainer, &s, &o, &r.train) != 0) ||
-                 (o.infer_steps > 0 && bench_infer(m, &s, &o, &r.infer) != 0);
-
-    r.peak_rss = peak_rss_bytes();
-    if (!failed) {
-        if (o.json) print_json(&r, &o);
-        else print_text(&r, &o);
-    }
-    synthetic_batch_free(&s);
-    trainer_free(trainer);
-    bert_model_free(m);
-    return failed ? 1 : 0;
+    model_bench_rates(&r.run.train, r.run.train_flops, o.batch, reference_peak(&r), &r.train);
+    model_bench_rates(&r.run.infer, r.run.infer_flops, o.batch, reference_peak(&r), &r.infer);
+    if (o.json) print_json(&r, &o);
+    else print_text(&r, &o);
+    return 0;
 }

@@ -1,22 +1,16 @@
 /* bert train_demo: a short training run of a small BERT (bert-tiny's layers with a 256-token
- * vocabulary by default) with MLM + NSP and AdamW on generated data (the toy topic language
- * of train/synthetic.h, which a model can learn: with the defaults, 300 steps in ~30 s, the
- * MLM loss goes from ~5.4 to ~2.5 and NSP from 0.69 to ~0.3 after the usual plateau),
- * printing step, loss, throughput and ETA, then saving a safetensors checkpoint (HF names)
- * and its config.json atomically. Pre-training on real text is `bert pretrain`. */
-#include <errno.h>
+ * vocabulary by default) with MLM + NSP and AdamW on generated data (train/demo.h), printing
+ * step, loss, throughput and ETA, then saving a safetensors checkpoint (HF names) and its
+ * config.json atomically. Pre-training on real text is `bert pretrain`. */
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "cli/commands.h"
 #include "cli/flags.h"
-#include "core/rng.h"
 #include "model/config.h"
-#include "model/bert.h"
+#include "train/demo.h"
 #include "train/synthetic.h"
-#include "train/trainer.h"
 
 typedef struct {
     const char *model, *out;
@@ -25,99 +19,16 @@ typedef struct {
     float lr;
 } DemoOptions;
 
-static int save_outputs(BertModel *m, const BertConfig *cfg, const char *out) {
-    BertError err;
-    char cfg_path[4200];
-    const char *slash = strrchr(out, '/');
-    snprintf(cfg_path, sizeof cfg_path, "%.*sconfig.json", slash ? (int)(slash - out + 1) : 0, out);
-    char dir[4200];
-    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - out) : 1, slash ? out : ".");
-    if (slash && slash != out && make_dirs(dir, &err)) {
-        fprintf(stderr, "bert train_demo: %s\n", err.msg);
-        return 1;
-    }
-    if (bert_save_safetensors(m, out, &err) || bert_config_save(cfg_path, cfg, &err)) {
-        fprintf(stderr, "bert train_demo: %s\n", err.msg);
-        return 1;
-    }
-    printf("saved %s and %s\n", out, cfg_path);
-    return 0;
-}
-
-/* The trainer's batches (train/trainer.h): each step a fresh batch of the toy language. */
-typedef struct {
-    SyntheticBatch *d;
-    const DemoOptions *o;
-    BertModel *model;
-    int step;
-    double mlm_sum, nsp_sum;
-} DemoSteps;
-
-static int demo_batch(void *ctx, int micro, BertBatch *b, uint64_t *dropout_key, BertError *err) {
-    DemoSteps *c = ctx;
-    synthetic_batch_topics(c->d, (uint64_t)c->o->seed, c->step);
-    *b = c->d->train;
-    *dropout_key = rng_key((uint64_t)c->o->seed, (uint64_t)c->step);
-    return 1;
-}
-
-static void read_losses(void *ctx, int micro, const BertBatch *b, float loss) {
-    DemoSteps *c = ctx;
-    c->mlm_sum += bert_last_mlm_loss(c->model), c->nsp_sum += bert_last_nsp_loss(c->model);
-}
-
-static int train(const DemoOptions *o, const BertConfig *cfg) {
-    BertError err;
-    BertModel *m;
-    if (bert_model_create(&m, cfg, o->batch, o->seq, o->preds, &err)) {
-        fprintf(stderr, "bert train_demo: %s\n", err.msg);
-        return 1;
-    }
-    bert_init_weights(m, (uint64_t)o->seed);
-    bert_set_last_layer_pruning(m, true);   /* pre-training reads only the heads' rows of the last layer */
-    bert_set_unpadding(m, true);            /* and nothing past a sequence's last real token */
+static void print_started(void *ctx, size_t parameters) {
+    const DemoOptions *o = ctx;
     printf("model %s: %zu parameters; batch %d x seq %d, %d masked slots; %d steps, %d threads\n", o->model,
-           bert_num_parameters(m), o->batch, o->seq, o->preds, o->steps, omp_get_max_threads());
-    SyntheticBatch d;
-    synthetic_batch_alloc(&d, o->batch, o->seq, o->preds);
-    /* AdamW (b1 0.9, b2 0.999, eps 1e-6, decay 0.01), the global gradient norm clipped to 1;
-     * BERT's schedule: linear warmup over the first 10% of the steps, then linear decay to 0 */
-    const TrainerOptions to = {.optimizer = optimizer_defaults(OPTIMIZER_ADAMW),
-                               .schedule = {SCHEDULE_LINEAR_WARMUP, o->lr, 0.1, o->steps, 0}, .accumulation = 1};
-    Trainer *trainer;
-    if (trainer_create(&trainer, m, &to, &err)) {
-        fprintf(stderr, "bert train_demo: %s\n", err.msg);
-        synthetic_batch_free(&d);
-        bert_model_free(m);
-        return 1;
-    }
-    DemoSteps steps = {&d, o, m, 0, 0, 0};
-    const TrainerHooks hooks = {.ctx = &steps, .next_batch = demo_batch, .after_forward = read_losses};
-    double t0 = now_seconds(), loss_sum = 0;
-    int window = 0, rc = 0;
-    for (int step = 1; step <= o->steps && rc == 0; step++) {
-        steps.step = step;
-        TrainerStep s;
-        if (trainer_step(trainer, &hooks, &s, &err)) {
-            fprintf(stderr, "bert train_demo: step %d: %s\n", step, err.msg);
-            rc = 1;
-            break;
-        }
-        loss_sum += s.loss, window++;
-        if (step % o->log_every == 0 || step == o->steps) {
-            double el = now_seconds() - t0, rate = step * o->batch / el;
-            printf("step %5d/%d  loss %.4f (mlm %.4f, nsp %.4f)  lr %.2e  %.1f seq/s  elapsed %.1fs  ETA %.1fs\n",
-                   step, o->steps, loss_sum / window, steps.mlm_sum / window, steps.nsp_sum / window, s.lr, rate, el,
-                   (o->steps - step) * o->batch / rate);
-            fflush(stdout);
-            loss_sum = steps.mlm_sum = steps.nsp_sum = 0, window = 0;
-        }
-    }
-    if (rc == 0) rc = save_outputs(m, cfg, o->out);
-    synthetic_batch_free(&d);
-    trainer_free(trainer);
-    bert_model_free(m);
-    return rc;
+           parameters, o->batch, o->seq, o->preds, o->steps, omp_get_max_threads());
+}
+
+static void print_progress(void *ctx, const TrainDemoProgress *p) {
+    printf("step %5d/%d  loss %.4f (mlm %.4f, nsp %.4f)  lr %.2e  %.1f seq/s  elapsed %.1fs  ETA %.1fs\n", p->step,
+           p->steps, p->loss, p->mlm_loss, p->nsp_loss, p->lr, p->seq_per_s, p->elapsed_s, p->eta_s);
+    fflush(stdout);
 }
 
 int cmd_train_demo(int argc, char **argv) {
@@ -169,5 +80,14 @@ int cmd_train_demo(int argc, char **argv) {
         fprintf(stderr, "bert train_demo: the generated data needs vocab_size >= %d\n", SYNTHETIC_TOPIC_VOCAB);
         return 2;
     }
-    return train(&o, &cfg);
+    const TrainDemoOptions to = {.config = cfg, .out = o.out, .steps = o.steps, .batch = o.batch, .seq = o.seq,
+                                 .preds = o.preds, .log_every = o.log_every, .seed = (uint64_t)o.seed, .lr = o.lr,
+                                 .ctx = &o, .started = print_started, .progress = print_progress};
+    TrainDemoResult r;
+    if (train_demo_run(&to, &r, &err)) {
+        fprintf(stderr, "bert train_demo: %s\n", err.msg);
+        return 1;
+    }
+    printf("saved %s and %s\n", o.out, r.config_path);
+    return 0;
 }

@@ -1,0 +1,34 @@
+/* `bert embed`'s run: a model folder (or checkpoint file) and its vocabulary loaded for
+ * inference only, sentences read one per line, their embeddings computed (tasks/embed.h). */
+#ifndef BERT_TASKS_EMBED_RUN_H
+#define BERT_TASKS_EMBED_RUN_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "core/common.h"
+
+typedef struct {
+    const char *init_checkpoint;   /* a model folder (model.safetensors, config.json, vocab.txt) or file */
+    const char *config_file;       /* config.json when init_checkpoint is a file (NULL: the folder's) */
+    const char *vocab_file;        /* NULL: the folder's vocab.txt */
+    bool do_lower_case, normalize, bf16;
+    int max_seq_length;            /* <= 0: sentence-transformers' 256, within the model's positions */
+    int batch_size;
+} EmbedRunOptions;
+
+typedef struct {
+    float *vectors;                /* n x hidden, in input order; the caller frees it */
+    int n, hidden;
+    long tokens;                   /* the encoder ran */
+    double seconds;                /* of the embedding, loading and reading aside */
+} EmbedRunResult;
+
+/* The model folder's tokenizer_config.json do_lower_case (0 or 1), or -1 when it does not say. */
+int embed_folder_lower_case(const char *dir);
+
+/* Every line of `in` (without its \n or \r\n) is a sentence; input holding a NUL byte is
+ * refused. r->vectors is NULL on an error. */
+int embed_run(const EmbedRunOptions *o, FILE *in, EmbedRunResult *r, BertError *err);
+
+#endif
