@@ -154,9 +154,9 @@ static void layout_activations(Arena *a, Activations *v, const BertModel *m) {
     v->losses = take(a, LOSS_SLOTS);
 }
 
-/* bf16 precision's activations: the products' rounded inputs (see LayerActs) and the
+/* 16-bit precisions' activations: the products' rounded inputs (see LayerActs) and the
  * rounded output gradient, sized for the largest product (N*OC). */
-static void layout_bf16_activations(Arena *a, Activations *v, const BertModel *m) {
+static void layout_half_activations(Arena *a, Activations *v, const BertModel *m) {
     const BertConfig *c = &m->cfg;
     const size_t B = m->max_batch, N = B * m->max_seq, H = c->hidden_size, I = c->intermediate_size;
     const size_t BP = B * (size_t)m->max_preds, V = c->vocab_size;
@@ -227,8 +227,8 @@ static void allocate_packed_weights(BertModel *m) {
     m->packed_bytes = total;
 }
 
-/* Lays the activations out again for the model's precision (bf16 shares some fp32 buffers
- * between layers and adds its own); their contents are lost. */
+/* Lays the activations out again for the model's precision (16 bits share some fp32 buffers
+ * between layers and add their own); their contents are lost. */
 static void allocate_activations(BertModel *m) {
     Arena a = {0};
     layout_activations(&a, &m->act, m);   /* count */
@@ -249,11 +249,11 @@ static void allocate_activations(BertModel *m) {
         return;
     }
     Arena h = {0};
-    layout_bf16_activations(&h, &m->act, m);
+    layout_half_activations(&h, &m->act, m);
     m->act16_len = h.cursor / sizeof(uint16_t);
     m->act16_memory = k_alloc(m->act16_len * sizeof(uint16_t));
     h = (Arena){.base = (char *)m->act16_memory};
-    layout_bf16_activations(&h, &m->act, m);
+    layout_half_activations(&h, &m->act, m);
     m->params16 = k_alloc(m->num_params * sizeof(uint16_t));
     memset(m->half_fresh, 0, sizeof(bool) * (size_t)m->num_tensors);   /* none of it made yet */
 }
@@ -520,7 +520,7 @@ int bert_set_precision(BertModel *m, BertPrecision precision, BertError *err) {
 
 /* The 16-bit copy of weight [OC, C] (a pointer into m->params), its tensors' copies made now
  * where stale: a product's weight may span several tensors (QKV: query, key and value). */
-static const uint16_t *bf16_weight(BertModel *m, const float *weight, int C, int OC) {
+static const uint16_t *half_weight(BertModel *m, const float *weight, int C, int OC) {
     const float *end = weight + (size_t)C * OC;
     for (int i = 0; i < m->num_tensors; i++) {
         const BertParamInfo *t = &m->info[i];
@@ -559,7 +559,7 @@ void bert_refresh_weights(BertModel *m) {
             k_to_half(HALF_BF16, scratch, w->weight, (long)w->C * w->OC);
             k_pack_weight(HALF_BF16, w->packed, scratch, w->C, w->OC);
         } else {
-            k_pack_weight(HALF_BF16, w->packed, bf16_weight(m, w->weight, w->C, w->OC), w->C, w->OC);
+            k_pack_weight(HALF_BF16, w->packed, half_weight(m, w->weight, w->C, w->OC), w->C, w->OC);
         }
     }
     free(scratch);
@@ -594,7 +594,7 @@ void bert_linear_forward(BertModel *m, float *out, const float *inp, uint16_t *i
     if (m->precision != BERT_FP32) {   /* the plain 16-bit weight only where the packed one does not run */
         const HalfMode mode = bert_half_mode(m);
         if (!k_matmul_forward_half(out, inp, inp16, NULL, packed_weight(m, weight), bias, N, C, OC, mode))
-            k_matmul_forward_half(out, NULL, inp16, bf16_weight(m, weight, C, OC), NULL, bias, N, C, OC, mode);
+            k_matmul_forward_half(out, NULL, inp16, half_weight(m, weight, C, OC), NULL, bias, N, C, OC, mode);
         return;
     }
     const void *packed = m->training ? NULL : packed_weight(m, weight);   /* fp32 packs for inference only */
@@ -608,11 +608,11 @@ void bert_linear_forward_out16(BertModel *m, uint16_t *out16, float *out, const 
                                const float *weight, const float *bias, int N, int C, int OC) {
     const HalfMode mode = bert_half_mode(m);
     if (!k_matmul_forward_half_out16(out16, out, inp, inp16, NULL, packed_weight(m, weight), bias, N, C, OC, mode))
-        k_matmul_forward_half_out16(out16, out, NULL, inp16, bf16_weight(m, weight, C, OC), NULL, bias, N, C, OC, mode);
+        k_matmul_forward_half_out16(out16, out, NULL, inp16, half_weight(m, weight, C, OC), NULL, bias, N, C, OC, mode);
 }
 
 /* Inference (bert_set_inference_only, training=false): GELU(inp @ W^T + b) as one product
- * with the activation as its post-op, over the packed weight, into out (fp32) or out16 (bf16,
+ * with the activation as its post-op, over the packed weight, into out (fp32) or out16 (native bf16,
  * the next product's rounded input). False where it does not apply: the caller runs
  * bert_linear_forward and k_gelu_forward. */
 bool bert_linear_gelu_forward(BertModel *m, float *out, uint16_t *out16, const float *inp, uint16_t *inp16,
@@ -629,7 +629,7 @@ bool bert_linear_gelu_forward(BertModel *m, float *out, uint16_t *out16, const f
 void bert_linear_backward(BertModel *m, float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                           const uint16_t *inp16, const float *weight, int N, int C, int OC, bool accumulate_dinp) {
     if (m->precision == BERT_FP32) k_matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, accumulate_dinp);
-    else k_matmul_backward_half(dinp, dweight, dbias, dout, inp16, bf16_weight(m, weight, C, OC), N, C, OC, accumulate_dinp,
+    else k_matmul_backward_half(dinp, dweight, dbias, dout, inp16, half_weight(m, weight, C, OC), N, C, OC, accumulate_dinp,
                                 m->act.dout16, bert_half_mode(m));
 }
 
@@ -647,7 +647,7 @@ void bert_gelu_linear_backward(BertModel *m, float *dinp, float *dweight, float 
     }
     const HalfMode mode = bert_half_mode(m);
     k_gelu_backward_half_out16(m->act.dout16, dbias, dout, pre16, N, OC, act, mode);
-    k_matmul_backward_half(dinp, dweight, NULL, NULL, inp16, bf16_weight(m, weight, C, OC), N, C, OC, true,
+    k_matmul_backward_half(dinp, dweight, NULL, NULL, inp16, half_weight(m, weight, C, OC), N, C, OC, true,
                            m->act.dout16, mode);
 }
 

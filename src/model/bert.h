@@ -231,7 +231,7 @@ const char *bert_precision_name(BertPrecision precision);   /* "fp32", "bf16", "
  * (optim/loss_scaler.h). External d_sequence_output / d_pooled are taken as given. */
 void  bert_set_loss_scale(BertModel *m, float scale);
 /* Says the fp32 weights were changed from outside (an optimizer step, a direct write): the
- * bf16 copy is remade at the next forward. bert_init_weights and the loaders say it
+ * 16-bit copy is remade at the next forward. bert_init_weights and the loaders say it
  * themselves; so does bert_params(), since its caller may write through it. */
 void  bert_params_changed(BertModel *m);
 /* Parameters that are NaN or infinite (a damaged or diverged checkpoint), and the first
