@@ -631,15 +631,15 @@ static void test_model_against_fp32(void) {
         CHECKF(bert_model_bytes(n) < with_packed, "no packed weights were kept (%zu bytes either way)", with_packed);
         float lp = bert_forward(n, &s.train, false, 0);
         CHECKF(fabs(lp - ln) <= tol_n * fabs(ln), "plain weights: loss %.7f vs packed %.7f", lp, ln);
-        /* inference-only: the feed-forward's product and GELU fused, written in bf16 (the same
+        /* lean inference: the feed-forward's product and GELU fused, written in bf16 (the same
          * roundings, GELU by oneDNN's polynomial); such a forward has no backward */
-        bert_set_packed_weights(n, true), bert_set_inference_only(n, true);
+        bert_set_packed_weights(n, true), bert_set_mode(n, BERT_MODE_LEAN_INFERENCE);
         float lf = bert_forward(n, &s.train, false, 0);
         double ef = rel_norm_error(bert_mlm_logits(n), bert_mlm_logits(m), (size_t)MB * MP * V);
         CHECKF(fabs(lf - l16) <= tol_n * fabs(l16) && ef <= tol_n, "fused: loss %.7f vs emulated %.7f, logits %.3g "
                "(tolerance %.3g)", lf, l16, ef, tol_n);
-        CHECKF(bert_backward(n, &s.train) != 0 && strstr(bert_last_error(n), "inference-only"),
-               "a backward after an inference-only forward: %s", bert_last_error(n));
+        CHECKF(bert_backward(n, &s.train) != 0 && strstr(bert_last_error(n), "lean"),
+               "a backward after a lean inference forward: %s", bert_last_error(n));
         bert_forward(n, &s.train, true, 1);   /* training forwards keep everything */
         CHECKF(bert_backward(n, &s.train) == 0, "backward after a training forward: %s", bert_last_error(n));
         bert_model_free(n);
@@ -735,7 +735,7 @@ static void check_every_tensor_read(BertPrecision precision, bool forward_only) 
         bert_model_free(ref), bert_model_free(m);
         return;
     }
-    if (forward_only) bert_set_forward_only(m, true);
+    if (forward_only) bert_set_mode(m, BERT_MODE_FORWARD_ONLY);
     SyntheticBatch s;
     synthetic_batch_alloc(&s, MB, MT, MP);
     synthetic_batch_random(&s, 1000, 0.2, 8);

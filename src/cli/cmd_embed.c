@@ -122,7 +122,7 @@ int cmd_embed(int argc, char **argv) {
         return 1;
     }
     /* the weights never change here, and the model only infers: its layers share their activations */
-    bert_set_packed_weights(m, true), bert_set_inference_only(m, true), bert_set_forward_only(m, true);
+    bert_set_packed_weights(m, true), bert_set_mode(m, BERT_MODE_FORWARD_ONLY);
     TokenizerOptions to = tokenizer_default_options();
     to.do_lower_case = lower;
     Tokenizer *tok = tokenizer_new(vocab, &to);

@@ -122,13 +122,13 @@ static void layout_activations(Arena *a, Activations *v, const BertModel *m) {
          * Forward-only: nothing is kept for a backward, so every layer uses layer 0's buffers
          * (a layer's input, the previous layer's out, is last read by LayerNorm 1, before
          * LayerNorm 2 writes out) and keeps no probabilities */
-        const bool fp32 = m->precision == BERT_FP32, own = l == 0 || fp32, mine = l == 0 || !m->forward_only;
+        const bool fp32 = m->precision == BERT_FP32, own = l == 0 || fp32, mine = l == 0 || m->mode != BERT_MODE_FORWARD_ONLY;
         LayerActs *first = &v->layers[0];
         if (!mine) {
             *L = *first;
             continue;
         }
-        L->qkv = own ? take(a, N * 3 * H) : first->qkv, L->probs = take(a, m->forward_only ? 0 : B * A * T * T);
+        L->qkv = own ? take(a, N * 3 * H) : first->qkv, L->probs = take(a, m->mode == BERT_MODE_FORWARD_ONLY ? 0 : B * A * T * T);
         L->ctx = own ? take(a, N * H) : first->ctx;
         L->attn_sum = take(a, N * H), L->ln1_mean = take(a, N), L->ln1_rstd = take(a, N);
         L->h1 = own ? take(a, N * H) : first->h1;
@@ -164,7 +164,7 @@ static void layout_half_activations(Arena *a, Activations *v, const BertModel *m
     const bool classifier = m->heads.kind == BERT_HEADS_CLASSIFIER;
     for (int l = 0; l < c->num_hidden_layers; l++) {
         LayerActs *L = &v->layers[l];
-        if (l > 0 && m->forward_only) {   /* layer 0's, as layout_activations */
+        if (l > 0 && m->mode == BERT_MODE_FORWARD_ONLY) {   /* layer 0's, as layout_activations */
             const LayerActs *first = &v->layers[0];
             L->x16 = first->x16, L->ctx16 = first->ctx16, L->h1_16 = first->h1_16, L->act16 = first->act16;
             L->pre16 = first->pre16, L->qkv16 = first->qkv16;
@@ -554,7 +554,7 @@ void bert_refresh_weights(BertModel *m) {
         if (!w->packed) continue;
         if (m->precision == BERT_FP32) {
             k_pack_weight_f32(w->packed, w->weight, w->C, w->OC);
-        } else if (m->forward_only) {
+        } else if (m->mode == BERT_MODE_FORWARD_ONLY) {
             if (!scratch) scratch = xmalloc(sizeof(uint16_t) * max_packed_numel(m));
             k_to_half(HALF_BF16, scratch, w->weight, (long)w->C * w->OC);
             k_pack_weight(HALF_BF16, w->packed, scratch, w->C, w->OC);
@@ -579,14 +579,14 @@ static const void *packed_weight(const BertModel *m, const float *weight) {
     return NULL;
 }
 
-void bert_set_inference_only(BertModel *m, bool on) { m->inference_only = on; }
-
-void bert_set_forward_only(BertModel *m, bool on) {
-    if (m->forward_only == on) return;
-    m->forward_only = on;
-    allocate_activations(m);   /* the layers' buffers shared, or each its own again; the packed
-                                  weights stay valid, the plain 16-bit copies are made again as read */
-    m->backward_ready = false;
+void bert_set_mode(BertModel *m, BertMode mode) {
+    if (m->mode == mode) return;
+    const bool sharing_changes = (m->mode == BERT_MODE_FORWARD_ONLY) != (mode == BERT_MODE_FORWARD_ONLY);
+    m->mode = mode;
+    if (sharing_changes)
+        allocate_activations(m);   /* the layers' buffers shared, or each its own again; the packed weights
+                                      stay valid, the plain 16-bit copies are made again as read */
+    m->backward_ready = false;     /* the last forward's kept activations are the old mode's */
 }
 
 void bert_linear_forward(BertModel *m, float *out, const float *inp, uint16_t *inp16, const float *weight,
@@ -611,13 +611,13 @@ void bert_linear_forward_out16(BertModel *m, uint16_t *out16, float *out, const 
         k_matmul_forward_half_out16(out16, out, NULL, inp16, half_weight(m, weight, C, OC), NULL, bias, N, C, OC, mode);
 }
 
-/* Inference (bert_set_inference_only, training=false): GELU(inp @ W^T + b) as one product
+/* A lean forward (bert_lean_forward): GELU(inp @ W^T + b) as one product
  * with the activation as its post-op, over the packed weight, into out (fp32) or out16 (native bf16,
  * the next product's rounded input). False where it does not apply: the caller runs
  * bert_linear_forward and k_gelu_forward. */
 bool bert_linear_gelu_forward(BertModel *m, float *out, uint16_t *out16, const float *inp, uint16_t *inp16,
                               const float *weight, const float *bias, int N, int C, int OC) {
-    if (!bert_inference_forward(m)) return false;
+    if (!bert_lean_forward(m)) return false;
     const void *packed = packed_weight(m, weight);
     if (!packed) return false;
     if (m->precision == BERT_FP32)

@@ -109,7 +109,7 @@ long bert_count_mlm_correct(const BertModel *m, const BertBatch *b, long *labell
 void  bert_zero_grad(BertModel *m);
 /* Accumulates into grads (for gradient accumulation). Runs once per successful bert_forward,
  * on the same batch; the gradient is d(loss returned by forward). Misuse (no successful
- * forward, a second backward) leaves the gradients as they are and returns -1 with the
+ * forward, a second backward, a lean forward: bert_set_mode) leaves the gradients as they are and returns -1 with the
  * message in bert_last_error(), as every misuse of the model API does; 0 otherwise. */
 int   bert_backward(BertModel *m, const BertBatch *b);
 
@@ -211,19 +211,26 @@ int   bert_set_precision(BertModel *m, BertPrecision precision, BertError *err);
  * than through bert_params must be announced with bert_params_changed before the next
  * inference forward. Off keeps only the plain weights, in both. */
 void  bert_set_packed_weights(BertModel *m, bool on);
-/* For a model that only infers: forwards with training=false then keep only what the outputs
- * need. The feed-forward's first product and its GELU run as one pass on the packed weights
- * (the activation applied inside the product, no pre-activation matrix stored), so such a
- * forward has no backward (bert_backward says so). Off by default: tests and tools take
- * gradients after training=false forwards. */
-void  bert_set_inference_only(BertModel *m, bool on);
-/* For a model that will only ever infer (a server, bench_infer, embed): on top of
- * inference-only forwards, every encoder layer uses the same activation buffers, so the
- * activation memory no longer grows with the number of layers (bert-base, batch 32, seq 384,
- * bf16: about a twelfth). Forwards with training=true are refused (NaN and bert_last_error)
- * while it is on. Moves the activations: call it before a forward, not between a forward
- * and reading its outputs. */
-void  bert_set_forward_only(BertModel *m, bool on);
+/* What the forwards keep, by what the model is for:
+ *   BERT_MODE_FULL            (the default) every forward keeps what its backward needs,
+ *                             training=false ones too: tests and tools take gradients after them.
+ *   BERT_MODE_LEAN_INFERENCE  a model that trains and infers (fine-tuning with evaluations):
+ *                             forwards with training=false are lean, keeping only what the
+ *                             outputs need: the feed-forward's first product and its GELU run as
+ *                             one pass on the packed weights (the activation applied inside the
+ *                             product, no pre-activation matrix stored) and attention keeps no
+ *                             probabilities, so such a forward has no backward (bert_backward
+ *                             says so). Forwards with training=true keep everything, as in FULL.
+ *   BERT_MODE_FORWARD_ONLY    a model that will only ever infer (a server, bench_infer, embed):
+ *                             lean forwards, and every encoder layer uses the same activation
+ *                             buffers, so the activation memory no longer grows with the number
+ *                             of layers (bert-base, batch 32, seq 384, bf16: about a twelfth).
+ *                             Forwards with training=true are refused (NaN and bert_last_error).
+ * A change of mode ends the last forward's backward (as bert_set_precision does); to or from
+ * FORWARD_ONLY it moves the activations: call it before a forward, not between a forward and
+ * reading its outputs. */
+typedef enum { BERT_MODE_FULL = 0, BERT_MODE_LEAN_INFERENCE, BERT_MODE_FORWARD_ONLY } BertMode;
+void  bert_set_mode(BertModel *m, BertMode mode);
 BertPrecision bert_precision(const BertModel *m);
 const char *bert_precision_name(BertPrecision precision);   /* "fp32", "bf16", "bf16-emulated", "fp16" */
 /* The backward computes the gradient of scale * loss (default 1): loss scaling for fp16, so

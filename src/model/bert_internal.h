@@ -127,7 +127,7 @@ struct BertModel {
     /* mixed precision (bert_set_precision): the 16-bit copy of params (same layout), each
      * tensor's made when a product first reads it after params16_stale (half_fresh[tensor]:
      * made since; half_weight), so the pages of a copy nothing reads (the embeddings' but the
-     * word embeddings' while the MLM head runs; the packed weights of a forward-only model)
+     * word embeddings' while the MLM head runs; the packed weights of a FORWARD_ONLY model)
      * are never touched; the 16-bit activations (one allocation) */
     BertPrecision precision;
     float loss_scale;   /* the backward's seed: d(loss scale * loss) (bert_set_loss_scale) */
@@ -140,13 +140,10 @@ struct BertModel {
      * remade with params16 (native bf16) or at an inference forward (fp32), when
      * params16_stale (which then means: any derived copy is stale) */
     bool pack_bf16, pack_fp32, packed_allocated;
-    /* bert_set_inference_only: forwards with training=false keep only what the outputs need
-     * (neither the feed-forward's pre-activation nor attention's probabilities is stored);
-     * no_backward: the last forward was such a one, and has no backward */
-    bool inference_only, no_backward;
-    /* bert_set_forward_only: the layers share one set of activation buffers; only forwards
-     * with training=false, which run as inference-only ones */
-    bool forward_only;
+    /* bert_set_mode: which forwards are lean (training=false ones, unless FULL: neither the
+     * feed-forward's pre-activation nor attention's probabilities is stored, no backward), and
+     * whether the layers share one set of activation buffers (FORWARD_ONLY) */
+    BertMode mode;
     PackedWeight *packed;
     int packed_count;
     void *packed_memory;
@@ -170,11 +167,10 @@ void bert_attention_args(const BertModel *m, AttentionArgs *a, const int32_t *ma
  * same masks as the full one. Forward and backward (applied to the gradient) alike. */
 void bert_hidden_dropout(const BertModel *m, float *x, int R, const int32_t *rows, int layer, int site);
 
-/* This forward keeps only what the outputs need (bert_set_inference_only or
- * bert_set_forward_only, training=false). */
-static inline bool bert_inference_forward(const BertModel *m) {
-    return (m->inference_only || m->forward_only) && !m->training;
-}
+/* This forward (or, in bert_backward, the last one: the mode and m->training have not changed
+ * since, or backward_ready would be false) keeps only what the outputs need: training=false
+ * outside BERT_MODE_FULL. */
+static inline bool bert_lean_forward(const BertModel *m) { return m->mode != BERT_MODE_FULL && !m->training; }
 
 /* The full rows of the encoder's layout, for dropout masks (NULL: all B*T rows in order). */
 static inline const int32_t *layout_rows(const BertModel *m) { return m->unpadded ? m->full_row : NULL; }

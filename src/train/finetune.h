@@ -35,7 +35,7 @@ typedef struct {
     bool strict;                    /* refuse NaN/Inf weights */
     int vocab_size_expected;        /* > 0: the vocabulary file's size, which the checkpoint must match */
     bool forward_only;              /* no training in this run (predict / evaluate only): the layers
-                                       share their activations (bert_set_forward_only) */
+                                       share their activations (BERT_MODE_FORWARD_ONLY) */
 } FinetuneOptions;
 
 typedef struct Finetuner Finetuner;
