@@ -189,11 +189,9 @@ void k_mse_backward(float *dpred, const float *pred, const float *target, int n,
 void k_gather_rows(float *dst, const float *src, const int32_t *rows, int R, int C);
 /* dst[rows[k]] += src[k], in k order (rows may repeat). */
 void k_scatter_add_rows(float *dst, const float *src, const int32_t *rows, int R, int C);
-/* dst[rows[k]] = src[k]; every other of dst's N rows zeroed. */
+/* dst[rows[k]] = src[k] for k < R; every other of dst's N rows zeroed. dst may be src when
+ * rows ascend (spreading compact rows to their places in place): gather's inverse. */
 void k_scatter_rows(float *dst, const float *src, const int32_t *rows, int R, int N, int C);
-/* In place: compact row k moves to row slot[k] (slot ascending, slot[k] >= k); the other of
- * the N rows are zeroed. */
-void k_spread_rows(float *x, const int32_t *slot, int M, int N, int C);
 void k_copy(float *dst, const float *src, long n);
 void k_zero(float *x, long n);
 void k_add(float *dst, const float *src, long n);   /* dst += src */

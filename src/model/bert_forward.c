@@ -242,7 +242,7 @@ static float mlm_forward(BertModel *m, const float *seq_out) {
         }
     }
     /* the compact rows to their slots of [B*P, V], unlabelled slots zero */
-    k_spread_rows(a->mlm_logits, m->mlm_slot, M, m->B * m->P, V);
+    k_scatter_rows(a->mlm_logits, a->mlm_logits, m->mlm_slot, M, m->B * m->P, V);   /* in place */
     return loss;
 }
 

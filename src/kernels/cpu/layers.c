@@ -808,18 +808,18 @@ void k_scatter_add_rows(float *dst, const float *src, const int32_t *rows, int R
 }
 
 void k_scatter_rows(float *dst, const float *src, const int32_t *rows, int R, int N, int C) {
-    memset(dst, 0, sizeof(float) * (size_t)N * C);
-    for (int k = 0; k < R; k++) memcpy(dst + (size_t)rows[k] * C, src + (size_t)k * C, sizeof(float) * C);
-}
-
-void k_spread_rows(float *x, const int32_t *slot, int M, int N, int C) {
-    if (M == N) return;
-    for (int k = M - 1; k >= 0; k--)   /* backwards: slot[k] >= k, so no row still to move is overwritten */
-        if (slot[k] != k) memmove(x + (size_t)slot[k] * C, x + (size_t)k * C, sizeof(float) * C);
+    if (dst != src) {
+        memset(dst, 0, sizeof(float) * (size_t)N * C);
+        for (int k = 0; k < R; k++) memcpy(dst + (size_t)rows[k] * C, src + (size_t)k * C, sizeof(float) * C);
+        return;
+    }
+    if (R == N) return;   /* ascending: every row in its place */
+    for (int k = R - 1; k >= 0; k--)   /* backwards: rows[k] >= k, so no row still to move is overwritten */
+        if (rows[k] != k) memmove(dst + (size_t)rows[k] * C, dst + (size_t)k * C, sizeof(float) * C);
     int next = 0;
     for (int row = 0; row < N; row++) {
-        if (next < M && slot[next] == row) { next++; continue; }
-        memset(x + (size_t)row * C, 0, sizeof(float) * C);
+        if (next < R && rows[next] == row) { next++; continue; }
+        memset(dst + (size_t)row * C, 0, sizeof(float) * C);
     }
 }
 
