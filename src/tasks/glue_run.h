@@ -6,6 +6,7 @@
 #include <stdbool.h>
 
 #include "core/common.h"
+#include "model/bert.h"
 #include "tasks/glue.h"
 
 typedef struct {
@@ -17,7 +18,8 @@ typedef struct {
     long max_steps;            /* > 0: overrides the epochs */
     long train_examples;       /* > 0: train on the first N training rows only (a fixed subset) */
     long seed;
-    int threads, precision;
+    int threads;
+    BertPrecision precision;
     double loss_scale;         /* --fp16: 0 dynamic, > 0 static (NVIDIA's --loss_scale) */
     bool skip_checkpoint;      /* do not save the fine-tuned model */
     const char *json_summary;  /* DLLogger JSON lines */

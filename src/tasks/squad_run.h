@@ -8,6 +8,7 @@
 #include <stdbool.h>
 
 #include "core/common.h"
+#include "model/bert.h"
 
 typedef struct {
     const char *init_checkpoint, *config_file, *vocab_file;
@@ -25,7 +26,8 @@ typedef struct {
      * slices are written to output_dir and named in the log */
     int train_articles, predict_skip_articles;
     long seed;
-    int threads, precision;
+    int threads;
+    BertPrecision precision;
     double loss_scale;         /* --fp16: 0 dynamic, > 0 static (NVIDIA's --loss_scale) */
     bool skip_checkpoint;
     const char *json_summary;

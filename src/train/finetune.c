@@ -37,7 +37,7 @@ int finetune_open(Finetuner **out, const FinetuneOptions *o, char *what, size_t 
                   o->vocab_size_expected, o->init_checkpoint, f->cfg.vocab_size);
         goto fail;
     }
-    if (bert_set_precision(f->model, (BertPrecision)o->precision, err) != 0) goto fail;
+    if (bert_set_precision(f->model, o->precision, err) != 0) goto fail;
     const char *bad_tensor;
     const size_t bad = bert_nonfinite_params(f->model, &bad_tensor);
     if (bad && o->strict) {

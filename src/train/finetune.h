@@ -30,7 +30,7 @@ typedef struct {
     long total_steps;               /* optimizer steps of the whole run (the schedule's length) */
     int gradient_accumulation_steps;
     long seed;
-    int precision;                  /* BertPrecision */
+    BertPrecision precision;
     double loss_scale;              /* FP16 only: 0 dynamic (from 2^16, GradScaler's rule), > 0 static */
     bool strict;                    /* refuse NaN/Inf weights */
     int vocab_size_expected;        /* > 0: the vocabulary file's size, which the checkpoint must match */
