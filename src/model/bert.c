@@ -411,8 +411,6 @@ const BertConfig *bert_model_config(const BertModel *m) { return &m->cfg; }
 const char *bert_last_error(const BertModel *m) { return m->error; }
 float bert_last_mlm_loss(const BertModel *m) { return m->mlm_loss; }
 float bert_last_nsp_loss(const BertModel *m) { return m->nsp_loss; }
-float bert_last_task_loss(const BertModel *m) { return m->task_loss; }
-BertHeads bert_model_heads(const BertModel *m) { return m->heads; }
 const float *bert_qa_start_logits(const BertModel *m) { return m->heads.kind == BERT_HEADS_QA ? m->act.qa_start : NULL; }
 const float *bert_qa_end_logits(const BertModel *m) { return m->heads.kind == BERT_HEADS_QA ? m->act.qa_end : NULL; }
 const float *bert_classifier_logits(const BertModel *m) {
@@ -439,9 +437,6 @@ static bool read_floats(float *dst, const float *src, size_t n) {
     k_download(dst, src, n * sizeof(float));
     return true;
 }
-bool bert_read_mlm_logits(const BertModel *m, float *dst) {
-    return read_floats(dst, m->p.mlm_dense_w ? bert_mlm_logits(m) : NULL, (size_t)m->B * m->P * m->cfg.vocab_size);
-}
 bool bert_read_nsp_logits(const BertModel *m, float *dst) { return read_floats(dst, bert_nsp_logits(m), 2 * (size_t)m->B); }
 bool bert_read_qa_logits(const BertModel *m, float *start, float *end) {
     const size_t n = (size_t)m->B * m->T;
@@ -449,9 +444,6 @@ bool bert_read_qa_logits(const BertModel *m, float *start, float *end) {
 }
 bool bert_read_classifier_logits(const BertModel *m, float *dst) {
     return read_floats(dst, bert_classifier_logits(m), (size_t)m->B * m->heads.num_labels);
-}
-bool bert_read_pooled_output(const BertModel *m, float *dst) {
-    return read_floats(dst, bert_pooled_output(m), (size_t)m->B * m->cfg.hidden_size);
 }
 bool bert_read_token_output(const BertModel *m, int s, int t, float *dst) {
     return read_floats(dst, bert_token_output(m, s, t), (size_t)m->cfg.hidden_size);

@@ -68,11 +68,6 @@ int   bert_model_create(BertModel **out, const BertConfig *cfg, int max_batch, i
                         BertError *err);   /* with the pre-training heads */
 int   bert_model_create_with_heads(BertModel **out, const BertConfig *cfg, BertHeads heads, int max_batch, int max_seq,
                                    int max_predictions, BertError *err);
-BertHeads bert_model_heads(const BertModel *m);
-/* The task loss of the last forward (QA: the mean of the start and end cross-entropies;
- * classification: cross-entropy; regression: MSE), 0 without labels. bert_forward returns
- * it (plus the MLM and NSP losses for pre-training). */
-float bert_last_task_loss(const BertModel *m);
 void  bert_model_free(BertModel *m);
 void  bert_init_weights(BertModel *m, uint64_t seed);     /* BERT init: truncated normal std=initializer_range, LN 1/0, biases 0 */
 int   bert_load_safetensors(BertModel *m, const char *path, BertError *err); /* HF names; missing heads initialised */
@@ -93,11 +88,9 @@ float bert_forward(BertModel *m, const BertBatch *b, bool training, uint64_t dro
  * backend's (kernels/kernels.h), and these are how the host reads it. Sizes are the last
  * batch's: B sequences of T positions, P prediction slots. Each returns false, copying
  * nothing, where the model has no such output (no such head; rows not computed). */
-bool bert_read_mlm_logits(const BertModel *m, float *dst);    /* [B*P, vocab]; rows of ignored slots (-1) zero */
 bool bert_read_nsp_logits(const BertModel *m, float *dst);    /* [B, 2] */
 bool bert_read_qa_logits(const BertModel *m, float *start, float *end);   /* [B, T] each */
 bool bert_read_classifier_logits(const BertModel *m, float *dst);         /* [B, num_labels] */
-bool bert_read_pooled_output(const BertModel *m, float *dst);             /* [B, H] */
 /* The last layer's output (hidden_size floats) for token t of sequence s, packed or not;
  * false for a row that was not computed (padding after the last real token when unpadded,
  * anything but the heads' rows when pruned). */

@@ -241,13 +241,6 @@ void comm_alltoallv(Comm *c, const void *send, const size_t *send_counts, void *
     free(v);
 }
 
-void comm_broadcast(Comm *c, void *data, size_t bytes, int root, const char *what) {
-    if (!c->mpi) return;
-    MPI_Request r;
-    MPI_Ibcast(data, as_count(c, bytes), MPI_BYTE, root, MPI_COMM_WORLD, &r);
-    wait_with_deadline(c, &r, what);
-}
-
 /* counts and displacements of the parts [lo[r], lo[r+1]) */
 static void parts(Comm *c, const size_t *lo, int *counts, int *displs) {
     for (int r = 0; r < c->size; r++) counts[r] = as_count(c, lo[r + 1] - lo[r]), displs[r] = as_count(c, lo[r]);
