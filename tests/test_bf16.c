@@ -104,6 +104,38 @@ static void test_fp16_rounding(void) {
     CHECKF(worst <= FP16_UNIT_ROUNDOFF, "relative rounding error %.3g > 2^-11", worst);
 }
 
+/* The array conversions (k_to_half / k_from_half: F16C eight at a time where compiled for it,
+ * the scalar functions for the rest) give the scalar functions' bits, NaNs included (made
+ * quiet, the top of the payload kept, as F16C does), over random floats, edge cases and every
+ * fp16; train/comm.c's 16-bit wire relies on it. (Checked once over all 2^32 floats.) */
+static void test_fp16_arrays_match_scalar(void) {
+    static const uint32_t edges[] = {0x7f800001u, 0x7f802000u, 0xffc00000u, 0x7fffffffu, 0xff800000u, 0x7f800000u,
+                                     0x00000001u, 0x80000000u, 0x477ff000u, 0x477fefffu, 0x33000000u, 0x33000001u,
+                                     0x387fe000u, 0x38800000u, 0xc77fffffu};
+    enum { NE = sizeof edges / sizeof edges[0], N = (1 << 20) + NE };   /* not a multiple of 8: a tail */
+    float *x = malloc(sizeof(float) * N), *y = malloc(sizeof(float) * 65536);
+    fp16 *h = malloc(sizeof(fp16) * N), all[65536];
+    for (int i = 0; i < N; i++) {
+        union { uint32_t u; float f; } v = {.u = i < NE ? edges[i] : (uint32_t)rng_bits32(29, (uint64_t)i)};
+        x[i] = v.f;
+    }
+    k_to_half(HALF_FP16, h, x, N);
+    int bad = 0;
+    for (int i = 0; i < N; i++) bad += h[i] != fp16_from_float(x[i]);
+    for (uint32_t i = 0; i < 65536; i++) all[i] = (fp16)i;
+    k_from_half(HALF_FP16, y, all, 65536);
+    int bad_back = 0;
+    for (uint32_t i = 0; i < 65536; i++) {
+        const float s = float_from_fp16(all[i]);
+        bad_back += memcmp(&s, &y[i], sizeof s) != 0;
+    }
+    CHECKF(bad == 0 && bad_back == 0, "fp16 arrays vs scalar: %d of %d floats, %d of 65536 halves differ", bad, N, bad_back);
+    union { float f; uint32_t u; } snan = {.u = 0x7f802000u}, back = {.f = float_from_fp16(0x7c01)};
+    CHECKF(fp16_from_float(snan.f) == 0x7e01 && back.u == 0x7fc02000u, "NaNs: %04x, %08x (want 7e01, 7fc02000)",
+           fp16_from_float(snan.f), back.u);
+    free(x), free(y), free(h);
+}
+
 /* ---- products ---- */
 
 /* Worst |C - C_ref| / bound over C = op(A) op(B) (+ bias) (+ C0), where C_ref is the float64
@@ -819,6 +851,7 @@ int main(void) {
     printf("bf16 instructions: %s\n", gemm_bf16_native_available() ? "yes (native path checked)" : "no (emulated only)");
     RUN_TEST(test_rounding);
     RUN_TEST(test_fp16_rounding);
+    RUN_TEST(test_fp16_arrays_match_scalar);
     RUN_TEST(test_products_emulated);
     RUN_TEST(test_products_native);
     RUN_TEST(test_products_fp16);

@@ -87,7 +87,9 @@ bool k_matmul_gelu_forward_half_packed(uint16_t *out16, const float *inp, uint16
 void k_matmul_backward_half(float *dinp, float *dweight, float *dbias, const float *dout, const uint16_t *inp16,
                             const uint16_t *weight, int N, int C, int OC, bool accumulate_dinp, uint16_t *dout16,
                             HalfMode mode);
-/* dst = src rounded to the 16-bit format (to nearest, ties to even); and back (exact). */
+/* dst = src rounded to the 16-bit format (to nearest, ties to even; fp16 overflows to
+ * infinity; a NaN stays a NaN of the same sign, made quiet, keeping the top of its payload);
+ * and back (exact; an fp16 NaN made quiet). The two bf16 modes are the same format here. */
 void k_to_half(HalfMode mode, uint16_t *dst, const float *src, long n);
 void k_from_half(HalfMode mode, float *dst, const uint16_t *src, long n);
 /* Whether HALF_BF16 products can run here (bf16 instructions), and what runs them. */
