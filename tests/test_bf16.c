@@ -352,13 +352,13 @@ static double gelu_slope(double v, int act) {
 
 /* GELU on a 16-bit input, rounded to 16 bits, and its backward at that input, against the
  * double formulas at the widened input: the forward within gelu_product_ratio's allowance
- * plus one rounding; the backward within the slope's fp32 evaluation (erf within 1e-6,
- * 8 roundings); the backward written in 16 bits within one more rounding, with the bias
- * gradient it adds within fp32 summation of those values. */
+ * plus one rounding; the backward, written in 16 bits, within the slope's fp32 evaluation
+ * (erf within 1e-6, 8 roundings) plus one rounding, with the bias gradient it adds within
+ * fp32 summation of those values. */
 static void check_gelu_half(HalfMode mode) {
     enum { n = 5000 };
     float *x = malloc(sizeof(float) * n), *xr = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n);
-    float *dout = malloc(sizeof(float) * n), *dinp = malloc(sizeof(float) * n), one = 1.0f;
+    float *dout = malloc(sizeof(float) * n), one = 1.0f;
     uint16_t *x16 = malloc(sizeof(uint16_t) * n), *y16 = malloc(sizeof(uint16_t) * n);
     double *exact = malloc(sizeof(double) * n), *bound = malloc(sizeof(double) * n);
     for (int i = 0; i < n; i++) x[i] = -8.0f + 16.0f * ((float)i + 0.5f) / n;
@@ -369,17 +369,13 @@ static void check_gelu_half(HalfMode mode) {
         k_from_half(mode, y, y16, n);
         double r = gelu_product_ratio(y, xr, &one, NULL, n, 1, 1, act, unit_roundoff(mode));
         CHECKF(r <= 1, "%s %s forward: %.3g of the bound", mode_name(mode), act ? "gelu_new" : "gelu", r);
-        k_gelu_backward_half(dinp, dout, x16, n, (Activation)act, mode);
-        double worst = 0;
-        for (int i = 0; i < n; i++) {
+        for (int i = 0; i < n; i++) {   /* the backward's exact value and its fp32 evaluation's allowance */
             exact[i] = dout[i] * gelu_slope(xr[i], act);
             bound[i] = fabs(dout[i]) * (1e-6 + 8 * F32_UNIT_ROUNDOFF * (fabs(gelu_slope(xr[i], act)) + 1)) + 1e-40;
-            worst = fmax(worst, fabs(dinp[i] - exact[i]) / bound[i]);
         }
-        CHECKF(worst <= 1, "%s %s backward: %.3g of the bound", mode_name(mode), act ? "gelu_new" : "gelu", worst);
         /* written as the next product's operand, as 50 rows of 100: within one 16-bit rounding
-         * of the same bound, and the bias gradient (0.25 each before) plus the column sums
-         * within fp32 reordering of those */
+         * of that bound, and the bias gradient (0.25 each before) plus the column sums within
+         * fp32 reordering of those */
         enum { R = 50, C = n / R };
         float dbias[C];
         for (int c = 0; c < C; c++) dbias[c] = 0.25f;
@@ -401,7 +397,7 @@ static void check_gelu_half(HalfMode mode) {
         CHECKF(worst16 <= 1 && worst_bias <= 1, "%s %s backward to 16 bits: %.3g of the bound, its bias gradient %.3g",
                mode_name(mode), act ? "gelu_new" : "gelu", worst16, worst_bias);
     }
-    free(x), free(xr), free(y), free(dout), free(dinp), free(x16), free(y16), free(exact), free(bound);
+    free(x), free(xr), free(y), free(dout), free(x16), free(y16), free(exact), free(bound);
 }
 
 static void test_gelu_half(void) {

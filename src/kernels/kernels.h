@@ -108,15 +108,14 @@ void k_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, 
 /* out = act(inp); dinp = dout * act'(inp) (dinp may alias dout). */
 void k_gelu_forward(float *out, const float *inp, long n, Activation act);
 void k_gelu_backward(float *dinp, const float *dout, const float *inp, long n, Activation act);
-/* GELU of a 16-bit input, rounded to 16 bits (out16 = round(GELU(inp16)), evaluated in fp32),
- * and its backward at that input (dinp, dout fp32; dinp may be dout): the mixed-precision
- * feed-forward, whose pre-activation is kept in 16 bits as the product left it. */
+/* GELU of a 16-bit input, rounded to 16 bits (out16 = round(GELU(inp16)), evaluated in fp32):
+ * the mixed-precision feed-forward, whose pre-activation is kept in 16 bits as the product
+ * left it. Its backward over [N, C] at that input, written as the next product's operand:
+ * dinp16 = dout * GELU'(inp16) (dout fp32, evaluated in fp32) rounded to 16 bits, and
+ * dbias[c] += sum_n dinp[n, c] from the fp32 values (the feed-forward's input bias, summed as
+ * k_matmul_backward_half sums it: the same slices in the same order), without writing dinp
+ * and reading it back; k_matmul_backward_half then takes dout NULL. */
 void k_gelu_forward_half(uint16_t *out16, const uint16_t *inp16, long n, Activation act, HalfMode mode);
-void k_gelu_backward_half(float *dinp, const float *dout, const uint16_t *inp16, long n, Activation act, HalfMode mode);
-/* The same backward over [N, C] written as the next product's operand: dinp16 = dinp rounded
- * to 16 bits, and dbias[c] += sum_n dinp[n, c] from the fp32 values (the feed-forward's input
- * bias, summed as k_matmul_backward_half sums it: the same slices in the same order), without
- * writing dinp and reading it back; k_matmul_backward_half then takes dout NULL. */
 void k_gelu_backward_half_out16(uint16_t *dinp16, float *dbias, const float *dout, const uint16_t *inp16, int N, int C,
                                 Activation act, HalfMode mode);
 /* x = tanh(x) in place; dinp = dout * (1 - y^2) given y = tanh output (may alias). */

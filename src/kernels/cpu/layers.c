@@ -378,16 +378,6 @@ static void gelu_backward_span(float *d, const float *restrict g, const float *x
     }
 }
 
-void k_gelu_backward_half(float *dinp, const float *dout, const uint16_t *inp16, long n, Activation act, HalfMode mode) {
-#pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN_WORK)
-    for (long c0 = 0; c0 < n; c0 += HALF_CHUNK) {
-        const int len = (int)(n - c0 < HALF_CHUNK ? n - c0 : HALF_CHUNK);
-        float x[HALF_CHUNK];
-        widen_span(mode, x, inp16 + c0, len);
-        gelu_backward_span(dinp + c0, dout + c0, x, len, act);
-    }
-}
-
 void k_gelu_backward_half_out16(uint16_t *dinp16, float *dbias, const float *dout, const uint16_t *inp16, int N, int C,
                                 Activation act, HalfMode mode) {
     float *partial = xcalloc((size_t)ROW_SLICES * C, sizeof(float));
