@@ -38,8 +38,8 @@ void k_matmul_forward_packed(float *out, const float *inp, const float *weight, 
 void k_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                        const float *weight, int N, int C, int OC, bool accumulate_dinp);
 
-/* The same products in mixed precision: 16-bit operands, fp32 accumulation (kernels/
- * gemm_half.h). The 16-bit format and how its products run: */
+/* The same products in mixed precision: 16-bit operands, fp32 accumulation (the CPU's:
+ * kernels/cpu/gemm_half.h). The 16-bit format and how its products run: */
 typedef enum {
     HALF_BF16 = 0,       /* bf16 on the CPU's bf16 instructions (k_bf16_native_available) */
     HALF_BF16_EMULATED,  /* bf16 operands, fp32 arithmetic (any CPU; same terms, other order) */

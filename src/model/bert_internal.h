@@ -1,4 +1,4 @@
-/* The inside of BertModel, shared by the files of src/model/ and src/optim/. */
+/* The inside of BertModel, shared by the files of src/model/ (and nothing else). */
 #ifndef BERT_MODEL_INTERNAL_H
 #define BERT_MODEL_INTERNAL_H
 

@@ -46,7 +46,7 @@ int finetune_open(Finetuner **out, const FinetuneOptions *o, char *what, size_t 
     }
     bert_set_unpadding(f->model, true);
     bert_set_packed_weights(f->model, true);   /* evaluation's forwards; each step announces its change */
-    /* the same: training's forwards (training=true) keep everything */
+    /* evaluation's forwards lean; training's (training=true) keep everything */
     bert_set_mode(f->model, o->forward_only ? BERT_MODE_FORWARD_ONLY : BERT_MODE_LEAN_INFERENCE);
     TrainerOptions to = {.optimizer = optimizer_defaults(OPTIMIZER_ADAMW),
                          .schedule = {SCHEDULE_LINEAR_WARMUP, o->learning_rate, o->warmup_proportion, o->total_steps, 0},

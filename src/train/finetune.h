@@ -73,7 +73,7 @@ typedef struct {
 int finetune_train(Finetuner *f, const FinetuneData *d, FinetuneTrainResult *res, BertError *err);
 
 /* The fine-tuned model as HuggingFace names it: dir/model.safetensors + dir/config.json, the
- * config carrying `extra` (a JSON object's members, e.g. the label map and architectures;
+ * config carrying `extra_json` (a JSON object's members, e.g. the label map and architectures;
  * NULL: none). Written atomically. */
 int finetune_save(Finetuner *f, const char *dir, const char *extra_json, BertError *err);
 
