@@ -102,8 +102,9 @@ long bert_count_mlm_correct(const BertModel *m, const BertBatch *b, long *labell
 void  bert_zero_grad(BertModel *m);
 /* Accumulates into grads (for gradient accumulation). Runs once per successful bert_forward,
  * on the same batch; the gradient is d(loss returned by forward). Misuse (no successful
- * forward, a second backward, a lean forward: bert_set_mode) leaves the gradients as they are and returns -1 with the
- * message in bert_last_error(), as every misuse of the model API does; 0 otherwise. */
+ * forward, a second backward, a lean forward: bert_set_mode) leaves the gradients as they
+ * are and returns -1 with the message in bert_last_error(), as every misuse of the model API
+ * does; 0 otherwise. */
 int   bert_backward(BertModel *m, const BertBatch *b);
 
 /* Optimizers (LAMB, AdamW), gradient norms and clipping live in src/optim/optimizer.h and
