@@ -551,7 +551,7 @@ static void test_thread_count_independent(void) {
 }
 
 /* The row-moving kernels against plain loops: gather (also in place), scatter-add with a
- * repeated row, scatter with zeroing, spreading compact rows to their slots in place. */
+ * repeated row, scatter with zeroing (also in place: compact rows spread to their places). */
 static void test_row_kernels(void) {
     enum { N = 6, C = 3 };
     float src[N * C], dst[N * C], want[N * C];
@@ -574,7 +574,7 @@ static void test_row_kernels(void) {
             CHECK(dst[r * C + c] == (k < 0 ? 0.0f : src[k * C + c]));
         }
     memcpy(dst, src, sizeof dst);
-    k_spread_rows(dst, asc, 3, N, C);   /* compact rows 0, 1, 2 to slots 0, 2, 5 */
+    k_scatter_rows(dst, dst, asc, 3, N, C);   /* in place: compact rows 0, 1, 2 to rows 0, 2, 5 */
     for (int r = 0; r < N; r++)
         for (int c = 0; c < C; c++) {
             int k = r == 0 ? 0 : r == 2 ? 1 : r == 5 ? 2 : -1;

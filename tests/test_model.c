@@ -311,15 +311,15 @@ static void test_fp32_packed_inference(void) {
     CHECKF(e <= tol && rel(l_packed, l_plain) <= tol, "packed vs plain: loss %.9g vs %.9g, logits %.3g (bound %.3g)",
            l_packed, l_plain, e, tol);
     printf("    packed vs plain weights: logits rel err %.2g (bound %.2g)\n", e, tol);
-    /* inference-only: the feed-forward's product and GELU in one pass (oneDNN's GELU, within
+    /* lean inference: the feed-forward's product and GELU in one pass (oneDNN's GELU, within
      * 1e-6 |x| of libm's: far inside the bound); its forward has no backward */
-    bert_set_inference_only(packed, true);
+    bert_set_mode(packed, BERT_MODE_LEAN_INFERENCE);
     float l_fused = bert_forward(packed, &batch, false, 0);
     double ef = rel_norm_error(bert_mlm_logits(packed), bert_mlm_logits(plain), logits);
     CHECKF(ef <= tol && rel(l_fused, l_plain) <= tol, "fused vs plain: loss %.9g vs %.9g, logits %.3g (bound %.3g)",
            l_fused, l_plain, ef, tol);
-    CHECKF(bert_backward(packed, &batch) != 0, "a backward after an inference-only forward ran");
-    bert_set_inference_only(packed, false);
+    CHECKF(bert_backward(packed, &batch) != 0, "a backward after a lean inference forward ran");
+    bert_set_mode(packed, BERT_MODE_FULL);
     CHECK(bert_forward(packed, &batch, true, 5) == bert_forward(plain, &batch, true, 5));   /* training: plain */
     float *w = bert_params(packed);   /* a weight changes: the next inference packs again */
     const BertParamInfo *t = bert_find_param(packed, "bert.encoder.layer.1.output.dense.weight");
@@ -331,7 +331,7 @@ static void test_fp32_packed_inference(void) {
     bert_model_free(packed), bert_model_free(plain), bert_model_free(fresh);
 }
 
-/* Forward-only (bert_set_forward_only): every layer on layer 0's activation buffers gives
+/* Forward-only (BERT_MODE_FORWARD_ONLY): every layer on layer 0's activation buffers gives
  * bit for bit what a model with its own buffers per layer gives (the same arithmetic in the
  * same order; only the addresses change), padded and unpadded, fp32 and (where the CPU has
  * it) bf16; the activations take less memory; training forwards and backward are refused
@@ -358,9 +358,9 @@ static void test_forward_only(void) {
             }
             bert_init_weights(ref, 4), bert_init_weights(fo, 4);
             bert_set_unpadding(ref, unpad), bert_set_unpadding(fo, unpad);
-            bert_set_inference_only(ref, true);
+            bert_set_mode(ref, BERT_MODE_LEAN_INFERENCE);
             const size_t before = bert_model_bytes(fo);
-            bert_set_forward_only(fo, true);
+            bert_set_mode(fo, BERT_MODE_FORWARD_ONLY);
             const float l_ref = bert_forward(ref, &batch, false, 0), l_fo = bert_forward(fo, &batch, false, 0);
             bool same = l_ref == l_fo && !memcmp(bert_mlm_logits(ref), bert_mlm_logits(fo), sizeof(float) * logits) &&
                         !memcmp(bert_pooled_output(ref), bert_pooled_output(fo), sizeof(float) * B * c.hidden_size);
@@ -379,7 +379,7 @@ static void test_forward_only(void) {
             CHECK(bert_backward(fo, &batch) != 0);
             CHECKF(isnan(bert_forward(fo, &batch, true, 5)) && strstr(bert_last_error(fo), "forward-only"),
                    "a training forward on a forward-only model: %s", bert_last_error(fo));
-            bert_set_forward_only(fo, false);
+            bert_set_mode(fo, BERT_MODE_FULL);
             const float t_ref = bert_forward(ref, &batch, true, 5), t_fo = bert_forward(fo, &batch, true, 5);
             CHECKF(t_ref == t_fo && bert_backward(fo, &batch) == 0, "after forward-only: training loss %.9g vs %.9g (%s)",
                    t_fo, t_ref, bert_last_error(fo));

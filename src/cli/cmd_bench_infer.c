@@ -84,8 +84,8 @@ int cmd_bench_infer(int argc, char **argv) {
     if (rc == 0) rc = bert_model_create_with_heads(&m, &cfg, (BertHeads){BERT_HEADS_NONE, 0}, batch, max_seq, 0, &err);
     if (rc == 0) bert_init_weights(m, 1), rc = bert_set_precision(m, bf16 ? BERT_BF16 : BERT_FP32, &err);
     if (rc == 0) {   /* a server's model: its layers share their activations (not with --unfused: no fusing) */
-        bert_set_packed_weights(m, !plain_weights), bert_set_inference_only(m, !unfused);
-        bert_set_forward_only(m, !unfused);
+        bert_set_packed_weights(m, !plain_weights);
+        bert_set_mode(m, unfused ? BERT_MODE_FULL : BERT_MODE_FORWARD_ONLY);
     }
     const char *name = squad ? squad : glue;
     if (rc == 0) {

@@ -84,7 +84,7 @@ int cmd_pretrain(int argc, char **argv) {
         fprintf(stderr, "bert pretrain: give one of --allreduce_post_accumulation_fp16 and _bf16\n");
         return 2;
     }
-    o.allreduce_wire = wire_fp16 ? 1 : wire_bf16 ? 2 : 0;
+    o.allreduce_wire = wire_fp16 ? COMM_WIRE_FP16 : wire_bf16 ? COMM_WIRE_BF16 : COMM_WIRE_FP32;
     o.precision = bf16 ? BERT_BF16 : bf16_emulate ? BERT_BF16_EMULATED : fp16 ? BERT_FP16 : BERT_FP32;
     o.max_steps = (long)max_steps, o.steps_this_run = (long)steps_this_run, o.seed = (long)seed;
     o.phase1_end_step = (long)phase1_end_step, o.resume_step = (long)resume_step;

@@ -45,13 +45,6 @@ void *xcalloc(size_t count, size_t size) {
     return p;
 }
 
-void *xaligned_alloc(size_t alignment, size_t n) {
-    size_t rounded = (n + alignment - 1) / alignment * alignment;
-    void *p = aligned_alloc(alignment, rounded ? rounded : alignment);
-    if (!p) die("out of memory allocating %zu bytes", n);
-    return p;
-}
-
 void *xrealloc(void *p, size_t n) {
     void *q = realloc(p, n ? n : 1);
     if (!q) die("out of memory reallocating %zu bytes", n);

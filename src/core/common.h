@@ -21,7 +21,6 @@ int bert_fail(BertError *err, const char *fmt, ...) __attribute__((format(printf
 void *xmalloc(size_t n);
 void *xcalloc(size_t count, size_t size);
 void *xrealloc(void *p, size_t n);
-void *xaligned_alloc(size_t alignment, size_t n);   /* n rounded up to a multiple of alignment; free() it */
 char *xstrdup(const char *s);
 
 /* The one growth rule of bert.c's growable arrays: the capacity (in elements) doubled,

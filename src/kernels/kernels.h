@@ -38,8 +38,8 @@ void k_matmul_forward_packed(float *out, const float *inp, const float *weight, 
 void k_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                        const float *weight, int N, int C, int OC, bool accumulate_dinp);
 
-/* The same products in mixed precision: 16-bit operands, fp32 accumulation (kernels/
- * gemm_half.h). The 16-bit format and how its products run: */
+/* The same products in mixed precision: 16-bit operands, fp32 accumulation (the CPU's:
+ * kernels/cpu/gemm_half.h). The 16-bit format and how its products run: */
 typedef enum {
     HALF_BF16 = 0,       /* bf16 on the CPU's bf16 instructions (k_bf16_native_available) */
     HALF_BF16_EMULATED,  /* bf16 operands, fp32 arithmetic (any CPU; same terms, other order) */
@@ -87,7 +87,9 @@ bool k_matmul_gelu_forward_half_packed(uint16_t *out16, const float *inp, uint16
 void k_matmul_backward_half(float *dinp, float *dweight, float *dbias, const float *dout, const uint16_t *inp16,
                             const uint16_t *weight, int N, int C, int OC, bool accumulate_dinp, uint16_t *dout16,
                             HalfMode mode);
-/* dst = src rounded to the 16-bit format (to nearest, ties to even); and back (exact). */
+/* dst = src rounded to the 16-bit format (to nearest, ties to even; fp16 overflows to
+ * infinity; a NaN stays a NaN of the same sign, made quiet, keeping the top of its payload);
+ * and back (exact; an fp16 NaN made quiet). The two bf16 modes are the same format here. */
 void k_to_half(HalfMode mode, uint16_t *dst, const float *src, long n);
 void k_from_half(HalfMode mode, float *dst, const uint16_t *src, long n);
 /* Whether HALF_BF16 products can run here (bf16 instructions), and what runs them. */
@@ -106,15 +108,14 @@ void k_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, 
 /* out = act(inp); dinp = dout * act'(inp) (dinp may alias dout). */
 void k_gelu_forward(float *out, const float *inp, long n, Activation act);
 void k_gelu_backward(float *dinp, const float *dout, const float *inp, long n, Activation act);
-/* GELU of a 16-bit input, rounded to 16 bits (out16 = round(GELU(inp16)), evaluated in fp32),
- * and its backward at that input (dinp, dout fp32; dinp may be dout): the mixed-precision
- * feed-forward, whose pre-activation is kept in 16 bits as the product left it. */
+/* GELU of a 16-bit input, rounded to 16 bits (out16 = round(GELU(inp16)), evaluated in fp32):
+ * the mixed-precision feed-forward, whose pre-activation is kept in 16 bits as the product
+ * left it. Its backward over [N, C] at that input, written as the next product's operand:
+ * dinp16 = dout * GELU'(inp16) (dout fp32, evaluated in fp32) rounded to 16 bits, and
+ * dbias[c] += sum_n dinp[n, c] from the fp32 values (the feed-forward's input bias, summed as
+ * k_matmul_backward_half sums it: the same slices in the same order), without writing dinp
+ * and reading it back; k_matmul_backward_half then takes dout NULL. */
 void k_gelu_forward_half(uint16_t *out16, const uint16_t *inp16, long n, Activation act, HalfMode mode);
-void k_gelu_backward_half(float *dinp, const float *dout, const uint16_t *inp16, long n, Activation act, HalfMode mode);
-/* The same backward over [N, C] written as the next product's operand: dinp16 = dinp rounded
- * to 16 bits, and dbias[c] += sum_n dinp[n, c] from the fp32 values (the feed-forward's input
- * bias, summed as k_matmul_backward_half sums it: the same slices in the same order), without
- * writing dinp and reading it back; k_matmul_backward_half then takes dout NULL. */
 void k_gelu_backward_half_out16(uint16_t *dinp16, float *dbias, const float *dout, const uint16_t *inp16, int N, int C,
                                 Activation act, HalfMode mode);
 /* x = tanh(x) in place; dinp = dout * (1 - y^2) given y = tanh output (may alias). */
@@ -189,11 +190,9 @@ void k_mse_backward(float *dpred, const float *pred, const float *target, int n,
 void k_gather_rows(float *dst, const float *src, const int32_t *rows, int R, int C);
 /* dst[rows[k]] += src[k], in k order (rows may repeat). */
 void k_scatter_add_rows(float *dst, const float *src, const int32_t *rows, int R, int C);
-/* dst[rows[k]] = src[k]; every other of dst's N rows zeroed. */
+/* dst[rows[k]] = src[k] for k < R; every other of dst's N rows zeroed. dst may be src when
+ * rows ascend (spreading compact rows to their places in place): gather's inverse. */
 void k_scatter_rows(float *dst, const float *src, const int32_t *rows, int R, int N, int C);
-/* In place: compact row k moves to row slot[k] (slot ascending, slot[k] >= k); the other of
- * the N rows are zeroed. */
-void k_spread_rows(float *x, const int32_t *slot, int M, int N, int C);
 void k_copy(float *dst, const float *src, long n);
 void k_zero(float *x, long n);
 void k_add(float *dst, const float *src, long n);   /* dst += src */

@@ -122,13 +122,13 @@ static void layout_activations(Arena *a, Activations *v, const BertModel *m) {
          * Forward-only: nothing is kept for a backward, so every layer uses layer 0's buffers
          * (a layer's input, the previous layer's out, is last read by LayerNorm 1, before
          * LayerNorm 2 writes out) and keeps no probabilities */
-        const bool fp32 = m->precision == BERT_FP32, own = l == 0 || fp32, mine = l == 0 || !m->forward_only;
+        const bool fp32 = m->precision == BERT_FP32, own = l == 0 || fp32, mine = l == 0 || m->mode != BERT_MODE_FORWARD_ONLY;
         LayerActs *first = &v->layers[0];
         if (!mine) {
             *L = *first;
             continue;
         }
-        L->qkv = own ? take(a, N * 3 * H) : first->qkv, L->probs = take(a, m->forward_only ? 0 : B * A * T * T);
+        L->qkv = own ? take(a, N * 3 * H) : first->qkv, L->probs = take(a, m->mode == BERT_MODE_FORWARD_ONLY ? 0 : B * A * T * T);
         L->ctx = own ? take(a, N * H) : first->ctx;
         L->attn_sum = take(a, N * H), L->ln1_mean = take(a, N), L->ln1_rstd = take(a, N);
         L->h1 = own ? take(a, N * H) : first->h1;
@@ -154,9 +154,9 @@ static void layout_activations(Arena *a, Activations *v, const BertModel *m) {
     v->losses = take(a, LOSS_SLOTS);
 }
 
-/* bf16 precision's activations: the products' rounded inputs (see LayerActs) and the
+/* 16-bit precisions' activations: the products' rounded inputs (see LayerActs) and the
  * rounded output gradient, sized for the largest product (N*OC). */
-static void layout_bf16_activations(Arena *a, Activations *v, const BertModel *m) {
+static void layout_half_activations(Arena *a, Activations *v, const BertModel *m) {
     const BertConfig *c = &m->cfg;
     const size_t B = m->max_batch, N = B * m->max_seq, H = c->hidden_size, I = c->intermediate_size;
     const size_t BP = B * (size_t)m->max_preds, V = c->vocab_size;
@@ -164,7 +164,7 @@ static void layout_bf16_activations(Arena *a, Activations *v, const BertModel *m
     const bool classifier = m->heads.kind == BERT_HEADS_CLASSIFIER;
     for (int l = 0; l < c->num_hidden_layers; l++) {
         LayerActs *L = &v->layers[l];
-        if (l > 0 && m->forward_only) {   /* layer 0's, as layout_activations */
+        if (l > 0 && m->mode == BERT_MODE_FORWARD_ONLY) {   /* layer 0's, as layout_activations */
             const LayerActs *first = &v->layers[0];
             L->x16 = first->x16, L->ctx16 = first->ctx16, L->h1_16 = first->h1_16, L->act16 = first->act16;
             L->pre16 = first->pre16, L->qkv16 = first->qkv16;
@@ -227,8 +227,8 @@ static void allocate_packed_weights(BertModel *m) {
     m->packed_bytes = total;
 }
 
-/* Lays the activations out again for the model's precision (bf16 shares some fp32 buffers
- * between layers and adds its own); their contents are lost. */
+/* Lays the activations out again for the model's precision (16 bits share some fp32 buffers
+ * between layers and add their own); their contents are lost. */
 static void allocate_activations(BertModel *m) {
     Arena a = {0};
     layout_activations(&a, &m->act, m);   /* count */
@@ -249,11 +249,11 @@ static void allocate_activations(BertModel *m) {
         return;
     }
     Arena h = {0};
-    layout_bf16_activations(&h, &m->act, m);
+    layout_half_activations(&h, &m->act, m);
     m->act16_len = h.cursor / sizeof(uint16_t);
     m->act16_memory = k_alloc(m->act16_len * sizeof(uint16_t));
     h = (Arena){.base = (char *)m->act16_memory};
-    layout_bf16_activations(&h, &m->act, m);
+    layout_half_activations(&h, &m->act, m);
     m->params16 = k_alloc(m->num_params * sizeof(uint16_t));
     memset(m->half_fresh, 0, sizeof(bool) * (size_t)m->num_tensors);   /* none of it made yet */
 }
@@ -411,8 +411,6 @@ const BertConfig *bert_model_config(const BertModel *m) { return &m->cfg; }
 const char *bert_last_error(const BertModel *m) { return m->error; }
 float bert_last_mlm_loss(const BertModel *m) { return m->mlm_loss; }
 float bert_last_nsp_loss(const BertModel *m) { return m->nsp_loss; }
-float bert_last_task_loss(const BertModel *m) { return m->task_loss; }
-BertHeads bert_model_heads(const BertModel *m) { return m->heads; }
 const float *bert_qa_start_logits(const BertModel *m) { return m->heads.kind == BERT_HEADS_QA ? m->act.qa_start : NULL; }
 const float *bert_qa_end_logits(const BertModel *m) { return m->heads.kind == BERT_HEADS_QA ? m->act.qa_end : NULL; }
 const float *bert_classifier_logits(const BertModel *m) {
@@ -439,9 +437,6 @@ static bool read_floats(float *dst, const float *src, size_t n) {
     k_download(dst, src, n * sizeof(float));
     return true;
 }
-bool bert_read_mlm_logits(const BertModel *m, float *dst) {
-    return read_floats(dst, m->p.mlm_dense_w ? bert_mlm_logits(m) : NULL, (size_t)m->B * m->P * m->cfg.vocab_size);
-}
 bool bert_read_nsp_logits(const BertModel *m, float *dst) { return read_floats(dst, bert_nsp_logits(m), 2 * (size_t)m->B); }
 bool bert_read_qa_logits(const BertModel *m, float *start, float *end) {
     const size_t n = (size_t)m->B * m->T;
@@ -449,9 +444,6 @@ bool bert_read_qa_logits(const BertModel *m, float *start, float *end) {
 }
 bool bert_read_classifier_logits(const BertModel *m, float *dst) {
     return read_floats(dst, bert_classifier_logits(m), (size_t)m->B * m->heads.num_labels);
-}
-bool bert_read_pooled_output(const BertModel *m, float *dst) {
-    return read_floats(dst, bert_pooled_output(m), (size_t)m->B * m->cfg.hidden_size);
 }
 bool bert_read_token_output(const BertModel *m, int s, int t, float *dst) {
     return read_floats(dst, bert_token_output(m, s, t), (size_t)m->cfg.hidden_size);
@@ -520,7 +512,7 @@ int bert_set_precision(BertModel *m, BertPrecision precision, BertError *err) {
 
 /* The 16-bit copy of weight [OC, C] (a pointer into m->params), its tensors' copies made now
  * where stale: a product's weight may span several tensors (QKV: query, key and value). */
-static const uint16_t *bf16_weight(BertModel *m, const float *weight, int C, int OC) {
+static const uint16_t *half_weight(BertModel *m, const float *weight, int C, int OC) {
     const float *end = weight + (size_t)C * OC;
     for (int i = 0; i < m->num_tensors; i++) {
         const BertParamInfo *t = &m->info[i];
@@ -554,12 +546,12 @@ void bert_refresh_weights(BertModel *m) {
         if (!w->packed) continue;
         if (m->precision == BERT_FP32) {
             k_pack_weight_f32(w->packed, w->weight, w->C, w->OC);
-        } else if (m->forward_only) {
+        } else if (m->mode == BERT_MODE_FORWARD_ONLY) {
             if (!scratch) scratch = xmalloc(sizeof(uint16_t) * max_packed_numel(m));
             k_to_half(HALF_BF16, scratch, w->weight, (long)w->C * w->OC);
             k_pack_weight(HALF_BF16, w->packed, scratch, w->C, w->OC);
         } else {
-            k_pack_weight(HALF_BF16, w->packed, bf16_weight(m, w->weight, w->C, w->OC), w->C, w->OC);
+            k_pack_weight(HALF_BF16, w->packed, half_weight(m, w->weight, w->C, w->OC), w->C, w->OC);
         }
     }
     free(scratch);
@@ -579,14 +571,14 @@ static const void *packed_weight(const BertModel *m, const float *weight) {
     return NULL;
 }
 
-void bert_set_inference_only(BertModel *m, bool on) { m->inference_only = on; }
-
-void bert_set_forward_only(BertModel *m, bool on) {
-    if (m->forward_only == on) return;
-    m->forward_only = on;
-    allocate_activations(m);   /* the layers' buffers shared, or each its own again; the packed
-                                  weights stay valid, the plain 16-bit copies are made again as read */
-    m->backward_ready = false;
+void bert_set_mode(BertModel *m, BertMode mode) {
+    if (m->mode == mode) return;
+    const bool sharing_changes = (m->mode == BERT_MODE_FORWARD_ONLY) != (mode == BERT_MODE_FORWARD_ONLY);
+    m->mode = mode;
+    if (sharing_changes)
+        allocate_activations(m);   /* the layers' buffers shared, or each its own again; the packed weights
+                                      stay valid, the plain 16-bit copies are made again as read */
+    m->backward_ready = false;     /* the last forward's kept activations are the old mode's */
 }
 
 void bert_linear_forward(BertModel *m, float *out, const float *inp, uint16_t *inp16, const float *weight,
@@ -594,7 +586,7 @@ void bert_linear_forward(BertModel *m, float *out, const float *inp, uint16_t *i
     if (m->precision != BERT_FP32) {   /* the plain 16-bit weight only where the packed one does not run */
         const HalfMode mode = bert_half_mode(m);
         if (!k_matmul_forward_half(out, inp, inp16, NULL, packed_weight(m, weight), bias, N, C, OC, mode))
-            k_matmul_forward_half(out, NULL, inp16, bf16_weight(m, weight, C, OC), NULL, bias, N, C, OC, mode);
+            k_matmul_forward_half(out, NULL, inp16, half_weight(m, weight, C, OC), NULL, bias, N, C, OC, mode);
         return;
     }
     const void *packed = m->training ? NULL : packed_weight(m, weight);   /* fp32 packs for inference only */
@@ -608,16 +600,16 @@ void bert_linear_forward_out16(BertModel *m, uint16_t *out16, float *out, const 
                                const float *weight, const float *bias, int N, int C, int OC) {
     const HalfMode mode = bert_half_mode(m);
     if (!k_matmul_forward_half_out16(out16, out, inp, inp16, NULL, packed_weight(m, weight), bias, N, C, OC, mode))
-        k_matmul_forward_half_out16(out16, out, NULL, inp16, bf16_weight(m, weight, C, OC), NULL, bias, N, C, OC, mode);
+        k_matmul_forward_half_out16(out16, out, NULL, inp16, half_weight(m, weight, C, OC), NULL, bias, N, C, OC, mode);
 }
 
-/* Inference (bert_set_inference_only, training=false): GELU(inp @ W^T + b) as one product
- * with the activation as its post-op, over the packed weight, into out (fp32) or out16 (bf16,
+/* A lean forward (bert_lean_forward): GELU(inp @ W^T + b) as one product
+ * with the activation as its post-op, over the packed weight, into out (fp32) or out16 (native bf16,
  * the next product's rounded input). False where it does not apply: the caller runs
  * bert_linear_forward and k_gelu_forward. */
 bool bert_linear_gelu_forward(BertModel *m, float *out, uint16_t *out16, const float *inp, uint16_t *inp16,
                               const float *weight, const float *bias, int N, int C, int OC) {
-    if (!bert_inference_forward(m)) return false;
+    if (!bert_lean_forward(m)) return false;
     const void *packed = packed_weight(m, weight);
     if (!packed) return false;
     if (m->precision == BERT_FP32)
@@ -629,7 +621,7 @@ bool bert_linear_gelu_forward(BertModel *m, float *out, uint16_t *out16, const f
 void bert_linear_backward(BertModel *m, float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                           const uint16_t *inp16, const float *weight, int N, int C, int OC, bool accumulate_dinp) {
     if (m->precision == BERT_FP32) k_matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, accumulate_dinp);
-    else k_matmul_backward_half(dinp, dweight, dbias, dout, inp16, bf16_weight(m, weight, C, OC), N, C, OC, accumulate_dinp,
+    else k_matmul_backward_half(dinp, dweight, dbias, dout, inp16, half_weight(m, weight, C, OC), N, C, OC, accumulate_dinp,
                                 m->act.dout16, bert_half_mode(m));
 }
 
@@ -647,7 +639,7 @@ void bert_gelu_linear_backward(BertModel *m, float *dinp, float *dweight, float 
     }
     const HalfMode mode = bert_half_mode(m);
     k_gelu_backward_half_out16(m->act.dout16, dbias, dout, pre16, N, OC, act, mode);
-    k_matmul_backward_half(dinp, dweight, NULL, NULL, inp16, bf16_weight(m, weight, C, OC), N, C, OC, true,
+    k_matmul_backward_half(dinp, dweight, NULL, NULL, inp16, half_weight(m, weight, C, OC), N, C, OC, true,
                            m->act.dout16, mode);
 }
 

@@ -68,11 +68,6 @@ int   bert_model_create(BertModel **out, const BertConfig *cfg, int max_batch, i
                         BertError *err);   /* with the pre-training heads */
 int   bert_model_create_with_heads(BertModel **out, const BertConfig *cfg, BertHeads heads, int max_batch, int max_seq,
                                    int max_predictions, BertError *err);
-BertHeads bert_model_heads(const BertModel *m);
-/* The task loss of the last forward (QA: the mean of the start and end cross-entropies;
- * classification: cross-entropy; regression: MSE), 0 without labels. bert_forward returns
- * it (plus the MLM and NSP losses for pre-training). */
-float bert_last_task_loss(const BertModel *m);
 void  bert_model_free(BertModel *m);
 void  bert_init_weights(BertModel *m, uint64_t seed);     /* BERT init: truncated normal std=initializer_range, LN 1/0, biases 0 */
 int   bert_load_safetensors(BertModel *m, const char *path, BertError *err); /* HF names; missing heads initialised */
@@ -93,11 +88,9 @@ float bert_forward(BertModel *m, const BertBatch *b, bool training, uint64_t dro
  * backend's (kernels/kernels.h), and these are how the host reads it. Sizes are the last
  * batch's: B sequences of T positions, P prediction slots. Each returns false, copying
  * nothing, where the model has no such output (no such head; rows not computed). */
-bool bert_read_mlm_logits(const BertModel *m, float *dst);    /* [B*P, vocab]; rows of ignored slots (-1) zero */
 bool bert_read_nsp_logits(const BertModel *m, float *dst);    /* [B, 2] */
 bool bert_read_qa_logits(const BertModel *m, float *start, float *end);   /* [B, T] each */
 bool bert_read_classifier_logits(const BertModel *m, float *dst);         /* [B, num_labels] */
-bool bert_read_pooled_output(const BertModel *m, float *dst);             /* [B, H] */
 /* The last layer's output (hidden_size floats) for token t of sequence s, packed or not;
  * false for a row that was not computed (padding after the last real token when unpadded,
  * anything but the heads' rows when pruned). */
@@ -109,8 +102,9 @@ long bert_count_mlm_correct(const BertModel *m, const BertBatch *b, long *labell
 void  bert_zero_grad(BertModel *m);
 /* Accumulates into grads (for gradient accumulation). Runs once per successful bert_forward,
  * on the same batch; the gradient is d(loss returned by forward). Misuse (no successful
- * forward, a second backward) leaves the gradients as they are and returns -1 with the
- * message in bert_last_error(), as every misuse of the model API does; 0 otherwise. */
+ * forward, a second backward, a lean forward: bert_set_mode) leaves the gradients as they
+ * are and returns -1 with the message in bert_last_error(), as every misuse of the model API
+ * does; 0 otherwise. */
 int   bert_backward(BertModel *m, const BertBatch *b);
 
 /* Optimizers (LAMB, AdamW), gradient norms and clipping live in src/optim/optimizer.h and
@@ -211,19 +205,26 @@ int   bert_set_precision(BertModel *m, BertPrecision precision, BertError *err);
  * than through bert_params must be announced with bert_params_changed before the next
  * inference forward. Off keeps only the plain weights, in both. */
 void  bert_set_packed_weights(BertModel *m, bool on);
-/* For a model that only infers: forwards with training=false then keep only what the outputs
- * need. The feed-forward's first product and its GELU run as one pass on the packed weights
- * (the activation applied inside the product, no pre-activation matrix stored), so such a
- * forward has no backward (bert_backward says so). Off by default: tests and tools take
- * gradients after training=false forwards. */
-void  bert_set_inference_only(BertModel *m, bool on);
-/* For a model that will only ever infer (a server, bench_infer, embed): on top of
- * inference-only forwards, every encoder layer uses the same activation buffers, so the
- * activation memory no longer grows with the number of layers (bert-base, batch 32, seq 384,
- * bf16: about a twelfth). Forwards with training=true are refused (NaN and bert_last_error)
- * while it is on. Moves the activations: call it before a forward, not between a forward
- * and reading its outputs. */
-void  bert_set_forward_only(BertModel *m, bool on);
+/* What the forwards keep, by what the model is for:
+ *   BERT_MODE_FULL            (the default) every forward keeps what its backward needs,
+ *                             training=false ones too: tests and tools take gradients after them.
+ *   BERT_MODE_LEAN_INFERENCE  a model that trains and infers (fine-tuning with evaluations):
+ *                             forwards with training=false are lean, keeping only what the
+ *                             outputs need: the feed-forward's first product and its GELU run as
+ *                             one pass on the packed weights (the activation applied inside the
+ *                             product, no pre-activation matrix stored) and attention keeps no
+ *                             probabilities, so such a forward has no backward (bert_backward
+ *                             says so). Forwards with training=true keep everything, as in FULL.
+ *   BERT_MODE_FORWARD_ONLY    a model that will only ever infer (a server, bench_infer, embed):
+ *                             lean forwards, and every encoder layer uses the same activation
+ *                             buffers, so the activation memory no longer grows with the number
+ *                             of layers (bert-base, batch 32, seq 384, bf16: about a twelfth).
+ *                             Forwards with training=true are refused (NaN and bert_last_error).
+ * A change of mode ends the last forward's backward (as bert_set_precision does); to or from
+ * FORWARD_ONLY it moves the activations: call it before a forward, not between a forward and
+ * reading its outputs. */
+typedef enum { BERT_MODE_FULL = 0, BERT_MODE_LEAN_INFERENCE, BERT_MODE_FORWARD_ONLY } BertMode;
+void  bert_set_mode(BertModel *m, BertMode mode);
 BertPrecision bert_precision(const BertModel *m);
 const char *bert_precision_name(BertPrecision precision);   /* "fp32", "bf16", "bf16-emulated", "fp16" */
 /* The backward computes the gradient of scale * loss (default 1): loss scaling for fp16, so
@@ -231,7 +232,7 @@ const char *bert_precision_name(BertPrecision precision);   /* "fp32", "bf16", "
  * (optim/loss_scaler.h). External d_sequence_output / d_pooled are taken as given. */
 void  bert_set_loss_scale(BertModel *m, float scale);
 /* Says the fp32 weights were changed from outside (an optimizer step, a direct write): the
- * bf16 copy is remade at the next forward. bert_init_weights and the loaders say it
+ * 16-bit copy is remade at the next forward. bert_init_weights and the loaders say it
  * themselves; so does bert_params(), since its caller may write through it. */
 void  bert_params_changed(BertModel *m);
 /* Parameters that are NaN or infinite (a damaged or diverged checkpoint), and the first

@@ -114,13 +114,14 @@ static void grads_ready(BertModel *m, const float *begin, const float *end) {
 int bert_backward_with(BertModel *m, const BertBatch *b, const float *d_sequence_output, const float *d_pooled) {
     if (!m->backward_ready) {   /* the gradients are left as they are */
         snprintf(m->error, sizeof m->error, "bert_backward: no successful bert_forward to go back through (none, a "
-                                            "rejected batch, or its backward ran already)");
+                                            "rejected batch, its backward ran already, or the precision or mode "
+                                            "changed since)");
         return -1;
     }
-    if (m->no_backward) {
-        snprintf(m->error, sizeof m->error, "bert_backward: the last forward was inference-only (bert_set_inference_only: "
-                                            "the feed-forward's pre-activations and attention's probabilities were "
-                                            "not kept)");
+    if (bert_lean_forward(m)) {
+        snprintf(m->error, sizeof m->error, "bert_backward: the last forward was a lean one (training=false in "
+                                            "BERT_MODE_LEAN_INFERENCE or FORWARD_ONLY: the feed-forward's "
+                                            "pre-activations and attention's probabilities were not kept)");
         return -1;
     }
     if (d_sequence_output && (m->pruned || m->unpadded)) {

@@ -158,7 +158,7 @@ static void layer_forward(BertModel *m, int l, const float *x, const int32_t *ma
     if (m->precision == BERT_FP32) bert_linear_forward(m, a->qkv, x, a->x16, p->qkv_w, p->qkv_b, N, H, 3 * H);
     else bert_linear_forward_out16(m, a->qkv16, a->qkv, x, a->x16, p->qkv_w, p->qkv_b, N, H, 3 * H);
     /* inference keeps no probabilities (nothing reads them): their blocks stay in cache */
-    k_attention_forward(a->ctx, bert_inference_forward(m) ? NULL : a->probs, a->qkv, &args);
+    k_attention_forward(a->ctx, bert_lean_forward(m) ? NULL : a->probs, a->qkv, &args);
     const int R = prune ? m->kept_count : N;
     const int32_t *rows = prune ? m->kept_full : layout_rows(m);   /* for the dropout masks */
     const float *residual = x;
@@ -242,7 +242,7 @@ static float mlm_forward(BertModel *m, const float *seq_out) {
         }
     }
     /* the compact rows to their slots of [B*P, V], unlabelled slots zero */
-    k_spread_rows(a->mlm_logits, m->mlm_slot, M, m->B * m->P, V);
+    k_scatter_rows(a->mlm_logits, a->mlm_logits, m->mlm_slot, M, m->B * m->P, V);   /* in place */
     return loss;
 }
 
@@ -289,9 +289,9 @@ float bert_forward(BertModel *m, const BertBatch *b, bool training, uint64_t dro
         m->backward_ready = false;
         return NAN;
     }
-    if (training && m->forward_only) {
+    if (training && m->mode == BERT_MODE_FORWARD_ONLY) {
         snprintf(m->error, sizeof m->error, "bert_forward: a training forward on a forward-only model "
-                                            "(bert_set_forward_only: its layers share their activations)");
+                                            "(BERT_MODE_FORWARD_ONLY: its layers share their activations)");
         m->backward_ready = false;
         return NAN;
     }
@@ -299,7 +299,6 @@ float bert_forward(BertModel *m, const BertBatch *b, bool training, uint64_t dro
     m->training = training;
     m->dropout_seed = dropout_seed;
     bert_refresh_weights(m);
-    m->no_backward = bert_inference_forward(m);
     prepare_batch(m, b);
     embeddings_forward(m, b);
     const float *x = m->act.emb_out;

@@ -1,4 +1,4 @@
-/* The inside of BertModel, shared by the files of src/model/ and src/optim/. */
+/* The inside of BertModel, shared by the files of src/model/ (and nothing else). */
 #ifndef BERT_MODEL_INTERNAL_H
 #define BERT_MODEL_INTERNAL_H
 
@@ -36,9 +36,9 @@ typedef struct {
     float *ffn_sum;             /* [N, H] dropout(act W2 + b2) + h1: LayerNorm 2's input */
     float *ln2_mean, *ln2_rstd; /* [N] */
     float *out;                 /* [N, H] the layer's output */
-    /* bf16/fp16 precision: the four products' inputs rounded to 16 bits as the forward made them,
-     * the backward's operands (layer input, ctx, h1, ffn_act), and GELU's input in bf16 (as
-     * PyTorch's autocast keeps it: the output of a bf16 product, which GELU and its backward
+    /* 16-bit precisions: the four products' inputs rounded to 16 bits as the forward made them,
+     * the backward's operands (layer input, ctx, h1, ffn_act), and GELU's input in 16 bits (as
+     * PyTorch's autocast keeps it: the output of a 16-bit product, which GELU and its backward
      * read), and the QKV product's output, which attention reads in 16 bits; the fp32 ctx
      * and h1 are then only needed within the forward, qkv and ffn_pre only as scratch where
      * the product cannot store its result in 16 bits (ffn_act not at all), and all layers
@@ -68,7 +68,7 @@ typedef struct {
     float *cls_dropped, *cls_logits, *cls_probs;      /* [B, H], [B, N], [B, N] */
     float *cls_row_loss, *d_cls_logits, *d_cls_in;    /* [B], [B, N], [B, H] */
     float *losses;                                    /* [LOSS_SLOTS] the kernels' loss outputs */
-    /* bf16 precision: the heads' product inputs in bf16 (as LayerActs), and the rounded
+    /* 16-bit precisions: the heads' product inputs in 16 bits (as LayerActs), and the rounded
      * output gradient of the product being differentiated */
     uint16_t *cls_in16, *pooled16, *mlm_in16, *mlm_ln16, *seq_out16, *cls_dropped16, *dout16;
 } Activations;
@@ -126,8 +126,8 @@ struct BertModel {
     char error[1024];
     /* mixed precision (bert_set_precision): the 16-bit copy of params (same layout), each
      * tensor's made when a product first reads it after params16_stale (half_fresh[tensor]:
-     * made since; bf16_weight), so the pages of a copy nothing reads (the embeddings' but the
-     * word embeddings' while the MLM head runs; the packed weights of a forward-only model)
+     * made since; half_weight), so the pages of a copy nothing reads (the embeddings' but the
+     * word embeddings' while the MLM head runs; the packed weights of a FORWARD_ONLY model)
      * are never touched; the 16-bit activations (one allocation) */
     BertPrecision precision;
     float loss_scale;   /* the backward's seed: d(loss scale * loss) (bert_set_loss_scale) */
@@ -140,13 +140,10 @@ struct BertModel {
      * remade with params16 (native bf16) or at an inference forward (fp32), when
      * params16_stale (which then means: any derived copy is stale) */
     bool pack_bf16, pack_fp32, packed_allocated;
-    /* bert_set_inference_only: forwards with training=false keep only what the outputs need
-     * (neither the feed-forward's pre-activation nor attention's probabilities is stored);
-     * no_backward: the last forward was such a one, and has no backward */
-    bool inference_only, no_backward;
-    /* bert_set_forward_only: the layers share one set of activation buffers; only forwards
-     * with training=false, which run as inference-only ones */
-    bool forward_only;
+    /* bert_set_mode: which forwards are lean (training=false ones, unless FULL: neither the
+     * feed-forward's pre-activation nor attention's probabilities is stored, no backward), and
+     * whether the layers share one set of activation buffers (FORWARD_ONLY) */
+    BertMode mode;
     PackedWeight *packed;
     int packed_count;
     void *packed_memory;
@@ -170,19 +167,18 @@ void bert_attention_args(const BertModel *m, AttentionArgs *a, const int32_t *ma
  * same masks as the full one. Forward and backward (applied to the gradient) alike. */
 void bert_hidden_dropout(const BertModel *m, float *x, int R, const int32_t *rows, int layer, int site);
 
-/* This forward keeps only what the outputs need (bert_set_inference_only or
- * bert_set_forward_only, training=false). */
-static inline bool bert_inference_forward(const BertModel *m) {
-    return (m->inference_only || m->forward_only) && !m->training;
-}
+/* This forward (or, in bert_backward, the last one: the mode and m->training have not changed
+ * since, or backward_ready would be false) keeps only what the outputs need: training=false
+ * outside BERT_MODE_FULL. */
+static inline bool bert_lean_forward(const BertModel *m) { return m->mode != BERT_MODE_FULL && !m->training; }
 
 /* The full rows of the encoder's layout, for dropout masks (NULL: all B*T rows in order). */
 static inline const int32_t *layout_rows(const BertModel *m) { return m->unpadded ? m->full_row : NULL; }
 
 /* Every linear layer and head of the model goes through these: k_matmul_* in fp32, their
- * bf16 counterparts otherwise (weight: a view into m->params, mapped to its bf16 copy).
- * inp16: where the bf16 forward keeps its rounded input for the backward (unused in fp32);
- * the backward reads inp in fp32, inp16 in bf16. */
+ * 16-bit counterparts otherwise (weight: a view into m->params, mapped to its 16-bit copy).
+ * inp16: where the 16-bit forward keeps its rounded input for the backward (unused in fp32);
+ * the backward reads inp in fp32, inp16 in 16 bits. */
 void bert_linear_forward_out16(BertModel *m, uint16_t *out16, float *out, const float *inp, uint16_t *inp16,
                                const float *weight, const float *bias, int N, int C, int OC);
 bool bert_linear_gelu_forward(BertModel *m, float *out, uint16_t *out16, const float *inp, uint16_t *inp16,

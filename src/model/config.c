@@ -28,12 +28,6 @@ static BertConfig base_defaults(void) {
     };
 }
 
-const char *const *bert_config_preset_names(int *n) {
-    static const char *const names[] = {"bert-tiny", "bert-mini", "bert-small", "bert-medium", "bert-base", "bert-large"};
-    *n = NPRESETS;
-    return names;
-}
-
 int bert_config_preset(const char *name, BertConfig *cfg, BertError *err) {
     for (int i = 0; i < NPRESETS; i++) {
         if (strcmp(PRESETS[i].name, name) != 0) continue;

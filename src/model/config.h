@@ -25,7 +25,6 @@ typedef struct {
  * bert-medium (L8 H512 A8), bert-base (L12 H768 A12), bert-large (L24 H1024 A16);
  * all with vocab 30522, 512 positions, 2 token types, intermediate 4H, gelu. */
 int bert_config_preset(const char *name, BertConfig *cfg, BertError *err);
-const char *const *bert_config_preset_names(int *n);
 
 /* Reads config.json; keys absent from the file keep BERT-base's defaults. Unknown keys
  * are ignored (HF configs carry many); present keys with wrong types are errors. */

@@ -86,7 +86,6 @@ void optimizer_free(Optimizer *o) {
 
 long optimizer_step_count(const Optimizer *o) { return o->steps; }
 void optimizer_set_step_count(Optimizer *o, long steps) { o->steps = steps; }
-const OptimizerConfig *optimizer_config(const Optimizer *o) { return &o->cfg; }
 size_t optimizer_state_bytes(const Optimizer *o) { return 2 * (o->hi - o->lo) * sizeof(float); }
 
 double tensors_grad_norm(const BertParamInfo *tensors, int n) {

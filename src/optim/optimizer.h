@@ -72,7 +72,6 @@ double optimizer_step(Optimizer *o, double lr);
 long optimizer_step_count(const Optimizer *o);
 /* NVIDIA's phase 2 restarts the count (the bias corrections) while keeping the moments. */
 void optimizer_set_step_count(Optimizer *o, long steps);
-const OptimizerConfig *optimizer_config(const Optimizer *o);
 size_t optimizer_state_bytes(const Optimizer *o);   /* this process's */
 
 /* The state as safetensors: "<param>.exp_avg", "<param>.exp_avg_sq" for every tensor, the

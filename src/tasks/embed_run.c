@@ -76,7 +76,7 @@ int embed_run(const EmbedRunOptions *o, FILE *in, EmbedRunResult *r, BertError *
         return -1;
     }
     /* the weights never change here, and the model only infers: its layers share their activations */
-    bert_set_packed_weights(m, true), bert_set_inference_only(m, true), bert_set_forward_only(m, true);
+    bert_set_packed_weights(m, true), bert_set_mode(m, BERT_MODE_FORWARD_ONLY);
     TokenizerOptions to = tokenizer_default_options();
     to.do_lower_case = o->do_lower_case;
     Tokenizer *tok = tokenizer_new(vocab, &to);

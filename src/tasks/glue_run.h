@@ -6,6 +6,7 @@
 #include <stdbool.h>
 
 #include "core/common.h"
+#include "model/bert.h"
 #include "tasks/glue.h"
 #include "train/finetune.h"
 

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/launcher.h"
+#include "kernels/kernels.h"
 
 struct Comm {
     int rank, size;
@@ -28,7 +29,9 @@ struct CommRequest {
     bool result_here;         /* this rank receives the sum */
 };
 
-/* ---- 16-bit words: IEEE half (F16C instructions) and bfloat16 (round to nearest even) ---- */
+/* ---- 16-bit words: IEEE half (F16C instructions) and bfloat16 (round to nearest even) ----
+ * The wire is written and read by the kernels' conversions (k_to_half, k_from_half: the same
+ * bits as these, NaN included); these are the reduction operators' own, on MPI's buffers. */
 
 static inline uint16_t to_bf16(float x) {
     uint32_t u;
@@ -46,34 +49,10 @@ static inline uint16_t to_fp16(float x) { return (uint16_t)_cvtss_sh(x, _MM_FROU
 static inline float from_fp16(uint16_t h) { return _cvtsh_ss(h); }
 
 /* fp16 eight at a time (F16C: every AVX2 CPU), the same rounding as to_fp16 / from_fp16. */
-static inline void to_fp16_8(uint16_t *out, const float *x) {
-    _mm_storeu_si128((__m128i *)out, _mm256_cvtps_ph(_mm256_loadu_ps(x), _MM_FROUND_TO_NEAREST_INT));
-}
 static inline __m256 from_fp16_8(const uint16_t *h) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h)); }
 
-static void encode(uint16_t *out, const float *x, size_t n, enum CommWire kind) {
-    if (kind == COMM_WIRE_BF16) {
-#pragma omp parallel for simd schedule(static) if (n >= (1u << 18))
-        for (size_t i = 0; i < n; i++) out[i] = to_bf16(x[i]);
-    } else {
-        const size_t n8 = n / 8 * 8;
-#pragma omp parallel for schedule(static) if (n >= (1u << 18))
-        for (size_t i = 0; i < n8; i += 8) to_fp16_8(out + i, x + i);
-        for (size_t i = n8; i < n; i++) out[i] = to_fp16(x[i]);
-    }
-}
-
-static void decode(float *out, const uint16_t *h, size_t n, enum CommWire kind) {
-    if (kind == COMM_WIRE_BF16) {
-#pragma omp parallel for simd schedule(static) if (n >= (1u << 18))
-        for (size_t i = 0; i < n; i++) out[i] = from_bf16(h[i]);
-    } else {
-        const size_t n8 = n / 8 * 8;
-#pragma omp parallel for schedule(static) if (n >= (1u << 18))
-        for (size_t i = 0; i < n8; i += 8) _mm256_storeu_ps(out + i, from_fp16_8(h + i));
-        for (size_t i = n8; i < n; i++) out[i] = from_fp16(h[i]);
-    }
-}
+/* The kernels' name for a 16-bit wire's format. */
+static HalfMode wire_format(enum CommWire kind) { return kind == COMM_WIRE_BF16 ? HALF_BF16 : HALF_FP16; }
 
 /* MPI reduction operators on 16-bit words: each pairwise sum in float, rounded back. */
 static void sum_fp16_op(void *in, void *inout, int *len, MPI_Datatype *type) {
@@ -241,13 +220,6 @@ void comm_alltoallv(Comm *c, const void *send, const size_t *send_counts, void *
     free(v);
 }
 
-void comm_broadcast(Comm *c, void *data, size_t bytes, int root, const char *what) {
-    if (!c->mpi) return;
-    MPI_Request r;
-    MPI_Ibcast(data, as_count(c, bytes), MPI_BYTE, root, MPI_COMM_WORLD, &r);
-    wait_with_deadline(c, &r, what);
-}
-
 /* counts and displacements of the parts [lo[r], lo[r+1]) */
 static void parts(Comm *c, const size_t *lo, int *counts, int *displs) {
     for (int r = 0; r < c->size; r++) counts[r] = as_count(c, lo[r + 1] - lo[r]), displs[r] = as_count(c, lo[r]);
@@ -290,7 +262,7 @@ CommRequest *comm_start_sum(Comm *c, float *buf, size_t count, enum CommWire wir
     MPI_Op op = MPI_SUM;
     if (wire != COMM_WIRE_FP32) {
         q->wire = xmalloc(sizeof(uint16_t) * count);
-        encode(q->wire, buf, count, wire);
+        k_to_half(wire_format(wire), q->wire, buf, (long)count);
         data = q->wire, type = MPI_UINT16_T, op = wire == COMM_WIRE_FP16 ? c->sum_fp16 : c->sum_bf16;
     }
     if (root < 0) MPI_Iallreduce(MPI_IN_PLACE, data, n, type, op, MPI_COMM_WORLD, &q->req);
@@ -299,7 +271,7 @@ CommRequest *comm_start_sum(Comm *c, float *buf, size_t count, enum CommWire wir
 }
 
 static void complete(CommRequest *q) {
-    if (q->wire && q->result_here) decode(q->dst, q->wire, q->count, q->kind);
+    if (q->wire && q->result_here) k_from_half(wire_format(q->kind), q->dst, q->wire, (long)q->count);
     free(q->wire), free(q);
 }
 

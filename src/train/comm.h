@@ -43,8 +43,6 @@ void comm_allgather(Comm *c, const void *mine, void *all, size_t bytes, const ch
  * order: MPI_Alltoallv. */
 void comm_alltoallv(Comm *c, const void *send, const size_t *send_counts, void *recv, const size_t *recv_counts,
                     size_t item_bytes, const char *what);
-/* Rank `root` sends `bytes` bytes to every rank. */
-void comm_broadcast(Comm *c, void *data, size_t bytes, int root, const char *what);
 /* floats [lo[r], lo[r+1]) of x are rank r's; each rank's part sent to every rank (in place). */
 void comm_allgather_floats(Comm *c, float *x, const size_t *lo, const char *what);
 /* Every rank's part (`mine`, lo[r+1] - lo[r] floats) into full[lo[r] ..] on root (full: NULL

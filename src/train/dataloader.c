@@ -39,7 +39,6 @@ struct DataLoader {
     uint32_t *epoch_order;    /* this epoch's shuffled file indices */
     long order_epoch;         /* the epoch epoch_order belongs to */
     LoaderPosition pos;
-    long read;
     LoadedFile cur, next;
     pthread_t thread;
     bool thread_running;
@@ -267,7 +266,6 @@ int loader_next(DataLoader *l, BertBatch *batch, BertError *err) {
             l->pos = (LoaderPosition){epoch, k, 0};
         }
         fill_row(l, rows, l->cur.order[l->pos.offset++]);
-        l->read++;
     }
 pass_ended:
     if (rows == 0) return 0;
@@ -323,7 +321,7 @@ int loader_seek(DataLoader *l, const LoaderPosition *p, BertError *err) {
     if ((size_t)p->offset > l->cur.shard.n)
         return bert_fail(err, "data position: offset %ld past the %zu sequences of %s", p->offset, l->cur.shard.n,
                          l->files[l->cur.sorted_index]);
-    l->pos = *p, l->read = 0;
+    l->pos = *p;
     return 0;
 }
 
@@ -333,4 +331,3 @@ int loader_rewind(DataLoader *l, BertError *err) {
 }
 
 int loader_file_count(const DataLoader *l) { return l->nfiles; }
-long loader_sequences_read(const DataLoader *l) { return l->read; }

@@ -68,6 +68,5 @@ int loader_seek(DataLoader *l, const LoaderPosition *p, BertError *err);
 int loader_rewind(DataLoader *l, BertError *err);
 
 int loader_file_count(const DataLoader *l);        /* files in the folder that match */
-long loader_sequences_read(const DataLoader *l);   /* since open or the last seek */
 
 #endif

@@ -46,8 +46,8 @@ int finetune_open(Finetuner **out, const FinetuneOptions *o, char *what, size_t 
     }
     bert_set_unpadding(f->model, true);
     bert_set_packed_weights(f->model, true);   /* evaluation's forwards; each step announces its change */
-    bert_set_inference_only(f->model, true);   /* the same: training's forwards (training=true) keep everything */
-    if (o->forward_only) bert_set_forward_only(f->model, true);
+    /* evaluation's forwards lean; training's (training=true) keep everything */
+    bert_set_mode(f->model, o->forward_only ? BERT_MODE_FORWARD_ONLY : BERT_MODE_LEAN_INFERENCE);
     TrainerOptions to = {.optimizer = optimizer_defaults(OPTIMIZER_ADAMW),
                          .schedule = {SCHEDULE_LINEAR_WARMUP, o->learning_rate, o->warmup_proportion, o->total_steps, 0},
                          .accumulation = o->gradient_accumulation_steps, .loss_scaling = o->precision == BERT_FP16,

@@ -60,7 +60,7 @@ typedef struct {
     bool strict;                    /* refuse NaN/Inf weights */
     int vocab_size_expected;        /* > 0: the vocabulary file's size, which the checkpoint must match */
     bool forward_only;              /* no training in this run (predict / evaluate only): the layers
-                                       share their activations (bert_set_forward_only) */
+                                       share their activations (BERT_MODE_FORWARD_ONLY) */
 } FinetuneOptions;
 
 typedef struct Finetuner Finetuner;
@@ -103,7 +103,7 @@ typedef struct {
 int finetune_train(Finetuner *f, const FinetuneData *d, FinetuneTrainResult *res, BertError *err);
 
 /* The fine-tuned model as HuggingFace names it: dir/model.safetensors + dir/config.json, the
- * config carrying `extra` (a JSON object's members, e.g. the label map and architectures;
+ * config carrying `extra_json` (a JSON object's members, e.g. the label map and architectures;
  * NULL: none). Written atomically. */
 int finetune_save(Finetuner *f, const char *dir, const char *extra_json, BertError *err);
 

@@ -86,9 +86,9 @@ int model_bench_run(const BertConfig *cfg, const ModelBenchOptions *o, ModelBenc
         return -1;
     }
     bert_set_packed_weights(m, !o->plain_weights);
-    bert_set_inference_only(m, !o->unfused);   /* its inference forwards are never followed by a backward */
-    /* inference alone: every layer on one layer's buffers, as bert embed and the tasks run it */
-    if (o->steps == 0 && !o->unfused) bert_set_forward_only(m, true);
+    /* its inference forwards are never followed by a backward; inference alone: every layer on
+     * one layer's buffers, as bert embed and the tasks run it */
+    bert_set_mode(m, o->unfused ? BERT_MODE_FULL : o->steps == 0 ? BERT_MODE_FORWARD_ONLY : BERT_MODE_LEAN_INFERENCE);
     SyntheticBatch s;
     synthetic_batch_alloc(&s, o->batch, o->seq, o->preds);
     synthetic_batch_random(&s, cfg->vocab_size, o->pad_fraction, o->seed);

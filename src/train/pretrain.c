@@ -66,10 +66,11 @@ static int check_options(const PretrainOptions *o, BertError *err) {
     if (o->threads < 0 || o->threads > 1024) return bert_fail(err, "--threads %d must be in [0, 1024]", o->threads);
     if (!(o->init_loss_scale >= 1 && o->init_loss_scale <= 1e38) || !(o->loss_scale >= 0 && o->loss_scale <= 1e38))
         return bert_fail(err, "--init_loss_scale must be in [1, 1e38] and --loss_scale in [0, 1e38] (0: dynamic)");
-    if (o->allreduce_wire != 0 && !o->allreduce_post_accumulation)
+    if (o->allreduce_wire != COMM_WIRE_FP32 && !o->allreduce_post_accumulation)
         return bert_fail(err, "--allreduce_post_accumulation_fp16/_bf16 go with --allreduce_post_accumulation");
-    if (o->allreduce_wire < 0 || o->allreduce_wire > 2) return bert_fail(err, "unknown all-reduce wire format");
-    if (o->allreduce_wire == 1 && o->precision != BERT_FP16)   /* only loss-scaled gradients fit fp16's range */
+    if (o->allreduce_wire != COMM_WIRE_FP32 && o->allreduce_wire != COMM_WIRE_FP16 && o->allreduce_wire != COMM_WIRE_BF16)
+        return bert_fail(err, "unknown all-reduce wire format");
+    if (o->allreduce_wire == COMM_WIRE_FP16 && o->precision != BERT_FP16)   /* only loss-scaled gradients fit fp16's range */
         return bert_fail(err, "--allreduce_post_accumulation_fp16 goes with --fp16 (its loss scaling keeps the "
                               "gradients in fp16's range); use --allreduce_post_accumulation_bf16 otherwise");
     if (!(o->bucket_cap_mb >= 0.001 && o->bucket_cap_mb <= 4096) || !(o->comm_timeout > 0 && o->comm_timeout <= 1e6))
@@ -486,7 +487,7 @@ static int setup_model(Run *r, BertError *err) {
     if (bert_model_create(&r->model, &r->cfg, r->micro, o->max_seq_length, o->max_predictions_per_seq, err) != 0)
         return -1;
     bert_init_weights(r->model, (uint64_t)o->seed);
-    if (bert_set_precision(r->model, (BertPrecision)o->precision, err) != 0) return -1;
+    if (bert_set_precision(r->model, o->precision, err) != 0) return -1;
     /* pre-training reads only the heads' rows of the last layer, nothing past the last token */
     bert_set_last_layer_pruning(r->model, true);
     bert_set_unpadding(r->model, true);
@@ -499,7 +500,7 @@ static int setup_model(Run *r, BertError *err) {
     OptimizerShard shard;
     if (r->world > 1) {
         const GradSyncOptions so = {.bucket_floats = (size_t)(o->bucket_cap_mb * 1048576.0 / sizeof(float)),
-                                    .wire = (enum CommWire)o->allreduce_wire, .to_owners = o->shard_optimizer};
+                                    .wire = o->allreduce_wire, .to_owners = o->shard_optimizer};
         r->sync = grad_sync_create(r->comm, bert_grads(r->model), bert_num_parameters(r->model), &so);
         bert_set_grad_ready_hook(r->model, grad_sync_ready, r->sync);
         if (o->shard_optimizer) {
@@ -822,7 +823,7 @@ int pretrain_run(const PretrainOptions *o, PretrainSummary *sum, BertError *err)
                                 "buckets%s%s", r.world, o->train_batch_size * r.world,
                          o->allreduce_post_accumulation || o->shard_optimizer ? "reduced once per step"
                                                                               : "reduced after every micro-batch",
-                         o->bucket_cap_mb, o->allreduce_wire == 1 ? " as fp16" : o->allreduce_wire == 2 ? " as bf16" : "",
+                         o->bucket_cap_mb, o->allreduce_wire == COMM_WIRE_FP16 ? " as fp16" : o->allreduce_wire == COMM_WIRE_BF16 ? " as bf16" : "",
                          o->shard_optimizer ? "; optimizer state sharded (ZeRO-1)" : "");
         log_parameters(&r);
         /* the newest good checkpoint, named if the run has to stop */

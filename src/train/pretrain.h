@@ -19,6 +19,8 @@
 #include <stdbool.h>
 
 #include "core/common.h"
+#include "model/bert.h"
+#include "train/comm.h"
 
 typedef struct {
     /* data */
@@ -55,10 +57,10 @@ typedef struct {
     int threads;                    /* <= 0: OpenMP's default */
     bool strict;                    /* refuse loaded weights with NaN/Inf values (else: a warning) */
     bool check_shards;              /* read and validate every shard first, each in a child process */
-    /* precision of the matrix products (model/bert.h BertPrecision): 0 fp32, BF16 (refused
-     * without bf16 instructions), BF16_EMULATED, FP16 (with loss scaling). The fp32 master
-     * weights, optimizer state and checkpoints are the same in every precision. */
-    int precision;
+    /* precision of the matrix products: FP32 (0), BF16 (refused without bf16 instructions),
+     * BF16_EMULATED, FP16 (with loss scaling). The fp32 master weights, optimizer state and
+     * checkpoints are the same in every precision. */
+    BertPrecision precision;
     double init_loss_scale;         /* fp16, dynamic scaling: the first scale (NVIDIA: 2^20) */
     double loss_scale;              /* fp16: > 0 a static scale instead (NVIDIA's --loss_scale) */
     /* data parallelism over MPI (train/comm.h, train/grad_sync.h; docs/distributed.md): each
@@ -66,7 +68,7 @@ typedef struct {
      * buckets while the backward runs, after every micro-batch or (post accumulation) once
      * per step; train_batch_size stays per process, so the global batch is P times it */
     bool allreduce_post_accumulation;
-    int allreduce_wire;             /* post accumulation: 0 fp32, 1 fp16, 2 bf16 (train/comm.h CommWire) */
+    enum CommWire allreduce_wire;   /* post accumulation: gradients sent as fp32 (0), fp16 or bf16 */
     bool shard_optimizer;           /* ZeRO-1: each process holds and updates 1/P of the optimizer state */
     double bucket_cap_mb;           /* gradient bucket size (DDP's default 25) */
     double comm_timeout;            /* seconds a collective may wait before the job is ended */

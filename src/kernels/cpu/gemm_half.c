@@ -1,5 +1,6 @@
 #include "kernels/cpu/gemm_half.h"
 
+#include <immintrin.h>
 #include <math.h>
 #include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
@@ -24,11 +25,12 @@ void floats_from_bf16(float *restrict dst, const bf16 *restrict src, long n) {
 
 /* IEEE binary16 by bit manipulation (clang has no _Float16 on x86 before version 15): round
  * to nearest even, overflow to infinity from 65520 (the midpoint past 65504) up, subnormals
- * below 2^-14, NaN kept quiet. */
+ * below 2^-14, NaN kept quiet with the top of its payload: the bits of x86's F16C
+ * instructions (vcvtps2ph, vcvtph2ps), for every input. */
 fp16 fp16_from_float(float f) {
     union { float f; uint32_t u; } v = {.f = f};
     const uint32_t sign = (v.u >> 16) & 0x8000u, ax = v.u & 0x7fffffffu;
-    if (ax > 0x7f800000u) return (fp16)(sign | 0x7e00u);           /* NaN */
+    if (ax > 0x7f800000u) return (fp16)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));   /* NaN, made quiet */
     if (ax >= 0x477ff000u) return (fp16)(sign | 0x7c00u);          /* >= 65520: infinity */
     if (ax < 0x38800000u) {                                        /* below 2^-14: a multiple of 2^-24 */
         union { uint32_t u; float f; } a = {.u = ax};
@@ -46,18 +48,36 @@ float float_from_fp16(fp16 bits) {
         float x = (float)m * (1.0f / 16777216.0f);
         return sign ? -x : x;
     }
-    v.u = sign | (e == 31 ? 0x7f800000u | (m << 13) : ((e + 112u) << 23) | (m << 13));
+    if (e == 31) v.u = sign | 0x7f800000u | (m ? 0x400000u : 0) | (m << 13);   /* infinity; NaN, made quiet */
+    else v.u = sign | ((e + 112u) << 23) | (m << 13);
     return v.f;
 }
 
+/* Eight at a time on F16C where the compiler targets it (every AVX2 CPU): the same bits as
+ * the functions above, several times faster. */
 void fp16_from_floats(fp16 *restrict dst, const float *restrict src, long n) {
+#ifdef __F16C__
+    const long n8 = n / 8 * 8;
+#pragma omp parallel for schedule(static) if (n >= (1L << 16))
+    for (long i = 0; i < n8; i += 8)
+        _mm_storeu_si128((__m128i *)(dst + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+    for (long i = n8; i < n; i++) dst[i] = fp16_from_float(src[i]);
+#else
 #pragma omp parallel for schedule(static) if (n >= (1L << 16))
     for (long i = 0; i < n; i++) dst[i] = fp16_from_float(src[i]);
+#endif
 }
 
 void floats_from_fp16(float *restrict dst, const fp16 *restrict src, long n) {
+#ifdef __F16C__
+    const long n8 = n / 8 * 8;
+#pragma omp parallel for schedule(static) if (n >= (1L << 16))
+    for (long i = 0; i < n8; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
+    for (long i = n8; i < n; i++) dst[i] = float_from_fp16(src[i]);
+#else
 #pragma omp parallel for schedule(static) if (n >= (1L << 16))
     for (long i = 0; i < n; i++) dst[i] = float_from_fp16(src[i]);
+#endif
 }
 
 void halves_from_floats(HalfMode mode, uint16_t *dst, const float *src, long n) {

@@ -378,16 +378,6 @@ static void gelu_backward_span(float *d, const float *restrict g, const float *x
     }
 }
 
-void k_gelu_backward_half(float *dinp, const float *dout, const uint16_t *inp16, long n, Activation act, HalfMode mode) {
-#pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN_WORK)
-    for (long c0 = 0; c0 < n; c0 += HALF_CHUNK) {
-        const int len = (int)(n - c0 < HALF_CHUNK ? n - c0 : HALF_CHUNK);
-        float x[HALF_CHUNK];
-        widen_span(mode, x, inp16 + c0, len);
-        gelu_backward_span(dinp + c0, dout + c0, x, len, act);
-    }
-}
-
 void k_gelu_backward_half_out16(uint16_t *dinp16, float *dbias, const float *dout, const uint16_t *inp16, int N, int C,
                                 Activation act, HalfMode mode) {
     float *partial = xcalloc((size_t)ROW_SLICES * C, sizeof(float));
@@ -808,18 +798,18 @@ void k_scatter_add_rows(float *dst, const float *src, const int32_t *rows, int R
 }
 
 void k_scatter_rows(float *dst, const float *src, const int32_t *rows, int R, int N, int C) {
-    memset(dst, 0, sizeof(float) * (size_t)N * C);
-    for (int k = 0; k < R; k++) memcpy(dst + (size_t)rows[k] * C, src + (size_t)k * C, sizeof(float) * C);
-}
-
-void k_spread_rows(float *x, const int32_t *slot, int M, int N, int C) {
-    if (M == N) return;
-    for (int k = M - 1; k >= 0; k--)   /* backwards: slot[k] >= k, so no row still to move is overwritten */
-        if (slot[k] != k) memmove(x + (size_t)slot[k] * C, x + (size_t)k * C, sizeof(float) * C);
+    if (dst != src) {
+        memset(dst, 0, sizeof(float) * (size_t)N * C);
+        for (int k = 0; k < R; k++) memcpy(dst + (size_t)rows[k] * C, src + (size_t)k * C, sizeof(float) * C);
+        return;
+    }
+    if (R == N) return;   /* ascending: every row in its place */
+    for (int k = R - 1; k >= 0; k--)   /* backwards: rows[k] >= k, so no row still to move is overwritten */
+        if (rows[k] != k) memmove(dst + (size_t)rows[k] * C, dst + (size_t)k * C, sizeof(float) * C);
     int next = 0;
     for (int row = 0; row < N; row++) {
-        if (next < M && slot[next] == row) { next++; continue; }
-        memset(x + (size_t)row * C, 0, sizeof(float) * C);
+        if (next < R && rows[next] == row) { next++; continue; }
+        memset(dst + (size_t)row * C, 0, sizeof(float) * C);
     }
 }
 
