@@ -96,6 +96,55 @@ void k_from_half(HalfMode mode, float *dst, const uint16_t *src, long n);
 bool k_bf16_native_available(void);
 void k_bf16_describe(char *out, size_t n);
 
+/* ---- typed products: the precision is chosen here, not by the caller ----
+ * A linear layer's weight [OC, C] in the forms a product may run on: the fp32 master copy
+ * (f32, in parameter memory), a packed copy (k_pack_weight / k_pack_weight_f32; NULL: none),
+ * and the 16-bit copy, which half(ctx, f32, C, OC) returns, making it first where it is stale
+ * (the model keeps each tensor's freshness); called only where a product needs it. */
+typedef struct {
+    const float *f32;
+    const void *packed;
+    const uint16_t *(*half)(void *ctx, const float *f32, int C, int OC);
+    void *ctx;
+    int C, OC;
+} KWeight;
+/* The arithmetic of the products: fp32 (half false), or half_mode's 16-bit operands with fp32
+ * accumulation; pack_f32: an fp32 packed copy may run (inference: a training forward keeps
+ * k_matmul_forward's numbers). */
+typedef struct {
+    bool half;
+    HalfMode half_mode;
+    bool pack_f32;
+} KPrecision;
+/* out[N, OC] = inp @ W^T + bias in the precision's arithmetic. 16-bit: inp rounded into inp16
+ * (kept for the backward), or with inp NULL inp16 already holds the rounded input; the packed
+ * weight where it runs, else the 16-bit copy. */
+void k_linear_forward(const KPrecision *p, float *out, const float *inp, uint16_t *inp16, const KWeight *w,
+                      const float *bias, int N);
+/* The same product stored where the next kernel reads it: in fp32 into out, in 16 bits into
+ * out16 rounded (out: fp32 scratch where the product cannot store it rounded itself). */
+void k_linear_forward_to(const KPrecision *p, float *out, uint16_t *out16, const float *inp, uint16_t *inp16,
+                         const KWeight *w, const float *bias, int N);
+/* act(inp @ W^T + bias) in one product over the packed weight (fp32 into out, native bf16
+ * into out16); false, writing nothing, where no such product runs: the caller then runs
+ * k_linear_forward_to and k_activation_forward_to. */
+bool k_linear_act_forward(const KPrecision *p, float *out, uint16_t *out16, const float *inp, uint16_t *inp16,
+                          const KWeight *w, const float *bias, int N, Activation act);
+/* out = act(pre) (fp32), or out16 = act(pre16) rounded (16 bits), over n values. */
+void k_activation_forward_to(const KPrecision *p, float *out, uint16_t *out16, const float *pre, const uint16_t *pre16,
+                             long n, Activation act);
+/* The backward of k_linear_forward: dinp (+= if accumulate_dinp; skipped if NULL), dweight
+ * +=, dbias += (skipped if NULL); reads inp in fp32, inp16 in 16 bits; dout16 [N, OC]: 16-bit
+ * scratch. */
+void k_linear_backward(const KPrecision *p, float *dinp, float *dweight, float *dbias, const float *dout,
+                       const float *inp, const uint16_t *inp16, const KWeight *w, int N, bool accumulate_dinp,
+                       uint16_t *dout16);
+/* The backward of act(inp @ W^T + b) given dout at the activation (overwritten) and the
+ * pre-activation (pre fp32, pre16 16 bits): dinp += d/dinp, dweight, dbias +=. */
+void k_linear_act_backward(const KPrecision *p, float *dinp, float *dweight, float *dbias, float *dout,
+                           const float *pre, const uint16_t *pre16, const float *inp, const uint16_t *inp16,
+                           const KWeight *w, int N, Activation act, uint16_t *dout16);
+
 /* sum = a + residual (residual may be NULL: then sum is a and sum_out may be NULL; sum_out
  * may alias a);
  * out = LayerNorm(sum) * w + b, keeping mean and 1/std per row for backward. */

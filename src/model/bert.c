@@ -581,66 +581,61 @@ void bert_set_mode(BertModel *m, BertMode mode) {
     m->backward_ready = false;     /* the last forward's kept activations are the old mode's */
 }
 
+/* ---- the products: the backend picks the arithmetic (kernels.h, KPrecision) and the weight's
+ * form (KWeight: fp32, packed, or the 16-bit copy made here when a product first needs it) */
+
+static const uint16_t *half_copy(void *ctx, const float *weight, int C, int OC) { return half_weight(ctx, weight, C, OC); }
+
+static KPrecision precision_of(const BertModel *m) {
+    return (KPrecision){.half = m->precision != BERT_FP32, .half_mode = bert_half_mode(m), .pack_f32 = !m->training};
+}
+
+static KWeight weight_of(BertModel *m, const float *weight, int C, int OC) {
+    return (KWeight){.f32 = weight, .packed = packed_weight(m, weight), .half = half_copy, .ctx = m, .C = C, .OC = OC};
+}
+
 void bert_linear_forward(BertModel *m, float *out, const float *inp, uint16_t *inp16, const float *weight,
                          const float *bias, int N, int C, int OC) {
-    if (m->precision != BERT_FP32) {   /* the plain 16-bit weight only where the packed one does not run */
-        const HalfMode mode = bert_half_mode(m);
-        if (!k_matmul_forward_half(out, inp, inp16, NULL, packed_weight(m, weight), bias, N, C, OC, mode))
-            k_matmul_forward_half(out, NULL, inp16, half_weight(m, weight, C, OC), NULL, bias, N, C, OC, mode);
-        return;
-    }
-    const void *packed = m->training ? NULL : packed_weight(m, weight);   /* fp32 packs for inference only */
-    if (packed) k_matmul_forward_packed(out, inp, weight, packed, bias, N, C, OC);
-    else k_matmul_forward(out, inp, weight, bias, N, C, OC);
+    const KPrecision p = precision_of(m);
+    const KWeight w = weight_of(m, weight, C, OC);
+    k_linear_forward(&p, out, inp, inp16, &w, bias, N);
 }
 
-/* 16-bit precision: the product rounded to 16 bits into out16 (out: fp32 scratch where the
- * product cannot store it rounded itself). */
-void bert_linear_forward_out16(BertModel *m, uint16_t *out16, float *out, const float *inp, uint16_t *inp16,
-                               const float *weight, const float *bias, int N, int C, int OC) {
-    const HalfMode mode = bert_half_mode(m);
-    if (!k_matmul_forward_half_out16(out16, out, inp, inp16, NULL, packed_weight(m, weight), bias, N, C, OC, mode))
-        k_matmul_forward_half_out16(out16, out, NULL, inp16, half_weight(m, weight, C, OC), NULL, bias, N, C, OC, mode);
+void bert_linear_forward_to(BertModel *m, float *out, uint16_t *out16, const float *inp, uint16_t *inp16,
+                            const float *weight, const float *bias, int N, int C, int OC) {
+    const KPrecision p = precision_of(m);
+    const KWeight w = weight_of(m, weight, C, OC);
+    k_linear_forward_to(&p, out, out16, inp, inp16, &w, bias, N);
 }
 
-/* A lean forward (bert_lean_forward): GELU(inp @ W^T + b) as one product
- * with the activation as its post-op, over the packed weight, into out (fp32) or out16 (native bf16,
- * the next product's rounded input). False where it does not apply: the caller runs
- * bert_linear_forward and k_gelu_forward. */
+/* Lean inference only (bert_lean_forward): the product and the activation in one pass. */
 bool bert_linear_gelu_forward(BertModel *m, float *out, uint16_t *out16, const float *inp, uint16_t *inp16,
                               const float *weight, const float *bias, int N, int C, int OC) {
     if (!bert_lean_forward(m)) return false;
-    const void *packed = packed_weight(m, weight);
-    if (!packed) return false;
-    if (m->precision == BERT_FP32)
-        return k_matmul_gelu_forward_packed(out, inp, packed, bias, N, C, OC, m->cfg.hidden_act);
-    return m->precision == BERT_BF16 &&
-           k_matmul_gelu_forward_half_packed(out16, inp, inp16, packed, bias, N, C, OC, m->cfg.hidden_act);
+    const KPrecision p = precision_of(m);
+    const KWeight w = weight_of(m, weight, C, OC);
+    return k_linear_act_forward(&p, out, out16, inp, inp16, &w, bias, N, m->cfg.hidden_act);
+}
+
+void bert_gelu_forward_to(BertModel *m, float *out, uint16_t *out16, const float *pre, const uint16_t *pre16, long n) {
+    const KPrecision p = precision_of(m);
+    k_activation_forward_to(&p, out, out16, pre, pre16, n, m->cfg.hidden_act);
 }
 
 void bert_linear_backward(BertModel *m, float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                           const uint16_t *inp16, const float *weight, int N, int C, int OC, bool accumulate_dinp) {
-    if (m->precision == BERT_FP32) k_matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, accumulate_dinp);
-    else k_matmul_backward_half(dinp, dweight, dbias, dout, inp16, half_weight(m, weight, C, OC), N, C, OC, accumulate_dinp,
-                                m->act.dout16, bert_half_mode(m));
+    const KPrecision p = precision_of(m);
+    const KWeight w = weight_of(m, weight, C, OC);
+    k_linear_backward(&p, dinp, dweight, dbias, dout, inp, inp16, &w, N, accumulate_dinp, m->act.dout16);
 }
 
-/* The feed-forward's first product and GELU, backward: dinp += d/dinp of GELU(inp W^T + b)
- * given dout at the activation, pre the pre-activation (fp32, or pre16 in 16 bits). In 16
- * bits GELU's backward writes the product's rounded operand and the bias gradient itself. */
 void bert_gelu_linear_backward(BertModel *m, float *dinp, float *dweight, float *dbias, float *dout, const float *pre,
                                const uint16_t *pre16, const float *inp, const uint16_t *inp16, const float *weight,
                                int N, int C, int OC) {
-    const Activation act = m->cfg.hidden_act;
-    if (m->precision == BERT_FP32) {
-        k_gelu_backward(dout, dout, pre, (long)N * OC, act);
-        k_matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, true);
-        return;
-    }
-    const HalfMode mode = bert_half_mode(m);
-    k_gelu_backward_half_out16(m->act.dout16, dbias, dout, pre16, N, OC, act, mode);
-    k_matmul_backward_half(dinp, dweight, NULL, NULL, inp16, half_weight(m, weight, C, OC), N, C, OC, true,
-                           m->act.dout16, mode);
+    const KPrecision p = precision_of(m);
+    const KWeight w = weight_of(m, weight, C, OC);
+    k_linear_act_backward(&p, dinp, dweight, dbias, dout, pre, pre16, inp, inp16, &w, N, m->cfg.hidden_act,
+                          m->act.dout16);
 }
 
 /* ---------------------------------------------------------------- initialisation */

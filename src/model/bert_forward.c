@@ -155,8 +155,8 @@ static void layer_forward(BertModel *m, int l, const float *x, const int32_t *ma
     AttentionArgs args;
     bert_attention_args(m, &args, mask, l);
 
-    if (m->precision == BERT_FP32) bert_linear_forward(m, a->qkv, x, a->x16, p->qkv_w, p->qkv_b, N, H, 3 * H);
-    else bert_linear_forward_out16(m, a->qkv16, a->qkv, x, a->x16, p->qkv_w, p->qkv_b, N, H, 3 * H);
+    /* QKV where attention reads it: fp32, or rounded to 16 bits (attention's products' operands) */
+    bert_linear_forward_to(m, a->qkv, a->qkv16, x, a->x16, p->qkv_w, p->qkv_b, N, H, 3 * H);
     /* inference keeps no probabilities (nothing reads them): their blocks stay in cache */
     k_attention_forward(a->ctx, bert_lean_forward(m) ? NULL : a->probs, a->qkv, &args);
     const int R = prune ? m->kept_count : N;
@@ -177,15 +177,12 @@ static void layer_forward(BertModel *m, int l, const float *x, const int32_t *ma
      * stores it, for GELU and its backward) */
     const bool fused = bert_linear_gelu_forward(m, a->ffn_act, a->act16, a->h1, a->h1_16, p->ffn_in_w, p->ffn_in_b, R,
                                                 H, I);
-    if (!fused && m->precision == BERT_FP32) {
-        bert_linear_forward(m, a->ffn_pre, a->h1, a->h1_16, p->ffn_in_w, p->ffn_in_b, R, H, I);
-        k_gelu_forward(a->ffn_act, a->ffn_pre, (long)R * I, c->hidden_act);
-    } else if (!fused) {
-        bert_linear_forward_out16(m, a->pre16, a->ffn_pre, a->h1, a->h1_16, p->ffn_in_w, p->ffn_in_b, R, H, I);
-        k_gelu_forward_half(a->act16, a->pre16, (long)R * I, c->hidden_act, bert_half_mode(m));
+    if (!fused) {
+        bert_linear_forward_to(m, a->ffn_pre, a->pre16, a->h1, a->h1_16, p->ffn_in_w, p->ffn_in_b, R, H, I);
+        bert_gelu_forward_to(m, a->ffn_act, a->act16, a->ffn_pre, a->pre16, (long)R * I);
     }
-    const bool fp32 = m->precision == BERT_FP32;
-    bert_linear_forward(m, a->ffn_sum, fp32 ? a->ffn_act : NULL, a->act16, p->ffn_out_w, p->ffn_out_b, R, I, H);
+    /* ffn_act is NULL in 16 bits: the product reads act16, already rounded */
+    bert_linear_forward(m, a->ffn_sum, a->ffn_act, a->act16, p->ffn_out_w, p->ffn_out_b, R, I, H);
     bert_hidden_dropout(m, a->ffn_sum, R, rows, l, SITE_FFN_OUT);
     k_layernorm_forward(a->out, a->ffn_sum, a->ln2_mean, a->ln2_rstd, a->ffn_sum, a->h1, p->ln2_w, p->ln2_b, R, H,
                         c->layer_norm_eps);

@@ -175,12 +175,15 @@ static inline bool bert_lean_forward(const BertModel *m) { return m->mode != BER
 /* The full rows of the encoder's layout, for dropout masks (NULL: all B*T rows in order). */
 static inline const int32_t *layout_rows(const BertModel *m) { return m->unpadded ? m->full_row : NULL; }
 
-/* Every linear layer and head of the model goes through these: k_matmul_* in fp32, their
- * 16-bit counterparts otherwise (weight: a view into m->params, mapped to its 16-bit copy).
- * inp16: where the 16-bit forward keeps its rounded input for the backward (unused in fp32);
- * the backward reads inp in fp32, inp16 in 16 bits. */
-void bert_linear_forward_out16(BertModel *m, uint16_t *out16, float *out, const float *inp, uint16_t *inp16,
-                               const float *weight, const float *bias, int N, int C, int OC);
+/* Every linear layer and head of the model goes through these, which hand the backend's typed
+ * products (k_linear_*, kernels.h) the model's precision and the weight in its forms (weight:
+ * a view into m->params; its packed copy; its 16-bit copy, made when first needed): the
+ * backend picks the kernels. inp16: where the 16-bit forward keeps its rounded input for the
+ * backward (unused in fp32); the backward reads inp in fp32, inp16 in 16 bits. The _to forms
+ * store their result where the next kernel reads it (out in fp32, out16 in 16 bits). */
+void bert_linear_forward_to(BertModel *m, float *out, uint16_t *out16, const float *inp, uint16_t *inp16,
+                            const float *weight, const float *bias, int N, int C, int OC);
+void bert_gelu_forward_to(BertModel *m, float *out, uint16_t *out16, const float *pre, const uint16_t *pre16, long n);
 bool bert_linear_gelu_forward(BertModel *m, float *out, uint16_t *out16, const float *inp, uint16_t *inp16,
                               const float *weight, const float *bias, int N, int C, int OC);
 void bert_linear_forward(BertModel *m, float *out, const float *inp, uint16_t *inp16, const float *weight,
