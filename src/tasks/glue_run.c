@@ -49,6 +49,8 @@ static BertBatch make_batch(const GlueFeatures *f, const GlueExamples *e, const 
 typedef struct {
     const GlueOptions *o;
     const GlueTask *task;
+    const GlueExamples *train_e;   /* the training rows (training_batch) */
+    const GlueFeatures *train_f;
     Tokenizer *tok;
     Vocab *vocab;
     Finetuner *ft;
@@ -68,23 +70,10 @@ static int load_split(Run *r, GlueSplit split, GlueExamples *e, GlueFeatures *f,
     return 0;
 }
 
-/* The trainer's batches (train/finetune.h): rows of the training features, labelled. */
-typedef struct {
-    Run *r;
-    const GlueExamples *e;
-    const GlueFeatures *f;
-} TrainRows;
-
+/* The fine-tuner's batches (train/finetune.h): rows of the training features, labelled. */
 static BertBatch training_batch(void *ctx, const int *rows, int n) {
-    const TrainRows *t = ctx;
-    return make_batch(t->f, t->e, rows, n, true, t->r->task->num_labels == 1, &t->r->buf);
-}
-
-static int train(Run *r, GlueExamples *e, GlueFeatures *f, GlueResult *res, BertError *err) {
-    TrainRows rows = {r, e, f};
-    const FinetuneData d = {.n_rows = e->n, .make_batch = training_batch, .ctx = &rows,
-                            .train_batch_size = r->o->ft.train_batch_size, .log_freq = r->o->ft.log_freq, .log = r->log};
-    return finetune_train(r->ft, &d, &res->train, err);
+    Run *r = ctx;
+    return make_batch(r->train_f, r->train_e, rows, n, true, r->task->num_labels == 1, &r->buf);
 }
 
 /* Predictions for every row, in order: label ids (argmax) or values (regression). */
@@ -224,8 +213,7 @@ int glue_run(const GlueOptions *o, GlueResult *res, BertError *err) {
     if (rc == 0 && o->ft.do_train) rc = load_split(&r, GLUE_TRAIN, &train_e, &train_f, err);
     if (rc == 0 && o->train_examples > 0 && o->train_examples < train_e.n) train_e.n = train_f.n = (int)o->train_examples;
     const long total_steps = rc == 0 && o->ft.do_train ? finetune_total_steps(&o->ft, train_e.n) : 1;
-    const int micro = o->ft.train_batch_size / o->ft.gradient_accumulation_steps;
-    const int max_batch = micro > o->ft.eval_batch_size ? micro : o->ft.eval_batch_size;
+    const int max_batch = finetune_max_batch(&o->ft);
     char what[4600] = "";
     if (rc == 0)
         rc = finetune_open_args(&r.ft, &o->ft, (BertHeads){BERT_HEADS_CLASSIFIER, r.task->num_labels}, total_steps,
@@ -237,10 +225,9 @@ int glue_run(const GlueOptions *o, GlueResult *res, BertError *err) {
         logger_print(&*r.log, "glue %s: weights %s; %d threads", r.task->name, what, omp_get_max_threads());
     }
     if (rc == 0 && o->ft.do_train) {
-        logger_print(r.log, "training on %d examples: %ld steps of %d (%d x %d), lr %g, warmup %g", train_e.n,
-                     total_steps, o->ft.train_batch_size, o->ft.gradient_accumulation_steps, micro, o->ft.learning_rate,
-                     o->ft.warmup_proportion);
-        rc = train(&r, &train_e, &train_f, res, err);
+        r.train_e = &train_e, r.train_f = &train_f;
+        const FinetuneData d = {.n_rows = train_e.n, .rows = "examples", .make_batch = training_batch, .ctx = &r, .log = r.log};
+        rc = finetune_train(r.ft, &d, &res->train, err);
         if (rc == 0 && !o->ft.skip_checkpoint) {
             char *extra = task_config_json(r.task);
             rc = finetune_save(r.ft, o->ft.output_dir, extra, err);

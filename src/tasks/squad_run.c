@@ -29,6 +29,8 @@ typedef struct {
     Finetuner *ft;
     Logger *log;
     int32_t *ids, *mask, *types, *starts, *ends;   /* one batch */
+    const SquadData *train_d;                      /* the training features (training_batch) */
+    const SquadFeatures *train_f;
 } Run;
 
 /* Features rows[0..n) as one batch at the full sequence length. */
@@ -75,23 +77,10 @@ static int load(Run *r, const SquadFile *file, bool training, SquadData *d, Squa
     return 0;
 }
 
-/* The trainer's batches (train/finetune.h): training features with their answer spans. */
-typedef struct {
-    Run *r;
-    const SquadData *d;
-    const SquadFeatures *f;
-} TrainRows;
-
+/* The fine-tuner's batches (train/finetune.h): training features with their answer spans. */
 static BertBatch training_batch(void *ctx, const int *rows, int n) {
-    const TrainRows *t = ctx;
-    return make_batch(t->r, t->d, t->f, rows, n, true);
-}
-
-static int train(Run *r, const SquadData *d, const SquadFeatures *f, SquadResult *res, BertError *err) {
-    TrainRows rows = {r, d, f};
-    const FinetuneData fd = {.n_rows = f->n_features, .make_batch = training_batch, .ctx = &rows,
-                             .train_batch_size = r->o->ft.train_batch_size, .log_freq = r->o->ft.log_freq, .log = r->log};
-    return finetune_train(r->ft, &fd, &res->train, err);
+    Run *r = ctx;
+    return make_batch(r, r->train_d, r->train_f, rows, n, true);
 }
 
 /* Every feature's start and end logits, then the reference's post-processing (into out) and
@@ -201,14 +190,13 @@ int squad_run(const SquadOptions *o, SquadResult *res, BertError *err) {
         if (rc == 0 && o->ft.do_eval) rc = squad_dataset_from_file(&file, &eval_d, err);
         squad_file_free(&file);
     }
-    const int micro = o->ft.train_batch_size / o->ft.gradient_accumulation_steps;
     if (rc == 0 && o->ft.do_train) {
         if (train_f.n_features == 0) rc = bert_fail(err, "%s: no training features", train_path);
         res->train_examples = train_d.n_examples, res->train_features = train_f.n_features;
         res->answers_not_found = train_d.n_answers_not_found;
     }
     const long total_steps = rc == 0 && o->ft.do_train ? finetune_total_steps(&o->ft, train_f.n_features) : 1;
-    const int max_batch = micro > o->ft.eval_batch_size ? micro : o->ft.eval_batch_size;
+    const int max_batch = finetune_max_batch(&o->ft);
     char what[4600] = "";
     if (rc == 0)
         rc = finetune_open_args(&r.ft, &o->ft, (BertHeads){BERT_HEADS_QA, 0}, total_steps, vocab_size(r.vocab), what,
@@ -220,10 +208,9 @@ int squad_run(const SquadOptions *o, SquadResult *res, BertError *err) {
         logger_print(r.log, "squad: weights %s; %d threads", what, omp_get_max_threads());
     }
     if (rc == 0 && o->ft.do_train) {
-        logger_print(r.log, "training on %ld features: %ld steps of %d (%d x %d), lr %g, warmup %g", res->train_features,
-                     total_steps, o->ft.train_batch_size, o->ft.gradient_accumulation_steps, micro, o->ft.learning_rate,
-                     o->ft.warmup_proportion);
-        rc = train(&r, &train_d, &train_f, res, err);
+        r.train_d = &train_d, r.train_f = &train_f;
+        const FinetuneData d = {.n_rows = train_f.n_features, .rows = "features", .make_batch = training_batch, .ctx = &r, .log = r.log};
+        rc = finetune_train(r.ft, &d, &res->train, err);
         if (rc == 0 && !o->ft.skip_checkpoint) {
             rc = finetune_save(r.ft, o->ft.output_dir, "{\"architectures\": [\"BertForQuestionAnswering\"]}", err);
             if (rc == 0) snprintf(res->model_dir, sizeof res->model_dir, "%s", o->ft.output_dir);

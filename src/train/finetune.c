@@ -94,15 +94,20 @@ long finetune_total_steps(const FinetuneArgs *a, long n_rows) {
     return (long)ceil(per_epoch * a->num_train_epochs);
 }
 
+int finetune_max_batch(const FinetuneArgs *a) {
+    const int micro = a->train_batch_size / a->gradient_accumulation_steps;
+    return micro > a->eval_batch_size ? micro : a->eval_batch_size;
+}
+
 int finetune_open_args(Finetuner **out, const FinetuneArgs *a, BertHeads heads, long total_steps, int vocab_size,
                        char *what, size_t what_size, BertError *err) {
-    const int micro = a->train_batch_size / a->gradient_accumulation_steps;
     const FinetuneOptions fo = {.init_checkpoint = a->init_checkpoint, .config_file = a->config_file, .heads = heads,
-                                .max_batch = micro > a->eval_batch_size ? micro : a->eval_batch_size,
+                                .max_batch = finetune_max_batch(a),
                                 .max_seq_length = a->max_seq_length, .learning_rate = a->learning_rate,
                                 .warmup_proportion = a->warmup_proportion, .weight_decay = a->weight_decay,
                                 .adam_epsilon = a->adam_epsilon, .total_steps = total_steps,
                                 .gradient_accumulation_steps = a->gradient_accumulation_steps, .seed = a->seed,
+                                .train_batch_size = a->train_batch_size, .log_freq = a->log_freq,
                                 .precision = a->precision, .loss_scale = a->loss_scale,
                                 .vocab_size_expected = vocab_size, .forward_only = !a->do_train};
     return finetune_open(out, &fo, what, what_size, err);
@@ -141,7 +146,7 @@ static void report(const Finetuner *f, const FinetuneData *d, Progress *p, long 
                      trainer_loss_scale(f->trainer));
         return;
     }
-    if (step % d->log_freq != 0 && step != total_steps) {
+    if (step % f->o.log_freq != 0 && step != total_steps) {
         logger_progress(log, "step %ld/%ld  loss %.4f  %.1f seq/s", step, total_steps, s->loss, rate);
         return;
     }
@@ -197,12 +202,16 @@ static int next_rows(void *ctx, int micro, BertBatch *b, uint64_t *dropout_key, 
 
 int finetune_train(Finetuner *f, const FinetuneData *d, FinetuneTrainResult *res, BertError *err) {
     memset(res, 0, sizeof *res);
-    const int accum = f->o.gradient_accumulation_steps;
-    if (d->n_rows < 1 || d->train_batch_size < accum || d->train_batch_size % accum != 0 || d->log_freq < 1)
+    const FinetuneOptions *o = &f->o;
+    const int accum = o->gradient_accumulation_steps;
+    if (d->n_rows < 1 || o->train_batch_size < accum || o->train_batch_size % accum != 0 || o->log_freq < 1)
         return bert_fail(err, "fine-tuning: no training rows, or a batch of %d not divisible into %d micro-batches",
-                         d->train_batch_size, accum);
+                         o->train_batch_size, accum);
+    logger_print(d->log, "training on %d %s: %ld steps of %d (%d x %d), lr %g, warmup %g", d->n_rows, d->rows,
+                 o->total_steps, o->train_batch_size, accum, o->train_batch_size / accum, o->learning_rate,
+                 o->warmup_proportion);
     Epochs e = {.f = f, .d = d, .order = xmalloc(sizeof(int) * (size_t)d->n_rows), .next = d->n_rows,
-                .micro_rows = d->train_batch_size / accum};
+                .micro_rows = o->train_batch_size / accum};
     const TrainerHooks hooks = {.ctx = &e, .next_batch = next_rows};
     Progress progress = {.start = now_seconds()};
     int rc = 0;

@@ -45,6 +45,8 @@ int finetune_check_args(const FinetuneArgs *a, BertError *err);
 /* The run's optimizer steps over n_rows training rows: max_steps, else the epochs' steps
  * (each epoch's last step may be short). */
 long finetune_total_steps(const FinetuneArgs *a, long n_rows);
+/* The most rows a batch holds: a training micro-batch or an evaluation batch. */
+int finetune_max_batch(const FinetuneArgs *a);
 
 typedef struct {
     const char *init_checkpoint;    /* required */
@@ -54,6 +56,8 @@ typedef struct {
     double learning_rate, warmup_proportion, weight_decay, adam_epsilon;
     long total_steps;               /* optimizer steps of the whole run (the schedule's length) */
     int gradient_accumulation_steps;
+    int train_batch_size;           /* rows per step, over gradient_accumulation_steps micro-batches */
+    long log_freq;                  /* a log line every log_freq steps */
     long seed;
     BertPrecision precision;
     double loss_scale;              /* FP16 only: 0 dynamic (from 2^16, GradScaler's rule), > 0 static */
@@ -79,12 +83,11 @@ const BertConfig *finetune_config(const Finetuner *f);
 /* The task's side of training: its training rows (features), and a batch of any of them. */
 typedef struct {
     int n_rows;
+    const char *rows;              /* what a row is, for the log ("examples", "features") */
     /* The n rows `rows` (indices below n_rows) as one training batch, with their labels. The
      * batch's memory is the task's and may be reused at the next call. */
     BertBatch (*make_batch)(void *ctx, const int *rows, int n);
     void *ctx;
-    int train_batch_size;          /* rows per optimizer step, over gradient_accumulation_steps micro-batches */
-    long log_freq;
     Logger *log;
 } FinetuneData;
 
