@@ -78,18 +78,18 @@ void synthetic_batch_random(SyntheticBatch *s, int vocab, double pad_fraction, u
 enum { TOK_CLS = 1, TOK_SEP = 2, TOK_MASK = 3, NUM_WORDS = SYNTHETIC_TOPICS * SYNTHETIC_TOPIC_WORDS };
 
 typedef struct { uint64_t key; uint32_t counter; } Stream;   /* a counter-based stream */
-static int draw(Stream *s, int n) { return (int)(rng_bits32(s->key, s->counter++) % (uint32_t)n); }
+static int draw_below(Stream *s, int n) { return (int)(rng_bits32(s->key, s->counter++) % (uint32_t)n); }
 
 static int topic_word(Stream *rs, int topic) {
-    return SYNTHETIC_FIRST_WORD + topic * SYNTHETIC_TOPIC_WORDS + draw(rs, SYNTHETIC_TOPIC_WORDS);
+    return SYNTHETIC_FIRST_WORD + topic * SYNTHETIC_TOPIC_WORDS + draw_below(rs, SYNTHETIC_TOPIC_WORDS);
 }
 
 /* One sequence: [CLS] A [SEP] B [SEP] [PAD]..., then up to P masked slots (80/10/10). */
 static int topic_sequence(SyntheticBatch *d, int s, Stream *rs) {
     int32_t *ids = d->ids + (size_t)s * d->T, *types = d->types + (size_t)s * d->T, *mask = d->mask + (size_t)s * d->T;
-    const int room = d->T - 3, len = room / 2 + draw(rs, room / 2 + 1);  /* some padding */
-    const int len_a = 1 + draw(rs, len - 1), len_b = len - len_a;
-    int topic = draw(rs, SYNTHETIC_TOPICS), is_random = draw(rs, 2), topic_b = is_random ? draw(rs, SYNTHETIC_TOPICS) : topic;
+    const int room = d->T - 3, len = room / 2 + draw_below(rs, room / 2 + 1);  /* some padding */
+    const int len_a = 1 + draw_below(rs, len - 1), len_b = len - len_a;
+    int topic = draw_below(rs, SYNTHETIC_TOPICS), is_random = draw_below(rs, 2), topic_b = is_random ? draw_below(rs, SYNTHETIC_TOPICS) : topic;
     int t = 0;
     memset(ids, 0, sizeof(int32_t) * d->T), memset(types, 0, sizeof(int32_t) * d->T);
     ids[t++] = TOK_CLS;
@@ -103,10 +103,10 @@ static int topic_sequence(SyntheticBatch *d, int s, Stream *rs) {
     int want = (len * 15 + 99) / 100, k = 0;
     if (want > d->P) want = d->P;
     for (int i = 1; i < t - 1 && k < want; i++) {
-        if (ids[i] == TOK_SEP || draw(rs, len) >= want * 2) continue;
+        if (ids[i] == TOK_SEP || draw_below(rs, len) >= want * 2) continue;
         pos[k] = i, lab[k] = ids[i], k++;
-        int r = draw(rs, 10);
-        ids[i] = r < 8 ? TOK_MASK : r < 9 ? SYNTHETIC_FIRST_WORD + draw(rs, NUM_WORDS) : ids[i];
+        int r = draw_below(rs, 10);
+        ids[i] = r < 8 ? TOK_MASK : r < 9 ? SYNTHETIC_FIRST_WORD + draw_below(rs, NUM_WORDS) : ids[i];
     }
     for (; k < d->P; k++) pos[k] = 0, lab[k] = -1;
     return t;
