@@ -139,7 +139,7 @@ typedef struct {
     HeapEntry *heap;
     size_t nheap, capheap;
     int *stamp;              /* per word: last merge that visited it */
-} Trainer;
+} WordPieceState;
 
 static uint64_t pair_key(int a, int b) { return ((uint64_t)(uint32_t)a << 32) | (uint32_t)b; }
 /* Every bit of the key reaches the slot (splitmix64's finaliser). Taking bits 20 and up of
@@ -155,7 +155,7 @@ static size_t pair_slot_of(uint64_t k, size_t mask) {
     return (size_t)k & mask;
 }
 
-static void pairs_rehash(Trainer *tr) {
+static void pairs_rehash(WordPieceState *tr) {
     memset(tr->pair_slots, -1, (tr->pair_mask + 1) * sizeof *tr->pair_slots);
     for (int i = 0; i < tr->npairs; i++) {
         size_t s = pair_slot_of(pair_key(tr->pairs[i].a, tr->pairs[i].b), tr->pair_mask);
@@ -165,7 +165,7 @@ static void pairs_rehash(Trainer *tr) {
     TEST_COUNT_WORK(tr->npairs);
 }
 
-static Pair *pair_get(Trainer *tr, int a, int b) {
+static Pair *pair_get(WordPieceState *tr, int a, int b) {
     uint64_t k = pair_key(a, b);
     size_t s = pair_slot_of(k, tr->pair_mask);
     for (; tr->pair_slots[s] >= 0; s = (s + 1) & tr->pair_mask) {
@@ -196,7 +196,7 @@ static void pair_note_word(Pair *p, int w) {
     p->where[p->nwhere++] = w;
 }
 
-static int cmp_symbols(const Trainer *tr, int a, int b) {
+static int cmp_symbols(const WordPieceState *tr, int a, int b) {
     TEST_COUNT_WORK(1);
     const StrMapEntry *x = &tr->symbols.entries[a], *y = &tr->symbols.entries[b];
     size_t la = x->len, lb = y->len;
@@ -206,14 +206,14 @@ static int cmp_symbols(const Trainer *tr, int a, int b) {
 
 /* Max-heap on count; equal counts are broken by the pair's strings (first symbol, then
  * second, bytewise), so the result is reproducible by a plain reimplementation. */
-static bool heap_before(const Trainer *tr, HeapEntry x, HeapEntry y) {
+static bool heap_before(const WordPieceState *tr, HeapEntry x, HeapEntry y) {
     if (x.count != y.count) return x.count > y.count;
     const Pair *p = &tr->pairs[x.pair], *q = &tr->pairs[y.pair];
     int c = cmp_symbols(tr, p->a, q->a);
     return c ? c < 0 : cmp_symbols(tr, p->b, q->b) < 0;
 }
 
-static void heap_push(Trainer *tr, long long count, int pair) {
+static void heap_push(WordPieceState *tr, long long count, int pair) {
     if (tr->nheap == tr->capheap) {
         tr->capheap = tr->capheap ? tr->capheap * 2 : 4096;
         tr->heap = xrealloc(tr->heap, tr->capheap * sizeof *tr->heap);
@@ -228,7 +228,7 @@ static void heap_push(Trainer *tr, long long count, int pair) {
     tr->heap[i] = e;
 }
 
-static HeapEntry heap_pop(Trainer *tr) {
+static HeapEntry heap_pop(WordPieceState *tr) {
     HeapEntry top = tr->heap[0], last = tr->heap[--tr->nheap];
     size_t i = 0;
     for (;;) {
@@ -245,7 +245,7 @@ static HeapEntry heap_pop(Trainer *tr) {
 }
 
 /* The best pair whose count is current, or -1 when none is left. */
-static int best_pair(Trainer *tr) {
+static int best_pair(WordPieceState *tr) {
     while (tr->nheap) {
         TEST_COUNT_WORK(1);
         HeapEntry e = heap_pop(tr);
@@ -256,14 +256,14 @@ static int best_pair(Trainer *tr) {
     return -1;
 }
 
-static int symbol_id(Trainer *tr, const char *s, size_t len) {
+static int symbol_id(WordPieceState *tr, const char *s, size_t len) {
     return (int)strmap_index(&tr->symbols, strmap_intern(&tr->symbols, s, len, NULL));
 }
 
 /* Adds (sign=+1) or removes (-1) the counts of every adjacent pair of word w. With
  * sign +1 and only_with >= 0, pairs involving symbol only_with are queued in the heap
  * and learn that w contains them (the others are unchanged from before the merge). */
-static void count_pairs(Trainer *tr, int w, int sign, int only_with) {
+static void count_pairs(WordPieceState *tr, int w, int sign, int only_with) {
     Word *word = &tr->words[w];
     TEST_COUNT_WORK(word->len);
     for (int i = 0; i + 1 < word->len; i++) {
@@ -360,7 +360,7 @@ static int cmp_words(const void *x, const void *y, void *ctx) {
     return c ? c : (p->len > q->len) - (p->len < q->len);
 }
 
-static void build_words(Trainer *tr, const WordCounts *wc, const StrMap *alphabet) {
+static void build_words(WordPieceState *tr, const WordCounts *wc, const StrMap *alphabet) {
     size_t *order = xmalloc((wc->words.n + 1) * sizeof *order);
     for (size_t i = 0; i < wc->words.n; i++) order[i] = i;
     qsort_r(order, wc->words.n, sizeof *order, cmp_words, (void *)&wc->words);
@@ -398,7 +398,7 @@ static bool word_has_pair(const Word *word, int a, int b) {
 }
 
 /* Merges pair p everywhere; returns the new symbol's id. */
-static int apply_merge(Trainer *tr, int p, int stamp) {
+static int apply_merge(WordPieceState *tr, int p, int stamp) {
     int a = tr->pairs[p].a, b = tr->pairs[p].b;
     const char *sa = tr->symbols.entries[a].key, *sb = tr->symbols.entries[b].key;
     size_t la = tr->symbols.entries[a].len, lb = tr->symbols.entries[b].len;
@@ -424,7 +424,7 @@ static int apply_merge(Trainer *tr, int p, int stamp) {
     return c;
 }
 
-static void trainer_free(Trainer *tr) {
+static void wordpiece_state_free(WordPieceState *tr) {
     strmap_free(&tr->symbols);
     for (int i = 0; i < tr->nwords; i++) free(tr->words[i].sym);
     free(tr->words);
@@ -466,7 +466,7 @@ int wordpiece_train(const WordCounts *wc, const VocabTrainOptions *opt, char ***
         return bert_fail(err, "vocab_size %d leaves no room after 5 special tokens and %d [unusedN] slots", opt->vocab_size,
                          opt->num_unused);
     const int reserved = 5 + opt->num_unused;
-    Trainer tr;
+    WordPieceState tr;
     memset(&tr, 0, sizeof tr);
     strmap_init(&tr.symbols, 0, true);
     tr.pair_mask = 4095;
@@ -480,7 +480,7 @@ int wordpiece_train(const WordCounts *wc, const VocabTrainOptions *opt, char ***
     int budget = opt->vocab_size - reserved;
     if (tr.symbols.n == 0 || (int)tr.symbols.n > budget) {
         int have = (int)tr.symbols.n;
-        trainer_free(&tr);
+        wordpiece_state_free(&tr);
         return have == 0 ? bert_fail(err, "the corpus has no words to learn from")
                          : bert_fail(err, "vocab_size %d holds %d learned tokens but the corpus already has %d characters "
                                           "(with ## forms); raise --vocab_size or lower --limit_alphabet",
@@ -505,7 +505,7 @@ int wordpiece_train(const WordCounts *wc, const VocabTrainOptions *opt, char ***
             bool cont = e->len > 2 && !memcmp(e->key, "##", 2);
             if (cont == (pass == 1)) out[n++] = xstrdup(e->key);
         }
-    trainer_free(&tr);
+    wordpiece_state_free(&tr);
     *tokens = out;
     *ntokens = n;
     return 0;

@@ -270,7 +270,7 @@ CommRequest *comm_start_sum(Comm *c, float *buf, size_t count, enum CommWire wir
     return q;
 }
 
-static void complete(CommRequest *q) {
+static void finish_request(CommRequest *q) {
     if (q->wire && q->result_here) k_from_half(wire_format(q->kind), q->dst, q->wire, (long)q->count);
     free(q->wire), free(q);
 }
@@ -278,11 +278,11 @@ static void complete(CommRequest *q) {
 int comm_test(Comm *c, CommRequest *q) {
     int done = 1;
     if (c->mpi) MPI_Test(&q->req, &done, MPI_STATUS_IGNORE);
-    if (done) complete(q);
+    if (done) finish_request(q);
     return done;
 }
 
 void comm_wait(Comm *c, CommRequest *q, const char *what) {
     if (c->mpi) wait_with_deadline(c, &q->req, what);
-    complete(q);
+    finish_request(q);
 }
