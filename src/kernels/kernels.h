@@ -2,9 +2,13 @@
  * This is the whole interface a backend implements (the CPU one is kernels/cpu/: sgemm.h's
  * matrix products + OpenMP); a CUDA backend would provide the same functions on device pointers.
  *
- * The activations' element type is float here; a bf16 backend is a second implementation of
- * these calls with its own storage, not branches in the model. CPU-only context (attention
- * scratch, thread counts) stays inside the implementation.
+ * Which memory a pointer is: float and uint16_t arrays (parameters, gradients, optimizer
+ * state, activations, 16-bit copies) and packed weights are backend memory (k_alloc); the
+ * integer arrays that describe a batch (token and type ids, masks, row maps, labels, lengths:
+ * int32_t / uint8_t) and the argument structs are host memory, which a device backend copies
+ * over itself. Values returned to the host (sums, counts, k_read_scalar) synchronise. The
+ * precision of the products is chosen inside the backend (KPrecision); CPU-only context
+ * (attention scratch, thread counts) stays inside the implementation.
  *
  * Conventions: row-major; N rows of C features; "weight [OC, C]" is PyTorch's nn.Linear
  * layout. Backward functions ACCUMULATE into parameter gradients (dweight, dbias, +=) and
