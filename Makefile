@@ -55,7 +55,7 @@ TEST_SRC := $(sort $(wildcard tests/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BERT     := $(if $(filter build,$(BUILD)),bert,$(BUILD)/bert)
 
-.PHONY: all test test-fast test-matrix install fuzz fuzz-build fuzz-replay clean FORCE
+.PHONY: all test test-fast test-matrix install fuzz fuzz-build fuzz-replay clean cuda-check FORCE
 all: $(BERT) $(TEST_BIN)
 
 # The compiler and flags each build folder was compiled with: a change to them (a new flag
@@ -150,3 +150,26 @@ clean:
 	rm -rf build build-asan build-openblas build-fuzz bert
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+
+# The CUDA backend (src/kernels/cuda/, the GPU issue), built with nvcc: the system's, or the one
+# scripts/install-cuda-toolchain.sh unpacks from PyPI. `make GPU=cuda cuda-check` compiles every
+# .cu file for Ampere (sm_80) and Hopper (sm_90) without a GPU; the default build and `make test`
+# need no CUDA. -fmad=false: no contraction into fused multiply-adds, as the CPU build (-std=c11)
+# has none, so the element-wise kernels give the CPU backend's bits.
+GPU ?= none
+NVCC ?= $(firstword $(wildcard .cuda-toolchain/nvidia/cu13/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
+CUDA_ARCHS ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+NVCCFLAGS := -std=c++17 -O3 -fmad=false -Isrc $(CUDA_ARCHS) -Xcompiler -Wall,-Wextra,-Wno-unused-parameter -MMD -MP
+CUDA_SRC := $(sort $(wildcard src/kernels/cuda/*.cu))
+CUDA_OBJ := $(CUDA_SRC:%.cu=build-cuda/%.o)
+
+cuda-check:
+	@if [ -z "$(NVCC)" ]; then echo "cuda-check: no nvcc: run bash scripts/install-cuda-toolchain.sh (or set NVCC=)" >&2; exit 1; fi
+	@$(MAKE) --no-print-directory $(CUDA_OBJ)
+	@echo "cuda-check: $(words $(CUDA_SRC)) CUDA files compiled for sm_80 and sm_90 with $(NVCC)"
+
+build-cuda/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c -o $@ $<
+
+-include $(CUDA_OBJ:.o=.d)

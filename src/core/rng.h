@@ -11,7 +11,14 @@
 #include <math.h>
 #include <stdint.h>
 
-static inline uint64_t rng_splitmix64(uint64_t x) {
+/* The integer functions are also a CUDA device's (kernels/cuda/): the same masks there. */
+#ifdef __CUDACC__
+#define RNG_HD __host__ __device__
+#else
+#define RNG_HD
+#endif
+
+RNG_HD static inline uint64_t rng_splitmix64(uint64_t x) {
     x += 0x9e3779b97f4a7c15ull;
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
@@ -19,11 +26,11 @@ static inline uint64_t rng_splitmix64(uint64_t x) {
 }
 
 /* A 64-bit key for one random stream (e.g. one dropout site of one step). */
-static inline uint64_t rng_key(uint64_t seed, uint64_t stream) {
+RNG_HD static inline uint64_t rng_key(uint64_t seed, uint64_t stream) {
     return rng_splitmix64(rng_splitmix64(seed) ^ rng_splitmix64(stream + 0x632be59bd9b4e019ull));
 }
 
-static inline uint32_t rng_hash32(uint32_t x) {
+RNG_HD static inline uint32_t rng_hash32(uint32_t x) {
     x ^= x >> 16;
     x *= 0x7feb352du;
     x ^= x >> 15;
@@ -32,12 +39,12 @@ static inline uint32_t rng_hash32(uint32_t x) {
     return x;
 }
 
-static inline uint32_t rng_bits32(uint64_t key, uint32_t counter) {
+RNG_HD static inline uint32_t rng_bits32(uint64_t key, uint32_t counter) {
     return rng_hash32(rng_hash32(counter ^ (uint32_t)key) + (uint32_t)(key >> 32));
 }
 
 /* Uniform in [0, 1) with 24 random bits. */
-static inline float rng_uniform(uint64_t key, uint32_t counter) {
+RNG_HD static inline float rng_uniform(uint64_t key, uint32_t counter) {
     return (float)(rng_bits32(key, counter) >> 8) * (1.0f / 16777216.0f);
 }
 
@@ -51,7 +58,7 @@ static inline double rng_normal(uint64_t key, uint64_t counter) {
 }
 
 /* Dropout keeps an element when its 32 random bits reach this threshold (P(keep) = 1 - p). */
-static inline uint32_t rng_dropout_threshold(float p) {
+RNG_HD static inline uint32_t rng_dropout_threshold(float p) {
     double t = (double)p * 4294967296.0;
     return t >= 4294967295.0 ? 0xffffffffu : (uint32_t)t;
 }

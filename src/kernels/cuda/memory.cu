@@ -1,0 +1,41 @@
+/* The CUDA backend's memory (kernels.h): device memory, copies through the default stream, and
+ * host staging for k_map. */
+#include <string.h>
+
+#include "kernels/cuda/cuda_common.h"
+
+extern "C" {
+#include "kernels/kernels.h"
+}
+
+extern "C" void *k_alloc(size_t bytes) {
+    void *p = NULL;
+    CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 1));   /* 256-byte aligned */
+    CUDA_CHECK(cudaMemset(p, 0, bytes ? bytes : 1));
+    return p;
+}
+
+extern "C" void k_free(void *p) {
+    if (p) CUDA_CHECK(cudaFree(p));
+}
+
+extern "C" void k_upload(void *dst, const void *host_src, size_t bytes) {
+    if (bytes) CUDA_CHECK(cudaMemcpy(dst, host_src, bytes, cudaMemcpyHostToDevice));
+}
+
+extern "C" void k_download(void *host_dst, const void *src, size_t bytes) {
+    if (bytes) CUDA_CHECK(cudaMemcpy(host_dst, src, bytes, cudaMemcpyDeviceToHost));
+}
+
+/* A host copy of the bytes (pinned: the copies run at the bus's speed), filled when read. */
+extern "C" void *k_map(void *p, size_t bytes, bool read) {
+    void *host = NULL;
+    CUDA_CHECK(cudaMallocHost(&host, bytes ? bytes : 1));
+    if (read) k_download(host, p, bytes);
+    return host;
+}
+
+extern "C" void k_unmap(void *p, void *host, size_t bytes, bool write) {
+    if (write) k_upload(p, host, bytes);
+    CUDA_CHECK(cudaFreeHost(host));
+}
