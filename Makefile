@@ -55,7 +55,7 @@ TEST_SRC := $(sort $(wildcard tests/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BERT     := $(if $(filter build,$(BUILD)),bert,$(BUILD)/bert)
 
-.PHONY: all test test-fast test-matrix install fuzz fuzz-build fuzz-replay clean cuda-check FORCE
+.PHONY: all test test-fast test-matrix install fuzz fuzz-build fuzz-replay clean cuda-check cuda-test FORCE
 all: $(BERT) $(TEST_BIN)
 
 # The compiler and flags each build folder was compiled with: a change to them (a new flag
@@ -159,7 +159,7 @@ clean:
 GPU ?= none
 NVCC ?= $(firstword $(wildcard .cuda-toolchain/nvidia/cu13/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
 CUDA_ARCHS ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
-NVCCFLAGS := -std=c++17 -O3 -fmad=false -Isrc $(CUDA_ARCHS) -Xcompiler -Wall,-Wextra,-Wno-unused-parameter -MMD -MP
+NVCCFLAGS := -std=c++17 -O3 -fmad=false -Isrc $(CUDA_ARCHS) -Xcompiler -fPIC,-Wall,-Wextra,-Wno-unused-parameter -MMD -MP
 CUDA_SRC := $(sort $(wildcard src/kernels/cuda/*.cu))
 CUDA_OBJ := $(CUDA_SRC:%.cu=build-cuda/%.o)
 
@@ -167,6 +167,22 @@ cuda-check:
 	@if [ -z "$(NVCC)" ]; then echo "cuda-check: no nvcc: run bash scripts/install-cuda-toolchain.sh (or set NVCC=)" >&2; exit 1; fi
 	@$(MAKE) --no-print-directory $(CUDA_OBJ)
 	@echo "cuda-check: $(words $(CUDA_SRC)) CUDA files compiled for sm_80 and sm_90 with $(NVCC)"
+
+# The CUDA backend as a shared library (the CUDA runtime linked in statically; -Bsymbolic: its
+# functions call each other, not a program's functions of the same names), and the test that
+# loads it beside the CPU backend's parameter-memory kernels and compares them bit for bit
+# (tests/cuda/; it passes with a message where no GPU is present). Needs nothing of Debian's
+# libraries, so it builds on a bare GPU machine: `make GPU=cuda cuda-test`.
+build-cuda/libbert_cuda.so: $(CUDA_OBJ)
+	$(NVCC) -shared $(CUDA_ARCHS) -o $@ $^ -Xlinker -Bsymbolic
+
+CUDA_TEST_SRC := src/kernels/cpu/optim.c src/core/common.c
+build-cuda/test_cuda_optim: tests/cuda/test_cuda_optim.c $(CUDA_TEST_SRC) tests/test.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) $(MATH) -O2 -g -march=native -Isrc -Itests -fopenmp -o $@ $< $(CUDA_TEST_SRC) -ldl -lm
+
+cuda-test: cuda-check build-cuda/libbert_cuda.so build-cuda/test_cuda_optim
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-4} build-cuda/test_cuda_optim build-cuda/libbert_cuda.so
 
 build-cuda/%.o: %.cu
 	@mkdir -p $(dir $@)

@@ -39,3 +39,14 @@ extern "C" void k_unmap(void *p, void *host, size_t bytes, bool write) {
     if (write) k_upload(p, host, bytes);
     CUDA_CHECK(cudaFreeHost(host));
 }
+
+/* How many CUDA devices this process sees (0 without a driver or a device: no error). Not
+ * part of kernels.h: for the CUDA build's start-up and its tests. */
+extern "C" int k_cuda_devices(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();   /* clear it */
+        return 0;
+    }
+    return n;
+}
