@@ -147,7 +147,7 @@ fuzz-replay: fuzz-build
 	@bash tests/fuzz/run.sh replay 0 $(FUZZ_TARGETS)
 
 clean:
-	rm -rf build build-asan build-openblas build-fuzz bert
+	rm -rf build build-asan build-openblas build-fuzz build-cuda bert
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
