@@ -197,6 +197,34 @@ static void test_special_outputs(void) {
 
 /* The string map: keys copied or borrowed, any bytes, numbered in the order first added;
  * the value rule (first or last add wins) is the caller's; the hash extends. */
+/* make_dirs_created remembers the outermost folder it made; remove_created_dirs takes back
+ * the empty ones up to it, never a folder that existed or holds a file; check_input_file
+ * names what is wrong. */
+static void test_created_dirs_and_inputs(void) {
+    const char *root = "/tmp/bert_test_created_dirs";
+    char path[256], created[256];
+    BertError err;
+    remove_tree(root);
+    mkdir(root, 0777);
+    snprintf(path, sizeof path, "%s/a/b/c/", root);
+    CHECK(make_dirs_created(path, created, sizeof created, &err) == 0);
+    CHECKF(!strcmp(created, "/tmp/bert_test_created_dirs/a"), "%s", created);
+    remove_created_dirs(path, created);
+    CHECK(!file_exists("/tmp/bert_test_created_dirs/a") && file_exists(root));
+    CHECK(make_dirs_created(path, created, sizeof created, &err) == 0);
+    write_text("/tmp/bert_test_created_dirs/a/b/kept.txt", "x");
+    remove_created_dirs(path, created);   /* c goes; b holds a file, so b and a stay */
+    CHECK(!file_exists("/tmp/bert_test_created_dirs/a/b/c") && file_exists("/tmp/bert_test_created_dirs/a/b/kept.txt"));
+    CHECK(make_dirs_created(root, created, sizeof created, &err) == 0 && created[0] == '\0');
+    remove_created_dirs(root, created);   /* it existed: nothing made, nothing removed */
+    CHECK(file_exists(root));
+    CHECKF(check_input_file("/tmp/bert_test_created_dirs/none.tsv", "--do_predict needs", &err) != 0 &&
+           strstr(err.msg, "--do_predict needs /tmp/bert_test_created_dirs/none.tsv: No such file"), "%s", err.msg);
+    CHECKF(check_input_file(root, "--vocab_file", &err) != 0 && strstr(err.msg, "is a folder"), "%s", err.msg);
+    CHECK(check_input_file("/tmp/bert_test_created_dirs/a/b/kept.txt", "--vocab_file", &err) == 0);
+    remove_tree(root);
+}
+
 static void test_strmap(void) {
     StrMap m;
     strmap_init(&m, 0, true);
@@ -248,5 +276,6 @@ int main(void) {
     RUN_TEST(test_temporaries);
     RUN_TEST(test_special_outputs);
     RUN_TEST(test_strmap);
+    RUN_TEST(test_created_dirs_and_inputs);
     return test_summary();
 }

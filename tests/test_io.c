@@ -7,6 +7,7 @@
 
 #include "model/config.h"
 #include "io/safetensors.h"
+#include "io/tokenizer_files.h"
 #include "test.h"
 #include "test_util.h"
 
@@ -291,6 +292,47 @@ static void test_offsets_must_tile_the_data(void) {
     unlink(path);
 }
 
+/* A model folder's tokenizer files: the vocabularies' sizes and casing, the casing rules
+ * (flag, tokenizer_config.json, vocabulary; the notes), and a written folder read back. */
+static void test_tokenizer_files(void) {
+    int tokens, cased;
+    BertError err;
+    CHECK(tokenizer_vocab_scan("data/vocab/bert-base-uncased-vocab.txt", &tokens, &cased, &err) == 0 &&
+          tokens == 30522 && cased == 0);   /* [CLS], [unused0] ... do not count as upper case */
+    CHECK(tokenizer_vocab_scan("data/vocab/bert-base-cased-vocab.txt", &tokens, &cased, &err) == 0 &&
+          tokens == 28996 && cased == 1);
+    const char *dir = "/tmp/bert_test_tokenizer_files";
+    remove_tree(dir);
+    mkdir(dir, 0777);
+    TokenizerFolder f;
+    tokenizer_folder_read(dir, &f);
+    CHECK(f.do_lower_case == -1 && f.vocab_file[0] == '\0');
+    char note[1024];
+    CHECK(tokenizer_casing(-1, "--do_lower_case", &f, "v.txt", 0, note, sizeof note) == true &&
+          strstr(note, "note: /tmp/bert_test_tokenizer_files has no tokenizer_config.json") == note);
+    CHECK(tokenizer_casing(-1, "--do_lower_case", &f, "v.txt", 1, note, sizeof note) == false && strstr(note, "keeping the case"));
+    CHECKF(tokenizer_casing(1, "--do_lower_case", &f, "v.txt", 1, note, sizeof note) == true &&
+           !strcmp(note, "warning: --do_lower_case true, but the vocabulary v.txt has upper-case tokens (a cased model?): "
+                         "lower-casing as the flag says"), "%s", note);
+    CHECK(tokenizer_casing(0, "--do_lower_case", &f, "v.txt", 1, note, sizeof note) == false && note[0] == '\0');
+    CHECK(tokenizer_folder_write(dir, "data/vocab/bert-base-cased-vocab.txt", false, 512, &err) == 0);
+    tokenizer_folder_read(dir, &f);
+    CHECK(f.do_lower_case == 0 && files_equal(f.vocab_file, "data/vocab/bert-base-cased-vocab.txt"));
+    char *config = read_text("/tmp/bert_test_tokenizer_files/tokenizer_config.json");
+    CHECKF(!strcmp(config, "{\n\t\"do_lower_case\":\tfalse,\n\t\"model_max_length\":\t512,\n\t\"tokenizer_class\":\t"
+                           "\"BertTokenizer\"\n}\n"), "%s", config);
+    free(config);
+    CHECK(tokenizer_folder_write(dir, f.vocab_file, false, 512, &err) == 0);   /* its own vocab.txt: kept whole */
+    CHECK(files_equal(f.vocab_file, "data/vocab/bert-base-cased-vocab.txt"));
+    CHECKF(tokenizer_casing(1, "--do_lower_case", &f, f.vocab_file, 1, note, sizeof note) == true &&
+           strstr(note, "warning: --do_lower_case true, but /tmp/bert_test_tokenizer_files/tokenizer_config.json says "
+                        "do_lower_case false"), "%s", note);
+    CHECK(tokenizer_casing(-1, "--do_lower_case", &f, f.vocab_file, 0, note, sizeof note) == false && note[0] == '\0');
+    tokenizer_folder_read("/tmp/bert_test_tokenizer_files/vocab.txt", &f);   /* a file: its folder */
+    CHECK(!strcmp(f.dir, dir) && f.do_lower_case == 0);
+    remove_tree(dir);
+}
+
 int main(void) {
     RUN_TEST(test_presets);
     RUN_TEST(test_config_json_load_save);
@@ -301,5 +343,6 @@ int main(void) {
     RUN_TEST(test_hostile_headers);
     RUN_TEST(test_many_tensor_names_scale);
     RUN_TEST(test_offsets_must_tile_the_data);
+    RUN_TEST(test_tokenizer_files);
     return test_summary();
 }

@@ -122,18 +122,23 @@ static void test_article_split_and_bad_options(void) {
     CHECK(file_exists(path));
     snprintf(path, sizeof path, "%s/predict_articles.json", out);
     CHECK(file_exists(path));
+    /* the folder now holds a finished run: training into it again needs --overwrite_output_dir */
+    CHECKF(squad_run(&o, &r, &err) != 0 && strstr(err.msg, "--overwrite_output_dir"), "%s", err.msg);
+    o.ft.overwrite_output_dir = true;
     SquadOptions bad = o;
     bad.predict_skip_articles = 1000;
     CHECKF(squad_run(&bad, &r, &err) != 0 && strstr(err.msg, "none left after skipping 1000"), "%s", err.msg);
     bad = o, bad.ft.do_predict = false;
     CHECKF(squad_run(&bad, &r, &err) != 0 && strstr(err.msg, "--do_eval"), "%s", err.msg);
+    bad.ft.do_eval = false;   /* an article split for a step that does not run */
+    CHECKF(squad_run(&bad, &r, &err) != 0 && strstr(err.msg, "--predict_skip_articles with --do_predict"), "%s", err.msg);
     bad = o, bad.ft.train_batch_size = 3;
     CHECKF(squad_run(&bad, &r, &err) != 0 && strstr(err.msg, "multiple"), "%s", err.msg);
     bad = o, bad.ft.vocab_file = "tests/data/tokenizer/vocab_uncased_1500.txt";
     CHECKF(squad_run(&bad, &r, &err) != 0 && strstr(err.msg, "not the checkpoint's vocabulary"), "%s", err.msg);
     /* the whole dev-style file (several answers per question) is refused for training, as
      * Google's reader refuses it; the article split trains on the first answers */
-    bad = o, bad.train_articles = 0, bad.ft.do_predict = bad.ft.do_eval = false;
+    bad = o, bad.train_articles = 0, bad.predict_skip_articles = 0, bad.ft.do_predict = bad.ft.do_eval = false;
     bad.train_file = "tests/data/squad/v1.1/dataset.json";
     CHECKF(squad_run(&bad, &r, &err) != 0 && strstr(err.msg, "exactly 1"), "%s", err.msg);
     bad.train_articles = 2;   /* sliced: each question's first answer */

@@ -238,8 +238,9 @@ static int parse_options(int argc, char **argv, BenchOptions *o) {
         {"fp16", FLAG_BOOL, &o->fp16, "the products' operands in fp16 with fp32 arithmetic (no fp16 arithmetic on this "
                                       "CPU: what fp16 storage costs, not what fp16 hardware runs at)"},
     };
-    const FlagSpec spec = {"bench", "training and inference throughput of a model on synthetic batches", flags,
-                           (int)(sizeof flags / sizeof flags[0]), 0, 0};
+    const FlagSpec spec = {"bench", "bench [--preset bert-base | --config config.json] [--mode train|infer|both] [flags]"
+                                    "\n  (training and inference throughput of a model on synthetic batches)",
+                           flags, (int)(sizeof flags / sizeof flags[0]), 0, 0};
     int rc = flags_parse(&spec, argc, argv, NULL, NULL);
     if (rc != 0) return rc;
     if (o->preset && o->config) { fprintf(stderr, "bert bench: give --preset or --config, not both\n"); return -1; }

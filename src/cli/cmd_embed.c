@@ -9,17 +9,21 @@
 #include "cli/flags.h"
 #include "core/common.h"
 #include "io/npy.h"
+#include "io/tokenizer_files.h"
 #include "tasks/embed_run.h"
 
 int cmd_embed(int argc, char **argv) {
     const char *init = NULL, *config = NULL, *vocab_file = NULL, *output = NULL;
     int max_seq = 0, batch = 32, threads = 0;
-    bool lower = true, no_normalize = false, bf16 = false;
+    int lower = FLAG_UNSET;
+    bool no_normalize = false, bf16 = false;
     const Flag flags[] = {
         {"init_checkpoint", FLAG_STRING, &init, "a model folder (model.safetensors, config.json, vocab.txt) or file (required)"},
         {"config_file", FLAG_STRING, &config, "config.json when --init_checkpoint is a file"},
         {"vocab_file", FLAG_STRING, &vocab_file, "default: the model folder's vocab.txt"},
-        {"do_lower_case", FLAG_BOOL, &lower, "uncased (default true; 'false' for cased models)"},
+        {"do_lower_case", FLAG_TRIBOOL, &lower,
+         "lower-case and strip accents (uncased models); default what the model folder's tokenizer_config.json "
+         "says, else whether its vocabulary has upper-case tokens"},
         {"max_seq_length", FLAG_INT, &max_seq,
          "tokens per sentence, [CLS] and [SEP] included; default 256 (sentence-transformers') or the model's positions"},
         {"batch_size", FLAG_INT, &batch, "sentences per forward; default 32"},
@@ -35,17 +39,26 @@ int cmd_embed(int argc, char **argv) {
     if (!init) return fprintf(stderr, "bert embed: --init_checkpoint is required\n"), 2;
     if (threads > 0) omp_set_num_threads(threads);
     struct stat st;
-    if (!vocab_file && stat(init, &st) == 0 && !S_ISDIR(st.st_mode))
+    if (stat(init, &st) != 0) return fprintf(stderr, "bert embed: --init_checkpoint %s: no such file or folder\n", init), 1;
+    if (!vocab_file && !S_ISDIR(st.st_mode))
         return fprintf(stderr, "bert embed: --init_checkpoint is a file: give --vocab_file (and --config_file)\n"), 2;
-    const int says = embed_folder_lower_case(init);
-    if (says >= 0 && says != lower)
-        fprintf(stderr, "bert embed: note: %s/tokenizer_config.json says do_lower_case %s; this run uses %s\n", init,
-                says ? "true" : "false", lower ? "true" : "false");
+    /* the casing: the flag, else what the model folder says (io/tokenizer_files.h) */
+    TokenizerFolder folder;
+    tokenizer_folder_read(init, &folder);
+    if (!vocab_file && !folder.vocab_file[0])
+        return fprintf(stderr, "bert embed: %s has no vocab.txt: give --vocab_file\n", folder.dir), 1;
+    if (!vocab_file) vocab_file = folder.vocab_file;
+    int tokens, cased;
+    char note[1024];
+    BertError err;
+    if (tokenizer_vocab_scan(vocab_file, &tokens, &cased, &err) != 0)
+        return fprintf(stderr, "bert embed: %s\n", err.msg), 1;
+    const bool do_lower_case = tokenizer_casing(lower, "--do_lower_case", &folder, vocab_file, cased, note, sizeof note);
+    if (note[0]) fprintf(stderr, "bert embed: %s\n", note);
     const EmbedRunOptions eo = {.init_checkpoint = init, .config_file = config, .vocab_file = vocab_file,
-                                .do_lower_case = lower, .normalize = !no_normalize, .bf16 = bf16,
+                                .do_lower_case = do_lower_case, .normalize = !no_normalize, .bf16 = bf16,
                                 .max_seq_length = max_seq, .batch_size = batch};
     EmbedRunResult r;
-    BertError err;
     rc = embed_run(&eo, stdin, &r, &err);
     const int n = r.n, H = r.hidden;
     if (rc == 0 && output) rc = npy_write_f32(output, r.vectors, n, H, &err);

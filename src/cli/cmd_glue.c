@@ -19,7 +19,7 @@ int cmd_glue(int argc, char **argv) {
     };
     int n = 3 + finetune_flags(flags + 3, &o.ft, &ft, "sequences", "eval_batch_size");
     flags[n++] = (Flag){"train_examples", FLAG_INT64, &train_examples, "train on the first N rows of train.tsv only"};
-    const FlagSpec spec = {"glue", "glue --task_name T --data_dir D --output_dir O --init_checkpoint C --vocab_file V "
+    const FlagSpec spec = {"glue", "glue --task_name T --data_dir D --output_dir O --init_checkpoint C "
                                    "[--do_train] [--do_eval] [--do_predict] [flags]   (NVIDIA run_glue.py's flags)",
                            flags, n, 0, 0};
     int rc = flags_parse(&spec, argc, argv, NULL, NULL);
@@ -40,6 +40,6 @@ int cmd_glue(int argc, char **argv) {
         printf("%s\n", json);
         free(json);
     }
-    if (r.model_dir[0]) printf("bert glue: fine-tuned model in %s (model.safetensors, config.json)\n", r.model_dir);
+    finetune_print_saved("glue", r.model_dir);
     return 0;
 }

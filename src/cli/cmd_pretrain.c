@@ -23,6 +23,12 @@ int cmd_pretrain(int argc, char **argv) {
         {"bert_model", FLAG_STRING, &o.bert_model, "or a preset: bert-tiny, -mini, -small, -medium, -base, -large"},
         {"output_dir", FLAG_STRING, &o.output_dir, "checkpoints go to OUTPUT_DIR/ckpt_<step>/ (required)"},
         {"init_checkpoint", FLAG_STRING, &o.init_checkpoint, "safetensors (HF names) to start from"},
+        {"vocab_file", FLAG_STRING, &o.vocab_file,
+         "the shards' vocabulary, copied into every checkpoint; default the resumed checkpoint's or --init_checkpoint's "
+         "folder's vocab.txt, else the bundled bert-base-uncased one (prepare's default) when the model has its size"},
+        {"do_lower_case", FLAG_TRIBOOL, &o.do_lower_case,
+         "the shards' casing, for the checkpoints' tokenizer_config.json; default that folder's, else whether the "
+         "vocabulary has upper-case tokens"},
         {"max_seq_length", FLAG_INT, &o.max_seq_length, "must match the shards; default 128"},
         {"max_predictions_per_seq", FLAG_INT, &o.max_predictions_per_seq, "must match the shards; default 20"},
         {"dynamic_masking", FLAG_BOOL, &o.dynamic_masking, "draw new 80/10/10 masks each time a sequence is read"},

@@ -28,7 +28,7 @@ int cmd_squad(int argc, char **argv) {
         {"predict_skip_articles", FLAG_INT, &o.predict_skip_articles, "predict --predict_file's articles from the Nth on"},
     };
     for (size_t i = 0; i < sizeof squad_flags / sizeof squad_flags[0]; i++) flags[n++] = squad_flags[i];
-    const FlagSpec spec = {"squad", "squad --init_checkpoint C --vocab_file V --output_dir O [--do_train --train_file F] "
+    const FlagSpec spec = {"squad", "squad --init_checkpoint C --output_dir O [--do_train --train_file F] "
                                     "[--do_predict --predict_file F [--do_eval]] [flags]   (NVIDIA run_squad.py's flags)",
                            flags, n, 0, 0};
     int rc = flags_parse(&spec, argc, argv, NULL, NULL);
@@ -45,6 +45,6 @@ int cmd_squad(int argc, char **argv) {
         printf("bert squad: %ld questions, %ld features predicted in %.1f s\n", r.predict_examples, r.predict_features,
                r.predict_seconds);
     if (r.evaluated) printf("%s\n", r.metrics_json);
-    if (r.model_dir[0]) printf("bert squad: fine-tuned model in %s (model.safetensors, config.json)\n", r.model_dir);
+    finetune_print_saved("squad", r.model_dir);
     return 0;
 }

@@ -16,8 +16,10 @@ int finetune_flags(Flag *out, FinetuneArgs *a, FinetuneFlagState *st, const char
         {"init_checkpoint", FLAG_STRING, &a->init_checkpoint,
          "weights: a folder with model.safetensors + config.json (HF model or bert pretrain checkpoint) or a file (required)"},
         {"config_file", FLAG_STRING, &a->config_file, "config.json when --init_checkpoint is a file"},
-        {"vocab_file", FLAG_STRING, &a->vocab_file, "the checkpoint's vocab.txt (required)"},
-        {"do_lower_case", FLAG_BOOL, &a->do_lower_case, "uncased model: lower-case and strip accents"},
+        {"vocab_file", FLAG_STRING, &a->vocab_file, "the checkpoint's vocab.txt; default the --init_checkpoint folder's"},
+        {"do_lower_case", FLAG_TRIBOOL, &a->do_lower_case,
+         "lower-case and strip accents (uncased models); default what the --init_checkpoint folder's "
+         "tokenizer_config.json says, else whether its vocabulary has upper-case tokens"},
         {"do_train", FLAG_BOOL, &a->do_train, "fine-tune on the training data"},
         {"do_eval", FLAG_BOOL, &a->do_eval, "the task's official metrics on the evaluation data"},
         {"do_predict", FLAG_BOOL, &a->do_predict, "predictions for the prediction data"},
@@ -38,6 +40,8 @@ int finetune_flags(Flag *out, FinetuneArgs *a, FinetuneFlagState *st, const char
                                        "arithmetic, so the arithmetic stays fp32 (exercises the scaling a GPU needs)"},
         {"loss_scale", FLAG_DOUBLE, &a->loss_scale, "with --fp16: 0 dynamic (from 2^16; default), > 0 a static scale"},
         {"skip_checkpoint", FLAG_BOOL, &a->skip_checkpoint, "do not save the fine-tuned model"},
+        {"overwrite_output_dir", FLAG_BOOL, &a->overwrite_output_dir,
+         "--do_train into an --output_dir that holds a finished run (model.safetensors): replace it"},
         {"json-summary", FLAG_STRING, &a->json_summary, "DLLogger JSON lines to this file"},
         {"log_freq", FLAG_INT64, &st->log_freq, "log every N steps; default 50"},
     };
@@ -62,4 +66,10 @@ void finetune_print_training(const char *prefix, const char *rows, const Finetun
     if (fp16)
         printf("%s fp16: %ld steps skipped for overflow, loss scale %g at the end\n", prefix, t->skipped_steps,
                t->loss_scale);
+}
+
+void finetune_print_saved(const char *command, const char *model_dir) {
+    if (model_dir[0])
+        printf("bert %s: fine-tuned model in %s (model.safetensors, config.json, vocab.txt, tokenizer_config.json)\n",
+               command, model_dir);
 }

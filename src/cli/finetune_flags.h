@@ -8,7 +8,7 @@
 #include "cli/flags.h"
 #include "train/finetune.h"
 
-enum { FINETUNE_FLAG_COUNT = 25 };
+enum { FINETUNE_FLAG_COUNT = 26 };
 
 /* What the fragment parses besides the args themselves, and its help texts (they name the
  * task's defaults). Lives as long as the flags. */
@@ -27,5 +27,7 @@ int finetune_flags(Flag *out, FinetuneArgs *a, FinetuneFlagState *st, const char
 int finetune_flags_finish(const char *command, FinetuneArgs *a, const FinetuneFlagState *st);
 /* The training summary lines every fine-tuning command prints ("bert glue: mrpc: 10 steps, ..."). */
 void finetune_print_training(const char *prefix, const char *rows, const FinetuneTrainResult *t, bool fp16);
+/* The line naming the saved model folder and its files, when one was saved (model_dir not ""). */
+void finetune_print_saved(const char *command, const char *model_dir);
 
 #endif

@@ -28,6 +28,11 @@ static int set_value(const FlagSpec *spec, const Flag *f, const char *v) {
     case FLAG_BOOL:
         if (parse_bool(v, (bool *)f->dest) == 0) return 0;
         break;
+    case FLAG_TRIBOOL: {
+        bool b;
+        if (parse_bool(v, &b) == 0) { *(int *)f->dest = b; return 0; }
+        break;
+    }
     case FLAG_INT: {
         long x = strtol(v, &end, 10);
         if (*v && !*end && errno == 0 && x >= INT_MIN && x <= INT_MAX) { *(int *)f->dest = (int)x; return 0; }
@@ -48,7 +53,8 @@ static int set_value(const FlagSpec *spec, const Flag *f, const char *v) {
         break;
     }
     }
-    static const char *kinds[] = {"a string", "an integer", "an integer", "a number", "a number", "true or false"};
+    static const char *kinds[] = {"a string", "an integer", "an integer", "a number", "a number", "true or false",
+                                  "true or false"};
     fprintf(stderr, "bert %s: --%s expects %s, got '%s'\n", spec->command, f->name, kinds[f->kind], v);
     return -1;
 }
@@ -77,7 +83,7 @@ int flags_parse(const FlagSpec *spec, int argc, char **argv, char **positional, 
         const char *value;
         if (eq) {
             value = eq + 1;
-        } else if (f->kind == FLAG_BOOL) {
+        } else if (f->kind == FLAG_BOOL || f->kind == FLAG_TRIBOOL) {
             bool b;  /* a following true/false is consumed, otherwise the flag alone means true */
             if (i + 1 < argc && parse_bool(argv[i + 1], &b) == 0) value = argv[++i];
             else value = "true";

@@ -1,18 +1,24 @@
 /* Command-line flags in the style of NVIDIA's / Google's Python scripts:
  *   --name=value, --name value, -o value; booleans as --flag, --flag=true|false|1|0.
- * Unknown flags, missing values and malformed numbers are clear errors. */
+ * Unknown flags, missing values and malformed numbers are clear errors. A FLAG_TRIBOOL is a
+ * boolean whose destination also says whether it was given: an int left as the caller set it
+ * (FLAG_UNSET) when absent, 1 or 0 when given (a default taken from elsewhere, e.g. a model
+ * folder's tokenizer_config.json, that the flag overrides). */
 #ifndef BERT_FLAGS_H
 #define BERT_FLAGS_H
 
 #include <stdbool.h>
 #include <stdio.h>
 
-typedef enum { FLAG_STRING, FLAG_INT, FLAG_INT64, FLAG_FLOAT, FLAG_DOUBLE, FLAG_BOOL } FlagKind;
+typedef enum { FLAG_STRING, FLAG_INT, FLAG_INT64, FLAG_FLOAT, FLAG_DOUBLE, FLAG_BOOL, FLAG_TRIBOOL } FlagKind;
+
+/* A FLAG_TRIBOOL's value before it is given. */
+#define FLAG_UNSET (-1)
 
 typedef struct {
     const char *name;   /* without dashes, e.g. "vocab_file" or "o" */
     FlagKind kind;
-    void *dest;         /* const char **, int *, long long *, float *, double *, bool * */
+    void *dest;         /* const char **, int *, long long *, float *, double *, bool *, int * (tri-state) */
     const char *help;
 } Flag;
 

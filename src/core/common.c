@@ -358,6 +358,50 @@ int make_dirs(const char *path, BertError *err) {
     return 0;
 }
 
+int make_dirs_created(const char *path, char *created, size_t n, BertError *err) {
+    char buf[4096];
+    if (n) created[0] = '\0';
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return bert_fail(err, "path too long: %s", path);
+    struct stat sb;
+    for (char *p = buf + 1;; p++) {   /* the first missing folder on the way down is the outermost one made */
+        if (*p != '/' && *p) continue;
+        const char saved = *p;
+        *p = 0;
+        if (stat(buf, &sb) != 0) {
+            if (n) snprintf(created, n, "%s", buf);
+            break;
+        }
+        *p = saved;
+        if (!saved) break;
+    }
+    return make_dirs(path, err);
+}
+
+void remove_created_dirs(const char *path, const char *created) {
+    if (!created || !created[0]) return;
+    char buf[4096];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return;
+    const size_t stop = strlen(created);
+    for (size_t len = strlen(buf); len >= stop && len > 0;) {
+        while (len > stop && buf[len - 1] == '/') buf[--len] = '\0';   /* "a/b/" is "a/b" */
+        if (rmdir(buf) != 0) return;   /* not empty (or gone): what is left above stays too */
+        if (len == stop) return;
+        char *slash = strrchr(buf, '/');
+        if (!slash) return;
+        *slash = '\0', len = (size_t)(slash - buf);
+    }
+}
+
+int check_input_file(const char *path, const char *what, BertError *err) {
+    struct stat sb;
+    if (stat(path, &sb) != 0) return bert_fail(err, "%s %s: %s", what, path, strerror(errno));
+    if (S_ISDIR(sb.st_mode)) return bert_fail(err, "%s %s is a folder, not a file", what, path);
+    FILE *f = fopen(path, "rb");
+    if (!f) return bert_fail(err, "%s %s: cannot read it: %s", what, path, strerror(errno));
+    fclose(f);
+    return 0;
+}
+
 int split_list(char *s, const char **items, int max) {
     int n = 0;
     char *save = NULL;

@@ -42,6 +42,15 @@ double cpu_seconds(void);
 
 /* mkdir -p: creates path and its missing parents; fails if path exists and is not a folder. */
 int make_dirs(const char *path, BertError *err);
+/* make_dirs that remembers what it made: `created` (n bytes) gets the outermost folder it
+ * created ("" when path existed), for remove_created_dirs to undo after a failed run. */
+int make_dirs_created(const char *path, char *created, size_t n, BertError *err);
+/* Removes path and its parents up to `created` (from make_dirs_created) while they are empty:
+ * a failed run leaves no empty folders behind it, and never a file it did not write. */
+void remove_created_dirs(const char *path, const char *created);
+/* An input that must be there before any work: a regular file this process can read. The
+ * message names it as `what` ("--vocab_file", "test.tsv of --data_dir") and says what is wrong. */
+int check_input_file(const char *path, const char *what, BertError *err);
 
 /* Peak resident set size of this process in bytes (VmHWM; 0 if unknown), and a reset of that
  * peak to the current size (Linux's /proc/self/clear_refs; returns -1 where unsupported), so

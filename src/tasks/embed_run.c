@@ -4,24 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cjson/cJSON.h>
-
 #include "model/bert.h"
 #include "model/config.h"
 #include "tasks/embed.h"
 #include "text/tokenizer.h"
-
-int embed_folder_lower_case(const char *dir) {
-    char path[4096 + 32], *text = NULL;
-    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
-    BertError err;
-    if (read_file(path, &text, NULL, &err) != 0) return -1;
-    cJSON *j = cJSON_Parse(text);
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "do_lower_case");
-    const int r = cJSON_IsBool(v) ? cJSON_IsTrue(v) : -1;
-    cJSON_Delete(j), free(text);
-    return r;
-}
 
 /* in's lines (without their \n or \r\n) as strings pointing into *text; NULL (*n -1) when
  * the input holds a NUL byte. */

@@ -24,9 +24,6 @@ typedef struct {
     double seconds;                /* of the embedding, loading and reading aside */
 } EmbedRunResult;
 
-/* The model folder's tokenizer_config.json do_lower_case (0 or 1), or -1 when it does not say. */
-int embed_folder_lower_case(const char *dir);
-
 /* Every line of `in` (without its \n or \r\n) is a sentence; input holding a NUL byte is
  * refused. r->vectors is NULL on an error. */
 int embed_run(const EmbedRunOptions *o, FILE *in, EmbedRunResult *r, BertError *err);

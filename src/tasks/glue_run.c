@@ -187,23 +187,41 @@ static char *task_config_json(const GlueTask *t) {
     return text;
 }
 
-static int check_options(const GlueOptions *o, BertError *err) {
-    if (!o->task_name || !glue_task(o->task_name))
-        return bert_fail(err, "--task_name %s: one of %s", o->task_name ? o->task_name : "(missing)", glue_task_names());
+/* Before any work: the flags, the model folder's defaults (finetune_prepare_args) and every
+ * data file the run will read. */
+static int check_options(const GlueOptions *o, FinetuneInputs *in, BertError *err) {
+    const GlueTask *t = o->task_name ? glue_task(o->task_name) : NULL;
+    if (!t) return bert_fail(err, "--task_name %s: one of %s", o->task_name ? o->task_name : "(missing)", glue_task_names());
     if (!o->data_dir) return bert_fail(err, "--data_dir is required");
-    return finetune_check_args(&o->ft, err);
+    if (o->train_examples > 0 && !o->ft.do_train) return bert_fail(err, "--train_examples needs --do_train");
+    if (finetune_prepare_args(&o->ft, in, err) != 0) return -1;
+    const bool wanted[3] = {o->ft.do_train, o->ft.do_eval, o->ft.do_predict};
+    static const char *const flag[3] = {"--do_train", "--do_eval", "--do_predict"};
+    for (int split = GLUE_TRAIN; split <= GLUE_TEST; split++) {
+        char path[4096 + 64], what[64];
+        snprintf(path, sizeof path, "%s/%s", o->data_dir, t->files[split]);
+        snprintf(what, sizeof what, "%s needs", flag[split]);
+        if (wanted[split] && check_input_file(path, what, err) != 0) return -1;
+    }
+    return 0;
 }
 
-int glue_run(const GlueOptions *o, GlueResult *res, BertError *err) {
+int glue_run(const GlueOptions *opts, GlueResult *res, BertError *err) {
     memset(res, 0, sizeof *res);
-    if (check_options(o, err) != 0) return -1;
+    FinetuneInputs in;
+    if (check_options(opts, &in, err) != 0) return -1;
+    GlueOptions resolved = *opts;   /* the vocabulary and casing the model folder gave */
+    const GlueOptions *o = &resolved;
+    resolved.ft.vocab_file = in.vocab_file, resolved.ft.do_lower_case = in.do_lower_case;
     if (o->ft.threads > 0) omp_set_num_threads(o->ft.threads);
     Run r = {.o = o, .task = glue_task(o->task_name)};
     res->task = r.task;
     GlueExamples train_e = {0};
     GlueFeatures train_f = {0};
-    int rc = make_dirs(o->ft.output_dir, err);
+    char created[4096];
+    int rc = make_dirs_created(o->ft.output_dir, created, sizeof created, err);
     if (rc == 0) rc = logger_open(&r.log, o->ft.json_summary, false, true, err);
+    if (rc == 0 && in.note[0]) logger_print(r.log, "%s", in.note);
     if (rc == 0) rc = vocab_load(&r.vocab, o->ft.vocab_file, err);
     if (rc == 0) {
         TokenizerOptions to = tokenizer_default_options();
@@ -216,8 +234,8 @@ int glue_run(const GlueOptions *o, GlueResult *res, BertError *err) {
     const int max_batch = finetune_max_batch(&o->ft);
     char what[4600] = "";
     if (rc == 0)
-        rc = finetune_open_args(&r.ft, &o->ft, (BertHeads){BERT_HEADS_CLASSIFIER, r.task->num_labels}, total_steps,
-                                vocab_size(r.vocab), what, sizeof what, err);
+        rc = finetune_open_args(&r.ft, &o->ft, &in, (BertHeads){BERT_HEADS_CLASSIFIER, r.task->num_labels},
+                                total_steps, vocab_size(r.vocab), what, sizeof what, err);
     if (rc == 0) {
         const size_t cells = (size_t)max_batch * (size_t)o->ft.max_seq_length;
         r.buf = (BatchBuffers){xcalloc(cells, 4), xcalloc(cells, 4), xcalloc(cells, 4), xcalloc((size_t)max_batch, 4),
@@ -242,5 +260,6 @@ int glue_run(const GlueOptions *o, GlueResult *res, BertError *err) {
     finetune_close(r.ft);
     tokenizer_free(r.tok), vocab_free(r.vocab);
     logger_close(r.log);
+    if (rc != 0) remove_created_dirs(o->ft.output_dir, created);   /* a failed run leaves no empty folder */
     return rc;
 }

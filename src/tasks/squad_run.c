@@ -147,19 +147,29 @@ static int evaluate(Run *r, const SquadDataset *ds, const SquadData *d, const Sq
     return rc;
 }
 
-static int check_options(const SquadOptions *o, BertError *err) {
+/* Before any work: the flags, the model folder's defaults (finetune_prepare_args) and the
+ * SQuAD files the run will read. */
+static int check_options(const SquadOptions *o, FinetuneInputs *in, BertError *err) {
     if (o->ft.do_eval && !o->ft.do_predict) return bert_fail(err, "--do_eval evaluates the predictions: add --do_predict");
-    if (finetune_check_args(&o->ft, err) != 0) return -1;
     if (o->ft.do_train && !o->train_file) return bert_fail(err, "--do_train needs --train_file");
     if (o->ft.do_predict && !o->predict_file) return bert_fail(err, "--do_predict needs --predict_file");
+    if ((o->train_articles && !o->ft.do_train) || (o->predict_skip_articles && !o->ft.do_predict))
+        return bert_fail(err, "--train_articles goes with --do_train, --predict_skip_articles with --do_predict");
     if (o->n_best_size < 1 || o->max_answer_length < 1 || o->train_articles < 0 || o->predict_skip_articles < 0)
         return bert_fail(err, "--n_best_size and --max_answer_length must be positive, article counts >= 0");
+    if (finetune_prepare_args(&o->ft, in, err) != 0) return -1;
+    if (o->ft.do_train && check_input_file(o->train_file, "--train_file", err) != 0) return -1;
+    if (o->ft.do_predict && check_input_file(o->predict_file, "--predict_file", err) != 0) return -1;
     return 0;
 }
 
-int squad_run(const SquadOptions *o, SquadResult *res, BertError *err) {
+int squad_run(const SquadOptions *opts, SquadResult *res, BertError *err) {
     memset(res, 0, sizeof *res);
-    if (check_options(o, err) != 0) return -1;
+    FinetuneInputs in;
+    if (check_options(opts, &in, err) != 0) return -1;
+    SquadOptions resolved = *opts;   /* the vocabulary and casing the model folder gave */
+    const SquadOptions *o = &resolved;
+    resolved.ft.vocab_file = in.vocab_file, resolved.ft.do_lower_case = in.do_lower_case;
     if (o->ft.threads > 0) omp_set_num_threads(o->ft.threads);
     Run r = {.o = o};
     SquadData train_d = {0}, pred_d = {0};
@@ -167,9 +177,10 @@ int squad_run(const SquadOptions *o, SquadResult *res, BertError *err) {
     SquadDataset eval_d = {0};
     SquadResults pred_out = {0};
     SquadFile file = {0};
-    char train_path[4096 + 64] = "";
-    int rc = make_dirs(o->ft.output_dir, err);
+    char train_path[4096 + 64] = "", created[4096];
+    int rc = make_dirs_created(o->ft.output_dir, created, sizeof created, err);
     if (rc == 0) rc = logger_open(&r.log, o->ft.json_summary, false, true, err);
+    if (rc == 0 && in.note[0]) logger_print(r.log, "%s", in.note);
     if (rc == 0) rc = vocab_load(&r.vocab, o->ft.vocab_file, err);
     if (rc == 0) {
         TokenizerOptions to = tokenizer_default_options();
@@ -199,8 +210,8 @@ int squad_run(const SquadOptions *o, SquadResult *res, BertError *err) {
     const int max_batch = finetune_max_batch(&o->ft);
     char what[4600] = "";
     if (rc == 0)
-        rc = finetune_open_args(&r.ft, &o->ft, (BertHeads){BERT_HEADS_QA, 0}, total_steps, vocab_size(r.vocab), what,
-                                sizeof what, err);
+        rc = finetune_open_args(&r.ft, &o->ft, &in, (BertHeads){BERT_HEADS_QA, 0}, total_steps, vocab_size(r.vocab),
+                                what, sizeof what, err);
     if (rc == 0) {
         const size_t cells = (size_t)max_batch * o->ft.max_seq_length;
         r.ids = xcalloc(cells, 4), r.mask = xcalloc(cells, 4), r.types = xcalloc(cells, 4);
@@ -228,5 +239,6 @@ int squad_run(const SquadOptions *o, SquadResult *res, BertError *err) {
     finetune_close(r.ft);
     tokenizer_free(r.tok), vocab_free(r.vocab);
     logger_close(r.log);
+    if (rc != 0) remove_created_dirs(o->ft.output_dir, created);   /* a failed run leaves no empty folder */
     return rc;
 }

@@ -6,7 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+
 #include "core/rng.h"
+#include "io/tokenizer_files.h"
 #include "model/config.h"
 #include "train/trainer.h"
 
@@ -70,11 +73,11 @@ void finetune_default_args(FinetuneArgs *a) {
     a->learning_rate = 5e-5, a->num_train_epochs = 3, a->warmup_proportion = 0.1;
     a->weight_decay = 0.01, a->adam_epsilon = 1e-6, a->seed = 42, a->log_freq = 50, a->max_seq_length = 128;
     a->precision = BERT_FP32;
+    a->do_lower_case = -1;   /* the model folder's */
 }
 
 int finetune_check_args(const FinetuneArgs *a, BertError *err) {
-    if (!a->output_dir || !a->init_checkpoint || !a->vocab_file)
-        return bert_fail(err, "--output_dir, --init_checkpoint and --vocab_file are required");
+    if (!a->output_dir || !a->init_checkpoint) return bert_fail(err, "--output_dir and --init_checkpoint are required");
     if (!a->do_train && !a->do_eval && !a->do_predict)
         return bert_fail(err, "nothing to do: give --do_train, --do_eval or --do_predict");
     if (a->train_batch_size < 1 || a->gradient_accumulation_steps < 1 ||
@@ -83,6 +86,57 @@ int finetune_check_args(const FinetuneArgs *a, BertError *err) {
                               "the prediction batch positive");
     if (!(a->num_train_epochs > 0) && a->max_steps <= 0) return bert_fail(err, "--num_train_epochs must be > 0");
     if (a->log_freq < 1) return bert_fail(err, "--log_freq must be at least 1");
+    return 0;
+}
+
+int finetune_prepare_args(const FinetuneArgs *a, FinetuneInputs *in, BertError *err) {
+    memset(in, 0, sizeof *in);
+    if (finetune_check_args(a, err) != 0) return -1;
+    /* the checkpoint and its configuration */
+    struct stat st;
+    char path[4096 + 32];
+    if (stat(a->init_checkpoint, &st) != 0)
+        return bert_fail(err, "--init_checkpoint %s: no such file or folder", a->init_checkpoint);
+    const char *config = a->config_file;
+    if (S_ISDIR(st.st_mode)) {
+        snprintf(path, sizeof path, "%s/model.safetensors", a->init_checkpoint);
+        if (check_input_file(path, "--init_checkpoint's weights", err) != 0) return -1;
+        snprintf(path, sizeof path, "%s/config.json", a->init_checkpoint);
+        if (!config) config = path;
+    } else if (!config) {
+        return bert_fail(err, "--init_checkpoint %s is a weights file: give its config.json (--config_file)",
+                         a->init_checkpoint);
+    }
+    if (check_input_file(config, a->config_file ? "--config_file" : "--init_checkpoint's configuration", err) != 0)
+        return -1;
+    BertConfig cfg;
+    if (bert_config_load(config, &cfg, err) != 0) return -1;
+    if (a->max_seq_length > cfg.max_position_embeddings)
+        return bert_fail(err, "a sequence length of %d exceeds the model's %d positions (%s)", a->max_seq_length,
+                         cfg.max_position_embeddings, config);
+    /* the vocabulary and the casing: the flags, else what the model folder says */
+    TokenizerFolder folder;
+    tokenizer_folder_read(a->init_checkpoint, &folder);
+    if (!a->vocab_file && !folder.vocab_file[0])
+        return bert_fail(err, "--vocab_file is required: %s has no vocab.txt", folder.dir);
+    snprintf(in->vocab_file, sizeof in->vocab_file, "%s", a->vocab_file ? a->vocab_file : folder.vocab_file);
+    int tokens, cased;
+    if (check_input_file(in->vocab_file, a->vocab_file ? "--vocab_file" : "the model's vocabulary", err) != 0 ||
+        tokenizer_vocab_scan(in->vocab_file, &tokens, &cased, err) != 0)
+        return -1;
+    if (tokens != cfg.vocab_size)
+        return bert_fail(err, "the vocabulary %s has %d tokens but %s's model has %d: not the checkpoint's vocabulary",
+                         in->vocab_file, tokens, a->init_checkpoint, cfg.vocab_size);
+    in->do_lower_case = tokenizer_casing(a->do_lower_case, "--do_lower_case", &folder, in->vocab_file, cased, in->note,
+                                         sizeof in->note);
+    /* the output folder: a folder, and no finished run's for a training run unless asked */
+    if (stat(a->output_dir, &st) == 0) {
+        if (!S_ISDIR(st.st_mode)) return bert_fail(err, "--output_dir %s exists and is not a folder", a->output_dir);
+        snprintf(path, sizeof path, "%s/model.safetensors", a->output_dir);
+        if (a->do_train && !a->overwrite_output_dir && stat(path, &st) == 0)
+            return bert_fail(err, "--output_dir %s holds a finished run (model.safetensors): give "
+                                  "--overwrite_output_dir to replace it, or another --output_dir", a->output_dir);
+    }
     return 0;
 }
 
@@ -99,9 +153,10 @@ int finetune_max_batch(const FinetuneArgs *a) {
     return micro > a->eval_batch_size ? micro : a->eval_batch_size;
 }
 
-int finetune_open_args(Finetuner **out, const FinetuneArgs *a, BertHeads heads, long total_steps, int vocab_size,
-                       char *what, size_t what_size, BertError *err) {
+int finetune_open_args(Finetuner **out, const FinetuneArgs *a, const FinetuneInputs *in, BertHeads heads,
+                       long total_steps, int vocab_size, char *what, size_t what_size, BertError *err) {
     const FinetuneOptions fo = {.init_checkpoint = a->init_checkpoint, .config_file = a->config_file, .heads = heads,
+                                .vocab_file = in->vocab_file, .do_lower_case = in->do_lower_case,
                                 .max_batch = finetune_max_batch(a),
                                 .max_seq_length = a->max_seq_length, .learning_rate = a->learning_rate,
                                 .warmup_proportion = a->warmup_proportion, .weight_decay = a->weight_decay,
@@ -231,8 +286,11 @@ int finetune_train(Finetuner *f, const FinetuneData *d, FinetuneTrainResult *res
 int finetune_save(Finetuner *f, const char *dir, const char *extra_json, BertError *err) {
     char path[4096 + 32];
     if (make_dirs(dir, err) != 0) return -1;
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    if (bert_save_safetensors(f->model, path, err) != 0) return -1;
     snprintf(path, sizeof path, "%s/config.json", dir);
-    return bert_config_save_ex(path, &f->cfg, extra_json, err);
+    if (bert_config_save_ex(path, &f->cfg, extra_json, err) != 0) return -1;
+    if (f->o.vocab_file &&
+        tokenizer_folder_write(dir, f->o.vocab_file, f->o.do_lower_case, f->cfg.max_position_embeddings, err) != 0)
+        return -1;
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);   /* last: a finished run's mark */
+    return bert_save_safetensors(f->model, path, err);
 }

@@ -24,8 +24,11 @@
 /* What every fine-tuning command takes, with NVIDIA's run_glue.py / run_squad.py names
  * (cli/finetune_flags.h makes them flags); the task adds its own data and settings. */
 typedef struct {
-    const char *init_checkpoint, *config_file, *vocab_file, *output_dir;
-    bool do_lower_case, do_train, do_eval, do_predict;
+    const char *init_checkpoint, *config_file, *output_dir;
+    const char *vocab_file;    /* NULL: the --init_checkpoint folder's vocab.txt */
+    int do_lower_case;         /* 1 or 0; < 0 (the default): what the model folder says (finetune_prepare_args) */
+    bool do_train, do_eval, do_predict;
+    bool overwrite_output_dir; /* --do_train into a folder holding a finished run (model.safetensors) */
     int max_seq_length, train_batch_size, eval_batch_size, gradient_accumulation_steps;
     double learning_rate, num_train_epochs, warmup_proportion, weight_decay, adam_epsilon;
     long max_steps;            /* > 0: overrides the epochs */
@@ -38,10 +41,28 @@ typedef struct {
 } FinetuneArgs;
 
 /* The two scripts' common defaults: batch 32 in one micro-batch, AdamW at 5e-5 with decay
- * 0.01 and epsilon 1e-6, 3 epochs, 10% warmup, a log line every 50 steps, seed 42. */
+ * 0.01 and epsilon 1e-6, 3 epochs, 10% warmup, a log line every 50 steps, seed 42; the
+ * vocabulary and the casing the model folder's. */
 void finetune_default_args(FinetuneArgs *a);
-/* The checks every task makes: the files and folder named, something to do, batch sizes. */
+/* The checks every task makes that read no file: the flags named, something to do, batch sizes. */
 int finetune_check_args(const FinetuneArgs *a, BertError *err);
+
+/* What the model folder gives a run that did not say (finetune_prepare_args). */
+typedef struct {
+    char vocab_file[4096 + 32];   /* --vocab_file, else the --init_checkpoint folder's vocab.txt */
+    bool do_lower_case;           /* --do_lower_case, else its tokenizer_config.json, else its vocabulary's casing */
+    char note[1024];              /* "warning: ..." (the flag contradicts the folder) or "note: ..." (the casing
+                                     guessed from the vocabulary) for the run's log; "" when none */
+} FinetuneInputs;
+
+/* Everything a run needs checked before any work (in the first second, before the output
+ * folder is made): finetune_check_args; the checkpoint (a folder with model.safetensors and
+ * config.json, or a weights file with --config_file), its configuration, the vocabulary (as
+ * many tokens as the model's) and --max_seq_length within the model's positions; the output
+ * folder (a folder if it exists, and with --do_train no finished run's, model.safetensors,
+ * unless overwrite_output_dir). The task checks its own data files as well. Fills `in`
+ * with the vocabulary and casing the run uses (io/tokenizer_files.h's rules). */
+int finetune_prepare_args(const FinetuneArgs *a, FinetuneInputs *in, BertError *err);
 /* The run's optimizer steps over n_rows training rows: max_steps, else the epochs' steps
  * (each epoch's last step may be short). */
 long finetune_total_steps(const FinetuneArgs *a, long n_rows);
@@ -50,6 +71,8 @@ int finetune_max_batch(const FinetuneArgs *a);
 
 typedef struct {
     const char *init_checkpoint;    /* required */
+    const char *vocab_file;         /* the run's vocabulary, copied into saved model folders (NULL: none) */
+    bool do_lower_case;             /* the run's casing, for the saved folders' tokenizer_config.json */
     const char *config_file;        /* NULL: init_checkpoint's folder's config.json */
     BertHeads heads;
     int max_batch, max_seq_length;
@@ -71,11 +94,11 @@ typedef struct Finetuner Finetuner;
 
 /* Loads the weights and prepares the optimizer; says where the weights came from in `what`. */
 int finetune_open(Finetuner **out, const FinetuneOptions *o, char *what, size_t what_size, BertError *err);
-/* finetune_open for a task's command: the options from the args, a model for micro-batches
- * and evaluation batches, the checkpoint's vocabulary checked against vocab_size, no
- * training state unless a->do_train. */
-int finetune_open_args(Finetuner **out, const FinetuneArgs *a, BertHeads heads, long total_steps, int vocab_size,
-                       char *what, size_t what_size, BertError *err);
+/* finetune_open for a task's command: the options from the args (the vocabulary and casing
+ * from `in`), a model for micro-batches and evaluation batches, the checkpoint's vocabulary
+ * checked against vocab_size, no training state unless a->do_train. */
+int finetune_open_args(Finetuner **out, const FinetuneArgs *a, const FinetuneInputs *in, BertHeads heads,
+                       long total_steps, int vocab_size, char *what, size_t what_size, BertError *err);
 void finetune_close(Finetuner *f);
 BertModel *finetune_model(Finetuner *f);
 const BertConfig *finetune_config(const Finetuner *f);
@@ -105,9 +128,11 @@ typedef struct {
  * log_freq steps with the loss, rate, throughput and time left, and a DLLogger record. */
 int finetune_train(Finetuner *f, const FinetuneData *d, FinetuneTrainResult *res, BertError *err);
 
-/* The fine-tuned model as HuggingFace names it: dir/model.safetensors + dir/config.json, the
- * config carrying `extra_json` (a JSON object's members, e.g. the label map and architectures;
- * NULL: none). Written atomically. */
+/* The fine-tuned model as HuggingFace names it, a folder that stands alone: dir/config.json,
+ * carrying `extra_json` (a JSON object's members, e.g. the label map and architectures; NULL:
+ * none), the tokenizer's files (io/tokenizer_files.h: vocab.txt, tokenizer_config.json; when
+ * the options name a vocabulary) and dir/model.safetensors last, so that it marks a finished
+ * run. Each file written atomically. */
 int finetune_save(Finetuner *f, const char *dir, const char *extra_json, BertError *err);
 
 #endif

@@ -14,7 +14,9 @@
 #include <unistd.h>
 
 #include "data/hdf5_shard.h"
+#include "core/bundled.h"
 #include "core/rng.h"
+#include "io/tokenizer_files.h"
 #include "model/config.h"
 #include "kernels/kernels.h"
 #include "model/bert.h"
@@ -41,6 +43,7 @@ void pretrain_default_options(PretrainOptions *o) {
     o->eval_steps = 0, o->eval_batches = 20, o->log_freq = 1;
     o->init_loss_scale = LOSS_SCALER_INIT_SCALE, o->loss_scale = 0;
     o->bucket_cap_mb = 25, o->comm_timeout = 1800;
+    o->do_lower_case = -1;
 }
 
 static int check_options(const PretrainOptions *o, BertError *err) {
@@ -58,6 +61,7 @@ static int check_options(const PretrainOptions *o, BertError *err) {
     if (!(o->learning_rate > 0) || !(o->warmup_proportion >= 0 && o->warmup_proportion < 1))
         return bert_fail(err, "--learning_rate must be > 0 and --warmup_proportion in [0, 1)");
     if (o->max_steps < 1) return bert_fail(err, "--max_steps must be at least 1");
+    if (o->vocab_file && check_input_file(o->vocab_file, "--vocab_file", err) != 0) return -1;
     if (o->log_freq < 1 || o->num_steps_per_checkpoint < 1)
         return bert_fail(err, "--log_freq and --num_steps_per_checkpoint must be at least 1");
     if (strcmp(o->optimizer, "lamb") != 0 && strcmp(o->optimizer, "adamw") != 0)
@@ -97,6 +101,9 @@ typedef struct {
     bool scaling;         /* fp16: loss scaling */
     LossScaler *scaler;   /* the trainer's (fp16) */
     char resumed_from[4096];
+    char *vocab;          /* the vocabulary's bytes the checkpoints carry (NULL: none), and its casing */
+    size_t vocab_len;
+    bool lower_case;
     /* data parallelism */
     Comm *comm;
     GradSync *sync;        /* NULL for one process */
@@ -177,6 +184,11 @@ static int write_checkpoint_files(const char *dir, void *p, BertError *err) {
         cJSON_AddItemToArray(ranks, cJSON_CreateDoubleArray(v, 3));
     }
     cJSON_AddItemToObject(s, "data", data);
+    if (r->vocab && tokenizer_folder_write_text(dir, r->vocab, r->vocab_len, r->lower_case,
+                                                r->cfg.max_position_embeddings, err) != 0) {
+        cJSON_Delete(s);
+        return -1;
+    }
     int rc = checkpoint_write_json(dir, "state.json", s, err);   /* last: its presence marks a complete folder */
     cJSON_Delete(s);
     return rc;
@@ -593,6 +605,34 @@ static int setup_start(Run *r, BertError *err) {
     return 0;
 }
 
+/* The tokenizer files every checkpoint carries (pretrain.h: the vocabulary and its casing). */
+static int setup_tokenizer_files(Run *r, BertError *err) {
+    const PretrainOptions *o = r->o;
+    const char *from = r->resumed_from[0] ? r->resumed_from : o->init_checkpoint;
+    TokenizerFolder folder;
+    tokenizer_folder_read(from ? from : o->output_dir, &folder);
+    if (!from) folder.vocab_file[0] = '\0', folder.do_lower_case = -1;
+    char bundled[4096];
+    const char *vocab = o->vocab_file ? o->vocab_file : folder.vocab_file[0] ? folder.vocab_file : NULL;
+    const bool guessed = !vocab;
+    if (guessed && bundled_data_path("vocab/bert-base-uncased-vocab.txt", bundled, sizeof bundled) == 0) vocab = bundled;
+    int tokens = 0, cased = 0;
+    if (vocab && tokenizer_vocab_scan(vocab, &tokens, &cased, err) != 0) return -1;
+    if (vocab && tokens != r->cfg.vocab_size && !guessed)
+        return bert_fail(err, "the vocabulary %s has %d tokens but the model has %d", vocab, tokens, r->cfg.vocab_size);
+    if (!vocab || tokens != r->cfg.vocab_size) {
+        logger_print(r->log, "note: the checkpoints hold no vocab.txt (the model has %d tokens, the bundled "
+                             "bert-base-uncased vocabulary %d): give --vocab_file, the shards' vocabulary, to make them "
+                             "model folders that stand alone", r->cfg.vocab_size, tokens);
+        return 0;
+    }
+    char note[1024];
+    r->lower_case = tokenizer_casing(o->do_lower_case, "--do_lower_case", from ? &folder : NULL, vocab, cased, note,
+                                     sizeof note);
+    if (!strncmp(note, "warning:", 8)) logger_print(r->log, "%s", note);
+    return read_file(vocab, &r->vocab, &r->vocab_len, err);
+}
+
 static void log_parameters(Run *r) {
     const PretrainOptions *o = r->o;
     cJSON *d = cJSON_CreateObject();
@@ -802,6 +842,7 @@ int pretrain_run(const PretrainOptions *o, PretrainSummary *sum, BertError *err)
     if (rc == 0) rc = setup_model(&r, err);
     if (rc == 0) rc = setup_data(&r, err);
     if (rc == 0) rc = setup_start(&r, err) < 0 ? -1 : 0;
+    if (rc == 0) rc = setup_tokenizer_files(&r, err);
     if (rc == 0 && r.world > 1) {   /* every process resumed the same checkpoint (a lagging shared file system?) */
         int steps[2] = {(int)r.step, -(int)r.step};
         comm_max_ints(r.comm, steps, 2, "comparing the resumed steps");
@@ -850,7 +891,7 @@ int pretrain_run(const PretrainOptions *o, PretrainSummary *sum, BertError *err)
     grad_sync_free(r.sync);
     bert_model_free(r.model);
     logger_close(r.log);
-    free(r.positions);
+    free(r.positions), free(r.vocab);
     comm_close(r.comm);
     return rc;
 }

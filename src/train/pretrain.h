@@ -32,6 +32,13 @@ typedef struct {
     const char *config_file;        /* HF config.json, or */
     const char *bert_model;         /* a preset name (bert-tiny ... bert-large) */
     const char *init_checkpoint;    /* HF-named safetensors to start from */
+    /* the tokenizer the shards were made with, carried by every checkpoint (vocab.txt,
+     * tokenizer_config.json) so that it is a model folder that stands alone: vocab_file NULL:
+     * the resumed checkpoint's or --init_checkpoint's folder's vocab.txt, else the bundled
+     * bert-base-uncased vocabulary (`prepare`'s default) when the model has its size;
+     * do_lower_case < 0: that folder's tokenizer_config.json, else the vocabulary's casing */
+    const char *vocab_file;
+    int do_lower_case;
     /* optimisation */
     const char *optimizer;          /* "lamb" (default) or "adamw" */
     int train_batch_size;           /* sequences per optimizer step per process */

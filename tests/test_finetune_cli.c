@@ -1,0 +1,267 @@
+/* A new user's first hour (issue 36), through the bert program run from another working
+ * directory, as a user runs it:
+ *  - model folders that stand alone: `create_pretraining_data` + `pretrain` write checkpoints
+ *    with vocab.txt and tokenizer_config.json; `glue` fine-tunes from one with no
+ *    --vocab_file or --do_lower_case, and its folder (label map included) is used directly by
+ *    `embed` and by `glue --do_eval`, which gives the training run's metrics;
+ *  - casing never silent: a forgotten --do_lower_case on an uncased folder gives the uncased
+ *    result, a contradicting flag is said and wins, a folder that does not say gets a note;
+ *  - inputs checked before any work: a missing test.tsv (or SQuAD file) fails in the first
+ *    second with a message naming it and no output folder left; a run that fails later
+ *    removes the empty folders it made; a finished run's folder is not trained into again
+ *    without --overwrite_output_dir;
+ *  - `bert bench --help` starts with a usage line. */
+#include <stdarg.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "test.h"
+#include "test_util.h"
+
+static char bert[1024], repo[1024], dir[256], vocab[1400];
+
+/* Runs `cd dir && bert ARGS > out.txt 2> err.txt`: the exit status, and the seconds it took. */
+static int run(double *seconds, const char *fmt, ...) {
+    char args[4096], cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "cd %s && %s %s > out.txt 2> err.txt", dir, bert, args);
+    const double t0 = now_seconds();
+    const int st = system(cmd);
+    if (seconds) *seconds = now_seconds() - t0;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* dir/name's text (caller frees; "" when missing). */
+static char *text_of(const char *name) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return read_text(path);
+}
+
+static bool there(const char *name) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return file_exists(path);
+}
+
+static bool same(const char *a, const char *b) {
+    char pa[512], pb[512];
+    snprintf(pa, sizeof pa, "%s/%s", dir, a), snprintf(pb, sizeof pb, "%s/%s", dir, b);
+    return files_equal(pa, pb);
+}
+
+static void put(const char *name, const char *text) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    write_text(path, text);
+}
+
+/* Prints the command's output when a check on it failed. */
+static void show_output(void) {
+    char *out = text_of("out.txt"), *err = text_of("err.txt");
+    fprintf(stderr, "    stdout: %s\n    stderr: %s\n", out, err);
+    free(out), free(err);
+}
+
+static const char *const GLUE = "glue --task_name rte --max_seq_length 48 --eval_batch_size 4 --threads 1";
+
+/* Shards from a small text, a tiny model pre-trained on them for 2 steps, then fine-tuned on
+ * RTE from its checkpoint: the checkpoint and the fine-tuned folder are whole model folders. */
+static void test_model_folders_stand_alone(void) {
+    char text[8192] = "";
+    for (int d = 0; d < 4; d++) {
+        for (int s = 0; s < 12; s++) {
+            const size_t len = strlen(text);
+            snprintf(text + len, sizeof text - len, "The %s number %d walked over the old bridge near river %d.\n",
+                     d % 2 ? "Cat" : "dog", s, d);
+        }
+        strncat(text, "\n", sizeof text - strlen(text) - 1);
+    }
+    put("corpus.txt", text);
+    char path[512];
+    snprintf(path, sizeof path, "%s/shards", dir), mkdir(path, 0777);
+    put("tiny.json", "{\"vocab_size\": 30522, \"hidden_size\": 16, \"num_hidden_layers\": 1, \"num_attention_heads\": 2, "
+                     "\"intermediate_size\": 32, \"max_position_embeddings\": 64}");
+    int rc = run(NULL, "create_pretraining_data --input_file corpus.txt --output_file shards/c_training_0.hdf5 "
+                       "--vocab_file %s --max_seq_length 32 --max_predictions_per_seq 5 --dupe_factor 2 --quiet", vocab);
+    CHECKF(rc == 0, "create_pretraining_data: %d", rc);
+    rc = run(NULL, "pretrain --input_dir shards --config_file tiny.json --output_dir run --max_seq_length 32 "
+                   "--max_predictions_per_seq 5 --train_batch_size 4 --max_steps 2 --threads 1 --disable_progress_bar");
+    CHECKF(rc == 0, "pretrain: %d", rc);
+    if (rc) show_output();
+    /* the checkpoint: the shards' vocabulary (the bundled default here) and its casing */
+    CHECK(there("run/ckpt_2/model.safetensors") && there("run/ckpt_2/config.json"));
+    char *vocab_copy = text_of("run/ckpt_2/vocab.txt"), *bundled = read_text(vocab);
+    CHECKF(strlen(bundled) > 1000 && !strcmp(vocab_copy, bundled), "the checkpoint's vocab.txt is not the vocabulary");
+    free(vocab_copy), free(bundled);
+    char *tc = text_of("run/ckpt_2/tokenizer_config.json");
+    CHECKF(strstr(tc, "\"do_lower_case\":\ttrue") && strstr(tc, "\"model_max_length\":\t64") &&
+           strstr(tc, "\"tokenizer_class\":\t\"BertTokenizer\""), "%s", tc);
+    free(tc);
+
+    /* fine-tuning from the checkpoint with neither --vocab_file nor --do_lower_case */
+    char data[1100];
+    snprintf(data, sizeof data, "%s/tests/data/glue/RTE", repo);
+    rc = run(NULL, "%s --data_dir %s --init_checkpoint run/ckpt_2 --output_dir ft --do_train --do_eval --max_steps 2 "
+                   "--train_batch_size 4", GLUE, data);
+    CHECKF(rc == 0, "glue from the checkpoint: %d", rc);
+    if (rc) show_output();
+    char *out = text_of("out.txt");
+    CHECKF(!strstr(out, "warning") && !strstr(out, "note:"), "the folder said everything, yet: %s", out);
+    free(out);
+    CHECK(same("ft/vocab.txt", "run/ckpt_2/vocab.txt") && same("ft/tokenizer_config.json", "run/ckpt_2/tokenizer_config.json"));
+    char *config = text_of("ft/config.json");
+    CHECKF(strstr(config, "\"id2label\"") && strstr(config, "\"label2id\"") && strstr(config, "\"not_entailment\":\t1") &&
+           strstr(config, "BertForSequenceClassification"), "%s", config);
+    free(config);
+
+    /* the fine-tuned folder, directly: embed, and glue's evaluation (the training run's metrics) */
+    put("sentences.txt", "Hello World\na second sentence\n");
+    rc = run(NULL, "embed --init_checkpoint ft --threads 1 < sentences.txt");
+    out = text_of("out.txt");
+    int lines = 0;
+    for (char *p = out; *p; p++) lines += *p == '\n';
+    CHECKF(rc == 0 && lines == 2, "embed on the fine-tuned folder: rc %d, %d lines", rc, lines);
+    if (rc) show_output();
+    free(out);
+    rc = run(NULL, "%s --data_dir %s --init_checkpoint ft --output_dir ft_eval --do_eval", GLUE, data);
+    CHECKF(rc == 0 && same("ft_eval/eval_results.json", "ft/eval_results.json"),
+           "glue --do_eval on the fine-tuned folder: rc %d, or other metrics than the training run's", rc);
+    if (rc) show_output();
+}
+
+/* The casing: a forgotten --do_lower_case on an uncased folder gives the uncased result; a
+ * flag that contradicts the folder is said and wins; a folder without tokenizer_config.json
+ * gets its vocabulary's casing, with a note. */
+static void test_casing_from_the_folder(void) {
+    char data[1100];
+    snprintf(data, sizeof data, "%s/tests/data/glue/RTE", repo);
+    if (!there("ft/model.safetensors")) {
+        CHECKF(0, "no fine-tuned folder (test_model_folders_stand_alone failed)");
+        return;
+    }
+    int rc = run(NULL, "%s --data_dir %s --init_checkpoint ft --output_dir cased_flag --do_eval --do_lower_case", GLUE, data);
+    CHECK(rc == 0 && same("cased_flag/eval_results.json", "ft_eval/eval_results.json"));
+    /* embeddings tell the casings apart: "Hello" is [UNK] in the uncased vocabulary */
+    rc = run(NULL, "embed --init_checkpoint ft --threads 1 --do_lower_case true < sentences.txt");
+    char *lower = text_of("out.txt");
+    rc |= run(NULL, "embed --init_checkpoint ft --threads 1 < sentences.txt");
+    char *forgot = text_of("out.txt"), *forgot_err = text_of("err.txt");
+    CHECKF(rc == 0 && strlen(lower) > 20 && !strcmp(lower, forgot), "forgotten --do_lower_case: not the uncased result");
+    CHECKF(!strstr(forgot_err, "warning"), "%s", forgot_err);
+    rc = run(NULL, "embed --init_checkpoint ft --threads 1 --do_lower_case false < sentences.txt");
+    char *kept = text_of("out.txt"), *err = text_of("err.txt");
+    CHECKF(rc == 0 && strcmp(kept, lower) != 0, "--do_lower_case false did not keep the case");
+    CHECKF(strstr(err, "warning: --do_lower_case false, but ft/tokenizer_config.json says do_lower_case true"), "%s", err);
+    free(lower), free(forgot), free(forgot_err), free(kept), free(err);
+    rc = run(NULL, "%s --data_dir %s --init_checkpoint ft --output_dir cased_off --do_eval --do_lower_case=false", GLUE, data);
+    char *out = text_of("out.txt");
+    CHECKF(rc == 0 && strstr(out, "warning: --do_lower_case false, but ft/tokenizer_config.json says do_lower_case true"),
+           "glue: the contradiction was not said: %s", out);
+    free(out);
+    /* no tokenizer_config.json: the vocabulary (no upper-case tokens) says uncased, in a note */
+    char path[512];
+    snprintf(path, sizeof path, "%s/bare", dir), mkdir(path, 0777);
+    const char *files[] = {"model.safetensors", "config.json", "vocab.txt"};
+    for (int i = 0; i < 3; i++) {
+        char a[512], b[512], *bytes;
+        size_t n;
+        BertError e;
+        snprintf(a, sizeof a, "%s/ft/%s", dir, files[i]), snprintf(b, sizeof b, "%s/bare/%s", dir, files[i]);
+        if (read_file(a, &bytes, &n, &e) == 0) write_bytes(b, bytes, n), free(bytes);
+    }
+    rc = run(NULL, "%s --data_dir %s --init_checkpoint bare --output_dir bare_eval --do_eval", GLUE, data);
+    out = text_of("out.txt");
+    CHECKF(rc == 0 && same("bare_eval/eval_results.json", "ft_eval/eval_results.json") &&
+           strstr(out, "note: bare has no tokenizer_config.json") && strstr(out, "lower-casing"),
+           "a folder without tokenizer_config.json: rc %d, %s", rc, out);
+    free(out);
+}
+
+/* Inputs checked before any work; no folder left by a failed run; a finished run kept. */
+static void test_inputs_checked_first(void) {
+    char data[1100], rte[1200], path[600];
+    snprintf(data, sizeof data, "%s/tests/data/glue/RTE", repo);
+    if (!there("ft/model.safetensors")) {
+        CHECKF(0, "no fine-tuned folder (test_model_folders_stand_alone failed)");
+        return;
+    }
+    /* RTE without test.tsv: --do_predict is refused at once, before training */
+    snprintf(path, sizeof path, "%s/no_test", dir), mkdir(path, 0777);
+    for (int i = 0; i < 2; i++) {
+        char *t;
+        snprintf(rte, sizeof rte, "%s/%s", data, i ? "dev.tsv" : "train.tsv");
+        t = read_text(rte);
+        put(i ? "no_test/dev.tsv" : "no_test/train.tsv", t);
+        free(t);
+    }
+    double seconds;
+    int rc = run(&seconds, "%s --data_dir no_test --init_checkpoint ft --output_dir runs/mrpc --do_train --do_eval "
+                           "--do_predict --max_steps 2 --train_batch_size 4", GLUE);
+    char *err = text_of("err.txt");
+    CHECKF(rc == 1 && strstr(err, "--do_predict needs no_test/test.tsv"), "rc %d: %s", rc, err);
+    CHECKF(seconds < 1.0, "the missing test.tsv took %.2f s to report", seconds);
+    CHECKF(!there("runs"), "a failed run left its output folder");
+    free(err);
+    /* SQuAD's files too */
+    rc = run(&seconds, "squad --init_checkpoint ft --output_dir sq/out --do_train --train_file nowhere.json --max_seq_length 48 "
+                       "--threads 1");
+    err = text_of("err.txt");
+    CHECKF(rc == 1 && strstr(err, "--train_file nowhere.json") && seconds < 1.0 && !there("sq"), "rc %d, %.2f s: %s", rc,
+           seconds, err);
+    free(err);
+    /* a run that fails after it made its folder (a bad row in dev.tsv) removes what it made */
+    put("no_test/dev.tsv", "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tmaybe\n");
+    rc = run(NULL, "%s --data_dir no_test --init_checkpoint ft --output_dir later/out --do_eval", GLUE);
+    err = text_of("err.txt");
+    CHECKF(rc == 1 && strstr(err, "dev.tsv") && !there("later"), "rc %d: %s", rc, err);
+    free(err);
+    /* a finished run is not trained into again without --overwrite_output_dir */
+    snprintf(path, sizeof path, "%s/ft/model.safetensors", dir);
+    char *before;
+    size_t n_before;
+    BertError e;
+    CHECK(read_file(path, &before, &n_before, &e) == 0);
+    rc = run(NULL, "%s --data_dir %s --init_checkpoint run/ckpt_2 --output_dir ft --do_train --max_steps 1 "
+                   "--train_batch_size 4 --seed 5", GLUE, data);
+    err = text_of("err.txt");
+    CHECKF(rc == 1 && strstr(err, "--output_dir ft holds a finished run") && strstr(err, "--overwrite_output_dir"),
+           "rc %d: %s", rc, err);
+    free(err);
+    char *after;
+    size_t n_after;
+    CHECK(read_file(path, &after, &n_after, &e) == 0 && n_after == n_before && !memcmp(before, after, n_before));
+    free(after);
+    rc = run(NULL, "%s --data_dir %s --init_checkpoint run/ckpt_2 --output_dir ft --do_train --max_steps 1 "
+                   "--train_batch_size 4 --seed 5 --overwrite_output_dir", GLUE, data);
+    CHECK(rc == 0 && read_file(path, &after, &n_after, &e) == 0);
+    if (rc == 0) CHECKF(n_after != n_before || memcmp(before, after, n_before), "--overwrite_output_dir kept the old model");
+    if (rc == 0) free(after);
+    free(before);
+}
+
+static void test_bench_usage_line(void) {
+    const int rc = run(NULL, "bench --help");
+    char *out = text_of("out.txt");
+    CHECKF(rc == 0 && !strncmp(out, "usage: bert bench [", 19), "%.80s", out);
+    free(out);
+}
+
+int main(int argc, char **argv) {
+    (void)argc;
+    if (test_bert_binary(argv[0], bert, sizeof bert) != 0 || !getcwd(repo, sizeof repo)) return 1;
+    snprintf(vocab, sizeof vocab, "%s/data/vocab/bert-base-uncased-vocab.txt", repo);
+    snprintf(dir, sizeof dir, "/tmp/bert_test_finetune_cli.%ld", (long)getpid());
+    remove_tree(dir);
+    mkdir(dir, 0777);
+    RUN_TEST(test_model_folders_stand_alone);
+    RUN_TEST(test_casing_from_the_folder);
+    RUN_TEST(test_inputs_checked_first);
+    RUN_TEST(test_bench_usage_line);
+    remove_tree(dir);
+    return test_summary();
+}
