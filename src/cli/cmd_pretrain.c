@@ -115,7 +115,10 @@ int cmd_pretrain(int argc, char **argv) {
         printf("bert pretrain: the busiest process's work over the mean, per step: %.3f (%.3f had the micro-batches "
                "not been dealt by work)\n", s.work_spread, s.work_spread_consecutive);
     if (s.last_checkpoint[0]) printf("bert pretrain: last checkpoint %s\n", s.last_checkpoint);
-    if (s.stopped_by_signal) printf("bert pretrain: stopped by a signal after the checkpoint above; rerun with "
-                                    "--resume_from_checkpoint to continue\n");
+    if (s.stopped_by_signal && !o.skip_checkpoint)
+        printf("bert pretrain: stopped by a signal after the checkpoint above; rerun with --resume_from_checkpoint "
+               "to continue\n");
+    else if (s.stopped_by_signal)   /* issue 35, D14: there is no checkpoint to continue from */
+        printf("bert pretrain: stopped by a signal at step %ld; nothing was saved (--skip_checkpoint)\n", s.last_step);
     return 0;
 }

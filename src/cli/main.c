@@ -41,7 +41,7 @@ static void print_help(FILE *out) {
 }
 
 int main(int argc, char **argv) {
-    atomic_cleanup_on_signals();   /* a stopped command leaves no temporary behind */
+    signals_start();   /* first, before any thread: stop signals go to one thread, never a handler (core/common.h) */
     if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         print_help(stdout);
         return argc < 2 ? 2 : 0;

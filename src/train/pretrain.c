@@ -782,10 +782,7 @@ static int check_all_shards(const PretrainOptions *o, BertError *err) {
     return 0;
 }
 
-int pretrain_run(const PretrainOptions *o, PretrainSummary *sum, BertError *err) {
-    memset(sum, 0, sizeof *sum);
-    sum->final_mlm_accuracy = NAN, sum->final_loss = NAN, sum->mean_loss = NAN;
-    if (check_options(o, err) != 0) return -1;
+static int run_pretraining(const PretrainOptions *o, PretrainSummary *sum, BertError *err) {
     if (o->check_shards && check_all_shards(o, err) != 0) return -1;   /* first: it forks */
     if (o->threads > 0) omp_set_num_threads(o->threads);
     Run r = {.o = o, .micro = o->train_batch_size / o->gradient_accumulation_steps, .phase = o->phase2 ? 2 : 1,
@@ -828,10 +825,7 @@ int pretrain_run(const PretrainOptions *o, PretrainSummary *sum, BertError *err)
         log_parameters(&r);
         /* the newest good checkpoint, named if the run has to stop */
         snprintf(sum->last_checkpoint, sizeof sum->last_checkpoint, "%s", r.resumed_from);
-        stop_signal_install();
         rc = train_loop(&r, sum, err);
-        stop_signal_restore();
-        stop_signal_clear();
     }
     if (rc == 0) {
         cJSON *d = cJSON_CreateObject();
@@ -852,5 +846,18 @@ int pretrain_run(const PretrainOptions *o, PretrainSummary *sum, BertError *err)
     logger_close(r.log);
     free(r.positions);
     comm_close(r.comm);
+    return rc;
+}
+
+int pretrain_run(const PretrainOptions *o, PretrainSummary *sum, BertError *err) {
+    memset(sum, 0, sizeof *sum);
+    sum->final_mlm_accuracy = NAN, sum->final_loss = NAN, sum->mean_loss = NAN;
+    if (check_options(o, err) != 0) return -1;
+    /* from here a stop signal (even one during the setup) ends the run after a step, with a
+     * checkpoint */
+    stop_signal_install();
+    const int rc = run_pretraining(o, sum, err);
+    stop_signal_restore();
+    stop_signal_clear();
     return rc;
 }
