@@ -38,11 +38,13 @@ static int write_files(const char *dir, void *p, BertError *err) {
     return rc;
 }
 
+static CheckpointHistory history;   /* the checkpoints "this run" wrote */
+
 static int save(long step, int keep, int fail) {
     WriterCtx c = {step, fail, 0};
     BertError err;
     char saved[4096];
-    int rc = checkpoint_save(root, step, keep, write_files, &c, saved, sizeof saved, &err);
+    int rc = checkpoint_save(root, step, keep, &history, write_files, &c, saved, sizeof saved, &err);
     if (rc == 0) {
         char want[4096];
         snprintf(want, sizeof want, "%s/ckpt_%ld", root, step);
@@ -106,7 +108,7 @@ static void test_failed_or_killed_writer(void) {
     pid_t pid = fork();
     if (pid == 0) {
         WriterCtx c = {70, 0, 1};
-        checkpoint_save(root, 70, 3, write_files, &c, NULL, 0, &err);
+        checkpoint_save(root, 70, 3, &history, write_files, &c, NULL, 0, &err);
         _exit(0);
     }
     int status = 0;
@@ -123,6 +125,40 @@ static void test_failed_or_killed_writer(void) {
     mkdir(path, 0777);
     CHECK(save(100, 3, 0) == 0 && file_exists(path));
     fs_remove_tree(path, &err);
+}
+
+/* Issue 35, D1/D2: a save deletes only checkpoints of its own history, never another run's
+ * in the same folder, and never the one it just wrote. */
+static void test_prunes_only_its_history(void) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/two_runs", root);
+    CheckpointHistory a = {0}, b = {0};
+    BertError err;
+    for (long step = 5; step <= 15; step += 5) {
+        WriterCtx c = {step, 0, 0};
+        CHECK(checkpoint_save(dir, step, 3, &a, write_files, &c, NULL, 0, &err) == 0);
+    }
+    for (long step = 2; step <= 8; step += 2) {
+        WriterCtx c = {step, 0, 0};
+        char saved[4096], state[4200];
+        CHECK(checkpoint_save(dir, step, 3, &b, write_files, &c, saved, sizeof saved, &err) == 0);
+        snprintf(state, sizeof state, "%s/state.json", saved);
+        CHECKF(file_exists(state), "step %ld: the checkpoint just written is gone", step);
+    }
+    long *steps;
+    int n;
+    CHECK(checkpoint_list(dir, &steps, &n, &err) == 0);
+    CHECKF(n == 6 && steps[0] == 4 && steps[1] == 5 && steps[2] == 6 && steps[3] == 8 && steps[5] == 15,
+           "%d checkpoints left", n);
+    CHECK(b.count == 3 && b.steps[0] == 4 && b.steps[2] == 8 && a.count == 3);
+    free(steps);
+    /* no history: nothing deleted */
+    WriterCtx c = {20, 0, 0};
+    CHECK(checkpoint_save(dir, 20, 1, NULL, write_files, &c, NULL, 0, &err) == 0);
+    CHECK(checkpoint_list(dir, &steps, &n, &err) == 0 && n == 7);
+    free(steps);
+    checkpoint_history_free(&a), checkpoint_history_free(&b);
+    fs_remove_tree(dir, &err);
 }
 
 static void test_read_json_errors(void) {
@@ -207,6 +243,7 @@ int main(void) {
     RUN_TEST(test_save_keep_find);
     RUN_TEST(test_failed_or_killed_writer);
     RUN_TEST(test_read_json_errors);
+    RUN_TEST(test_prunes_only_its_history);
     RUN_TEST(test_stop_signal);
     RUN_TEST(test_plot);
     fs_remove_tree(root, &err);

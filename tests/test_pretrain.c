@@ -701,6 +701,85 @@ static void test_accumulation_equals_big_batch(void) {
     safetensors_close(&x), safetensors_close(&y);
 }
 
+/* pretrain_run with its stdout (the lines for people) in `out_file`. */
+static int run_capturing(const PretrainOptions *o, PretrainSummary *s, BertError *err, const char *out_file) {
+    fflush(stdout);
+    const int saved = dup(1), fd = open(out_file, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1), close(fd);
+    const int rc = pretrain_run(o, s, err);
+    fflush(stdout);
+    dup2(saved, 1), close(saved);
+    return rc;
+}
+
+static bool has_checkpoint(const char *dir, long step) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/ckpt_%ld/state.json", dir, step);
+    return file_exists(path);
+}
+
+/* Issue 35, D1: pruning kept the newest --keep_checkpoints of every ckpt_<n> in the folder,
+ * so a new run in a folder holding a longer run's higher steps deleted each checkpoint it
+ * wrote as soon as it wrote it, exited 0 and named a deleted folder as its last checkpoint.
+ * D2: phase 2's third checkpoint deleted phase 1's final one. Now a run prunes only the
+ * checkpoints it wrote (a resumed run: also those of the run it continues), and warns about
+ * the others. */
+static void test_prunes_only_its_own_checkpoints(void) {
+    char dir[600], out[700];
+    snprintf(dir, sizeof dir, "%s/prune_d1", root), snprintf(out, sizeof out, "%s.out", dir);
+    PretrainOptions o = small_run(dir, 15);
+    o.num_steps_per_checkpoint = 5;
+    PretrainSummary s;
+    BertError err;
+    run_ok(&o, &s);   /* ckpt_5, 10, 15 */
+    o = small_run(dir, 4);
+    o.num_steps_per_checkpoint = 2;
+    CHECKF(run_capturing(&o, &s, &err, out) == 0, "%s", err.msg);
+    char state[sizeof s.last_checkpoint + 16];
+    snprintf(state, sizeof state, "%s/state.json", s.last_checkpoint);
+    CHECKF(file_exists(state), "the last checkpoint named, %s, does not exist", s.last_checkpoint);
+    CHECKF(has_checkpoint(dir, 2) && has_checkpoint(dir, 4), "the new run's checkpoints were deleted");
+    CHECKF(has_checkpoint(dir, 5) && has_checkpoint(dir, 10) && has_checkpoint(dir, 15), "the other run's were deleted");
+    char *text = read_text(out);
+    CHECKF(strstr(text, "holds 3 checkpoints of another run (ckpt_5 ... ckpt_15)"), "no warning:\n%s", text);
+    free(text);
+    /* more than --keep_checkpoints of its own: its oldest go, the other run's stay */
+    o = small_run(dir, 8);
+    o.num_steps_per_checkpoint = 2;
+    run_ok(&o, &s);
+    CHECKF(!has_checkpoint(dir, 2) && has_checkpoint(dir, 4) && has_checkpoint(dir, 6) && has_checkpoint(dir, 8) &&
+           has_checkpoint(dir, 5) && has_checkpoint(dir, 10) && has_checkpoint(dir, 15), "keep 3 of the run's own");
+
+    /* D2: phase 2 keeps phase 1's final checkpoint (and prints no warning about it) */
+    snprintf(dir, sizeof dir, "%s/prune_d2", root);
+    o = small_run(dir, 4);
+    o.num_steps_per_checkpoint = 4;
+    run_ok(&o, &s);
+    o.max_steps = 8, o.num_steps_per_checkpoint = 2, o.phase2 = true, o.phase1_end_step = 4;
+    o.resume_from_checkpoint = true;
+    CHECKF(run_capturing(&o, &s, &err, out) == 0, "%s", err.msg);
+    CHECKF(has_checkpoint(dir, 4), "phase 2 deleted phase 1's final checkpoint");
+    CHECKF(!has_checkpoint(dir, 6) && has_checkpoint(dir, 8) && has_checkpoint(dir, 10) && has_checkpoint(dir, 12),
+           "phase 2 keeps its newest 3");
+    text = read_text(out);
+    CHECKF(!strstr(text, "another run"), "a warning about phase 1's checkpoint:\n%s", text);
+    free(text);
+
+    /* a resumed run continues the same run: it prunes the checkpoints written before the stop */
+    snprintf(dir, sizeof dir, "%s/prune_resume", root);
+    o = small_run(dir, 12);
+    o.num_steps_per_checkpoint = 2, o.steps_this_run = 6;
+    run_ok(&o, &s);   /* ckpt_2, 4, 6 */
+    o.steps_this_run = 0, o.resume_from_checkpoint = true;
+    CHECKF(run_capturing(&o, &s, &err, out) == 0, "%s", err.msg);
+    CHECKF(!has_checkpoint(dir, 2) && !has_checkpoint(dir, 4) && !has_checkpoint(dir, 6) && has_checkpoint(dir, 8) &&
+           has_checkpoint(dir, 10) && has_checkpoint(dir, 12), "the resumed run keeps the newest 3 of the run");
+    text = read_text(out);
+    CHECKF(!strstr(text, "another run"), "a warning about the run's own checkpoints:\n%s", text);
+    free(text);
+    unlink(out);
+}
+
 static void test_phase2_and_bad_input(void) {
     char p1[600];
     snprintf(p1, sizeof p1, "%s/phases", root);
@@ -787,6 +866,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_resume_is_exact);
     RUN_TEST(test_accumulation_equals_big_batch);
     RUN_TEST(test_phase2_and_bad_input);
+    RUN_TEST(test_prunes_only_its_own_checkpoints);
     if (!getenv("BERT_KEEP_TEST_FILES")) fs_remove_tree(root, &err);
     return test_summary();
 }

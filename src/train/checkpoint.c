@@ -105,8 +105,22 @@ static void checkpoint_path(char *out, size_t n, const char *output_dir, long st
     snprintf(out, n, "%s/ckpt_%ld", output_dir, step);
 }
 
-int checkpoint_save(const char *output_dir, long step, int keep_last, CheckpointWriter write, void *ctx,
-                    char *saved_path, size_t saved_path_len, BertError *err) {
+void checkpoint_history_add(CheckpointHistory *h, long step) {
+    int k = 0;
+    for (int i = 0; i < h->count; i++)
+        if (h->steps[i] != step) h->steps[k++] = h->steps[i];
+    h->count = k;
+    ARRAY_RESERVE(h->steps, h->cap, (size_t)h->count + 1, 8);
+    h->steps[h->count++] = step;
+}
+
+void checkpoint_history_free(CheckpointHistory *h) {
+    free(h->steps);
+    *h = (CheckpointHistory){0};
+}
+
+int checkpoint_save(const char *output_dir, long step, int keep_last, CheckpointHistory *written,
+                    CheckpointWriter write, void *ctx, char *saved_path, size_t saved_path_len, BertError *err) {
     if (step < 0) return bert_fail(err, "checkpoint step %ld is negative", step);
     if (make_dirs(output_dir, err) != 0) return -1;
     remove_stale_temporaries(output_dir);
@@ -138,17 +152,19 @@ int checkpoint_save(const char *output_dir, long step, int keep_last, Checkpoint
     if (fsync_path(output_dir, O_RDONLY | O_DIRECTORY, err) != 0) return -1;
     if (old[0] && fs_remove_tree(old, err) != 0) return -1;
     if (saved_path) snprintf(saved_path, saved_path_len, "%s", final_path);
+    if (!written) return 0;
+    checkpoint_history_add(written, step);
     if (keep_last <= 0) return 0;
-    long *steps;
-    int count;
-    if (checkpoint_list(output_dir, &steps, &count, err) != 0) return -1;
+    int drop = written->count - keep_last;
+    if (drop <= 0) return 0;
     int rc = 0;
-    for (int i = 0; rc == 0 && i + keep_last < count; i++) {
+    for (int i = 0; rc == 0 && i < drop; i++) {
         char path[4096];
-        checkpoint_path(path, sizeof path, output_dir, steps[i]);
+        checkpoint_path(path, sizeof path, output_dir, written->steps[i]);
         rc = fs_remove_tree(path, err);
     }
-    free(steps);
+    memmove(written->steps, written->steps + drop, sizeof(long) * (size_t)(written->count - drop));
+    written->count -= drop;
     return rc;
 }
 

@@ -6,7 +6,10 @@
  * then it is renamed to ckpt_<step> and the parent folder is fsynced. A kill or a full disk
  * at any point leaves either the previous checkpoints alone or the new one whole. What goes
  * into the folder is the caller's (model.safetensors, optimizer state, state.json, ...):
- * checkpoint_save calls back to write it. The last `keep_last` checkpoints are kept. */
+ * checkpoint_save calls back to write it. Of the checkpoints a run wrote, the last
+ * `keep_last` are kept; a checkpoint another run wrote in the same folder is never deleted
+ * (issue 35, D1/D2: a new run in a folder holding a longer run's higher steps deleted each of
+ * its own checkpoints as it wrote it; phase 2 deleted phase 1's final checkpoint). */
 #ifndef BERT_TRAIN_CHECKPOINT_H
 #define BERT_TRAIN_CHECKPOINT_H
 
@@ -19,12 +22,23 @@
 /* Writes the checkpoint's files into `dir` (an empty folder that exists). */
 typedef int (*CheckpointWriter)(const char *dir, void *ctx, BertError *err);
 
+/* The checkpoints a run has written, oldest first: the only ones its saves delete. A resumed
+ * run starts with those of the run it continues (the caller knows which: pre-training
+ * records a run id in state.json). */
+typedef struct {
+    long *steps;
+    int count, cap;
+} CheckpointHistory;
+void checkpoint_history_add(CheckpointHistory *h, long step);   /* moved to the end if there */
+void checkpoint_history_free(CheckpointHistory *h);
+
 /* Writes OUTPUT_DIR/ckpt_<step> through `write`, replacing an existing ckpt_<step> (a rerun
- * of the same step), then deletes all but the newest keep_last checkpoints (keep_last <= 0:
- * keep all). The folder's path goes to saved_path when non-NULL. Temporary folders of
- * processes that no longer run are removed first. */
-int checkpoint_save(const char *output_dir, long step, int keep_last, CheckpointWriter write, void *ctx,
-                    char *saved_path, size_t saved_path_len, BertError *err);
+ * of the same step), adds it to `written`, then deletes the oldest of `written` while it holds
+ * more than keep_last (keep_last <= 0 or written NULL: nothing is deleted). The newest, just
+ * written, is never deleted. The folder's path goes to saved_path when non-NULL. Temporary
+ * folders of processes that no longer run are removed first. */
+int checkpoint_save(const char *output_dir, long step, int keep_last, CheckpointHistory *written,
+                    CheckpointWriter write, void *ctx, char *saved_path, size_t saved_path_len, BertError *err);
 
 /* The newest complete checkpoint in output_dir: returns 1 and fills path and step, 0 when
  * there is none (or output_dir does not exist), -1 on an error reading the folder. A

@@ -1,7 +1,7 @@
 /* The pre-training loop: see pretrain.h. NVIDIA's run_pretraining.py, read for its
  * semantics (not its code): accumulation divides each micro-batch's loss by the count, the
  * scheduler is stepped before each optimizer step, phase 2 counts its steps from phase 1's
- * end, checkpoints are ckpt_<step> and the last 3 kept, SIGTERM saves and exits. */
+ * end, checkpoints are ckpt_<step> and the last 3 of the run's own kept, SIGTERM saves and exits. */
 #include "train/pretrain.h"
 
 #include <errno.h>
@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "data/hdf5_shard.h"
@@ -97,6 +98,11 @@ typedef struct {
     bool scaling;         /* fp16: loss scaling */
     LossScaler *scaler;   /* the trainer's (fp16) */
     char resumed_from[4096];
+    /* checkpoints: this run's id (state.json's run_id; a resume of the same phase keeps the
+     * id of the run it continues) and the checkpoints it wrote, the only ones it deletes */
+    char run_id[64];
+    bool legacy_lineage;   /* resumed a checkpoint from before run ids: those without one are this run's */
+    CheckpointHistory written;
     /* data parallelism */
     Comm *comm;
     GradSync *sync;        /* NULL for one process */
@@ -146,6 +152,7 @@ static int write_checkpoint_files(const char *dir, void *p, BertError *err) {
     cJSON_AddNumberToObject(s, "phase", r->phase);
     cJSON_AddNumberToObject(s, "step", (double)r->step);
     cJSON_AddNumberToObject(s, "checkpoint_step", (double)(r->step + r->offset));
+    cJSON_AddStringToObject(s, "run_id", r->run_id);
     cJSON_AddNumberToObject(s, "max_steps", (double)o->max_steps);
     cJSON_AddNumberToObject(s, "learning_rate", o->learning_rate);
     cJSON_AddNumberToObject(s, "warmup_proportion", o->warmup_proportion);
@@ -191,8 +198,8 @@ static int save_checkpoint(Run *r, PretrainSummary *sum, BertError *err) {
     comm_allgather(r->comm, &mine, r->positions, sizeof mine, "gathering the data positions for a checkpoint");
     optimizer_collect(r->opt);
     if (r->rank != 0) return 0;
-    if (checkpoint_save(r->o->output_dir, r->step + r->offset, r->o->keep_checkpoints, write_checkpoint_files, r,
-                        sum->last_checkpoint, sizeof sum->last_checkpoint, err) != 0)
+    if (checkpoint_save(r->o->output_dir, r->step + r->offset, r->o->keep_checkpoints, &r->written,
+                        write_checkpoint_files, r, sum->last_checkpoint, sizeof sum->last_checkpoint, err) != 0)
         return -1;
     logger_print(r->log, "checkpoint %s (%.1f s)", sum->last_checkpoint, now_seconds() - t0);
     cJSON *d = cJSON_CreateObject();
@@ -572,6 +579,15 @@ static int setup_start(Run *r, BertError *err) {
         cJSON *state;
         if (checkpoint_read_json(dir, "state.json", &state, err) != 0) return -1;
         int rc = restore_checkpoint(r, dir, state, err);
+        /* the same phase goes on as the same run (its checkpoints are this run's to prune);
+         * phase 2 from phase 1's checkpoint is a new run */
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(state, "run_id");
+        if (rc == 0 && (int)json_number(state, "phase", 1) == r->phase) {
+            if (cJSON_IsString(id) && id->valuestring[0] && strlen(id->valuestring) < sizeof r->run_id)
+                snprintf(r->run_id, sizeof r->run_id, "%s", id->valuestring);
+            else
+                r->legacy_lineage = !id;
+        }
         cJSON_Delete(state);
         if (rc != 0 || check_loaded_weights(r, dir, err) != 0) return -1;
         logger_print(r->log, "resumed from %s: phase %d, step %ld", dir, r->phase, r->step);
@@ -590,6 +606,50 @@ static int setup_start(Run *r, BertError *err) {
             return -1;
         logger_print(r->log, "weights from %s (%d head tensors initialised)", o->init_checkpoint, initialised);
     }
+    return 0;
+}
+
+static void new_run_id(char *out, size_t n) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    snprintf(out, n, "%llx-%lx", (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec,
+             (long)getpid());
+}
+
+/* Process 0: the checkpoints in --output_dir that this run wrote (those of the run it
+ * continues), which its saves may prune, and a warning naming the others, which it never
+ * deletes: another run's (issue 35, D1). Phase 1's checkpoints in a phase-2 run are expected. */
+static int find_own_checkpoints(Run *r, BertError *err) {
+    if (!r->run_id[0]) new_run_id(r->run_id, sizeof r->run_id);
+    long *steps;
+    int count, others = 0;
+    long first_other = -1, last_other = -1;
+    if (checkpoint_list(r->o->output_dir, &steps, &count, err) != 0) return -1;
+    for (int i = 0; i < count; i++) {
+        char dir[4096 + 32];
+        snprintf(dir, sizeof dir, "%s/ckpt_%ld", r->o->output_dir, steps[i]);
+        cJSON *state;
+        BertError ignored;
+        if (checkpoint_read_json(dir, "state.json", &state, &ignored) != 0) continue;   /* not complete */
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(state, "run_id");
+        const int phase = (int)json_number(state, "phase", 1);
+        const bool mine = cJSON_IsString(id) ? strcmp(id->valuestring, r->run_id) == 0 : r->legacy_lineage && phase == r->phase;
+        cJSON_Delete(state);
+        if (mine) checkpoint_history_add(&r->written, steps[i]);
+        else if (!(r->phase == 2 && phase == 1)) {
+            if (!others++) first_other = steps[i];
+            last_other = steps[i];
+        }
+    }
+    free(steps);
+    if (!others) return 0;
+    char names[64];
+    if (others == 1) snprintf(names, sizeof names, "ckpt_%ld", first_other);
+    else snprintf(names, sizeof names, "ckpt_%ld ... ckpt_%ld", first_other, last_other);
+    logger_print(r->log, "warning: %s holds %d checkpoint%s of another run (%s): this run does not delete them "
+                         "(--keep_checkpoints counts only its own), its own of the same steps replace them, and "
+                         "--resume_from_checkpoint takes the newest complete checkpoint of all. Give each run its own "
+                         "--output_dir", r->o->output_dir, others, others > 1 ? "s" : "", names);
     return 0;
 }
 
@@ -799,6 +859,7 @@ static int run_pretraining(const PretrainOptions *o, PretrainSummary *sum, BertE
     if (rc == 0) rc = setup_model(&r, err);
     if (rc == 0) rc = setup_data(&r, err);
     if (rc == 0) rc = setup_start(&r, err) < 0 ? -1 : 0;
+    if (rc == 0 && r.rank == 0 && !o->skip_checkpoint) rc = find_own_checkpoints(&r, err);
     if (rc == 0 && r.world > 1) {   /* every process resumed the same checkpoint (a lagging shared file system?) */
         int steps[2] = {(int)r.step, -(int)r.step};
         comm_max_ints(r.comm, steps, 2, "comparing the resumed steps");
@@ -844,6 +905,7 @@ static int run_pretraining(const PretrainOptions *o, PretrainSummary *sum, BertE
     grad_sync_free(r.sync);
     bert_model_free(r.model);
     logger_close(r.log);
+    checkpoint_history_free(&r.written);
     free(r.positions);
     comm_close(r.comm);
     return rc;
