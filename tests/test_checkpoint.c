@@ -13,6 +13,7 @@
 
 #include "train/checkpoint.h"
 #include "train/log_plot.h"
+#include "train/logger.h"
 #include "train/stop_signal.h"
 
 static char root[256];
@@ -197,6 +198,52 @@ static void test_stop_signal(void) {
 }
 
 
+/* Issue 35, D3/D4/D11, in the logger every command's --json-summary goes through (pretrain,
+ * glue, squad): nothing is created or truncated before the first record; a new log replaces
+ * the old one only once that record is written; an existing file that is not a DLLogger log
+ * is refused; a failed write is reported. */
+static void test_logger_writes_from_its_first_record(void) {
+    char log[4096], data[4096];
+    snprintf(log, sizeof log, "%s/run.json", root), snprintf(data, sizeof data, "%s/train.tsv", root);
+    const char *old = "DLLL {\"type\": \"LOG\", \"step\": [0, 1], \"data\": {\"average_loss\": 1}}\n";
+    write_text(log, old);
+    write_text(data, "index\tsentence\n0\tA row.\n");
+    Logger *l;
+    BertError err;
+    CHECKF(logger_open(&l, data, false, false, &err) != 0 && strstr(err.msg, "not a DLLogger log"), "%s", err.msg);
+    CHECKF(logger_open(&l, data, true, false, &err) != 0, "appending to an input");
+    char *kept = read_text(data);
+    CHECK(!strcmp(kept, "index\tsentence\n0\tA row.\n"));
+    free(kept);
+    /* opened, then the run fails before its first record: the old log is as it was */
+    CHECK(logger_open(&l, log, false, false, &err) == 0);
+    logger_close(l);
+    kept = read_text(log);
+    CHECK(!strcmp(kept, old));
+    free(kept);
+    /* the first record replaces it */
+    CHECK(logger_open(&l, log, false, false, &err) == 0);
+    logger_parameters(l, cJSON_CreateObject());
+    kept = read_text(log);
+    CHECKF(!strncmp(kept, "DLLL ", 5) && strstr(kept, "PARAMETER") && !strstr(kept, "average_loss"), "%s", kept);
+    free(kept);
+    CHECK(logger_error(l) == NULL);
+    logger_close(l);
+    CHECK(count_entries(root) >= 2);   /* no temporary left: only run.json, train.tsv (and what else is there) */
+    DIR *d = opendir(root);
+    for (struct dirent *e; d && (e = readdir(d));) CHECKF(strncmp(e->d_name, ".bert-tmp.", 10), "left %s", e->d_name);
+    if (d) closedir(d);
+    /* a folder, a place that cannot be written: refused at the start */
+    CHECK(logger_open(&l, root, false, false, &err) != 0);
+    CHECK(logger_open(&l, "/nonexistent/dir/log.json", false, false, &err) != 0 && strstr(err.msg, "/nonexistent"));
+    /* a write that fails is reported */
+    CHECK(logger_open(&l, "/dev/full", false, false, &err) == 0);
+    logger_parameters(l, cJSON_CreateObject());
+    CHECKF(logger_error(l) && strstr(logger_error(l), "No space left"), "%s", logger_error(l) ? logger_error(l) : "no error");
+    logger_close(l);
+    unlink(log), unlink(data);
+}
+
 static void test_plot(void) {
     char log_a[4096], log_b[4096], empty[4096], svg[4096];
     snprintf(log_a, sizeof log_a, "%s/a.json", root), snprintf(log_b, sizeof log_b, "%s/b.json", root);
@@ -245,6 +292,7 @@ int main(void) {
     RUN_TEST(test_read_json_errors);
     RUN_TEST(test_prunes_only_its_history);
     RUN_TEST(test_stop_signal);
+    RUN_TEST(test_logger_writes_from_its_first_record);
     RUN_TEST(test_plot);
     fs_remove_tree(root, &err);
     return test_summary();

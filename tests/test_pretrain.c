@@ -16,6 +16,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -780,6 +781,95 @@ static void test_prunes_only_its_own_checkpoints(void) {
     unlink(out);
 }
 
+/* Issue 35, D3: --json-summary truncated whatever it named, an input shard included, before
+ * anything was checked; D4: a run that failed on a flag had already emptied the previous log.
+ * Now the log is none of the run's inputs (device and inode), an existing file that is not a
+ * DLLogger log is refused, and the log is written only from its first record (after the
+ * setup), replacing an old one only once that record is written. D11: a log that cannot be
+ * written fails the run. */
+static void test_json_log_never_clobbers(void) {
+    char in[600], log[700], copy[700], path[800];
+    snprintf(in, sizeof in, "%s/log_inputs", root), mkdir(in, 0777);
+    for (int f = 0; f < 2; f++) {
+        snprintf(path, sizeof path, "%s/x_training_%d.hdf5", in, f);
+        write_shard(path, f, ROWS, T, P);
+    }
+    snprintf(copy, sizeof copy, "%s/shard_copy.hdf5", root);
+    snprintf(path, sizeof path, "%s/x_training_1.hdf5", in);
+    write_shard(copy, 1, ROWS, T, P);
+    char out[700];
+    snprintf(out, sizeof out, "%s/log_run", root);
+    PretrainOptions o = small_run(out, 2);
+    o.input_dir = in, o.json_summary = path;
+    PretrainSummary s;
+    BertError err;
+    /* an input shard (under another name, through a link) */
+    char link[800];
+    snprintf(link, sizeof link, "%s/log_link.json", root);
+    CHECK(symlink(path, link) == 0);
+    o.json_summary = link;
+    CHECKF(pretrain_run(&o, &s, &err) != 0 && strstr(err.msg, "is also an input"), "%s", err.msg);
+    CHECKF(files_equal(path, copy), "the shard named as the log was changed");
+    unlink(link);
+    /* any other existing file that is not a log */
+    write_shard(copy, 1, ROWS, T, P);
+    char other[800];
+    snprintf(other, sizeof other, "%s/not_a_log.hdf5", root);
+    write_shard(other, 1, ROWS, T, P);
+    o.json_summary = other;
+    CHECKF(pretrain_run(&o, &s, &err) != 0 && strstr(err.msg, "not a DLLogger log"), "%s", err.msg);
+    CHECKF(files_equal(other, copy), "a file that is not a log was overwritten");
+    /* a file of a checkpoint the run resumes from */
+    o.json_summary = NULL;
+    run_ok(&o, &s);
+    char model[900];
+    snprintf(model, sizeof model, "%s/ckpt_2/model.safetensors", out);
+    o.json_summary = model, o.resume_from_checkpoint = true, o.max_steps = 4;
+    CHECKF(pretrain_run(&o, &s, &err) != 0 && strstr(err.msg, "is also an input"), "%s", err.msg);
+    /* D4: a run that fails before it starts leaves the previous log as it was */
+    snprintf(log, sizeof log, "%s/log.json", root);
+    o = small_run(out, 4);
+    o.input_dir = in, o.json_summary = log, o.log_freq = 1, o.resume_from_checkpoint = true;
+    run_ok(&o, &s);
+    char *before = read_text(log);
+    CHECK(strncmp(before, "DLLL ", 5) == 0 && strstr(before, "\"step_loss\""));
+    PretrainOptions bad = o;
+    bad.resume_from_checkpoint = false, bad.config_file = NULL, bad.bert_model = "bert-tinyy";   /* a typo */
+    CHECK(pretrain_run(&bad, &s, &err) != 0);
+    bad = o;
+    bad.resume_from_checkpoint = false, bad.max_seq_length = 32;   /* shards of another length */
+    CHECK(pretrain_run(&bad, &s, &err) != 0);
+    char *after = read_text(log);
+    CHECKF(strcmp(before, after) == 0, "a failed run changed the log (%zu bytes, was %zu)", strlen(after),
+           strlen(before));
+    free(after);
+    /* D11: a log that cannot be written fails the run, naming it */
+    o.resume_from_checkpoint = false, o.json_summary = "/dev/full";
+    CHECKF(pretrain_run(&o, &s, &err) != 0 && strstr(err.msg, "cannot write the JSON log /dev/full"), "%s", err.msg);
+    /* a full disk (the file-size limit stands in for it) keeps the previous log, not an empty file */
+    pid_t pid = fork();
+    if (pid == 0) {
+        char *argv[] = {bert_bin, "pretrain", "--input_dir", in, "--config_file", "tests/data/bench/micro_config.json",
+                        "--output_dir", out, "--max_seq_length", "24", "--max_predictions_per_seq", "4",
+                        "--train_batch_size", "4", "--max_steps", "1", "--skip_checkpoint", "--threads", "1",
+                        "--json-summary", log, NULL};
+        int devnull = open("/dev/null", O_WRONLY);
+        dup2(devnull, 1), dup2(devnull, 2);
+        signal(SIGXFSZ, SIG_IGN);
+        struct rlimit no_files = {0, 0};
+        setrlimit(RLIMIT_FSIZE, &no_files);
+        execv(bert_bin, argv);
+        _exit(127);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 1, "a full disk under the log: status %d", status);
+    after = read_text(log);
+    CHECKF(strcmp(before, after) == 0, "a full disk changed the previous log (%zu bytes, was %zu)", strlen(after),
+           strlen(before));
+    free(after), free(before);
+}
+
 static void test_phase2_and_bad_input(void) {
     char p1[600];
     snprintf(p1, sizeof p1, "%s/phases", root);
@@ -867,6 +957,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_accumulation_equals_big_batch);
     RUN_TEST(test_phase2_and_bad_input);
     RUN_TEST(test_prunes_only_its_own_checkpoints);
+    RUN_TEST(test_json_log_never_clobbers);
     if (!getenv("BERT_KEEP_TEST_FILES")) fs_remove_tree(root, &err);
     return test_summary();
 }

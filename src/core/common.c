@@ -335,6 +335,22 @@ void atomic_abort(AtomicFile *af) {
     if (!af->direct) atomic_tmp_discard(af->tmp_path);
 }
 
+static char first_write_error[4096 + 1024 + 64];
+static pthread_mutex_t write_error_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void note_write_error(const char *fmt, ...) {
+    pthread_mutex_lock(&write_error_lock);
+    if (!first_write_error[0]) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(first_write_error, sizeof first_write_error, fmt, ap);
+        va_end(ap);
+    }
+    pthread_mutex_unlock(&write_error_lock);
+}
+
+const char *noted_write_error(void) { return first_write_error[0] ? first_write_error : NULL; }
+
 int is_same_file(const char *a, const char *b) {
     struct stat sa, sb;
     return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;

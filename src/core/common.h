@@ -90,6 +90,11 @@ void signals_start(void);
 /* The handler runs on the signal thread (not in a signal context); NULL: none. */
 void signals_set_stop_handler(int (*handler)(int sig));
 
+/* A write that failed where the caller has no error to return (a log written along the way):
+ * the first is kept, and `bert` exits non-zero naming it (cli/main.c). */
+void note_write_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+const char *noted_write_error(void);   /* the first noted, or NULL */
+
 /* 1 when both paths name one existing file (same device and inode), else 0: an output
  * that its atomic rename would put in place of its own input. */
 int is_same_file(const char *a, const char *b);

@@ -4,6 +4,7 @@
  * end, checkpoints are ckpt_<step> and the last 3 of the run's own kept, SIGTERM saves and exits. */
 #include "train/pretrain.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <omp.h>
@@ -103,6 +104,7 @@ typedef struct {
     char run_id[64];
     bool legacy_lineage;   /* resumed a checkpoint from before run ids: those without one are this run's */
     CheckpointHistory written;
+    bool parameters_logged;   /* the JSON log's PARAMETER record */
     /* data parallelism */
     Comm *comm;
     GradSync *sync;        /* NULL for one process */
@@ -760,6 +762,9 @@ static int train_loop(Run *r, PretrainSummary *sum, BertError *err) {
                          "; the last good checkpoint is %s", sum->last_checkpoint);
             return -1;
         }
+        /* the JSON log's first record, once the first step has read its shards: a run that
+         * fails before (a shard of another shape) leaves the previous log as it was */
+        if (!r->parameters_logged) log_parameters(r), r->parameters_logged = true;
         if (skipped) {   /* fp16 overflow: the same step again on the next batch, at half the scale */
             sum->sequences += (long)o->train_batch_size * r->world, sum->tokens += r->step_tokens;
             log_skipped_step(r);
@@ -842,7 +847,60 @@ static int check_all_shards(const PretrainOptions *o, BertError *err) {
     return 0;
 }
 
+/* Every entry of a folder (its path) into *paths; a folder that cannot be read adds nothing. */
+static void add_folder_entries(const char *dir, char ***paths, int *n, size_t *cap) {
+    DIR *d = dir ? opendir(dir) : NULL;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        ARRAY_RESERVE(*paths, *cap, (size_t)*n + 1, 64);
+        const size_t len = strlen(dir) + strlen(e->d_name) + 2;
+        (*paths)[*n] = xmalloc(len);
+        snprintf((*paths)[(*n)++], len, "%s/%s", dir, e->d_name);
+    }
+    if (d) closedir(d);
+}
+
+/* The JSON log is none of the run's inputs, by device and inode (issue 35, D3: naming a shard
+ * emptied it): the shards of --input_dir and --eval_dir, the model's config, --init_checkpoint
+ * and the files of --output_dir's checkpoints (resumed from, and pruned). */
+static int check_log_is_no_input(const PretrainOptions *o, BertError *err) {
+    if (!o->json_summary) return 0;
+    char **paths = NULL;
+    int n = 0;
+    size_t cap = 0;
+    add_folder_entries(o->input_dir, &paths, &n, &cap);
+    add_folder_entries(o->eval_dir, &paths, &n, &cap);
+    long *steps;
+    int count;
+    BertError ignored;
+    if (checkpoint_list(o->output_dir, &steps, &count, &ignored) == 0) {
+        for (int i = 0; i < count; i++) {
+            char dir[4096 + 32];
+            snprintf(dir, sizeof dir, "%s/ckpt_%ld", o->output_dir, steps[i]);
+            add_folder_entries(dir, &paths, &n, &cap);
+        }
+        free(steps);
+    }
+    const char *single[2] = {o->config_file, o->init_checkpoint};
+    for (int k = 0; k < 2; k++) {
+        if (!single[k]) continue;
+        ARRAY_RESERVE(paths, cap, (size_t)n + 1, 64);
+        paths[n++] = xstrdup(single[k]);
+    }
+    FileSet *set = file_set_new((const char *const *)paths, n);
+    const int at = file_set_find(set, o->json_summary);
+    int rc = 0;
+    if (at >= 0)
+        rc = bert_fail(err, "--json-summary %s is also an input of the run (%s): it would be overwritten", o->json_summary,
+                       paths[at]);
+    file_set_free(set);
+    for (int i = 0; i < n; i++) free(paths[i]);
+    free(paths);
+    return rc;
+}
+
 static int run_pretraining(const PretrainOptions *o, PretrainSummary *sum, BertError *err) {
+    if (check_log_is_no_input(o, err) != 0) return -1;
     if (o->check_shards && check_all_shards(o, err) != 0) return -1;   /* first: it forks */
     if (o->threads > 0) omp_set_num_threads(o->threads);
     Run r = {.o = o, .micro = o->train_batch_size / o->gradient_accumulation_steps, .phase = o->phase2 ? 2 : 1,
@@ -883,7 +941,6 @@ static int run_pretraining(const PretrainOptions *o, PretrainSummary *sum, BertE
                                                                               : "reduced after every micro-batch",
                          o->bucket_cap_mb, o->allreduce_wire == COMM_WIRE_FP16 ? " as fp16" : o->allreduce_wire == COMM_WIRE_BF16 ? " as bf16" : "",
                          o->shard_optimizer ? "; optimizer state sharded (ZeRO-1)" : "");
-        log_parameters(&r);
         /* the newest good checkpoint, named if the run has to stop */
         snprintf(sum->last_checkpoint, sizeof sum->last_checkpoint, "%s", r.resumed_from);
         rc = train_loop(&r, sum, err);
@@ -896,6 +953,10 @@ static int run_pretraining(const PretrainOptions *o, PretrainSummary *sum, BertE
         cJSON_AddNumberToObject(d, "raw_train_time", sum->seconds);
         cJSON_AddNumberToObject(d, "model_time", sum->model_seconds);
         logger_summary(r.log, d);
+        /* issue 35, D11: a log that could not be written fails the run (which trained: say so) */
+        if (logger_error(r.log))
+            rc = bert_fail(err, "%s (the training itself went to step %ld%s%s)", logger_error(r.log), sum->last_step,
+                           sum->last_checkpoint[0] ? "; last checkpoint " : "", sum->last_checkpoint);
     }
     /* an error one process met would leave the others waiting in a collective: end the job */
     if (rc != 0 && r.world > 1) comm_abort(r.comm, 1, err->msg);
