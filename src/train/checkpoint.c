@@ -6,11 +6,14 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "core/test_hooks.h"
 
 /* "ckpt_<digits>" exactly: the step, or -1 for any other name. */
 static long checkpoint_step_of(const char *name) {
@@ -36,6 +39,7 @@ static int fsync_path(const char *path, int flags, BertError *err) {
 
 static int remove_entry(const char *path, const struct stat *st, int type, struct FTW *ftw) {
     (void)st, (void)ftw;
+    TEST_HOOK_BEFORE_DELETE(path);
     return (type == FTW_DP ? rmdir(path) : unlink(path)) == 0 ? 0 : -1;
 }
 
@@ -63,21 +67,41 @@ static int fsync_folder(const char *dir, BertError *err) {
     return rc ? rc : fsync_path(dir, O_RDONLY | O_DIRECTORY, err);
 }
 
-/* ".ckpt_<step>.tmp.<pid>" folders whose process is gone: left by a kill. */
+/* The hidden folders a killed process left: ".ckpt_<step>.tmp.<pid>" (a checkpoint being
+ * written), ".ckpt_<step>.del.<pid>" (one being deleted) and ".ckpt_<step>.old.<pid>" (one
+ * being replaced by a rerun of its step: put back when no ckpt_<step> took its place). */
 static void remove_stale_temporaries(const char *output_dir) {
     DIR *d = opendir(output_dir);
     if (!d) return;
     for (struct dirent *e; (e = readdir(d));) {
-        const char *tmp = strstr(e->d_name, ".tmp.");
-        if (strncmp(e->d_name, ".ckpt_", 6) != 0 || !tmp) continue;
-        long pid = strtol(tmp + 5, NULL, 10);
+        if (strncmp(e->d_name, ".ckpt_", 6) != 0) continue;
+        char *end;
+        const long step = strtol(e->d_name + 6, &end, 10);
+        if (end == e->d_name + 6 || step < 0) continue;
+        const bool old = !strncmp(end, ".old.", 5);
+        if (!old && strncmp(end, ".tmp.", 5) && strncmp(end, ".del.", 5)) continue;
+        long pid = strtol(end + 5, NULL, 10);
         if (pid <= 0 || (kill((pid_t)pid, 0) == 0 || errno == EPERM)) continue;  /* still running */
-        char path[4096 + 256];
+        char path[4096 + 256], final_path[4096 + 64];
         snprintf(path, sizeof path, "%s/%s", output_dir, e->d_name);
+        snprintf(final_path, sizeof final_path, "%s/ckpt_%ld", output_dir, step);
+        struct stat st;
+        if (old && stat(final_path, &st) != 0 && rename(path, final_path) == 0) continue;
         BertError ignored;
         fs_remove_tree(path, &ignored);
     }
     closedir(d);
+}
+
+/* Deletes ckpt_<step>, renamed to a hidden name first: no folder named ckpt_<step> is ever
+ * incomplete, even when a kill stops the deletion half-way (issue 35, D9). */
+static int remove_checkpoint(const char *output_dir, long step, BertError *err) {
+    char path[4096 + 32], hidden[4096 + 64];
+    snprintf(path, sizeof path, "%s/ckpt_%ld", output_dir, step);
+    snprintf(hidden, sizeof hidden, "%s/.ckpt_%ld.del.%ld", output_dir, step, (long)getpid());
+    if (rename(path, hidden) != 0)
+        return errno == ENOENT ? 0 : bert_fail(err, "cannot delete %s (moving it aside): %s", path, strerror(errno));
+    return fs_remove_tree(hidden, err);
 }
 
 static int compare_steps(const void *a, const void *b) {
@@ -158,11 +182,7 @@ int checkpoint_save(const char *output_dir, long step, int keep_last, Checkpoint
     int drop = written->count - keep_last;
     if (drop <= 0) return 0;
     int rc = 0;
-    for (int i = 0; rc == 0 && i < drop; i++) {
-        char path[4096];
-        checkpoint_path(path, sizeof path, output_dir, written->steps[i]);
-        rc = fs_remove_tree(path, err);
-    }
+    for (int i = 0; rc == 0 && i < drop; i++) rc = remove_checkpoint(output_dir, written->steps[i], err);
     memmove(written->steps, written->steps + drop, sizeof(long) * (size_t)(written->count - drop));
     written->count -= drop;
     return rc;

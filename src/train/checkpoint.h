@@ -9,7 +9,9 @@
  * checkpoint_save calls back to write it. Of the checkpoints a run wrote, the last
  * `keep_last` are kept; a checkpoint another run wrote in the same folder is never deleted
  * (issue 35, D1/D2: a new run in a folder holding a longer run's higher steps deleted each of
- * its own checkpoints as it wrote it; phase 2 deleted phase 1's final checkpoint). */
+ * its own checkpoints as it wrote it; phase 2 deleted phase 1's final checkpoint). A deleted
+ * checkpoint is renamed to a hidden ".ckpt_<step>.del.<pid>" before its files go, so a kill
+ * never leaves a ckpt_<step> with part of its files. */
 #ifndef BERT_TRAIN_CHECKPOINT_H
 #define BERT_TRAIN_CHECKPOINT_H
 
@@ -35,8 +37,9 @@ void checkpoint_history_free(CheckpointHistory *h);
 /* Writes OUTPUT_DIR/ckpt_<step> through `write`, replacing an existing ckpt_<step> (a rerun
  * of the same step), adds it to `written`, then deletes the oldest of `written` while it holds
  * more than keep_last (keep_last <= 0 or written NULL: nothing is deleted). The newest, just
- * written, is never deleted. The folder's path goes to saved_path when non-NULL. Temporary
- * folders of processes that no longer run are removed first. */
+ * written, is never deleted. The folder's path goes to saved_path when non-NULL. The hidden
+ * folders of processes that no longer run (being written, deleted or replaced when killed) are
+ * removed first (one being replaced is put back when nothing took its name). */
 int checkpoint_save(const char *output_dir, long step, int keep_last, CheckpointHistory *written,
                     CheckpointWriter write, void *ctx, char *saved_path, size_t saved_path_len, BertError *err);
 
