@@ -212,6 +212,30 @@ static void test_killed_prune_leaves_no_partial_checkpoint(void) {
     fs_remove_tree(dir, &err);
 }
 
+/* Issue 35, D5: the digests a checkpoint records of its files: zlib's CRC-32 (Python's
+ * zlib.crc32 gives the same), and a changed byte, a truncation or a missing file found. */
+static void test_file_digests(void) {
+    char dir[4096], path[4200];
+    snprintf(dir, sizeof dir, "%s/digests", root), mkdir(dir, 0777);
+    snprintf(path, sizeof path, "%s/a.bin", dir), write_text(path, "123456789");
+    uint32_t crc = 0;
+    uint64_t bytes = 0;
+    BertError err;
+    CHECK(file_crc32(path, &crc, &bytes, &err) == 0 && crc == 0xcbf43926u && bytes == 9);
+    snprintf(path, sizeof path, "%s/state.json", dir), write_text(path, "{}");
+    cJSON *d = checkpoint_digest_files(dir, "state.json", &err);
+    CHECK(d && cJSON_GetArraySize(d) == 1 && !strcmp(cJSON_GetObjectItem(cJSON_GetObjectItem(d, "a.bin"), "crc32")->valuestring, "cbf43926"));
+    CHECK(checkpoint_verify_files(dir, d, &err) == 0);
+    snprintf(path, sizeof path, "%s/a.bin", dir), write_text(path, "123456780");
+    CHECKF(checkpoint_verify_files(dir, d, &err) != 0 && strstr(err.msg, "a.bin does not match its checksum"), "%s", err.msg);
+    write_text(path, "12345678");
+    CHECKF(checkpoint_verify_files(dir, d, &err) != 0 && strstr(err.msg, "holds 8 bytes, not the 9"), "%s", err.msg);
+    unlink(path);
+    CHECKF(checkpoint_verify_files(dir, d, &err) != 0 && strstr(err.msg, "a.bin"), "%s", err.msg);
+    cJSON_Delete(d);
+    fs_remove_tree(dir, &err);
+}
+
 static void test_read_json_errors(void) {
     BertError err;
     cJSON *out = NULL;
@@ -342,6 +366,7 @@ int main(void) {
     RUN_TEST(test_read_json_errors);
     RUN_TEST(test_prunes_only_its_history);
     RUN_TEST(test_killed_prune_leaves_no_partial_checkpoint);
+    RUN_TEST(test_file_digests);
     RUN_TEST(test_stop_signal);
     RUN_TEST(test_logger_writes_from_its_first_record);
     RUN_TEST(test_plot);

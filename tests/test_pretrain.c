@@ -870,6 +870,51 @@ static void test_json_log_never_clobbers(void) {
     free(after), free(before);
 }
 
+static void flip_byte(const char *path, long from_end) {
+    FILE *f = fopen(path, "r+b");
+    if (!f) return;
+    fseek(f, -from_end, SEEK_END);
+    const int c = fgetc(f);
+    fseek(f, -from_end, SEEK_END);
+    fputc(c ^ 0x08, f);
+    fclose(f);
+}
+
+/* Issue 35, D5: checkpoints carried no checksum, so a flipped bit in model.safetensors was
+ * loaded without a word and carried into every later checkpoint. Now state.json records each
+ * file's size and CRC-32; resuming passes over a damaged checkpoint (with a warning) for the
+ * newest sound one, and --resume_step naming a damaged one is an error. */
+static void test_damaged_checkpoint_not_resumed(void) {
+    char dir[600], out[700], path[800];
+    snprintf(dir, sizeof dir, "%s/damaged", root), snprintf(out, sizeof out, "%s.out", dir);
+    PretrainOptions o = small_run(dir, 8);
+    o.num_steps_per_checkpoint = 2, o.steps_this_run = 4;
+    PretrainSummary s;
+    BertError err;
+    run_ok(&o, &s);   /* ckpt_2, ckpt_4 */
+    snprintf(path, sizeof path, "%s/ckpt_4/model.safetensors", dir);
+    flip_byte(path, 101);   /* an exponent bit of a weight near the end */
+    o.steps_this_run = 0, o.resume_from_checkpoint = true, o.max_steps = 6;
+    CHECKF(run_capturing(&o, &s, &err, out) == 0, "%s", err.msg);
+    CHECKF(s.first_step == 2, "resumed at step %ld from a damaged checkpoint", s.first_step);
+    char *text = read_text(out);
+    CHECKF(strstr(text, "ckpt_4/model.safetensors does not match its checksum") && strstr(text, "passed over"),
+           "no warning:\n%s", text);
+    free(text);
+    /* the rerun rewrote ckpt_4 whole; naming a damaged checkpoint is an error */
+    flip_byte(path, 101);
+    o.resume_step = 4, o.max_steps = 8;
+    CHECKF(pretrain_run(&o, &s, &err) != 0 && strstr(err.msg, "does not match its checksum"), "%s", err.msg);
+    /* every checkpoint damaged: an error, not a fresh start */
+    o.resume_step = -1;
+    for (long step = 2; step <= 6; step += 2) {
+        snprintf(path, sizeof path, "%s/ckpt_%ld/optimizer.safetensors", dir, step);
+        if (file_exists(path)) flip_byte(path, 7);
+    }
+    CHECKF(pretrain_run(&o, &s, &err) != 0 && strstr(err.msg, "no sound checkpoint"), "%s", err.msg);
+    unlink(out);
+}
+
 static void test_phase2_and_bad_input(void) {
     char p1[600];
     snprintf(p1, sizeof p1, "%s/phases", root);
@@ -958,6 +1003,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_phase2_and_bad_input);
     RUN_TEST(test_prunes_only_its_own_checkpoints);
     RUN_TEST(test_json_log_never_clobbers);
+    RUN_TEST(test_damaged_checkpoint_not_resumed);
     if (!getenv("BERT_KEEP_TEST_FILES")) fs_remove_tree(root, &err);
     return test_summary();
 }

@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <isa-l/crc.h>
+
 #include "core/test_hooks.h"
 
 /* "ckpt_<digits>" exactly: the step, or -1 for any other name. */
@@ -235,5 +237,85 @@ int checkpoint_read_json(const char *dir, const char *name, cJSON **out, BertErr
     *out = cJSON_ParseWithOpts(text, &end, 1);
     free(text);
     if (!*out) return bert_fail(err, "%s is not valid JSON", path);
+    return 0;
+}
+
+int file_crc32(const char *path, uint32_t *crc, uint64_t *bytes, BertError *err) {
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return bert_fail(err, "cannot open %s: %s", path, strerror(errno));
+    enum { CHUNK = 1 << 22 };
+    unsigned char *buf = xmalloc(CHUNK);
+    uint32_t c = 0;
+    uint64_t n = 0;
+    ssize_t got;
+    while ((got = read(fd, buf, CHUNK)) > 0 || (got < 0 && errno == EINTR))
+        if (got > 0) c = crc32_gzip_refl(c, buf, (uint64_t)got), n += (uint64_t)got;
+    const int e = errno;
+    free(buf);
+    close(fd);
+    if (got < 0) return bert_fail(err, "cannot read %s: %s", path, strerror(e));
+    *crc = c, *bytes = n;
+    return 0;
+}
+
+static int compare_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+cJSON *checkpoint_digest_files(const char *dir, const char *except, BertError *err) {
+    DIR *d = opendir(dir);
+    if (!d) return bert_fail(err, "cannot open %s: %s", dir, strerror(errno)), NULL;
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        char path[4096 + 256];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (e->d_name[0] == '.' || (except && !strcmp(e->d_name, except)) || lstat(path, &st) != 0 ||
+            !S_ISREG(st.st_mode))
+            continue;
+        ARRAY_RESERVE(names, cap, n + 1, 8);
+        names[n++] = xstrdup(e->d_name);
+    }
+    closedir(d);
+    if (n) qsort(names, n, sizeof *names, compare_names);   /* the same order every time */
+    cJSON *out = cJSON_CreateObject();
+    for (size_t i = 0; i < n && out; i++) {
+        char path[4096 + 256], hex[16];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        uint32_t crc;
+        uint64_t bytes;
+        if (file_crc32(path, &crc, &bytes, err) != 0) {
+            cJSON_Delete(out), out = NULL;
+            break;
+        }
+        snprintf(hex, sizeof hex, "%08x", crc);
+        cJSON *f = cJSON_AddObjectToObject(out, names[i]);
+        cJSON_AddNumberToObject(f, "bytes", (double)bytes);
+        cJSON_AddStringToObject(f, "crc32", hex);
+    }
+    for (size_t i = 0; i < n; i++) free(names[i]);
+    free(names);
+    return out;
+}
+
+int checkpoint_verify_files(const char *dir, const cJSON *digests, BertError *err) {
+    if (!cJSON_IsObject(digests)) return bert_fail(err, "%s: the recorded file digests are not a JSON object", dir);
+    for (const cJSON *f = digests->child; f; f = f->next) {
+        const cJSON *bytes = cJSON_GetObjectItemCaseSensitive(f, "bytes"), *crc = cJSON_GetObjectItemCaseSensitive(f, "crc32");
+        if (!f->string || strchr(f->string, '/') || !cJSON_IsNumber(bytes) || !cJSON_IsString(crc))
+            return bert_fail(err, "%s: a bad file digest", dir);
+        char path[4096 + 256];
+        snprintf(path, sizeof path, "%s/%s", dir, f->string);
+        uint32_t got;
+        uint64_t n;
+        if (file_crc32(path, &got, &n, err) != 0) return -1;
+        char hex[16];
+        snprintf(hex, sizeof hex, "%08x", got);
+        if ((double)n != bytes->valuedouble)
+            return bert_fail(err, "%s holds %llu bytes, not the %.0f written: the file is damaged", path,
+                             (unsigned long long)n, bytes->valuedouble);
+        if (strcmp(hex, crc->valuestring) != 0)
+            return bert_fail(err, "%s does not match its checksum (CRC-32 %s, written %s): the file is damaged", path,
+                             hex, crc->valuestring);
+    }
     return 0;
 }

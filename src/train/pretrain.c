@@ -186,6 +186,13 @@ static int write_checkpoint_files(const char *dir, void *p, BertError *err) {
         cJSON_AddItemToArray(ranks, cJSON_CreateDoubleArray(v, 3));
     }
     cJSON_AddItemToObject(s, "data", data);
+    /* every other file's size and CRC-32, checked when the checkpoint is resumed (issue 35, D5) */
+    cJSON *files = checkpoint_digest_files(dir, "state.json", err);
+    if (!files) {
+        cJSON_Delete(s);
+        return -1;
+    }
+    cJSON_AddItemToObject(s, "files", files);
     int rc = checkpoint_write_json(dir, "state.json", s, err);   /* last: its presence marks a complete folder */
     cJSON_Delete(s);
     return rc;
@@ -558,28 +565,62 @@ static int check_loaded_weights(Run *r, const char *from, BertError *err) {
     return 0;
 }
 
+/* A checkpoint's state.json, its files checked against the digests it records (those written
+ * before digests have none). */
+static int read_checked_state(const char *dir, cJSON **state, BertError *err) {
+    if (checkpoint_read_json(dir, "state.json", state, err) != 0) return -1;
+    const cJSON *files = cJSON_GetObjectItemCaseSensitive(*state, "files");
+    if (files && checkpoint_verify_files(dir, files, err) != 0) {
+        cJSON_Delete(*state), *state = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* The newest complete checkpoint whose files match their digests: 1 with dir and state, 0 when
+ * there is no complete checkpoint. A damaged one is passed over with a warning (the run then
+ * rewrites its steps); all of them damaged is an error. */
+static int newest_sound_checkpoint(Run *r, char *dir, size_t n, cJSON **state, BertError *err) {
+    long *steps;
+    int count, complete = 0, found = 0;
+    if (checkpoint_list(r->o->output_dir, &steps, &count, err) != 0) return -1;
+    BertError damage = {{0}};
+    for (int i = count - 1; i >= 0 && !found; i--) {
+        snprintf(dir, n, "%s/ckpt_%ld", r->o->output_dir, steps[i]);
+        char path[4096 + 64];
+        snprintf(path, sizeof path, "%s/state.json", dir);
+        if (access(path, F_OK) != 0) continue;   /* not complete */
+        complete++;
+        if (read_checked_state(dir, state, &damage) == 0) found = 1;
+        else logger_print(r->log, "warning: %s; passed over for an earlier checkpoint", damage.msg);
+    }
+    free(steps);
+    if (!found && complete)
+        return bert_fail(err, "no sound checkpoint in %s: %d complete ones, all damaged (the newest: %s)",
+                         r->o->output_dir, complete, damage.msg);
+    if (!found) dir[0] = '\0';
+    return found;
+}
+
 /* Where to start: a checkpoint (--resume_from_checkpoint), --init_checkpoint's weights, or
  * the seed's initial weights. Returns 1 when a checkpoint was restored. */
 static int setup_start(Run *r, BertError *err) {
     const PretrainOptions *o = r->o;
     char dir[4096] = "";
-    long found_step = -1;
+    cJSON *state = NULL;
     if (o->resume_from_checkpoint) {
         if (o->resume_step >= 0) {
             snprintf(dir, sizeof dir, "%s/ckpt_%ld", o->output_dir, o->resume_step);
-            char state[4096 + 16];
-            snprintf(state, sizeof state, "%s/state.json", dir);
-            if (access(state, R_OK) != 0) return bert_fail(err, "--resume_step %ld: no complete checkpoint %s",
-                                                           o->resume_step, dir);
-        } else {
-            int found = checkpoint_find_latest(o->output_dir, "state.json", dir, sizeof dir, &found_step, err);
-            if (found < 0) return -1;
-            if (!found) dir[0] = '\0';
+            char path[4096 + 16];
+            snprintf(path, sizeof path, "%s/state.json", dir);
+            if (access(path, R_OK) != 0) return bert_fail(err, "--resume_step %ld: no complete checkpoint %s",
+                                                          o->resume_step, dir);
+            if (read_checked_state(dir, &state, err) != 0) return -1;
+        } else if (newest_sound_checkpoint(r, dir, sizeof dir, &state, err) < 0) {
+            return -1;
         }
     }
     if (dir[0]) {
-        cJSON *state;
-        if (checkpoint_read_json(dir, "state.json", &state, err) != 0) return -1;
         int rc = restore_checkpoint(r, dir, state, err);
         /* the same phase goes on as the same run (its checkpoints are this run's to prune);
          * phase 2 from phase 1's checkpoint is a new run */
