@@ -915,6 +915,67 @@ static void test_damaged_checkpoint_not_resumed(void) {
     unlink(out);
 }
 
+/* Writes a NaN over the first float of `tensor` in a safetensors file. */
+static void poison_tensor(const char *path, const char *tensor) {
+    char *data;
+    size_t len;
+    BertError err;
+    if (read_file(path, &data, &len, &err) != 0) return;
+    uint64_t n = 0;
+    memcpy(&n, data, 8);
+    char *header = strndup(data + 8, (size_t)n);
+    cJSON *h = cJSON_Parse(header);
+    const cJSON *offsets = cJSON_GetObjectItem(cJSON_GetObjectItem(h, tensor), "data_offsets");
+    CHECKF(offsets, "%s: no %s", path, tensor);
+    if (offsets) {
+        const float nan = NAN;
+        memcpy(data + 8 + n + (size_t)cJSON_GetArrayItem(offsets, 0)->valuedouble, &nan, sizeof nan);
+        write_bytes(path, data, len);
+    }
+    cJSON_Delete(h), free(header), free(data);
+}
+
+/* A checkpoint from before file digests (or one written with the values already bad). */
+static void drop_digests(const char *ckpt) {
+    cJSON *state;
+    BertError err;
+    if (checkpoint_read_json(ckpt, "state.json", &state, &err) != 0) return;
+    cJSON_DeleteItemFromObject(state, "files");
+    checkpoint_write_json(ckpt, "state.json", state, &err);
+    cJSON_Delete(state);
+}
+
+/* Issue 35, D6: NaN optimizer moments were not checked at load; the first update made the
+ * weights NaN and the run stopped calling the checkpoint it had just loaded, the bad one,
+ * "the last good checkpoint". Now such moments are refused at load, and a checkpoint is named
+ * good only once a step from it went well. */
+static void test_nonfinite_checkpoint_state(void) {
+    char dir[600], ckpt[700], path[800];
+    snprintf(dir, sizeof dir, "%s/nan_state", root), snprintf(ckpt, sizeof ckpt, "%s/ckpt_4", dir);
+    PretrainOptions o = small_run(dir, 8);
+    o.num_steps_per_checkpoint = 4, o.steps_this_run = 4;
+    PretrainSummary s;
+    BertError err;
+    run_ok(&o, &s);
+    snprintf(path, sizeof path, "%s/optimizer.safetensors", ckpt);
+    poison_tensor(path, "bert.encoder.layer.0.attention.self.query.weight.exp_avg_sq");
+    drop_digests(ckpt);
+    o.steps_this_run = 0, o.resume_from_checkpoint = true;
+    CHECKF(pretrain_run(&o, &s, &err) != 0 && strstr(err.msg, "1 optimizer moments are NaN or infinite") &&
+           strstr(err.msg, "query.weight.exp_avg_sq") && !strstr(err.msg, "last good checkpoint"), "%s", err.msg);
+    /* NaN weights (a warning without --strict): the run stops at its first step, not calling the checkpoint good */
+    snprintf(dir, sizeof dir, "%s/nan_weights", root), snprintf(ckpt, sizeof ckpt, "%s/ckpt_4", dir);
+    o = small_run(dir, 8);
+    o.num_steps_per_checkpoint = 4, o.steps_this_run = 4;
+    run_ok(&o, &s);
+    snprintf(path, sizeof path, "%s/model.safetensors", ckpt);
+    poison_tensor(path, "bert.embeddings.LayerNorm.weight");
+    drop_digests(ckpt);
+    o.steps_this_run = 0, o.resume_from_checkpoint = true;
+    CHECKF(pretrain_run(&o, &s, &err) != 0 && !strstr(err.msg, "last good checkpoint") &&
+           strstr(err.msg, "may hold the bad values"), "%s", err.msg);
+}
+
 static void test_phase2_and_bad_input(void) {
     char p1[600];
     snprintf(p1, sizeof p1, "%s/phases", root);
@@ -1004,6 +1065,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_prunes_only_its_own_checkpoints);
     RUN_TEST(test_json_log_never_clobbers);
     RUN_TEST(test_damaged_checkpoint_not_resumed);
+    RUN_TEST(test_nonfinite_checkpoint_state);
     if (!getenv("BERT_KEEP_TEST_FILES")) fs_remove_tree(root, &err);
     return test_summary();
 }

@@ -798,9 +798,15 @@ static int train_loop(Run *r, PretrainSummary *sum, BertError *err) {
         double lr = 0, gnorm = 0;
         bool skipped = false;
         if (train_step(r, log_now, &s, &lr, &gnorm, &skipped, err) != 0) {
-            if (sum->last_checkpoint[0])
+            /* "good" only once a step from it went well (issue 35, D6: the checkpoint just resumed,
+             * the bad one, was called the last good checkpoint) */
+            if (sum->last_checkpoint[0] && (steps > 0 || strcmp(sum->last_checkpoint, r->resumed_from) != 0))
                 snprintf(err->msg + strlen(err->msg), sizeof err->msg - strlen(err->msg),
                          "; the last good checkpoint is %s", sum->last_checkpoint);
+            else if (sum->last_checkpoint[0])
+                snprintf(err->msg + strlen(err->msg), sizeof err->msg - strlen(err->msg),
+                         " at the first step from %s, which may hold the bad values (an earlier checkpoint: "
+                         "--resume_step)", sum->last_checkpoint);
             return -1;
         }
         /* the JSON log's first record, once the first step has read its shards: a run that
