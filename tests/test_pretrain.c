@@ -880,21 +880,31 @@ static void flip_byte(const char *path, long from_end) {
     fclose(f);
 }
 
+/* A run into root/name stopped after `steps` of 8 steps, a checkpoint every `every`: its
+ * options, set to resume (dir, the caller's, holds the folder's path). */
+static PretrainOptions stopped_run(const char *name, long every, long steps, char *dir, size_t n) {
+    snprintf(dir, n, "%s/%s", root, name);
+    PretrainOptions o = small_run(dir, 8);
+    o.num_steps_per_checkpoint = every, o.steps_this_run = steps;
+    PretrainSummary s;
+    run_ok(&o, &s);
+    o.steps_this_run = 0, o.resume_from_checkpoint = true;
+    return o;
+}
+
 /* Issue 35, D5: checkpoints carried no checksum, so a flipped bit in model.safetensors was
  * loaded without a word and carried into every later checkpoint. Now state.json records each
  * file's size and CRC-32; resuming passes over a damaged checkpoint (with a warning) for the
  * newest sound one, and --resume_step naming a damaged one is an error. */
 static void test_damaged_checkpoint_not_resumed(void) {
     char dir[600], out[700], path[800];
-    snprintf(dir, sizeof dir, "%s/damaged", root), snprintf(out, sizeof out, "%s.out", dir);
-    PretrainOptions o = small_run(dir, 8);
-    o.num_steps_per_checkpoint = 2, o.steps_this_run = 4;
+    PretrainOptions o = stopped_run("damaged", 2, 4, dir, sizeof dir);   /* ckpt_2, ckpt_4 */
     PretrainSummary s;
     BertError err;
-    run_ok(&o, &s);   /* ckpt_2, ckpt_4 */
+    snprintf(out, sizeof out, "%s.out", dir);
     snprintf(path, sizeof path, "%s/ckpt_4/model.safetensors", dir);
     flip_byte(path, 101);   /* an exponent bit of a weight near the end */
-    o.steps_this_run = 0, o.resume_from_checkpoint = true, o.max_steps = 6;
+    o.max_steps = 6;
     CHECKF(run_capturing(&o, &s, &err, out) == 0, "%s", err.msg);
     CHECKF(s.first_step == 2, "resumed at step %ld from a damaged checkpoint", s.first_step);
     char *text = read_text(out);
@@ -951,27 +961,21 @@ static void drop_digests(const char *ckpt) {
  * good only once a step from it went well. */
 static void test_nonfinite_checkpoint_state(void) {
     char dir[600], ckpt[700], path[800];
-    snprintf(dir, sizeof dir, "%s/nan_state", root), snprintf(ckpt, sizeof ckpt, "%s/ckpt_4", dir);
-    PretrainOptions o = small_run(dir, 8);
-    o.num_steps_per_checkpoint = 4, o.steps_this_run = 4;
+    PretrainOptions o = stopped_run("nan_state", 4, 4, dir, sizeof dir);
     PretrainSummary s;
     BertError err;
-    run_ok(&o, &s);
+    snprintf(ckpt, sizeof ckpt, "%s/ckpt_4", dir);
     snprintf(path, sizeof path, "%s/optimizer.safetensors", ckpt);
     poison_tensor(path, "bert.encoder.layer.0.attention.self.query.weight.exp_avg_sq");
     drop_digests(ckpt);
-    o.steps_this_run = 0, o.resume_from_checkpoint = true;
     CHECKF(pretrain_run(&o, &s, &err) != 0 && strstr(err.msg, "1 optimizer moments are NaN or infinite") &&
            strstr(err.msg, "query.weight.exp_avg_sq") && !strstr(err.msg, "last good checkpoint"), "%s", err.msg);
     /* NaN weights (a warning without --strict): the run stops at its first step, not calling the checkpoint good */
-    snprintf(dir, sizeof dir, "%s/nan_weights", root), snprintf(ckpt, sizeof ckpt, "%s/ckpt_4", dir);
-    o = small_run(dir, 8);
-    o.num_steps_per_checkpoint = 4, o.steps_this_run = 4;
-    run_ok(&o, &s);
+    o = stopped_run("nan_weights", 4, 4, dir, sizeof dir);
+    snprintf(ckpt, sizeof ckpt, "%s/ckpt_4", dir);
     snprintf(path, sizeof path, "%s/model.safetensors", ckpt);
     poison_tensor(path, "bert.embeddings.LayerNorm.weight");
     drop_digests(ckpt);
-    o.steps_this_run = 0, o.resume_from_checkpoint = true;
     CHECKF(pretrain_run(&o, &s, &err) != 0 && !strstr(err.msg, "last good checkpoint") &&
            strstr(err.msg, "may hold the bad values"), "%s", err.msg);
 }
