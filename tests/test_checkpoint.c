@@ -13,6 +13,7 @@
 
 #include "train/checkpoint.h"
 #include "train/log_plot.h"
+#include "train/logger.h"
 #include "train/stop_signal.h"
 
 static char root[256];
@@ -38,11 +39,13 @@ static int write_files(const char *dir, void *p, BertError *err) {
     return rc;
 }
 
+static CheckpointHistory history;   /* the checkpoints "this run" wrote */
+
 static int save(long step, int keep, int fail) {
     WriterCtx c = {step, fail, 0};
     BertError err;
     char saved[4096];
-    int rc = checkpoint_save(root, step, keep, write_files, &c, saved, sizeof saved, &err);
+    int rc = checkpoint_save(root, step, keep, &history, write_files, &c, saved, sizeof saved, &err);
     if (rc == 0) {
         char want[4096];
         snprintf(want, sizeof want, "%s/ckpt_%ld", root, step);
@@ -106,7 +109,7 @@ static void test_failed_or_killed_writer(void) {
     pid_t pid = fork();
     if (pid == 0) {
         WriterCtx c = {70, 0, 1};
-        checkpoint_save(root, 70, 3, write_files, &c, NULL, 0, &err);
+        checkpoint_save(root, 70, 3, &history, write_files, &c, NULL, 0, &err);
         _exit(0);
     }
     int status = 0;
@@ -125,6 +128,114 @@ static void test_failed_or_killed_writer(void) {
     fs_remove_tree(path, &err);
 }
 
+/* Issue 35, D1/D2: a save deletes only checkpoints of its own history, never another run's
+ * in the same folder, and never the one it just wrote. */
+static void test_prunes_only_its_history(void) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/two_runs", root);
+    CheckpointHistory a = {0}, b = {0};
+    BertError err;
+    for (long step = 5; step <= 15; step += 5) {
+        WriterCtx c = {step, 0, 0};
+        CHECK(checkpoint_save(dir, step, 3, &a, write_files, &c, NULL, 0, &err) == 0);
+    }
+    for (long step = 2; step <= 8; step += 2) {
+        WriterCtx c = {step, 0, 0};
+        char saved[4096], state[4200];
+        CHECK(checkpoint_save(dir, step, 3, &b, write_files, &c, saved, sizeof saved, &err) == 0);
+        snprintf(state, sizeof state, "%s/state.json", saved);
+        CHECKF(file_exists(state), "step %ld: the checkpoint just written is gone", step);
+    }
+    long *steps;
+    int n;
+    CHECK(checkpoint_list(dir, &steps, &n, &err) == 0);
+    CHECKF(n == 6 && steps[0] == 4 && steps[1] == 5 && steps[2] == 6 && steps[3] == 8 && steps[5] == 15,
+           "%d checkpoints left", n);
+    CHECK(b.count == 3 && b.steps[0] == 4 && b.steps[2] == 8 && a.count == 3);
+    free(steps);
+    /* no history: nothing deleted */
+    WriterCtx c = {20, 0, 0};
+    CHECK(checkpoint_save(dir, 20, 1, NULL, write_files, &c, NULL, 0, &err) == 0);
+    CHECK(checkpoint_list(dir, &steps, &n, &err) == 0 && n == 7);
+    free(steps);
+    checkpoint_history_free(&a), checkpoint_history_free(&b);
+    fs_remove_tree(dir, &err);
+}
+
+static void kill_at_second_delete(const char *path) {
+    static int deletes;
+    (void)path;
+    if (++deletes == 2) raise(SIGKILL);
+}
+
+/* Issue 35, D9: pruning deleted an old checkpoint's files in place, so a kill in between left
+ * a folder still named ckpt_<step> with some of its files (kept until the next save, for good
+ * after the last). Now the folder is renamed to a hidden name first; the next save removes
+ * what a killed process left. */
+static void test_killed_prune_leaves_no_partial_checkpoint(void) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/killed_prune", root);
+    pid_t pid = fork();
+    if (pid == 0) {
+        CheckpointHistory h = {0};
+        BertError err;
+        for (long step = 1; step <= 2; step++) {
+            WriterCtx c = {step, 0, 0};
+            if (step == 2) test_hook_before_delete = kill_at_second_delete;   /* in the pruning of ckpt_1 */
+            if (checkpoint_save(dir, step, 1, &h, write_files, &c, NULL, 0, &err) != 0) _exit(3);
+        }
+        _exit(4);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    CHECKF(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "the child was not killed while pruning: %d", status);
+    long *steps;
+    int n;
+    BertError err;
+    CHECK(checkpoint_list(dir, &steps, &n, &err) == 0);
+    for (int i = 0; i < n; i++) {
+        char model[4200], state[4200];
+        snprintf(model, sizeof model, "%s/ckpt_%ld/model.bin", dir, steps[i]);
+        snprintf(state, sizeof state, "%s/ckpt_%ld/state.json", dir, steps[i]);
+        CHECKF(file_exists(model) && file_exists(state), "ckpt_%ld is there with some of its files", steps[i]);
+    }
+    free(steps);
+    /* the next save (another process) removes the half-deleted folder */
+    CheckpointHistory h = {0};
+    WriterCtx c = {3, 0, 0};
+    CHECK(checkpoint_save(dir, 3, 3, &h, write_files, &c, NULL, 0, &err) == 0);
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));)
+        CHECKF(e->d_name[0] != '.' || !strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."), "%s left", e->d_name);
+    if (d) closedir(d);
+    checkpoint_history_free(&h);
+    fs_remove_tree(dir, &err);
+}
+
+/* Issue 35, D5: the digests a checkpoint records of its files: zlib's CRC-32 (Python's
+ * zlib.crc32 gives the same), and a changed byte, a truncation or a missing file found. */
+static void test_file_digests(void) {
+    char dir[4096], path[4200];
+    snprintf(dir, sizeof dir, "%s/digests", root), mkdir(dir, 0777);
+    snprintf(path, sizeof path, "%s/a.bin", dir), write_text(path, "123456789");
+    uint32_t crc = 0;
+    uint64_t bytes = 0;
+    BertError err;
+    CHECK(file_crc32(path, &crc, &bytes, &err) == 0 && crc == 0xcbf43926u && bytes == 9);
+    snprintf(path, sizeof path, "%s/state.json", dir), write_text(path, "{}");
+    cJSON *d = checkpoint_digest_files(dir, "state.json", &err);
+    CHECK(d && cJSON_GetArraySize(d) == 1 && !strcmp(cJSON_GetObjectItem(cJSON_GetObjectItem(d, "a.bin"), "crc32")->valuestring, "cbf43926"));
+    CHECK(checkpoint_verify_files(dir, d, &err) == 0);
+    snprintf(path, sizeof path, "%s/a.bin", dir), write_text(path, "123456780");
+    CHECKF(checkpoint_verify_files(dir, d, &err) != 0 && strstr(err.msg, "a.bin does not match its checksum"), "%s", err.msg);
+    write_text(path, "12345678");
+    CHECKF(checkpoint_verify_files(dir, d, &err) != 0 && strstr(err.msg, "holds 8 bytes, not the 9"), "%s", err.msg);
+    unlink(path);
+    CHECKF(checkpoint_verify_files(dir, d, &err) != 0 && strstr(err.msg, "a.bin"), "%s", err.msg);
+    cJSON_Delete(d);
+    fs_remove_tree(dir, &err);
+}
+
 static void test_read_json_errors(void) {
     BertError err;
     cJSON *out = NULL;
@@ -137,17 +248,75 @@ static void test_read_json_errors(void) {
     unlink(path);
 }
 
+/* The flag is set by core's signal thread, shortly after the signal is sent to the process
+ * (a raise() would stay pending on this thread, which blocks the stop signals). */
+static int wait_for_stop_signal(void) {
+    for (int i = 0; i < 2000 && !stop_signal_received(); i++) usleep(1000);
+    return stop_signal_received();
+}
+
 static void test_stop_signal(void) {
+    /* a shell may start a background job with SIGINT ignored (then left ignored): not here */
+    signal(SIGTERM, SIG_DFL), signal(SIGINT, SIG_DFL), signal(SIGHUP, SIG_DFL);
     stop_signal_install();
     CHECK(stop_signal_received() == 0);
-    raise(SIGTERM);
-    CHECK(stop_signal_received() == SIGTERM);
+    kill(getpid(), SIGTERM);
+    CHECK(wait_for_stop_signal() == SIGTERM);
     stop_signal_clear();
-    raise(SIGINT);
-    CHECK(stop_signal_received() == SIGINT);
+    kill(getpid(), SIGINT);
+    CHECK(wait_for_stop_signal() == SIGINT);
+    stop_signal_clear();
+    kill(getpid(), SIGHUP);   /* issue 35, D14: a closed terminal stops the run like SIGTERM */
+    CHECK(wait_for_stop_signal() == SIGHUP);
     stop_signal_restore(), stop_signal_clear();
 }
 
+
+/* Issue 35, D3/D4/D11, in the logger every command's --json-summary goes through (pretrain,
+ * glue, squad): nothing is created or truncated before the first record; a new log replaces
+ * the old one only once that record is written; an existing file that is not a DLLogger log
+ * is refused; a failed write is reported. */
+static void test_logger_writes_from_its_first_record(void) {
+    char log[4096], data[4096];
+    snprintf(log, sizeof log, "%s/run.json", root), snprintf(data, sizeof data, "%s/train.tsv", root);
+    const char *old = "DLLL {\"type\": \"LOG\", \"step\": [0, 1], \"data\": {\"average_loss\": 1}}\n";
+    write_text(log, old);
+    write_text(data, "index\tsentence\n0\tA row.\n");
+    Logger *l;
+    BertError err;
+    CHECKF(logger_open(&l, data, false, false, &err) != 0 && strstr(err.msg, "not a DLLogger log"), "%s", err.msg);
+    CHECKF(logger_open(&l, data, true, false, &err) != 0, "appending to an input");
+    char *kept = read_text(data);
+    CHECK(!strcmp(kept, "index\tsentence\n0\tA row.\n"));
+    free(kept);
+    /* opened, then the run fails before its first record: the old log is as it was */
+    CHECK(logger_open(&l, log, false, false, &err) == 0);
+    logger_close(l);
+    kept = read_text(log);
+    CHECK(!strcmp(kept, old));
+    free(kept);
+    /* the first record replaces it */
+    CHECK(logger_open(&l, log, false, false, &err) == 0);
+    logger_parameters(l, cJSON_CreateObject());
+    kept = read_text(log);
+    CHECKF(!strncmp(kept, "DLLL ", 5) && strstr(kept, "PARAMETER") && !strstr(kept, "average_loss"), "%s", kept);
+    free(kept);
+    CHECK(logger_error(l) == NULL);
+    logger_close(l);
+    CHECK(count_entries(root) >= 2);   /* no temporary left: only run.json, train.tsv (and what else is there) */
+    DIR *d = opendir(root);
+    for (struct dirent *e; d && (e = readdir(d));) CHECKF(strncmp(e->d_name, ".bert-tmp.", 10), "left %s", e->d_name);
+    if (d) closedir(d);
+    /* a folder, a place that cannot be written: refused at the start */
+    CHECK(logger_open(&l, root, false, false, &err) != 0);
+    CHECK(logger_open(&l, "/nonexistent/dir/log.json", false, false, &err) != 0 && strstr(err.msg, "/nonexistent"));
+    /* a write that fails is reported */
+    CHECK(logger_open(&l, "/dev/full", false, false, &err) == 0);
+    logger_parameters(l, cJSON_CreateObject());
+    CHECKF(logger_error(l) && strstr(logger_error(l), "No space left"), "%s", logger_error(l) ? logger_error(l) : "no error");
+    logger_close(l);
+    unlink(log), unlink(data);
+}
 
 static void test_plot(void) {
     char log_a[4096], log_b[4096], empty[4096], svg[4096];
@@ -195,7 +364,11 @@ int main(void) {
     RUN_TEST(test_save_keep_find);
     RUN_TEST(test_failed_or_killed_writer);
     RUN_TEST(test_read_json_errors);
+    RUN_TEST(test_prunes_only_its_history);
+    RUN_TEST(test_killed_prune_leaves_no_partial_checkpoint);
+    RUN_TEST(test_file_digests);
     RUN_TEST(test_stop_signal);
+    RUN_TEST(test_logger_writes_from_its_first_record);
     RUN_TEST(test_plot);
     fs_remove_tree(root, &err);
     return test_summary();

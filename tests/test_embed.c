@@ -6,6 +6,8 @@
 #include "test.h"
 #include "test_util.h"
 
+#include <sys/wait.h>
+
 #include <cjson/cJSON.h>
 
 #include "model/bert.h"
@@ -90,6 +92,23 @@ static void test_command_writes_npy(void) {
     CHECK(system(cmd) != 0);
 }
 
+/* Issue 35, D11: vectors written to a full or closed standard output were lost with exit
+ * status 0. Now the command exits 1 and says so. */
+static void test_command_reports_a_failed_stdout(void) {
+    const char *err_path = "/tmp/bert_test_embed.err";
+    for (int closed = 0; closed < 2; closed++) {
+        char cmd[2048];
+        snprintf(cmd, sizeof cmd, "%s embed --init_checkpoint %s --threads 1 < %s/sentences.txt %s 2> %s", bert_bin, DIR,
+                 DIR, closed ? ">&-" : "> /dev/full", err_path);
+        const int st = system(cmd);
+        char *text = read_text(err_path);
+        CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 1 && strstr(text, "bert embed: error writing the standard output"),
+               "%s: status %d, stderr: %s", closed ? "closed" : "/dev/full", st, text);
+        free(text);
+    }
+    unlink(err_path);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     if (test_bert_binary(argv[0], bert_bin, sizeof bert_bin) != 0) return 1;
@@ -99,6 +118,7 @@ int main(int argc, char **argv) {
     if (!expected) return fprintf(stderr, "fixture missing\n"), 1;
     RUN_TEST(test_embeddings_equal_reference);
     RUN_TEST(test_command_writes_npy);
+    RUN_TEST(test_command_reports_a_failed_stdout);
     cJSON_Delete(expected);
     return test_summary();
 }

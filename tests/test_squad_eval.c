@@ -464,6 +464,16 @@ static void test_command(void) {
     CHECK(sh(DATA "/v1.1/dataset.json " DATA "/unicode.json") == 0);   /* no question answered: all 0 */
     snprintf(args, sizeof args, DATA "/v1.1/dataset.json " DATA "/v1.1/predictions.json --out_file %s", DATA "/v1.1/dataset.json");
     CHECK(sh(args) == 2 && err_has("is input"));
+    /* issue 35, D11: the metrics written to a full or closed standard output were lost, status 0 */
+    const char *bad_stdout[2] = {"> /dev/full", ">&-"};
+    for (int k = 0; k < 2; k++) {
+        char cmd[4096];
+        snprintf(cmd, sizeof cmd, "%s squad_eval %s %s %s 2> %s/err", bert, DATA "/v1.1/dataset.json",
+                 DATA "/v1.1/predictions.json", bad_stdout[k], dir);
+        const int st = system(cmd);
+        CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 1 && err_has("bert squad_eval: error writing the standard output"),
+               "squad_eval %s: status %d", bad_stdout[k], st);
+    }
     CHECK(sh(DATA "/v2.0/dataset.json " DATA "/v2.0/predictions.json --version 2.0 --na_prob_file " DATA
               "/v2.0/predictions.json") == 1 && err_has("is a string, not a number"));
     CHECK(sh("--help") == 0);

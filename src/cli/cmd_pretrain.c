@@ -46,7 +46,7 @@ int cmd_pretrain(int argc, char **argv) {
         {"resume_from_checkpoint", FLAG_BOOL, &o.resume_from_checkpoint, "continue from the newest complete checkpoint"},
         {"resume_step", FLAG_INT64, &resume_step, "resume from this checkpoint step instead of the newest"},
         {"num_steps_per_checkpoint", FLAG_INT64, &ckpt_every, "checkpoint every N steps; default 200"},
-        {"keep_checkpoints", FLAG_INT, &o.keep_checkpoints, "how many of the newest checkpoints to keep; default 3"},
+        {"keep_checkpoints", FLAG_INT, &o.keep_checkpoints, "how many of this run's newest checkpoints to keep (another run's are never deleted); default 3"},
         {"skip_checkpoint", FLAG_BOOL, &o.skip_checkpoint, "write no checkpoints"},
         {"eval_steps", FLAG_INT64, &eval_steps, "evaluate on held-out shards every N steps (0: never)"},
         {"eval_batches", FLAG_INT, &o.eval_batches, "batches per evaluation (0: all held-out data); default 20"},
@@ -121,7 +121,10 @@ int cmd_pretrain(int argc, char **argv) {
         printf("bert pretrain: the busiest process's work over the mean, per step: %.3f (%.3f had the micro-batches "
                "not been dealt by work)\n", s.work_spread, s.work_spread_consecutive);
     if (s.last_checkpoint[0]) printf("bert pretrain: last checkpoint %s\n", s.last_checkpoint);
-    if (s.stopped_by_signal) printf("bert pretrain: stopped by a signal after the checkpoint above; rerun with "
-                                    "--resume_from_checkpoint to continue\n");
+    if (s.stopped_by_signal && !o.skip_checkpoint)
+        printf("bert pretrain: stopped by a signal after the checkpoint above; rerun with --resume_from_checkpoint "
+               "to continue\n");
+    else if (s.stopped_by_signal)   /* issue 35, D14: there is no checkpoint to continue from */
+        printf("bert pretrain: stopped by a signal at step %ld; nothing was saved (--skip_checkpoint)\n", s.last_step);
     return 0;
 }

@@ -1,6 +1,9 @@
 /* The `bert` program: one binary, one subcommand per stage of the BERT system. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/commands.h"
 #include "core/common.h"
@@ -40,14 +43,43 @@ static void print_help(FILE *out) {
     fprintf(out, "  %-26s %s\n", "help", "this list");
 }
 
+/* Every write to the standard output is checked (issue 35, D11: embed and squad_eval lost
+ * their output to a full disk with exit status 0), and so are the logs written along the way
+ * (note_write_error): a command that succeeded otherwise exits 1 naming the failure. */
+static int check_writes(const char *command, int rc) {
+    const int flushed = fflush(stdout), e = errno;
+    if (rc != 0) return rc;   /* the command has said what went wrong */
+    if (flushed != 0 || ferror(stdout)) {
+        fprintf(stderr, "bert %s: error writing the standard output%s%s\n", command, flushed ? ": " : "",
+                flushed ? strerror(e) : "");
+        return 1;
+    }
+    if (noted_write_error()) {
+        fprintf(stderr, "bert %s: %s\n", command, noted_write_error());
+        return 1;
+    }
+    return 0;
+}
+
+/* A closed standard stream (`>&-`) gets /dev/null, so that no file the command opens takes its
+ * number: a closed standard output is opened read-only, so writes to it fail and are reported. */
+static void keep_standard_streams(void) {
+    for (int fd = 0; fd <= 2; fd++) {
+        if (fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+        const int got = open("/dev/null", fd == 2 ? O_WRONLY : O_RDONLY);
+        if (got >= 0 && got != fd) dup2(got, fd), close(got);
+    }
+}
+
 int main(int argc, char **argv) {
-    atomic_cleanup_on_signals();   /* a stopped command leaves no temporary behind */
+    keep_standard_streams();
+    signals_start();   /* first, before any thread: stop signals go to one thread, never a handler (core/common.h) */
     if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         print_help(stdout);
         return argc < 2 ? 2 : 0;
     }
     for (int i = 0; i < NCOMMANDS; i++)
-        if (!strcmp(argv[1], COMMANDS[i].name)) return COMMANDS[i].run(argc - 2, argv + 2);
+        if (!strcmp(argv[1], COMMANDS[i].name)) return check_writes(argv[1], COMMANDS[i].run(argc - 2, argv + 2));
     fprintf(stderr, "bert: unknown command '%s'\n\n", argv[1]);
     print_help(stderr);
     return 2;

@@ -91,7 +91,7 @@ int reset_peak_rss(void) {
  * A temporary is "<dir>/.bert-tmp.<pid>.<n>": hidden, and without the output's name, so no
  * reader that picks files by name (NVIDIA's trainer takes every name containing "training")
  * takes a half-written one. Live temporaries are listed so that SIGTERM, SIGINT and SIGHUP
- * remove them before the process ends (atomic_cleanup_on_signals); those of processes that
+ * remove them before the process ends (signals_start); those of processes that
  * died anyway (SIGKILL) are removed the next time a file is written in that folder. */
 
 enum { MAX_LIVE_TEMPORARIES = 256, TMP_NAME_MAX = 4096 + 320, MAX_SCANNED_DIRS = 64 };
@@ -122,16 +122,101 @@ static void remember_temporary(const char *tmp_path) {
     pthread_mutex_unlock(&live_lock);
 }
 
-static void remove_temporaries_and_die(int sig) {
-    for (int i = 0; i < MAX_LIVE_TEMPORARIES; i++)   /* unlink is async-signal-safe */
+/* ---- stop signals: taken by one thread, never by a handler on a computing thread ----
+ * oneDNN's JIT GEMM kernels point the stack pointer into a heap workspace, so a signal
+ * handler that ran on a thread inside one wrote its frame over the heap (issue 35, D10:
+ * pretrain aborted with heap corruption on about half its SIGTERMs). So SIGTERM, SIGINT and
+ * SIGHUP are blocked in the thread that starts the others, before it does (OpenMP's, oneDNN's
+ * and the loader's threads inherit the mask), and one thread takes them with sigwait. */
+
+static sigset_t stop_set;            /* the stop signals taken (those not ignored at the start) */
+static sigset_t mask_at_start;       /* the starting thread's mask before they were blocked */
+static pthread_t signal_thread;
+static int signals_started;          /* in this process (a forked child starts again) */
+static pthread_mutex_t signals_lock = PTHREAD_MUTEX_INITIALIZER;
+static int (*stop_handler)(int sig); /* read and written with __atomic builtins */
+
+static void remove_live_temporaries(void) {
+    for (int i = 0; i < MAX_LIVE_TEMPORARIES; i++)
         if (live_used[i]) unlink(live_names[i]);
-    signal(sig, SIG_DFL);
-    raise(sig);
 }
 
-void atomic_cleanup_on_signals(void) {
+/* The signal's default action (the process ends by it), its temporaries removed first. */
+static void die_of_signal(int sig) {
+    remove_live_temporaries();
+    signal(sig, SIG_DFL);
+    sigset_t one;
+    sigemptyset(&one), sigaddset(&one, sig);
+    pthread_sigmask(SIG_UNBLOCK, &one, NULL);
+    raise(sig);   /* to this thread, which now takes it: the default action ends the process */
+    _exit(128 + sig);
+}
+
+static void *take_stop_signals(void *unused) {
+    (void)unused;
+    for (;;) {
+        int sig;
+        if (sigwait(&stop_set, &sig) != 0) continue;
+        int (*handler)(int) = __atomic_load_n(&stop_handler, __ATOMIC_ACQUIRE);
+        if (!handler || !handler(sig)) die_of_signal(sig);
+    }
+    return NULL;
+}
+
+/* A stop signal that reached a thread which ran before the mask was set (a library
+ * constructor's thread pool) is passed on to the signal thread: this handler does nothing
+ * else, and runs only on such threads. */
+static void pass_to_signal_thread(int sig) { pthread_kill(signal_thread, sig); }
+
+/* A forked child has no signal thread: it takes the stop signals as a process normally does. */
+static void signals_in_child(void) {
+    if (!signals_started) return;
+    for (int sig = 1; sig < NSIG; sig++)
+        if (sigismember(&stop_set, sig) == 1) signal(sig, SIG_DFL);
+    pthread_sigmask(SIG_SETMASK, &mask_at_start, NULL);
+    signals_started = 0;
+    __atomic_store_n(&stop_handler, NULL, __ATOMIC_RELEASE);
+}
+
+void signals_start(void) {
+    pthread_mutex_lock(&signals_lock);
+    if (signals_started) {
+        pthread_mutex_unlock(&signals_lock);
+        return;
+    }
     const int signals[] = {SIGTERM, SIGINT, SIGHUP};
-    for (size_t i = 0; i < sizeof signals / sizeof signals[0]; i++) signal(signals[i], remove_temporaries_and_die);
+    sigemptyset(&stop_set);
+    for (size_t i = 0; i < sizeof signals / sizeof signals[0]; i++) {
+        struct sigaction old;
+        /* an ignored one stays ignored (nohup; a shell's background job ignores SIGINT) */
+        if (sigaction(signals[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN) sigaddset(&stop_set, signals[i]);
+    }
+    pthread_sigmask(SIG_BLOCK, &stop_set, &mask_at_start);
+    static int atfork_registered;
+    if (!atfork_registered) atfork_registered = 1, pthread_atfork(NULL, NULL, signals_in_child);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    if (pthread_create(&signal_thread, &attr, take_stop_signals, NULL) != 0) {
+        /* no thread: the signals act as by default (no temporaries removed, no clean stop) */
+        pthread_sigmask(SIG_SETMASK, &mask_at_start, NULL);
+    } else {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = pass_to_signal_thread;
+        sigemptyset(&sa.sa_mask);
+        sa.sa_flags = SA_RESTART;
+        for (int sig = 1; sig < NSIG; sig++)
+            if (sigismember(&stop_set, sig) == 1) sigaction(sig, &sa, NULL);
+        signals_started = 1;
+    }
+    pthread_attr_destroy(&attr);
+    pthread_mutex_unlock(&signals_lock);
+}
+
+void signals_set_stop_handler(int (*handler)(int sig)) {
+    __atomic_store_n(&stop_handler, handler, __ATOMIC_RELEASE);
 }
 
 /* Removes the temporaries of processes that no longer run from dir (once per folder). */
@@ -249,6 +334,22 @@ void atomic_abort(AtomicFile *af) {
     af->fp = NULL;
     if (!af->direct) atomic_tmp_discard(af->tmp_path);
 }
+
+static char first_write_error[4096 + 1024 + 64];
+static pthread_mutex_t write_error_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void note_write_error(const char *fmt, ...) {
+    pthread_mutex_lock(&write_error_lock);
+    if (!first_write_error[0]) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(first_write_error, sizeof first_write_error, fmt, ap);
+        va_end(ap);
+    }
+    pthread_mutex_unlock(&write_error_lock);
+}
+
+const char *noted_write_error(void) { return first_write_error[0] ? first_write_error : NULL; }
 
 int is_same_file(const char *a, const char *b) {
     struct stat sa, sb;

@@ -83,10 +83,26 @@ void atomic_tmp_name(const char *path, char *out, size_t outlen);
 int atomic_publish(const char *tmp_path, const char *path, BertError *err);
 void atomic_tmp_discard(const char *tmp_path);   /* unlink a temporary that will not be published */
 /* Temporaries are "<dir>/.bert-tmp.<pid>.<n>" (hidden, without the output's name: no reader
- * that picks files by name takes one). After this call SIGTERM, SIGINT and SIGHUP remove the
- * live ones before the process ends; a later write in the same folder removes those of
+ * that picks files by name takes one). After signals_start, SIGTERM, SIGINT and SIGHUP remove
+ * the live ones before the process ends; a later write in the same folder removes those of
  * processes that were killed. */
-void atomic_cleanup_on_signals(void);
+
+/* Stop signals (SIGTERM, SIGINT, SIGHUP) never run a handler on a thread that computes:
+ * signals_start blocks them in the calling thread, which must be the first (call it at the
+ * top of main, before any thread exists: threads inherit the mask), and starts one thread
+ * that takes them with sigwait. There a stop signal goes to the stop handler when one is set
+ * and it returns 1 (a training loop's flag: it stops at the end of its step); otherwise the
+ * live temporaries are removed and the process ends by the signal, as by default. Signals
+ * ignored at the start (nohup) stay ignored. A forked child takes them normally again.
+ * Calling it again does nothing. */
+void signals_start(void);
+/* The handler runs on the signal thread (not in a signal context); NULL: none. */
+void signals_set_stop_handler(int (*handler)(int sig));
+
+/* A write that failed where the caller has no error to return (a log written along the way):
+ * the first is kept, and `bert` exits non-zero naming it (cli/main.c). */
+void note_write_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+const char *noted_write_error(void);   /* the first noted, or NULL */
 
 /* 1 when both paths name one existing file (same device and inode), else 0: an output
  * that its atomic rename would put in place of its own input. */

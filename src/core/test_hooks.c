@@ -4,4 +4,5 @@
 #ifdef BERT_TEST_HOOKS
 _Thread_local long long test_hook_work;
 long long test_work(void) { return test_hook_work; }
+void (*test_hook_before_delete)(const char *path);
 #endif

@@ -15,8 +15,13 @@ extern _Thread_local long long test_hook_work;
 #define TEST_COUNT_WORK(n) ((void)(test_hook_work += (long long)(n)))
 /* Steps counted on the calling thread so far (a pass's work: the difference around it). */
 long long test_work(void);
+/* Called with each file's path before a deletion of a folder tree removes it (train/
+ * checkpoint.c): a test stops the process there to see what a kill leaves. */
+extern void (*test_hook_before_delete)(const char *path);
+#define TEST_HOOK_BEFORE_DELETE(path) (test_hook_before_delete ? test_hook_before_delete(path) : (void)0)
 #else
 #define TEST_COUNT_WORK(n) ((void)0)
+#define TEST_HOOK_BEFORE_DELETE(path) ((void)0)
 #endif
 
 #endif

@@ -260,6 +260,18 @@ int optimizer_load(Optimizer *o, const char *path, BertError *err) {
     }
     free(whole);
     k_unmap(o->state, state, sizeof(float) * 2 * own, true);
+    /* NaN or infinite moments would make the first update's weights NaN (issue 35, D6) */
+    size_t bad = 0;
+    const char *first = NULL, *which = NULL;
+    for (int i = 0; rc == 0 && i < o->n; i++)
+        for (int k = 0; k < 2; k++) {
+            const size_t n = k_count_nonfinite(o->state + (k ? own : 0) + o->offset[i], o->own_end[i] - o->own_begin[i]);
+            if (n && !first) first = o->tensors[i].name, which = k ? ".exp_avg_sq" : ".exp_avg";
+            bad += n;
+        }
+    if (rc == 0 && bad)
+        rc = bert_fail(err, "%s: %zu optimizer moments are NaN or infinite (the first in %s%s): refused", path, bad,
+                       first, which);
     if (rc == 0) o->steps = step32[0];
     safetensors_close(&st);
     return rc;

@@ -82,7 +82,7 @@ size_t optimizer_state_bytes(const Optimizer *o);   /* this process's */
  * gathers the parts on the writer, which alone then calls optimizer_save). */
 int optimizer_collect(Optimizer *o);
 int optimizer_save(Optimizer *o, const char *path, BertError *err);
-int optimizer_load(Optimizer *o, const char *path, BertError *err);
+int optimizer_load(Optimizer *o, const char *path, BertError *err);   /* NaN or infinite moments: refused */
 
 /* The global L2 norm of the tensors' gradients (or parameters), summed in float64 in a fixed
  * order of fixed-size chunks, so the result is the same for any thread count. */

@@ -6,11 +6,16 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <isa-l/crc.h>
+
+#include "core/test_hooks.h"
 
 /* "ckpt_<digits>" exactly: the step, or -1 for any other name. */
 static long checkpoint_step_of(const char *name) {
@@ -36,6 +41,7 @@ static int fsync_path(const char *path, int flags, BertError *err) {
 
 static int remove_entry(const char *path, const struct stat *st, int type, struct FTW *ftw) {
     (void)st, (void)ftw;
+    TEST_HOOK_BEFORE_DELETE(path);
     return (type == FTW_DP ? rmdir(path) : unlink(path)) == 0 ? 0 : -1;
 }
 
@@ -63,21 +69,41 @@ static int fsync_folder(const char *dir, BertError *err) {
     return rc ? rc : fsync_path(dir, O_RDONLY | O_DIRECTORY, err);
 }
 
-/* ".ckpt_<step>.tmp.<pid>" folders whose process is gone: left by a kill. */
+/* The hidden folders a killed process left: ".ckpt_<step>.tmp.<pid>" (a checkpoint being
+ * written), ".ckpt_<step>.del.<pid>" (one being deleted) and ".ckpt_<step>.old.<pid>" (one
+ * being replaced by a rerun of its step: put back when no ckpt_<step> took its place). */
 static void remove_stale_temporaries(const char *output_dir) {
     DIR *d = opendir(output_dir);
     if (!d) return;
     for (struct dirent *e; (e = readdir(d));) {
-        const char *tmp = strstr(e->d_name, ".tmp.");
-        if (strncmp(e->d_name, ".ckpt_", 6) != 0 || !tmp) continue;
-        long pid = strtol(tmp + 5, NULL, 10);
+        if (strncmp(e->d_name, ".ckpt_", 6) != 0) continue;
+        char *end;
+        const long step = strtol(e->d_name + 6, &end, 10);
+        if (end == e->d_name + 6 || step < 0) continue;
+        const bool old = !strncmp(end, ".old.", 5);
+        if (!old && strncmp(end, ".tmp.", 5) && strncmp(end, ".del.", 5)) continue;
+        long pid = strtol(end + 5, NULL, 10);
         if (pid <= 0 || (kill((pid_t)pid, 0) == 0 || errno == EPERM)) continue;  /* still running */
-        char path[4096 + 256];
+        char path[4096 + 256], final_path[4096 + 64];
         snprintf(path, sizeof path, "%s/%s", output_dir, e->d_name);
+        snprintf(final_path, sizeof final_path, "%s/ckpt_%ld", output_dir, step);
+        struct stat st;
+        if (old && stat(final_path, &st) != 0 && rename(path, final_path) == 0) continue;
         BertError ignored;
         fs_remove_tree(path, &ignored);
     }
     closedir(d);
+}
+
+/* Deletes ckpt_<step>, renamed to a hidden name first: no folder named ckpt_<step> is ever
+ * incomplete, even when a kill stops the deletion half-way (issue 35, D9). */
+static int remove_checkpoint(const char *output_dir, long step, BertError *err) {
+    char path[4096 + 32], hidden[4096 + 64];
+    snprintf(path, sizeof path, "%s/ckpt_%ld", output_dir, step);
+    snprintf(hidden, sizeof hidden, "%s/.ckpt_%ld.del.%ld", output_dir, step, (long)getpid());
+    if (rename(path, hidden) != 0)
+        return errno == ENOENT ? 0 : bert_fail(err, "cannot delete %s (moving it aside): %s", path, strerror(errno));
+    return fs_remove_tree(hidden, err);
 }
 
 static int compare_steps(const void *a, const void *b) {
@@ -105,8 +131,22 @@ static void checkpoint_path(char *out, size_t n, const char *output_dir, long st
     snprintf(out, n, "%s/ckpt_%ld", output_dir, step);
 }
 
-int checkpoint_save(const char *output_dir, long step, int keep_last, CheckpointWriter write, void *ctx,
-                    char *saved_path, size_t saved_path_len, BertError *err) {
+void checkpoint_history_add(CheckpointHistory *h, long step) {
+    int k = 0;
+    for (int i = 0; i < h->count; i++)
+        if (h->steps[i] != step) h->steps[k++] = h->steps[i];
+    h->count = k;
+    ARRAY_RESERVE(h->steps, h->cap, (size_t)h->count + 1, 8);
+    h->steps[h->count++] = step;
+}
+
+void checkpoint_history_free(CheckpointHistory *h) {
+    free(h->steps);
+    *h = (CheckpointHistory){0};
+}
+
+int checkpoint_save(const char *output_dir, long step, int keep_last, CheckpointHistory *written,
+                    CheckpointWriter write, void *ctx, char *saved_path, size_t saved_path_len, BertError *err) {
     if (step < 0) return bert_fail(err, "checkpoint step %ld is negative", step);
     if (make_dirs(output_dir, err) != 0) return -1;
     remove_stale_temporaries(output_dir);
@@ -138,17 +178,15 @@ int checkpoint_save(const char *output_dir, long step, int keep_last, Checkpoint
     if (fsync_path(output_dir, O_RDONLY | O_DIRECTORY, err) != 0) return -1;
     if (old[0] && fs_remove_tree(old, err) != 0) return -1;
     if (saved_path) snprintf(saved_path, saved_path_len, "%s", final_path);
+    if (!written) return 0;
+    checkpoint_history_add(written, step);
     if (keep_last <= 0) return 0;
-    long *steps;
-    int count;
-    if (checkpoint_list(output_dir, &steps, &count, err) != 0) return -1;
+    int drop = written->count - keep_last;
+    if (drop <= 0) return 0;
     int rc = 0;
-    for (int i = 0; rc == 0 && i + keep_last < count; i++) {
-        char path[4096];
-        checkpoint_path(path, sizeof path, output_dir, steps[i]);
-        rc = fs_remove_tree(path, err);
-    }
-    free(steps);
+    for (int i = 0; rc == 0 && i < drop; i++) rc = remove_checkpoint(output_dir, written->steps[i], err);
+    memmove(written->steps, written->steps + drop, sizeof(long) * (size_t)(written->count - drop));
+    written->count -= drop;
     return rc;
 }
 
@@ -199,5 +237,85 @@ int checkpoint_read_json(const char *dir, const char *name, cJSON **out, BertErr
     *out = cJSON_ParseWithOpts(text, &end, 1);
     free(text);
     if (!*out) return bert_fail(err, "%s is not valid JSON", path);
+    return 0;
+}
+
+int file_crc32(const char *path, uint32_t *crc, uint64_t *bytes, BertError *err) {
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return bert_fail(err, "cannot open %s: %s", path, strerror(errno));
+    enum { CHUNK = 1 << 22 };
+    unsigned char *buf = xmalloc(CHUNK);
+    uint32_t c = 0;
+    uint64_t n = 0;
+    ssize_t got;
+    while ((got = read(fd, buf, CHUNK)) > 0 || (got < 0 && errno == EINTR))
+        if (got > 0) c = crc32_gzip_refl(c, buf, (uint64_t)got), n += (uint64_t)got;
+    const int e = errno;
+    free(buf);
+    close(fd);
+    if (got < 0) return bert_fail(err, "cannot read %s: %s", path, strerror(e));
+    *crc = c, *bytes = n;
+    return 0;
+}
+
+static int compare_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+cJSON *checkpoint_digest_files(const char *dir, const char *except, BertError *err) {
+    DIR *d = opendir(dir);
+    if (!d) return bert_fail(err, "cannot open %s: %s", dir, strerror(errno)), NULL;
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        char path[4096 + 256];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (e->d_name[0] == '.' || (except && !strcmp(e->d_name, except)) || lstat(path, &st) != 0 ||
+            !S_ISREG(st.st_mode))
+            continue;
+        ARRAY_RESERVE(names, cap, n + 1, 8);
+        names[n++] = xstrdup(e->d_name);
+    }
+    closedir(d);
+    if (n) qsort(names, n, sizeof *names, compare_names);   /* the same order every time */
+    cJSON *out = cJSON_CreateObject();
+    for (size_t i = 0; i < n && out; i++) {
+        char path[4096 + 256], hex[16];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        uint32_t crc;
+        uint64_t bytes;
+        if (file_crc32(path, &crc, &bytes, err) != 0) {
+            cJSON_Delete(out), out = NULL;
+            break;
+        }
+        snprintf(hex, sizeof hex, "%08x", crc);
+        cJSON *f = cJSON_AddObjectToObject(out, names[i]);
+        cJSON_AddNumberToObject(f, "bytes", (double)bytes);
+        cJSON_AddStringToObject(f, "crc32", hex);
+    }
+    for (size_t i = 0; i < n; i++) free(names[i]);
+    free(names);
+    return out;
+}
+
+int checkpoint_verify_files(const char *dir, const cJSON *digests, BertError *err) {
+    if (!cJSON_IsObject(digests)) return bert_fail(err, "%s: the recorded file digests are not a JSON object", dir);
+    for (const cJSON *f = digests->child; f; f = f->next) {
+        const cJSON *bytes = cJSON_GetObjectItemCaseSensitive(f, "bytes"), *crc = cJSON_GetObjectItemCaseSensitive(f, "crc32");
+        if (!f->string || strchr(f->string, '/') || !cJSON_IsNumber(bytes) || !cJSON_IsString(crc))
+            return bert_fail(err, "%s: a bad file digest", dir);
+        char path[4096 + 256];
+        snprintf(path, sizeof path, "%s/%s", dir, f->string);
+        uint32_t got;
+        uint64_t n;
+        if (file_crc32(path, &got, &n, err) != 0) return -1;
+        char hex[16];
+        snprintf(hex, sizeof hex, "%08x", got);
+        if ((double)n != bytes->valuedouble)
+            return bert_fail(err, "%s holds %llu bytes, not the %.0f written: the file is damaged", path,
+                             (unsigned long long)n, bytes->valuedouble);
+        if (strcmp(hex, crc->valuestring) != 0)
+            return bert_fail(err, "%s does not match its checksum (CRC-32 %s, written %s): the file is damaged", path,
+                             hex, crc->valuestring);
+    }
     return 0;
 }

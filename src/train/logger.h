@@ -17,9 +17,17 @@
 
 typedef struct Logger Logger;
 
-/* json_path may be NULL (no JSON log); append keeps what a previous run wrote. */
+/* json_path may be NULL (no JSON log); append keeps what a previous run wrote. Nothing is
+ * written, created or truncated here: the file is opened at the first record (after the run's
+ * setup), and a new log replaces an old one (written to a temporary, renamed) only once its
+ * first record is written. Refused here: a folder, an unwritable place, and an existing file
+ * that is not empty and not a DLLogger log (an input named by mistake: issue 35, D3). A device
+ * or FIFO is written through. */
 int logger_open(Logger **out, const char *json_path, bool append, bool progress_bar, BertError *err);
 void logger_close(Logger *l);
+/* The first write to the JSON log that failed (then the log stopped; the failure was also
+ * noted with note_write_error, so `bert` exits non-zero), or NULL. */
+const char *logger_error(const Logger *l);
 /* No lines for people from now on (the ranks other than 0 of a data-parallel run). */
 void logger_silence(Logger *l);
 

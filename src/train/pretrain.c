@@ -1,9 +1,10 @@
 /* The pre-training loop: see pretrain.h. NVIDIA's run_pretraining.py, read for its
  * semantics (not its code): accumulation divides each micro-batch's loss by the count, the
  * scheduler is stepped before each optimizer step, phase 2 counts its steps from phase 1's
- * end, checkpoints are ckpt_<step> and the last 3 kept, SIGTERM saves and exits. */
+ * end, checkpoints are ckpt_<step> and the last 3 of the run's own kept, SIGTERM saves and exits. */
 #include "train/pretrain.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <omp.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "data/hdf5_shard.h"
@@ -104,6 +106,12 @@ typedef struct {
     char *vocab;          /* the vocabulary's bytes the checkpoints carry (NULL: none), and its casing */
     size_t vocab_len;
     bool lower_case;
+    /* checkpoints: this run's id (state.json's run_id; a resume of the same phase keeps the
+     * id of the run it continues) and the checkpoints it wrote, the only ones it deletes */
+    char run_id[64];
+    bool legacy_lineage;   /* resumed a checkpoint from before run ids: those without one are this run's */
+    CheckpointHistory written;
+    bool parameters_logged;   /* the JSON log's PARAMETER record */
     /* data parallelism */
     Comm *comm;
     GradSync *sync;        /* NULL for one process */
@@ -153,6 +161,7 @@ static int write_checkpoint_files(const char *dir, void *p, BertError *err) {
     cJSON_AddNumberToObject(s, "phase", r->phase);
     cJSON_AddNumberToObject(s, "step", (double)r->step);
     cJSON_AddNumberToObject(s, "checkpoint_step", (double)(r->step + r->offset));
+    cJSON_AddStringToObject(s, "run_id", r->run_id);
     cJSON_AddNumberToObject(s, "max_steps", (double)o->max_steps);
     cJSON_AddNumberToObject(s, "learning_rate", o->learning_rate);
     cJSON_AddNumberToObject(s, "warmup_proportion", o->warmup_proportion);
@@ -189,6 +198,13 @@ static int write_checkpoint_files(const char *dir, void *p, BertError *err) {
         cJSON_Delete(s);
         return -1;
     }
+    /* every other file's size and CRC-32, checked when the checkpoint is resumed (issue 35, D5) */
+    cJSON *files = checkpoint_digest_files(dir, "state.json", err);
+    if (!files) {
+        cJSON_Delete(s);
+        return -1;
+    }
+    cJSON_AddItemToObject(s, "files", files);
     int rc = checkpoint_write_json(dir, "state.json", s, err);   /* last: its presence marks a complete folder */
     cJSON_Delete(s);
     return rc;
@@ -203,8 +219,8 @@ static int save_checkpoint(Run *r, PretrainSummary *sum, BertError *err) {
     comm_allgather(r->comm, &mine, r->positions, sizeof mine, "gathering the data positions for a checkpoint");
     optimizer_collect(r->opt);
     if (r->rank != 0) return 0;
-    if (checkpoint_save(r->o->output_dir, r->step + r->offset, r->o->keep_checkpoints, write_checkpoint_files, r,
-                        sum->last_checkpoint, sizeof sum->last_checkpoint, err) != 0)
+    if (checkpoint_save(r->o->output_dir, r->step + r->offset, r->o->keep_checkpoints, &r->written,
+                        write_checkpoint_files, r, sum->last_checkpoint, sizeof sum->last_checkpoint, err) != 0)
         return -1;
     logger_print(r->log, "checkpoint %s (%.1f s)", sum->last_checkpoint, now_seconds() - t0);
     cJSON *d = cJSON_CreateObject();
@@ -561,29 +577,72 @@ static int check_loaded_weights(Run *r, const char *from, BertError *err) {
     return 0;
 }
 
+/* A checkpoint's state.json, its files checked against the digests it records (those written
+ * before digests have none). */
+static int read_checked_state(const char *dir, cJSON **state, BertError *err) {
+    if (checkpoint_read_json(dir, "state.json", state, err) != 0) return -1;
+    const cJSON *files = cJSON_GetObjectItemCaseSensitive(*state, "files");
+    if (files && checkpoint_verify_files(dir, files, err) != 0) {
+        cJSON_Delete(*state), *state = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* The newest complete checkpoint whose files match their digests: 1 with dir and state, 0 when
+ * there is no complete checkpoint. A damaged one is passed over with a warning (the run then
+ * rewrites its steps); all of them damaged is an error. */
+static int newest_sound_checkpoint(Run *r, char *dir, size_t n, cJSON **state, BertError *err) {
+    long *steps;
+    int count, complete = 0, found = 0;
+    if (checkpoint_list(r->o->output_dir, &steps, &count, err) != 0) return -1;
+    BertError damage = {{0}};
+    for (int i = count - 1; i >= 0 && !found; i--) {
+        snprintf(dir, n, "%s/ckpt_%ld", r->o->output_dir, steps[i]);
+        char path[4096 + 64];
+        snprintf(path, sizeof path, "%s/state.json", dir);
+        if (access(path, F_OK) != 0) continue;   /* not complete */
+        complete++;
+        if (read_checked_state(dir, state, &damage) == 0) found = 1;
+        else logger_print(r->log, "warning: %s; passed over for an earlier checkpoint", damage.msg);
+    }
+    free(steps);
+    if (!found && complete)
+        return bert_fail(err, "no sound checkpoint in %s: %d complete ones, all damaged (the newest: %s)",
+                         r->o->output_dir, complete, damage.msg);
+    if (!found) dir[0] = '\0';
+    return found;
+}
+
 /* Where to start: a checkpoint (--resume_from_checkpoint), --init_checkpoint's weights, or
  * the seed's initial weights. Returns 1 when a checkpoint was restored. */
 static int setup_start(Run *r, BertError *err) {
     const PretrainOptions *o = r->o;
     char dir[4096] = "";
-    long found_step = -1;
+    cJSON *state = NULL;
     if (o->resume_from_checkpoint) {
         if (o->resume_step >= 0) {
             snprintf(dir, sizeof dir, "%s/ckpt_%ld", o->output_dir, o->resume_step);
-            char state[4096 + 16];
-            snprintf(state, sizeof state, "%s/state.json", dir);
-            if (access(state, R_OK) != 0) return bert_fail(err, "--resume_step %ld: no complete checkpoint %s",
-                                                           o->resume_step, dir);
-        } else {
-            int found = checkpoint_find_latest(o->output_dir, "state.json", dir, sizeof dir, &found_step, err);
-            if (found < 0) return -1;
-            if (!found) dir[0] = '\0';
+            char path[4096 + 16];
+            snprintf(path, sizeof path, "%s/state.json", dir);
+            if (access(path, R_OK) != 0) return bert_fail(err, "--resume_step %ld: no complete checkpoint %s",
+                                                          o->resume_step, dir);
+            if (read_checked_state(dir, &state, err) != 0) return -1;
+        } else if (newest_sound_checkpoint(r, dir, sizeof dir, &state, err) < 0) {
+            return -1;
         }
     }
     if (dir[0]) {
-        cJSON *state;
-        if (checkpoint_read_json(dir, "state.json", &state, err) != 0) return -1;
         int rc = restore_checkpoint(r, dir, state, err);
+        /* the same phase goes on as the same run (its checkpoints are this run's to prune);
+         * phase 2 from phase 1's checkpoint is a new run */
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(state, "run_id");
+        if (rc == 0 && (int)json_number(state, "phase", 1) == r->phase) {
+            if (cJSON_IsString(id) && id->valuestring[0] && strlen(id->valuestring) < sizeof r->run_id)
+                snprintf(r->run_id, sizeof r->run_id, "%s", id->valuestring);
+            else
+                r->legacy_lineage = !id;
+        }
         cJSON_Delete(state);
         if (rc != 0 || check_loaded_weights(r, dir, err) != 0) return -1;
         logger_print(r->log, "resumed from %s: phase %d, step %ld", dir, r->phase, r->step);
@@ -631,6 +690,50 @@ static int setup_tokenizer_files(Run *r, BertError *err) {
                                      sizeof note);
     if (!strncmp(note, "warning:", 8)) logger_print(r->log, "%s", note);
     return read_file(vocab, &r->vocab, &r->vocab_len, err);
+}
+
+static void new_run_id(char *out, size_t n) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    snprintf(out, n, "%llx-%lx", (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec,
+             (long)getpid());
+}
+
+/* Process 0: the checkpoints in --output_dir that this run wrote (those of the run it
+ * continues), which its saves may prune, and a warning naming the others, which it never
+ * deletes: another run's (issue 35, D1). Phase 1's checkpoints in a phase-2 run are expected. */
+static int find_own_checkpoints(Run *r, BertError *err) {
+    if (!r->run_id[0]) new_run_id(r->run_id, sizeof r->run_id);
+    long *steps;
+    int count, others = 0;
+    long first_other = -1, last_other = -1;
+    if (checkpoint_list(r->o->output_dir, &steps, &count, err) != 0) return -1;
+    for (int i = 0; i < count; i++) {
+        char dir[4096 + 32];
+        snprintf(dir, sizeof dir, "%s/ckpt_%ld", r->o->output_dir, steps[i]);
+        cJSON *state;
+        BertError ignored;
+        if (checkpoint_read_json(dir, "state.json", &state, &ignored) != 0) continue;   /* not complete */
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(state, "run_id");
+        const int phase = (int)json_number(state, "phase", 1);
+        const bool mine = cJSON_IsString(id) ? strcmp(id->valuestring, r->run_id) == 0 : r->legacy_lineage && phase == r->phase;
+        cJSON_Delete(state);
+        if (mine) checkpoint_history_add(&r->written, steps[i]);
+        else if (!(r->phase == 2 && phase == 1)) {
+            if (!others++) first_other = steps[i];
+            last_other = steps[i];
+        }
+    }
+    free(steps);
+    if (!others) return 0;
+    char names[64];
+    if (others == 1) snprintf(names, sizeof names, "ckpt_%ld", first_other);
+    else snprintf(names, sizeof names, "ckpt_%ld ... ckpt_%ld", first_other, last_other);
+    logger_print(r->log, "warning: %s holds %d checkpoint%s of another run (%s): this run does not delete them "
+                         "(--keep_checkpoints counts only its own), its own of the same steps replace them, and "
+                         "--resume_from_checkpoint takes the newest complete checkpoint of all. Give each run its own "
+                         "--output_dir", r->o->output_dir, others, others > 1 ? "s" : "", names);
+    return 0;
 }
 
 static void log_parameters(Run *r) {
@@ -735,11 +838,20 @@ static int train_loop(Run *r, PretrainSummary *sum, BertError *err) {
         double lr = 0, gnorm = 0;
         bool skipped = false;
         if (train_step(r, log_now, &s, &lr, &gnorm, &skipped, err) != 0) {
-            if (sum->last_checkpoint[0])
+            /* "good" only once a step from it went well (issue 35, D6: the checkpoint just resumed,
+             * the bad one, was called the last good checkpoint) */
+            if (sum->last_checkpoint[0] && (steps > 0 || strcmp(sum->last_checkpoint, r->resumed_from) != 0))
                 snprintf(err->msg + strlen(err->msg), sizeof err->msg - strlen(err->msg),
                          "; the last good checkpoint is %s", sum->last_checkpoint);
+            else if (sum->last_checkpoint[0])
+                snprintf(err->msg + strlen(err->msg), sizeof err->msg - strlen(err->msg),
+                         " at the first step from %s, which may hold the bad values (an earlier checkpoint: "
+                         "--resume_step)", sum->last_checkpoint);
             return -1;
         }
+        /* the JSON log's first record, once the first step has read its shards: a run that
+         * fails before (a shard of another shape) leaves the previous log as it was */
+        if (!r->parameters_logged) log_parameters(r), r->parameters_logged = true;
         if (skipped) {   /* fp16 overflow: the same step again on the next batch, at half the scale */
             sum->sequences += (long)o->train_batch_size * r->world, sum->tokens += r->step_tokens;
             log_skipped_step(r);
@@ -822,10 +934,60 @@ static int check_all_shards(const PretrainOptions *o, BertError *err) {
     return 0;
 }
 
-int pretrain_run(const PretrainOptions *o, PretrainSummary *sum, BertError *err) {
-    memset(sum, 0, sizeof *sum);
-    sum->final_mlm_accuracy = NAN, sum->final_loss = NAN, sum->mean_loss = NAN;
-    if (check_options(o, err) != 0) return -1;
+/* Every entry of a folder (its path) into *paths; a folder that cannot be read adds nothing. */
+static void add_folder_entries(const char *dir, char ***paths, int *n, size_t *cap) {
+    DIR *d = dir ? opendir(dir) : NULL;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        ARRAY_RESERVE(*paths, *cap, (size_t)*n + 1, 64);
+        const size_t len = strlen(dir) + strlen(e->d_name) + 2;
+        (*paths)[*n] = xmalloc(len);
+        snprintf((*paths)[(*n)++], len, "%s/%s", dir, e->d_name);
+    }
+    if (d) closedir(d);
+}
+
+/* The JSON log is none of the run's inputs, by device and inode (issue 35, D3: naming a shard
+ * emptied it): the shards of --input_dir and --eval_dir, the model's config, --init_checkpoint
+ * and the files of --output_dir's checkpoints (resumed from, and pruned). */
+static int check_log_is_no_input(const PretrainOptions *o, BertError *err) {
+    if (!o->json_summary) return 0;
+    char **paths = NULL;
+    int n = 0;
+    size_t cap = 0;
+    add_folder_entries(o->input_dir, &paths, &n, &cap);
+    add_folder_entries(o->eval_dir, &paths, &n, &cap);
+    long *steps;
+    int count;
+    BertError ignored;
+    if (checkpoint_list(o->output_dir, &steps, &count, &ignored) == 0) {
+        for (int i = 0; i < count; i++) {
+            char dir[4096 + 32];
+            snprintf(dir, sizeof dir, "%s/ckpt_%ld", o->output_dir, steps[i]);
+            add_folder_entries(dir, &paths, &n, &cap);
+        }
+        free(steps);
+    }
+    const char *single[2] = {o->config_file, o->init_checkpoint};
+    for (int k = 0; k < 2; k++) {
+        if (!single[k]) continue;
+        ARRAY_RESERVE(paths, cap, (size_t)n + 1, 64);
+        paths[n++] = xstrdup(single[k]);
+    }
+    FileSet *set = file_set_new((const char *const *)paths, n);
+    const int at = file_set_find(set, o->json_summary);
+    int rc = 0;
+    if (at >= 0)
+        rc = bert_fail(err, "--json-summary %s is also an input of the run (%s): it would be overwritten", o->json_summary,
+                       paths[at]);
+    file_set_free(set);
+    for (int i = 0; i < n; i++) free(paths[i]);
+    free(paths);
+    return rc;
+}
+
+static int run_pretraining(const PretrainOptions *o, PretrainSummary *sum, BertError *err) {
+    if (check_log_is_no_input(o, err) != 0) return -1;
     if (o->check_shards && check_all_shards(o, err) != 0) return -1;   /* first: it forks */
     if (o->threads > 0) omp_set_num_threads(o->threads);
     Run r = {.o = o, .micro = o->train_batch_size / o->gradient_accumulation_steps, .phase = o->phase2 ? 2 : 1,
@@ -843,6 +1005,7 @@ int pretrain_run(const PretrainOptions *o, PretrainSummary *sum, BertError *err)
     if (rc == 0) rc = setup_data(&r, err);
     if (rc == 0) rc = setup_start(&r, err) < 0 ? -1 : 0;
     if (rc == 0) rc = setup_tokenizer_files(&r, err);
+    if (rc == 0 && r.rank == 0 && !o->skip_checkpoint) rc = find_own_checkpoints(&r, err);
     if (rc == 0 && r.world > 1) {   /* every process resumed the same checkpoint (a lagging shared file system?) */
         int steps[2] = {(int)r.step, -(int)r.step};
         comm_max_ints(r.comm, steps, 2, "comparing the resumed steps");
@@ -866,13 +1029,9 @@ int pretrain_run(const PretrainOptions *o, PretrainSummary *sum, BertError *err)
                                                                               : "reduced after every micro-batch",
                          o->bucket_cap_mb, o->allreduce_wire == COMM_WIRE_FP16 ? " as fp16" : o->allreduce_wire == COMM_WIRE_BF16 ? " as bf16" : "",
                          o->shard_optimizer ? "; optimizer state sharded (ZeRO-1)" : "");
-        log_parameters(&r);
         /* the newest good checkpoint, named if the run has to stop */
         snprintf(sum->last_checkpoint, sizeof sum->last_checkpoint, "%s", r.resumed_from);
-        stop_signal_install();
         rc = train_loop(&r, sum, err);
-        stop_signal_restore();
-        stop_signal_clear();
     }
     if (rc == 0) {
         cJSON *d = cJSON_CreateObject();
@@ -882,6 +1041,10 @@ int pretrain_run(const PretrainOptions *o, PretrainSummary *sum, BertError *err)
         cJSON_AddNumberToObject(d, "raw_train_time", sum->seconds);
         cJSON_AddNumberToObject(d, "model_time", sum->model_seconds);
         logger_summary(r.log, d);
+        /* issue 35, D11: a log that could not be written fails the run (which trained: say so) */
+        if (logger_error(r.log))
+            rc = bert_fail(err, "%s (the training itself went to step %ld%s%s)", logger_error(r.log), sum->last_step,
+                           sum->last_checkpoint[0] ? "; last checkpoint " : "", sum->last_checkpoint);
     }
     /* an error one process met would leave the others waiting in a collective: end the job */
     if (rc != 0 && r.world > 1) comm_abort(r.comm, 1, err->msg);
@@ -891,7 +1054,21 @@ int pretrain_run(const PretrainOptions *o, PretrainSummary *sum, BertError *err)
     grad_sync_free(r.sync);
     bert_model_free(r.model);
     logger_close(r.log);
+    checkpoint_history_free(&r.written);
     free(r.positions), free(r.vocab);
     comm_close(r.comm);
+    return rc;
+}
+
+int pretrain_run(const PretrainOptions *o, PretrainSummary *sum, BertError *err) {
+    memset(sum, 0, sizeof *sum);
+    sum->final_mlm_accuracy = NAN, sum->final_loss = NAN, sum->mean_loss = NAN;
+    if (check_options(o, err) != 0) return -1;
+    /* from here a stop signal (even one during the setup) ends the run after a step, with a
+     * checkpoint */
+    stop_signal_install();
+    const int rc = run_pretraining(o, sum, err);
+    stop_signal_restore();
+    stop_signal_clear();
     return rc;
 }
