@@ -69,142 +69,135 @@ static TrainerOptions adamw(int accumulation) {
     return o;
 }
 
-static void test_hooks_in_order(void) {
-    BertModel *m = tiny_model(BERT_FP32);
-    if (!m) return;
-    Source s = {.micro_batches = 2, .fail_at = -1};
-    synthetic_batch_alloc(&s.data, B, T, P);
+/* One model, its source of micro-batches and a trainer over them. */
+typedef struct {
+    BertModel *m;
+    Source s;
     Trainer *t;
+    TrainerHooks h;
     BertError err;
-    const TrainerOptions o = adamw(2);
-    CHECK(trainer_create(&t, m, &o, &err) == 0);
-    const TrainerHooks h = hooks_of(&s);
     TrainerStep st;
-    CHECKF(trainer_step(t, &h, &st, &err) == 0, "%s", err.msg);
-    CHECKF(!strcmp(s.log, "n0 f0 b0 a0 n1 f1 b1 a1 u0 "), "%s", s.log);
-    CHECK(st.micro_batches == 2 && st.sequences == 2 * B && !st.skipped && trainer_steps_done(t) == 1);
-    CHECK(st.lr == schedule_lr(&o.schedule, 0) && isfinite(st.grad_norm) && st.grad_norm > 0);
+} Rig;
+
+/* NULL (and a skip, for a precision this CPU lacks) where the model cannot be made. */
+static Rig *rig_open(BertPrecision precision, int micro_batches, const TrainerOptions *o) {
+    Rig *r = calloc(1, sizeof *r);
+    r->m = tiny_model(precision);
+    if (!r->m) return free(r), NULL;
+    r->s = (Source){.micro_batches = micro_batches, .fail_at = -1};
+    synthetic_batch_alloc(&r->s.data, B, T, P);
+    r->h = hooks_of(&r->s);
+    CHECKF(trainer_create(&r->t, r->m, o, &r->err) == 0, "%s", r->err.msg);
+    return r;
+}
+
+static int rig_step(Rig *r) { return trainer_step(r->t, &r->h, &r->st, &r->err); }
+
+static void rig_close(Rig *r) {
+    if (!r) return;
+    trainer_free(r->t);
+    bert_model_free(r->m);
+    synthetic_batch_free(&r->s.data);
+    free(r);
+}
+
+static void test_hooks_in_order(void) {
+    const TrainerOptions o = adamw(2);
+    Rig *r = rig_open(BERT_FP32, 2, &o);
+    if (!r) return;
+    CHECKF(rig_step(r) == 0, "%s", r->err.msg);
+    CHECKF(!strcmp(r->s.log, "n0 f0 b0 a0 n1 f1 b1 a1 u0 "), "%s", r->s.log);
+    CHECK(r->st.micro_batches == 2 && r->st.sequences == 2 * B && !r->st.skipped && trainer_steps_done(r->t) == 1);
+    CHECK(r->st.lr == schedule_lr(&o.schedule, 0) && isfinite(r->st.grad_norm) && r->st.grad_norm > 0);
     /* the second step's rate is the schedule's for one step done */
-    CHECKF(trainer_step(t, &h, &st, &err) == 0, "%s", err.msg);
-    CHECK(st.lr == schedule_lr(&o.schedule, 1) && trainer_steps_done(t) == 2);
-    trainer_free(t);
-    bert_model_free(m);
-    synthetic_batch_free(&s.data);
+    CHECKF(rig_step(r) == 0, "%s", r->err.msg);
+    CHECK(r->st.lr == schedule_lr(&o.schedule, 1) && trainer_steps_done(r->t) == 2);
+    rig_close(r);
 }
 
 /* A step whose source runs dry after one micro-batch (an epoch's end) is still divided by the
  * accumulation count, as NVIDIA's scripts divide each micro-batch's loss: its gradient is half
  * of a one-micro-batch step's, exactly (a power of two). */
 static void test_short_step_divides_by_the_count(void) {
-    BertModel *a = tiny_model(BERT_FP32), *b = tiny_model(BERT_FP32);
-    if (!a || !b) return;
-    Source sa = {.micro_batches = 1, .fail_at = -1}, sb = {.micro_batches = 1, .fail_at = -1};
-    synthetic_batch_alloc(&sa.data, B, T, P), synthetic_batch_alloc(&sb.data, B, T, P);
-    Trainer *ta, *tb;
-    BertError err;
-    const TrainerOptions oa = adamw(2), ob = adamw(1);
-    CHECK(trainer_create(&ta, a, &oa, &err) == 0 && trainer_create(&tb, b, &ob, &err) == 0);
-    const TrainerHooks ha = hooks_of(&sa), hb = hooks_of(&sb);
-    TrainerStep st;
-    CHECKF(trainer_step(ta, &ha, &st, &err) == 0, "%s", err.msg);
-    CHECK(st.micro_batches == 1 && !strcmp(sa.log, "n0 f0 b0 a0 n1 u0 "));
-    CHECKF(trainer_step(tb, &hb, &st, &err) == 0, "%s", err.msg);
-    const float *ga = bert_grads(a), *gb = bert_grads(b);
-    size_t differ = 0;
-    for (size_t i = 0; i < bert_num_parameters(a); i++) differ += ga[i] != 0.5f * gb[i];
-    CHECKF(differ == 0, "%zu gradients are not half", differ);
-    trainer_free(ta), trainer_free(tb);
-    bert_model_free(a), bert_model_free(b);
-    synthetic_batch_free(&sa.data), synthetic_batch_free(&sb.data);
+    const TrainerOptions two = adamw(2), one = adamw(1);
+    Rig *a = rig_open(BERT_FP32, 1, &two), *b = rig_open(BERT_FP32, 1, &one);
+    if (a && b) {
+        CHECKF(rig_step(a) == 0, "%s", a->err.msg);
+        CHECK(a->st.micro_batches == 1 && !strcmp(a->s.log, "n0 f0 b0 a0 n1 u0 "));
+        CHECKF(rig_step(b) == 0, "%s", b->err.msg);
+        const float *ga = bert_grads(a->m), *gb = bert_grads(b->m);
+        size_t differ = 0;
+        for (size_t i = 0; i < bert_num_parameters(a->m); i++) differ += ga[i] != 0.5f * gb[i];
+        CHECKF(differ == 0, "%zu gradients are not half", differ);
+    }
+    rig_close(a), rig_close(b);
 }
 
 static void test_errors(void) {
-    BertModel *m = tiny_model(BERT_FP32);
-    if (!m) return;
-    Source s = {.micro_batches = 0, .fail_at = -1};
-    synthetic_batch_alloc(&s.data, B, T, P);
-    Trainer *t;
-    BertError err;
     const TrainerOptions o = adamw(2);
-    CHECK(trainer_create(&t, m, &o, &err) == 0);
-    const TrainerHooks h = hooks_of(&s);
-    TrainerStep st;
-    CHECK(trainer_step(t, &h, &st, &err) != 0 && strstr(err.msg, "without a micro-batch"));
-    s.micro_batches = 2, s.fail_at = 1;
-    CHECK(trainer_step(t, &h, &st, &err) != 0 && strstr(err.msg, "the source failed at 1"));
-    CHECK(trainer_steps_done(t) == 0);
+    Rig *r = rig_open(BERT_FP32, 0, &o);
+    if (!r) return;
+    CHECK(rig_step(r) != 0 && strstr(r->err.msg, "without a micro-batch"));
+    r->s.micro_batches = 2, r->s.fail_at = 1;
+    CHECK(rig_step(r) != 0 && strstr(r->err.msg, "the source failed at 1"));
+    CHECK(trainer_steps_done(r->t) == 0);
     /* a NaN weight: the loss is not finite, and nothing is updated */
-    s.fail_at = -1;
+    r->s.fail_at = -1;
     float nan = NAN;
-    const BertParamInfo *w = bert_find_param(m, "bert.embeddings.word_embeddings.weight");
+    const BertParamInfo *w = bert_find_param(r->m, "bert.embeddings.word_embeddings.weight");
     for (int id = 0; id < SYNTHETIC_TOPIC_VOCAB; id++) memcpy(w->data + (size_t)id * w->shape[1], &nan, sizeof nan);
-    bert_params_changed(m);
-    CHECK(trainer_step(t, &h, &st, &err) != 0 && strstr(err.msg, "not finite") && trainer_steps_done(t) == 0);
+    bert_params_changed(r->m);
+    CHECK(rig_step(r) != 0 && strstr(r->err.msg, "not finite") && trainer_steps_done(r->t) == 0);
     TrainerOptions bad = adamw(0);
     Trainer *none = NULL;
-    CHECK(trainer_create(&none, m, &bad, &err) != 0 && none == NULL);
-    trainer_free(t);
-    bert_model_free(m);
-    synthetic_batch_free(&s.data);
+    CHECK(trainer_create(&none, r->m, &bad, &r->err) != 0 && none == NULL);
+    rig_close(r);
 }
 
 /* fp16: a scale that overflows is halved and the step skipped (no update, the count stays);
  * 64 skips in a row are an error. */
 static void test_loss_scaler_skips(void) {
-    BertModel *m = tiny_model(BERT_FP16);
-    if (!m) return;
-    Source s = {.micro_batches = 1, .fail_at = -1};
-    synthetic_batch_alloc(&s.data, B, T, P);
     TrainerOptions o = adamw(1);
     o.loss_scaling = true, o.loss_scale = 1e38, o.dynamic_loss_scale = true;
-    Trainer *t;
-    BertError err;
-    CHECK(trainer_create(&t, m, &o, &err) == 0);
-    const TrainerHooks h = hooks_of(&s);
-    TrainerStep st;
-    const float before = bert_param_info(m, 0)->data[0];
-    CHECKF(trainer_step(t, &h, &st, &err) == 0, "%s", err.msg);
-    CHECK(st.skipped && !isfinite(st.grad_norm) && trainer_steps_done(t) == 0 && trainer_skipped_steps(t) == 1);
-    CHECK(trainer_loss_scale(t) == 0.5e38 && bert_param_info(m, 0)->data[0] == before);
-    CHECK(strstr(s.log, "u0") == NULL);   /* no update after a skip */
+    Rig *r = rig_open(BERT_FP16, 1, &o);
+    if (!r) return;
+    const float before = bert_param_info(r->m, 0)->data[0];
+    CHECKF(rig_step(r) == 0, "%s", r->err.msg);
+    CHECK(r->st.skipped && !isfinite(r->st.grad_norm) && trainer_steps_done(r->t) == 0 &&
+          trainer_skipped_steps(r->t) == 1);
+    CHECK(trainer_loss_scale(r->t) == 0.5e38 && bert_param_info(r->m, 0)->data[0] == before);
+    CHECK(strstr(r->s.log, "u0") == NULL);   /* no update after a skip */
     int rc = 0, steps = 1;
-    while (rc == 0 && steps < 100) rc = trainer_step(t, &h, &st, &err), steps++;
-    CHECKF(rc != 0 && steps == LOSS_SCALER_MAX_OVERFLOWS_IN_A_ROW && strstr(err.msg, "overflowed 64 times in a row"),
-           "after %d steps: %s", steps, err.msg);
-    trainer_free(t);
+    while (rc == 0 && steps < 100) rc = rig_step(r), steps++;
+    CHECKF(rc != 0 && steps == LOSS_SCALER_MAX_OVERFLOWS_IN_A_ROW && strstr(r->err.msg, "overflowed 64 times in a row"),
+           "after %d steps: %s", steps, r->err.msg);
     /* a scale that fits: the step is taken */
+    trainer_free(r->t);
     o.loss_scale = 1024;
-    CHECK(trainer_create(&t, m, &o, &err) == 0);
-    CHECKF(trainer_step(t, &h, &st, &err) == 0 && !st.skipped && trainer_steps_done(t) == 1, "%s", err.msg);
-    trainer_free(t);
-    bert_model_free(m);
-    synthetic_batch_free(&s.data);
+    CHECK(trainer_create(&r->t, r->m, &o, &r->err) == 0);
+    CHECKF(rig_step(r) == 0 && !r->st.skipped && trainer_steps_done(r->t) == 1, "%s", r->err.msg);
+    rig_close(r);
 }
 
 /* The trainer refreshes the model's 16-bit weight copies after each update: after a step, a
  * bf16 forward gives what a model loaded fresh with the new fp32 weights gives. */
 static void test_weight_copies_follow_updates(void) {
-    BertModel *m = tiny_model(BERT_BF16_EMULATED), *fresh = tiny_model(BERT_BF16_EMULATED);
-    if (!m || !fresh) return;
-    Source s = {.micro_batches = 1, .fail_at = -1};
-    synthetic_batch_alloc(&s.data, B, T, P);
-    Trainer *t;
-    BertError err;
     TrainerOptions o = adamw(1);
     o.schedule = (Schedule){.kind = SCHEDULE_CONSTANT, .base_lr = 1e-2};
-    CHECK(trainer_create(&t, m, &o, &err) == 0);
-    const TrainerHooks h = hooks_of(&s);
-    TrainerStep st;
-    for (int step = 0; step < 2; step++) CHECKF(trainer_step(t, &h, &st, &err) == 0, "%s", err.msg);
-    /* (bert_params would mark m's copies stale itself: read m's weights through the table) */
-    memcpy(bert_params(fresh), bert_param_info(m, 0)->data, sizeof(float) * bert_num_parameters(m));
-    bert_params_changed(fresh);
-    synthetic_batch_topics(&s.data, 11, 0);
-    const float after = bert_forward(m, &s.data.train, false, 0), expect = bert_forward(fresh, &s.data.train, false, 0);
-    CHECKF(after == expect, "loss %.9g after the steps, %.9g from the same weights loaded fresh", after, expect);
-    trainer_free(t);
-    bert_model_free(m), bert_model_free(fresh);
-    synthetic_batch_free(&s.data);
+    Rig *r = rig_open(BERT_BF16_EMULATED, 1, &o);
+    BertModel *fresh = tiny_model(BERT_BF16_EMULATED);
+    if (r && fresh) {
+        for (int step = 0; step < 2; step++) CHECKF(rig_step(r) == 0, "%s", r->err.msg);
+        /* (bert_params would mark the copies stale itself: read the weights through the table) */
+        memcpy(bert_params(fresh), bert_param_info(r->m, 0)->data, sizeof(float) * bert_num_parameters(r->m));
+        bert_params_changed(fresh);
+        synthetic_batch_topics(&r->s.data, 11, 0);
+        const float after = bert_forward(r->m, &r->s.data.train, false, 0);
+        const float expect = bert_forward(fresh, &r->s.data.train, false, 0);
+        CHECKF(after == expect, "loss %.9g after the steps, %.9g from the same weights loaded fresh", after, expect);
+    }
+    rig_close(r);
+    bert_model_free(fresh);
 }
 
 int main(void) {

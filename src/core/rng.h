@@ -57,6 +57,18 @@ static inline double rng_normal(uint64_t key, uint64_t counter) {
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
+/* Element i of a tensor drawn from a normal of standard deviation std truncated to [-2 std,
+ * 2 std] by redrawing (TF's truncated_normal_initializer): up to 64 draws (key, i 64 +
+ * attempt), 0 if none falls inside. */
+static inline float rng_truncated_normal(uint64_t key, uint64_t i, float std) {
+    double z = 0.0;
+    for (uint64_t attempt = 0; attempt < 64; attempt++) {
+        z = rng_normal(key, i * 64 + attempt);
+        if (fabs(z) <= 2.0) break;
+    }
+    return (float)(fabs(z) <= 2.0 ? z * std : 0.0);
+}
+
 /* Dropout keeps an element when its 32 random bits reach this threshold (P(keep) = 1 - p). */
 RNG_HD static inline uint32_t rng_dropout_threshold(float p) {
     double t = (double)p * 4294967296.0;

@@ -118,14 +118,7 @@ void k_fill(float *x, size_t n, float value) {
 
 void k_truncated_normal(float *x, size_t n, float std, uint64_t key) {
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        double z = 0.0;
-        for (uint64_t attempt = 0; attempt < 64; attempt++) {
-            z = rng_normal(key, (uint64_t)i * 64 + attempt);
-            if (fabs(z) <= 2.0) break;
-        }
-        x[i] = (float)(fabs(z) <= 2.0 ? z * std : 0.0);
-    }
+    for (size_t i = 0; i < n; i++) x[i] = rng_truncated_normal(key, i, std);
 }
 
 long k_count_argmax_matches(const float *logits, const int32_t *labels, int M, int V, long *labelled) {

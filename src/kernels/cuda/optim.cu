@@ -138,14 +138,7 @@ extern "C" void k_fill(float *x, size_t n, float value) {
  * the same seed must give both backends the same initial weights. Once per run. */
 extern "C" void k_truncated_normal(float *x, size_t n, float std, uint64_t key) {
     float *host = (float *)malloc(sizeof(float) * (n ? n : 1));
-    for (size_t i = 0; i < n; i++) {
-        double z = 0.0;
-        for (uint64_t attempt = 0; attempt < 64; attempt++) {
-            z = rng_normal(key, (uint64_t)i * 64 + attempt);
-            if (fabs(z) <= 2.0) break;
-        }
-        host[i] = (float)(fabs(z) <= 2.0 ? z * std : 0.0);
-    }
+    for (size_t i = 0; i < n; i++) host[i] = rng_truncated_normal(key, i, std);
     k_upload(x, host, sizeof(float) * n);
     free(host);
 }
