@@ -229,6 +229,13 @@ static bool err_has(const char *text) {
     return has;
 }
 
+static bool err_has_quiet(const char *text) {
+    char *err = slurp("err");
+    bool has = err && strstr(err, text);
+    free(err);
+    return has;
+}
+
 /* Issue 14, defect 11: failures that were silent, empty, buried or hung now say one clear
  * line each. */
 static void test_messages(void) {
@@ -317,6 +324,28 @@ static void test_output_is_input_by_identity(void) {
     CHECK(shell(cmd) == 1 && err_has("output './v.txt' is input 'v.txt'"));
 }
 
+/* Issue 36, point 4: a misspelt flag, preset or command is answered with the closest names;
+ * a name far from all of them gets no guess. */
+static void test_suggestions(void) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s glue --task_nme mrpc > out 2> err", bert);
+    CHECK(shell(cmd) != 0 && err_has("unknown flag '--task_nme': did you mean --task_name?"));
+    snprintf(cmd, sizeof cmd, "%s pretrain --train-batch-size=8 > out 2> err", bert);   /* dashes for underscores */
+    CHECK(shell(cmd) != 0 && err_has("'--train-batch-size': did you mean --train_batch_size?"));
+    snprintf(cmd, sizeof cmd, "%s tokenize --vocab_fiel x > out 2> err", bert);   /* two letters swapped */
+    CHECK(shell(cmd) != 0 && err_has("did you mean --vocab_file?"));
+    snprintf(cmd, sizeof cmd, "%s tokenize --xyzzy > out 2> err", bert);
+    CHECK(shell(cmd) != 0 && err_has("unknown flag '--xyzzy' (see") && !err_has_quiet("did you mean"));
+    snprintf(cmd, sizeof cmd, "%s bench --preset bert-bsae > out 2> err", bert);
+    CHECK(shell(cmd) != 0 && err_has("unknown preset 'bert-bsae': did you mean bert-base?"));
+    snprintf(cmd, sizeof cmd, "%s train_demo --model bert-lagre > out 2> err", bert);
+    CHECK(shell(cmd) != 0 && err_has("'bert-lagre' is neither a preset nor a config file: did you mean bert-large?"));
+    snprintf(cmd, sizeof cmd, "%s pretrain --input_dir x --output_dir y --bert_model bert-tinny > out 2> err", bert);
+    CHECK(shell(cmd) != 0 && err_has("did you mean bert-tiny?"));
+    snprintf(cmd, sizeof cmd, "%s tokenise > out 2> err", bert);
+    CHECK(shell(cmd) != 0 && err_has("unknown command 'tokenise': did you mean tokenize?"));
+}
+
 int main(int argc, char **argv) {
     char cwd[512];
     if (!getcwd(cwd, sizeof cwd) || test_bert_binary(argv[0], bert, sizeof bert) != 0) return 1;
@@ -332,6 +361,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_hostile_flags_and_inputs);
     RUN_TEST(test_messages);
     RUN_TEST(test_output_is_input_by_identity);
+    RUN_TEST(test_suggestions);
     char cleanup[600];
     snprintf(cleanup, sizeof cleanup, "rm -rf %s", dir);
     if (system(cleanup) != 0) fprintf(stderr, "could not remove %s\n", dir);

@@ -80,7 +80,13 @@ int main(int argc, char **argv) {
     }
     for (int i = 0; i < NCOMMANDS; i++)
         if (!strcmp(argv[1], COMMANDS[i].name)) return check_writes(argv[1], COMMANDS[i].run(argc - 2, argv + 2));
-    fprintf(stderr, "bert: unknown command '%s'\n\n", argv[1]);
+    const char *names[sizeof COMMANDS / sizeof COMMANDS[0]];
+    for (int i = 0; i < NCOMMANDS; i++) names[i] = COMMANDS[i].name;
+    char hint[256];
+    if (suggest_names(argv[1], strlen(argv[1]), names, NCOMMANDS, hint, sizeof hint) > 0)
+        fprintf(stderr, "bert: unknown command '%s': %s\n\n", argv[1], hint);
+    else
+        fprintf(stderr, "bert: unknown command '%s'\n\n", argv[1]);
     print_help(stderr);
     return 2;
 }
