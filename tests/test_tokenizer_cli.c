@@ -346,6 +346,29 @@ static void test_suggestions(void) {
     CHECK(shell(cmd) != 0 && err_has("unknown command 'tokenise': did you mean tokenize?"));
 }
 
+/* Issue 36, point 4: a command run without its required flags names every one missing, and
+ * only those; one without its positional arguments shows its usage line. */
+static void test_required_flags(void) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s glue > out 2> err", bert);
+    CHECK(shell(cmd) == 2 &&
+          err_has("bert glue: --task_name, --data_dir, --output_dir and --init_checkpoint are required (see"));
+    snprintf(cmd, sizeof cmd, "%s glue --task_name mrpc --init_checkpoint m --output_dir o > out 2> err", bert);
+    CHECK(shell(cmd) == 2 && err_has("bert glue: --data_dir is required (see 'bert glue --help')"));
+    snprintf(cmd, sizeof cmd, "%s squad --output_dir o > out 2> err", bert);
+    CHECK(shell(cmd) == 2 && err_has("bert squad: --init_checkpoint is required"));
+    snprintf(cmd, sizeof cmd, "%s pretrain --input_dir x > out 2> err", bert);
+    CHECK(shell(cmd) == 2 && err_has("bert pretrain: --output_dir is required"));
+    snprintf(cmd, sizeof cmd, "%s vocab --vocab_size 100 > out 2> err", bert);
+    CHECK(shell(cmd) == 2 && err_has("bert vocab: --input_file and -o are required"));
+    snprintf(cmd, sizeof cmd, "%s create_pretraining_data --vocab_file v.txt > out 2> err", bert);
+    CHECK(shell(cmd) == 2 && err_has("--input_file and --output_file are required"));
+    snprintf(cmd, sizeof cmd, "%s embed < /dev/null > out 2> err", bert);
+    CHECK(shell(cmd) == 2 && err_has("bert embed: --init_checkpoint is required"));
+    snprintf(cmd, sizeof cmd, "%s squad_eval data.json > out 2> err", bert);
+    CHECK(shell(cmd) == 2 && err_has("missing argument: usage: bert squad_eval DATASET.json PREDICTIONS.json"));
+}
+
 int main(int argc, char **argv) {
     char cwd[512];
     if (!getcwd(cwd, sizeof cwd) || test_bert_binary(argv[0], bert, sizeof bert) != 0) return 1;
@@ -362,6 +385,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_messages);
     RUN_TEST(test_output_is_input_by_identity);
     RUN_TEST(test_suggestions);
+    RUN_TEST(test_required_flags);
     char cleanup[600];
     snprintf(cleanup, sizeof cleanup, "rm -rf %s", dir);
     if (system(cleanup) != 0) fprintf(stderr, "could not remove %s\n", dir);

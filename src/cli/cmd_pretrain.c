@@ -82,6 +82,7 @@ int cmd_pretrain(int argc, char **argv) {
                            flags, (int)(sizeof flags / sizeof flags[0]), 0, 0};
     int rc = flags_parse(&spec, argc, argv, NULL, NULL);
     if (rc) return rc > 0 ? 0 : 2;
+    if (flags_require(&spec, "input_dir,output_dir") != 0) return 2;
     if (bf16 + bf16_emulate + fp16 > 1) {
         fprintf(stderr, "bert pretrain: give one of --bf16, --bf16_emulate and --fp16\n");
         return 2;

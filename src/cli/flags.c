@@ -118,11 +118,31 @@ int flags_parse(const FlagSpec *spec, int argc, char **argv, char **positional, 
         if (set_value(spec, f, value) != 0) return -1;
     }
     if (npos < spec->min_positional) {
-        fprintf(stderr, "bert %s: missing argument (see 'bert %s --help')\n", spec->command, spec->command);
+        fprintf(stderr, "bert %s: missing argument: usage: bert %.*s (see 'bert %s --help')\n", spec->command,
+                (int)strcspn(spec->synopsis, "\n"), spec->synopsis, spec->command);
         return -1;
     }
     if (npositional) *npositional = npos;
     return 0;
+}
+
+int flags_require(const FlagSpec *spec, const char *names) {
+    const Flag *missing[16];
+    int n = 0;
+    for (const char *p = names; *p;) {
+        const size_t len = strcspn(p, ",");
+        const Flag *f = find_flag(spec, p, len);
+        if (!f || f->kind != FLAG_STRING) die("flags_require: '%.*s' is not a string flag of %s", (int)len, p, spec->command);
+        if (!*(const char **)f->dest && n < 16) missing[n++] = f;
+        p += len + (p[len] == ',');
+    }
+    if (n == 0) return 0;
+    fprintf(stderr, "bert %s: ", spec->command);
+    for (int i = 0; i < n; i++)
+        fprintf(stderr, "%s%s%s", i == 0 ? "" : i + 1 == n ? " and " : ", ", strlen(missing[i]->name) == 1 ? "-" : "--",
+                missing[i]->name);
+    fprintf(stderr, " %s required (see 'bert %s --help')\n", n == 1 ? "is" : "are", spec->command);
+    return -1;
 }
 
 void flags_usage(const FlagSpec *spec, FILE *out) {
