@@ -365,6 +365,10 @@ static void test_required_flags(void) {
     CHECK(shell(cmd) == 2 && err_has("--input_file and --output_file are required"));
     snprintf(cmd, sizeof cmd, "%s embed < /dev/null > out 2> err", bert);
     CHECK(shell(cmd) == 2 && err_has("bert embed: --init_checkpoint is required"));
+    /* --phase2 without --phase1_end_step: said before any work, no hidden 7038 */
+    snprintf(cmd, sizeof cmd, "mkdir -p shards && %s pretrain --input_dir shards --output_dir p2 --bert_model bert-tiny "
+                              "--phase2 --resume_from_checkpoint > out 2> err", bert);
+    CHECK(shell(cmd) == 1 && err_has("--phase2 needs --phase1_end_step") && !exists("p2"));
     snprintf(cmd, sizeof cmd, "%s squad_eval data.json > out 2> err", bert);
     CHECK(shell(cmd) == 2 && err_has("missing argument: usage: bert squad_eval DATASET.json PREDICTIONS.json"));
 }
