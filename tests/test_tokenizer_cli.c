@@ -373,6 +373,23 @@ static void test_required_flags(void) {
     CHECK(shell(cmd) == 2 && err_has("missing argument: usage: bert squad_eval DATASET.json PREDICTIONS.json"));
 }
 
+/* Issue 36, point 4: `bert --version` names the version and the build: the GEMM library with
+ * the ISA it runs, the compiled instruction sets, MPI and CUDA. */
+static void test_version(void) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s --version > out 2> err", bert);
+    CHECK(shell(cmd) == 0);
+    char *out = slurp("out");
+    CHECKF(out && !strncmp(out, "bert.c ", 7) && strstr(out, "\n  GEMM      ") &&
+           (strstr(out, "oneDNN ") || strstr(out, "OpenBLAS ")) && strstr(out, "\n  ISA       compiled for x86-64") &&
+           strstr(out, "\n  MPI       ") && strstr(out, "\n  CUDA      none"), "got '%s'", out ? out : "(none)");
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s --verison > out 2> err", bert);
+    CHECK(shell(cmd) == 2 && err_has("unknown command '--verison': did you mean --version?"));
+    snprintf(cmd, sizeof cmd, "%s --version > /dev/full 2> err", bert);   /* a lost output is an error */
+    CHECK(shell(cmd) == 1);
+}
+
 int main(int argc, char **argv) {
     char cwd[512];
     if (!getcwd(cwd, sizeof cwd) || test_bert_binary(argv[0], bert, sizeof bert) != 0) return 1;
@@ -390,6 +407,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_output_is_input_by_identity);
     RUN_TEST(test_suggestions);
     RUN_TEST(test_required_flags);
+    RUN_TEST(test_version);
     char cleanup[600];
     snprintf(cleanup, sizeof cleanup, "rm -rf %s", dir);
     if (system(cleanup) != 0) fprintf(stderr, "could not remove %s\n", dir);
