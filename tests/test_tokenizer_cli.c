@@ -229,6 +229,13 @@ static bool err_has(const char *text) {
     return has;
 }
 
+static bool err_has_quiet(const char *text) {
+    char *err = slurp("err");
+    bool has = err && strstr(err, text);
+    free(err);
+    return has;
+}
+
 /* Issue 14, defect 11: failures that were silent, empty, buried or hung now say one clear
  * line each. */
 static void test_messages(void) {
@@ -317,6 +324,72 @@ static void test_output_is_input_by_identity(void) {
     CHECK(shell(cmd) == 1 && err_has("output './v.txt' is input 'v.txt'"));
 }
 
+/* Issue 36, point 4: a misspelt flag, preset or command is answered with the closest names;
+ * a name far from all of them gets no guess. */
+static void test_suggestions(void) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s glue --task_nme mrpc > out 2> err", bert);
+    CHECK(shell(cmd) != 0 && err_has("unknown flag '--task_nme': did you mean --task_name?"));
+    snprintf(cmd, sizeof cmd, "%s pretrain --train-batch-size=8 > out 2> err", bert);   /* dashes for underscores */
+    CHECK(shell(cmd) != 0 && err_has("'--train-batch-size': did you mean --train_batch_size?"));
+    snprintf(cmd, sizeof cmd, "%s tokenize --vocab_fiel x > out 2> err", bert);   /* two letters swapped */
+    CHECK(shell(cmd) != 0 && err_has("did you mean --vocab_file?"));
+    snprintf(cmd, sizeof cmd, "%s tokenize --xyzzy > out 2> err", bert);
+    CHECK(shell(cmd) != 0 && err_has("unknown flag '--xyzzy' (see") && !err_has_quiet("did you mean"));
+    snprintf(cmd, sizeof cmd, "%s bench --preset bert-bsae > out 2> err", bert);
+    CHECK(shell(cmd) != 0 && err_has("unknown preset 'bert-bsae': did you mean bert-base?"));
+    snprintf(cmd, sizeof cmd, "%s train_demo --model bert-lagre > out 2> err", bert);
+    CHECK(shell(cmd) != 0 && err_has("'bert-lagre' is neither a preset nor a config file: did you mean bert-large?"));
+    snprintf(cmd, sizeof cmd, "%s pretrain --input_dir x --output_dir y --bert_model bert-tinny > out 2> err", bert);
+    CHECK(shell(cmd) != 0 && err_has("did you mean bert-tiny?"));
+    snprintf(cmd, sizeof cmd, "%s tokenise > out 2> err", bert);
+    CHECK(shell(cmd) != 0 && err_has("unknown command 'tokenise': did you mean tokenize?"));
+}
+
+/* Issue 36, point 4: a command run without its required flags names every one missing, and
+ * only those; one without its positional arguments shows its usage line. */
+static void test_required_flags(void) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s glue > out 2> err", bert);
+    CHECK(shell(cmd) == 2 &&
+          err_has("bert glue: --task_name, --data_dir, --output_dir and --init_checkpoint are required (see"));
+    snprintf(cmd, sizeof cmd, "%s glue --task_name mrpc --init_checkpoint m --output_dir o > out 2> err", bert);
+    CHECK(shell(cmd) == 2 && err_has("bert glue: --data_dir is required (see 'bert glue --help')"));
+    snprintf(cmd, sizeof cmd, "%s squad --output_dir o > out 2> err", bert);
+    CHECK(shell(cmd) == 2 && err_has("bert squad: --init_checkpoint is required"));
+    snprintf(cmd, sizeof cmd, "%s pretrain --input_dir x > out 2> err", bert);
+    CHECK(shell(cmd) == 2 && err_has("bert pretrain: --output_dir is required"));
+    snprintf(cmd, sizeof cmd, "%s vocab --vocab_size 100 > out 2> err", bert);
+    CHECK(shell(cmd) == 2 && err_has("bert vocab: --input_file and -o are required"));
+    snprintf(cmd, sizeof cmd, "%s create_pretraining_data --vocab_file v.txt > out 2> err", bert);
+    CHECK(shell(cmd) == 2 && err_has("--input_file and --output_file are required"));
+    snprintf(cmd, sizeof cmd, "%s embed < /dev/null > out 2> err", bert);
+    CHECK(shell(cmd) == 2 && err_has("bert embed: --init_checkpoint is required"));
+    /* --phase2 without --phase1_end_step: said before any work, no hidden 7038 */
+    snprintf(cmd, sizeof cmd, "mkdir -p shards && %s pretrain --input_dir shards --output_dir p2 --bert_model bert-tiny "
+                              "--phase2 --resume_from_checkpoint > out 2> err", bert);
+    CHECK(shell(cmd) == 1 && err_has("--phase2 needs --phase1_end_step") && !exists("p2"));
+    snprintf(cmd, sizeof cmd, "%s squad_eval data.json > out 2> err", bert);
+    CHECK(shell(cmd) == 2 && err_has("missing argument: usage: bert squad_eval DATASET.json PREDICTIONS.json"));
+}
+
+/* Issue 36, point 4: `bert --version` names the version and the build: the GEMM library with
+ * the ISA it runs, the compiled instruction sets, MPI and CUDA. */
+static void test_version(void) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s --version > out 2> err", bert);
+    CHECK(shell(cmd) == 0);
+    char *out = slurp("out");
+    CHECKF(out && !strncmp(out, "bert.c ", 7) && strstr(out, "\n  GEMM      ") &&
+           (strstr(out, "oneDNN ") || strstr(out, "OpenBLAS ")) && strstr(out, "\n  ISA       compiled for x86-64") &&
+           strstr(out, "\n  MPI       ") && strstr(out, "\n  CUDA      none"), "got '%s'", out ? out : "(none)");
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s --verison > out 2> err", bert);
+    CHECK(shell(cmd) == 2 && err_has("unknown command '--verison': did you mean --version?"));
+    snprintf(cmd, sizeof cmd, "%s --version > /dev/full 2> err", bert);   /* a lost output is an error */
+    CHECK(shell(cmd) == 1);
+}
+
 int main(int argc, char **argv) {
     char cwd[512];
     if (!getcwd(cwd, sizeof cwd) || test_bert_binary(argv[0], bert, sizeof bert) != 0) return 1;
@@ -332,6 +405,9 @@ int main(int argc, char **argv) {
     RUN_TEST(test_hostile_flags_and_inputs);
     RUN_TEST(test_messages);
     RUN_TEST(test_output_is_input_by_identity);
+    RUN_TEST(test_suggestions);
+    RUN_TEST(test_required_flags);
+    RUN_TEST(test_version);
     char cleanup[600];
     snprintf(cleanup, sizeof cleanup, "rm -rf %s", dir);
     if (system(cleanup) != 0) fprintf(stderr, "could not remove %s\n", dir);

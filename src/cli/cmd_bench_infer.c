@@ -54,6 +54,7 @@ int cmd_bench_infer(int argc, char **argv) {
                                           "[--preset bert-base] [flags]", flags, (int)(sizeof flags / sizeof flags[0]), 0, 0};
     int rc = flags_parse(&spec, argc, argv, NULL, NULL);
     if (rc) return rc > 0 ? 0 : 2;
+    if (flags_require(&spec, "vocab_file") != 0) return 2;
     if (!vocab_file || !!glue == !!squad || (glue && !data_dir) || batch < 1 || latency_sequences < 1) {
         fprintf(stderr, "bert bench_infer: give --vocab_file and one of --glue_task (with --data_dir) and --squad_file\n");
         return 2;

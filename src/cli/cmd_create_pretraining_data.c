@@ -74,10 +74,7 @@ int cmd_create_pretraining_data(int argc, char **argv) {
                            flags, (int)(sizeof flags / sizeof flags[0]), 0, 0};
     int prc = flags_parse(&spec, argc, argv, NULL, NULL);
     if (prc != 0) return prc > 0 ? 0 : 2;
-    if (!input_file || !output_file || !vocab_file) {
-        fprintf(stderr, "bert create_pretraining_data: --input_file, --output_file and --vocab_file are required\n");
-        return 2;
-    }
+    if (flags_require(&spec, "input_file,output_file,vocab_file") != 0) return 2;
     opt.random_seed = (int64_t)seed;
     char clash[4096];
     if (output_among_inputs(input_file, output_file, clash, sizeof clash) ||   /* the shard would replace its text */

@@ -36,7 +36,7 @@ int cmd_embed(int argc, char **argv) {
                            flags, (int)(sizeof flags / sizeof flags[0]), 0, 0};
     int rc = flags_parse(&spec, argc, argv, NULL, NULL);
     if (rc) return rc > 0 ? 0 : 2;
-    if (!init) return fprintf(stderr, "bert embed: --init_checkpoint is required\n"), 2;
+    if (flags_require(&spec, "init_checkpoint") != 0) return 2;
     if (threads > 0) omp_set_num_threads(threads);
     struct stat st;
     if (stat(init, &st) != 0) return fprintf(stderr, "bert embed: --init_checkpoint %s: no such file or folder\n", init), 1;

@@ -25,10 +25,7 @@ int cmd_format(int argc, char **argv) {
     int npos = 0;
     int rc = flags_parse(&spec, argc, argv, pos, &npos);
     if (rc != 0) return rc > 0 ? 0 : 2;
-    if (!out) {
-        fprintf(stderr, "bert format: -o OUT is required\n");
-        return 2;
-    }
+    if (flags_require(&spec, "o") != 0) return 2;
     if (!(opt.max_page_mb > 0 && opt.max_page_mb <= 1048576)) {
         fprintf(stderr, "bert format: --max_page_mb must be in (0, 1048576]\n");
         return 2;

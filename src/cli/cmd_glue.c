@@ -24,6 +24,7 @@ int cmd_glue(int argc, char **argv) {
                            flags, n, 0, 0};
     int rc = flags_parse(&spec, argc, argv, NULL, NULL);
     if (rc) return rc > 0 ? 0 : 2;
+    if (flags_require(&spec, "task_name,data_dir,output_dir,init_checkpoint") != 0) return 2;
     if (finetune_flags_finish("glue", &o.ft, &ft) != 0) return 2;
     o.train_examples = (long)train_examples;
     GlueResult r;

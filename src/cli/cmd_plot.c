@@ -17,10 +17,7 @@ int cmd_plot(int argc, char **argv) {
                      64};
     int rc = flags_parse(&spec, argc, argv, logs, &n_logs);
     if (rc != 0) return rc > 0 ? 0 : 2;
-    if (!out_path) {
-        fprintf(stderr, "bert plot: -o OUT.svg is required\n");
-        return 2;
-    }
+    if (flags_require(&spec, "o") != 0) return 2;
     for (int i = 0; i < n_logs; i++)
         if (is_same_file(logs[i], out_path)) {
             fprintf(stderr, "bert plot: output '%s' is input '%s'\n", out_path, logs[i]);

@@ -42,7 +42,7 @@ int cmd_pretrain(int argc, char **argv) {
         {"steps_this_run", FLAG_INT64, &steps_this_run, "stop (with a checkpoint) after this many steps; default all"},
         {"seed", FLAG_INT64, &seed, "data order, initial weights and dropout; default 42"},
         {"phase2", FLAG_BOOL, &o.phase2, "phase 2: start from phase 1's newest checkpoint (with --resume_from_checkpoint)"},
-        {"phase1_end_step", FLAG_INT64, &phase1_end_step, "phase 1's last step (phase-2 checkpoints are named past it)"},
+        {"phase1_end_step", FLAG_INT64, &phase1_end_step, "phase 1's last step (phase-2 checkpoints are named past it); required with --phase2"},
         {"resume_from_checkpoint", FLAG_BOOL, &o.resume_from_checkpoint, "continue from the newest complete checkpoint"},
         {"resume_step", FLAG_INT64, &resume_step, "resume from this checkpoint step instead of the newest"},
         {"num_steps_per_checkpoint", FLAG_INT64, &ckpt_every, "checkpoint every N steps; default 200"},
@@ -82,6 +82,7 @@ int cmd_pretrain(int argc, char **argv) {
                            flags, (int)(sizeof flags / sizeof flags[0]), 0, 0};
     int rc = flags_parse(&spec, argc, argv, NULL, NULL);
     if (rc) return rc > 0 ? 0 : 2;
+    if (flags_require(&spec, "input_dir,output_dir") != 0) return 2;
     if (bf16 + bf16_emulate + fp16 > 1) {
         fprintf(stderr, "bert pretrain: give one of --bf16, --bf16_emulate and --fp16\n");
         return 2;

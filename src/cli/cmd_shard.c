@@ -31,10 +31,7 @@ int cmd_shard(int argc, char **argv) {
                      flags, (int)(sizeof flags / sizeof flags[0]), 0, 0};
     int rc = flags_parse(&spec, argc, argv, NULL, NULL);
     if (rc != 0) return rc > 0 ? 0 : 2;
-    if (!inputs || !output_dir) {
-        fprintf(stderr, "bert shard: --input_files and --output_dir are required\n");
-        return 2;
-    }
+    if (flags_require(&spec, "input_files,output_dir") != 0) return 2;
     if (threads < 0 || threads > FLAGS_MAX_THREADS) {
         fprintf(stderr, "bert shard: --threads must be in [0, %d] (0 = all cores)\n", FLAGS_MAX_THREADS);
         return 2;

@@ -33,6 +33,7 @@ int cmd_squad(int argc, char **argv) {
                            flags, n, 0, 0};
     int rc = flags_parse(&spec, argc, argv, NULL, NULL);
     if (rc) return rc > 0 ? 0 : 2;
+    if (flags_require(&spec, "init_checkpoint,output_dir") != 0) return 2;
     if (finetune_flags_finish("squad", &o.ft, &ft) != 0) return 2;
     SquadResult r;
     BertError err;

@@ -48,10 +48,7 @@ int cmd_tokenize(int argc, char **argv) {
                      (int)(sizeof flags / sizeof flags[0]), 0, 0};
     int rc = flags_parse(&spec, argc, argv, NULL, NULL);
     if (rc != 0) return rc > 0 ? 0 : 2;
-    if (!vocab_file && !basic) {
-        fprintf(stderr, "bert tokenize: --vocab_file is required\n");
-        return 2;
-    }
+    if (!basic && flags_require(&spec, "vocab_file") != 0) return 2;   /* --basic needs no vocabulary */
     if (max_chars < 1 || threads < 1 || block_kib < 1 || repeat < 1) {
         fprintf(stderr, "bert tokenize: --max_input_chars_per_word, --threads, --block_kib and --repeat must be >= 1\n");
         return 2;

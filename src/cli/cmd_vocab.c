@@ -23,10 +23,7 @@ int cmd_vocab(int argc, char **argv) {
                      (int)(sizeof flags / sizeof flags[0]), 0, 0};
     int rc = flags_parse(&spec, argc, argv, NULL, NULL);
     if (rc != 0) return rc > 0 ? 0 : 2;
-    if (!input || !output) {
-        fprintf(stderr, "bert vocab: --input_file and -o are required\n");
-        return 2;
-    }
+    if (flags_require(&spec, "input_file,o") != 0) return 2;
     if (opt.min_frequency < 1 || opt.num_unused < 0 || opt.limit_alphabet < 0 || opt.threads < 1 ||
         opt.max_input_chars_per_word < 1) {
         fprintf(stderr, "bert vocab: --min_frequency, --threads, --max_input_chars_per_word must be >= 1; "

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/common.h"
+
 static const Flag *find_flag(const FlagSpec *spec, const char *name, size_t len) {
     for (int i = 0; i < spec->nflags; i++)
         if (strlen(spec->flags[i].name) == len && strncmp(spec->flags[i].name, name, len) == 0)
@@ -59,6 +61,25 @@ static int set_value(const FlagSpec *spec, const Flag *f, const char *v) {
     return -1;
 }
 
+/* "unknown flag", with the command's closest flag names when one is close (a[0..len) is the
+ * flag as typed, dashes included, without its "=value"). */
+static void unknown_flag(const FlagSpec *spec, const char *a, size_t len) {
+    char (*names)[64] = xmalloc((size_t)(spec->nflags ? spec->nflags : 1) * sizeof *names);
+    const char **list = xmalloc((size_t)(spec->nflags ? spec->nflags : 1) * sizeof *list);
+    for (int i = 0; i < spec->nflags; i++) {
+        snprintf(names[i], sizeof names[i], "%s%s", strlen(spec->flags[i].name) == 1 ? "-" : "--", spec->flags[i].name);
+        list[i] = names[i];
+    }
+    char hint[256];
+    if (suggest_names(a, len, list, spec->nflags, hint, sizeof hint) > 0)
+        fprintf(stderr, "bert %s: unknown flag '%.*s': %s (see 'bert %s --help')\n", spec->command, (int)len, a, hint,
+                spec->command);
+    else
+        fprintf(stderr, "bert %s: unknown flag '%s' (see 'bert %s --help')\n", spec->command, a, spec->command);
+    free(list);
+    free(names);
+}
+
 int flags_parse(const FlagSpec *spec, int argc, char **argv, char **positional, int *npositional) {
     int npos = 0;
     for (int i = 0; i < argc; i++) {
@@ -77,7 +98,7 @@ int flags_parse(const FlagSpec *spec, int argc, char **argv, char **positional, 
         size_t len = eq ? (size_t)(eq - name) : strlen(name);
         const Flag *f = find_flag(spec, name, len);
         if (!f) {
-            fprintf(stderr, "bert %s: unknown flag '%s' (see 'bert %s --help')\n", spec->command, a, spec->command);
+            unknown_flag(spec, a, (size_t)(name - a) + len);
             return -1;
         }
         const char *value;
@@ -97,11 +118,31 @@ int flags_parse(const FlagSpec *spec, int argc, char **argv, char **positional, 
         if (set_value(spec, f, value) != 0) return -1;
     }
     if (npos < spec->min_positional) {
-        fprintf(stderr, "bert %s: missing argument (see 'bert %s --help')\n", spec->command, spec->command);
+        fprintf(stderr, "bert %s: missing argument: usage: bert %.*s (see 'bert %s --help')\n", spec->command,
+                (int)strcspn(spec->synopsis, "\n"), spec->synopsis, spec->command);
         return -1;
     }
     if (npositional) *npositional = npos;
     return 0;
+}
+
+int flags_require(const FlagSpec *spec, const char *names) {
+    const Flag *missing[16];
+    int n = 0;
+    for (const char *p = names; *p;) {
+        const size_t len = strcspn(p, ",");
+        const Flag *f = find_flag(spec, p, len);
+        if (!f || f->kind != FLAG_STRING) die("flags_require: '%.*s' is not a string flag of %s", (int)len, p, spec->command);
+        if (!*(const char **)f->dest && n < 16) missing[n++] = f;
+        p += len + (p[len] == ',');
+    }
+    if (n == 0) return 0;
+    fprintf(stderr, "bert %s: ", spec->command);
+    for (int i = 0; i < n; i++)
+        fprintf(stderr, "%s%s%s", i == 0 ? "" : i + 1 == n ? " and " : ", ", strlen(missing[i]->name) == 1 ? "-" : "--",
+                missing[i]->name);
+    fprintf(stderr, " %s required (see 'bert %s --help')\n", n == 1 ? "is" : "are", spec->command);
+    return -1;
 }
 
 void flags_usage(const FlagSpec *spec, FILE *out) {

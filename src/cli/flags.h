@@ -36,6 +36,11 @@ typedef struct {
  * (message and usage hint printed to stderr). */
 int flags_parse(const FlagSpec *spec, int argc, char **argv, char **positional, int *npositional);
 
+/* The required flags among names (comma-separated, e.g. "input_file,o"; string flags of spec)
+ * that were not given, all named in one message: "bert CMD: --a is required" or "--a, --b and
+ * -o are required". 0 when all were given, -1 (message printed) otherwise. */
+int flags_require(const FlagSpec *spec, const char *names);
+
 void flags_usage(const FlagSpec *spec, FILE *out);
 
 /* Largest value any --threads flag accepts: libgomp keeps a team's bookkeeping on the

@@ -7,6 +7,10 @@
 
 #include "cli/commands.h"
 #include "core/common.h"
+#include "core/version.h"
+#include "kernels/cpu/sgemm.h"
+#include "kernels/kernels.h"
+#include "train/comm.h"
 
 typedef struct {
     const char *name;
@@ -41,6 +45,57 @@ static void print_help(FILE *out) {
                  "usage: bert <command> [flags]   (bert <command> --help for its flags)\n\ncommands:\n");
     for (int i = 0; i < NCOMMANDS; i++) fprintf(out, "  %-26s %s\n", COMMANDS[i].name, COMMANDS[i].summary);
     fprintf(out, "  %-26s %s\n", "help", "this list");
+    fprintf(out, "  %-26s %s\n", "--version", "the version and the build: GEMM library, ISA, MPI, CUDA");
+}
+
+/* The instruction sets the compiler was allowed (-march=native: the building machine's). */
+static const char *compiled_isa(void) {
+    return ""
+#ifdef __AVX512F__
+           " avx512f"
+#endif
+#ifdef __AVX512BW__
+           " avx512bw"
+#endif
+#ifdef __AVX512VNNI__
+           " avx512vnni"
+#endif
+#ifdef __AVX512BF16__
+           " avx512bf16"
+#endif
+#ifdef __AMX_TILE__
+           " amx"
+#endif
+#ifdef __AVX2__
+           " avx2"
+#endif
+#ifdef __FMA__
+           " fma"
+#endif
+           "";
+}
+
+/* `bert --version`: the version and what this build runs on, as the reports of `bert bench`
+ * name them (sgemm_describe: the GEMM library and the ISA it picked on this CPU). */
+static void print_version(void) {
+    char gemm[256], bf16[256], mpi[128];
+    sgemm_describe(gemm, sizeof gemm), k_bf16_describe(bf16, sizeof bf16), comm_describe(mpi, sizeof mpi);
+    const char *isa = compiled_isa();
+    printf("bert.c %s\n", BERT_VERSION);
+    printf("  GEMM      %s\n", gemm);
+    printf("  ISA       compiled for x86-64%s; bf16 products: %s\n", *isa ? isa : " (baseline)", bf16);
+    printf("  MPI       %s (used only when started by mpirun or srun)\n", mpi);
+    printf("  CUDA      none (a CPU build; the CUDA kernels are built apart: make GPU=cuda cuda-test)\n");
+#if defined(__clang__)
+    const char *compiler = "clang " __clang_version__;
+#else
+    const char *compiler = "gcc " __VERSION__;
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+    printf("  compiler  %s, AddressSanitizer\n", compiler);
+#else
+    printf("  compiler  %s\n", compiler);
+#endif
 }
 
 /* Every write to the standard output is checked (issue 35, D11: embed and squad_eval lost
@@ -78,9 +133,19 @@ int main(int argc, char **argv) {
         print_help(stdout);
         return argc < 2 ? 2 : 0;
     }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+        print_version();
+        return check_writes("--version", 0);
+    }
     for (int i = 0; i < NCOMMANDS; i++)
         if (!strcmp(argv[1], COMMANDS[i].name)) return check_writes(argv[1], COMMANDS[i].run(argc - 2, argv + 2));
-    fprintf(stderr, "bert: unknown command '%s'\n\n", argv[1]);
+    const char *names[sizeof COMMANDS / sizeof COMMANDS[0] + 2] = {"help", "--version"};
+    for (int i = 0; i < NCOMMANDS; i++) names[2 + i] = COMMANDS[i].name;
+    char hint[256];
+    if (suggest_names(argv[1], strlen(argv[1]), names, 2 + NCOMMANDS, hint, sizeof hint) > 0)
+        fprintf(stderr, "bert: unknown command '%s': %s\n\n", argv[1], hint);
+    else
+        fprintf(stderr, "bert: unknown command '%s'\n\n", argv[1]);
     print_help(stderr);
     return 2;
 }

@@ -561,3 +561,51 @@ void free_paths(char **paths, int n) {
     for (int i = 0; i < n; i++) free(paths[i]);
     free(paths);
 }
+
+static int same_letter(char a, char b) {
+    return a == b || ((a == '-' || a == '_') && (b == '-' || b == '_'));
+}
+
+/* Optimal string alignment distance between a[0..la) and b[0..lb), or limit + 1 once over limit. */
+static int edit_distance(const char *a, size_t la, const char *b, size_t lb, int limit) {
+    if ((la > lb ? la - lb : lb - la) > (size_t)limit) return limit + 1;
+    int *d = xmalloc((la + 1) * (lb + 1) * sizeof *d);
+#define D(i, j) d[(i) * (lb + 1) + (j)]
+    for (size_t i = 0; i <= la; i++) D(i, 0) = (int)i;
+    for (size_t j = 0; j <= lb; j++) D(0, j) = (int)j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            int best = D(i - 1, j - 1) + !same_letter(a[i - 1], b[j - 1]);
+            if (D(i - 1, j) + 1 < best) best = D(i - 1, j) + 1;
+            if (D(i, j - 1) + 1 < best) best = D(i, j - 1) + 1;
+            if (i > 1 && j > 1 && same_letter(a[i - 1], b[j - 2]) && same_letter(a[i - 2], b[j - 1]) &&
+                D(i - 2, j - 2) + 1 < best)
+                best = D(i - 2, j - 2) + 1;
+            D(i, j) = best;
+        }
+    const int r = D(la, lb);
+#undef D
+    free(d);
+    return r;
+}
+
+int suggest_names(const char *word, size_t len, const char *const *names, int n, char *out, size_t outn) {
+    if (outn) out[0] = 0;
+    size_t letters = len;
+    for (size_t i = 0; i < len && word[i] == '-'; i++) letters--;
+    const int limit = letters <= 4 ? 1 : letters <= 8 ? 2 : 3;
+    int best = limit + 1, picked[3], npicked = 0;
+    for (int i = 0; i < n; i++) {
+        const int dist = edit_distance(word, len, names[i], strlen(names[i]), limit);
+        if (dist > limit || dist > best) continue;
+        if (dist < best) best = dist, npicked = 0;
+        if (npicked < 3) picked[npicked++] = i;
+    }
+    if (npicked == 0 || outn == 0) return 0;
+    size_t used = (size_t)snprintf(out, outn, "did you mean ");
+    for (int k = 0; k < npicked && used < outn; k++)
+        used += (size_t)snprintf(out + used, outn - used, "%s%s", k == 0 ? "" : k + 1 == npicked ? " or " : ", ",
+                                 names[picked[k]]);
+    if (used < outn) snprintf(out + used, outn - used, "?");
+    return npicked;
+}

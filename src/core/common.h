@@ -135,6 +135,13 @@ void free_paths(char **paths, int n);
 /* The most items split_list can find in s: its commas plus one. */
 int list_capacity(const char *s);
 
+/* "did you mean X?" for a misspelt name: the names closest to word (its first len bytes) by
+ * edit distance (insertions, deletions, substitutions and swaps of two neighbours; '-' and '_'
+ * count as the same), all those at the smallest distance (up to 3), written to out as
+ * "did you mean X?" or "did you mean X or Y?". out is "" (and 0 returned) when no name is close
+ * enough: 1 edit for words of up to 4 letters (leading dashes not counted), 2 up to 8, else 3. */
+int suggest_names(const char *word, size_t len, const char *const *names, int n, char *out, size_t outn);
+
 /* Reads a whole file into a NUL-terminated buffer (caller frees). */
 int read_file(const char *path, char **data, size_t *len, BertError *err);
 

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "io/json_util.h"
 
@@ -38,6 +39,11 @@ int bert_config_preset(const char *name, BertConfig *cfg, BertError *err) {
         cfg->intermediate_size = 4 * PRESETS[i].hidden;
         return 0;
     }
+    const char *names[NPRESETS];
+    for (int i = 0; i < NPRESETS; i++) names[i] = PRESETS[i].name;
+    char hint[128];
+    if (suggest_names(name, strlen(name), names, NPRESETS, hint, sizeof hint) > 0)
+        return bert_fail(err, "unknown preset '%s': %s (known: bert-tiny, bert-mini, bert-small, bert-medium, bert-base, bert-large)", name, hint);
     return bert_fail(err, "unknown preset '%s' (known: bert-tiny, bert-mini, bert-small, bert-medium, bert-base, bert-large)", name);
 }
 
@@ -132,6 +138,13 @@ int bert_config_load(const char *path, BertConfig *cfg, BertError *err) {
 int bert_config_resolve(const char *name_or_path, BertConfig *cfg, BertError *err) {
     for (int i = 0; i < NPRESETS; i++)
         if (!strcmp(PRESETS[i].name, name_or_path)) return bert_config_preset(name_or_path, cfg, err);
+    if (access(name_or_path, F_OK) != 0) {   /* neither a preset nor a file: a misspelt preset? */
+        const char *names[NPRESETS];
+        for (int i = 0; i < NPRESETS; i++) names[i] = PRESETS[i].name;
+        char hint[128];
+        if (suggest_names(name_or_path, strlen(name_or_path), names, NPRESETS, hint, sizeof hint) > 0)
+            return bert_fail(err, "'%s' is neither a preset nor a config file: %s", name_or_path, hint);
+    }
     return bert_config_load(name_or_path, cfg, err);
 }
 

@@ -286,3 +286,12 @@ void comm_wait(Comm *c, CommRequest *q, const char *what) {
     if (c->mpi) wait_with_deadline(c, &q->req, what);
     finish_request(q);
 }
+
+void comm_describe(char *out, size_t n) {
+#if defined(OMPI_MAJOR_VERSION)
+    snprintf(out, n, "Open MPI %d.%d.%d, MPI %d.%d", OMPI_MAJOR_VERSION, OMPI_MINOR_VERSION, OMPI_RELEASE_VERSION,
+             MPI_VERSION, MPI_SUBVERSION);
+#else
+    snprintf(out, n, "MPI %d.%d", MPI_VERSION, MPI_SUBVERSION);
+#endif
+}

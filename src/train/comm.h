@@ -24,6 +24,10 @@ int comm_open(Comm **out, double timeout_seconds, BertError *err);
 /* MPI_Finalize (after every rank's last collective). */
 void comm_close(Comm *c);
 
+/* The MPI this build was compiled against, from mpi.h ("Open MPI 4.1.4, MPI 3.1"): no MPI
+ * call, so it is safe in a process not started by mpirun. */
+void comm_describe(char *out, size_t n);
+
 int comm_rank(const Comm *c);
 int comm_size(const Comm *c);
 double comm_timeout(const Comm *c);

@@ -40,7 +40,7 @@ void pretrain_default_options(PretrainOptions *o) {
     o->train_batch_size = 64, o->gradient_accumulation_steps = 1;
     o->learning_rate = 6e-3, o->warmup_proportion = 0.2843;
     o->max_steps = 7038, o->steps_this_run = 0, o->seed = 42;
-    o->phase1_end_step = 7038, o->resume_step = -1;
+    o->phase1_end_step = -1, o->resume_step = -1;   /* phase1_end_step: none; --phase2 needs it given */
     o->num_steps_per_checkpoint = 200, o->keep_checkpoints = 3;
     o->eval_steps = 0, o->eval_batches = 20, o->log_freq = 1;
     o->init_loss_scale = LOSS_SCALER_INIT_SCALE, o->loss_scale = 0;
@@ -68,7 +68,9 @@ static int check_options(const PretrainOptions *o, BertError *err) {
         return bert_fail(err, "--log_freq and --num_steps_per_checkpoint must be at least 1");
     if (strcmp(o->optimizer, "lamb") != 0 && strcmp(o->optimizer, "adamw") != 0)
         return bert_fail(err, "--optimizer '%s': lamb or adamw", o->optimizer);
-    if (o->phase2 && o->phase1_end_step < 0) return bert_fail(err, "--phase1_end_step must not be negative");
+    if (o->phase2 && o->phase1_end_step < 0)   /* never a guess: phase-2 checkpoint names and steps count from it */
+        return bert_fail(err, "--phase2 needs --phase1_end_step N >= 0: phase 1's last step (the --max_steps it ran "
+                              "with), from which phase 2's checkpoints are numbered");
     if (o->threads < 0 || o->threads > 1024) return bert_fail(err, "--threads %d must be in [0, 1024]", o->threads);
     if (!(o->init_loss_scale >= 1 && o->init_loss_scale <= 1e38) || !(o->loss_scale >= 0 && o->loss_scale <= 1e38))
         return bert_fail(err, "--init_loss_scale must be in [1, 1e38] and --loss_scale in [0, 1e38] (0: dynamic)");

@@ -49,7 +49,7 @@ typedef struct {
     /* phases, checkpoints */
     const char *output_dir;
     bool phase2;
-    long phase1_end_step;
+    long phase1_end_step;           /* required with phase2 (>= 0); -1 by default */
     bool resume_from_checkpoint;
     long resume_step;               /* < 0: the newest complete checkpoint */
     long num_steps_per_checkpoint;
