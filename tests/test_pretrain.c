@@ -498,9 +498,31 @@ static void test_resume_is_exact(void) {
         step_losses(la, la_losses, sizeof la_losses), step_losses(lb, lb_losses, sizeof lb_losses);
         CHECKF(strlen(la_losses) > 50 && strcmp(la_losses, lb_losses) == 0, "losses differ:\n%s\n%s", la_losses,
                lb_losses);
-        /* the finished phase refuses to run on */
+        /* issue 35, D13: rerunning the finished phase succeeds, says so, and touches nothing */
         BertError err;
-        CHECK(pretrain_run(&o, &s, &err) != 0 && strstr(err.msg, "--max_steps"));
+        struct stat before, after;
+        CHECK(stat(lb, &before) == 0);
+        const int again = pretrain_run(&o, &s, &err);
+        CHECKF(again == 0 && s.already_finished && s.first_step == 8 && s.last_step == 8 && s.phase == 1,
+               "rerun of a finished phase: rc %d (%s)", again, again ? err.msg : "");
+        CHECK(stat(lb, &after) == 0 && after.st_size == before.st_size);
+        long *steps;
+        int count;
+        CHECK(checkpoint_list(b, &steps, &count, &err) == 0 && count >= 1 && steps[count - 1] == 8);
+        free(steps);
+        if (run == 0) {   /* the command's words and status */
+            char cmd[8192], text[4096];
+            snprintf(cmd, sizeof cmd, "%s pretrain --input_dir %s --config_file tests/data/bench/micro_config.json "
+                     "--output_dir %s --max_seq_length %d --max_predictions_per_seq %d --train_batch_size 4 "
+                     "--gradient_accumulation_steps 2 --max_steps 8 --seed %ld --disable_progress_bar "
+                     "--resume_from_checkpoint 2>&1; echo rc=$?", bert_bin, shards, b, (int)T, (int)P, o.seed);
+            FILE *p = popen(cmd, "r");
+            size_t got = p ? fread(text, 1, sizeof text - 1, p) : 0;
+            text[got] = '\0';
+            if (p) pclose(p);
+            CHECKF(strstr(text, "phase 1 already finished at step 8: nothing to do") && strstr(text, "rc=0"),
+                   "bert pretrain on a finished phase said:\n%s", text);
+        }
     }
 }
 

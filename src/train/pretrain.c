@@ -1013,9 +1013,11 @@ static int run_pretraining(const PretrainOptions *o, PretrainSummary *sum, BertE
             rc = bert_fail(err, "the processes resumed different checkpoints (steps %d to %d): is --output_dir the "
                                 "same shared folder for all, and up to date on every machine?", -steps[1], steps[0]);
     }
+    sum->phase = r.phase;
+    /* issue 35, D13: a requeued job rerunning a finished phase succeeds without doing anything */
     if (rc == 0 && r.step >= o->max_steps)
-        rc = bert_fail(err, "step %ld: this phase's --max_steps %ld are done", r.step, o->max_steps);
-    if (rc == 0) {
+        sum->already_finished = true, sum->first_step = sum->last_step = r.step;
+    if (rc == 0 && !sum->already_finished) {
         char desc[160];
         describe_config(&r.cfg, desc, sizeof desc);
         logger_print(r.log, "pretrain phase %d: %s, %zu parameters; %d files in %s; %d x %d sequences per step, "
@@ -1033,7 +1035,7 @@ static int run_pretraining(const PretrainOptions *o, PretrainSummary *sum, BertE
         snprintf(sum->last_checkpoint, sizeof sum->last_checkpoint, "%s", r.resumed_from);
         rc = train_loop(&r, sum, err);
     }
-    if (rc == 0) {
+    if (rc == 0 && !sum->already_finished) {
         cJSON *d = cJSON_CreateObject();
         cJSON_AddNumberToObject(d, "e2e_train_time", sum->seconds);
         cJSON_AddNumberToObject(d, "training_sequences_per_second", sum->sequences_per_second);
