@@ -340,7 +340,7 @@ static int job_after_signal(const char *out, int sig, double limit, double *took
         execlp("mpirun", "mpirun", "-np", "2", "--oversubscribe", "--allow-run-as-root", "--bind-to", "none", cmd,
                "pretrain", "--input_dir", shards, "--config_file", config, "--output_dir", out, "--max_seq_length",
                "24", "--max_predictions_per_seq", "4", "--train_batch_size", "2", "--max_steps", "100000",
-               "--num_steps_per_checkpoint", "2", "--threads", "1", "--disable_progress_bar", "--comm_timeout", "4",
+               "--num_steps_per_checkpoint", "2", "--seed", "5", "--threads", "1", "--disable_progress_bar", "--comm_timeout", "4",
                "--json-summary", json, (char *)NULL);
         _exit(127);
     }

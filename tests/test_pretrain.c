@@ -1002,6 +1002,43 @@ static void test_nonfinite_checkpoint_state(void) {
            strstr(err.msg, "may hold the bad values"), "%s", err.msg);
 }
 
+/* Issue 35, D12: resuming with another seed, batch, accumulation, masking or model ran on and
+ * "exact resume" silently no longer held. Now each is refused naming the setting; a checkpoint
+ * that does not record a setting (an older one) resumes as before. */
+static void test_resume_refuses_other_settings(void) {
+    char dir[600], ckpt[700];
+    snprintf(dir, sizeof dir, "%s/settings", root), snprintf(ckpt, sizeof ckpt, "%s/ckpt_2", dir);
+    PretrainOptions o = small_run(dir, 2);
+    PretrainSummary s;
+    run_ok(&o, &s);
+    o.resume_from_checkpoint = true, o.max_steps = 4;
+    const char *names[] = {"--seed", "--train_batch_size", "--gradient_accumulation_steps", "--dynamic_masking",
+                           "holds a model of"};
+    for (int what = 0; what < 5; what++) {
+        PretrainOptions c = o;
+        if (what == 0) c.seed = 6;
+        if (what == 1) c.train_batch_size = 8;
+        if (what == 2) c.gradient_accumulation_steps = 4;
+        if (what == 3) c.dynamic_masking = true;
+        if (what == 4) c.config_file = NULL, c.bert_model = "bert-tiny";
+        BertError err;
+        const int rc = pretrain_run(&c, &s, &err);
+        CHECKF(rc != 0 && strstr(err.msg, names[what]), "another %s: rc %d, %s", names[what], rc, rc ? err.msg : "resumed");
+    }
+    CHECK(access(ckpt, F_OK) == 0);
+    /* a checkpoint without the seed recorded resumes with any seed */
+    cJSON *state;
+    BertError err;
+    CHECK(checkpoint_read_json(ckpt, "state.json", &state, &err) == 0);
+    cJSON_DeleteItemFromObject(state, "seed");
+    CHECK(checkpoint_write_json(ckpt, "state.json", state, &err) == 0);
+    cJSON_Delete(state);
+    PretrainOptions old = o;
+    old.seed = 6;
+    run_ok(&old, &s);
+    CHECK(s.first_step == 2 && s.last_step == 4);
+}
+
 static void test_phase2_and_bad_input(void) {
     char p1[600];
     snprintf(p1, sizeof p1, "%s/phases", root);
@@ -1088,6 +1125,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_resume_is_exact);
     RUN_TEST(test_accumulation_equals_big_batch);
     RUN_TEST(test_phase2_and_bad_input);
+    RUN_TEST(test_resume_refuses_other_settings);
     RUN_TEST(test_prunes_only_its_own_checkpoints);
     RUN_TEST(test_json_log_never_clobbers);
     RUN_TEST(test_damaged_checkpoint_not_resumed);

@@ -281,6 +281,29 @@ static int data_position_for_this_process(Run *r, const char *dir, const cJSON *
     return 0;
 }
 
+/* Issue 35, D12: continuing a phase with another seed (another shuffle, the data position then
+ * pointing into it), batch or masking would silently break the exact resume: refused, naming the
+ * setting. A setting the checkpoint does not record (an older one) is not compared. */
+static int check_same_settings(const PretrainOptions *o, const char *dir, const cJSON *state, BertError *err) {
+    const struct { const char *key, *flag; double run; } nums[] = {
+        {"seed", "--seed", (double)o->seed},
+        {"train_batch_size", "--train_batch_size", o->train_batch_size},
+        {"gradient_accumulation_steps", "--gradient_accumulation_steps", o->gradient_accumulation_steps}};
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(state, nums[i].key);
+        if (cJSON_IsNumber(v) && v->valuedouble != nums[i].run)
+            return bert_fail(err, "checkpoint %s was trained with %s %.17g, this run has %.17g: resume with the same "
+                                  "settings, or start another --output_dir", dir, nums[i].flag, v->valuedouble,
+                             nums[i].run);
+    }
+    const cJSON *dyn = cJSON_GetObjectItemCaseSensitive(state, "dynamic_masking");
+    if (cJSON_IsBool(dyn) && cJSON_IsTrue(dyn) != o->dynamic_masking)
+        return bert_fail(err, "checkpoint %s was trained %s --dynamic_masking, this run %s: resume with the same "
+                              "settings, or start another --output_dir", dir, cJSON_IsTrue(dyn) ? "with" : "without",
+                         o->dynamic_masking ? "has it" : "does not");
+    return 0;
+}
+
 /* Restores model, optimizer and data position from dir (state already read). Starting
  * phase 2 from a phase-1 checkpoint keeps weights and moments only. */
 static int restore_checkpoint(Run *r, const char *dir, const cJSON *state, BertError *err) {
@@ -298,6 +321,9 @@ static int restore_checkpoint(Run *r, const char *dir, const cJSON *state, BertE
     if (!cJSON_IsString(kind) || strcmp(kind->valuestring, o->optimizer) != 0)
         return bert_fail(err, "checkpoint %s was trained with --optimizer %s, not %s", dir,
                          cJSON_IsString(kind) ? kind->valuestring : "?", o->optimizer);
+    /* the same phase continued (phase 2 from phase 1's checkpoint is a new run with its own settings) */
+    if ((int)json_number(state, "phase", 1) == (o->phase2 ? 2 : 1) && check_same_settings(o, dir, state, err) != 0)
+        return -1;
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     if (bert_load_safetensors(r->model, path, err) != 0) return -1;
     snprintf(path, sizeof path, "%s/optimizer.safetensors", dir);
