@@ -16,6 +16,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -1039,6 +1040,32 @@ static void test_resume_refuses_other_settings(void) {
     CHECK(s.first_step == 2 && s.last_step == 4);
 }
 
+/* Issue 35, D8: two runs on one --output_dir mixed their checkpoints. Now the second fails at
+ * once naming the first's pid (held here by this process, through its own open file). */
+static void test_one_run_per_output_dir(void) {
+    char dir[600], lock[700];
+    snprintf(dir, sizeof dir, "%s/locked", root), snprintf(lock, sizeof lock, "%s/.lock", dir);
+    mkdir(dir, 0777);
+    const int fd = open(lock, O_RDWR | O_CREAT, 0666);
+    CHECK(fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0);
+    char pid[32], want[64];
+    snprintf(pid, sizeof pid, "%ld\n", (long)getpid()), snprintf(want, sizeof want, "pid %ld", (long)getpid());
+    CHECK(write(fd, pid, strlen(pid)) == (ssize_t)strlen(pid));
+    PretrainOptions o = small_run(dir, 2);
+    PretrainSummary s;
+    BertError err;
+    const int rc = pretrain_run(&o, &s, &err);
+    CHECKF(rc != 0 && strstr(err.msg, "in use by another run") && strstr(err.msg, want), "rc %d: %s", rc,
+           rc ? err.msg : "ran");
+    long *steps;
+    int count = 0;
+    if (checkpoint_list(dir, &steps, &count, &err) == 0) free(steps);
+    CHECK(count == 0);
+    close(fd);   /* the holder ended: the folder is free again */
+    run_ok(&o, &s);
+    CHECK(s.last_step == 2);
+}
+
 static void test_phase2_and_bad_input(void) {
     char p1[600];
     snprintf(p1, sizeof p1, "%s/phases", root);
@@ -1126,6 +1153,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_accumulation_equals_big_batch);
     RUN_TEST(test_phase2_and_bad_input);
     RUN_TEST(test_resume_refuses_other_settings);
+    RUN_TEST(test_one_run_per_output_dir);
     RUN_TEST(test_prunes_only_its_own_checkpoints);
     RUN_TEST(test_json_log_never_clobbers);
     RUN_TEST(test_damaged_checkpoint_not_resumed);

@@ -6,11 +6,13 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -1012,6 +1014,36 @@ static int check_log_is_no_input(const PretrainOptions *o, BertError *err) {
     return rc;
 }
 
+/* Issue 35, D8: one run per --output_dir. Process 0 holds an flock on output_dir/.lock (its pid
+ * written in it) for the run; the kernel releases it when the process ends, however it ends.
+ * Returns the descriptor, or -1 with err naming the holder. */
+static int lock_output_dir(const char *output_dir, BertError *err) {
+    char path[4096 + 16];
+    snprintf(path, sizeof path, "%s/.lock", output_dir);
+    const int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0) return bert_fail(err, "cannot open %s: %s", path, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        const int e = errno;
+        char pid[32] = "";
+        const ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+        pid[n > 0 ? n : 0] = '\0';
+        pid[strcspn(pid, "\n")] = '\0';
+        close(fd);
+        if (e == EWOULDBLOCK)
+            return bert_fail(err, "--output_dir %s is in use by another run (pid %s, holding %s): one run per folder",
+                             output_dir, pid[0] ? pid : "?", path);
+        return bert_fail(err, "cannot lock %s: %s", path, strerror(e));
+    }
+    char pid[32];
+    const int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len) {
+        const int e = errno;
+        close(fd);
+        return bert_fail(err, "cannot write %s: %s", path, strerror(e));
+    }
+    return fd;
+}
+
 static int run_pretraining(const PretrainOptions *o, PretrainSummary *sum, BertError *err) {
     if (check_log_is_no_input(o, err) != 0) return -1;
     if (o->check_shards && check_all_shards(o, err) != 0) return -1;   /* first: it forks */
@@ -1023,6 +1055,8 @@ static int run_pretraining(const PretrainOptions *o, PretrainSummary *sum, BertE
     sum->processes = r.world, sum->rank = r.rank;
     r.positions = xcalloc((size_t)r.world, sizeof *r.positions);
     int rc = make_dirs(o->output_dir, err);
+    int lock = -1;
+    if (rc == 0 && r.rank == 0 && (lock = lock_output_dir(o->output_dir, err)) < 0) rc = -1;
     /* process 0 logs and writes the JSON log; the others are silent */
     if (rc == 0) rc = logger_open(&r.log, r.rank == 0 ? o->json_summary : NULL, o->resume_from_checkpoint,
                                   r.rank == 0 && !o->disable_progress_bar, err);
@@ -1085,6 +1119,7 @@ static int run_pretraining(const PretrainOptions *o, PretrainSummary *sum, BertE
     checkpoint_history_free(&r.written);
     free(r.positions), free(r.vocab);
     comm_close(r.comm);
+    if (lock >= 0) close(lock);
     return rc;
 }
 
