@@ -1014,6 +1014,40 @@ static int check_log_is_no_input(const PretrainOptions *o, BertError *err) {
     return rc;
 }
 
+/* Issue 35, D7: every process of an MPI job must run with the same run-defining flags; a
+ * mismatch (another seed, batch, model, ...) trained on silently. Each process's values are
+ * gathered; all name the first difference and stop. */
+static int check_same_flags(Run *r, BertError *err) {
+    const PretrainOptions *o = r->o;
+    enum { FIELD = 256, FIELDS = 9 };
+    char mine[FIELDS][FIELD];
+    char desc[160];
+    describe_config(&r->cfg, desc, sizeof desc);
+    const char *names[FIELDS] = {"--seed", "--train_batch_size", "--gradient_accumulation_steps", "the model",
+                                 "--max_steps", "--shard_optimizer", "--output_dir", "the precision", "--phase2"};
+    memset(mine, 0, sizeof mine);
+    snprintf(mine[0], FIELD, "%ld", o->seed);
+    snprintf(mine[1], FIELD, "%d", o->train_batch_size);
+    snprintf(mine[2], FIELD, "%d", o->gradient_accumulation_steps);
+    snprintf(mine[3], FIELD, "%s", desc);
+    snprintf(mine[4], FIELD, "%ld", o->max_steps);
+    snprintf(mine[5], FIELD, "%s", o->shard_optimizer ? "on" : "off");
+    snprintf(mine[6], FIELD, "%s", o->output_dir);
+    snprintf(mine[7], FIELD, "%s", bert_precision_name(bert_precision(r->model)));
+    snprintf(mine[8], FIELD, "%s", o->phase2 ? "on" : "off");
+    char (*all)[FIELDS][FIELD] = xcalloc((size_t)r->world, sizeof *all);
+    comm_allgather(r->comm, mine, all, sizeof mine, "comparing the processes' flags");
+    int rc = 0;
+    for (int p = 1; p < r->world && rc == 0; p++)
+        for (int f = 0; f < FIELDS && rc == 0; f++)
+            if (strcmp(all[p][f], all[0][f]) != 0)
+                rc = bert_fail(err, "the processes were started with different flags: process 0 has %s %s, process %d "
+                                    "has %s %s; give every process the same command", names[f], all[0][f], p, names[f],
+                               all[p][f]);
+    free(all);
+    return rc;
+}
+
 /* Issue 35, D8: one run per --output_dir. Process 0 holds an flock on output_dir/.lock (its pid
  * written in it) for the run; the kernel releases it when the process ends, however it ends.
  * Returns the descriptor, or -1 with err naming the holder. */
@@ -1062,6 +1096,7 @@ static int run_pretraining(const PretrainOptions *o, PretrainSummary *sum, BertE
                                   r.rank == 0 && !o->disable_progress_bar, err);
     if (rc == 0 && r.rank != 0) logger_silence(r.log);
     if (rc == 0) rc = setup_model(&r, err);
+    if (rc == 0 && r.world > 1) rc = check_same_flags(&r, err);
     if (rc == 0) rc = setup_data(&r, err);
     if (rc == 0) rc = setup_start(&r, err) < 0 ? -1 : 0;
     if (rc == 0) rc = setup_tokenizer_files(&r, err);
