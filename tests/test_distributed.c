@@ -340,7 +340,7 @@ static int job_after_signal(const char *out, int sig, double limit, double *took
         execlp("mpirun", "mpirun", "-np", "2", "--oversubscribe", "--allow-run-as-root", "--bind-to", "none", cmd,
                "pretrain", "--input_dir", shards, "--config_file", config, "--output_dir", out, "--max_seq_length",
                "24", "--max_predictions_per_seq", "4", "--train_batch_size", "2", "--max_steps", "100000",
-               "--num_steps_per_checkpoint", "2", "--threads", "1", "--disable_progress_bar", "--comm_timeout", "4",
+               "--num_steps_per_checkpoint", "2", "--seed", "5", "--threads", "1", "--disable_progress_bar", "--comm_timeout", "4",
                "--json-summary", json, (char *)NULL);
         _exit(127);
     }
@@ -394,6 +394,31 @@ static void test_dead_or_hung_rank_ends_the_job(void) {
     snprintf(log2, sizeof log2, "%s.resume.out", out);
     CHECKF(run_pretrain(2, out, "--train_batch_size 2 --max_steps 100000 --steps_this_run 1 --resume_from_checkpoint",
                         log2) == 0, "see %s", log2);
+}
+
+/* Issue 35, D7: processes started with different run-defining flags trained on silently (each
+ * its own seed, batch or model). Now every one stops with one line naming the difference. */
+static void test_processes_with_other_flags_refused(void) {
+    if (skipped()) return;
+    const char *cases[][3] = {{"--seed 5", "--seed 6", "--seed"}, {"--max_steps 4", "--max_steps 5", "--max_steps"},
+                              {"--train_batch_size 4", "--train_batch_size 2", "--train_batch_size"}};
+    for (int i = 0; i < 3; i++) {
+        char out[700], log[800], common[4096], cmd[12288];
+        snprintf(out, sizeof out, "%s/flags%d", root, i), snprintf(log, sizeof log, "%s.out", out);
+        snprintf(common, sizeof common, "%s pretrain --input_dir %s --config_file %s --output_dir %s --max_seq_length %d "
+                 "--max_predictions_per_seq %d --threads 1 --disable_progress_bar", bert_bin, shards, config, out, T, P);
+        const char *a = cases[i][0], *b = cases[i][1];
+        snprintf(cmd, sizeof cmd, "timeout 120 mpirun --oversubscribe --allow-run-as-root --bind-to none -np 1 %s %s%s : "
+                 "-np 1 %s %s%s > %s 2>&1", common, a, i == 1 ? "" : " --max_steps 4", common, b,
+                 i == 1 ? "" : " --max_steps 4", log);
+        const int status = system(cmd);
+        char *text = read_text(log);
+        char want[200];
+        snprintf(want, sizeof want, "process 0 has %s", cases[i][2]);
+        CHECKF(!(WIFEXITED(status) && WEXITSTATUS(status) == 0) && strstr(text, want) &&
+               strstr(text, "different flags"), "%s vs %s: status %d\n%s", a, b, status, text);
+        free(text);
+    }
 }
 
 /* `bert bench_allreduce`: bert.c's bucketed reduction timed alone. It checks every reduced
@@ -463,6 +488,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_resume_two_processes);
     RUN_TEST(test_resume_uneven_shards_other_count);
     RUN_TEST(test_dead_or_hung_rank_ends_the_job);
+    RUN_TEST(test_processes_with_other_flags_refused);
     RUN_TEST(test_bench_allreduce);
     if (!getenv("BERT_KEEP_TEST_FILES")) remove_tree(root);
     return test_summary();

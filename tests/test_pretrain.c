@@ -16,6 +16,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -498,9 +499,31 @@ static void test_resume_is_exact(void) {
         step_losses(la, la_losses, sizeof la_losses), step_losses(lb, lb_losses, sizeof lb_losses);
         CHECKF(strlen(la_losses) > 50 && strcmp(la_losses, lb_losses) == 0, "losses differ:\n%s\n%s", la_losses,
                lb_losses);
-        /* the finished phase refuses to run on */
+        /* issue 35, D13: rerunning the finished phase succeeds, says so, and touches nothing */
         BertError err;
-        CHECK(pretrain_run(&o, &s, &err) != 0 && strstr(err.msg, "--max_steps"));
+        struct stat before, after;
+        CHECK(stat(lb, &before) == 0);
+        const int again = pretrain_run(&o, &s, &err);
+        CHECKF(again == 0 && s.already_finished && s.first_step == 8 && s.last_step == 8 && s.phase == 1,
+               "rerun of a finished phase: rc %d (%s)", again, again ? err.msg : "");
+        CHECK(stat(lb, &after) == 0 && after.st_size == before.st_size);
+        long *steps;
+        int count;
+        CHECK(checkpoint_list(b, &steps, &count, &err) == 0 && count >= 1 && steps[count - 1] == 8);
+        free(steps);
+        if (run == 0) {   /* the command's words and status */
+            char cmd[8192], text[4096];
+            snprintf(cmd, sizeof cmd, "%s pretrain --input_dir %s --config_file tests/data/bench/micro_config.json "
+                     "--output_dir %s --max_seq_length %d --max_predictions_per_seq %d --train_batch_size 4 "
+                     "--gradient_accumulation_steps 2 --max_steps 8 --seed %ld --disable_progress_bar "
+                     "--resume_from_checkpoint 2>&1; echo rc=$?", bert_bin, shards, b, (int)T, (int)P, o.seed);
+            FILE *p = popen(cmd, "r");
+            size_t got = p ? fread(text, 1, sizeof text - 1, p) : 0;
+            text[got] = '\0';
+            if (p) pclose(p);
+            CHECKF(strstr(text, "phase 1 already finished at step 8: nothing to do") && strstr(text, "rc=0"),
+                   "bert pretrain on a finished phase said:\n%s", text);
+        }
     }
 }
 
@@ -980,6 +1003,69 @@ static void test_nonfinite_checkpoint_state(void) {
            strstr(err.msg, "may hold the bad values"), "%s", err.msg);
 }
 
+/* Issue 35, D12: resuming with another seed, batch, accumulation, masking or model ran on and
+ * "exact resume" silently no longer held. Now each is refused naming the setting; a checkpoint
+ * that does not record a setting (an older one) resumes as before. */
+static void test_resume_refuses_other_settings(void) {
+    char dir[600], ckpt[700];
+    snprintf(dir, sizeof dir, "%s/settings", root), snprintf(ckpt, sizeof ckpt, "%s/ckpt_2", dir);
+    PretrainOptions o = small_run(dir, 2);
+    PretrainSummary s;
+    run_ok(&o, &s);
+    o.resume_from_checkpoint = true, o.max_steps = 4;
+    const char *names[] = {"--seed", "--train_batch_size", "--gradient_accumulation_steps", "--dynamic_masking",
+                           "holds a model of"};
+    for (int what = 0; what < 5; what++) {
+        PretrainOptions c = o;
+        if (what == 0) c.seed = 6;
+        if (what == 1) c.train_batch_size = 8;
+        if (what == 2) c.gradient_accumulation_steps = 4;
+        if (what == 3) c.dynamic_masking = true;
+        if (what == 4) c.config_file = NULL, c.bert_model = "bert-tiny";
+        BertError err;
+        const int rc = pretrain_run(&c, &s, &err);
+        CHECKF(rc != 0 && strstr(err.msg, names[what]), "another %s: rc %d, %s", names[what], rc, rc ? err.msg : "resumed");
+    }
+    CHECK(access(ckpt, F_OK) == 0);
+    /* a checkpoint without the seed recorded resumes with any seed */
+    cJSON *state;
+    BertError err;
+    CHECK(checkpoint_read_json(ckpt, "state.json", &state, &err) == 0);
+    cJSON_DeleteItemFromObject(state, "seed");
+    CHECK(checkpoint_write_json(ckpt, "state.json", state, &err) == 0);
+    cJSON_Delete(state);
+    PretrainOptions old = o;
+    old.seed = 6;
+    run_ok(&old, &s);
+    CHECK(s.first_step == 2 && s.last_step == 4);
+}
+
+/* Issue 35, D8: two runs on one --output_dir mixed their checkpoints. Now the second fails at
+ * once naming the first's pid (held here by this process, through its own open file). */
+static void test_one_run_per_output_dir(void) {
+    char dir[600], lock[700];
+    snprintf(dir, sizeof dir, "%s/locked", root), snprintf(lock, sizeof lock, "%s/.lock", dir);
+    mkdir(dir, 0777);
+    const int fd = open(lock, O_RDWR | O_CREAT, 0666);
+    CHECK(fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0);
+    char pid[32], want[64];
+    snprintf(pid, sizeof pid, "%ld\n", (long)getpid()), snprintf(want, sizeof want, "pid %ld", (long)getpid());
+    CHECK(write(fd, pid, strlen(pid)) == (ssize_t)strlen(pid));
+    PretrainOptions o = small_run(dir, 2);
+    PretrainSummary s;
+    BertError err;
+    const int rc = pretrain_run(&o, &s, &err);
+    CHECKF(rc != 0 && strstr(err.msg, "in use by another run") && strstr(err.msg, want), "rc %d: %s", rc,
+           rc ? err.msg : "ran");
+    long *steps;
+    int count = 0;
+    if (checkpoint_list(dir, &steps, &count, &err) == 0) free(steps);
+    CHECK(count == 0);
+    close(fd);   /* the holder ended: the folder is free again */
+    run_ok(&o, &s);
+    CHECK(s.last_step == 2);
+}
+
 static void test_phase2_and_bad_input(void) {
     char p1[600];
     snprintf(p1, sizeof p1, "%s/phases", root);
@@ -1066,6 +1152,8 @@ int main(int argc, char **argv) {
     RUN_TEST(test_resume_is_exact);
     RUN_TEST(test_accumulation_equals_big_batch);
     RUN_TEST(test_phase2_and_bad_input);
+    RUN_TEST(test_resume_refuses_other_settings);
+    RUN_TEST(test_one_run_per_output_dir);
     RUN_TEST(test_prunes_only_its_own_checkpoints);
     RUN_TEST(test_json_log_never_clobbers);
     RUN_TEST(test_damaged_checkpoint_not_resumed);

@@ -103,6 +103,10 @@ int cmd_pretrain(int argc, char **argv) {
         return 1;
     }
     if (s.rank != 0) return 0;   /* process 0 reports for the job */
+    if (s.already_finished) {
+        printf("bert pretrain: phase %d already finished at step %ld: nothing to do\n", s.phase, s.last_step);
+        return 0;
+    }
     printf("bert pretrain: steps %ld -> %ld, %ld sequences in %.1f s (%.2f seq/s, %.0f real tokens/s), mean loss %.4f, "
            "final loss %.4f", s.first_step, s.last_step, s.sequences, s.seconds, s.sequences_per_second,
            s.tokens_per_second, s.mean_loss, s.final_loss);

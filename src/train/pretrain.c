@@ -6,11 +6,13 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -283,6 +285,29 @@ static int data_position_for_this_process(Run *r, const char *dir, const cJSON *
     return 0;
 }
 
+/* Issue 35, D12: continuing a phase with another seed (another shuffle, the data position then
+ * pointing into it), batch or masking would silently break the exact resume: refused, naming the
+ * setting. A setting the checkpoint does not record (an older one) is not compared. */
+static int check_same_settings(const PretrainOptions *o, const char *dir, const cJSON *state, BertError *err) {
+    const struct { const char *key, *flag; double run; } nums[] = {
+        {"seed", "--seed", (double)o->seed},
+        {"train_batch_size", "--train_batch_size", o->train_batch_size},
+        {"gradient_accumulation_steps", "--gradient_accumulation_steps", o->gradient_accumulation_steps}};
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(state, nums[i].key);
+        if (cJSON_IsNumber(v) && v->valuedouble != nums[i].run)
+            return bert_fail(err, "checkpoint %s was trained with %s %.17g, this run has %.17g: resume with the same "
+                                  "settings, or start another --output_dir", dir, nums[i].flag, v->valuedouble,
+                             nums[i].run);
+    }
+    const cJSON *dyn = cJSON_GetObjectItemCaseSensitive(state, "dynamic_masking");
+    if (cJSON_IsBool(dyn) && cJSON_IsTrue(dyn) != o->dynamic_masking)
+        return bert_fail(err, "checkpoint %s was trained %s --dynamic_masking, this run %s: resume with the same "
+                              "settings, or start another --output_dir", dir, cJSON_IsTrue(dyn) ? "with" : "without",
+                         o->dynamic_masking ? "has it" : "does not");
+    return 0;
+}
+
 /* Restores model, optimizer and data position from dir (state already read). Starting
  * phase 2 from a phase-1 checkpoint keeps weights and moments only. */
 static int restore_checkpoint(Run *r, const char *dir, const cJSON *state, BertError *err) {
@@ -300,6 +325,9 @@ static int restore_checkpoint(Run *r, const char *dir, const cJSON *state, BertE
     if (!cJSON_IsString(kind) || strcmp(kind->valuestring, o->optimizer) != 0)
         return bert_fail(err, "checkpoint %s was trained with --optimizer %s, not %s", dir,
                          cJSON_IsString(kind) ? kind->valuestring : "?", o->optimizer);
+    /* the same phase continued (phase 2 from phase 1's checkpoint is a new run with its own settings) */
+    if ((int)json_number(state, "phase", 1) == (o->phase2 ? 2 : 1) && check_same_settings(o, dir, state, err) != 0)
+        return -1;
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     if (bert_load_safetensors(r->model, path, err) != 0) return -1;
     snprintf(path, sizeof path, "%s/optimizer.safetensors", dir);
@@ -988,6 +1016,70 @@ static int check_log_is_no_input(const PretrainOptions *o, BertError *err) {
     return rc;
 }
 
+/* Issue 35, D7: every process of an MPI job must run with the same run-defining flags; a
+ * mismatch (another seed, batch, model, ...) trained on silently. Each process's values are
+ * gathered; all name the first difference and stop. */
+static int check_same_flags(Run *r, BertError *err) {
+    const PretrainOptions *o = r->o;
+    enum { FIELD = 256, FIELDS = 9 };
+    char mine[FIELDS][FIELD];
+    char desc[160];
+    describe_config(&r->cfg, desc, sizeof desc);
+    const char *names[FIELDS] = {"--seed", "--train_batch_size", "--gradient_accumulation_steps", "the model",
+                                 "--max_steps", "--shard_optimizer", "--output_dir", "the precision", "--phase2"};
+    memset(mine, 0, sizeof mine);
+    snprintf(mine[0], FIELD, "%ld", o->seed);
+    snprintf(mine[1], FIELD, "%d", o->train_batch_size);
+    snprintf(mine[2], FIELD, "%d", o->gradient_accumulation_steps);
+    snprintf(mine[3], FIELD, "%s", desc);
+    snprintf(mine[4], FIELD, "%ld", o->max_steps);
+    snprintf(mine[5], FIELD, "%s", o->shard_optimizer ? "on" : "off");
+    snprintf(mine[6], FIELD, "%s", o->output_dir);
+    snprintf(mine[7], FIELD, "%s", bert_precision_name(bert_precision(r->model)));
+    snprintf(mine[8], FIELD, "%s", o->phase2 ? "on" : "off");
+    char (*all)[FIELDS][FIELD] = xcalloc((size_t)r->world, sizeof *all);
+    comm_allgather(r->comm, mine, all, sizeof mine, "comparing the processes' flags");
+    int rc = 0;
+    for (int p = 1; p < r->world && rc == 0; p++)
+        for (int f = 0; f < FIELDS && rc == 0; f++)
+            if (strcmp(all[p][f], all[0][f]) != 0)
+                rc = bert_fail(err, "the processes were started with different flags: process 0 has %s %s, process %d "
+                                    "has %s %s; give every process the same command", names[f], all[0][f], p, names[f],
+                               all[p][f]);
+    free(all);
+    return rc;
+}
+
+/* Issue 35, D8: one run per --output_dir. Process 0 holds an flock on output_dir/.lock (its pid
+ * written in it) for the run; the kernel releases it when the process ends, however it ends.
+ * Returns the descriptor, or -1 with err naming the holder. */
+static int lock_output_dir(const char *output_dir, BertError *err) {
+    char path[4096 + 16];
+    snprintf(path, sizeof path, "%s/.lock", output_dir);
+    const int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0) return bert_fail(err, "cannot open %s: %s", path, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        const int e = errno;
+        char pid[32] = "";
+        const ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+        pid[n > 0 ? n : 0] = '\0';
+        pid[strcspn(pid, "\n")] = '\0';
+        close(fd);
+        if (e == EWOULDBLOCK)
+            return bert_fail(err, "--output_dir %s is in use by another run (pid %s, holding %s): one run per folder",
+                             output_dir, pid[0] ? pid : "?", path);
+        return bert_fail(err, "cannot lock %s: %s", path, strerror(e));
+    }
+    char pid[32];
+    const int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len) {
+        const int e = errno;
+        close(fd);
+        return bert_fail(err, "cannot write %s: %s", path, strerror(e));
+    }
+    return fd;
+}
+
 static int run_pretraining(const PretrainOptions *o, PretrainSummary *sum, BertError *err) {
     if (check_log_is_no_input(o, err) != 0) return -1;
     if (o->check_shards && check_all_shards(o, err) != 0) return -1;   /* first: it forks */
@@ -999,11 +1091,14 @@ static int run_pretraining(const PretrainOptions *o, PretrainSummary *sum, BertE
     sum->processes = r.world, sum->rank = r.rank;
     r.positions = xcalloc((size_t)r.world, sizeof *r.positions);
     int rc = make_dirs(o->output_dir, err);
+    int lock = -1;
+    if (rc == 0 && r.rank == 0 && (lock = lock_output_dir(o->output_dir, err)) < 0) rc = -1;
     /* process 0 logs and writes the JSON log; the others are silent */
     if (rc == 0) rc = logger_open(&r.log, r.rank == 0 ? o->json_summary : NULL, o->resume_from_checkpoint,
                                   r.rank == 0 && !o->disable_progress_bar, err);
     if (rc == 0 && r.rank != 0) logger_silence(r.log);
     if (rc == 0) rc = setup_model(&r, err);
+    if (rc == 0 && r.world > 1) rc = check_same_flags(&r, err);
     if (rc == 0) rc = setup_data(&r, err);
     if (rc == 0) rc = setup_start(&r, err) < 0 ? -1 : 0;
     if (rc == 0) rc = setup_tokenizer_files(&r, err);
@@ -1015,9 +1110,11 @@ static int run_pretraining(const PretrainOptions *o, PretrainSummary *sum, BertE
             rc = bert_fail(err, "the processes resumed different checkpoints (steps %d to %d): is --output_dir the "
                                 "same shared folder for all, and up to date on every machine?", -steps[1], steps[0]);
     }
+    sum->phase = r.phase;
+    /* issue 35, D13: a requeued job rerunning a finished phase succeeds without doing anything */
     if (rc == 0 && r.step >= o->max_steps)
-        rc = bert_fail(err, "step %ld: this phase's --max_steps %ld are done", r.step, o->max_steps);
-    if (rc == 0) {
+        sum->already_finished = true, sum->first_step = sum->last_step = r.step;
+    if (rc == 0 && !sum->already_finished) {
         char desc[160];
         describe_config(&r.cfg, desc, sizeof desc);
         logger_print(r.log, "pretrain phase %d: %s, %zu parameters; %d files in %s; %d x %d sequences per step, "
@@ -1035,7 +1132,7 @@ static int run_pretraining(const PretrainOptions *o, PretrainSummary *sum, BertE
         snprintf(sum->last_checkpoint, sizeof sum->last_checkpoint, "%s", r.resumed_from);
         rc = train_loop(&r, sum, err);
     }
-    if (rc == 0) {
+    if (rc == 0 && !sum->already_finished) {
         cJSON *d = cJSON_CreateObject();
         cJSON_AddNumberToObject(d, "e2e_train_time", sum->seconds);
         cJSON_AddNumberToObject(d, "training_sequences_per_second", sum->sequences_per_second);
@@ -1059,6 +1156,7 @@ static int run_pretraining(const PretrainOptions *o, PretrainSummary *sum, BertE
     checkpoint_history_free(&r.written);
     free(r.positions), free(r.vocab);
     comm_close(r.comm);
+    if (lock >= 0) close(lock);
     return rc;
 }
 

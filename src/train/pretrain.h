@@ -101,6 +101,8 @@ typedef struct {
     double work_spread;             /* per step, the busiest process's work over the mean (1: even), averaged */
     double work_spread_consecutive; /* the same had the micro-batches not been dealt (train/step_batches.h) */
     bool stopped_by_signal;
+    bool already_finished;          /* issue 35, D13: resumed at --max_steps; nothing was run or written */
+    int phase;                      /* 1 or 2 */
     char last_checkpoint[4096];     /* "" when none was written */
 } PretrainSummary;
 
