@@ -167,10 +167,14 @@ double optimizer_step(Optimizer *o, double lr) {
     } else {
         norm = tensors_grad_norm(o->tensors, o->n);
     }
+    return optimizer_step_with_norm(o, lr, norm);
+}
+
+double optimizer_step_with_norm(Optimizer *o, double lr, double grad_norm) {
     o->steps++;
-    if (o->cfg.kind == OPTIMIZER_LAMB) lamb_step(o, lr, norm);
-    else adamw_step(o, lr, norm);
-    return norm;
+    if (o->cfg.kind == OPTIMIZER_LAMB) lamb_step(o, lr, grad_norm);
+    else adamw_step(o, lr, grad_norm);
+    return grad_norm;
 }
 
 /* ---- state files ---- */

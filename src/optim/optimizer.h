@@ -68,6 +68,9 @@ void optimizer_free(Optimizer *o);
 /* One update with learning rate lr from the tensors' gradients (left as they are).
  * Returns the global gradient norm before clipping (NaN/inf if a gradient is). */
 double optimizer_step(Optimizer *o, double lr);
+/* The same update when the caller has just computed the gradient's global norm the way
+ * optimizer_step does (tensors_grad_norm over every tensor, unsharded): no second pass. */
+double optimizer_step_with_norm(Optimizer *o, double lr, double grad_norm);
 
 long optimizer_step_count(const Optimizer *o);
 /* NVIDIA's phase 2 restarts the count (the bias corrections) while keeping the moments. */

@@ -76,14 +76,16 @@ static int accumulate(Trainer *t, const TrainerHooks *h, TrainerStep *s, BertErr
 }
 
 /* fp16: unscale the gradients (a power of two: exact); any inf or NaN among them is an
- * overflow. Returns whether the step goes on. */
-static bool unscale_and_check(Trainer *t, const TrainerHooks *h, TrainerStep *s) {
+ * overflow. Returns whether the step goes on; *norm: the global norm, when it is the one the
+ * optimizer would compute (unsharded), else -1. */
+static bool unscale_and_check(Trainer *t, const TrainerHooks *h, TrainerStep *s, double *norm) {
     const BertParamInfo *tensors = bert_param_info(t->model, 0);
     const int n = bert_num_param_tensors(t->model);
     tensors_scale_grads(tensors, n, (float)(1.0 / t->scaler.scale));
-    const double norm = h->grad_norm ? h->grad_norm(h->ctx) : tensors_grad_norm(tensors, n);
-    if (loss_scaler_update(&t->scaler, !isfinite(norm))) return true;
-    s->skipped = true, s->grad_norm = norm;
+    const double checked = h->grad_norm ? h->grad_norm(h->ctx) : tensors_grad_norm(tensors, n);
+    *norm = h->grad_norm ? -1 : checked;
+    if (loss_scaler_update(&t->scaler, !isfinite(checked))) return true;
+    s->skipped = true, s->grad_norm = checked;
     return false;
 }
 
@@ -97,14 +99,15 @@ int trainer_step(Trainer *t, const TrainerHooks *h, TrainerStep *s, BertError *e
     const int n = bert_num_param_tensors(t->model);
     if (t->o.accumulation > 1) tensors_scale_grads(tensors, n, 1.0f / (float)t->o.accumulation);
     s->lr = schedule_lr(&t->o.schedule, optimizer_step_count(t->opt));
-    if (t->o.loss_scaling && !unscale_and_check(t, h, s)) {
+    double norm = -1;   /* the overflow check's norm, when the optimizer can take it as it is */
+    if (t->o.loss_scaling && !unscale_and_check(t, h, s, &norm)) {
         s->update_seconds = now_seconds() - t0;
         return ++t->overflows_in_a_row < LOSS_SCALER_MAX_OVERFLOWS_IN_A_ROW ? 0 :
             bert_fail(err, "fp16 gradients overflowed %d times in a row (loss scale now %g): not a matter of scale",
                       LOSS_SCALER_MAX_OVERFLOWS_IN_A_ROW, t->scaler.scale);
     }
     t->overflows_in_a_row = 0;
-    s->grad_norm = optimizer_step(t->opt, s->lr);
+    s->grad_norm = norm >= 0 ? optimizer_step_with_norm(t->opt, s->lr, norm) : optimizer_step(t->opt, s->lr);
     if (h->after_update) h->after_update(h->ctx);
     bert_params_changed(t->model);   /* 16-bit and packed copies are remade at the next forward */
     s->update_seconds = now_seconds() - t0;
