@@ -49,12 +49,24 @@ __global__ static void chunk_sums(double *partial, const float *x, float *m, flo
     partial[blockIdx.x] = total;
 }
 
+/* Device scratch kept between calls and grown as needed (the step calls these once per tensor:
+ * no cudaMalloc, which synchronises, inside that loop). Calls come from one host thread. */
+static void *scratch(size_t bytes) {
+    static void *p = NULL;
+    static size_t cap = 0;
+    if (bytes > cap) {
+        if (p) CUDA_CHECK(cudaFree(p));
+        cap = bytes * 2;
+        CUDA_CHECK(cudaMalloc(&p, cap));
+    }
+    return p;
+}
+
 /* The chunks' sums, added on the host in order. */
 static double chunked(const float *x, float *m, float *v, const float *g, size_t n, const LambArgs *a, bool lamb) {
     const size_t chunks = (n + K_SUM_CHUNK - 1) / K_SUM_CHUNK;
     if (chunks == 0) return 0;
-    double *partial = NULL, total = 0;
-    CUDA_CHECK(cudaMalloc(&partial, sizeof(double) * chunks));
+    double *partial = (double *)scratch(sizeof(double) * chunks), total = 0;
     const LambArgs none = {0, 0, 0, 0, 0, 0, 0};
     chunk_sums<<<(unsigned)chunks, LANES>>>(partial, x, m, v, g, n, a ? *a : none, lamb);
     CUDA_LAUNCHED();
@@ -62,7 +74,6 @@ static double chunked(const float *x, float *m, float *v, const float *g, size_t
     CUDA_CHECK(cudaMemcpy(host, partial, sizeof(double) * chunks, cudaMemcpyDeviceToHost));
     for (size_t c = 0; c < chunks; c++) total += host[c];
     free(host);
-    CUDA_CHECK(cudaFree(partial));
     return total;
 }
 
@@ -89,13 +100,11 @@ __global__ static void count_nonfinite(unsigned long long *count, const float *x
 }
 extern "C" size_t k_count_nonfinite(const float *x, size_t n) {
     if (!n) return 0;
-    unsigned long long *count = NULL, host = 0;
-    CUDA_CHECK(cudaMalloc(&count, sizeof *count));
+    unsigned long long *count = (unsigned long long *)scratch(sizeof *count), host = 0;
     CUDA_CHECK(cudaMemset(count, 0, sizeof *count));
     count_nonfinite<<<cuda_blocks(n), CUDA_THREADS>>>(count, x, n);
     CUDA_LAUNCHED();
     CUDA_CHECK(cudaMemcpy(&host, count, sizeof host, cudaMemcpyDeviceToHost));
-    CUDA_CHECK(cudaFree(count));
     return (size_t)host;
 }
 
@@ -173,16 +182,13 @@ extern "C" long k_count_argmax_matches(const float *logits, const int32_t *label
     for (int k = 0; k < M; k++) count += labels[k] >= 0;   /* the labels are host memory (kernels.h) */
     if (labelled) *labelled = count;
     if (M <= 0 || count == 0) return 0;
-    int32_t *device_labels = NULL;
-    unsigned long long *correct = NULL, host = 0;
-    CUDA_CHECK(cudaMalloc(&device_labels, sizeof(int32_t) * (size_t)M));
-    CUDA_CHECK(cudaMalloc(&correct, sizeof *correct));
+    /* the count first, then the labels, in one scratch block */
+    unsigned long long *correct = (unsigned long long *)scratch(sizeof *correct + sizeof(int32_t) * (size_t)M), host = 0;
+    int32_t *device_labels = (int32_t *)(correct + 1);
     CUDA_CHECK(cudaMemset(correct, 0, sizeof *correct));
     k_upload(device_labels, labels, sizeof(int32_t) * (size_t)M);
     argmax_matches<<<(unsigned)M, CUDA_THREADS>>>(correct, logits, device_labels, V);
     CUDA_LAUNCHED();
     CUDA_CHECK(cudaMemcpy(&host, correct, sizeof host, cudaMemcpyDeviceToHost));
-    CUDA_CHECK(cudaFree(device_labels));
-    CUDA_CHECK(cudaFree(correct));
     return (long)host;
 }
