@@ -55,7 +55,7 @@ TEST_SRC := $(sort $(wildcard tests/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BERT     := $(if $(filter build,$(BUILD)),bert,$(BUILD)/bert)
 
-.PHONY: all test test-fast test-matrix install fuzz fuzz-build fuzz-replay clean cuda-check cuda-test FORCE
+.PHONY: all test test-fast test-matrix install fuzz fuzz-build fuzz-replay clean cuda-check cuda-build cuda-test FORCE
 all: $(BERT) $(TEST_BIN)
 
 # The compiler and flags each build folder was compiled with: a change to them (a new flag
@@ -168,21 +168,26 @@ cuda-check:
 	@$(MAKE) --no-print-directory $(CUDA_OBJ)
 	@echo "cuda-check: $(words $(CUDA_SRC)) CUDA files compiled for sm_80 and sm_90 with $(NVCC)"
 
-# The CUDA backend as a shared library (the CUDA runtime linked in statically; -Bsymbolic: its
-# functions call each other, not a program's functions of the same names), and the test that
-# loads it beside the CPU backend's parameter-memory kernels and compares them bit for bit
-# (tests/cuda/; it passes with a message where no GPU is present). Needs nothing of Debian's
-# libraries, so it builds on a bare GPU machine: `make GPU=cuda cuda-test`.
+# The CUDA backend as a shared library (the CUDA runtime linked in statically, cuBLAS from the
+# machine's CUDA at run time; -Bsymbolic: its functions call each other, not a program's
+# functions of the same names), and the tests that load it beside the CPU backend (the
+# library's, linked in) and compare the two on the same inputs (tests/cuda/test_cuda_*.c; each
+# passes with a message where no GPU is present). The tests are built here with the rest of
+# the project and run on a GPU machine (scripts/gpu_check.sh).
+CUDA_LIBDIRS := $(wildcard $(dir $(NVCC))../lib $(dir $(NVCC))../lib64)
+CUDA_LIBS := $(addprefix -L,$(CUDA_LIBDIRS)) -l:libcublas.so.13 -l:libcublasLt.so.13
 build-cuda/libbert_cuda.so: $(CUDA_OBJ)
-	$(NVCC) -shared $(CUDA_ARCHS) -o $@ $^ -Xlinker -Bsymbolic
+	$(NVCC) -shared $(CUDA_ARCHS) -o $@ $^ -Xlinker -Bsymbolic $(CUDA_LIBS)
 
-CUDA_TEST_SRC := src/kernels/cpu/optim.c src/core/common.c
-build-cuda/test_cuda_optim: tests/cuda/test_cuda_optim.c $(CUDA_TEST_SRC) tests/test.h
+CUDA_TEST_SRC := $(sort $(wildcard tests/cuda/test_cuda_*.c))
+CUDA_TEST_BIN := $(CUDA_TEST_SRC:tests/cuda/%.c=build-cuda/%)
+build-cuda/test_cuda_%: tests/cuda/test_cuda_%.c tests/cuda/cuda_test.h tests/test.h $(BUILD)/libbert.a
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) $(MATH) -O2 -g -march=native -Isrc -Itests -fopenmp -o $@ $< $(CUDA_TEST_SRC) -ldl -lm
+	$(CC) $(CFLAGS) -Itests -o $@ $< $(BUILD)/libbert.a $(LDLIBS) -ldl
 
-cuda-test: cuda-check build-cuda/libbert_cuda.so build-cuda/test_cuda_optim
-	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-4} build-cuda/test_cuda_optim build-cuda/libbert_cuda.so
+cuda-build: cuda-check build-cuda/libbert_cuda.so $(CUDA_TEST_BIN)
+cuda-test: cuda-build
+	@for t in $(CUDA_TEST_BIN); do echo "== $$t"; OMP_NUM_THREADS=$${OMP_NUM_THREADS:-4} $$t build-cuda/libbert_cuda.so || exit 1; done
 
 build-cuda/%.o: %.cu
 	@mkdir -p $(dir $@)

@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
 
 #define CUDA_CHECK(call)                                                                          \
@@ -25,5 +26,16 @@ static inline unsigned cuda_blocks(size_t n) {
     const size_t b = (n + CUDA_THREADS - 1) / CUDA_THREADS;
     return (unsigned)(b > 65535u * 32u ? 65535u * 32u : (b ? b : 1));   /* grid-stride loops cover the rest */
 }
+
+/* Host arrays that describe a batch (kernels.h: ids, masks, row maps, labels, lengths are host
+ * memory) copied to device memory for a kernel: slot s (0 .. CUDA_STAGE_SLOTS-1; one per array
+ * a call needs at once) keeps its buffer between calls, grown as needed. The copy is ordered
+ * before later launches on the default stream. */
+enum { CUDA_STAGE_SLOTS = 8 };
+const void *cuda_stage(int slot, const void *host, size_t bytes);
+/* Device scratch for a kernel's intermediate values: slot s (0 .. CUDA_SCRATCH_SLOTS-1) keeps its
+ * buffer between calls, grown as needed (contents not kept across growth). One host thread calls. */
+enum { CUDA_SCRATCH_SLOTS = 8 };
+void *cuda_scratch(int slot, size_t bytes);
 
 #endif

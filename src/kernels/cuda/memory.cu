@@ -50,3 +50,28 @@ extern "C" int k_cuda_devices(void) {
     }
     return n;
 }
+
+/* A buffer per slot, grown (never shrunk) to the largest size asked of it. */
+static void *grow(void **p, size_t *cap, size_t bytes) {
+    if (bytes > *cap) {
+        if (*p) CUDA_CHECK(cudaFree(*p));
+        *cap = bytes + bytes / 2 + 256;
+        CUDA_CHECK(cudaMalloc(p, *cap));
+    }
+    return *p;
+}
+
+const void *cuda_stage(int slot, const void *host, size_t bytes) {
+    static void *buffer[CUDA_STAGE_SLOTS];
+    static size_t capacity[CUDA_STAGE_SLOTS];
+    if (!host) return NULL;
+    void *d = grow(&buffer[slot], &capacity[slot], bytes);
+    k_upload(d, host, bytes);
+    return d;
+}
+
+void *cuda_scratch(int slot, size_t bytes) {
+    static void *buffer[CUDA_SCRATCH_SLOTS];
+    static size_t capacity[CUDA_SCRATCH_SLOTS];
+    return grow(&buffer[slot], &capacity[slot], bytes);
+}
