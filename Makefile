@@ -5,6 +5,9 @@ BUILD   ?= build
 SANITIZE ?= 0
 # Matrix-product library behind src/kernels/cpu/sgemm.h: onednn (default, faster here) or openblas.
 GEMM    ?= onednn
+# The instruction set of the optimised build: this machine's (default), or a portable one for
+# a binary that runs elsewhere (scripts/gpu_bundle.sh: MARCH=x86-64-v3).
+MARCH   ?= native
 
 BLAS_INC := /usr/include/x86_64-linux-gnu/openblas-openmp
 BLAS_LIB := /usr/lib/x86_64-linux-gnu/openblas-openmp
@@ -41,7 +44,7 @@ else ifeq ($(SANITIZE),1)
   CFLAGS += -O1 -g -march=native -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
   LDLIBS += -fsanitize=address,undefined
 else
-  CFLAGS += -O3 -march=native -g
+  CFLAGS += -O3 -march=$(MARCH) -g
 endif
 
 # libbert.a: the library (no command-line or benchmark code); libbert_cli.a: the commands

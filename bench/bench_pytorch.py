@@ -118,17 +118,17 @@ def pretraining_loss(torch, model, batch, head):
                      labels=full, next_sentence_label=nsp).loss
     seq_out, pooled = model.bert(input_ids=ids, token_type_ids=types, attention_mask=mask)[:2]
     valid = labels.view(-1) != -100
-    rows = (positions + torch.arange(ids.shape[0]).unsqueeze(1) * ids.shape[1]).view(-1)[valid]
+    rows = (positions + torch.arange(ids.shape[0], device=ids.device).unsqueeze(1) * ids.shape[1]).view(-1)[valid]
     hidden = seq_out.reshape(-1, seq_out.shape[-1]).index_select(0, rows)
     mlm_logits = model.cls.predictions(hidden)
     nsp_logits = model.cls.seq_relationship(pooled)
     return F.cross_entropy(mlm_logits, labels.view(-1)[valid]) + F.cross_entropy(nsp_logits, nsp)
 
 
-def autocast_context(torch, precision):
-    """A fresh context manager for one step: bf16 autocast on the CPU, or nothing (fp32)."""
+def autocast_context(torch, precision, device="cpu"):
+    """A fresh context manager for one step: bf16 autocast on the device, or nothing (fp32)."""
     if precision == "bf16":
-        return torch.autocast("cpu", dtype=torch.bfloat16)
+        return torch.autocast(device, dtype=torch.bfloat16)
     return contextlib.nullcontext()
 
 
@@ -164,16 +164,19 @@ def compile_stats(torch):
             "graph_breaks": int(sum(counters["graph_break"].values()))}
 
 
-def time_steps(fn, warmup, steps, log):
-    """Wall seconds of each timed step, and the process CPU seconds (all threads) they took."""
+def time_steps(fn, warmup, steps, log, sync=lambda: None):
+    """Wall seconds of each timed step, and the process CPU seconds (all threads) they took;
+    sync waits for the device (a GPU's work is asynchronous)."""
     for i in range(warmup):
         t0 = time.perf_counter()
         fn()
+        sync()
         log(f"  warm-up {i + 1}: {1e3 * (time.perf_counter() - t0):.1f} ms")
     times, cpu0 = [], time.process_time()
     for i in range(steps):
         t0 = time.perf_counter()
         fn()
+        sync()
         times.append(time.perf_counter() - t0)
         log(f"  step {i + 1}: {1e3 * times[-1]:.1f} ms")
     return times, time.process_time() - cpu0
@@ -195,12 +198,14 @@ def main():
     ap.add_argument("--pad_fraction", type=float, default=0.0)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
-                    help="bf16: forward + loss under torch.autocast('cpu', bfloat16), fp32 master weights")
+                    help="bf16: forward + loss under torch.autocast(device, bfloat16), fp32 master weights")
     ap.add_argument("--compile", action="store_true",
                     help="torch.compile the training forward + loss and the inference forward "
                          "(inference with inductor freezing); torch >= 2")
     ap.add_argument("--attn", choices=["eager", "sdpa"], default="eager",
                     help="HF attention implementation (sdpa needs torch >= 2 and transformers that has it)")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="cuda: the model and batch on the GPU (the peer of bert bench --device cuda)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     infer_steps = args.steps if args.infer_steps is None else args.infer_steps
@@ -228,8 +233,9 @@ def main():
     cfg = model_config(args)
     # eager: the only attention torch 1.13 has (the default); recorded in the JSON report
     cfg._attn_implementation = args.attn
-    model = BertForPreTraining(cfg)
-    batch = synthetic_batch(torch, cfg, args)
+    model = BertForPreTraining(cfg).to(args.device)
+    batch = tuple(t.to(args.device) for t in synthetic_batch(torch, cfg, args))
+    sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
     optimizer = make_optimizer(torch, model, 1e-4)
     losses = []
 
@@ -240,14 +246,14 @@ def main():
 
     def train_step():
         optimizer.zero_grad(set_to_none=True)
-        with autocast_context(torch, args.precision):
+        with autocast_context(torch, args.precision, args.device):
             loss = forward_loss()
         loss.backward()
         optimizer.step()
         losses.append(float(loss.detach()))
 
     model.train()
-    timed_train = lambda: time_steps(train_step, args.warmup, train_steps, log)  # noqa: E731
+    timed_train = lambda: time_steps(train_step, args.warmup, train_steps, log, sync)  # noqa: E731
     if not train_steps:
         train_times, train_cpu = [], 0
     elif args.compile:
@@ -264,10 +270,10 @@ def main():
         encoder = compile_or_die(torch, model.bert, "inference forward")
 
     def infer_step():
-        with torch.inference_mode(), autocast_context(torch, args.precision):
+        with torch.inference_mode(), autocast_context(torch, args.precision, args.device):
             encoder(input_ids=ids, token_type_ids=types, attention_mask=mask)
 
-    timed_infer = lambda: time_steps(infer_step, args.warmup, infer_steps, log)  # noqa: E731
+    timed_infer = lambda: time_steps(infer_step, args.warmup, infer_steps, log, sync)  # noqa: E731
     if not infer_steps:
         infer_times, infer_cpu = [], 0
     elif args.compile:
@@ -282,7 +288,7 @@ def report(args, cfg, model, batch, train, infer, losses, torch):
     B = args.batch
     tf, inf = train_flops(cfg, B, args.seq, args.preds), infer_flops(cfg, B, args.seq)
     t_train, t_infer = sum(train_times), sum(infer_times)
-    variant = "".join([", bf16 autocast" if args.precision == "bf16" else "",
+    variant = "".join([f", {torch.cuda.get_device_name()}" if args.device == "cuda" else "",", bf16 autocast" if args.precision == "bf16" else "",
                        ", torch.compile" if args.compile else "",
                        f", attn={args.attn}" if args.attn != "eager" else ""])
     import transformers

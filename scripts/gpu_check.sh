@@ -1,19 +1,83 @@
 #!/usr/bin/env bash
 # The device check of the CUDA backend, for a session lent a GPU machine (the device tool): one
-# command, a few minutes on a bare H100/H200 image (it has nvcc and gcc; it needs none of
-# Debian's libraries): the device and toolkit versions, then `make GPU=cuda cuda-test` (every
-# CUDA file compiled for sm_80/sm_90, the CUDA kernels against the CPU backend's, bit for bit).
-# Logs and results go to $OUT (the device tool brings them back).
-#   run: bash scripts/gpu_check.sh          (timeout_s ~300)
+# command on a bare H100/H200 (CUDA, nvcc, gcc, PyTorch; none of Debian's libraries). Made here
+# first: bash scripts/gpu_bundle.sh (./bert and the CUDA tests for any x86-64-v3 CPU, the CUDA
+# backend, the Debian libraries they load, a small prepared corpus), then on the device, carrying
+# .devbundle and build-cuda:
+#   bash scripts/gpu_check.sh [all|kernels|compare|speed|peer]   (default all; timeout_s ~400)
+# 1. kernels: every CUDA kernel against the CPU backend's on the same inputs (tests/cuda/)
+# 2. compare: the same runs on --device cpu and --device cuda (bench's per-step losses of a small
+#    model in fp32 and bf16; 60 pre-training steps on the prepared shards), side by side
+# 3. speed: bert bench --device cuda (bert-base and bert-large, fp32 and bf16)
+# 4. peer: the same shapes in PyTorch + transformers on the same GPU (bench/bench_pytorch.py)
+# Logs go to $OUT (at most 8 files come back).
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gpu_check}
-mkdir -p "$OUT"
-{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nvcc --version | tail -n 2; } \
-  > "$OUT/device.txt" 2>&1
+WHAT=${1:-all}
+mkdir -p "$OUT" /tmp/devlib
+tar -C /tmp/devlib -xJf .devbundle/libs.tar.xz
+export LD_LIBRARY_PATH=/tmp/devlib/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export BERT_CUDA_LIB=$PWD/build-cuda/libbert_cuda.so
+BERT=.devbundle/bert
+want() { [ "$WHAT" = all ] || [ "$WHAT" = "$1" ]; }
+{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv; nvcc --version | tail -n 1
+  lscpu | grep -E 'Model name|^CPU\(s\)'; $BERT --version; } > "$OUT/device.txt" 2>&1
 cat "$OUT/device.txt"
-rc=0
-make GPU=cuda NVCC="$(command -v nvcc)" cuda-test > "$OUT/cuda_test.log" 2>&1 || rc=$?
-tail -n 30 "$OUT/cuda_test.log"
-echo "gpu_check: cuda-test exit $rc (full log: $OUT/cuda_test.log)"
-exit $rc
+
+if want kernels; then
+  for t in $(find build-cuda -maxdepth 1 -name 'test_cuda_*' ! -name '*.d' | sort); do
+    echo "== $t"
+    OMP_NUM_THREADS=8 timeout 300 "$t" "$BERT_CUDA_LIB" 2>&1
+    echo "== $t exit $?"
+  done > "$OUT/kernels.log" 2>&1
+  grep -E '^== |passed|FAIL|fail' "$OUT/kernels.log" | tail -n 40
+fi
+
+if want compare; then
+  {
+    for prec in "" --bf16; do
+      for dev in cpu cuda; do
+        echo "== bench bert-mini $prec --device $dev"
+        timeout 120 $BERT bench --preset bert-mini --mode train --batch 16 --seq 128 --steps 8 --warmup 0 \
+          --sgemm_peak 1 --device $dev $prec 2>&1 | grep -E 'train step|train |error|bert bench:'
+      done
+    done
+    P1=$(ls -d .devbundle/prep/hdf5_lower_case_1_seq_len_128*/*/ | head -n 1)
+    for dev in cpu cuda; do
+      echo "== pretrain bert-tiny 60 steps --device $dev"
+      rm -rf "/tmp/pt_$dev"
+      timeout 200 $BERT pretrain --input_dir "$P1" --bert_model bert-tiny --output_dir "/tmp/pt_$dev" \
+        --train_batch_size 64 --gradient_accumulation_steps 2 --max_steps 60 --learning_rate 5e-3 \
+        --warmup_proportion 0.1 --num_steps_per_checkpoint 60 --log_freq 10 --eval_steps 60 --eval_batches 10 \
+        --disable_progress_bar --device $dev 2>&1 | grep -vE '^\s*$' | tail -n 20
+    done
+  } > "$OUT/compare.log" 2>&1
+  cat "$OUT/compare.log"
+fi
+
+if want speed; then
+  {
+    for preset in bert-base bert-large; do
+      for prec in "" --bf16; do
+        echo "== bench $preset $prec --device cuda, batch 64, seq 128"
+        timeout 150 $BERT bench --preset $preset --batch 64 --seq 128 --steps 10 --warmup 2 --device cuda \
+          --sgemm_peak $([ -n "$prec" ] && echo 989000 || echo 67000) $prec 2>&1 | grep -vE 'step [0-9]'
+      done
+    done
+  } > "$OUT/speed.log" 2>&1
+  cat "$OUT/speed.log"
+fi
+
+if want peer; then
+  {
+    for preset in bert-base bert-large; do
+      for prec in fp32 bf16; do
+        echo "== pytorch $preset $prec cuda, batch 64, seq 128"
+        timeout 150 python3 bench/bench_pytorch.py --device cuda --preset $preset --precision $prec --attn sdpa \
+          --batch 64 --seq 128 --steps 10 --warmup 2 2>&1 | grep -vE 'step [0-9]|warm-up'
+      done
+    done
+  } > "$OUT/peer.log" 2>&1
+  cat "$OUT/peer.log"
+fi

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "bench/sgemm_peak.h"
+#include "kernels/backend.h"
 #include "kernels/kernels.h"
 #include "kernels/cpu/sgemm.h"
 #include "train/model_bench.h"
@@ -24,6 +25,7 @@ typedef struct {
     int batch, seq, preds, steps, warmup, infer_steps, threads;
     double pad_fraction, sgemm_peak, lr;
     long long seed;
+    const char *device;
     bool json, full_last_layer, all_rows, bf16, bf16_emulate, fp16, gemm_shapes, plain_weights, unfused;
 } BenchOptions;
 
@@ -32,6 +34,7 @@ typedef struct {
     BertConfig cfg;
     SgemmPeak peak;
     bool measured_peak;
+    bool gpu;   /* --device cuda: the CPU's peaks are not measured; --sgemm_peak gives the GPU's */
     BertPrecision precision;
     Bf16GemmPeak bf16_peak;   /* measured with --bf16 */
     ModelBenchResult run;
@@ -40,7 +43,7 @@ typedef struct {
 
 /* Against the peak of the arithmetic the products ran in: bf16's with --bf16, else fp32's. */
 static double reference_peak(const BenchReport *r) {
-    return r->precision == BERT_BF16 ? r->bf16_peak.peak_gflops : r->peak.peak_gflops;
+    return r->precision == BERT_BF16 && !r->gpu ? r->bf16_peak.peak_gflops : r->peak.peak_gflops;
 }
 static const char *reference_peak_name(const BenchReport *r) {
     return r->precision == BERT_BF16 ? "bf16 GEMM peak" : "sgemm peak";
@@ -76,7 +79,12 @@ static void print_text(const BenchReport *r, const BenchOptions *o) {
            c->hidden_size, c->num_attention_heads, c->intermediate_size, c->vocab_size, r->run.params / 1e6);
     printf("shapes    batch %d, seq %d, %d masked slots per sequence, %.1f%% real tokens, %d threads\n", B,
            o->seq, o->preds, 100.0 * r->run.real_tokens / ((double)B * o->seq), o->threads);
-    if (r->measured_peak) {
+    if (r->gpu) {
+        char device[256];
+        k_backend_describe(device, sizeof device);
+        printf("device    %s (the percentages: of --sgemm_peak %.1f GFLOP/s, the GPU's peak for this precision)\n",
+               device, r->peak.peak_gflops);
+    } else if (r->measured_peak) {
         printf("sgemm     peak %.1f GFLOP/s (measured now with %s; best of 4096x768x768, x3072x768, x768x3072:",
                r->peak.peak_gflops, r->peak.peak_lib);
         for (int lib = 0; lib < r->peak.nlibs; lib++)
@@ -88,7 +96,9 @@ static void print_text(const BenchReport *r, const BenchOptions *o) {
     }
     char kernel[600], env[1024];
     describe_gemm(kernel, sizeof kernel), compute_environment(env, sizeof env);
-    if (r->precision == BERT_FP32) {
+    if (r->gpu) {
+        printf("precision %s (cuBLAS with fp32 accumulation; fp32: no TF32)\n", bert_precision_name(r->precision));
+    } else if (r->precision == BERT_FP32) {
         printf("gemm      the model's products run in %s: %s; inference with packed weights: %s\n", sgemm_library(),
                kernel, o->plain_weights ? "no" : "yes (oneDNN matmul)");
     } else {
@@ -101,7 +111,7 @@ static void print_text(const BenchReport *r, const BenchOptions *o) {
             printf("precision %s: the linear layers' and attention's products in bf16 with fp32 accumulation (%s; "
                    "weights packed: %s); everything else in fp32 (%s)\n", bert_precision_name(r->precision),
                    bf16_kernel, o->plain_weights ? "no" : "yes", kernel);
-        if (r->precision == BERT_BF16)
+        if (r->precision == BERT_BF16 && !r->gpu)
             printf("bf16 gemm peak %.1f GFLOP/s (measured now; best of 4096x768x768, x3072x768, x768x3072: "
                    "%.1f/%.1f/%.1f)\n", r->bf16_peak.peak_gflops, r->bf16_peak.shapes[0].best_gflops,
                    r->bf16_peak.shapes[1].best_gflops, r->bf16_peak.shapes[2].best_gflops);
@@ -214,6 +224,7 @@ static int parse_options(int argc, char **argv, BenchOptions *o) {
         {"infer_steps", FLAG_INT, &o->infer_steps, "timed inference batches (default: --steps)"},
         {"warmup", FLAG_INT, &o->warmup, "untimed steps before each measurement (default 1)"},
         {"threads", FLAG_INT, &o->threads, "OpenMP/BLAS threads (default: all cores)"},
+        {"device", FLAG_STRING, &o->device, FLAGS_DEVICE_HELP},
         {"mode", FLAG_STRING, &o->mode, "train, infer or both (default both)"},
         {"pad_fraction", FLAG_DOUBLE, &o->pad_fraction, "mean fraction of padding tokens (default 0: full length)"},
         {"sgemm_peak", FLAG_DOUBLE, &o->sgemm_peak, "GFLOP/s to compare against (default: measure, ~1 s)"},
@@ -280,6 +291,7 @@ int cmd_bench(int argc, char **argv) {
     BenchOptions o;
     int rc = parse_options(argc, argv, &o);
     if (rc != 0) return rc > 0 ? 0 : 2;
+    if (flags_use_device("bench", o.device) != 0) return 2;
     BenchReport r = {.name = o.config ? o.config : o.preset ? o.preset : "bert-base"};
     BertError err;
     int cfg_rc = o.config ? bert_config_load(o.config, &r.cfg, &err) : bert_config_preset(r.name, &r.cfg, &err);
@@ -293,14 +305,15 @@ int cmd_bench(int argc, char **argv) {
                         "ONEDNN_MAX_CPU_ISA caps them); --bf16_emulate runs the same rounding in fp32\n");
         return 1;
     }
-    if (r.precision == BERT_BF16) bf16_gemm_peak_measure(&r.bf16_peak, 0, 1.0);
+    r.gpu = strcmp(k_backend_name(), "cpu") != 0;
+    if (r.precision == BERT_BF16 && !r.gpu) bf16_gemm_peak_measure(&r.bf16_peak, 0, 1.0);
     if (o.gemm_shapes) {
         if (r.precision != BERT_BF16) { fprintf(stderr, "bert bench: --gemm_shapes goes with --bf16\n"); return 2; }
         printf("bf16 gemm peak %.1f GFLOP/s\n", r.bf16_peak.peak_gflops);
         bf16_gemm_shapes_report(o.batch * o.seq, o.batch * o.preds, r.bf16_peak.peak_gflops);
         return 0;
     }
-    r.measured_peak = o.sgemm_peak <= 0;   /* measure before the model exists: its buffers stay out of the peak RSS */
+    r.measured_peak = o.sgemm_peak <= 0 && !r.gpu;   /* measure before the model exists: its buffers stay out of the peak RSS */
     if (r.measured_peak) sgemm_peak_measure(&r.peak, 0, 1.0);
     else r.peak.peak_gflops = o.sgemm_peak;
 

@@ -29,6 +29,7 @@ static void report(const char *name, int batch, InferMode mode, const InferTimin
 int cmd_bench_infer(int argc, char **argv) {
     const char *preset = NULL, *config = NULL, *glue = NULL, *data_dir = NULL, *squad = NULL, *vocab_file = NULL;
     int max_seq = 0, batch = 32, threads = 0, latency_sequences = 256, warmup = 2;
+    const char *device = NULL;
     bool lower = true, bf16 = false, json = false, plain_weights = false, unfused = false;
     const Flag flags[] = {
         {"preset", FLAG_STRING, &preset, "bert-tiny ... bert-large (default bert-base; random weights)"},
@@ -48,6 +49,7 @@ int cmd_bench_infer(int argc, char **argv) {
         {"unfused", FLAG_BOOL, &unfused,
          "the feed-forward's product and GELU as two passes, not one (to measure what fusing gives)"},
         {"threads", FLAG_INT, &threads, "OpenMP threads (0: all cores)"},
+        {"device", FLAG_STRING, &device, FLAGS_DEVICE_HELP},
         {"json", FLAG_BOOL, &json, "one JSON line per measurement"},
     };
     const FlagSpec spec = {"bench_infer", "bench_infer (--glue_task T --data_dir D | --squad_file F) --vocab_file V "
@@ -63,6 +65,7 @@ int cmd_bench_infer(int argc, char **argv) {
         fprintf(stderr, "bert bench_infer: --warmup must be >= 0 (got %d)\n", warmup);
         return 2;
     }
+    if (flags_use_device("bench_infer", device) != 0) return 2;
     if (threads > 0) omp_set_num_threads(threads);
     if (max_seq <= 0) max_seq = squad ? 384 : 128;
     BertError err;

@@ -15,6 +15,7 @@
 int cmd_embed(int argc, char **argv) {
     const char *init = NULL, *config = NULL, *vocab_file = NULL, *output = NULL;
     int max_seq = 0, batch = 32, threads = 0;
+    const char *device = NULL;
     int lower = FLAG_UNSET;
     bool no_normalize = false, bf16 = false;
     const Flag flags[] = {
@@ -30,6 +31,7 @@ int cmd_embed(int argc, char **argv) {
         {"no_normalize", FLAG_BOOL, &no_normalize, "mean-pooled vectors without L2 normalisation"},
         {"output", FLAG_STRING, &output, "write a .npy file (float32 [n, hidden]) instead of text on stdout"},
         {"threads", FLAG_INT, &threads, "OpenMP threads (0: all cores)"},
+        {"device", FLAG_STRING, &device, FLAGS_DEVICE_HELP},
         {"bf16", FLAG_BOOL, &bf16, "matrix products in bf16 (needs avx512_bf16)"},
     };
     const FlagSpec spec = {"embed", "embed --init_checkpoint MODEL_DIR [flags] < sentences.txt   (one sentence per line)",
@@ -37,6 +39,7 @@ int cmd_embed(int argc, char **argv) {
     int rc = flags_parse(&spec, argc, argv, NULL, NULL);
     if (rc) return rc > 0 ? 0 : 2;
     if (flags_require(&spec, "init_checkpoint") != 0) return 2;
+    if (flags_use_device("embed", device) != 0) return 2;
     if (threads > 0) omp_set_num_threads(threads);
     struct stat st;
     if (stat(init, &st) != 0) return fprintf(stderr, "bert embed: --init_checkpoint %s: no such file or folder\n", init), 1;

@@ -35,6 +35,7 @@ int finetune_flags(Flag *out, FinetuneArgs *a, FinetuneFlagState *st, const char
         {"adam_epsilon", FLAG_DOUBLE, &a->adam_epsilon, "default 1e-6 (NVIDIA's; HF's Trainer uses 1e-8)"},
         {"seed", FLAG_INT64, &st->seed, st->help[3]},
         {"threads", FLAG_INT, &a->threads, "OpenMP threads (0: all cores)"},
+        {"device", FLAG_STRING, &st->device, FLAGS_DEVICE_HELP},
         {"bf16", FLAG_BOOL, &st->bf16, "matrix products in bf16 with fp32 accumulation (needs avx512_bf16)"},
         {"fp16", FLAG_BOOL, &st->fp16, "operands stored in IEEE fp16 with dynamic loss scaling; this CPU has no fp16 "
                                        "arithmetic, so the arithmetic stays fp32 (exercises the scaling a GPU needs)"},
@@ -56,7 +57,7 @@ int finetune_flags_finish(const char *command, FinetuneArgs *a, const FinetuneFl
         fprintf(stderr, "bert %s: give at most one of --bf16 and --fp16; --loss_scale must be >= 0\n", command);
         return 2;
     }
-    return 0;
+    return flags_use_device(command, st->device);
 }
 
 void finetune_print_training(const char *prefix, const char *rows, const FinetuneTrainResult *t, bool fp16) {

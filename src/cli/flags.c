@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "kernels/backend.h"
 
 static const Flag *find_flag(const FlagSpec *spec, const char *name, size_t len) {
     for (int i = 0; i < spec->nflags; i++)
@@ -153,4 +154,11 @@ void flags_usage(const FlagSpec *spec, FILE *out) {
         snprintf(left, sizeof left, "%s%s", strlen(f->name) == 1 ? "-" : "--", f->name);
         fprintf(out, "  %-30s %s\n", left, f->help);
     }
+}
+
+int flags_use_device(const char *command, const char *device) {
+    char err[512];
+    if (k_backend_use(device, err, sizeof err)) return 0;
+    fprintf(stderr, "bert %s: %s\n", command, err);
+    return 2;
 }

@@ -47,4 +47,9 @@ void flags_usage(const FlagSpec *spec, FILE *out);
  * stack, so a team of ~100000 threads overflows it (a crash, not an error message). */
 #define FLAGS_MAX_THREADS 1024
 
+/* --device: the backend a command's kernels run on (kernels/backend.h), a FLAG_STRING. */
+#define FLAGS_DEVICE_HELP "where the kernels run: cpu (default) or cuda (a GPU: the CUDA backend, make GPU=cuda)"
+/* Selects device's backend (NULL: the CPU) for command: 0, or 2 with the reason printed. */
+int flags_use_device(const char *command, const char *device);
+
 #endif

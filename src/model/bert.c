@@ -371,7 +371,7 @@ int bert_model_create_with_heads(BertModel **out, const BertConfig *cfg, BertHea
     m->mlm_out_row = xcalloc(BP + 1, sizeof(int32_t));
     for (int side = 0; side < 2; side++)
         m->qa_seq[side] = xcalloc(max_batch, sizeof(int32_t)), m->qa_label[side] = xcalloc(max_batch, sizeof(int32_t));
-    m->class_label = xcalloc(max_batch, sizeof(int32_t)), m->target = xcalloc(max_batch, sizeof(float));
+    m->class_label = xcalloc(max_batch, sizeof(int32_t)), m->target = k_alloc(sizeof(float) * (size_t)max_batch);   /* read by kernels: backend memory */
     *out = m;
     return 0;
 }
@@ -385,7 +385,7 @@ void bert_model_free(BertModel *m) {
     free(m->seq_row), free(m->seq_rows), free(m->full_row), free(m->row_map), free(m->out_map);
     free(m->kept_row), free(m->kept_full), free(m->cls_row), free(m->mlm_out_row);
     free(m->qa_seq[0]), free(m->qa_seq[1]), free(m->qa_label[0]), free(m->qa_label[1]);
-    free(m->class_label), free(m->target);
+    free(m->class_label), k_free(m->target);
     k_free(m->params16), k_free(m->act16_memory), free(m->packed), k_free(m->packed_memory);
     free(m);
 }

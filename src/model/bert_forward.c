@@ -84,7 +84,7 @@ static void prepare_task_labels(BertModel *m, const BertBatch *b) {
         memcpy(m->class_label, b->class_labels, sizeof(int32_t) * B);
     } else if (m->heads.kind == BERT_HEADS_CLASSIFIER && m->heads.num_labels == 1 && b->regression_targets) {
         m->have_task_labels = true;
-        memcpy(m->target, b->regression_targets, sizeof(float) * B);
+        k_upload(m->target, b->regression_targets, sizeof(float) * B);
     }
 }
 

@@ -23,6 +23,7 @@
 #include "io/tokenizer_files.h"
 #include "model/config.h"
 #include "kernels/kernels.h"
+#include "kernels/backend.h"
 #include "model/bert.h"
 #include "optim/loss_scaler.h"
 #include "optim/optimizer.h"
@@ -1090,7 +1091,13 @@ static int run_pretraining(const PretrainOptions *o, PretrainSummary *sum, BertE
     r.rank = comm_rank(r.comm), r.world = comm_size(r.comm);
     sum->processes = r.world, sum->rank = r.rank;
     r.positions = xcalloc((size_t)r.world, sizeof *r.positions);
-    int rc = make_dirs(o->output_dir, err);
+    int rc = 0;
+    /* the collectives (train/comm.h) read and write gradients and parameters on the host: a GPU's
+     * memory needs NCCL's, which this build has not yet */
+    if (r.world > 1 && strcmp(k_backend_name(), "cpu") != 0)
+        rc = bert_fail(err, "--device %s with %d processes: data parallelism across GPUs (NCCL) is not built yet; run "
+                            "one process per GPU job", k_backend_name(), r.world);
+    if (rc == 0) rc = make_dirs(o->output_dir, err);
     int lock = -1;
     if (rc == 0 && r.rank == 0 && (lock = lock_output_dir(o->output_dir, err)) < 0) rc = -1;
     /* process 0 logs and writes the JSON log; the others are silent */

@@ -4,6 +4,7 @@
  * Reductions over rows (bias and LayerNorm gradients, embedding scatter) are split by
  * column blocks, each thread summing whole columns in row order, so the result is the same
  * for any thread count. */
+#include "kernels/cpu/cpu_names.h"   /* first: this file defines the CPU backend's cpu_k_* */
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>

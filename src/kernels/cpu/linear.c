@@ -1,5 +1,6 @@
 /* The CPU backend's typed products (kernels.h): which of the fp32, packed and 16-bit kernels
  * a linear layer runs on, decided from the precision and the weight's forms. */
+#include "kernels/cpu/cpu_names.h"   /* first: this file defines the CPU backend's cpu_k_* */
 #include "kernels/kernels.h"
 
 static const uint16_t *half_of(const KWeight *w) { return w->half(w->ctx, w->f32, w->C, w->OC); }

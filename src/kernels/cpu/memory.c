@@ -1,5 +1,6 @@
 /* The CPU backend's memory (kernels.h): host memory, so uploads and downloads are copies and
  * a mapping is the memory itself. */
+#include "kernels/cpu/cpu_names.h"   /* first: this file defines the CPU backend's cpu_k_* */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

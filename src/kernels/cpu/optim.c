@@ -1,6 +1,7 @@
 /* The CPU backend's reductions and updates on parameter memory (kernels.h): the optimizers'
  * element-wise work, norms, initialisation and argmax counts. Every sum has a fixed order
  * (K_SUM_CHUNK chunks of 16 lanes), so results do not depend on the thread count. */
+#include "kernels/cpu/cpu_names.h"   /* first: this file defines the CPU backend's cpu_k_* */
 #include <math.h>
 #include <stdlib.h>
 

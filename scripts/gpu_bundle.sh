@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# What a GPU machine needs to run bert.c's CUDA checks, built here: the GPU machines of the
+# device tool have CUDA, nvcc and gcc but none of Debian's libraries, and their CPU may lack
+# this one's instructions. So this builds ./bert and the CUDA tests for any x86-64-v3 CPU
+# (build-device/), the CUDA backend (build-cuda/libbert_cuda.so, cuBLAS loaded from the machine's
+# CUDA), packs the Debian libraries they load (.devbundle/libs.tar.xz) and a small pre-training
+# shard set, into .devbundle/ (ignored by git). Then, on the GPU machine, with .devbundle and
+# build-cuda carried: bash scripts/gpu_check.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+J=${J:-2}
+bash scripts/install-cuda-toolchain.sh >/dev/null
+make -j"$J" BUILD=build-device MARCH=x86-64-v3 build-device/bert
+make -j"$J" BUILD=build-device MARCH=x86-64-v3 GPU=cuda cuda-build
+rm -rf .devbundle && mkdir -p .devbundle/lib
+cp build-device/bert .devbundle/bert
+# every library ./bert and the tests load, but the C library itself (the GPU machine's is newer)
+for bin in build-device/bert $(find build-cuda -maxdepth 1 -name "test_cuda_*" ! -name "*.d"); do
+  ldd "$bin" | awk '$3 ~ /^\// {print $3}'
+done | sort -u | grep -vE '/(libc|libm|libmvec|libpthread|libdl|librt|ld-linux[^/]*)\.so' |
+  while read -r lib; do cp -L "$lib" .devbundle/lib/; done
+# OpenBLAS picks its kernels at run time; the openmp flavour's folder as the binary's rpath names it
+tar -C .devbundle -cf - lib | xz -T"$J" -6 > .devbundle/libs.tar.xz
+rm -rf .devbundle/lib
+# a small pre-training set: the bundled corpus prepared as the quick start does (phase 1 shards)
+if [ ! -d .devbundle/prep ]; then
+  build-device/bert prepare --output_dir .devbundle/prep > .devbundle/prepare.log 2>&1 || {
+    tail .devbundle/prepare.log; exit 1; }
+fi
+du -sh .devbundle

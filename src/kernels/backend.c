@@ -1,0 +1,128 @@
+/* The kernels' dispatch: each kernels.h function forwards to the backend in use, a table of
+ * function pointers (ggml's backend interface, reduced to one table). The CPU backend's
+ * functions are linked in as cpu_k_* (kernels/cpu/cpu_names.h); the CUDA backend's are found by
+ * their kernels.h names in its shared library. */
+#include "kernels/backend.h"
+
+#include <dlfcn.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kernels/backend_functions.h"
+#include "kernels/kernels.h"
+
+/* The CPU backend's names (kernels/cpu/ defines them through cpu_names.h). */
+#define K_DECLARE_CPU_R(ret, name, params, args) ret cpu_##name params;
+#define K_DECLARE_CPU_V(name, params, args) void cpu_##name params;
+K_FUNCTIONS(K_DECLARE_CPU_R, K_DECLARE_CPU_V)
+#undef K_DECLARE_CPU_R
+#undef K_DECLARE_CPU_V
+
+typedef struct {
+#define K_FIELD_R(ret, name, params, args) ret(*name) params;
+#define K_FIELD_V(name, params, args) void(*name) params;
+    K_FUNCTIONS(K_FIELD_R, K_FIELD_V)
+#undef K_FIELD_R
+#undef K_FIELD_V
+} KernelTable;
+
+static const KernelTable CPU_TABLE = {
+#define K_CPU_R(ret, name, params, args) .name = cpu_##name,
+#define K_CPU_V(name, params, args) .name = cpu_##name,
+    K_FUNCTIONS(K_CPU_R, K_CPU_V)
+#undef K_CPU_R
+#undef K_CPU_V
+};
+
+static KernelTable cuda_table;
+static const KernelTable *active = &CPU_TABLE;
+static const char *active_name = "cpu";
+static void (*cuda_describe)(char *, size_t);
+
+#define K_FORWARD_R(ret, name, params, args) \
+    ret name params { return active->name args; }
+#define K_FORWARD_V(name, params, args) \
+    void name params { active->name args; }
+K_FUNCTIONS(K_FORWARD_R, K_FORWARD_V)
+#undef K_FORWARD_R
+#undef K_FORWARD_V
+
+/* The CUDA library to load: $BERT_CUDA_LIB, else beside the executable, else the build's. */
+static void cuda_library_path(char *path, size_t n) {
+    const char *env = getenv("BERT_CUDA_LIB");
+    if (env && *env) { snprintf(path, n, "%s", env); return; }
+    char exe[PATH_MAX];
+    const ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len > 0) {
+        exe[len] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            slash[1] = '\0';
+            snprintf(path, n, "%slibbert_cuda.so", exe);
+            if (access(path, R_OK) == 0) return;
+            snprintf(path, n, "%sbuild-cuda/libbert_cuda.so", exe);
+            if (access(path, R_OK) == 0) return;
+        }
+    }
+    snprintf(path, n, "build-cuda/libbert_cuda.so");
+}
+
+static bool load_cuda(char *err, size_t errlen) {
+    if (cuda_table.k_alloc) return true;   /* loaded before */
+    char path[PATH_MAX + 32];
+    cuda_library_path(path, sizeof path);
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        snprintf(err, errlen, "--device cuda: cannot load the CUDA backend (%s); build it with make GPU=cuda, or set "
+                 "BERT_CUDA_LIB", dlerror());
+        return false;
+    }
+    KernelTable t;
+#define K_LOOKUP(name)                                                                                   \
+    if (!(*(void **)&t.name = dlsym(lib, #name))) {                                                      \
+        snprintf(err, errlen, "--device cuda: %s lacks %s (built from another version of bert.c?)", path, #name); \
+        dlclose(lib);                                                                                    \
+        return false;                                                                                    \
+    }
+#define K_LOOKUP_R(ret, name, params, args) K_LOOKUP(name)
+#define K_LOOKUP_V(name, params, args) K_LOOKUP(name)
+    K_FUNCTIONS(K_LOOKUP_R, K_LOOKUP_V)
+#undef K_LOOKUP_R
+#undef K_LOOKUP_V
+#undef K_LOOKUP
+    int (*devices)(void);
+    *(void **)&devices = dlsym(lib, "k_cuda_devices");
+    *(void **)&cuda_describe = dlsym(lib, "k_cuda_describe");
+    if (!devices || devices() < 1) {
+        snprintf(err, errlen, "--device cuda: %s", devices ? "no CUDA GPU is visible to this process (nvidia-smi?)"
+                                                           : "the CUDA backend library lacks k_cuda_devices");
+        dlclose(lib);
+        return false;
+    }
+    cuda_table = t;
+    return true;
+}
+
+bool k_backend_use(const char *name, char *err, size_t errlen) {
+    if (!name || !strcmp(name, "cpu")) {
+        active = &CPU_TABLE, active_name = "cpu";
+        return true;
+    }
+    if (!strcmp(name, "cuda")) {
+        if (!load_cuda(err, errlen)) return false;
+        active = &cuda_table, active_name = "cuda";
+        return true;
+    }
+    snprintf(err, errlen, "--device %s: the devices are cpu and cuda", name);
+    return false;
+}
+
+const char *k_backend_name(void) { return active_name; }
+
+void k_backend_describe(char *out, size_t n) {
+    if (active == &cuda_table && cuda_describe) cuda_describe(out, n);
+    else k_bf16_describe(out, n);
+}

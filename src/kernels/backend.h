@@ -1,0 +1,22 @@
+/* Which backend runs the kernels (kernels.h): the CPU's, built in and used unless told
+ * otherwise, or CUDA's, a shared library (libbert_cuda.so, `make GPU=cuda`) loaded at run time,
+ * so that ./bert needs no CUDA to build or run and one binary serves both (`--device cuda`).
+ * The choice is the process's, made once at a command's start, before any backend memory is
+ * allocated: memory from one backend means nothing to another. */
+#ifndef BERT_KERNELS_BACKEND_H
+#define BERT_KERNELS_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Selects the backend by name: "cpu" or "cuda". For "cuda" the library is $BERT_CUDA_LIB, else
+ * libbert_cuda.so beside the executable, else build-cuda/libbert_cuda.so; it must export every
+ * kernel, and a GPU must be present. false with the reason in err (nothing changed) otherwise,
+ * and when memory was already allocated from another backend. */
+bool k_backend_use(const char *name, char *err, size_t errlen);
+/* "cpu" or "cuda": the backend the kernels run on now. */
+const char *k_backend_name(void);
+/* One line on what runs the kernels: the CPU's products (k_bf16_describe), or the GPU's name. */
+void k_backend_describe(char *out, size_t n);
+
+#endif
