@@ -20,7 +20,7 @@
 static void *cuda_lib;
 
 /* The CUDA backend's function of that name (a kernels.h name: the same signature); exits if absent. */
-static void *cuda_fn(const char *name) {
+static inline void *cuda_fn(const char *name) {
     void *f = dlsym(cuda_lib, name);
     if (!f) { printf("  the CUDA backend has no %s\n", name); exit(1); }
     return f;
@@ -28,7 +28,7 @@ static void *cuda_fn(const char *name) {
 #define CUDA_FN(name) ((__typeof__(&name))cuda_fn(#name))
 
 /* Loads the library; false (the caller skips, passing) without it or without a GPU. */
-static bool cuda_open(int argc, char **argv) {
+static inline bool cuda_open(int argc, char **argv) {
     const char *path = argc > 1 ? argv[1] : "build-cuda/libbert_cuda.so";
     cuda_lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!cuda_lib) { printf("  skip: %s\n", dlerror()); return false; }
@@ -38,28 +38,28 @@ static bool cuda_open(int argc, char **argv) {
 }
 
 /* n floats spread roughly uniformly over [-1.5 s, 1.5 s), the same for a seed. */
-static float *cuda_test_values(size_t n, uint64_t seed, float s) {
+static inline float *cuda_test_values(size_t n, uint64_t seed, float s) {
     float *x = malloc(sizeof(float) * (n + 1));
     for (size_t i = 0; i < n; i++) x[i] = s * (float)(rng_uniform(seed, (uint32_t)i) - 0.5f) * 3.0f;
     return x;
 }
 
 /* Device copies of host arrays and back (the CUDA backend's memory functions). */
-static void *cuda_copy_in(const void *host, size_t bytes) {
+static inline void *cuda_copy_in(const void *host, size_t bytes) {
     void *d = CUDA_FN(k_alloc)(bytes + 4);
     CUDA_FN(k_upload)(d, host, bytes);
     return d;
 }
-static float *cuda_copy_out(const void *device, size_t n_floats) {
+static inline float *cuda_copy_out(const void *device, size_t n_floats) {
     float *h = malloc(sizeof(float) * (n_floats + 1));
     CUDA_FN(k_download)(h, device, sizeof(float) * n_floats);
     return h;
 }
-static void cuda_release(void *device) { CUDA_FN(k_free)(device); }
+static inline void cuda_release(void *device) { CUDA_FN(k_free)(device); }
 
 /* Whether got is within tol of want, element by element: |got - want| <= abs_tol + rel_tol |want|
  * (NaN and infinities must match exactly). Prints the worst element and the first failure. */
-static bool cuda_close(const char *what, const float *want, const float *got, size_t n, double abs_tol,
+static inline bool cuda_close(const char *what, const float *want, const float *got, size_t n, double abs_tol,
                        double rel_tol) {
     double worst = 0;
     size_t worst_at = 0, bad = 0, first_bad = 0;
@@ -81,7 +81,7 @@ static bool cuda_close(const char *what, const float *want, const float *got, si
 }
 
 /* The same, bit for bit. */
-static bool cuda_same(const char *what, const void *want, const void *got, size_t bytes) {
+static inline bool cuda_same(const char *what, const void *want, const void *got, size_t bytes) {
     const unsigned char *a = want, *b = got;
     for (size_t i = 0; i < bytes; i++)
         if (a[i] != b[i]) {

@@ -75,3 +75,15 @@ void *cuda_scratch(int slot, size_t bytes) {
     static size_t capacity[CUDA_SCRATCH_SLOTS];
     return grow(&buffer[slot], &capacity[slot], bytes);
 }
+
+/* One line on the GPU the kernels run on (kernels/backend.h's k_backend_describe). */
+extern "C" void k_cuda_describe(char *out, size_t n) {
+    int device = 0, runtime = 0, driver = 0;
+    cudaDeviceProp p;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaGetDeviceProperties(&p, device));
+    cudaRuntimeGetVersion(&runtime), cudaDriverGetVersion(&driver);
+    snprintf(out, n, "%s (sm_%d%d, %d SMs, %.1f GiB), CUDA runtime %d.%d, driver %d.%d", p.name, p.major, p.minor,
+             p.multiProcessorCount, p.totalGlobalMem / 1073741824.0, runtime / 1000, runtime % 1000 / 10,
+             driver / 1000, driver % 1000 / 10);
+}

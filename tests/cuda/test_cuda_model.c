@@ -1,0 +1,124 @@
+/* The whole model on the CUDA backend against the CPU backend: the same weights (the
+ * initialisation kernels are bit-identical, test_cuda_optim), the same batch (padding, a hole
+ * in one attention mask, MLM + NSP labels) and dropout masks, then one forward and backward on
+ * each, through the dispatch (kernels/backend.h) as `bert --device cuda` runs it. Compared: the
+ * loss, the NSP logits and every parameter tensor's gradient.
+ *
+ * Tolerances, from the arithmetic: the two backends sum the products' K terms (K <= 4H = 1024
+ * here) in different orders, each within K u sum|terms| of the exact sum (u = 2^-24 in fp32);
+ * through the layers these relative errors add, not multiply, so an fp32 gradient tensor stays
+ * well within 1e-3 of the CPU's in relative norm (K u = 6e-5 per product, a few dozen products
+ * deep). In bf16 (the CPU's reference: the same rounding of operands in fp32 arithmetic,
+ * BERT_BF16_EMULATED), a last-bit difference before a rounding to bf16 flips that operand by
+ * 2^-8 relative, so the bound is 2^-8 times the depth's few dozen: 5e-2 in relative norm. */
+#include "cuda_test.h"
+
+#include "kernels/backend.h"
+#include "model/bert.h"
+#include "model/config.h"
+
+enum { B = 4, T = 64, P = 10 };
+
+typedef struct {
+    int32_t ids[B * T], types[B * T], mask[B * T], positions[B * P], labels[B * P], nsp[B];
+} Batch;
+
+static void make_batch(Batch *x, int vocab) {
+    static const int lengths[B] = {64, 50, 33, 20};
+    for (int b = 0; b < B; b++) {
+        for (int t = 0; t < T; t++) {
+            const int k = b * T + t;
+            x->ids[k] = t < lengths[b] ? 1000 + (int32_t)(rng_bits32(7, (uint32_t)k) % (uint32_t)(vocab - 1000)) : 0;
+            x->types[k] = t < lengths[b] && t >= lengths[b] / 2;
+            x->mask[k] = t < lengths[b] && !(b == 2 && t == 10);   /* a hole before the last real token */
+        }
+        for (int p = 0; p < P; p++) {
+            x->positions[b * P + p] = 1 + p * (lengths[b] - 2) / P;
+            x->labels[b * P + p] = p == P - 1 && b == 1 ? -1 : 1000 + (int32_t)(rng_bits32(8, (uint32_t)(b * P + p)) % 20000);
+        }
+        x->nsp[b] = b & 1;
+    }
+}
+
+typedef struct {
+    float loss, nsp[B * 2];
+    float *grads;   /* host copy, bert_num_parameters floats */
+} Result;
+
+static bool run(const char *device, BertPrecision precision, const Batch *x, Result *r, BertModel **kept) {
+    char why[512];
+    if (!k_backend_use(device, why, sizeof why)) { printf("    %s\n", why); return false; }
+    BertConfig cfg;
+    BertError err;
+    BertModel *m = NULL;
+    if (bert_config_preset("bert-mini", &cfg, &err) != 0 || bert_model_create(&m, &cfg, B, T, P, &err) != 0) {
+        printf("    %s\n", err.msg);
+        return false;
+    }
+    bert_init_weights(m, 42);
+    if (bert_set_precision(m, precision, &err) != 0) { printf("    %s\n", err.msg); return false; }
+    const BertBatch b = bert_pretraining_batch(B, T, P, x->ids, x->types, x->mask, x->positions, x->labels, x->nsp);
+    bert_zero_grad(m);
+    r->loss = bert_forward(m, &b, true, rng_key(5, 1));
+    bert_read_nsp_logits(m, r->nsp);
+    if (bert_backward(m, &b) != 0) { printf("    backward: %s\n", bert_last_error(m)); return false; }
+    const size_t n = bert_num_parameters(m);
+    r->grads = malloc(sizeof(float) * n);
+    k_download(r->grads, bert_grads(m), sizeof(float) * n);
+    *kept = m;
+    return true;
+}
+
+/* Every gradient tensor within rel (the norm of the difference over the tensor's norm); the
+ * worst named. A tensor whose exact gradient is zero (the key bias: softmax ignores a shift of
+ * every score) holds only rounding noise, so its norm is floored at 1e-3 of the whole
+ * gradient's. */
+static bool gradients_close(const BertModel *m, const float *want, const float *got, double rel) {
+    double worst = 0, total = 0;
+    const char *worst_name = "";
+    for (size_t k = 0; k < bert_num_parameters(m); k++) total += (double)want[k] * want[k];
+    for (int i = 0; i < bert_num_param_tensors(m); i++) {
+        const BertParamInfo *p = bert_param_info(m, i);
+        double diff = 0, norm = 0;
+        for (size_t k = p->offset; k < p->offset + p->numel; k++) {
+            diff += ((double)got[k] - want[k]) * ((double)got[k] - want[k]);
+            norm += (double)want[k] * want[k];
+        }
+        const double floor = 1e-3 * sqrt(total), e = sqrt(diff) / fmax(sqrt(norm), floor);
+        if (!(e <= worst)) worst = e, worst_name = p->name;
+    }
+    printf("    worst gradient tensor %s: relative difference %.3g (bound %.3g)\n", worst_name, worst, rel);
+    return worst <= rel;
+}
+
+static void compare(BertPrecision cpu_precision, BertPrecision gpu_precision, double rel) {
+    Batch x;
+    make_batch(&x, 30522);
+    Result cpu, gpu;
+    BertModel *mc = NULL, *mg = NULL;
+    CHECK(run("cpu", cpu_precision, &x, &cpu, &mc));
+    if (!mc) return;
+    CHECK(run("cuda", gpu_precision, &x, &gpu, &mg));
+    if (mg) {
+        printf("    loss: cpu %.7f cuda %.7f\n", cpu.loss, gpu.loss);
+        CHECKF(fabs(cpu.loss - gpu.loss) <= rel * fabs(cpu.loss), "loss %.7g vs %.7g", cpu.loss, gpu.loss);
+        CHECK(cuda_close("NSP logits", cpu.nsp, gpu.nsp, B * 2, rel, rel));
+        CHECK(gradients_close(mg, cpu.grads, gpu.grads, rel));
+        bert_model_free(mg);
+        free(gpu.grads);
+    }
+    k_backend_use("cpu", NULL, 0);
+    bert_model_free(mc);
+    free(cpu.grads);
+}
+
+static void test_fp32(void) { compare(BERT_FP32, BERT_FP32, 1e-3); }
+static void test_bf16(void) { compare(BERT_BF16_EMULATED, BERT_BF16, 5e-2); }
+
+int main(int argc, char **argv) {
+    if (!cuda_open(argc, argv)) return test_summary();
+    setenv("BERT_CUDA_LIB", argc > 1 ? argv[1] : "build-cuda/libbert_cuda.so", 0);
+    RUN_TEST(test_fp32);
+    RUN_TEST(test_bf16);
+    return test_summary();
+}
