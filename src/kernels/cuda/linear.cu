@@ -117,6 +117,7 @@ __global__ static void slice_column_sums(float *partial, const float *x, int N, 
         const int slice = (int)(i / C), c = (int)(i % C);
         const int n0 = (int)((long)N * slice / slices), n1 = (int)((long)N * (slice + 1) / slices);
         float acc = 0;
+#pragma unroll 8   /* the loads issued ahead of the (ordered) additions */
         for (int n = n0; n < n1; n++) acc += x[(size_t)n * C + c];
         partial[i] = acc;
     }
