@@ -1,0 +1,359 @@
+/* The CUDA backend's 16-bit conversions, LayerNorm, activations and dropout (kernels.h), each
+ * computing what the CPU backend computes (src/kernels/cpu/layers.c, gemm_half.c):
+ *
+ * - the 16-bit conversions and dropout are the CPU's integer and float operations, so their
+ *   results are the CPU's bits (rounding to nearest even, fp16 overflow from 65520, NaNs made
+ *   quiet keeping the top of their payload; the same RNG counters, threshold and scale);
+ * - the activations use the same formulas (and constants) in the same order, compiled without
+ *   fused multiply-adds (-fmad=false): they differ from the CPU only where CUDA's erff, expf
+ *   and tanhf differ from libm's (a few ulp);
+ * - row sums (LayerNorm's mean, variance and gradient dots) are in float as the CPU's, one warp
+ *   per row (32 strided partial sums and a shuffle butterfly: another order than the CPU's
+ *   vectorised loop, so a few ulp apart); column sums over rows (parameter gradients) are
+ *   deterministic: fixed row blocks summed in order, then the blocks in order, never atomics.
+ *   k_gelu_backward_half_out16's bias gradient keeps the CPU's exact order (16 row slices).
+ *
+ * Scratch: cuda_stage slot 0 (dropout rows), cuda_scratch slot 0 (column partial sums). */
+#include <math.h>
+#include <stdint.h>
+
+#include "kernels/cuda/cuda_common.h"
+
+extern "C" {
+#include "core/rng.h"
+#include "kernels/kernels.h"
+}
+
+#define GRID_STRIDE(i, n) \
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (size_t)(n); i += (size_t)gridDim.x * blockDim.x)
+
+/* ---------------------------------------------------------------- 16-bit formats */
+
+/* bf16: gemm_half.h's bf16_from_float / float_from_bf16. */
+__device__ static uint16_t bf16_from_float_bits(float f) {
+    const uint32_t u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);   /* quiet NaN */
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);                   /* ties to even */
+}
+__device__ static float float_from_bf16_bits(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+
+/* IEEE binary16: gemm_half.c's fp16_from_float / float_from_fp16, operation for operation
+ * (rintf rounds to nearest even as nearbyintf does in the default rounding mode). */
+__device__ static uint16_t fp16_from_float_bits(float f) {
+    const uint32_t u = __float_as_uint(f);
+    const uint32_t sign = (u >> 16) & 0x8000u, ax = u & 0x7fffffffu;
+    if (ax > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));   /* NaN, made quiet */
+    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);                          /* >= 65520: infinity */
+    if (ax < 0x38800000u)                                          /* below 2^-14: a multiple of 2^-24 */
+        return (uint16_t)(sign | (uint32_t)rintf(__uint_as_float(ax) * 16777216.0f));   /* exact scaling */
+    uint32_t h = ax - 0x38000000u;                                 /* rebias the exponent: 127 -> 15 */
+    h += 0xfffu + ((h >> 13) & 1u);                                /* round the 13 dropped bits, ties to even */
+    return (uint16_t)(sign | (h >> 13));
+}
+__device__ static float float_from_fp16_bits(uint16_t bits) {
+    const uint32_t sign = (uint32_t)(bits & 0x8000u) << 16, e = (bits >> 10) & 0x1fu, m = bits & 0x3ffu;
+    if (e == 0) {                                                  /* zero, subnormal: m * 2^-24 */
+        const float x = (float)m * (1.0f / 16777216.0f);
+        return sign ? -x : x;
+    }
+    if (e == 31) return __uint_as_float(sign | 0x7f800000u | (m ? 0x400000u : 0) | (m << 13));   /* inf; NaN quiet */
+    return __uint_as_float(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+/* The two bf16 modes are one format (kernels.h). */
+__device__ static uint16_t half_from_float(int mode, float f) {
+    return mode == HALF_FP16 ? fp16_from_float_bits(f) : bf16_from_float_bits(f);
+}
+__device__ static float float_from_half(int mode, uint16_t h) {
+    return mode == HALF_FP16 ? float_from_fp16_bits(h) : float_from_bf16_bits(h);
+}
+
+__global__ static void to_half(int mode, uint16_t *dst, const float *src, long n) {
+    GRID_STRIDE(i, n) dst[i] = half_from_float(mode, src[i]);
+}
+__global__ static void from_half(int mode, float *dst, const uint16_t *src, long n) {
+    GRID_STRIDE(i, n) dst[i] = float_from_half(mode, src[i]);
+}
+
+extern "C" void k_to_half(HalfMode mode, uint16_t *dst, const float *src, long n) {
+    if (n <= 0) return;
+    to_half<<<cuda_blocks((size_t)n), CUDA_THREADS>>>((int)mode, dst, src, n);
+    CUDA_LAUNCHED();
+}
+extern "C" void k_from_half(HalfMode mode, float *dst, const uint16_t *src, long n) {
+    if (n <= 0) return;
+    from_half<<<cuda_blocks((size_t)n), CUDA_THREADS>>>((int)mode, dst, src, n);
+    CUDA_LAUNCHED();
+}
+
+/* ---------------------------------------------------------------- layernorm */
+
+enum { WARP = 32, ROWS_PER_BLOCK = CUDA_THREADS / WARP };
+
+/* The warp's sum, the same bits in every lane: each butterfly step adds a lane's value and its
+ * partner's, and the partner adds the same two (float addition commutes). */
+__device__ static float warp_sum(float v) {
+    for (int k = WARP / 2; k > 0; k >>= 1) v += __shfl_xor_sync(0xffffffffu, v, k);
+    return v;
+}
+
+/* One warp per row: the residual add (into sum_out), the mean, the two-pass variance and the
+ * output, each element with the CPU's float operations in the CPU's order. */
+__global__ static void layernorm_forward(float *out, float *sum_out, float *mean, float *rstd, const float *a,
+                                         const float *residual, const float *w, const float *b, int N, int C,
+                                         float eps) {
+    const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / WARP, lane = threadIdx.x % WARP;
+    if (row >= N) return;   /* the whole warp */
+    const float *x = a + (size_t)row * C;   /* sum_out may alias a: each lane reads then writes its own elements */
+    float s = 0.0f;
+    if (residual) {
+        const float *r = residual + (size_t)row * C;
+        float *sum = sum_out + (size_t)row * C;
+        for (int c = lane; c < C; c += WARP) {
+            const float v = x[c] + r[c];
+            sum[c] = v;
+            s += v;
+        }
+        x = sum;   /* read back below by the lane that wrote it */
+    } else {
+        for (int c = lane; c < C; c += WARP) s += x[c];
+    }
+    const float m = warp_sum(s) / (float)C;
+    float v = 0.0f;   /* two-pass variance, as the CPU */
+    for (int c = lane; c < C; c += WARP) v += (x[c] - m) * (x[c] - m);
+    v = warp_sum(v) / (float)C;
+    const float rs = 1.0f / sqrtf(v + eps);
+    float *y = out + (size_t)row * C;
+    for (int c = lane; c < C; c += WARP) y[c] = (x[c] - m) * rs * w[c] + b[c];
+    if (lane == 0) mean[row] = m, rstd[row] = rs;
+}
+
+extern "C" void k_layernorm_forward(float *out, float *sum_out, float *mean, float *rstd, const float *a,
+                                    const float *residual, const float *w, const float *b, int N, int C, float eps) {
+    if (N <= 0) return;
+    layernorm_forward<<<(unsigned)((N + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK), CUDA_THREADS>>>(
+        out, sum_out, mean, rstd, a, residual, w, b, N, C, eps);
+    CUDA_LAUNCHED();
+}
+
+/* dw and db are column sums over N rows: COL_ROWS rows at a time into partials (one thread per
+ * column, rows in order), then the partials added in block order. The same bits on every run.
+ * (More rows per block only past 65535 blocks, the grid's y limit: N > 2M rows.) */
+enum { COL_ROWS = 32, MAX_GRID_Y = 65535 };
+
+__global__ static void layernorm_column_partials(float *partial_w, float *partial_b, const float *dout,
+                                                 const float *inp, const float *mean, const float *rstd, int N,
+                                                 int C, int rows_per_block) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x, blk = blockIdx.y;
+    if (c >= C) return;
+    const int n0 = blk * rows_per_block, n1 = N - n0 > rows_per_block ? n0 + rows_per_block : N;
+    float aw = 0.0f, ab = 0.0f;
+    for (int n = n0; n < n1; n++) {
+        const size_t at = (size_t)n * C + c;
+        const float dy = dout[at];
+        aw += dy * (inp[at] - mean[n]) * rstd[n];   /* the CPU's term */
+        ab += dy;
+    }
+    partial_w[(size_t)blk * C + c] = aw;
+    partial_b[(size_t)blk * C + c] = ab;
+}
+
+__global__ static void add_column_partials(float *dw, float *db, const float *partial_w, const float *partial_b,
+                                           int blocks, int C) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    float sw = 0.0f, sb = 0.0f;
+    for (int blk = 0; blk < blocks; blk++) {
+        sw += partial_w[(size_t)blk * C + c];
+        sb += partial_b[(size_t)blk * C + c];
+    }
+    dw[c] += sw;
+    db[c] += sb;
+}
+
+/* One warp per row: dinp = rs (dy w - mean(g) - xhat mean(g xhat)), g = dy w, as the CPU. */
+__global__ static void layernorm_backward_rows(float *dinp, const float *dout, const float *inp, const float *mean,
+                                               const float *rstd, const float *w, int N, int C) {
+    const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / WARP, lane = threadIdx.x % WARP;
+    if (row >= N) return;
+    const float *x = inp + (size_t)row * C, *dy = dout + (size_t)row * C;
+    const float m = mean[row], rs = rstd[row];
+    float sum_g = 0.0f, sum_gx = 0.0f;
+    for (int c = lane; c < C; c += WARP) {
+        const float g = dy[c] * w[c];
+        sum_g += g;
+        sum_gx += g * (x[c] - m) * rs;
+    }
+    sum_g = warp_sum(sum_g) / (float)C;
+    sum_gx = warp_sum(sum_gx) / (float)C;
+    float *dx = dinp + (size_t)row * C;
+    for (int c = lane; c < C; c += WARP) dx[c] = rs * (dy[c] * w[c] - sum_g - (x[c] - m) * rs * sum_gx);
+}
+
+extern "C" void k_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                                     const float *mean, const float *rstd, const float *w, int N, int C) {
+    if (N <= 0 || C <= 0) return;
+    /* the column sums first: they read dout before dinp is written (robust should the two alias) */
+    const int rows_per_block = N > MAX_GRID_Y * COL_ROWS ? (N + MAX_GRID_Y - 1) / MAX_GRID_Y : COL_ROWS;
+    const int blocks = (N + rows_per_block - 1) / rows_per_block;
+    float *partial_w = (float *)cuda_scratch(0, sizeof(float) * 2 * (size_t)blocks * C);
+    float *partial_b = partial_w + (size_t)blocks * C;
+    const unsigned col_blocks = (unsigned)((C + CUDA_THREADS - 1) / CUDA_THREADS);
+    layernorm_column_partials<<<dim3(col_blocks, (unsigned)blocks), CUDA_THREADS>>>(partial_w, partial_b, dout, inp,
+                                                                                   mean, rstd, N, C, rows_per_block);
+    CUDA_LAUNCHED();
+    add_column_partials<<<col_blocks, CUDA_THREADS>>>(dw, db, partial_w, partial_b, blocks, C);
+    CUDA_LAUNCHED();
+    layernorm_backward_rows<<<(unsigned)((N + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK), CUDA_THREADS>>>(
+        dinp, dout, inp, mean, rstd, w, N, C);
+    CUDA_LAUNCHED();
+}
+
+/* ---------------------------------------------------------------- activations */
+
+/* layers.c's constants and formulas, operation for operation. */
+#define GELU_TANH_K0 0.7978845608028654f /* sqrt(2/pi) */
+#define GELU_TANH_K1 0.044715f
+#define INV_SQRT2 0.7071067811865476f
+#define INV_SQRT_2PI 0.3989422804014327f
+
+__device__ static float gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * INV_SQRT2)); }
+__device__ static float gelu_tanh(float x) {
+    return 0.5f * x * (1.0f + tanhf(GELU_TANH_K0 * (x + GELU_TANH_K1 * x * x * x)));
+}
+__device__ static float gelu_erf_slope(float x) {
+    const float cdf = 0.5f * (1.0f + erff(x * INV_SQRT2));
+    const float pdf = INV_SQRT_2PI * expf(-0.5f * x * x);
+    return cdf + x * pdf;
+}
+__device__ static float gelu_tanh_slope(float x) {
+    const float t = tanhf(GELU_TANH_K0 * (x + GELU_TANH_K1 * x * x * x));
+    const float dinner = GELU_TANH_K0 * (1.0f + 3.0f * GELU_TANH_K1 * x * x);
+    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * dinner;
+}
+/* Activation kinds (kernels/activation.h): ACT_GELU exact; every other (ACT_GELU_NEW) the tanh
+ * form, as layers.c's `act == ACT_GELU ? ... : ...`. */
+__device__ static float activation(int act, float x) { return act == ACT_GELU ? gelu_erf(x) : gelu_tanh(x); }
+__device__ static float activation_slope(int act, float x) {
+    return act == ACT_GELU ? gelu_erf_slope(x) : gelu_tanh_slope(x);
+}
+
+__global__ static void gelu_forward(float *out, const float *inp, long n, int act) {
+    GRID_STRIDE(i, n) out[i] = activation(act, inp[i]);
+}
+__global__ static void gelu_backward(float *dinp, const float *dout, const float *inp, long n, int act) {
+    GRID_STRIDE(i, n) dinp[i] = dout[i] * activation_slope(act, inp[i]);   /* dinp may be dout: read first */
+}
+__global__ static void gelu_forward_half(uint16_t *out16, const uint16_t *inp16, long n, int act, int mode) {
+    GRID_STRIDE(i, n) out16[i] = half_from_float(mode, activation(act, float_from_half(mode, inp16[i])));
+}
+
+extern "C" void k_gelu_forward(float *out, const float *inp, long n, Activation act) {
+    if (n <= 0) return;
+    gelu_forward<<<cuda_blocks((size_t)n), CUDA_THREADS>>>(out, inp, n, (int)act);
+    CUDA_LAUNCHED();
+}
+extern "C" void k_gelu_backward(float *dinp, const float *dout, const float *inp, long n, Activation act) {
+    if (n <= 0) return;
+    gelu_backward<<<cuda_blocks((size_t)n), CUDA_THREADS>>>(dinp, dout, inp, n, (int)act);
+    CUDA_LAUNCHED();
+}
+extern "C" void k_gelu_forward_half(uint16_t *out16, const uint16_t *inp16, long n, Activation act, HalfMode mode) {
+    if (n <= 0) return;
+    gelu_forward_half<<<cuda_blocks((size_t)n), CUDA_THREADS>>>(out16, inp16, n, (int)act, (int)mode);
+    CUDA_LAUNCHED();
+}
+
+/* The CPU's (and k_matmul_backward_half's) bias-gradient order: ROW_SLICES fixed slices of rows,
+ * each summed in row order into its partial, the partials then added in slice order. One thread
+ * per (slice, column) keeps that order exactly, so the bias gradient differs from the CPU's only
+ * through the elements' values (erff/expf/tanhf's last bits). */
+enum { ROW_SLICES = 16, SLICE_THREADS = 128 };
+
+__global__ static void gelu_backward_half_slices(uint16_t *dinp16, float *partial, const float *dout,
+                                                 const uint16_t *inp16, int N, int C, int act, int mode) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x, slice = blockIdx.y;
+    if (c >= C) return;
+    const int n0 = (int)((long)N * slice / ROW_SLICES), n1 = (int)((long)N * (slice + 1) / ROW_SLICES);
+    float acc = 0.0f;
+#pragma unroll 4
+    for (int n = n0; n < n1; n++) {
+        const size_t at = (size_t)n * C + c;
+        const float d = dout[at] * activation_slope(act, float_from_half(mode, inp16[at]));
+        acc += d;
+        dinp16[at] = half_from_float(mode, d);
+    }
+    if (partial) partial[(size_t)slice * C + c] = acc;
+}
+
+__global__ static void add_slice_sums(float *dbias, const float *partial, int C) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    float sum = 0.0f;
+    for (int slice = 0; slice < ROW_SLICES; slice++) sum += partial[(size_t)slice * C + c];
+    dbias[c] += sum;
+}
+
+extern "C" void k_gelu_backward_half_out16(uint16_t *dinp16, float *dbias, const float *dout, const uint16_t *inp16,
+                                           int N, int C, Activation act, HalfMode mode) {
+    if (N <= 0 || C <= 0) return;
+    float *partial = dbias ? (float *)cuda_scratch(0, sizeof(float) * ROW_SLICES * (size_t)C) : NULL;
+    const unsigned col_blocks = (unsigned)((C + SLICE_THREADS - 1) / SLICE_THREADS);
+    gelu_backward_half_slices<<<dim3(col_blocks, ROW_SLICES), SLICE_THREADS>>>(dinp16, partial, dout, inp16, N, C,
+                                                                               (int)act, (int)mode);
+    CUDA_LAUNCHED();
+    if (!dbias) return;
+    add_slice_sums<<<col_blocks, SLICE_THREADS>>>(dbias, partial, C);
+    CUDA_LAUNCHED();
+}
+
+__global__ static void tanh_forward(float *x, long n) { GRID_STRIDE(i, n) x[i] = tanhf(x[i]); }
+__global__ static void tanh_backward(float *dinp, const float *dout, const float *y, long n) {
+    GRID_STRIDE(i, n) dinp[i] = dout[i] * (1.0f - y[i] * y[i]);   /* may alias: each element read, then written */
+}
+
+extern "C" void k_tanh_forward(float *x, long n) {
+    if (n <= 0) return;
+    tanh_forward<<<cuda_blocks((size_t)n), CUDA_THREADS>>>(x, n);
+    CUDA_LAUNCHED();
+}
+extern "C" void k_tanh_backward(float *dinp, const float *dout, const float *y, long n) {
+    if (n <= 0) return;
+    tanh_backward<<<cuda_blocks((size_t)n), CUDA_THREADS>>>(dinp, dout, y, n);
+    CUDA_LAUNCHED();
+}
+
+/* ---------------------------------------------------------------- dropout */
+
+/* The threshold and scale are computed on the host exactly as the CPU computes them (the same
+ * double product, the same float division), so masks and kept values are the CPU's bits. */
+__global__ static void dropout(float *x, long n, uint32_t threshold, float scale, uint64_t key, uint32_t counter0) {
+    GRID_STRIDE(i, n) x[i] = rng_bits32(key, counter0 + (uint32_t)i) >= threshold ? x[i] * scale : 0.0f;
+}
+
+__global__ static void dropout_rows(float *x, const int32_t *rows, int R, int C, uint32_t threshold, float scale,
+                                    uint64_t key) {
+    GRID_STRIDE(i, (size_t)R * C) {
+        const size_t k = i / (size_t)C;
+        const int c = (int)(i % (size_t)C);
+        const uint32_t counter0 = (uint32_t)((size_t)rows[k] * C);   /* row rows[k] of the whole tensor */
+        x[i] = rng_bits32(key, counter0 + (uint32_t)c) >= threshold ? x[i] * scale : 0.0f;
+    }
+}
+
+extern "C" void k_dropout(float *x, long n, float p, uint64_t key, uint32_t counter0) {
+    if (p <= 0.0f || n <= 0) return;
+    const uint32_t threshold = rng_dropout_threshold(p);
+    const float scale = 1.0f / (1.0f - p);
+    dropout<<<cuda_blocks((size_t)n), CUDA_THREADS>>>(x, n, threshold, scale, key, counter0);
+    CUDA_LAUNCHED();
+}
+
+extern "C" void k_dropout_rows(float *x, const int32_t *rows, int R, int C, float p, uint64_t key) {
+    if (p <= 0.0f || R <= 0 || C <= 0) return;
+    const uint32_t threshold = rng_dropout_threshold(p);
+    const float scale = 1.0f / (1.0f - p);
+    const int32_t *device_rows = (const int32_t *)cuda_stage(0, rows, sizeof(int32_t) * (size_t)R);
+    dropout_rows<<<cuda_blocks((size_t)R * C), CUDA_THREADS>>>(x, device_rows, R, C, threshold, scale, key);
+    CUDA_LAUNCHED();
+}
