@@ -28,7 +28,7 @@ cat "$OUT/device.txt"
 if want kernels; then
   for t in $(find build-cuda -maxdepth 1 -name 'test_cuda_*' ! -name '*.d' | sort); do
     echo "== $t"
-    OMP_NUM_THREADS=8 timeout 300 "$t" "$BERT_CUDA_LIB" 2>&1
+    OMP_NUM_THREADS=16 timeout 90 "$t" "$BERT_CUDA_LIB" 2>&1
     echo "== $t exit $?"
   done > "$OUT/kernels.log" 2>&1
   grep -E '^== |passed|FAIL|fail' "$OUT/kernels.log" | tail -n 40
