@@ -47,9 +47,28 @@ static void test_cuda_library_missing_or_incomplete(void) {
     k_free(x);
 }
 
+/* The kernel profile counts each call of each kernel while on, and nothing while off. */
+static void test_kernel_profile(void) {
+    float *x = k_alloc(sizeof(float) * 1000);
+    k_profile_start();
+    for (int i = 0; i < 4; i++) k_fill(x, 1000, 1.0f);
+    (void)k_sum_squares(x, 1000);
+    k_profile_stop();
+    k_fill(x, 1000, 2.0f);   /* not counted */
+    char text[4096] = "";
+    FILE *f = fmemopen(text, sizeof text - 1, "w");
+    k_profile_print(f, 2);   /* per 2 steps */
+    fclose(f);
+    CHECKF(strstr(text, "k_fill") && strstr(text, " 2.0 "), "%s", text);
+    CHECKF(strstr(text, "k_sum_squares") && strstr(text, " 0.5 "), "%s", text);
+    CHECKF(!strstr(text, "k_copy"), "%s", text);
+    k_free(x);
+}
+
 int main(void) {
     RUN_TEST(test_cpu_by_default);
     RUN_TEST(test_unknown_device);
     RUN_TEST(test_cuda_library_missing_or_incomplete);
+    RUN_TEST(test_kernel_profile);
     return test_summary();
 }

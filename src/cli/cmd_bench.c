@@ -26,6 +26,7 @@ typedef struct {
     double pad_fraction, sgemm_peak, lr;
     long long seed;
     const char *device;
+    bool kernel_profile;
     bool json, full_last_layer, all_rows, bf16, bf16_emulate, fp16, gemm_shapes, plain_weights, unfused;
 } BenchOptions;
 
@@ -237,6 +238,9 @@ static int parse_options(int argc, char **argv, BenchOptions *o) {
         {"all_rows", FLAG_BOOL, &o->all_rows,
          "train on every row: no unpadding (trailing padding skipped by default) and no last-layer pruning"},
         {"json", FLAG_BOOL, &o->json, "print one JSON object instead of the text report"},
+        {"kernel_profile", FLAG_BOOL, &o->kernel_profile,
+         "time every kernel of the timed training steps (each synchronised: the step times become the kernels' sum) "
+         "and print the table, per step"},
         {"bf16", FLAG_BOOL, &o->bf16,
          "mixed precision: the linear layers' and attention's products in bf16 with fp32 accumulation (needs avx512_bf16)"},
         {"bf16_emulate", FLAG_BOOL, &o->bf16_emulate, "the same rounding as --bf16 in fp32 arithmetic (any CPU; slow)"},
@@ -323,7 +327,7 @@ int cmd_bench(int argc, char **argv) {
         .warmup = o.warmup, .pad_fraction = o.pad_fraction, .learning_rate = o.lr, .seed = (uint64_t)o.seed,
         .optimizer = (OptimizerKind)optimizer_kind_from_name(o.optimizer), .precision = r.precision,
         .full_last_layer = o.full_last_layer, .all_rows = o.all_rows, .plain_weights = o.plain_weights,
-        .unfused = o.unfused, .ctx = &progress, .started = o.json ? NULL : print_started,
+        .unfused = o.unfused, .kernel_profile = o.kernel_profile, .ctx = &progress, .started = o.json ? NULL : print_started,
         .train_step = o.json ? NULL : print_train_step};
     if (model_bench_run(&r.cfg, &mo, &r.run, &err) != 0) {
         fprintf(stderr, "bert bench: %s\n", err.msg);
@@ -333,5 +337,6 @@ int cmd_bench(int argc, char **argv) {
     model_bench_rates(&r.run.infer, r.run.infer_flops, o.batch, reference_peak(&r), &r.infer);
     if (o.json) print_json(&r, &o);
     else print_text(&r, &o);
+    if (o.kernel_profile && !o.json) k_profile_print(stdout, o.steps);
     return 0;
 }

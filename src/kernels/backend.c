@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kernels/backend_functions.h"
@@ -41,14 +42,85 @@ static KernelTable cuda_table;
 static const KernelTable *active = &CPU_TABLE;
 static const char *active_name = "cpu";
 static void (*cuda_describe)(char *, size_t);
+static void (*cuda_sync)(void);
 
-#define K_FORWARD_R(ret, name, params, args) \
-    ret name params { return active->name args; }
-#define K_FORWARD_V(name, params, args) \
-    void name params { active->name args; }
+/* The kernel profile (k_profile_*): per kernel, calls and seconds, each call timed up to the
+ * end of its work (the backend synchronised after it). */
+enum {
+#define K_ID_R(ret, name, params, args) K_ID_##name,
+#define K_ID_V(name, params, args) K_ID_##name,
+    K_FUNCTIONS(K_ID_R, K_ID_V)
+#undef K_ID_R
+#undef K_ID_V
+    K_COUNT
+};
+static const char *const K_NAMES[K_COUNT] = {
+#define K_NAME_R(ret, name, params, args) #name,
+#define K_NAME_V(name, params, args) #name,
+    K_FUNCTIONS(K_NAME_R, K_NAME_V)
+#undef K_NAME_R
+#undef K_NAME_V
+};
+static bool profiling;
+static long profile_calls[K_COUNT];
+static double profile_seconds[K_COUNT];
+
+static double profile_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+static void profile_end(int id, double start) {
+    if (active == &cuda_table && cuda_sync) cuda_sync();
+    profile_calls[id]++, profile_seconds[id] += profile_now() - start;
+}
+
+#define K_FORWARD_R(ret, name, params, args)                        \
+    ret name params {                                               \
+        if (!profiling) return active->name args;                   \
+        const double start = profile_now();                         \
+        ret result = active->name args;                             \
+        profile_end(K_ID_##name, start);                            \
+        return result;                                              \
+    }
+#define K_FORWARD_V(name, params, args)                             \
+    void name params {                                              \
+        if (!profiling) { active->name args; return; }              \
+        const double start = profile_now();                         \
+        active->name args;                                          \
+        profile_end(K_ID_##name, start);                            \
+    }
 K_FUNCTIONS(K_FORWARD_R, K_FORWARD_V)
 #undef K_FORWARD_R
 #undef K_FORWARD_V
+
+void k_profile_start(void) {
+    memset(profile_calls, 0, sizeof profile_calls), memset(profile_seconds, 0, sizeof profile_seconds);
+    profiling = true;
+}
+
+void k_profile_stop(void) { profiling = false; }
+
+void k_profile_print(FILE *out, int per) {
+    int order[K_COUNT], n = 0;
+    double total = 0;
+    for (int i = 0; i < K_COUNT; i++)
+        if (profile_calls[i]) order[n++] = i, total += profile_seconds[i];
+    for (int i = 1; i < n; i++)   /* by time, largest first */
+        for (int j = i; j > 0 && profile_seconds[order[j]] > profile_seconds[order[j - 1]]; j--) {
+            const int t = order[j];
+            order[j] = order[j - 1], order[j - 1] = t;
+        }
+    if (per < 1) per = 1;
+    fprintf(out, "kernels   %-34s %8s %10s %7s  (per step; each call timed to the end of its work)\n", "kernel",
+            "calls", "ms", "share");
+    for (int k = 0; k < n; k++) {
+        const int i = order[k];
+        fprintf(out, "kernels   %-34s %8.1f %10.3f %6.1f%%\n", K_NAMES[i], (double)profile_calls[i] / per,
+                1e3 * profile_seconds[i] / per, total > 0 ? 100 * profile_seconds[i] / total : 0);
+    }
+    fprintf(out, "kernels   %-34s %8s %10.3f\n", "all", "", 1e3 * total / per);
+}
 
 /* The CUDA library to load: $BERT_CUDA_LIB, else beside the executable, else the build's. */
 static void cuda_library_path(char *path, size_t n) {
@@ -96,6 +168,7 @@ static bool load_cuda(char *err, size_t errlen) {
     int (*devices)(void);
     *(void **)&devices = dlsym(lib, "k_cuda_devices");
     *(void **)&cuda_describe = dlsym(lib, "k_cuda_describe");
+    *(void **)&cuda_sync = dlsym(lib, "k_cuda_sync");
     if (!devices || devices() < 1) {
         snprintf(err, errlen, "--device cuda: %s", devices ? "no CUDA GPU is visible to this process (nvidia-smi?)"
                                                            : "the CUDA backend library lacks k_cuda_devices");

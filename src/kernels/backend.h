@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 /* Selects the backend by name: "cpu" or "cuda". For "cuda" the library is $BERT_CUDA_LIB, else
  * libbert_cuda.so beside the executable, else build-cuda/libbert_cuda.so; it must export every
@@ -18,5 +19,13 @@ bool k_backend_use(const char *name, char *err, size_t errlen);
 const char *k_backend_name(void);
 /* One line on what runs the kernels: the CPU's products (k_bf16_describe), or the GPU's name. */
 void k_backend_describe(char *out, size_t n);
+
+/* The kernel profile: from k_profile_start on, every kernels.h call is timed to the end of its
+ * work (the backend synchronised after each call, which slows a GPU's pipeline: the timings
+ * of a profiled run are the kernels', not the run's), until k_profile_stop. k_profile_print
+ * writes the table, per kernel, divided by per (e.g. the steps profiled), largest first. */
+void k_profile_start(void);
+void k_profile_stop(void);
+void k_profile_print(FILE *out, int per);
 
 #endif

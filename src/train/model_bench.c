@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/backend.h"
 #include "train/synthetic.h"
 #include "train/trainer.h"
 
@@ -39,6 +40,7 @@ static int bench_train(BertModel *m, Trainer *trainer, const SyntheticBatch *s, 
     BenchSteps steps = {s, o->seed, 0};
     const TrainerHooks hooks = {.ctx = &steps, .next_batch = bench_batch};
     for (int step = 1; step <= o->warmup + o->steps; step++) {
+        if (o->kernel_profile && step == o->warmup + 1) k_profile_start();
         bool timed = step > o->warmup;
         double t0 = now_seconds(), c0 = cpu_seconds();
         TrainerStep ts;
@@ -54,6 +56,7 @@ static int bench_train(BertModel *m, Trainer *trainer, const SyntheticBatch *s, 
         if (timed) t->forward_s += ts.forward_seconds, t->backward_s += ts.backward_seconds, t->optimizer_s += ts.update_seconds;
         if (o->train_step) o->train_step(o->ctx, step, timed, t3 - t0, ts.loss);
     }
+    if (o->kernel_profile) k_profile_stop();
     t->last_layer_rows = bert_last_layer_rows(m);
     t->encoder_rows = bert_encoder_rows(m);
     t->executed_flops = bert_executed_train_flops(m);

@@ -87,3 +87,6 @@ extern "C" void k_cuda_describe(char *out, size_t n) {
              p.multiProcessorCount, p.totalGlobalMem / 1073741824.0, runtime / 1000, runtime % 1000 / 10,
              driver / 1000, driver % 1000 / 10);
 }
+
+/* Waits for every queued kernel and copy (the kernel profile, kernels/backend.h). */
+extern "C" void k_cuda_sync(void) { CUDA_CHECK(cudaDeviceSynchronize()); }
