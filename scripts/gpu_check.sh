@@ -4,7 +4,9 @@
 # first: bash scripts/gpu_bundle.sh (./bert and the CUDA tests for any x86-64-v3 CPU, the CUDA
 # backend, the Debian libraries they load, a small prepared corpus), then on the device, carrying
 # .devbundle and build-cuda:
-#   bash scripts/gpu_check.sh [all|kernels|compare|speed|peer]   (default all; timeout_s ~400)
+#   bash scripts/gpu_check.sh [all|kernels|compare|speed|peer]   (default all; timeout_s ~450)
+# PRETRAIN_CPU=0 skips the CPU side of the pre-training comparison (deterministic: compare with
+# an earlier run's log, bench/results/gpu/).
 # 1. kernels: every CUDA kernel against the CPU backend's on the same inputs (tests/cuda/)
 # 2. compare: the same runs on --device cpu and --device cuda (bench's per-step losses of a small
 #    model in fp32 and bf16; 60 pre-training steps on the prepared shards), side by side
@@ -44,7 +46,7 @@ if want compare; then
       done
     done
     P1=$(ls -d .devbundle/prep/hdf5_lower_case_1_seq_len_128*/*/ | head -n 1)
-    for dev in cpu cuda; do
+    for dev in $([ "${PRETRAIN_CPU:-1}" = 0 ] && echo cuda || echo cpu cuda); do
       echo "== pretrain bert-tiny 60 steps --device $dev"
       rm -rf "/tmp/pt_$dev"
       timeout 200 $BERT pretrain --input_dir "$P1" --bert_model bert-tiny --output_dir "/tmp/pt_$dev" \
@@ -65,6 +67,12 @@ if want speed; then
           --sgemm_peak $([ -n "$prec" ] && echo 989000 || echo 67000) $prec 2>&1 | grep -vE 'step [0-9]'
       done
     done
+    echo "== bench bert-base --bf16 --device cuda, batch 16, seq 512 (phase 2's shape)"
+    timeout 150 $BERT bench --preset bert-base --batch 16 --seq 512 --preds 80 --steps 10 --warmup 2 --device cuda \
+      --sgemm_peak 989000 --bf16 2>&1 | grep -E '^(train|inference)'
+    echo "== kernel profile: bench bert-base --bf16 --device cuda, batch 64, seq 128"
+    timeout 150 $BERT bench --preset bert-base --batch 64 --seq 128 --steps 3 --warmup 1 --mode train --device cuda \
+      --sgemm_peak 989000 --bf16 --kernel_profile 2>&1 | grep -E '^kernels'
   } > "$OUT/speed.log" 2>&1
   cat "$OUT/speed.log"
 fi
@@ -78,6 +86,12 @@ if want peer; then
           --batch 64 --seq 128 --steps 10 --warmup 2 2>&1 | grep -vE 'step [0-9]|warm-up'
       done
     done
+    echo "== pytorch bert-base bf16 cuda, batch 16, seq 512"
+    timeout 150 python3 bench/bench_pytorch.py --device cuda --preset bert-base --precision bf16 --attn sdpa \
+      --batch 16 --seq 512 --preds 80 --steps 10 --warmup 2 2>&1 | grep -E '^(train|inference)'
+    echo "== pytorch bert-base bf16 cuda torch.compile, batch 64, seq 128"
+    timeout 200 python3 bench/bench_pytorch.py --device cuda --preset bert-base --precision bf16 --attn sdpa \
+      --compile --batch 64 --seq 128 --steps 10 --warmup 2 2>&1 | grep -vE 'step [0-9]|warm-up'
   } > "$OUT/peer.log" 2>&1
   cat "$OUT/peer.log"
 fi

@@ -85,7 +85,8 @@ static void print_version(void) {
     printf("  GEMM      %s\n", gemm);
     printf("  ISA       compiled for x86-64%s; bf16 products: %s\n", *isa ? isa : " (baseline)", bf16);
     printf("  MPI       %s (used only when started by mpirun or srun)\n", mpi);
-    printf("  CUDA      none (a CPU build; the CUDA kernels are built apart: make GPU=cuda cuda-test)\n");
+    printf("  CUDA      a backend loaded at run time by --device cuda: libbert_cuda.so beside bert, build-cuda/ or "
+           "$BERT_CUDA_LIB (make GPU=cuda cuda-build; docs/gpu.md)\n");
 #if defined(__clang__)
     const char *compiler = "clang " __clang_version__;
 #else
