@@ -27,4 +27,10 @@ if [ ! -d .devbundle/prep ]; then
   build-device/bert prepare --output_dir .devbundle/prep > .devbundle/prepare.log 2>&1 || {
     tail .devbundle/prepare.log; exit 1; }
 fi
+# two GLUE tasks for fine-tuning on both devices (classification and regression): MRPC, STS-B
+for task in MRPC STS-B; do
+  src=../shared/data/glue/$task
+  [ -f "$src/train.tsv" ] || src=/work/shared/data/glue/$task
+  if [ -f "$src/train.tsv" ]; then mkdir -p .devbundle/glue/$task && cp "$src/train.tsv" "$src/dev.tsv" .devbundle/glue/$task/; fi
+done
 du -sh .devbundle

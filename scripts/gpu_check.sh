@@ -54,6 +54,25 @@ if want compare; then
         --warmup_proportion 0.1 --num_steps_per_checkpoint 60 --log_freq 10 --eval_steps 60 --eval_batches 10 \
         --disable_progress_bar --device $dev 2>&1 | grep -vE '^\s*$' | tail -n 20
     done
+    # fine-tuning and embeddings from the CUDA run's checkpoint, on both devices
+    CKPT=/tmp/pt_cuda/ckpt_60
+    for task in MRPC STS-B; do
+      [ -d .devbundle/glue/$task ] || continue
+      for dev in cpu cuda; do
+        echo "== glue $task 40 steps from the pre-trained bert-tiny --device $dev"
+        rm -rf "/tmp/glue_${task}_$dev"
+        timeout 120 $BERT glue --task_name "$task" --data_dir .devbundle/glue/$task --init_checkpoint $CKPT \
+          --output_dir "/tmp/glue_${task}_$dev" --do_train --do_eval --max_seq_length 128 --train_batch_size 32 \
+          --max_steps 40 --learning_rate 1e-4 --log_freq 10 --device $dev 2>&1 | grep -vE '^\s*$' | tail -n 6
+      done
+    done
+    head -n 200 .devbundle/glue/MRPC/dev.tsv | cut -f4 > /tmp/sentences.txt 2>/dev/null
+    for dev in cpu cuda; do
+      timeout 60 $BERT embed --init_checkpoint $CKPT --device $dev --output /tmp/embed_$dev.npy < /tmp/sentences.txt \
+        2>&1 | tail -n 1
+    done
+    python3 -c "import numpy as n; a=n.load('/tmp/embed_cpu.npy'); b=n.load('/tmp/embed_cuda.npy'); \
+print('== embed', a.shape, 'cpu vs cuda: max |diff|', float(abs(a-b).max()), 'min cosine', float((a*b).sum(1).min()))"
   } > "$OUT/compare.log" 2>&1
   cat "$OUT/compare.log"
 fi
