@@ -4,7 +4,8 @@
  * that its comparison measures the backward alone), over batch sizes 1..3, sequence lengths 1, 7,
  * 128 and 200, 1, 2 and 12 heads of size 8 and 64, kv_len = T and < T, masks with holes, the
  * packed layout, dropout 0 and 0.1, fp32 and each 16-bit mode with the 16-bit QKV activation
- * given or not, and inference's forward without probabilities. Outputs are prefilled with 7 on
+ * given or not, and inference's forward without probabilities; and T = 512 with 16 heads of 64
+ * (BERT-large's) in fp32, bf16 and fp16. Outputs are prefilled with 7 on
  * both sides, so every element either backend leaves unwritten shows.
  *
  * Tolerances: per element, from the arithmetic (forward_tolerances and backward_tolerances say
@@ -465,6 +466,7 @@ static const Case FP32_CASES[] = {
     {2, 128, 1, 8, true, false, false, 0.0f, -1, false, true},
     {3, 200, 2, 64, true, true, true, 0.0f, -1, false, true},
     {2, 128, 2, 64, true, false, true, 0.1f, -1, false, false},
+    {2, 512, 16, 64, true, true, true, 0.1f, -1, false, false},   /* BERT-large's heads, long sequences */
 };
 
 /* Each 16-bit mode, with and without the 16-bit activation, on these. */
@@ -488,6 +490,12 @@ static void test_attention_half(void) {
                 c.half = modes[m], c.qkv16 = given;
                 run_case(&c, 200 + 10 * k + 3 * m + given);
             }
+    /* long sequences and BERT-large's heads once per 16-bit format (the CPU's reference and the
+     * tolerances cost O(B A T^2 d) on the host) */
+    for (int m = 0; m < 3; m += 2) {
+        const Case c = {2, 512, 16, 64, true, true, true, 0.1f, modes[m], m == 0, false};
+        run_case(&c, 300 + m);
+    }
 }
 
 int main(int argc, char **argv) {

@@ -1,28 +1,46 @@
 /* The CUDA backend's attention (kernels.h: k_attention_forward, k_attention_backward): the CPU
- * backend's arithmetic (kernels/cpu/layers.c, attention_block_*), kernel by kernel:
+ * backend's arithmetic (kernels/cpu/layers.c, attention_block_*), structured as the CPU
+ * structures it (per (sequence, head) block: a product for the scores, a softmax pass, a product
+ * for the context; backward four products around the softmax gradient), with every block's
+ * product issued at once as one cuBLAS strided batched GEMM (tensor cores in half mode):
  *
- *   forward      one block per (query tile of ROWS rows, head, sequence), one warp per query
- *                row: the row's scores (keys < kv_len) in shared memory, a max-subtracted fp32
- *                softmax (masked keys -inf, so probability exactly 0), the probabilities kept in
- *                probs (the CPU's layout: block (b, h) at (b A + h) T T, row stride kv_len[b]),
- *                dropout with the CPU's counters, then ctx = P V.
- *   backward     dq_rows: per query row as the forward: dP = dctx V^T, the dropout mask on dP,
- *                dS = P (dP - sum(P dP)) / sqrt(d) (kept in device scratch), dQ = dS K.
- *                dkv_rows: one block per (key tile, head, sequence), one warp per key:
- *                dV = P_dropped^T dctx and dK = dS^T Q summed over the query rows in order:
- *                deterministic, no atomics.
+ *   forward   gather     Q, K, V of every block (b, h) into dense operands [B A][n][d] (16-bit
+ *                        in half mode, as the CPU rounds them), zero rows past the sequence
+ *                        (queries) or past kv_len (keys);
+ *             GEMM       S = Q K^T                      [B A][n][n] fp32
+ *             softmax    one warp per score row: fl(s scale), masks, max-subtracted expf, the
+ *                        probabilities kept in probs (the CPU's layout), dropout with the CPU's
+ *                        counters, the dropped probabilities as an operand (0 past kv_len);
+ *             GEMM       ctx = P_dropped V              [B A][n][d] fp32, scattered into ctx.
+ *   backward  gather     Q, K, V and dctx as operands;
+ *             GEMM       dP = dctx V^T;
+ *             dS         one warp per row: the dropout mask on dP, P_dropped as an operand, and
+ *                        dS = P (dP - sum(P dP)) scale (the CPU's softmax_backward_rows);
+ *             GEMMs      dV = P_dropped^T dctx, dQ = dS K, dK = dS^T Q, scattered into dqkv
+ *                        (dK, dV of keys from kv_len on: 0).
  *
- * The scale is applied as the CPU applies it: scores fl(fl(q.k) / sqrt(d)) before the softmax
- * (the fp32 path's sgemm alpha, the 16-bit path's softmax scale: the same values), and the
- * softmax gradient times the scale. With 16-bit products (AttentionArgs.half) every operand of
- * the four products (Q, K, V, the dropped probabilities, dctx, dS) is rounded to the CPU's
- * format (round to nearest even: the bits of gemm_half.h's bf16_from_float / fp16_from_float)
- * and the products accumulate in fp32, as on the CPU (products of two 16-bit values are exact
- * in fp32, so only the order of the sums differs). Everything runs on the default stream. */
+ * Dense blocks have n = T rounded up to a multiple of 8 rows (aligned 16-bit rows for the tensor
+ * cores); every block has the same shape, so no product reads outside its operands whatever
+ * kv_len or the packed layout (the packed activations have fewer than B T rows, so products in
+ * place on them could run past the end). The padding adds only exact zeros to the sums: keys
+ * past kv_len have probability 0 and zero K, V rows; query rows past the sequence have zero
+ * Q, dctx and get zero P_dropped and dS rows.
+ *
+ * The scale is applied as the CPU applies it: scores fl(s / sqrt(d)) with s the product's sum
+ * (the products run with alpha = 1; the CPU's fp32 sgemm applies alpha to its sum, its 16-bit
+ * path scales in the softmax: the same values), and the softmax gradient times the scale. fp32
+ * products are true fp32 (cublasSgemm*, the default math mode: no TF32). With 16-bit products
+ * (AttentionArgs.half) every operand (Q, K, V, the dropped probabilities, dctx, dS) is rounded
+ * to the CPU's format (round to nearest even: the bits of gemm_half.h's bf16_from_float /
+ * fp16_from_float) and the products accumulate in fp32 (CUBLAS_COMPUTE_32F, fp32 outputs), as on
+ * the CPU: products of two 16-bit values are exact in fp32, so only the order of the sums
+ * differs. cuBLAS GEMMs are deterministic; everything runs on the default stream. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+#include <cublas_v2.h>
 
 #include "kernels/cuda/cuda_common.h"
 
@@ -31,22 +49,44 @@ extern "C" {
 #include "kernels/kernels.h"
 }
 
-/* ROWS warps per block (one query row or key each); keys (forward, dq_rows) or query rows
- * (dkv_rows) staged in shared memory TILE at a time. A lane owns head columns lane + 32 t,
- * t < PL (PL = ceil(d / 32), a template argument: head sizes up to D_MAX). */
-enum { WARP = 32, ROWS = 8, TILE = 32, D_MAX = 256 };
+/* Row kernels: ROWS warps per block, one score row each. Dense blocks: rows rounded up to ALIGN. */
+enum { WARP = 32, ROWS = 8, ALIGN = 8 };
+
+#define CUBLAS_CHECK(call)                                                                          \
+    do {                                                                                            \
+        cublasStatus_t cublas_check_status_ = (call);                                               \
+        if (cublas_check_status_ != CUBLAS_STATUS_SUCCESS) {                                        \
+            fprintf(stderr, "bert: cuBLAS: %s at %s:%d (%s)\n", cublasGetStatusString(cublas_check_status_), \
+                    __FILE__, __LINE__, #call);                                                     \
+            exit(1);                                                                                \
+        }                                                                                           \
+    } while (0)
+
+/* This file's cuBLAS handle, made on first use, on the default stream, set up as linear.cu's:
+ * the default math mode keeps fp32 products in fp32 (no TF32), and reduced-precision
+ * reductions are refused so that split-K partial sums stay in fp32. */
+static cublasHandle_t attention_cublas(void) {
+    static cublasHandle_t handle = NULL;
+    if (!handle) {
+        CUBLAS_CHECK(cublasCreate(&handle));
+        CUBLAS_CHECK(cublasSetStream(handle, 0));
+        CUBLAS_CHECK(cublasSetMathMode(
+            handle, (cublasMath_t)(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
+    }
+    return handle;
+}
 
 /* ---------------------------------------------------------------- 16-bit rounding */
 
-/* x rounded to bf16 (the CPU's bf16_from_float: ties to even, NaN kept quiet), as a float. */
-__device__ static float bf16_rounded(float x) {
+/* bf16 bits of x (the CPU's bf16_from_float: ties to even, NaN kept quiet). */
+__device__ static uint16_t bf16_bits(float x) {
     const uint32_t u = __float_as_uint(x);
     const uint32_t h = (u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-    return __uint_as_float((h & 0xffffu) << 16);
+    return (uint16_t)(h & 0xffffu);
 }
 
-/* IEEE fp16 bits and back: gemm_half.c's fp16_from_float / float_from_fp16 line by line
- * (rintf rounds ties to even, as nearbyintf in the default rounding mode). */
+/* IEEE fp16 bits of x: gemm_half.c's fp16_from_float line by line (rintf rounds ties to even,
+ * as nearbyintf in the default rounding mode). */
 __device__ static uint16_t fp16_bits(float x) {
     const uint32_t u = __float_as_uint(x), sign = (u >> 16) & 0x8000u, ax = u & 0x7fffffffu;
     if (ax > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));   /* NaN, made quiet */
@@ -56,29 +96,17 @@ __device__ static uint16_t fp16_bits(float x) {
     h += 0xfffu + ((h >> 13) & 1u);
     return (uint16_t)(sign | (h >> 13));
 }
-__device__ static float fp16_value(uint16_t bits) {
-    const uint32_t sign = (uint32_t)(bits & 0x8000u) << 16, e = (bits >> 10) & 0x1fu, m = bits & 0x3ffu;
-    if (e == 0) {
-        const float x = (float)m * (1.0f / 16777216.0f);
-        return sign ? -x : x;
-    }
-    if (e == 31) return __uint_as_float(sign | 0x7f800000u | (m ? 0x400000u : 0) | (m << 13));
-    return __uint_as_float(sign | ((e + 112u) << 23) | (m << 13));
-}
 
-__device__ static float half_rounded(HalfMode mode, float x) {
-    return mode == HALF_FP16 ? fp16_value(fp16_bits(x)) : bf16_rounded(x);
-}
-__device__ static float half_value(HalfMode mode, uint16_t bits) {
-    return mode == HALF_FP16 ? fp16_value(bits) : __uint_as_float((uint32_t)bits << 16);
-}
+__device__ static uint16_t half_bits(HalfMode mode, float x) { return mode == HALF_FP16 ? fp16_bits(x) : bf16_bits(x); }
 
 /* ---------------------------------------------------------------- arguments */
 
-/* AttentionArgs with its host arrays staged to the device, and the constants of the scale and
- * the dropout computed once on the host as the CPU computes them. */
+/* AttentionArgs with its host arrays staged to the device, the dense blocks' row count, and
+ * the constants of the scale and the dropout computed once on the host as the CPU computes
+ * them. */
 typedef struct {
     int B, T, A, d, H;
+    int n;                   /* rows (and key columns) of a dense block: T rounded up to ALIGN */
     const int32_t *kv_len, *mask, *seq_row, *seq_rows;
     const uint8_t *has_holes;
     const uint16_t *qkv16;   /* read in place of qkv (half only) */
@@ -108,35 +136,18 @@ __device__ static Seq sequence(const Attn &a, int b) {
     return s;
 }
 
-/* Element idx of the QKV activation as a product operand: the 16-bit copy's value, or qkv
- * rounded (half), or qkv. */
-__device__ static float qkv_operand(const Attn &a, const float *qkv, size_t idx) {
-    if (a.qkv16) return half_value(a.mode, a.qkv16[idx]);
-    return a.half ? half_rounded(a.mode, qkv[idx]) : qkv[idx];
+/* Element k of a dense operand: 16-bit bits (half, x rounded as the CPU rounds) or fp32. */
+__device__ static void store_operand(const Attn &a, void *op, size_t k, float x) {
+    if (a.half) ((uint16_t *)op)[k] = half_bits(a.mode, x);
+    else ((float *)op)[k] = x;
 }
-__device__ static float operand(const Attn &a, float x) { return a.half ? half_rounded(a.mode, x) : x; }
 
 /* The CPU's dropout_probs mask: element (i, j) of block (b, h) kept iff its bits reach the
- * threshold, counters in the full [T, T] grid of the block. */
+ * threshold, counters in the full [T, T] grid of the block (T: the batch's sequence length,
+ * not the dense blocks' n). */
 __device__ static bool kept(const Attn &a, int block, int i, int j) {
     const uint32_t base = (uint32_t)(((unsigned long long)block * a.T + (unsigned long long)i) * a.T);
     return rng_bits32(a.key, base + (uint32_t)j) >= a.threshold;
-}
-
-/* ---------------------------------------------------------------- shared helpers */
-
-/* Rows j0 .. j0+TILE-1 (those < count; zeros past it) of one part (0 Q, 1 K, 2 V) of head h
- * of a sequence, as operands, into tile [TILE][d + 1] (padded: lanes reading a column of it
- * hit distinct banks). All the block's threads call it. */
-__device__ static void load_qkv_tile(float *tile, const Attn &a, const float *qkv, size_t row0, int j0, int count,
-                                     int part, int h) {
-    const int d = a.d;
-    for (int e = threadIdx.x; e < TILE * d; e += blockDim.x) {
-        const int r = e / d, c = e % d;
-        float x = 0.0f;
-        if (j0 + r < count) x = qkv_operand(a, qkv, (row0 + j0 + r) * 3 * a.H + (size_t)part * a.H + (size_t)h * d + c);
-        tile[r * (d + 1) + c] = x;
-    }
 }
 
 __device__ static float warp_sum(float x) {
@@ -151,223 +162,189 @@ __device__ static float warp_max(float x) {
     return x;
 }
 
-/* vec . (tile row lane), summed over c in order: a lane's key's score or dP; vec (d operands)
- * is broadcast from shared memory to the warp's lanes. */
-__device__ static float tile_dot(const float *vec, const float *tile, int lane, int d) {
-    float dot = 0.0f;
-    const float *t = tile + lane * (d + 1);
-    for (int c = 0; c < d; c++) dot += vec[c] * t[c];
-    return dot;
-}
+/* ---------------------------------------------------------------- gather and scatter */
 
-/* acc[t] += sum over the tile's n rows jj of weight[jj] tile[jj][lane + 32 t], in row order. */
-template <int PL>
-__device__ static void tile_accumulate(float *acc, const float *weight, const float *tile, int n, int lane, int d) {
-    for (int jj = 0; jj < n; jj++) {
-        const float w = weight[jj];
-#pragma unroll
-        for (int t = 0; t < PL; t++) {
-            const int c = lane + WARP * t;
-            if (c < d) acc[t] += w * tile[jj * (d + 1) + c];
+/* Dense operands, `parts` of them one after the other, each [B A][n][d] (block b A + h, row i,
+ * column c at ((b A + h) n + i) d + c): part 0 Q, 1 K, 2 V of the QKV activation (the 16-bit
+ * copy's bits when given, else qkv as an operand), 3 dctx. Rows from the sequence's end (Q,
+ * dctx) or from kv_len (K, V) on are 0 (+0 in every format). */
+__global__ static void gather_operands(void *op, const float *qkv, const float *dctx, Attn a, int parts) {
+    const size_t per = (size_t)a.B * a.A * a.n * a.d, total = per * parts;
+    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < total; e += (size_t)gridDim.x * blockDim.x) {
+        const int part = (int)(e / per);
+        const size_t r = e % per, row = r / a.d;   /* row: (b A + h) n + i */
+        const int c = (int)(r % a.d), i = (int)(row % a.n), block = (int)(row / a.n), b = block / a.A, h = block % a.A;
+        const Seq s = sequence(a, b);
+        const int count = part == 1 || part == 2 ? s.L : s.rows;
+        if (i >= count) {
+            store_operand(a, op, e, 0.0f);
+        } else if (part == 3) {
+            store_operand(a, op, e, dctx[(s.row0 + i) * a.H + (size_t)h * a.d + c]);
+        } else {
+            const size_t at = (s.row0 + i) * 3 * a.H + (size_t)part * a.H + (size_t)h * a.d + c;
+            if (a.qkv16) ((uint16_t *)op)[e] = a.qkv16[at];
+            else store_operand(a, op, e, qkv[at]);
         }
     }
 }
 
-/* Shared memory of the per-query-row kernels: ROWS operand rows of d, one [TILE][d+1] tile,
- * ROWS rows of T floats (scores, probabilities, score gradients). */
-static size_t row_kernel_shared_bytes(int d, int T) {
-    return sizeof(float) * ((size_t)ROWS * d + (size_t)TILE * (d + 1) + (size_t)ROWS * T);
+/* ctx rows of each sequence from the dense [B A][n][d] product (rows past the sequence are
+ * not there). */
+__global__ static void scatter_ctx(float *ctx, const float *dense, Attn a) {
+    const size_t total = (size_t)a.B * a.A * a.n * a.d;
+    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < total; e += (size_t)gridDim.x * blockDim.x) {
+        const size_t row = e / a.d;
+        const int c = (int)(e % a.d), i = (int)(row % a.n), block = (int)(row / a.n), b = block / a.A, h = block % a.A;
+        const Seq s = sequence(a, b);
+        if (i < s.rows) ctx[(s.row0 + i) * a.H + (size_t)h * a.d + c] = dense[e];
+    }
 }
 
-/* ---------------------------------------------------------------- forward */
+/* dqkv rows of each sequence from the dense dQ, dK, dV (three parts as gather_operands'); dK
+ * and dV of keys from kv_len on are 0 (they got no attention). Every row of every sequence is
+ * written: dqkv is overwritten. */
+__global__ static void scatter_dqkv(float *dqkv, const float *dense, Attn a) {
+    const size_t per = (size_t)a.B * a.A * a.n * a.d, total = 3 * per;
+    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < total; e += (size_t)gridDim.x * blockDim.x) {
+        const int part = (int)(e / per);
+        const size_t r = e % per, row = r / a.d;
+        const int c = (int)(r % a.d), i = (int)(row % a.n), block = (int)(row / a.n), b = block / a.A, h = block % a.A;
+        const Seq s = sequence(a, b);
+        if (i < s.rows)
+            dqkv[(s.row0 + i) * 3 * a.H + (size_t)part * a.H + (size_t)h * a.d + c] =
+                part == 0 || i < s.L ? dense[e] : 0.0f;
+    }
+}
 
-template <int PL>
-__global__ static void attention_forward_rows(float *ctx, float *probs, const float *qkv, Attn a) {
-    extern __shared__ float smem[];
-    const int b = blockIdx.z, h = blockIdx.y, w = threadIdx.x / WARP, lane = threadIdx.x % WARP;
+/* ---------------------------------------------------------------- row kernels */
+
+/* One warp per dense score row (block, i): the CPU's softmax_rows_scaled on keys < kv_len
+ * (masked keys -inf before the maximum, so probability exactly 0; the maximum of the scaled
+ * scores is the scaled maximum, as there), the probabilities kept in probs (block (b, h) at
+ * (b A + h) T T, row stride kv_len[b]; NULL: not kept), the CPU's dropout, and the dropped
+ * probabilities as the operand of ctx = P V (0 for keys from kv_len on and for rows past the
+ * sequence). The row's exponentials are kept in the scores between the passes. */
+__global__ static void softmax_rows(float *probs, void *pd_op, float *scores, Attn a) {
+    const size_t row = (size_t)blockIdx.x * ROWS + threadIdx.x / WARP;
+    const int lane = threadIdx.x % WARP, n = a.n;
+    if (row >= (size_t)a.B * a.A * n) return;
+    const int i = (int)(row % n), block = (int)(row / n), b = block / a.A;
     const Seq s = sequence(a, b);
-    const int i0 = blockIdx.x * ROWS, i = i0 + w, d = a.d, L = s.L, block = b * a.A + h;
-    if (i0 >= s.rows) return;   /* the whole block: no sequence rows here */
-    const bool active = i < s.rows;
-    float *q_s = smem, *tile = q_s + ROWS * d, *row = tile + TILE * (d + 1) + (size_t)w * a.T;
-    for (int e = threadIdx.x; e < ROWS * d; e += blockDim.x) {
-        const int r = e / d, c = e % d;
-        q_s[e] = i0 + r < s.rows ? qkv_operand(a, qkv, (s.row0 + i0 + r) * 3 * a.H + (size_t)h * d + c) : 0.0f;
-    }
-    /* scores fl(q.k / sqrt(d)); masked keys -inf */
-    for (int j0 = 0; j0 < L; j0 += TILE) {
-        __syncthreads();   /* the previous tile is read (and q_s written) */
-        load_qkv_tile(tile, a, qkv, s.row0, j0, L, 1, h);
-        __syncthreads();
-        const int j = j0 + lane;
-        if (active && j < L) {
-            float x = tile_dot(q_s + w * d, tile, lane, d) * a.scale;
-            if (s.mask && !s.mask[j]) x = -INFINITY;
-            row[j] = x;
-        }
-    }
-    /* softmax (the CPU's softmax_rows_scaled), probabilities kept, dropout, operands rounded */
-    if (active) {
-        __syncwarp();
+    const int L = i < s.rows ? s.L : 0;   /* rows past the sequence: only zeros */
+    float *srow = scores + row * n;
+    const size_t orow = row * n;
+    if (L > 0) {
         float mx = -INFINITY;
-        for (int j = lane; j < L; j += WARP) mx = row[j] > mx ? row[j] : mx;
-        mx = warp_max(mx);
+        for (int j = lane; j < L; j += WARP) {
+            const float x = s.mask && !s.mask[j] ? -INFINITY : srow[j];
+            mx = x > mx ? x : mx;
+        }
+        mx = warp_max(mx) * a.scale;
         float sum = 0.0f;
         for (int j = lane; j < L; j += WARP) {
-            const float e = expf(row[j] - mx);
-            row[j] = e;
+            const float x = s.mask && !s.mask[j] ? -INFINITY : srow[j];
+            const float e = expf(x * a.scale - mx);
+            srow[j] = e;
             sum += e;
         }
         const float inv = 1.0f / warp_sum(sum);
         float *p_out = probs ? probs + (size_t)block * a.T * a.T + (size_t)i * L : NULL;
         for (int j = lane; j < L; j += WARP) {
-            const float p = row[j] * inv;
+            const float p = srow[j] * inv;
             if (p_out) p_out[j] = p;
             float pd = p;
             if (a.dropout) pd = kept(a, block, i, j) ? p * a.keep_scale : 0.0f;
-            row[j] = operand(a, pd);
+            store_operand(a, pd_op, orow + j, pd);
         }
-        __syncwarp();
     }
-    /* ctx = P_dropped V */
-    float acc[PL];
-#pragma unroll
-    for (int t = 0; t < PL; t++) acc[t] = 0.0f;
-    for (int j0 = 0; j0 < L; j0 += TILE) {
-        __syncthreads();
-        load_qkv_tile(tile, a, qkv, s.row0, j0, L, 2, h);
-        __syncthreads();
-        if (active) tile_accumulate<PL>(acc, row + j0, tile, min(TILE, L - j0), lane, d);
-    }
-    if (active) {
-        float *out = ctx + (s.row0 + i) * a.H + (size_t)h * d;
-#pragma unroll
-        for (int t = 0; t < PL; t++)
-            if (lane + WARP * t < d) out[lane + WARP * t] = acc[t];
-    }
+    for (int j = L + lane; j < n; j += WARP) store_operand(a, pd_op, orow + j, 0.0f);
 }
 
-/* ---------------------------------------------------------------- backward */
-
-/* Per query row: dP = dctx V^T, the forward's dropout on it, dS = P (dP - sum(P dP)) scale
- * (the CPU's softmax_backward_rows, P the kept probabilities before dropout) into ds (the
- * probabilities' layout; 16-bit values when half), and dQ = dS K into dqkv's Q part. */
-template <int PL>
-__global__ static void attention_backward_dq_rows(float *dqkv, float *ds, const float *dctx, const float *qkv,
-                                                  const float *probs, Attn a) {
-    extern __shared__ float smem[];
-    const int b = blockIdx.z, h = blockIdx.y, w = threadIdx.x / WARP, lane = threadIdx.x % WARP;
+/* One warp per dense row (block, i) of dP = dctx V^T (fp32, in dp): the forward's dropout on
+ * it (kept in dp), the dropped probabilities as the operand of dV = P_dropped^T dctx, and
+ * dS = P (dP - sum(P dP)) scale (the CPU's softmax_backward_rows, P the kept probabilities
+ * before dropout) as the operand of dQ and dK; both 0 for keys from kv_len on and for rows
+ * past the sequence. */
+__global__ static void softmax_backward_rows(void *pd_op, void *ds_op, float *dp, const float *probs, Attn a) {
+    const size_t row = (size_t)blockIdx.x * ROWS + threadIdx.x / WARP;
+    const int lane = threadIdx.x % WARP, n = a.n;
+    if (row >= (size_t)a.B * a.A * n) return;
+    const int i = (int)(row % n), block = (int)(row / n), b = block / a.A;
     const Seq s = sequence(a, b);
-    const int i0 = blockIdx.x * ROWS, i = i0 + w, d = a.d, L = s.L, block = b * a.A + h;
-    if (i0 >= s.rows) return;
-    const bool active = i < s.rows;
-    float *g_s = smem, *tile = g_s + ROWS * d, *row = tile + TILE * (d + 1) + (size_t)w * a.T;
-    for (int e = threadIdx.x; e < ROWS * d; e += blockDim.x) {
-        const int r = e / d, c = e % d;
-        g_s[e] = i0 + r < s.rows ? operand(a, dctx[(s.row0 + i0 + r) * a.H + (size_t)h * d + c]) : 0.0f;
-    }
-    for (int j0 = 0; j0 < L; j0 += TILE) {   /* dP = dctx V^T */
-        __syncthreads();
-        load_qkv_tile(tile, a, qkv, s.row0, j0, L, 2, h);
-        __syncthreads();
-        const int j = j0 + lane;
-        if (active && j < L) row[j] = tile_dot(g_s + w * d, tile, lane, d);
-    }
-    const size_t at = (size_t)block * a.T * a.T + (size_t)i * L;
-    if (active) {
-        __syncwarp();
-        const float *p = probs + at;
+    const int L = i < s.rows ? s.L : 0;
+    float *g = dp + row * n;
+    const size_t orow = row * n;
+    if (L > 0) {
+        const float *p = probs + (size_t)block * a.T * a.T + (size_t)i * L;
         float dot = 0.0f;
         for (int j = lane; j < L; j += WARP) {
-            float g = row[j];
-            if (a.dropout) g = kept(a, block, i, j) ? g * a.keep_scale : 0.0f;
-            row[j] = g;
-            dot += p[j] * g;
+            float gj = g[j], pd = p[j];
+            if (a.dropout) {
+                const bool keep = kept(a, block, i, j);
+                gj = keep ? gj * a.keep_scale : 0.0f;
+                pd = keep ? pd * a.keep_scale : 0.0f;
+                g[j] = gj;
+            }
+            store_operand(a, pd_op, orow + j, pd);
+            dot += p[j] * gj;
         }
         dot = warp_sum(dot);
-        for (int j = lane; j < L; j += WARP) {
-            const float x = operand(a, p[j] * (row[j] - dot) * a.scale);
-            row[j] = x;
-            ds[at + j] = x;
-        }
-        __syncwarp();
+        for (int j = lane; j < L; j += WARP) store_operand(a, ds_op, orow + j, p[j] * (g[j] - dot) * a.scale);
     }
-    float acc[PL];   /* dQ = dS K */
-#pragma unroll
-    for (int t = 0; t < PL; t++) acc[t] = 0.0f;
-    for (int j0 = 0; j0 < L; j0 += TILE) {
-        __syncthreads();
-        load_qkv_tile(tile, a, qkv, s.row0, j0, L, 1, h);
-        __syncthreads();
-        if (active) tile_accumulate<PL>(acc, row + j0, tile, min(TILE, L - j0), lane, d);
-    }
-    if (active) {
-        float *out = dqkv + (s.row0 + i) * 3 * a.H + (size_t)h * d;
-#pragma unroll
-        for (int t = 0; t < PL; t++)
-            if (lane + WARP * t < d) out[lane + WARP * t] = acc[t];
+    for (int j = L + lane; j < n; j += WARP) {
+        store_operand(a, pd_op, orow + j, 0.0f);
+        store_operand(a, ds_op, orow + j, 0.0f);
     }
 }
 
-/* Shared memory of dkv_rows: dctx and Q tiles [TILE][d + 1], and the tile's dropped
- * probabilities and score gradients for the block's keys [TILE][ROWS]. */
-static size_t dkv_shared_bytes(int d) {
-    return sizeof(float) * ((size_t)2 * TILE * (d + 1) + (size_t)2 * TILE * ROWS);
+/* ---------------------------------------------------------------- products */
+
+/* Every block's column-major C[m, n] = op(A) op(B) (alpha 1, beta 0), block k's operands at
+ * A + k sa, B + k sb, C + k sc (elements): fp32 (true fp32), or 16-bit operands of the mode's
+ * format accumulated and stored in fp32. */
+static void batched_gemm(const Attn &x, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                         const void *A, int lda, long long sa, const void *B, int ldb, long long sb, float *C, int ldc,
+                         long long sc) {
+    const float one = 1.0f, zero = 0.0f;
+    const int count = x.B * x.A;
+    if (!x.half)
+        CUBLAS_CHECK(cublasSgemmStridedBatched(attention_cublas(), ta, tb, m, n, k, &one, (const float *)A, lda, sa,
+                                               (const float *)B, ldb, sb, &zero, C, ldc, sc, count));
+    else {
+        const cudaDataType type = x.mode == HALF_FP16 ? CUDA_R_16F : CUDA_R_16BF;
+        CUBLAS_CHECK(cublasGemmStridedBatchedEx(attention_cublas(), ta, tb, m, n, k, &one, A, type, lda, sa, B, type,
+                                                ldb, sb, &zero, C, CUDA_R_32F, ldc, sc, count, CUBLAS_COMPUTE_32F,
+                                                CUBLAS_GEMM_DEFAULT));
+    }
 }
 
-/* Per key j (one warp): dV[j] = sum_i P_dropped[i, j] dctx[i] and dK[j] = sum_i dS[i, j] Q[i]
- * over the sequence's query rows in order; keys from kv_len on (padding) get 0. */
-template <int PL>
-__global__ static void attention_backward_dkv_rows(float *dqkv, const float *ds, const float *dctx, const float *qkv,
-                                                   const float *probs, Attn a) {
-    extern __shared__ float smem[];
-    const int b = blockIdx.z, h = blockIdx.y, w = threadIdx.x / WARP, lane = threadIdx.x % WARP;
-    const Seq s = sequence(a, b);
-    const int j0 = blockIdx.x * ROWS, j = j0 + w, d = a.d, L = s.L, block = b * a.A + h;
-    if (j0 >= s.rows) return;
-    float *g_s = smem, *q_s = g_s + TILE * (d + 1), *pd_s = q_s + TILE * (d + 1), *ds_s = pd_s + TILE * ROWS;
-    float acc_v[PL], acc_k[PL];
-#pragma unroll
-    for (int t = 0; t < PL; t++) acc_v[t] = acc_k[t] = 0.0f;
-    const size_t base = (size_t)block * a.T * a.T;
-    for (int i0 = 0; j0 < L && i0 < s.rows; i0 += TILE) {   /* blocks of padding keys only: no sums */
-        __syncthreads();
-        load_qkv_tile(q_s, a, qkv, s.row0, i0, s.rows, 0, h);
-        for (int e = threadIdx.x; e < TILE * d; e += blockDim.x) {
-            const int r = e / d, c = e % d;
-            g_s[r * (d + 1) + c] = i0 + r < s.rows ? operand(a, dctx[(s.row0 + i0 + r) * a.H + (size_t)h * d + c]) : 0.0f;
-        }
-        for (int e = threadIdx.x; e < TILE * ROWS; e += blockDim.x) {
-            const int r = e / ROWS, k = e % ROWS, i = i0 + r, jj = j0 + k;
-            float pd = 0.0f, g = 0.0f;
-            if (i < s.rows && jj < L) {
-                const size_t at = base + (size_t)i * L + jj;
-                pd = probs[at];
-                if (a.dropout) pd = kept(a, block, i, jj) ? pd * a.keep_scale : 0.0f;
-                pd = operand(a, pd);
-                g = ds[at];
-            }
-            pd_s[k * TILE + r] = pd;   /* [ROWS][TILE]: warp k reads its key's column as a row */
-            ds_s[k * TILE + r] = g;
-        }
-        __syncthreads();
-        if (j < L) {
-            const int n = min(TILE, s.rows - i0);
-            tile_accumulate<PL>(acc_v, pd_s + w * TILE, g_s, n, lane, d);
-            tile_accumulate<PL>(acc_k, ds_s + w * TILE, q_s, n, lane, d);
-        }
-    }
-    if (j < s.rows) {
-        float *dk = dqkv + (s.row0 + j) * 3 * a.H + a.H + (size_t)h * d, *dv = dk + a.H;
-#pragma unroll
-        for (int t = 0; t < PL; t++) {
-            const int c = lane + WARP * t;
-            if (c < d) {
-                dk[c] = j < L ? acc_k[t] : 0.0f;
-                dv[c] = j < L ? acc_v[t] : 0.0f;
-            }
-        }
-    }
+/* The products on the dense row-major blocks, as cuBLAS's column-major: a row-major X [R][C]
+ * (row length ld = C) is the column-major X^T [C, R] with the same ld. With blocks of n rows,
+ * head size d, operands [n][d] (ld d, stride n d) and scores [n][n] (ld n, stride n n):
+ *
+ *   rows_by_rows   S[i][j] = sum_c X[i][c] Y[j][c]   (S = Q K^T, dP = dctx V^T)
+ *                  column-major S^T (n x n), S^T(j, i) = sum_c Y^T(c, j) X^T(c, i):
+ *                  C = S (ldc n), op(A) = (Y^T)^T (A = Y as column-major d x n, lda d, OP_T),
+ *                  op(B) = X^T (B = X, ldb d, OP_N); m = n, n = n, k = d.
+ *   weights_rows   O[i][c] = sum_j W[i][j] Y[j][c]   (ctx = P_dropped V, dQ = dS K)
+ *                  column-major O^T (d x n), O^T(c, i) = sum_j Y^T(c, j) W^T(j, i):
+ *                  C = O (ldc d), A = Y (column-major d x n, lda d, OP_N),
+ *                  B = W (column-major W^T, n x n, ldb n, OP_N); m = d, n = n, k = n.
+ *   weightsT_rows  O[j][c] = sum_i W[i][j] Y[i][c]   (dV = P_dropped^T dctx, dK = dS^T Q)
+ *                  column-major O^T (d x n), O^T(c, j) = sum_i Y^T(c, i) W(i, j), and W (i, j)
+ *                  is the transpose of the column-major W^T stored there:
+ *                  C = O (ldc d), A = Y (lda d, OP_N), B = W (ldb n, OP_T); m = d, n = n, k = n. */
+static void rows_by_rows(const Attn &x, float *S, const void *X, const void *Y) {
+    const long long nd = (long long)x.n * x.d, nn = (long long)x.n * x.n;
+    batched_gemm(x, CUBLAS_OP_T, CUBLAS_OP_N, x.n, x.n, x.d, Y, x.d, nd, X, x.d, nd, S, x.n, nn);
+}
+static void weights_rows(const Attn &x, float *O, const void *W, const void *Y) {
+    const long long nd = (long long)x.n * x.d, nn = (long long)x.n * x.n;
+    batched_gemm(x, CUBLAS_OP_N, CUBLAS_OP_N, x.d, x.n, x.n, Y, x.d, nd, W, x.n, nn, O, x.d, nd);
+}
+static void weightsT_rows(const Attn &x, float *O, const void *W, const void *Y) {
+    const long long nd = (long long)x.n * x.d, nn = (long long)x.n * x.n;
+    batched_gemm(x, CUBLAS_OP_N, CUBLAS_OP_T, x.d, x.n, x.n, Y, x.d, nd, W, x.n, nn, O, x.d, nd);
 }
 
 /* ---------------------------------------------------------------- launches */
@@ -375,6 +352,7 @@ __global__ static void attention_backward_dkv_rows(float *dqkv, const float *ds,
 static Attn attn_from(const AttentionArgs *a) {
     Attn x;
     x.B = a->B, x.T = a->T, x.A = a->A, x.d = a->d, x.H = a->A * a->d;
+    x.n = (a->T + ALIGN - 1) / ALIGN * ALIGN;
     /* stage slots 3..7: this file's */
     x.kv_len = (const int32_t *)cuda_stage(3, a->kv_len, sizeof(int32_t) * a->B);
     x.mask = (const int32_t *)cuda_stage(4, a->mask, sizeof(int32_t) * a->B * a->T);
@@ -392,64 +370,72 @@ static Attn attn_from(const AttentionArgs *a) {
     return x;
 }
 
-/* Above 48 KiB of dynamic shared memory a kernel must say so (long sequences, large heads). */
-template <typename Kernel>
-static void allow_shared(Kernel kernel, size_t bytes) {
-    if (bytes > 48 * 1024)
-        CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+static bool attention_empty(const AttentionArgs *a) { return a->B <= 0 || a->T <= 0 || a->A <= 0 || a->d <= 0; }
+
+/* Sizes of the dense buffers: an operand element (16-bit or fp32), one operand [B A][n][d] in
+ * elements, one score block set [B A][n][n] in elements, and byte offsets kept 256-aligned. */
+static size_t operand_bytes(const Attn &x) { return x.half ? sizeof(uint16_t) : sizeof(float); }
+static size_t operand_elems(const Attn &x) { return (size_t)x.B * x.A * x.n * x.d; }
+static size_t score_elems(const Attn &x) { return (size_t)x.B * x.A * x.n * x.n; }
+static size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+/* Part p of dense operands laid one after the other (gather_operands' parts). */
+static void *operand_part(const Attn &x, void *op, int p) {
+    return (char *)op + (size_t)p * operand_elems(x) * operand_bytes(x);
 }
 
-static bool attention_empty(const AttentionArgs *a, const char *who) {
-    if (a->d > D_MAX) {
-        fprintf(stderr, "bert: %s: head size %d above the CUDA backend's %d\n", who, a->d, (int)D_MAX);
-        exit(1);
-    }
-    return a->B <= 0 || a->T <= 0 || a->A <= 0 || a->d <= 0;
-}
-
-template <int PL>
-static void forward_launch(float *ctx, float *probs, const float *qkv, const Attn &x) {
-    const dim3 grid((unsigned)((x.T + ROWS - 1) / ROWS), (unsigned)x.A, (unsigned)x.B);
-    const size_t bytes = row_kernel_shared_bytes(x.d, x.T);
-    allow_shared(attention_forward_rows<PL>, bytes);
-    attention_forward_rows<PL><<<grid, ROWS * WARP, bytes>>>(ctx, probs, qkv, x);
-    CUDA_LAUNCHED();
-}
-
-template <int PL>
-static void backward_launch(float *dqkv, float *ds, const float *dctx, const float *qkv, const float *probs,
-                            const Attn &x) {
-    const dim3 grid((unsigned)((x.T + ROWS - 1) / ROWS), (unsigned)x.A, (unsigned)x.B);
-    const size_t rows_bytes = row_kernel_shared_bytes(x.d, x.T), dkv_bytes = dkv_shared_bytes(x.d);
-    allow_shared(attention_backward_dq_rows<PL>, rows_bytes);
-    allow_shared(attention_backward_dkv_rows<PL>, dkv_bytes);
-    attention_backward_dq_rows<PL><<<grid, ROWS * WARP, rows_bytes>>>(dqkv, ds, dctx, qkv, probs, x);
-    CUDA_LAUNCHED();
-    attention_backward_dkv_rows<PL><<<grid, ROWS * WARP, dkv_bytes>>>(dqkv, ds, dctx, qkv, probs, x);
-    CUDA_LAUNCHED();
-}
+static unsigned row_blocks(const Attn &x) { return (unsigned)(((size_t)x.B * x.A * x.n + ROWS - 1) / ROWS); }
 
 extern "C" void k_attention_forward(float *ctx, float *probs, const float *qkv, const AttentionArgs *a) {
     if (!probs && a->dropout_p > 0.0f) {
         fprintf(stderr, "bert: k_attention_forward: dropout needs the probabilities kept\n");
         exit(1);
     }
-    if (attention_empty(a, "k_attention_forward")) return;
+    if (attention_empty(a)) return;
     const Attn x = attn_from(a);
-    if (x.d <= 32) forward_launch<1>(ctx, probs, qkv, x);
-    else if (x.d <= 64) forward_launch<2>(ctx, probs, qkv, x);
-    else if (x.d <= 128) forward_launch<4>(ctx, probs, qkv, x);
-    else forward_launch<8>(ctx, probs, qkv, x);
+    /* device scratch: slot 4 Q, K, V operands then the dense ctx; slot 2 scores; slot 3 P_dropped */
+    const size_t ops_bytes = aligned(3 * operand_elems(x) * operand_bytes(x));
+    char *work = (char *)cuda_scratch(4, ops_bytes + sizeof(float) * operand_elems(x));
+    void *ops = work;
+    float *ctx_dense = (float *)(work + ops_bytes);
+    float *scores = (float *)cuda_scratch(2, sizeof(float) * score_elems(x));
+    void *pd = cuda_scratch(3, score_elems(x) * operand_bytes(x));
+
+    gather_operands<<<cuda_blocks(3 * operand_elems(x)), CUDA_THREADS>>>(ops, qkv, NULL, x, 3);
+    CUDA_LAUNCHED();
+    rows_by_rows(x, scores, operand_part(x, ops, 0), operand_part(x, ops, 1));   /* S = Q K^T */
+    softmax_rows<<<row_blocks(x), ROWS * WARP>>>(probs, pd, scores, x);
+    CUDA_LAUNCHED();
+    weights_rows(x, ctx_dense, pd, operand_part(x, ops, 2));   /* ctx = P_dropped V */
+    scatter_ctx<<<cuda_blocks(operand_elems(x)), CUDA_THREADS>>>(ctx, ctx_dense, x);
+    CUDA_LAUNCHED();
 }
 
 extern "C" void k_attention_backward(float *dqkv, const float *dctx, const float *qkv, const float *probs,
                                      const AttentionArgs *a) {
-    if (attention_empty(a, "k_attention_backward")) return;
+    if (attention_empty(a)) return;
     const Attn x = attn_from(a);
-    /* dS for every (b, h) block in the probabilities' layout: device scratch slot 2 */
-    float *ds = (float *)cuda_scratch(2, sizeof(float) * (size_t)x.B * x.A * x.T * x.T);
-    if (x.d <= 32) backward_launch<1>(dqkv, ds, dctx, qkv, probs, x);
-    else if (x.d <= 64) backward_launch<2>(dqkv, ds, dctx, qkv, probs, x);
-    else if (x.d <= 128) backward_launch<4>(dqkv, ds, dctx, qkv, probs, x);
-    else backward_launch<8>(dqkv, ds, dctx, qkv, probs, x);
+    /* device scratch: slot 4 Q, K, V, dctx operands then the dense dQ, dK, dV; slot 2 dP;
+     * slot 3 P_dropped and dS operands */
+    const size_t ops_bytes = aligned(4 * operand_elems(x) * operand_bytes(x));
+    char *work = (char *)cuda_scratch(4, ops_bytes + 3 * sizeof(float) * operand_elems(x));
+    void *ops = work;
+    float *dq = (float *)(work + ops_bytes), *dk = dq + operand_elems(x), *dv = dk + operand_elems(x);
+    float *dp = (float *)cuda_scratch(2, sizeof(float) * score_elems(x));
+    const size_t pd_bytes = aligned(score_elems(x) * operand_bytes(x));
+    char *weights = (char *)cuda_scratch(3, 2 * pd_bytes);
+    void *pd = weights, *ds = weights + pd_bytes;
+    void *q = operand_part(x, ops, 0), *k = operand_part(x, ops, 1), *v = operand_part(x, ops, 2);
+    void *g = operand_part(x, ops, 3);
+
+    gather_operands<<<cuda_blocks(4 * operand_elems(x)), CUDA_THREADS>>>(ops, qkv, dctx, x, 4);
+    CUDA_LAUNCHED();
+    rows_by_rows(x, dp, g, v);   /* dP = dctx V^T */
+    softmax_backward_rows<<<row_blocks(x), ROWS * WARP>>>(pd, ds, dp, probs, x);
+    CUDA_LAUNCHED();
+    weightsT_rows(x, dv, pd, g);   /* dV = P_dropped^T dctx */
+    weights_rows(x, dq, ds, k);    /* dQ = dS K */
+    weightsT_rows(x, dk, ds, q);   /* dK = dS^T Q */
+    scatter_dqkv<<<cuda_blocks(3 * operand_elems(x)), CUDA_THREADS>>>(dqkv, dq, x);
+    CUDA_LAUNCHED();
 }
