@@ -59,7 +59,8 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BERT     := $(if $(filter build,$(BUILD)),bert,$(BUILD)/bert)
 
 .PHONY: all test test-fast test-matrix install fuzz fuzz-build fuzz-replay clean cuda-check cuda-build cuda-test FORCE
-all: $(BERT) $(TEST_BIN)
+# make GPU=cuda: also the CUDA backend, which ./bert loads from build-cuda/ on --device cuda
+all: $(BERT) $(TEST_BIN) $(if $(filter cuda,$(GPU)),build-cuda/libbert_cuda.so)
 
 # The compiler and flags each build folder was compiled with: a change to them (a new flag
 # here, another CC) rebuilds that folder's objects and tests, as a change to a source does.
