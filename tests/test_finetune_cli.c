@@ -10,6 +10,9 @@
  *    second with a message naming it and no output folder left; a run that fails later
  *    removes the empty folders it made; a finished run's folder is not trained into again
  *    without --overwrite_output_dir;
+ *  - a `bert pretrain` run folder as --init_checkpoint: its newest complete checkpoint, said in
+ *    one line (checkpoint_resolve_model: numeric order, partial and hidden folders passed
+ *    over, a folder with neither a model nor checkpoints refused);
  *  - `bert bench --help` starts with a usage line. */
 #include <stdarg.h>
 #include <sys/stat.h>
@@ -18,6 +21,7 @@
 
 #include "test.h"
 #include "test_util.h"
+#include "train/checkpoint.h"
 
 static char bert[1024], repo[1024], dir[256], vocab[1400];
 
@@ -132,6 +136,95 @@ static void test_model_folders_stand_alone(void) {
     CHECKF(rc == 0 && same("ft_eval/eval_results.json", "ft/eval_results.json"),
            "glue --do_eval on the fine-tuned folder: rc %d, or other metrics than the training run's", rc);
     if (rc) show_output();
+
+    /* the run folder itself: its newest checkpoint, said, with that checkpoint's tokenizer files;
+     * the same model as the checkpoint named directly (embed's vectors, glue's training run) */
+    rc = run(NULL, "%s --data_dir %s --init_checkpoint run --output_dir ft_run --do_train --do_eval --max_steps 2 "
+                   "--train_batch_size 4", GLUE, data);
+    char *err = text_of("err.txt");
+    CHECKF(rc == 0 && strstr(err, "bert glue: --init_checkpoint run: the newest checkpoint, run/ckpt_2\n"),
+           "glue from the run folder: rc %d: %s", rc, err);
+    free(err);
+    if (rc) show_output();
+    CHECK(same("ft_run/vocab.txt", "run/ckpt_2/vocab.txt") &&
+          same("ft_run/tokenizer_config.json", "run/ckpt_2/tokenizer_config.json"));
+    CHECKF(same("ft_run/eval_results.json", "ft/eval_results.json") && same("ft_run/model.safetensors", "ft/model.safetensors"),
+           "fine-tuning from the run folder is not fine-tuning from its ckpt_2");
+    rc = run(NULL, "embed --init_checkpoint run/ckpt_2 --threads 1 < sentences.txt");
+    char *direct = text_of("out.txt");
+    rc |= run(NULL, "embed --init_checkpoint run/ --threads 1 < sentences.txt");
+    out = text_of("out.txt"), err = text_of("err.txt");
+    CHECKF(rc == 0 && strlen(out) > 10 && !strcmp(out, direct), "embed from the run folder: rc %d, other vectors", rc);
+    CHECKF(strstr(err, "bert embed: --init_checkpoint run/: the newest checkpoint, run/ckpt_2\n"), "%s", err);
+    free(direct), free(out), free(err);
+    /* a folder with neither a model nor checkpoints: refused, naming what was looked for */
+    snprintf(path, sizeof path, "%s/empty", dir), mkdir(path, 0777);
+    rc = run(NULL, "embed --init_checkpoint empty < sentences.txt");
+    err = text_of("err.txt");
+    CHECKF(rc == 1 && strstr(err, "--init_checkpoint empty: neither a model folder (model.safetensors") &&
+           strstr(err, "ckpt_<step>"), "rc %d: %s", rc, err);
+    free(err);
+    rc = run(NULL, "squad --init_checkpoint empty --output_dir sq_empty --do_predict --predict_file x.json");
+    err = text_of("err.txt");
+    CHECKF(rc == 1 && strstr(err, "bert squad: --init_checkpoint empty: neither") && !there("sq_empty"), "rc %d: %s", rc, err);
+    free(err);
+}
+
+/* dir/name/ckpt_<step> (or another name) as a checkpoint: model.safetensors (when `model`)
+ * and state.json with `state` as its text (NULL: none). */
+static void fake_checkpoint(const char *run_dir, const char *name, bool model, const char *state) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", dir, run_dir), mkdir(path, 0777);
+    snprintf(path, sizeof path, "%s/%s/%s", dir, run_dir, name), mkdir(path, 0777);
+    if (model) snprintf(path, sizeof path, "%s/%s/model.safetensors", run_dir, name), put(path, "weights");
+    if (state) snprintf(path, sizeof path, "%s/%s/state.json", run_dir, name), put(path, state);
+}
+
+/* checkpoint_resolve_model on made-up folders: numeric order, partial and hidden checkpoints
+ * passed over, a model folder or a file unchanged, clear errors. */
+static void test_resolve_run_folder(void) {
+    char path[600], out[700], want[700];
+    long step = -1;
+    BertError e;
+    fake_checkpoint("r_order", "ckpt_9", true, "{}");
+    fake_checkpoint("r_order", "ckpt_10", true, "{\"step\": 10}");
+    fake_checkpoint("r_order", "ckpt_2", true, "{}");
+    snprintf(path, sizeof path, "%s/r_order", dir), snprintf(want, sizeof want, "%s/r_order/ckpt_10", dir);
+    CHECKF(checkpoint_resolve_model(path, out, sizeof out, &step, &e) == 1 && !strcmp(out, want) && step == 10,
+           "ckpt_10 after ckpt_9: %s (step %ld)", out, step);
+    snprintf(path, sizeof path, "%s/r_order//", dir);   /* trailing slashes */
+    CHECKF(checkpoint_resolve_model(path, out, sizeof out, NULL, &e) == 1 && !strcmp(out, want), "%s", out);
+    /* the newest ones partial: no state.json, a cut state.json, no weights; hidden folders being
+     * written or deleted; a file named like a checkpoint */
+    fake_checkpoint("r_partial", "ckpt_99", true, "{}");
+    fake_checkpoint("r_partial", "ckpt_100", true, NULL);
+    fake_checkpoint("r_partial", "ckpt_101", true, "{\"step\": 1");
+    fake_checkpoint("r_partial", "ckpt_102", false, "{}");
+    fake_checkpoint("r_partial", ".ckpt_103.tmp.77", true, "{}");
+    fake_checkpoint("r_partial", ".ckpt_104.del.77", true, "{}");
+    fake_checkpoint("r_partial", "ckpt_105x", true, "{}");
+    put("r_partial/ckpt_106", "not a folder");
+    snprintf(path, sizeof path, "%s/r_partial", dir), snprintf(want, sizeof want, "%s/r_partial/ckpt_99", dir);
+    CHECKF(checkpoint_resolve_model(path, out, sizeof out, &step, &e) == 1 && !strcmp(out, want) && step == 99,
+           "the newest complete one: %s (step %ld)", out, step);
+    /* only partial checkpoints; an empty folder; no such path: errors naming what was looked for */
+    fake_checkpoint("r_none", "ckpt_5", true, NULL);
+    snprintf(path, sizeof path, "%s/r_none", dir);
+    CHECKF(checkpoint_resolve_model(path, out, sizeof out, &step, &e) == -1 && strstr(e.msg, "no model.safetensors") &&
+           strstr(e.msg, "none of its 1 ckpt_<step> folders is a complete checkpoint"), "%s", e.msg);
+    snprintf(path, sizeof path, "%s/r_empty", dir), mkdir(path, 0777);
+    CHECKF(checkpoint_resolve_model(path, out, sizeof out, &step, &e) == -1 && strstr(e.msg, "r_empty: neither a model folder") &&
+           strstr(e.msg, "model.safetensors") && strstr(e.msg, "ckpt_<step>"), "%s", e.msg);
+    snprintf(path, sizeof path, "%s/r_nowhere", dir);
+    CHECKF(checkpoint_resolve_model(path, out, sizeof out, &step, &e) == -1 && strstr(e.msg, "no such file or folder"), "%s",
+           e.msg);
+    /* a model folder (even one holding checkpoints) and a weights file: unchanged */
+    fake_checkpoint("r_model", "ckpt_7", true, "{}");
+    put("r_model/model.safetensors", "weights");
+    snprintf(path, sizeof path, "%s/r_model", dir);
+    CHECKF(checkpoint_resolve_model(path, out, sizeof out, &step, &e) == 0 && !strcmp(out, path), "%s", out);
+    snprintf(path, sizeof path, "%s/r_model/model.safetensors", dir);
+    CHECKF(checkpoint_resolve_model(path, out, sizeof out, &step, &e) == 0 && !strcmp(out, path), "%s", out);
 }
 
 /* The casing: a forgotten --do_lower_case on an uncased folder gives the uncased result; a
@@ -261,6 +354,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_model_folders_stand_alone);
     RUN_TEST(test_casing_from_the_folder);
     RUN_TEST(test_inputs_checked_first);
+    RUN_TEST(test_resolve_run_folder);
     RUN_TEST(test_bench_usage_line);
     remove_tree(dir);
     return test_summary();

@@ -19,7 +19,9 @@ int cmd_embed(int argc, char **argv) {
     int lower = FLAG_UNSET;
     bool no_normalize = false, bf16 = false;
     const Flag flags[] = {
-        {"init_checkpoint", FLAG_STRING, &init, "a model folder (model.safetensors, config.json, vocab.txt) or file (required)"},
+        {"init_checkpoint", FLAG_STRING, &init,
+         "a model folder (model.safetensors, config.json, vocab.txt), a weights file, or a bert pretrain "
+         "--output_dir (its newest complete ckpt_<step>) (required)"},
         {"config_file", FLAG_STRING, &config, "config.json when --init_checkpoint is a file"},
         {"vocab_file", FLAG_STRING, &vocab_file, "default: the model folder's vocab.txt"},
         {"do_lower_case", FLAG_TRIBOOL, &lower,
@@ -34,13 +36,15 @@ int cmd_embed(int argc, char **argv) {
         {"device", FLAG_STRING, &device, FLAGS_DEVICE_HELP},
         {"bf16", FLAG_BOOL, &bf16, "matrix products in bf16 (needs avx512_bf16)"},
     };
-    const FlagSpec spec = {"embed", "embed --init_checkpoint MODEL_DIR [flags] < sentences.txt   (one sentence per line)",
+    const FlagSpec spec = {"embed", "embed --init_checkpoint MODEL_DIR|RUN_DIR [flags] < sentences.txt   (one sentence per line)",
                            flags, (int)(sizeof flags / sizeof flags[0]), 0, 0};
     int rc = flags_parse(&spec, argc, argv, NULL, NULL);
     if (rc) return rc > 0 ? 0 : 2;
     if (flags_require(&spec, "init_checkpoint") != 0) return 2;
     if (flags_use_device("embed", device) != 0) return 2;
     if (threads > 0) omp_set_num_threads(threads);
+    char init_checkpoint[4096 + 64];   /* a run folder's newest checkpoint */
+    if (flags_init_checkpoint("embed", &init, init_checkpoint, sizeof init_checkpoint) != 0) return 1;
     struct stat st;
     if (stat(init, &st) != 0) return fprintf(stderr, "bert embed: --init_checkpoint %s: no such file or folder\n", init), 1;
     if (!vocab_file && !S_ISDIR(st.st_mode))

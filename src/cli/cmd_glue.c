@@ -26,6 +26,8 @@ int cmd_glue(int argc, char **argv) {
     if (rc) return rc > 0 ? 0 : 2;
     if (flags_require(&spec, "task_name,data_dir,output_dir,init_checkpoint") != 0) return 2;
     if (finetune_flags_finish("glue", &o.ft, &ft) != 0) return 2;
+    char init_checkpoint[4096 + 64];   /* a run folder's newest checkpoint */
+    if (flags_init_checkpoint("glue", &o.ft.init_checkpoint, init_checkpoint, sizeof init_checkpoint) != 0) return 1;
     o.train_examples = (long)train_examples;
     GlueResult r;
     BertError err;

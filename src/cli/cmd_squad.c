@@ -35,6 +35,8 @@ int cmd_squad(int argc, char **argv) {
     if (rc) return rc > 0 ? 0 : 2;
     if (flags_require(&spec, "init_checkpoint,output_dir") != 0) return 2;
     if (finetune_flags_finish("squad", &o.ft, &ft) != 0) return 2;
+    char init_checkpoint[4096 + 64];   /* a run folder's newest checkpoint */
+    if (flags_init_checkpoint("squad", &o.ft.init_checkpoint, init_checkpoint, sizeof init_checkpoint) != 0) return 1;
     SquadResult r;
     BertError err;
     if (squad_run(&o, &r, &err) != 0) {

@@ -14,7 +14,8 @@ int finetune_flags(Flag *out, FinetuneArgs *a, FinetuneFlagState *st, const char
     snprintf(st->help[3], sizeof st->help[3], "head initialisation, data order, dropout; default %ld", a->seed);
     const Flag flags[FINETUNE_FLAG_COUNT] = {
         {"init_checkpoint", FLAG_STRING, &a->init_checkpoint,
-         "weights: a folder with model.safetensors + config.json (HF model or bert pretrain checkpoint) or a file (required)"},
+         "weights: a folder with model.safetensors + config.json (HF model or bert pretrain checkpoint), a file, or "
+         "a bert pretrain --output_dir (its newest complete ckpt_<step>) (required)"},
         {"config_file", FLAG_STRING, &a->config_file, "config.json when --init_checkpoint is a file"},
         {"vocab_file", FLAG_STRING, &a->vocab_file, "the checkpoint's vocab.txt; default the --init_checkpoint folder's"},
         {"do_lower_case", FLAG_TRIBOOL, &a->do_lower_case,

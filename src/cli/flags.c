@@ -9,6 +9,7 @@
 
 #include "core/common.h"
 #include "kernels/backend.h"
+#include "train/checkpoint.h"
 
 static const Flag *find_flag(const FlagSpec *spec, const char *name, size_t len) {
     for (int i = 0; i < spec->nflags; i++)
@@ -161,4 +162,16 @@ int flags_use_device(const char *command, const char *device) {
     if (k_backend_use(device, err, sizeof err)) return 0;
     fprintf(stderr, "bert %s: %s\n", command, err);
     return 2;
+}
+
+int flags_init_checkpoint(const char *command, const char **path, char *buf, size_t size) {
+    BertError err;
+    const int rc = checkpoint_resolve_model(*path, buf, size, NULL, &err);
+    if (rc < 0) {
+        fprintf(stderr, "bert %s: %s\n", command, err.msg);
+        return 1;
+    }
+    if (rc == 1) fprintf(stderr, "bert %s: --init_checkpoint %s: the newest checkpoint, %s\n", command, *path, buf);
+    *path = buf;
+    return 0;
 }

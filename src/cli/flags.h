@@ -51,5 +51,10 @@ void flags_usage(const FlagSpec *spec, FILE *out);
 #define FLAGS_DEVICE_HELP "where the kernels run: cpu (default) or cuda (a GPU: the CUDA backend, make GPU=cuda)"
 /* Selects device's backend (NULL: the CPU) for command: 0, or 2 with the reason printed. */
 int flags_use_device(const char *command, const char *device);
+/* --init_checkpoint made the model to load (train/checkpoint.h's checkpoint_resolve_model): a
+ * `bert pretrain` run folder becomes its newest complete checkpoint, said in one line on stderr
+ * ("bert glue: --init_checkpoint RUN: the newest checkpoint, RUN/ckpt_300"), and *path then
+ * points into `buf`. 0, or 1 with the message on stderr. Called before anything reads *path. */
+int flags_init_checkpoint(const char *command, const char **path, char *buf, size_t size);
 
 #endif

@@ -210,6 +210,52 @@ int checkpoint_find_latest(const char *output_dir, const char *required_file, ch
     return found;
 }
 
+int checkpoint_resolve_model(const char *path, char *out, size_t out_len, long *step, BertError *err) {
+    struct stat st;
+    if (stat(path, &st) != 0) return bert_fail(err, "--init_checkpoint %s: no such file or folder", path);
+    char file[4096 + 64];
+    snprintf(file, sizeof file, "%s/model.safetensors", path);
+    if (!S_ISDIR(st.st_mode) || stat(file, &st) == 0) {   /* a weights file or a model folder */
+        if ((size_t)snprintf(out, out_len, "%s", path) >= out_len)
+            return bert_fail(err, "--init_checkpoint %s: the path is too long", path);
+        return 0;
+    }
+    char run[4096];   /* the run folder, without trailing slashes: RUN/ckpt_<N>, not RUN//ckpt_<N> */
+    snprintf(run, sizeof run, "%s", path);
+    for (size_t n = strlen(run); n > 1 && run[n - 1] == '/';) run[--n] = '\0';
+    long *steps;
+    int count;
+    if (checkpoint_list(run, &steps, &count, err) != 0) return -1;
+    int found = 0;
+    for (int i = count - 1; i >= 0 && !found; i--) {
+        char dir[4096 + 32];
+        checkpoint_path(dir, sizeof dir, run, steps[i]);
+        snprintf(file, sizeof file, "%s/model.safetensors", dir);
+        if (stat(file, &st) != 0 || !S_ISREG(st.st_mode)) continue;   /* not complete */
+        snprintf(file, sizeof file, "%s/state.json", dir);
+        char *text;
+        BertError ignored;
+        if (read_file(file, &text, NULL, &ignored) != 0) continue;
+        cJSON *state = cJSON_ParseWithOpts(text, NULL, 1);
+        free(text);
+        if (!state) continue;   /* cut short: not complete */
+        cJSON_Delete(state);
+        if ((size_t)snprintf(out, out_len, "%s", dir) >= out_len) {
+            free(steps);
+            return bert_fail(err, "--init_checkpoint %s: the path is too long", dir);
+        }
+        if (step) *step = steps[i];
+        found = 1;
+    }
+    free(steps);
+    if (found) return 1;
+    if (count)
+        return bert_fail(err, "--init_checkpoint %s: no model.safetensors, and none of its %d ckpt_<step> folders is a "
+                              "complete checkpoint (model.safetensors and a whole state.json)", path, count);
+    return bert_fail(err, "--init_checkpoint %s: neither a model folder (model.safetensors, config.json) nor a bert "
+                          "pretrain run folder (ckpt_<step>/ checkpoints)", path);
+}
+
 int checkpoint_write_json(const char *dir, const char *name, const cJSON *json, BertError *err) {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);

@@ -51,6 +51,18 @@ int checkpoint_save(const char *output_dir, long step, int keep_last, Checkpoint
 int checkpoint_find_latest(const char *output_dir, const char *required_file, char *path, size_t path_len,
                            long *step, BertError *err);
 
+/* What a command's --init_checkpoint names, made the model to load (issue 36): a weights file,
+ * or a folder holding model.safetensors (a HuggingFace model folder, a checkpoint, a
+ * fine-tuned model), is taken as it is: returns 0 with `out` = path. A `bert pretrain
+ * --output_dir` run folder (no model.safetensors, ckpt_<N> subfolders) gives its newest
+ * complete checkpoint: the largest N (in numbers: ckpt_100 after ckpt_99) whose state.json is
+ * whole JSON and which holds model.safetensors (a folder being written, ".ckpt_<N>.tmp.<pid>",
+ * or deleted is never one); returns 1 with `out` = RUN/ckpt_<N> and *step = N (step may be
+ * NULL). The vocab.txt, tokenizer_config.json and config.json a command takes by default come
+ * from `out`. -1 with err naming what was looked for: no such path, a folder with neither
+ * model.safetensors nor a complete ckpt_<N>, or a path longer than out_len. */
+int checkpoint_resolve_model(const char *path, char *out, size_t out_len, long *step, BertError *err);
+
 /* Every checkpoint step in output_dir, ascending (caller frees *steps). */
 int checkpoint_list(const char *output_dir, long **steps, int *count, BertError *err);
 

@@ -1,7 +1,9 @@
 /* Fine-tuning a task head on a pre-trained encoder, as NVIDIA's run_glue.py / run_squad.py
  * and HuggingFace's Trainer do: the weights from --init_checkpoint (a safetensors file or a
  * folder with model.safetensors + config.json: a HuggingFace model folder or a `bert
- * pretrain` checkpoint; the task head, absent there, drawn from the seed), AdamW (decoupled
+ * pretrain` checkpoint; a `bert pretrain` run folder is made its newest checkpoint by the
+ * command, train/checkpoint.h's checkpoint_resolve_model; the task head, absent there, drawn
+ * from the seed), AdamW (decoupled
  * weight decay on matrices only, the gradient's global norm clipped to 1), the learning rate
  * warmed up linearly over warmup_proportion of the steps and then decayed linearly to 0
  * (NVIDIA's LinearWarmUpScheduler: train/schedulers.h), gradient accumulation, all through
