@@ -132,6 +132,14 @@ static void test_model_folders_stand_alone(void) {
     CHECKF(rc == 0 && lines == 2, "embed on the fine-tuned folder: rc %d, %d lines", rc, lines);
     if (rc) show_output();
     free(out);
+    /* another model's vocabulary (here: 3 tokens for a 30522-token model) is refused, as glue
+     * and squad refuse it, not turned into other vectors (issue 35, D17) */
+    put("small_vocab.txt", "[PAD]\n[UNK]\nhello\n");
+    rc = run(NULL, "embed --init_checkpoint ft --vocab_file small_vocab.txt --threads 1 < sentences.txt");
+    char *said = text_of("err.txt");
+    CHECKF(rc != 0 && strstr(said, "has 3 tokens but ft's model has 30522: not the checkpoint's vocabulary"),
+           "embed with another vocabulary: rc %d, '%s'", rc, said);
+    free(said);
     rc = run(NULL, "%s --data_dir %s --init_checkpoint ft --output_dir ft_eval --do_eval", GLUE, data);
     CHECKF(rc == 0 && same("ft_eval/eval_results.json", "ft/eval_results.json"),
            "glue --do_eval on the fine-tuned folder: rc %d, or other metrics than the training run's", rc);

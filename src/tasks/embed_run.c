@@ -61,6 +61,15 @@ int embed_run(const EmbedRunOptions *o, FILE *in, EmbedRunResult *r, BertError *
         vocab_free(vocab), bert_model_free(m);
         return -1;
     }
+    /* a vocabulary of another model (a cased one with an uncased model, say) would give other
+     * vectors without an error: its size must be the model's, as glue and squad require */
+    if (vocab_size(vocab) != bert_model_config(m)->vocab_size) {
+        bert_fail(err, "the vocabulary %s has %d tokens but %s's model has %d: not the checkpoint's vocabulary",
+                  o->vocab_file ? o->vocab_file : vocab_path, vocab_size(vocab), o->init_checkpoint,
+                  bert_model_config(m)->vocab_size);
+        vocab_free(vocab), bert_model_free(m);
+        return -1;
+    }
     /* the weights never change here, and the model only infers: its layers share their activations */
     bert_set_packed_weights(m, true), bert_set_mode(m, BERT_MODE_FORWARD_ONLY);
     TokenizerOptions to = tokenizer_default_options();
