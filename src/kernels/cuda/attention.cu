@@ -40,8 +40,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include <cublas_v2.h>
-
+#include "kernels/cuda/cuda_blas.h"
 #include "kernels/cuda/cuda_common.h"
 
 extern "C" {
@@ -51,30 +50,6 @@ extern "C" {
 
 /* Row kernels: ROWS warps per block, one score row each. Dense blocks: rows rounded up to ALIGN. */
 enum { WARP = 32, ROWS = 8, ALIGN = 8 };
-
-#define CUBLAS_CHECK(call)                                                                          \
-    do {                                                                                            \
-        cublasStatus_t cublas_check_status_ = (call);                                               \
-        if (cublas_check_status_ != CUBLAS_STATUS_SUCCESS) {                                        \
-            fprintf(stderr, "bert: cuBLAS: %s at %s:%d (%s)\n", cublasGetStatusString(cublas_check_status_), \
-                    __FILE__, __LINE__, #call);                                                     \
-            exit(1);                                                                                \
-        }                                                                                           \
-    } while (0)
-
-/* This file's cuBLAS handle, made on first use, on the default stream, set up as linear.cu's:
- * the default math mode keeps fp32 products in fp32 (no TF32), and reduced-precision
- * reductions are refused so that split-K partial sums stay in fp32. */
-static cublasHandle_t attention_cublas(void) {
-    static cublasHandle_t handle = NULL;
-    if (!handle) {
-        CUBLAS_CHECK(cublasCreate(&handle));
-        CUBLAS_CHECK(cublasSetStream(handle, 0));
-        CUBLAS_CHECK(cublasSetMathMode(
-            handle, (cublasMath_t)(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
-    }
-    return handle;
-}
 
 /* ---------------------------------------------------------------- 16-bit rounding */
 
@@ -308,11 +283,11 @@ static void batched_gemm(const Attn &x, cublasOperation_t ta, cublasOperation_t 
     const float one = 1.0f, zero = 0.0f;
     const int count = x.B * x.A;
     if (!x.half)
-        CUBLAS_CHECK(cublasSgemmStridedBatched(attention_cublas(), ta, tb, m, n, k, &one, (const float *)A, lda, sa,
+        CUBLAS_CHECK(cublasSgemmStridedBatched(cuda_cublas(), ta, tb, m, n, k, &one, (const float *)A, lda, sa,
                                                (const float *)B, ldb, sb, &zero, C, ldc, sc, count));
     else {
         const cudaDataType type = x.mode == HALF_FP16 ? CUDA_R_16F : CUDA_R_16BF;
-        CUBLAS_CHECK(cublasGemmStridedBatchedEx(attention_cublas(), ta, tb, m, n, k, &one, A, type, lda, sa, B, type,
+        CUBLAS_CHECK(cublasGemmStridedBatchedEx(cuda_cublas(), ta, tb, m, n, k, &one, A, type, lda, sa, B, type,
                                                 ldb, sb, &zero, C, CUDA_R_32F, ldc, sc, count, CUBLAS_COMPUTE_32F,
                                                 CUBLAS_GEMM_DEFAULT));
     }

@@ -15,28 +15,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include <cublas_v2.h>
-
+#include "kernels/cuda/cuda_blas.h"
 #include "kernels/cuda/cuda_common.h"
 
 extern "C" {
 #include "kernels/kernels.h"
 }
 
-#define CUBLAS_CHECK(call)                                                                          \
-    do {                                                                                            \
-        cublasStatus_t cublas_check_status_ = (call);                                               \
-        if (cublas_check_status_ != CUBLAS_STATUS_SUCCESS) {                                        \
-            fprintf(stderr, "bert: cuBLAS: %s at %s:%d (%s)\n", cublasGetStatusString(cublas_check_status_), \
-                    __FILE__, __LINE__, #call);                                                     \
-            exit(1);                                                                                \
-        }                                                                                           \
-    } while (0)
-
-/* One handle for the process, made on first use, on the default stream. The default math mode
- * keeps fp32 products in fp32 (TF32 only where asked for); reduced-precision reductions are
- * refused as well, so that split-K partial sums stay in fp32 whatever the operand type. */
-static cublasHandle_t cublas(void) {
+cublasHandle_t cuda_cublas(void) {
     static cublasHandle_t handle = NULL;
     if (!handle) {
         CUBLAS_CHECK(cublasCreate(&handle));
@@ -55,10 +41,10 @@ static void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k
                  const void *B, int ldb, float beta, float *C, int ldc, cudaDataType type) {
     const float one = 1.0f;
     if (type == CUDA_R_32F)
-        CUBLAS_CHECK(cublasSgemm(cublas(), ta, tb, m, n, k, &one, (const float *)A, lda, (const float *)B, ldb, &beta,
+        CUBLAS_CHECK(cublasSgemm(cuda_cublas(), ta, tb, m, n, k, &one, (const float *)A, lda, (const float *)B, ldb, &beta,
                                  C, ldc));
     else
-        CUBLAS_CHECK(cublasGemmEx(cublas(), ta, tb, m, n, k, &one, A, type, lda, B, type, ldb, &beta, C, CUDA_R_32F,
+        CUBLAS_CHECK(cublasGemmEx(cuda_cublas(), ta, tb, m, n, k, &one, A, type, lda, B, type, ldb, &beta, C, CUDA_R_32F,
                                   ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 

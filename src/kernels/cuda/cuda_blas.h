@@ -1,0 +1,25 @@
+/* cuBLAS for the CUDA backend's products (linear.cu, attention.cu): one handle for the process
+ * and a status check that stops with a message naming the call. */
+#ifndef BERT_KERNELS_CUDA_BLAS_H
+#define BERT_KERNELS_CUDA_BLAS_H
+
+#include <cublas_v2.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define CUBLAS_CHECK(call)                                                                          \
+    do {                                                                                            \
+        cublasStatus_t cublas_check_status_ = (call);                                               \
+        if (cublas_check_status_ != CUBLAS_STATUS_SUCCESS) {                                        \
+            fprintf(stderr, "bert: cuBLAS: %s at %s:%d (%s)\n", cublasGetStatusString(cublas_check_status_), \
+                    __FILE__, __LINE__, #call);                                                     \
+            exit(1);                                                                                \
+        }                                                                                           \
+    } while (0)
+
+/* The handle, made on first use (linear.cu), on the default stream. The default math mode keeps
+ * fp32 products in fp32 (no TF32), and reduced-precision reductions are refused as well, so that
+ * split-K partial sums stay in fp32 whatever the operand type. */
+cublasHandle_t cuda_cublas(void);
+
+#endif
