@@ -13,6 +13,7 @@ BUILD_PKGS=(
   libopenmpi-dev openmpi-bin  # data parallelism
   libcjson-dev             # config.json, safetensors headers, SQuAD json
   libbz2-dev libexpat1-dev # Wikipedia .xml.bz2 dumps
+  libzip-dev               # PyTorch checkpoints (torch.save's zip archives: --init_checkpoint model.pt)
 )
 TEST_PKGS=(
   python3 python3-numpy python3-torch python3-h5py   # reference oracles (tools/, tests that read shards)
