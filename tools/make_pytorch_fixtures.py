@@ -191,6 +191,40 @@ def little_endian_copy(src_path, dst_path):
         put(dst, "renamed/byteorder", b"little")
 
 
+def fuzz_state_dict():
+    """Eight storages of 64 bytes each, keys 0..7: what the fuzz target's wrapper provides."""
+    g = torch.Generator().manual_seed(5)
+    sd = collections.OrderedDict()
+    sd["w"] = torch.randn(4, 4, generator=g)
+    sd["w_t"] = sd["w"].t()
+    sd["h"] = torch.randn(32, generator=g).half()
+    sd["b"] = torch.randn(2, 16, generator=g).bfloat16()
+    sd["d"] = torch.randn(8, generator=g, dtype=torch.float64)
+    sd["i"] = torch.arange(8)
+    sd["slice"] = torch.arange(16, dtype=torch.float32)[3:9]
+    sd["u8"] = torch.arange(64, dtype=torch.uint8).reshape(8, 8)[:, ::2]
+    sd["p"] = torch.nn.Parameter(torch.randn(16, generator=g))
+    return sd
+
+
+def pickle_seeds(out):
+    """data.pkl of archives whose storages are all 64 bytes, for the fuzz target's wrapper."""
+    sd = fuzz_state_dict()
+    objs = {"plain": (sd, 2), "proto4": (sd, 4),
+            "nvidia": ({"model": sd, "optimizer": {"state": {0: {"step": 3}}, "param_groups": [{"lr": 1e-3, "params": [0, 1]}]},
+                        "epoch": 2, "files": ["a", "b"], "note": None}, 2)}
+    tmp = os.path.join(out, "tmp.pt")
+    for name, (obj, proto) in objs.items():
+        torch.save(obj, tmp, pickle_protocol=proto)
+        with zipfile.ZipFile(tmp) as z:
+            sizes = [i.file_size for i in z.infolist() if "/data/" in i.filename]
+            assert len(sizes) == 8 and set(sizes) == {64}, sizes
+            pkl = z.read([n for n in z.namelist() if n.endswith("/data.pkl")][0])
+        open(os.path.join(out, name + ".pkl"), "wb").write(pkl)
+    os.remove(tmp)
+    open(os.path.join(out, "os_system.pkl"), "wb").write(global_call("os", "system"))
+
+
 def main():
     if os.path.isdir(OUT):
         shutil.rmtree(OUT)
@@ -204,10 +238,13 @@ def main():
     torch.save(ck, os.path.join(OUT, "nvidia.pt"))
     write_manifest("nvidia", model_sd, os.path.join(OUT, "nvidia.pt"))
     hostile(OUT)
-    os.makedirs(SEEDS, exist_ok=True)
+    if os.path.isdir(SEEDS):
+        shutil.rmtree(SEEDS)
+    os.makedirs(SEEDS)
     for n in ["plain.pt", "nvidia.pt", "proto4.pt", "os_system.pt", "outside.pt", "overflow.pt",
               "duplicate.pt", "unknown_opcode.pt", "missing_storage.pt"]:
         shutil.copy(os.path.join(OUT, n), os.path.join(SEEDS, n))
+    pickle_seeds(SEEDS)
     print("wrote", len(os.listdir(OUT)), "files to", OUT, file=sys.stderr)
 
 
