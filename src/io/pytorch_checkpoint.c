@@ -4,6 +4,7 @@
 #include "io/pytorch_checkpoint.h"
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zip.h>
