@@ -18,6 +18,8 @@ under tests/data/tf/, with TensorFlow itself as the writer and the reference:
                       match its shape, a partitioned (sliced) entry, a big-endian header.
                       Other hostile files (truncation, bad magic, crc, compression, short or
                       missing data) are made by the test from v1's files.
+  tests/fuzz/corpus/tf_checkpoint/*  the fuzz target's seeds: each checkpoint above as one
+                      input (4-byte little-endian index length, the .index, the data shard)
 
 Run from the repository root:  .venv/bin/python tools/make_tf_fixtures.py"""
 import os
@@ -270,6 +272,20 @@ def write_hostile(folder):
             f.write(data)
 
 
+def write_fuzz_seeds(folder):
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder)
+    seeds = {"v1": "v1/model.ckpt", "v2": "v2/ckpt", "small_blocks": "small_blocks/model.ckpt"}
+    seeds.update({n: f"hostile/{n}.ckpt" for n in ["overflow", "size_mismatch", "partitioned", "big_endian"]})
+    for name, prefix in seeds.items():
+        with open(os.path.join(OUT, prefix + ".index"), "rb") as f:
+            index = f.read()
+        with open(os.path.join(OUT, prefix + ".data-00000-of-00001"), "rb") as f:
+            data = f.read()
+        with open(os.path.join(folder, name), "wb") as f:
+            f.write(struct.pack("<I", len(index)) + index + data)
+
+
 def main():
     shutil.rmtree(OUT, ignore_errors=True)
     for d in ["v1", "v2", "small_blocks", "hostile"]:
@@ -281,6 +297,7 @@ def main():
     for folder, prefix in [("v1", "model.ckpt"), ("v2", "ckpt")]:
         n = expected(os.path.join(OUT, folder, prefix), os.path.join(OUT, folder))
         print(f"{folder}: {n} tensors")
+    write_fuzz_seeds("tests/fuzz/corpus/tf_checkpoint")
     # TensorFlow reads the re-blocked index to the same values: our SSTable writer is sound.
     a = tf.train.load_checkpoint(os.path.join(OUT, "v1", "model.ckpt"))
     b = tf.train.load_checkpoint(os.path.join(OUT, "small_blocks", "model.ckpt"))
