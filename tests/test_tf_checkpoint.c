@@ -1,6 +1,6 @@
 /* io/tf_checkpoint: TensorFlow checkpoints written by TensorFlow itself (TF1 Saver, TF2
  * tf.train.Checkpoint, tools/make_tf_fixtures.py) read to the bytes TensorFlow reads, and
- * damaged or crafted ones refused with a one-line message that says why. */
+ * damaged or crafted ones refused with a one-line message that says why (TF_TEST_VERBOSE=1 prints them). */
 #include <isa-l/crc.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +13,8 @@
 
 #define V1 "tests/data/tf/v1/model.ckpt"
 #define V1_DATA V1 ".data-00000-of-00001"
+
+static char dir[64];   /* build/test_tf_<pid>: this run's scratch copies */
 
 static const char *dtype_name(StDtype d) { return st_dtype_name(d); }
 
@@ -105,6 +107,35 @@ static void test_many_data_blocks(void) {
     check_against_expected("tests/data/tf/small_blocks/model.ckpt", "tests/data/tf/v1");
 }
 
+/* Saver(sharded=True) over two devices: two data files, each tensor read from its own. */
+static void test_two_shards(void) {
+    check_against_expected("tests/data/tf/sharded/model.ckpt", "tests/data/tf/sharded");
+    TfCheckpoint ck;
+    BertError err;
+    CHECK(tf_checkpoint_open(&ck, "tests/data/tf/sharded/model.ckpt", &err) == 0);
+    int b = find(&ck, "bert/shard1/bias");
+    CHECK(ck.n == 2 && b >= 0 && ck.tensors[b].shard == 1);
+    tf_checkpoint_close(&ck);
+    /* Without its second data file: an error naming that file. */
+    char prefix[128], *data;
+    size_t n;
+    snprintf(prefix, sizeof prefix, "%s/sharded.ckpt", dir);
+    const char *suffix[] = {".index", ".data-00000-of-00002"};
+    for (int k = 0; k < 2; k++) {
+        char src[192], dst[192];
+        snprintf(src, sizeof src, "tests/data/tf/sharded/model.ckpt%s", suffix[k]);
+        snprintf(dst, sizeof dst, "%s%s", prefix, suffix[k]);
+        if (read_file(src, &data, &n, &err) == 0) write_bytes(dst, data, n), free(data);
+    }
+    CHECK(tf_checkpoint_open(&ck, prefix, &err) == -1 && strstr(err.msg, "missing data shard") &&
+          strstr(err.msg, "sharded.ckpt.data-00001-of-00002"));
+    for (int k = 0; k < 2; k++) {
+        char dst[192];
+        snprintf(dst, sizeof dst, "%s%s", prefix, suffix[k]);
+        unlink(dst);
+    }
+}
+
 static void test_sniff(void) {
     CHECK(tf_checkpoint_sniff(V1) == 1);
     CHECK(tf_checkpoint_sniff(V1 ".index") == 1);
@@ -117,8 +148,6 @@ static void test_sniff(void) {
 }
 
 /* ---- damaged and crafted files ---- */
-
-static char dir[64];
 
 /* A fresh copy of v1 as <dir>/model.ckpt.*; returns the prefix. */
 static const char *v1_copy(void) {
@@ -243,6 +272,7 @@ int main(void) {
     RUN_TEST(test_tf1_saver_checkpoint);
     RUN_TEST(test_tf2_checkpoint);
     RUN_TEST(test_many_data_blocks);
+    RUN_TEST(test_two_shards);
     RUN_TEST(test_sniff);
     RUN_TEST(test_damaged_files);
     RUN_TEST(test_crafted_entries);

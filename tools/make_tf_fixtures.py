@@ -5,6 +5,8 @@ under tests/data/tf/, with TensorFlow itself as the writer and the reference:
                       release (float32, float16, bfloat16, float64, int64, int32, an empty one)
   v2/ckpt.*           tf.train.Checkpoint.write (TF2; holds the string tensor
                       _CHECKPOINTABLE_OBJECT_GRAPH, which the reader skips)
+  sharded/model.ckpt.*  a Saver(sharded=True) checkpoint of variables on two CPU devices:
+                      two data files, model.ckpt.data-0000{0,1}-of-00002
   small_blocks/model.ckpt.*  v1's index rewritten with 96-byte data blocks and a restart
                       every 2 entries (TF writes 256 KiB blocks, so a small checkpoint has one):
                       several data blocks and restart points; TensorFlow reads it back below to v1's
@@ -239,6 +241,23 @@ def write_v1(folder):
     tf.compat.v1.enable_eager_execution()
 
 
+def write_sharded(folder):
+    tf.compat.v1.disable_eager_execution()
+    g = tf.Graph()
+    with g.as_default():
+        with tf.device("/cpu:0"):
+            tf.compat.v1.get_variable("bert/shard0/kernel", initializer=tf.constant(ramp([2, 3], 0.25), tf.float32))
+        with tf.device("/cpu:1"):
+            tf.compat.v1.get_variable("bert/shard1/bias", initializer=tf.constant(ramp([5], 0.5), tf.float64))
+        saver = tf.compat.v1.train.Saver(sharded=True)
+        config = tf.compat.v1.ConfigProto(device_count={"CPU": 2}, allow_soft_placement=False)
+        with tf.compat.v1.Session(graph=g, config=config) as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            saver.save(sess, os.path.join(folder, "model.ckpt"), write_meta_graph=False, write_state=False)
+    tf.compat.v1.enable_eager_execution()
+    assert sorted(os.listdir(folder))[1] == "model.ckpt.data-00001-of-00002"
+
+
 def write_v2(folder):
     module = tf.Module()
     module.kernel = tf.Variable(ramp([3, 4], 0.125), dtype=tf.float32)
@@ -288,13 +307,14 @@ def write_fuzz_seeds(folder):
 
 def main():
     shutil.rmtree(OUT, ignore_errors=True)
-    for d in ["v1", "v2", "small_blocks", "hostile"]:
+    for d in ["v1", "v2", "sharded", "small_blocks", "hostile"]:
         os.makedirs(os.path.join(OUT, d))
     write_v1(os.path.join(OUT, "v1"))
+    write_sharded(os.path.join(OUT, "sharded"))   # graph mode, like v1: before eager work
     write_v2(os.path.join(OUT, "v2"))
     write_small_blocks(os.path.join(OUT, "v1"), os.path.join(OUT, "small_blocks"))
     write_hostile(os.path.join(OUT, "hostile"))
-    for folder, prefix in [("v1", "model.ckpt"), ("v2", "ckpt")]:
+    for folder, prefix in [("v1", "model.ckpt"), ("v2", "ckpt"), ("sharded", "model.ckpt")]:
         n = expected(os.path.join(OUT, folder, prefix), os.path.join(OUT, folder))
         print(f"{folder}: {n} tensors")
     write_fuzz_seeds("tests/fuzz/corpus/tf_checkpoint")
