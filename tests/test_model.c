@@ -59,7 +59,7 @@ static int fixture_open(Fixture *f, const char *stem) {
     f->nsp = read_ints(f, "input.next_sentence_labels", f->B, 0, 1);
     f->batch = bert_pretraining_batch(f->B, f->T, f->P, f->ids, f->types, f->mask, f->positions, f->labels, f->nsp);
     if (bert_model_create(&f->model, &f->cfg, f->B, f->T, f->P, &err)) { CHECKF(0, "%s", err.msg); return -1; }
-    if (bert_load_safetensors(f->model, path, &err)) { CHECKF(0, "%s", err.msg); return -1; }
+    if (bert_load_weights(f->model, path, &err)) { CHECKF(0, "%s", err.msg); return -1; }
     return 0;
 }
 
@@ -856,7 +856,7 @@ static int heads_open(HeadsFixture *h, const char *path, BertHeads heads) {
         return -1;
     }
     int initialised = -1;
-    CHECKF(bert_load_safetensors_ex(h->m, path, 1, &initialised, &err) == 0 && initialised == 0, "%s (%d initialised)",
+    CHECKF(bert_load_weights_ex(h->m, path, 1, &initialised, &err) == 0 && initialised == 0, "%s (%d initialised)",
            err.msg, initialised);
     safetensors_read_i32(&h->st, "input.input_ids", bt, 2, h->ids, &err);
     safetensors_read_i32(&h->st, "input.token_type_ids", bt, 2, h->types, &err);
@@ -1004,7 +1004,7 @@ static void test_task_heads_training_and_loading(void) {
     CHECK(bert_save_safetensors(pre, path, &err) == 0);
     CHECK(bert_model_create_with_heads(&qa, &c, (BertHeads){BERT_HEADS_QA, 0}, 2, 8, 0, &err) == 0);
     int initialised = -1;
-    CHECKF(bert_load_safetensors_ex(qa, path, 9, &initialised, &err) == 0 && initialised == 2, "%d initialised: %s",
+    CHECKF(bert_load_weights_ex(qa, path, 9, &initialised, &err) == 0 && initialised == 2, "%d initialised: %s",
            initialised, err.msg);
     const BertParamInfo *w = bert_find_param(qa, "bert.encoder.layer.1.output.dense.weight");
     CHECK(w && memcmp(w->data, bert_find_param(pre, w->name)->data, w->numel * sizeof(float)) == 0);

@@ -1113,7 +1113,7 @@ static void test_phase2_and_bad_input(void) {
     snprintf(ckpt, sizeof ckpt, "%s/ckpt_4/model.safetensors", p1);
     snprintf(nan_path, sizeof nan_path, "%s/nan.safetensors", root);
     CHECK(bert_config_load("tests/data/bench/micro_config.json", &cfg, &err) == 0 &&
-          bert_model_create(&m, &cfg, 2, T, P, &err) == 0 && bert_load_safetensors(m, ckpt, &err) == 0);
+          bert_model_create(&m, &cfg, 2, T, P, &err) == 0 && bert_load_weights(m, ckpt, &err) == 0);
     const BertParamInfo *t = bert_find_param(m, "bert.encoder.layer.1.output.dense.weight");
     t->data[3] = NAN, t->data[9] = INFINITY;
     CHECK(bert_nonfinite_params(m, NULL) == 2 && bert_save_safetensors(m, nan_path, &err) == 0);

@@ -97,7 +97,7 @@ static void test_round_trip(void) {
     BertModel *a = new_model(1), *b = new_model(2);
     BertError err;
     CHECK(bert_save_safetensors(a, path, &err) == 0);
-    CHECK(bert_load_safetensors(b, path, &err) == 0);
+    CHECK(bert_load_weights(b, path, &err) == 0);
     CHECK(memcmp(bert_params(a), bert_params(b), bert_num_parameters(a) * sizeof(float)) == 0);
     SafeTensors st;
     if (safetensors_open(&st, path, &err) == 0) {  /* HF names, tied decoder not duplicated */
@@ -119,7 +119,7 @@ static void test_encoder_only_checkpoint(void) {
     if (write_variant(a, path, encoder_only, ST_F32, 211)) return;
     int initialised = -1;
     BertError err;
-    CHECKF(bert_load_safetensors_ex(b, path, 5, &initialised, &err) == 0, "%s", err.msg);
+    CHECKF(bert_load_weights_ex(b, path, 5, &initialised, &err) == 0, "%s", err.msg);
     CHECKF(initialised == 7, "%d head tensors initialised, expected 7 (cls.*)", initialised);
     for (int i = 0; i < bert_num_param_tensors(a); i++) {
         const BertParamInfo *ta = bert_param_info(a, i), *tb = bert_param_info(b, i);
@@ -139,7 +139,7 @@ static void test_encoder_only_checkpoint(void) {
 static void expect_load_error(const char *path, const char *needle1, const char *needle2) {
     BertModel *m = new_model(3);
     BertError err = {{0}};
-    CHECK(bert_load_safetensors(m, path, &err) != 0);
+    CHECK(bert_load_weights(m, path, &err) != 0);
     CHECKF(strstr(err.msg, needle1) && (!needle2 || strstr(err.msg, needle2)), "message: %s", err.msg);
     bert_model_free(m);
 }

@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "io/tokenizer_files.h"
 #include "model/config.h"
 #include "model/bert.h"
 #include "tasks/infer_bench.h"
@@ -28,16 +29,20 @@ static void report(const char *name, int batch, InferMode mode, const InferTimin
 
 int cmd_bench_infer(int argc, char **argv) {
     const char *preset = NULL, *config = NULL, *glue = NULL, *data_dir = NULL, *squad = NULL, *vocab_file = NULL;
+    const char *init = NULL;
     int max_seq = 0, batch = 32, threads = 0, latency_sequences = 256, warmup = 2;
     const char *device = NULL;
     bool lower = true, bf16 = false, json = false, plain_weights = false, unfused = false;
     const Flag flags[] = {
         {"preset", FLAG_STRING, &preset, "bert-tiny ... bert-large (default bert-base; random weights)"},
-        {"config", FLAG_STRING, &config, "a HuggingFace config.json instead"},
+        {"config", FLAG_STRING, &config, "a HuggingFace config.json instead (with --init_checkpoint: its configuration)"},
+        {"init_checkpoint", FLAG_STRING, &init,
+         "a trained model instead of random weights: any checkpoint --init_checkpoint reads elsewhere (HF folder, "
+         ".pt, .bin, TensorFlow, a pretrain run folder)"},
         {"glue_task", FLAG_STRING, &glue, "lengths of this GLUE task's dev rows (with --data_dir)"},
         {"data_dir", FLAG_STRING, &data_dir, "the GLUE task's folder"},
         {"squad_file", FLAG_STRING, &squad, "or the lengths of a SQuAD file's features (384 / 128 / 64)"},
-        {"vocab_file", FLAG_STRING, &vocab_file, "the vocabulary that tokenizes them (required)"},
+        {"vocab_file", FLAG_STRING, &vocab_file, "the vocabulary that tokenizes them (required, but for a model folder's)"},
         {"do_lower_case", FLAG_BOOL, &lower, "uncased (default true)"},
         {"max_seq_length", FLAG_INT, &max_seq, "default 128 (GLUE) or 384 (SQuAD)"},
         {"batch", FLAG_INT, &batch, "the large batch; default 32 (batch 1 is always run)"},
@@ -56,6 +61,13 @@ int cmd_bench_infer(int argc, char **argv) {
                                           "[--preset bert-base] [flags]", flags, (int)(sizeof flags / sizeof flags[0]), 0, 0};
     int rc = flags_parse(&spec, argc, argv, NULL, NULL);
     if (rc) return rc > 0 ? 0 : 2;
+    char init_buf[4096 + 64];   /* a run folder's newest checkpoint */
+    if (init && flags_init_checkpoint("bench_infer", &init, init_buf, sizeof init_buf) != 0) return 1;
+    TokenizerFolder folder;
+    if (init && !vocab_file) {
+        tokenizer_folder_read(init, &folder);
+        if (folder.vocab_file[0]) vocab_file = folder.vocab_file;
+    }
     if (flags_require(&spec, "vocab_file") != 0) return 2;
     if (!vocab_file || !!glue == !!squad || (glue && !data_dir) || batch < 1 || latency_sequences < 1) {
         fprintf(stderr, "bert bench_infer: give --vocab_file and one of --glue_task (with --data_dir) and --squad_file\n");
@@ -74,7 +86,7 @@ int cmd_bench_infer(int argc, char **argv) {
     BertModel *m = NULL;
     int32_t *lengths = NULL;
     int n = 0;
-    if ((config ? bert_config_load(config, &cfg, &err) : bert_config_preset(preset ? preset : "bert-base", &cfg, &err)) ||
+    if ((init ? 0 : config ? bert_config_load(config, &cfg, &err) : bert_config_preset(preset ? preset : "bert-base", &cfg, &err)) ||
         vocab_load(&v, vocab_file, &err) != 0) {
         fprintf(stderr, "bert bench_infer: %s\n", err.msg);
         vocab_free(v);
@@ -85,8 +97,12 @@ int cmd_bench_infer(int argc, char **argv) {
     Tokenizer *tok = tokenizer_new(v, &to);
     rc = squad ? squad_feature_lengths(squad, tok, max_seq, &lengths, &n, &err)
                : glue_dev_lengths(glue, data_dir, tok, max_seq, &lengths, &n, &err);
-    if (rc == 0) rc = bert_model_create_with_heads(&m, &cfg, (BertHeads){BERT_HEADS_NONE, 0}, batch, max_seq, 0, &err);
-    if (rc == 0) bert_init_weights(m, 1), rc = bert_set_precision(m, bf16 ? BERT_BF16 : BERT_FP32, &err);
+    if (rc == 0 && init)
+        rc = bert_open_checkpoint(&m, init, config, (BertHeads){BERT_HEADS_NONE, 0}, batch, max_seq, 0, NULL, &err);
+    else if (rc == 0 && (rc = bert_model_create_with_heads(&m, &cfg, (BertHeads){BERT_HEADS_NONE, 0}, batch, max_seq, 0,
+                                                            &err)) == 0)
+        bert_init_weights(m, 1);
+    if (rc == 0) rc = bert_set_precision(m, bf16 ? BERT_BF16 : BERT_FP32, &err);
     if (rc == 0) {   /* a server's model: its layers share their activations (not with --unfused: no fusing) */
         bert_set_packed_weights(m, !plain_weights);
         bert_set_mode(m, unfused ? BERT_MODE_FULL : BERT_MODE_FORWARD_ONLY);
@@ -98,7 +114,7 @@ int cmd_bench_infer(int argc, char **argv) {
         if (!json)
             printf("bert bench_infer: %s, %d sequences (mean %.1f of %d tokens), %s %s, %d threads; weights %s, "
                    "feed-forward product and GELU %s\n", name, n, (double)real / n, max_seq,
-                   config ? config : preset ? preset : "bert-base", bf16 ? "bf16" : "fp32", omp_get_max_threads(),
+                   init ? init : config ? config : preset ? preset : "bert-base", bf16 ? "bf16" : "fp32", omp_get_max_threads(),
                    plain_weights ? "plain" : "packed", plain_weights || unfused ? "in two passes" : "fused");
         const int sizes[2] = {1, batch};
         for (int s = 0; rc == 0 && s < 2 && (s == 0 || batch > 1); s++)

@@ -3,13 +3,13 @@
 #include <stdio.h>
 #include <omp.h>
 #include <stdlib.h>
-#include <sys/stat.h>
 
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "core/common.h"
 #include "io/npy.h"
 #include "io/tokenizer_files.h"
+#include "model/bert.h"
 #include "tasks/embed_run.h"
 
 int cmd_embed(int argc, char **argv) {
@@ -45,10 +45,10 @@ int cmd_embed(int argc, char **argv) {
     if (threads > 0) omp_set_num_threads(threads);
     char init_checkpoint[4096 + 64];   /* a run folder's newest checkpoint */
     if (flags_init_checkpoint("embed", &init, init_checkpoint, sizeof init_checkpoint) != 0) return 1;
-    struct stat st;
-    if (stat(init, &st) != 0) return fprintf(stderr, "bert embed: --init_checkpoint %s: no such file or folder\n", init), 1;
-    if (!vocab_file && !S_ISDIR(st.st_mode))
-        return fprintf(stderr, "bert embed: --init_checkpoint is a file: give --vocab_file (and --config_file)\n"), 2;
+    char weights[4096], config_found[4096];
+    BertError err;
+    if (bert_checkpoint_locate(init, config, weights, sizeof weights, config_found, sizeof config_found, &err) != 0)
+        return fprintf(stderr, "bert embed: --init_checkpoint %s\n", err.msg), 1;
     /* the casing: the flag, else what the model folder says (io/tokenizer_files.h) */
     TokenizerFolder folder;
     tokenizer_folder_read(init, &folder);
@@ -57,7 +57,6 @@ int cmd_embed(int argc, char **argv) {
     if (!vocab_file) vocab_file = folder.vocab_file;
     int tokens, cased;
     char note[1024];
-    BertError err;
     if (tokenizer_vocab_scan(vocab_file, &tokens, &cased, &err) != 0)
         return fprintf(stderr, "bert embed: %s\n", err.msg), 1;
     const bool do_lower_case = tokenizer_casing(lower, "--do_lower_case", &folder, vocab_file, cased, note, sizeof note);

@@ -27,6 +27,7 @@ static const Command COMMANDS[] = {
     {"create_pretraining_data", cmd_create_pretraining_data, "Google's MLM+NSP example creation -> HDF5 shard"},
     {"prepare", cmd_prepare, "corpus -> sentences -> shards -> phase-1/phase-2 HDF5 (the whole chain)"},
     {"train_demo", cmd_train_demo, "short training run of a small model on generated data"},
+    {"convert", cmd_convert, "a checkpoint (NVIDIA .pt, HF .bin, Google TensorFlow, safetensors) -> an HF model folder"},
     {"embed", cmd_embed, "sentence embeddings (mean-pooled, L2-normalised) of stdin's lines, text or .npy"},
     {"squad", cmd_squad, "SQuAD v1.1/v2.0 fine-tuning and prediction (NVIDIA run_squad.py's flags)"},
     {"bench_infer", cmd_bench_infer, "inference speed and latency on a task's real lengths: padded, dynamic, packed"},

@@ -238,13 +238,9 @@ static const StTensor *find_checked(const SafeTensors *st, const char *name, con
     return t;
 }
 
-int safetensors_read_f32(const SafeTensors *st, const char *name, const int64_t *shape, int ndim, float *dst,
-                         BertError *err) {
-    const StTensor *t = find_checked(st, name, shape, ndim, err);
-    if (!t) return -1;
-    const unsigned char *src = st->data + t->begin;
-    int64_t n = st_numel(t);
-    switch (t->dtype) {
+int st_to_f32(StDtype dtype, const void *from, int64_t n, float *dst) {
+    const unsigned char *src = from;
+    switch (dtype) {
     case ST_F32: memcpy(dst, src, (size_t)n * 4); return 0;
     case ST_F64:
         for (int64_t i = 0; i < n; i++) { double d; memcpy(&d, src + 8 * i, 8); dst[i] = (float)d; }
@@ -260,8 +256,17 @@ int safetensors_read_f32(const SafeTensors *st, const char *name, const int64_t 
         }
         return 0;
     default:
-        return bert_fail(err, "%s: tensor '%s' has dtype %s, expected a floating-point type", st->path, name, st_dtype_name(t->dtype));
+        return -1;
     }
+}
+
+int safetensors_read_f32(const SafeTensors *st, const char *name, const int64_t *shape, int ndim, float *dst,
+                         BertError *err) {
+    const StTensor *t = find_checked(st, name, shape, ndim, err);
+    if (!t) return -1;
+    if (st_to_f32(t->dtype, st->data + t->begin, st_numel(t), dst) != 0)
+        return bert_fail(err, "%s: tensor '%s' has dtype %s, expected a floating-point type", st->path, name, st_dtype_name(t->dtype));
+    return 0;
 }
 
 int safetensors_read_i32(const SafeTensors *st, const char *name, const int64_t *shape, int ndim, int32_t *dst,

@@ -36,6 +36,9 @@ typedef struct {
 const char *st_dtype_name(StDtype d);
 size_t st_dtype_size(StDtype d);
 int64_t st_numel(const StTensor *t);
+/* n elements of a floating-point dtype (F32, F64, F16, BF16; little-endian, unaligned) as
+ * float32: exact for all but F64. -1 for another dtype. */
+int st_to_f32(StDtype dtype, const void *src, int64_t n, float *dst);
 
 int safetensors_open(SafeTensors *st, const char *path, BertError *err);
 void safetensors_close(SafeTensors *st);

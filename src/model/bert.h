@@ -63,14 +63,14 @@ static inline BertBatch bert_pretraining_batch(int batch, int seq_len, int max_p
 typedef struct BertModel BertModel;
 
 /* Allocates everything for batches up to (max_batch, max_seq, max_predictions). The weights
- * start at zero: follow with bert_init_weights or bert_load_safetensors. */
+ * start at zero: follow with bert_init_weights or bert_load_weights. */
 int   bert_model_create(BertModel **out, const BertConfig *cfg, int max_batch, int max_seq, int max_predictions,
                         BertError *err);   /* with the pre-training heads */
 int   bert_model_create_with_heads(BertModel **out, const BertConfig *cfg, BertHeads heads, int max_batch, int max_seq,
                                    int max_predictions, BertError *err);
 void  bert_model_free(BertModel *m);
 void  bert_init_weights(BertModel *m, uint64_t seed);     /* BERT init: truncated normal std=initializer_range, LN 1/0, biases 0 */
-int   bert_load_safetensors(BertModel *m, const char *path, BertError *err); /* HF names; missing heads initialised */
+int   bert_load_weights(BertModel *m, const char *path, BertError *err); /* HF names; missing heads initialised */
 int   bert_save_safetensors(const BertModel *m, const char *path, BertError *err);
 size_t bert_num_parameters(const BertModel *m);
 
@@ -145,10 +145,10 @@ const char *bert_last_error(const BertModel *m);
 /* The two parts of the last forward's loss (0 where not computed). */
 float bert_last_mlm_loss(const BertModel *m);
 float bert_last_nsp_loss(const BertModel *m);
-/* bert_load_safetensors with control over the heads it initialises: missing pre-training
+/* bert_load_weights with control over the heads it initialises: missing pre-training
  * heads are drawn from head_seed; *num_initialised (if non-NULL) says how many tensors.
  * On failure the model's weights are partly overwritten: reinitialise or discard it. */
-int   bert_load_safetensors_ex(BertModel *m, const char *path, uint64_t head_seed, int *num_initialised,
+int   bert_load_weights_ex(BertModel *m, const char *path, uint64_t head_seed, int *num_initialised,
                                BertError *err);
 /* Pre-training only reads the last layer's output at the [CLS] rows (NSP) and the labelled
  * masked positions (MLM). With pruning on, bert_forward runs the last encoder layer's
@@ -238,12 +238,46 @@ void  bert_params_changed(BertModel *m);
 /* Parameters that are NaN or infinite (a damaged or diverged checkpoint), and the first
  * tensor holding one (NULL when none). */
 size_t bert_nonfinite_params(const BertModel *m, const char **first_tensor);
-/* A model from a checkpoint: a folder holding model.safetensors + config.json (a HuggingFace
- * model folder, a `bert pretrain` checkpoint, a fine-tuned model) or a safetensors file with
- * config_file; with the given heads (those the file lacks drawn from head_seed) and room for
- * batches up to max_batch x max_seq. */
+/* ---- checkpoints as users hold them (model/bert_checkpoint.c, model/bert_weights.c) ----
+ * --init_checkpoint names a folder (HF's model.safetensors or pytorch_model.bin, a `bert
+ * pretrain` or fine-tuning output, Google's bert_model.ckpt, a folder's only .pt) or a file
+ * (safetensors, a torch.save .pt/.bin, a TensorFlow prefix or .index), told apart by content.
+ * The configuration is config_file, else config.json or bert_config.json beside the weights. */
+typedef struct {
+    char weights[4096];      /* the weights file (a TensorFlow checkpoint: its prefix) */
+    char config[4096];       /* the configuration read */
+    BertConfig cfg;          /* with vocab_size = the word embedding's rows */
+    int config_vocab_size;   /* what the configuration says (NVIDIA's: fewer, the rows are padded to 8) */
+} BertCheckpointInfo;
+/* Where init_checkpoint's weights and configuration are (config "" when none was found). */
+int bert_checkpoint_locate(const char *init_checkpoint, const char *config_file, char *weights, size_t weights_size,
+                           char *config, size_t config_size, BertError *err);
+int bert_checkpoint_inspect(const char *init_checkpoint, const char *config_file, BertCheckpointInfo *info,
+                            BertError *err);
+/* The rows of init_checkpoint's word embedding when its width is hidden_size, else -1. */
+int bert_checkpoint_embedding_rows(const char *init_checkpoint, int hidden_size);
+/* The HF name a stored tensor stands for (Google's TensorFlow names, NVIDIA's dense_act,
+ * DDP's module. prefix); *transpose when stored [in, out]. 0 when it is not a model tensor
+ * (optimizer slots, global_step, position_ids). */
+int bert_checkpoint_tensor_name(const char *stored, char *out, size_t n, bool *transpose);
+/* Whether a vocabulary file of `tokens` serves a model of model_vocab rows: the same count,
+ * or rows padded past it (NVIDIA: to a multiple of 8; never 128 or more). */
+bool bert_vocab_fits(int tokens, int model_vocab);
+/* A model from a checkpoint, with the given heads (those the file lacks drawn from head_seed)
+ * and room for batches up to max_batch x max_seq. */
 int bert_open_checkpoint(BertModel **out, const char *init_checkpoint, const char *config_file, BertHeads heads,
                          int max_batch, int max_seq, uint64_t head_seed, int *num_initialised, BertError *err);
+typedef struct {
+    BertCheckpointInfo source;
+    const char *format;         /* "safetensors", "PyTorch", "TensorFlow" */
+    const char *architecture;   /* the HF class whose tensors were found: "BertForPreTraining", ... */
+    int tensors, num_labels;
+} BertConvertResult;
+/* `bert convert`: init_checkpoint's model tensors, HF-named, as output_dir/model.safetensors
+ * (float32, the model's shape: padded vocabularies stay padded) + config.json (+ vocab.txt and
+ * tokenizer_config.json from vocab_file, else from the checkpoint's folder). */
+int bert_convert_checkpoint(const char *init_checkpoint, const char *config_file, const char *vocab_file,
+                            const char *output_dir, BertConvertResult *r, BertError *err);
 /* Bytes of parameters + grads + activations allocated by the model (the optimizer reports its own). */
 size_t bert_model_bytes(const BertModel *m);
 

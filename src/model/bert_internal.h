@@ -205,4 +205,24 @@ static inline HalfMode bert_half_mode(const BertModel *m) {
 /* Initialises one parameter tensor (BERT rules) from the counter-based RNG. */
 void bert_init_tensor(const BertParamInfo *t, float initializer_range, uint64_t seed, int tensor_index);
 
+/* ---- a checkpoint's tensors under HF's names (bert_weights.c) ---- */
+#include "io/checkpoint_file.h"
+enum { NAME_LEN = 256 };
+typedef struct {
+    CheckpointFile *file;
+    int n;
+    char (*names)[NAME_LEN];   /* each tensor's HF name; "" for those that are not the model's */
+    bool *transpose;           /* stored [in, out] (TensorFlow's kernels) */
+} NamedTensors;
+int  bert_named_open(NamedTensors *nt, const char *path, BertError *err);
+void bert_named_close(NamedTensors *nt);
+/* The checkpoint's tensor for model tensor `name` (any accepted spelling), or -1. */
+int  bert_named_find(const NamedTensors *nt, const char *name);
+/* Loads every tensor of m (found[i], optional: whether the checkpoint held tensor i; heads it
+ * lacks are initialised from head_seed, an encoder tensor it lacks is an error). */
+int  bert_load_named(BertModel *m, const NamedTensors *nt, uint64_t head_seed, int *num_initialised, bool *found,
+                BertError *err);
+/* m's tensors for which keep[i] (all when NULL) as float32 safetensors. */
+int  bert_save_tensors(const BertModel *m, const bool *keep, const char *path, BertError *err);
+
 #endif

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/tokenizer_files.h"
 #include "model/bert.h"
 #include "model/config.h"
 #include "tasks/embed.h"
@@ -41,20 +42,20 @@ int embed_run(const EmbedRunOptions *o, FILE *in, EmbedRunResult *r, BertError *
     memset(r, 0, sizeof *r);
     int max_seq = o->max_seq_length;
     if (max_seq <= 0) {   /* sentence-transformers' 256, within the model's positions */
-        BertConfig cfg;
-        char cfg_path[4096 + 16];
-        snprintf(cfg_path, sizeof cfg_path, "%s/config.json", o->init_checkpoint);
+        BertCheckpointInfo ck;
         BertError cerr;
-        max_seq = bert_config_load(o->config_file ? o->config_file : cfg_path, &cfg, &cerr) == 0 &&
-                          cfg.max_position_embeddings < 256
-                      ? cfg.max_position_embeddings : 256;
+        max_seq = bert_checkpoint_inspect(o->init_checkpoint, o->config_file, &ck, &cerr) == 0 &&
+                          ck.cfg.max_position_embeddings < 256
+                      ? ck.cfg.max_position_embeddings : 256;
     }
-    char vocab_path[4096 + 16];
-    snprintf(vocab_path, sizeof vocab_path, "%s/vocab.txt", o->init_checkpoint);
+    TokenizerFolder folder;   /* the vocabulary: the flag's, else the model folder's */
+    tokenizer_folder_read(o->init_checkpoint, &folder);
+    const char *vocab_path = o->vocab_file ? o->vocab_file : folder.vocab_file[0] ? folder.vocab_file : NULL;
+    if (!vocab_path) return bert_fail(err, "--vocab_file is required: %s has no vocab.txt", folder.dir);
     Vocab *vocab = NULL;
     BertModel *m = NULL;
     int dummy;
-    if (vocab_load(&vocab, o->vocab_file ? o->vocab_file : vocab_path, err) != 0 ||
+    if (vocab_load(&vocab, vocab_path, err) != 0 ||
         bert_open_checkpoint(&m, o->init_checkpoint, o->config_file, (BertHeads){BERT_HEADS_NONE, 0}, o->batch_size,
                              max_seq, 0, &dummy, err) != 0 ||
         bert_set_precision(m, o->bf16 ? BERT_BF16 : BERT_FP32, err) != 0) {
@@ -63,9 +64,9 @@ int embed_run(const EmbedRunOptions *o, FILE *in, EmbedRunResult *r, BertError *
     }
     /* a vocabulary of another model (a cased one with an uncased model, say) would give other
      * vectors without an error: its size must be the model's, as glue and squad require */
-    if (vocab_size(vocab) != bert_model_config(m)->vocab_size) {
+    if (!bert_vocab_fits(vocab_size(vocab), bert_model_config(m)->vocab_size)) {
         bert_fail(err, "the vocabulary %s has %d tokens but %s's model has %d: not the checkpoint's vocabulary",
-                  o->vocab_file ? o->vocab_file : vocab_path, vocab_size(vocab), o->init_checkpoint,
+                  vocab_path, vocab_size(vocab), o->init_checkpoint,
                   bert_model_config(m)->vocab_size);
         vocab_free(vocab), bert_model_free(m);
         return -1;

@@ -16,6 +16,7 @@
 #include <isa-l/crc.h>
 
 #include "core/test_hooks.h"
+#include "model/bert.h"
 
 /* "ckpt_<digits>" exactly: the step, or -1 for any other name. */
 static long checkpoint_step_of(const char *name) {
@@ -212,10 +213,13 @@ int checkpoint_find_latest(const char *output_dir, const char *required_file, ch
 
 int checkpoint_resolve_model(const char *path, char *out, size_t out_len, long *step, BertError *err) {
     struct stat st;
-    if (stat(path, &st) != 0) return bert_fail(err, "--init_checkpoint %s: no such file or folder", path);
-    char file[4096 + 64];
-    snprintf(file, sizeof file, "%s/model.safetensors", path);
-    if (!S_ISDIR(st.st_mode) || stat(file, &st) == 0) {   /* a weights file or a model folder */
+    char file[4096 + 64], config[4096];
+    snprintf(file, sizeof file, "%s.index", path);   /* a TensorFlow checkpoint's prefix names no file */
+    if (stat(path, &st) != 0 && stat(file, &st) != 0)
+        return bert_fail(err, "--init_checkpoint %s: no such file or folder", path);
+    BertError not_model;
+    if (!S_ISDIR(st.st_mode) ||   /* a weights file, or a model folder: HF's, NVIDIA's, Google's */
+        bert_checkpoint_locate(path, NULL, file, sizeof file, config, sizeof config, &not_model) == 0) {
         if ((size_t)snprintf(out, out_len, "%s", path) >= out_len)
             return bert_fail(err, "--init_checkpoint %s: the path is too long", path);
         return 0;

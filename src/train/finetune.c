@@ -35,7 +35,7 @@ int finetune_open(Finetuner **out, const FinetuneOptions *o, char *what, size_t 
                              (uint64_t)o->seed, &initialised, err) != 0)
         goto fail;
     f->cfg = *bert_model_config(f->model);
-    if (o->vocab_size_expected > 0 && o->vocab_size_expected != f->cfg.vocab_size) {
+    if (o->vocab_size_expected > 0 && !bert_vocab_fits(o->vocab_size_expected, f->cfg.vocab_size)) {
         bert_fail(err, "the vocabulary has %d tokens but %s's model has %d: not the checkpoint's vocabulary",
                   o->vocab_size_expected, o->init_checkpoint, f->cfg.vocab_size);
         goto fail;
@@ -92,28 +92,15 @@ int finetune_check_args(const FinetuneArgs *a, BertError *err) {
 int finetune_prepare_args(const FinetuneArgs *a, FinetuneInputs *in, BertError *err) {
     memset(in, 0, sizeof *in);
     if (finetune_check_args(a, err) != 0) return -1;
-    /* the checkpoint and its configuration */
+    /* the checkpoint and its configuration (NVIDIA's: rows padded past the configuration's vocab_size) */
     struct stat st;
     char path[4096 + 32];
-    if (stat(a->init_checkpoint, &st) != 0)
-        return bert_fail(err, "--init_checkpoint %s: no such file or folder", a->init_checkpoint);
-    const char *config = a->config_file;
-    if (S_ISDIR(st.st_mode)) {
-        snprintf(path, sizeof path, "%s/model.safetensors", a->init_checkpoint);
-        if (check_input_file(path, "--init_checkpoint's weights", err) != 0) return -1;
-        snprintf(path, sizeof path, "%s/config.json", a->init_checkpoint);
-        if (!config) config = path;
-    } else if (!config) {
-        return bert_fail(err, "--init_checkpoint %s is a weights file: give its config.json (--config_file)",
-                         a->init_checkpoint);
-    }
-    if (check_input_file(config, a->config_file ? "--config_file" : "--init_checkpoint's configuration", err) != 0)
-        return -1;
-    BertConfig cfg;
-    if (bert_config_load(config, &cfg, err) != 0) return -1;
+    BertCheckpointInfo ck;
+    if (bert_checkpoint_inspect(a->init_checkpoint, a->config_file, &ck, err) != 0) return -1;
+    const BertConfig cfg = ck.cfg;
     if (a->max_seq_length > cfg.max_position_embeddings)
         return bert_fail(err, "a sequence length of %d exceeds the model's %d positions (%s)", a->max_seq_length,
-                         cfg.max_position_embeddings, config);
+                         cfg.max_position_embeddings, ck.config);
     /* the vocabulary and the casing: the flags, else what the model folder says */
     TokenizerFolder folder;
     tokenizer_folder_read(a->init_checkpoint, &folder);
@@ -124,7 +111,7 @@ int finetune_prepare_args(const FinetuneArgs *a, FinetuneInputs *in, BertError *
     if (check_input_file(in->vocab_file, a->vocab_file ? "--vocab_file" : "the model's vocabulary", err) != 0 ||
         tokenizer_vocab_scan(in->vocab_file, &tokens, &cased, err) != 0)
         return -1;
-    if (tokens != cfg.vocab_size)
+    if (!bert_vocab_fits(tokens, cfg.vocab_size))
         return bert_fail(err, "the vocabulary %s has %d tokens but %s's model has %d: not the checkpoint's vocabulary",
                          in->vocab_file, tokens, a->init_checkpoint, cfg.vocab_size);
     in->do_lower_case = tokenizer_casing(a->do_lower_case, "--do_lower_case", &folder, in->vocab_file, cased, in->note,

@@ -94,6 +94,7 @@ static int check_options(const PretrainOptions *o, BertError *err) {
 typedef struct {
     const PretrainOptions *o;
     BertConfig cfg;
+    int data_vocab_size;   /* the data's token ids: below the configuration's vocab_size (the model may pad past it) */
     BertModel *model;
     Trainer *trainer;
     Optimizer *opt;       /* the trainer's */
@@ -330,7 +331,7 @@ static int restore_checkpoint(Run *r, const char *dir, const cJSON *state, BertE
     if ((int)json_number(state, "phase", 1) == (o->phase2 ? 2 : 1) && check_same_settings(o, dir, state, err) != 0)
         return -1;
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    if (bert_load_safetensors(r->model, path, err) != 0) return -1;
+    if (bert_load_weights(r->model, path, err) != 0) return -1;
     snprintf(path, sizeof path, "%s/optimizer.safetensors", dir);
     if (optimizer_load(r->opt, path, err) != 0) return -1;
     const int saved_phase = (int)json_number(state, "phase", 1);
@@ -540,6 +541,10 @@ static void gather_to_writer(void *ctx, const float *mine, float *full) {
 static int setup_model(Run *r, BertError *err) {
     const PretrainOptions *o = r->o;
     if (bert_config_resolve(o->config_file ? o->config_file : o->bert_model, &r->cfg, err) != 0) return -1;
+    r->data_vocab_size = r->cfg.vocab_size;   /* the tokens the data holds: the configuration's count */
+    int rows = o->init_checkpoint ? bert_checkpoint_embedding_rows(o->init_checkpoint, r->cfg.hidden_size) : -1;
+    if (rows > r->cfg.vocab_size && bert_vocab_fits(r->cfg.vocab_size, rows))
+        r->cfg.vocab_size = rows;   /* NVIDIA's checkpoints: the rows padded to a multiple of 8 */
     if (o->max_seq_length > r->cfg.max_position_embeddings)
         return bert_fail(err, "--max_seq_length %d exceeds the model's max_position_embeddings %d", o->max_seq_length,
                          r->cfg.max_position_embeddings);
@@ -580,7 +585,7 @@ static int setup_data(Run *r, BertError *err) {
     LoaderOptions lo = {.dir = o->input_dir, .name_filter = "training",
                         .micro_batch = r->micro * o->gradient_accumulation_steps,
                         .max_seq_length = o->max_seq_length, .max_predictions = o->max_predictions_per_seq,
-                        .vocab_size = r->cfg.vocab_size, .seed = (uint64_t)o->seed, .training = true,
+                        .vocab_size = r->data_vocab_size, .seed = (uint64_t)o->seed, .training = true,
                         .dynamic_masking = o->dynamic_masking, .rank = r->rank, .world_size = r->world};
     if (loader_open(&r->train, &lo, err) != 0) return -1;
     const StepBatchOptions so = {.micro_batch = r->micro, .accumulation = o->gradient_accumulation_steps,
@@ -687,7 +692,7 @@ static int setup_start(Run *r, BertError *err) {
     if (o->resume_from_checkpoint) logger_print(r->log, "no checkpoint in %s yet: starting at step 0", o->output_dir);
     if (o->init_checkpoint) {
         int initialised = 0;
-        if (bert_load_safetensors_ex(r->model, o->init_checkpoint, (uint64_t)o->seed, &initialised, err) != 0 ||
+        if (bert_load_weights_ex(r->model, o->init_checkpoint, (uint64_t)o->seed, &initialised, err) != 0 ||
             check_loaded_weights(r, o->init_checkpoint, err) != 0)
             return -1;
         logger_print(r->log, "weights from %s (%d head tensors initialised)", o->init_checkpoint, initialised);
@@ -708,7 +713,7 @@ static int setup_tokenizer_files(Run *r, BertError *err) {
     if (guessed && bundled_data_path("vocab/bert-base-uncased-vocab.txt", bundled, sizeof bundled) == 0) vocab = bundled;
     int tokens = 0, cased = 0;
     if (vocab && tokenizer_vocab_scan(vocab, &tokens, &cased, err) != 0) return -1;
-    if (vocab && tokens != r->cfg.vocab_size && !guessed)
+    if (vocab && !bert_vocab_fits(tokens, r->cfg.vocab_size) && !guessed)
         return bert_fail(err, "the vocabulary %s has %d tokens but the model has %d", vocab, tokens, r->cfg.vocab_size);
     if (!vocab || tokens != r->cfg.vocab_size) {
         logger_print(r->log, "note: the checkpoints hold no vocab.txt (the model has %d tokens, the bundled "

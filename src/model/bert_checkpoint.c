@@ -1,0 +1,243 @@
+/* A model from a checkpoint wherever and however it is stored (model/bert.h): which files a
+ * folder or a path stands for, the configuration beside them, the vocabulary padding of
+ * NVIDIA's checkpoints, and `bert convert`'s HF-named copy. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "io/tokenizer_files.h"
+#include "model/bert_internal.h"
+#include "model/config.h"
+
+static bool is_file(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* dir/name when that file exists (a TensorFlow prefix: when name.index does). */
+static bool try_weights(char *out, size_t n, const char *dir, const char *name, bool tf_prefix) {
+    char probe[4096 + 300];
+    snprintf(probe, sizeof probe, "%s/%s%s", dir, name, tf_prefix ? ".index" : "");
+    if (!is_file(probe)) return false;
+    snprintf(out, n, "%s/%s", dir, name);
+    return true;
+}
+
+/* The weights of a folder: the file names HF, NVIDIA and Google use, else its only .pt or
+ * .index file. */
+static int folder_weights(const char *dir, char *out, size_t n, BertError *err) {
+    if (try_weights(out, n, dir, "model.safetensors", false) || try_weights(out, n, dir, "pytorch_model.bin", false) ||
+        try_weights(out, n, dir, "bert_model.ckpt", true) || try_weights(out, n, dir, "model.ckpt", true))
+        return 0;
+    DIR *d = opendir(dir);
+    int found = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        size_t len = strlen(e->d_name);
+        bool pt = len > 3 && !strcmp(e->d_name + len - 3, ".pt");
+        bool index = len > 6 && !strcmp(e->d_name + len - 6, ".index");
+        if (!pt && !index) continue;
+        char name[300];
+        snprintf(name, sizeof name, "%.*s", (int)(index ? len - 6 : len), e->d_name);
+        if (try_weights(out, n, dir, name, index)) found++;
+    }
+    if (d) closedir(d);
+    if (found == 1) return 0;
+    return bert_fail(err, "%s: %s", dir,
+                     found ? "holds several .pt / TensorFlow checkpoints: name the one to read"
+                           : "holds no weights (model.safetensors, pytorch_model.bin, a .pt file, or a TensorFlow "
+                             "checkpoint such as bert_model.ckpt.index)");
+}
+
+int bert_checkpoint_locate(const char *init_checkpoint, const char *config_file, char *weights, size_t weights_size,
+                           char *config, size_t config_size, BertError *err) {
+    struct stat st;
+    char dir[4096], probe[4096 + 16];
+    snprintf(probe, sizeof probe, "%s.index", init_checkpoint);
+    if (stat(init_checkpoint, &st) == 0 && S_ISDIR(st.st_mode)) {
+        if (folder_weights(init_checkpoint, weights, weights_size, err) != 0) return -1;
+        snprintf(dir, sizeof dir, "%s", init_checkpoint);
+    } else if (is_file(init_checkpoint) || is_file(probe)) {   /* a file, or a TensorFlow prefix */
+        snprintf(weights, weights_size, "%s", init_checkpoint);
+        const char *slash = strrchr(init_checkpoint, '/');
+        snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - init_checkpoint) : 1, slash ? init_checkpoint : ".");
+        if (slash == init_checkpoint) snprintf(dir, sizeof dir, "/");
+    } else {
+        return bert_fail(err, "%s: no such file or folder", init_checkpoint);
+    }
+    /* the configuration: given, else the one beside the weights (HF's name, then Google's and NVIDIA's) */
+    config[0] = '\0';
+    if (config_file) {
+        snprintf(config, config_size, "%s", config_file);
+        return 0;
+    }
+    static const char *const names[] = {"config.json", "bert_config.json"};
+    for (int i = 0; i < 2 && !config[0]; i++) {
+        snprintf(probe, sizeof probe, "%s/%s", dir, names[i]);
+        if (is_file(probe)) snprintf(config, config_size, "%s", probe);
+    }
+    return 0;
+}
+
+/* The word embedding's rows: the model's vocabulary, which may exceed the configuration's
+ * (NVIDIA pads it to a multiple of 8; their bert_config.json keeps the tokenizer's count). */
+static int embedding_rows(const NamedTensors *nt, const BertConfig *cfg) {
+    int i = bert_named_find(nt, "bert.embeddings.word_embeddings.weight");
+    if (i < 0) return -1;
+    CkptTensorInfo t = ckpt_file_tensor(nt->file, i);
+    return t.ndim == 2 && t.shape[1] == cfg->hidden_size && t.shape[0] <= (1 << 24) ? (int)t.shape[0] : -1;
+}
+
+int bert_checkpoint_embedding_rows(const char *init_checkpoint, int hidden_size) {
+    char weights[4096], config[4096];
+    NamedTensors nt;
+    BertError ignored;
+    if (bert_checkpoint_locate(init_checkpoint, NULL, weights, sizeof weights, config, sizeof config, &ignored) != 0 ||
+        bert_named_open(&nt, weights, &ignored) != 0)
+        return -1;
+    BertConfig cfg = {.hidden_size = hidden_size};
+    int rows = embedding_rows(&nt, &cfg);
+    bert_named_close(&nt);
+    return rows;
+}
+
+/* Locates, reads the configuration, opens the weights (left open in *nt). */
+static int inspect_open(const char *init_checkpoint, const char *config_file, BertCheckpointInfo *info,
+                        NamedTensors *nt, BertError *err) {
+    memset(info, 0, sizeof *info);
+    if (bert_checkpoint_locate(init_checkpoint, config_file, info->weights, sizeof info->weights, info->config,
+                               sizeof info->config, err) != 0)
+        return -1;
+    if (!info->config[0])
+        return bert_fail(err, "%s: no config.json or bert_config.json beside the weights: give the model's "
+                              "configuration (--config_file)", init_checkpoint);
+    if (bert_config_load(info->config, &info->cfg, err) != 0) return -1;
+    info->config_vocab_size = info->cfg.vocab_size;
+    if (bert_named_open(nt, info->weights, err) != 0) return -1;
+    int rows = embedding_rows(nt, &info->cfg);
+    if (rows > info->cfg.vocab_size) info->cfg.vocab_size = rows;
+    return 0;
+}
+
+int bert_checkpoint_inspect(const char *init_checkpoint, const char *config_file, BertCheckpointInfo *info,
+                            BertError *err) {
+    NamedTensors nt;
+    if (inspect_open(init_checkpoint, config_file, info, &nt, err) != 0) return -1;
+    bert_named_close(&nt);
+    return 0;
+}
+
+bool bert_vocab_fits(int tokens, int model_vocab) {
+    /* padding to a multiple of 8 (NVIDIA), 64 or 128 (Megatron): never more than 127 rows */
+    return tokens == model_vocab || (tokens > 0 && tokens < model_vocab && model_vocab - tokens < 128);
+}
+
+int bert_open_checkpoint(BertModel **out, const char *init_checkpoint, const char *config_file, BertHeads heads,
+                         int max_batch, int max_seq, uint64_t head_seed, int *num_initialised, BertError *err) {
+    *out = NULL;
+    BertCheckpointInfo info;
+    NamedTensors nt;
+    if (inspect_open(init_checkpoint, config_file, &info, &nt, err) != 0) return -1;
+    BertModel *m = NULL;
+    int rc = 0;
+    if (max_seq > info.cfg.max_position_embeddings)
+        rc = bert_fail(err, "a sequence length of %d exceeds the model's %d positions (%s)", max_seq,
+                       info.cfg.max_position_embeddings, info.config);
+    if (rc == 0) rc = bert_model_create_with_heads(&m, &info.cfg, heads, max_batch, max_seq, 0, err);
+    if (rc == 0) rc = bert_load_named(m, &nt, head_seed, num_initialised, NULL, err);
+    bert_named_close(&nt);
+    if (rc != 0) {
+        bert_model_free(m);
+        return -1;
+    }
+    *out = m;
+    return 0;
+}
+
+/* ---- bert convert ---- */
+
+/* The heads a checkpoint holds, by their tensors, and the HF class that has them. */
+static BertHeads held_heads(const NamedTensors *nt, const char **architecture) {
+    int i = bert_named_find(nt, "classifier.weight");
+    if (bert_named_find(nt, "qa_outputs.weight") >= 0) {
+        *architecture = "BertForQuestionAnswering";
+        return (BertHeads){BERT_HEADS_QA, 0};
+    }
+    if (i >= 0 && ckpt_file_tensor(nt->file, i).ndim == 2) {
+        *architecture = "BertForSequenceClassification";
+        return (BertHeads){BERT_HEADS_CLASSIFIER, (int)ckpt_file_tensor(nt->file, i).shape[0]};
+    }
+    if (bert_named_find(nt, "cls.predictions.transform.dense.weight") >= 0) {
+        *architecture = "BertForPreTraining";
+        return (BertHeads){BERT_HEADS_PRETRAINING, 0};
+    }
+    *architecture = "BertModel";
+    return (BertHeads){BERT_HEADS_NONE, 0};
+}
+
+/* config.json with the class the tensors are for (a classifier's labels named LABEL_i, as
+ * transformers names them, so that it makes a head of the stored size). */
+static int write_config(const char *dir, const BertCheckpointInfo *info, const char *architecture, BertHeads heads,
+                        BertError *err) {
+    size_t cap = 256 + 32 * (size_t)(heads.kind == BERT_HEADS_CLASSIFIER ? heads.num_labels : 0);
+    char *extra = xmalloc(cap), path[4096 + 16];
+    size_t len = (size_t)snprintf(extra, cap, "{\"architectures\": [\"%s\"]", architecture);
+    if (heads.kind == BERT_HEADS_CLASSIFIER) {
+        len += (size_t)snprintf(extra + len, cap - len, ", \"id2label\": {");
+        for (int i = 0; i < heads.num_labels; i++)
+            len += (size_t)snprintf(extra + len, cap - len, "%s\"%d\": \"LABEL_%d\"", i ? ", " : "", i, i);
+        len += (size_t)snprintf(extra + len, cap - len, "}");
+    }
+    snprintf(extra + len, cap - len, "}");
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    int rc = bert_config_save_ex(path, &info->cfg, extra, err);
+    free(extra);
+    return rc;
+}
+
+static int write_vocab(const char *dir, const char *vocab_file, int do_lower_case, const BertConfig *cfg,
+                       BertError *err) {
+    int tokens, cased;
+    if (tokenizer_vocab_scan(vocab_file, &tokens, &cased, err) != 0) return -1;
+    if (!bert_vocab_fits(tokens, cfg->vocab_size))
+        return bert_fail(err, "the vocabulary %s has %d tokens but the model has %d rows: not its vocabulary",
+                         vocab_file, tokens, cfg->vocab_size);
+    return tokenizer_folder_write(dir, vocab_file, do_lower_case >= 0 ? do_lower_case : !cased,
+                                  cfg->max_position_embeddings, err);
+}
+
+int bert_convert_checkpoint(const char *init_checkpoint, const char *config_file, const char *vocab_file,
+                            const char *output_dir, BertConvertResult *r, BertError *err) {
+    memset(r, 0, sizeof *r);
+    char path[4096 + 32];
+    snprintf(path, sizeof path, "%s/model.safetensors", output_dir);
+    if (is_file(path)) return bert_fail(err, "%s exists: convert into another folder (nothing is overwritten)", path);
+    NamedTensors nt;
+    BertCheckpointInfo *info = &r->source;
+    if (inspect_open(init_checkpoint, config_file, info, &nt, err) != 0) return -1;
+    r->format = ckpt_format_name(ckpt_file_format(nt.file));
+    BertHeads heads = held_heads(&nt, &r->architecture);
+    BertModel *m = NULL;
+    bool *found = NULL;
+    int rc = bert_model_create_with_heads(&m, &info->cfg, heads, 1, 8, 0, err);
+    if (rc == 0) {
+        found = xcalloc((size_t)m->num_tensors, sizeof *found);
+        rc = bert_load_named(m, &nt, 0, NULL, found, err);
+    }
+    bert_named_close(&nt);
+    if (rc == 0 && mkdir(output_dir, 0777) != 0 && errno != EEXIST)
+        rc = bert_fail(err, "cannot make %s: %s", output_dir, strerror(errno));
+    for (int i = 0; rc == 0 && i < m->num_tensors; i++) r->tensors += found[i];
+    if (rc == 0) rc = bert_save_tensors(m, found, path, err);
+    if (rc == 0) rc = write_config(output_dir, info, r->architecture, heads, err);
+    if (rc == 0) r->num_labels = heads.kind == BERT_HEADS_CLASSIFIER ? heads.num_labels : 0;
+    TokenizerFolder folder;   /* the vocabulary: given, else the checkpoint folder's */
+    tokenizer_folder_read(init_checkpoint, &folder);
+    if (!vocab_file && folder.vocab_file[0]) vocab_file = folder.vocab_file;
+    if (rc == 0 && vocab_file) rc = write_vocab(output_dir, vocab_file, folder.do_lower_case, &info->cfg, err);
+    free(found);
+    bert_model_free(m);
+    return rc;
+}
