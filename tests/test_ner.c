@@ -1,0 +1,348 @@
+/* Token classification (NER): the head against float64 PyTorch (BertForTokenClassification)
+ * and finite differences, the CoNLL reader, word-piece alignment, the entity metric against
+ * seqeval, and a small `bert ner` run end to end. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "core/common.h"
+#include "io/safetensors.h"
+#include "model/bert.h"
+#include "model/bert_views.h"
+#include "tasks/ner.h"
+#include "kernels/kernels.h"
+#include "test.h"
+#include "test_util.h"
+#include "text/vocab.h"
+
+/* ---- the metric against seqeval (tools/make_ner_fixtures.py metric) ---- */
+
+static char **json_tags(const cJSON *sentences, long *start, int *n_sentences) {
+    long n = 0;
+    int s = 0;
+    const cJSON *sent, *tag;
+    cJSON_ArrayForEach(sent, sentences) n += cJSON_GetArraySize(sent);
+    char **tags = xmalloc(sizeof(char *) * (size_t)(n + 1));
+    n = 0;
+    start[0] = 0;
+    cJSON_ArrayForEach(sent, sentences) {
+        cJSON_ArrayForEach(tag, sent) tags[n++] = tag->valuestring;
+        start[++s] = n;
+    }
+    *n_sentences = s;
+    return tags;
+}
+
+/* Every case exactly: the same counts and the same float64 divisions give the same bits. */
+static void test_metric_matches_seqeval(void) {
+    char *text = read_text("tests/data/ner/seqeval_cases.json");
+    cJSON *root = text ? cJSON_Parse(text) : NULL;
+    CHECKF(root != NULL, "tests/data/ner/seqeval_cases.json unreadable");
+    if (!root) return free(text);
+    const cJSON *c;
+    int n = 0, modes[3] = {0};
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(root, "cases")) {
+        long start[16], pstart[16];
+        int ns, np;
+        char **gold = json_tags(cJSON_GetObjectItem(c, "true"), start, &ns);
+        char **pred = json_tags(cJSON_GetObjectItem(c, "pred"), pstart, &np);
+        const char *name = cJSON_GetObjectItem(c, "name")->valuestring, *mode = cJSON_GetObjectItem(c, "mode")->valuestring;
+        const int m = ner_metric_mode(mode);
+        NerScores s;
+        BertError err;
+        CHECKF(m >= 0 && ns == np && ner_score((const char *const *)gold, (const char *const *)pred, start, ns, m, &s,
+                                               &err) == 0, "%s %s: %s", name, mode, err.msg);
+        const double want[4] = {cJSON_GetObjectItem(c, "precision")->valuedouble,
+                                cJSON_GetObjectItem(c, "recall")->valuedouble, cJSON_GetObjectItem(c, "f1")->valuedouble,
+                                cJSON_GetObjectItem(c, "accuracy")->valuedouble};
+        const double got[4] = {s.precision, s.recall, s.f1, s.accuracy};
+        for (int k = 0; k < 4; k++)
+            CHECKF(got[k] == want[k], "%s (%s): %s %.17g, seqeval %.17g (entities: %ld true, %ld predicted, %ld correct)",
+                   name, mode, (const char *[]){"precision", "recall", "f1", "accuracy"}[k], got[k], want[k],
+                   s.true_entities, s.predicted_entities, s.correct_entities);
+        free(gold), free(pred);
+        n++, modes[m >= 0 ? m : 0]++;
+    }
+    printf("    %d cases (%d default, %d strict IOB2, %d strict IOBES) equal to seqeval's\n", n, modes[0], modes[1],
+           modes[2]);
+    CHECK(n > 100);
+    cJSON_Delete(root);
+    free(text);
+}
+
+/* Strict modes refuse a prefix the scheme lacks, as seqeval raises. */
+static void test_metric_strict_refuses_foreign_prefix(void) {
+    const char *gold[] = {"B-PER", "E-PER"}, *pred[] = {"B-PER", "I-PER"};
+    const long start[] = {0, 2};
+    NerScores s;
+    BertError err;
+    CHECK(ner_score(gold, pred, start, 1, NER_METRIC_STRICT_IOB2, &s, &err) == -1 && strstr(err.msg, "E-PER"));
+    CHECK(ner_score(gold, pred, start, 1, NER_METRIC_STRICT_IOBES, &s, &err) == 0 && s.correct_entities == 0 &&
+          s.true_entities == 1 && s.predicted_entities == 0);
+    CHECK(ner_metric_mode("conll") == -1);
+}
+
+/* ---- the CoNLL reader and the features ---- */
+
+static void test_conll_reader(void) {
+    const char *path = "build/test_ner_reader.txt";
+    write_text(path, "-DOCSTART- -X- -X- O\n\nEU NNP B-NP B-ORG\nrejects VBZ B-VP O\r\n\n\n"
+                     "-DOCSTART- -X- O\nPeter\tB-PER\n  Blackburn   I-PER  \n");
+    NerData d;
+    BertError err;
+    CHECKF(ner_read_conll(path, false, &d, &err) == 0, "%s", err.msg);
+    CHECK(d.n_sentences == 2 && d.n_words == 4 && d.start[1] == 2 && d.start[2] == 4 && d.untagged == 0);
+    CHECK(!strcmp(d.word[0], "EU") && !strcmp(d.tag[0], "B-ORG") && !strcmp(d.tag[1], "O"));
+    CHECK(!strcmp(d.word[3], "Blackburn") && !strcmp(d.tag[3], "I-PER") && d.line[3] == 9);
+    NerLabels l;
+    CHECK(ner_labels_from_data(&d, &l, &err) == 0 && l.n == 4);
+    CHECK(!strcmp(l.name[0], "B-ORG") && !strcmp(l.name[1], "B-PER") && !strcmp(l.name[2], "I-PER") &&
+          !strcmp(l.name[3], "O"));   /* sorted, as run_ner.py's get_label_list */
+    ner_labels_free(&l);
+    ner_data_free(&d);
+    /* a word without a tag: an error naming the line, unless untagged words are allowed */
+    write_text(path, "a O\nb\n");
+    CHECK(ner_read_conll(path, false, &d, &err) == -1 && strstr(err.msg, ":2:") && strstr(err.msg, "without a tag"));
+    CHECK(ner_read_conll(path, true, &d, &err) == 0 && d.untagged == 1 && d.tag[1] == NULL);
+    CHECK(ner_labels_from_data(&d, &l, &err) == -1);
+    ner_data_free(&d);
+    write_text(path, "\n-DOCSTART- O\n\n");
+    CHECK(ner_read_conll(path, false, &d, &err) == -1 && strstr(err.msg, "no words"));
+    write_bytes(path, "a O\n\0b O\n", 9);
+    CHECK(ner_read_conll(path, false, &d, &err) == -1 && strstr(err.msg, "NUL"));
+    CHECK(ner_read_conll("build/no_such_ner_file.txt", false, &d, &err) == -1);
+    /* a labels file; a tag outside it */
+    write_text(path, "O\nB-PER\n\nI-PER\n");
+    CHECK(ner_labels_read(path, &l, &err) == 0 && l.n == 3 && !strcmp(l.name[1], "B-PER"));
+    write_text("build/test_ner_reader2.txt", "x B-LOC\n");
+    CHECK(ner_read_conll("build/test_ner_reader2.txt", false, &d, &err) == 0);
+    CHECK(ner_check_tags(&d, &l, "dev.txt", &err) == -1 && strstr(err.msg, "dev.txt:1") && strstr(err.msg, "B-LOC"));
+    ner_data_free(&d), ner_labels_free(&l);
+    write_text(path, "O\nO\n");
+    CHECK(ner_labels_read(path, &l, &err) == -1 && strstr(err.msg, "twice"));
+    remove(path), remove("build/test_ner_reader2.txt");
+}
+
+/* The label on each word's first piece, -100 on the rest (or B-X -> I-X with
+ * label_all_tokens), a word cut by max_seq_length left without a piece. */
+static void test_features_alignment(void) {
+    const char *vocab_tokens[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "john", "##son", "lives", "in", "new", "york", ".", "u", "s"};
+    Vocab *v = vocab_from_tokens(vocab_tokens, 13);
+    TokenizerOptions to = tokenizer_default_options();
+    Tokenizer *tok = tokenizer_new(v, &to);
+    const char *path = "build/test_ner_align.txt";
+    write_text(path, "Johnson B-PER\nlives O\nin O\nNew B-LOC\nYork I-LOC\nU.S. B-LOC\n");
+    NerData d;
+    NerLabels l;
+    NerFeatures f;
+    BertError err;
+    CHECK(ner_read_conll(path, false, &d, &err) == 0 && ner_labels_from_data(&d, &l, &err) == 0);
+    /* labels sorted: B-LOC 0, B-PER 1, I-LOC 2, O 3 */
+    CHECK(ner_features(&d, &l, tok, 16, false, &f, &err) == 0);
+    const int32_t ids[] = {2, 4, 5, 6, 7, 8, 9, 11, 10, 12, 10, 3};
+    const int32_t lab[] = {-100, 1, -100, 3, 3, 0, 2, 0, -100, -100, -100, -100};
+    CHECK(f.length[0] == 12 && !memcmp(f.input_ids, ids, sizeof ids) && !memcmp(f.labels, lab, sizeof lab));
+    CHECK(f.first_piece[0] == 1 && f.first_piece[5] == 7 && f.truncated == 0 && f.labels[12] == -100);
+    ner_features_free(&f);
+    CHECK(ner_features(&d, &l, tok, 16, true, &f, &err) == 0);
+    CHECK(f.labels[2] == 1 && f.labels[8] == 2 && f.labels[9] == 2 && f.labels[10] == 2);   /* B-PER has no I-PER */
+    ner_features_free(&f);
+    CHECK(ner_features(&d, &l, tok, 8, false, &f, &err) == 0);   /* room for 6 pieces: "New York" fits, "U.S." not */
+    CHECK(f.length[0] == 8 && f.truncated == 1 && f.words_cut == 1 && f.first_piece[4] == 6 && f.first_piece[5] == -1);
+    CHECK(f.input_ids[7] == 3);
+    ner_features_free(&f);
+    ner_labels_free(&l), ner_data_free(&d);
+    tokenizer_free(tok), vocab_free(v);
+    remove(path);
+}
+
+/* ---- the head: HF's BertForTokenClassification (tools/make_ner_fixtures.py head) ---- */
+
+enum { HB = 4, HT = 16, HNL = 5 };
+
+typedef struct {
+    SafeTensors st;
+    BertModel *m;
+    int32_t ids[HB * HT], types[HB * HT], mask[HB * HT], labels[HB * HT];
+    BertBatch b;
+} TokenFixture;
+
+static int token_open(TokenFixture *h) {
+    BertError err;
+    BertConfig c;
+    bert_config_preset("bert-tiny", &c, &err);
+    c.vocab_size = 211, c.hidden_size = 48, c.num_hidden_layers = 2, c.num_attention_heads = 4;
+    c.intermediate_size = 96, c.hidden_act = ACT_GELU, c.max_position_embeddings = 24;
+    const char *path = "tests/data/model/heads_token.safetensors";
+    const int64_t bt[2] = {HB, HT};
+    if (safetensors_open(&h->st, path, &err) ||
+        bert_model_create_with_heads(&h->m, &c, (BertHeads){BERT_HEADS_TOKEN_CLASSIFIER, HNL}, HB, HT, 0, &err)) {
+        CHECKF(0, "%s", err.msg);
+        return -1;
+    }
+    int initialised = -1;
+    CHECKF(bert_load_safetensors_ex(h->m, path, 1, &initialised, &err) == 0 && initialised == 0, "%s (%d initialised)",
+           err.msg, initialised);
+    safetensors_read_i32(&h->st, "input.input_ids", bt, 2, h->ids, &err);
+    safetensors_read_i32(&h->st, "input.token_type_ids", bt, 2, h->types, &err);
+    safetensors_read_i32(&h->st, "input.attention_mask", bt, 2, h->mask, &err);
+    safetensors_read_i32(&h->st, "input.token_labels", bt, 2, h->labels, &err);
+    h->b = bert_pretraining_batch(HB, HT, 0, h->ids, h->types, h->mask, NULL, NULL, NULL);
+    h->b.token_labels = h->labels;
+    return 0;
+}
+
+static const float *st_floats(const SafeTensors *st, const char *name, size_t *n) {
+    const StTensor *t = safetensors_find(st, name);
+    if (n) *n = t ? (t->end - t->begin) / 4 : 0;
+    return t ? (const float *)(st->data + t->begin) : NULL;
+}
+
+/* Every gradient against the fixture's: per entry relative to max(|ref|, 1e-2 of the
+ * tensor's and 1e-4 of the model's largest), as tests/test_model.c's heads. */
+static double token_grad_error(TokenFixture *h) {
+    double worst = 0, global = 0;
+    size_t n;
+    for (int i = 0; i < bert_num_param_tensors(h->m); i++) {
+        char name[160];
+        snprintf(name, sizeof name, "grad.%s", bert_param_info(h->m, i)->name);
+        const float *w = st_floats(&h->st, name, &n);
+        for (size_t k = 0; w && k < n; k++) global = fmax(global, fabs(w[k]));
+    }
+    for (int i = 0; i < bert_num_param_tensors(h->m); i++) {
+        const BertParamInfo *info = bert_param_info(h->m, i);
+        char name[160];
+        snprintf(name, sizeof name, "grad.%s", info->name);
+        const float *want = st_floats(&h->st, name, &n);
+        CHECKF(want && n == info->numel, "fixture lacks %s", name);
+        if (!want || n != info->numel) continue;
+        float *got = malloc(sizeof(float) * n);
+        k_download(got, info->grad, sizeof(float) * n);
+        float scale = 0;
+        for (size_t k = 0; k < n; k++) scale = fmaxf(scale, fabsf(want[k]));
+        worst = fmax(worst, max_rel_error(got, want, n, fmax(scale * 1e-2, global * 1e-4)));
+        free(got);
+    }
+    return worst;
+}
+
+/* Logits, loss and every gradient against float64 PyTorch; then unpadded (the encoder skips
+ * each sequence's padding after its last real or labelled token): the same numbers, the
+ * skipped rows' logits read as 0. Tolerances: 1e-4 on logits and loss (float32 forward of a
+ * 2-layer model), 1e-3 on gradients, as the other heads. */
+static void test_token_head_fixture(void) {
+    TokenFixture h;
+    if (token_open(&h)) return;
+    CHECK(bert_find_param(h.m, "bert.pooler.dense.weight") == NULL && bert_find_param(h.m, "classifier.weight"));
+    const float want_loss = st_floats(&h.st, "expect.loss", NULL)[0];
+    size_t n;
+    const float *want_logits = st_floats(&h.st, "expect.logits0", &n);
+    CHECK(n == HB * HT * HNL);
+    float scale = 0, *logits = malloc(sizeof(float) * n);
+    for (size_t i = 0; i < n; i++) scale = fmaxf(scale, fabsf(want_logits[i]));
+    for (int unpad = 0; unpad < 2; unpad++) {
+        bert_set_unpadding(h.m, unpad);
+        bert_zero_grad(h.m);
+        const float loss = bert_forward(h.m, &h.b, false, 0);
+        CHECKF(fabs(loss - want_loss) <= 1e-4 * fabs(want_loss), "unpad %d: loss %.7f vs %.7f (%s)", unpad, loss,
+               want_loss, bert_last_error(h.m));
+        CHECK(bert_read_token_logits(h.m, logits));
+        double e = 0;
+        int skipped = 0;
+        for (int s = 0; s < HB; s++)
+            for (int t = 0; t < HT; t++) {
+                const size_t k = ((size_t)s * HT + t) * HNL;
+                const bool computed = !unpad || bert_read_token_output(h.m, s, t, (float[48]){0});
+                skipped += !computed;
+                if (computed) e = fmax(e, max_rel_error(logits + k, want_logits + k, HNL, 1e-2 * scale));
+                else CHECK(logits[k] == 0 && logits[k + HNL - 1] == 0);
+            }
+        CHECKF(e <= 1e-4, "unpad %d: logits rel err %.3g", unpad, e);
+        CHECK(bert_backward(h.m, &h.b) == 0);
+        const double ge = token_grad_error(&h);
+        printf("    unpad %d (%d of %d rows): loss %.6f, logits rel err %.2g, gradients worst rel err %.2g\n", unpad,
+               bert_encoder_rows(h.m), HB * HT, loss, e, ge);
+        CHECKF(ge <= 1e-3, "unpad %d: gradients rel err %.3g", unpad, ge);
+        CHECK(unpad ? skipped > 0 && bert_encoder_rows(h.m) < HB * HT : skipped == 0);
+    }
+    /* a label outside [0, N) and not -100 is refused; a batch with no labelled token has loss 0 */
+    h.labels[3] = HNL;
+    CHECK(isnan(bert_forward(h.m, &h.b, false, 0)) && strstr(bert_last_error(h.m), "token_labels[3]"));
+    for (int i = 0; i < HB * HT; i++) h.labels[i] = -100;
+    CHECK(bert_forward(h.m, &h.b, true, 5) == 0.0f && bert_backward(h.m, &h.b) == 0);
+    free(logits);
+    bert_model_free(h.m);
+    safetensors_close(&h.st);
+}
+
+/* Training mode (the head's dropout and every encoder site's, fixed seed): the loss is smooth
+ * in the weights, so the gradient must match central differences along it and along sign(g)
+ * restricted to the head's tensors. Step h with h |g| ~ 1e-2 of the loss's change: float32
+ * rounding of L ~ 2 gives ~1e-6 * 2 / 1e-2 ~ 2e-4 relative; tolerance 2e-2 (as test_model.c). */
+static double train_loss(BertModel *m, const BertBatch *b) { return bert_forward(m, b, true, 91); }
+
+static double directional(BertModel *m, const BertBatch *b, const float *dir, size_t off, size_t n, double step) {
+    float *p = bert_params(m), *saved = malloc(n * sizeof(float));
+    memcpy(saved, p + off, n * sizeof(float));
+    for (size_t i = 0; i < n; i++) p[off + i] = saved[i] + (float)step * dir[i];
+    const double up = train_loss(m, b);
+    for (size_t i = 0; i < n; i++) p[off + i] = saved[i] - (float)step * dir[i];
+    const double down = train_loss(m, b);
+    memcpy(p + off, saved, n * sizeof(float));
+    bert_params_changed(m);
+    free(saved);
+    return (up - down) / (2 * step);
+}
+
+static void test_token_head_training_gradient(void) {
+    TokenFixture h;
+    if (token_open(&h)) return;
+    for (int unpad = 0; unpad < 2; unpad++) {
+        bert_set_unpadding(h.m, unpad);
+        const size_t np = bert_num_parameters(h.m);
+        bert_zero_grad(h.m);
+        const float l0 = train_loss(h.m, &h.b);
+        CHECK(isfinite(l0) && l0 == train_loss(h.m, &h.b) && l0 != bert_forward(h.m, &h.b, false, 0));
+        train_loss(h.m, &h.b);
+        bert_backward(h.m, &h.b);
+        float *g = malloc(np * sizeof(float)), *dir = malloc(np * sizeof(float));
+        memcpy(g, bert_grads(h.m), np * sizeof(float));
+        double norm = 0;
+        for (size_t i = 0; i < np; i++) norm += (double)g[i] * g[i];
+        norm = sqrt(norm);
+        for (size_t i = 0; i < np; i++) dir[i] = (float)(g[i] / norm);
+        const double fd = directional(h.m, &h.b, dir, 0, np, 1e-2 / norm);
+        CHECKF(fabs(fd - norm) <= 2e-2 * norm, "unpad %d: along g: fd %.6g vs |g| %.6g", unpad, fd, norm);
+        const char *names[] = {"classifier.weight", "classifier.bias", "bert.encoder.layer.1.output.dense.weight",
+                               "bert.embeddings.word_embeddings.weight"};
+        for (int k = 0; k < 4; k++) {
+            const BertParamInfo *t = bert_find_param(h.m, names[k]);
+            double analytic = 0;
+            for (size_t i = 0; i < t->numel; i++) {
+                const float gi = g[t->offset + i];
+                dir[i] = gi > 0 ? 1.0f : gi < 0 ? -1.0f : 0.0f;
+                analytic += fabs(gi);
+            }
+            const double f = directional(h.m, &h.b, dir, t->offset, t->numel, 1e-2 / analytic);
+            CHECKF(fabs(f - analytic) <= 2e-2 * analytic, "unpad %d: %s: fd %.6g vs analytic %.6g", unpad, names[k], f,
+                   analytic);
+        }
+        printf("    unpad %d: |g| %.5f, fd along g %.5f\n", unpad, norm, fd);
+        free(g), free(dir);
+    }
+    bert_model_free(h.m);
+    safetensors_close(&h.st);
+}
+
+int main(void) {
+    RUN_TEST(test_metric_matches_seqeval);
+    RUN_TEST(test_metric_strict_refuses_foreign_prefix);
+    RUN_TEST(test_conll_reader);
+    RUN_TEST(test_features_alignment);
+    RUN_TEST(test_token_head_fixture);
+    RUN_TEST(test_token_head_training_gradient);
+    return test_summary();
+}
