@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <cjson/cJSON.h>
 
@@ -14,6 +15,7 @@
 #include "model/bert_views.h"
 #include "tasks/ner.h"
 #include "kernels/kernels.h"
+#include "tasks/ner_run.h"
 #include "test.h"
 #include "test_util.h"
 #include "text/vocab.h"
@@ -337,6 +339,121 @@ static void test_token_head_training_gradient(void) {
     safetensors_close(&h.st);
 }
 
+/* ---- `bert ner` end to end (tests/data/ner, tools/make_ner_fixtures.py conll) ---- */
+
+#define VOCAB "data/vocab/bert-base-uncased-vocab.txt"
+
+/* A tiny model with the real vocabulary saved as a checkpoint folder root/init. */
+static void write_tiny_checkpoint(const char *root, char *init, size_t init_size) {
+    remove_tree(root);
+    mkdir(root, 0777);
+    BertConfig c;
+    BertError err;
+    bert_config_preset("bert-tiny", &c, &err);
+    c.num_hidden_layers = 2, c.hidden_size = 32, c.num_attention_heads = 2, c.intermediate_size = 64;
+    c.max_position_embeddings = 64;
+    BertModel *m;
+    char path[512];
+    snprintf(init, init_size, "%s/init", root);
+    mkdir(init, 0777);
+    if (bert_model_create(&m, &c, 1, 8, 1, &err) != 0) {
+        CHECKF(0, "%s", err.msg);
+        return;
+    }
+    bert_init_weights(m, 3);
+    snprintf(path, sizeof path, "%s/model.safetensors", init);
+    CHECKF(bert_save_safetensors(m, path, &err) == 0, "%s", err.msg);
+    snprintf(path, sizeof path, "%s/config.json", init);
+    CHECKF(bert_config_save(path, &c, &err) == 0, "%s", err.msg);
+    bert_model_free(m);
+}
+
+static void tiny_options(NerOptions *o, const char *init, const char *out) {
+    ner_default_options(o);
+    o->train_file = "tests/data/ner/train.txt", o->validation_file = "tests/data/ner/dev.txt";
+    o->test_file = "tests/data/ner/test.txt";
+    o->ft.output_dir = out, o->ft.init_checkpoint = init, o->ft.vocab_file = VOCAB, o->ft.do_lower_case = true;
+    o->ft.do_train = true, o->ft.max_seq_length = 32, o->ft.train_batch_size = 8, o->ft.eval_batch_size = 3;
+    o->ft.learning_rate = 2e-3, o->ft.warmup_proportion = 0, o->ft.log_freq = 1000, o->ft.seed = 5;
+}
+
+static char *read_in(const char *dir, const char *name) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return read_text(path);
+}
+
+/* Training on 24 sentences: the loss of the first step against the last of 20 epochs (60
+ * steps) at 2e-3; the model folder, eval_results.json, predictions.txt (every test word, in
+ * order, a tag of the label list); the saved model evaluated and predicting alone (labels
+ * from its config.json) gives the same scores and predictions; bf16 (emulated: any CPU) takes
+ * the same first step to within bf16's rounding. */
+static void test_ner_end_to_end(void) {
+    const char *root = "/tmp/bert_test_ner_run";
+    char init[256], out[300], alone[300];
+    write_tiny_checkpoint(root, init, sizeof init);
+    snprintf(out, sizeof out, "%s/out", root), snprintf(alone, sizeof alone, "%s/alone", root);
+    NerOptions o;
+    NerResult first, bf16, r, pr;
+    BertError err;
+    tiny_options(&o, init, out);
+    o.ft.max_steps = 1, o.ft.skip_checkpoint = true;
+    CHECKF(ner_run(&o, &first, &err) == 0, "%s", err.msg);
+    o.ft.precision = BERT_BF16_EMULATED;
+    CHECKF(ner_run(&o, &bf16, &err) == 0, "%s", err.msg);
+    CHECKF(first.num_labels == 5 && first.train.steps == 1 && bf16.train.final_loss != first.train.final_loss &&
+               fabs(bf16.train.final_loss - first.train.final_loss) <= 1e-2 * first.train.final_loss,
+           "%d labels; first step's loss fp32 %.6f, bf16 %.6f", first.num_labels, first.train.final_loss,
+           bf16.train.final_loss);
+    tiny_options(&o, init, out);
+    o.ft.num_train_epochs = 20, o.ft.do_eval = o.ft.do_predict = true;
+    CHECKF(ner_run(&o, &r, &err) == 0, "%s", err.msg);
+    printf("    loss %.4f after 1 step, %.4f after %ld; dev f1 %.3f (P %.3f R %.3f, %ld entities), accuracy %.3f\n",
+           first.train.final_loss, r.train.final_loss, r.train.steps, r.dev.f1, r.dev.precision, r.dev.recall,
+           r.dev.true_entities, r.dev.accuracy);
+    CHECKF(r.train.steps == 60 && r.train.final_loss < 0.5 * first.train.final_loss, "%ld steps, loss %.4f -> %.4f",
+           r.train.steps, first.train.final_loss, r.train.final_loss);
+    CHECK(r.evaluated && r.eval_sentences == 8 && r.dev.tokens > 40 && r.dev.f1 >= 0 && r.dev.f1 <= 1);
+    CHECK(r.predicted_sentences == 5 && !r.test_scored);   /* one test sentence is untagged */
+    char *config = read_in(out, "config.json"), *eval = read_in(out, "eval_results.json");
+    char *pred = read_in(out, "predictions.txt");
+    cJSON *cj = config ? cJSON_Parse(config) : NULL;
+    const cJSON *id2label = cJSON_GetObjectItem(cj, "id2label"), *label2id = cJSON_GetObjectItem(cj, "label2id");
+    CHECKF(config && strstr(config, "\"BertForTokenClassification\"") && cJSON_GetArraySize(id2label) == 5 &&
+               !strcmp(cJSON_GetObjectItem(id2label, "4")->valuestring, "O") &&
+               cJSON_GetObjectItem(label2id, "B-PER")->valueint == 1, "%s", config ? config : "no config");
+    cJSON_Delete(cj);
+    CHECKF(eval && strstr(eval, "\"precision\"") && strstr(eval, "\"f1\"") && strstr(eval, "\"accuracy\""), "%s",
+           eval ? eval : "no eval_results.json");
+    NerData test, got;
+    CHECK(ner_read_conll("tests/data/ner/test.txt", true, &test, &err) == 0);
+    CHECKF(ner_read_conll("/tmp/bert_test_ner_run/out/predictions.txt", false, &got, &err) == 0, "%s", err.msg);
+    CHECK(got.n_sentences == test.n_sentences && got.n_words == test.n_words);
+    for (long w = 0; w < got.n_words && got.n_words == test.n_words; w++)
+        CHECKF(!strcmp(got.word[w], test.word[w]) && (!strcmp(got.tag[w], "O") || got.tag[w][1] == '-'),
+               "word %ld: %s %s", w, got.word[w], got.tag[w]);
+    ner_data_free(&test), ner_data_free(&got);
+    /* evaluating and predicting alone from the saved model (forward-only; labels from config.json) */
+    NerOptions po;
+    ner_default_options(&po);
+    po.validation_file = o.validation_file, po.test_file = "tests/data/ner/dev.txt";
+    po.ft.output_dir = alone, po.ft.init_checkpoint = out, po.ft.do_eval = po.ft.do_predict = true;
+    po.ft.max_seq_length = 32, po.ft.eval_batch_size = 5;
+    CHECKF(ner_run(&po, &pr, &err) == 0, "%s", err.msg);
+    CHECK(pr.num_labels == 5 && pr.evaluated && pr.dev.f1 == r.dev.f1 && pr.dev.accuracy == r.dev.accuracy);
+    CHECK(pr.test_scored && pr.test.f1 == r.dev.f1);   /* the tagged dev file as the test file */
+    char *results = read_in(alone, "predict_results.json");
+    CHECK(results && strstr(results, "\"f1\""));
+    free(config), free(eval), free(pred), free(results);
+    /* a validation tag outside the labels: the file and line */
+    write_text("/tmp/bert_test_ner_run/bad.txt", "Paris B-LOC\nis O\nbig B-SIZE\n");
+    po.validation_file = "/tmp/bert_test_ner_run/bad.txt", po.ft.do_predict = false;
+    CHECKF(ner_run(&po, &pr, &err) != 0 && strstr(err.msg, "bad.txt:3") && strstr(err.msg, "B-SIZE"), "%s", err.msg);
+    po.validation_file = NULL;
+    CHECKF(ner_run(&po, &pr, &err) != 0 && strstr(err.msg, "--validation_file"), "%s", err.msg);
+    remove_tree(root);
+}
+
 int main(void) {
     RUN_TEST(test_metric_matches_seqeval);
     RUN_TEST(test_metric_strict_refuses_foreign_prefix);
@@ -344,5 +461,6 @@ int main(void) {
     RUN_TEST(test_features_alignment);
     RUN_TEST(test_token_head_fixture);
     RUN_TEST(test_token_head_training_gradient);
+    RUN_TEST(test_ner_end_to_end);
     return test_summary();
 }

@@ -13,7 +13,11 @@
    chunk rules) and its strict mode with the IOB2 and IOBES schemes. Needs seqeval
    (pip install seqeval; PYTHONPATH may point at it) and numpy.
 
-Run: /usr/bin/python3 tools/make_ner_fixtures.py head
+3. tests/data/ner/{train,dev,test}.txt: a small CoNLL corpus for `bert ner` end to end
+   (tests/test_ner.c): sentences from templates with person and place names, CoNLL-2003's
+   four columns in train.txt, two in dev.txt, the test file with one sentence untagged.
+
+Run: /usr/bin/python3 tools/make_ner_fixtures.py head conll
      PYTHONPATH=/path/to/seqeval /work/main/.venv/bin/python tools/make_ner_fixtures.py metric"""
 import json
 import os
@@ -173,9 +177,51 @@ def make_metric():
     print(path, len(cases), "cases")
 
 
+PEOPLE = [["John", "Smith"], ["Mary"], ["Peter", "Blackburn"], ["Anna", "Lee"], ["David"], ["Sarah", "Jones"]]
+PLACES = [["Paris"], ["New", "York"], ["London"], ["Berlin"], ["Tokyo"], ["Los", "Angeles"]]
+TEMPLATES = [["{P}", "lives", "in", "{L}", "."], ["{P}", "went", "to", "{L}", "yesterday", "."],
+             ["In", "{L}", ",", "{P}", "met", "{P}", "."], ["The", "weather", "was", "nice", "."],
+             ["{P}", "visited", "{L}", "and", "{L}", "."]]
+
+
+def conll_sentences(rng, n):
+    out = []
+    for _ in range(n):
+        words = []
+        for w in rng.choice(TEMPLATES):
+            if w in ("{P}", "{L}"):
+                name, kind = (rng.choice(PEOPLE), "PER") if w == "{P}" else (rng.choice(PLACES), "LOC")
+                words += [(x, ("B-" if i == 0 else "I-") + kind) for i, x in enumerate(name)]
+            else:
+                words.append((w, "O"))
+        out.append(words)
+    return out
+
+
+def make_conll():
+    rng = random.Random(34)
+    d = os.path.join(ROOT, "tests", "data", "ner")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "train.txt"), "w") as f:
+        f.write("-DOCSTART- -X- -X- O\n\n")
+        for k, sent in enumerate(conll_sentences(rng, 24)):
+            if k == 12:
+                f.write("-DOCSTART- -X- -X- O\n\n")
+            f.write("".join("%s NN B-NP %s\n" % wt for wt in sent) + "\n")
+    with open(os.path.join(d, "dev.txt"), "w") as f:
+        f.write("".join("".join("%s %s\n" % wt for wt in s) + "\n" for s in conll_sentences(rng, 8)))
+    test = conll_sentences(rng, 5)
+    with open(os.path.join(d, "test.txt"), "w") as f:
+        for k, s in enumerate(test):
+            f.write("".join(("%s\n" % w) if k == 4 else ("%s\t%s\n" % (w, t)) for w, t in s) + "\n")
+    print(d, "train/dev/test")
+
+
 if __name__ == "__main__":
-    what = sys.argv[1:] or ["head", "metric"]
+    what = sys.argv[1:] or ["head", "metric", "conll"]
     if "head" in what:
         make_head()
     if "metric" in what:
         make_metric()
+    if "conll" in what:
+        make_conll()
