@@ -373,6 +373,7 @@ static int cmp_entity(const void *pa, const void *pb) {
 
 /* seqeval's sets: distinct (type, begin, end); the default mode's stale begins can repeat one */
 static void distinct(Entities *es) {
+    if (es->n == 0) return;
     qsort(es->e, (size_t)es->n, sizeof(Entity), cmp_entity);
     long k = 0;
     for (long i = 0; i < es->n; i++)
