@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <cjson/cJSON.h>
 
@@ -454,7 +455,42 @@ static void test_ner_end_to_end(void) {
     remove_tree(root);
 }
 
-int main(void) {
+/* The command, as a user runs it: the flags named after run_ner.py's, --bf16 where the CPU
+ * has bf16 instructions (else the run says so and stops), a bad --metric_mode refused. */
+static char bert_bin[512];
+
+static void test_ner_command(void) {
+    const char *root = "/tmp/bert_test_ner_cmd";
+    char init[256], cmd[2048];
+    write_tiny_checkpoint(root, init, sizeof init);
+    const char *common = "--train_file tests/data/ner/train.txt --validation_file tests/data/ner/dev.txt "
+                         "--test_file tests/data/ner/test.txt --vocab_file " VOCAB " --do_lower_case "
+                         "--max_seq_length 32 --train_batch_size 8 --learning_rate 2e-3 --num_train_epochs 2";
+    snprintf(cmd, sizeof cmd, "%s ner --init_checkpoint %s --output_dir %s/out --do_train --do_eval --do_predict %s "
+             "--bf16 > %s/log.txt 2>&1", bert_bin, init, root, common, root);
+    const int rc = system(cmd);
+    char path[512];
+    snprintf(path, sizeof path, "%s/log.txt", root);
+    char *log = read_text(path);
+    const bool no_bf16 = log && strstr(log, "no bf16 instructions");
+    CHECKF(rc == 0 || no_bf16, "rc %d: %s", rc, log ? log : "");
+    if (rc == 0) {
+        CHECKF(strstr(log, "bert ner: eval {\"precision\":") && strstr(log, "predictions.txt"), "%s", log);
+        snprintf(path, sizeof path, "%s/out/model.safetensors", root);
+        CHECK(file_exists(path));
+        snprintf(path, sizeof path, "%s/out/predictions.txt", root);
+        CHECK(file_exists(path));
+    }
+    free(log);
+    snprintf(cmd, sizeof cmd, "%s ner --init_checkpoint %s --output_dir %s/o2 --do_eval %s --metric_mode conll "
+             "> /dev/null 2>&1", bert_bin, init, root, common);
+    CHECK(WEXITSTATUS(system(cmd)) == 2);
+    remove_tree(root);
+}
+
+int main(int argc, char **argv) {
+    (void)argc;
+    if (test_bert_binary(argv[0], bert_bin, sizeof bert_bin) != 0) return 1;
     RUN_TEST(test_metric_matches_seqeval);
     RUN_TEST(test_metric_strict_refuses_foreign_prefix);
     RUN_TEST(test_conll_reader);
@@ -462,5 +498,6 @@ int main(void) {
     RUN_TEST(test_token_head_fixture);
     RUN_TEST(test_token_head_training_gradient);
     RUN_TEST(test_ner_end_to_end);
+    RUN_TEST(test_ner_command);
     return test_summary();
 }
