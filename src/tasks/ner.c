@@ -11,7 +11,7 @@
 static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
 
 typedef struct {
-    long words_cap, sent_cap;
+    size_t words_cap, sent_cap;
 } Growth;
 
 static void end_sentence(NerData *d, Growth *g) {
@@ -45,9 +45,10 @@ static int add_line(NerData *d, Growth *g, char *line, long lineno, bool allow_u
         return bert_fail(err, "%s:%ld: \"%s\": a word without a tag (expected: word [other columns] tag)", path,
                          lineno, word);
     }
+    const size_t had = g->words_cap;
     ARRAY_RESERVE(d->word, g->words_cap, (size_t)d->n_words + 1, 1024);
-    d->tag = xrealloc(d->tag, sizeof(char *) * g->words_cap);
-    d->line = xrealloc(d->line, sizeof(long) * g->words_cap);
+    if (g->words_cap != had)   /* the parallel arrays grow with the words' */
+        d->tag = xrealloc(d->tag, sizeof(char *) * g->words_cap), d->line = xrealloc(d->line, sizeof(long) * g->words_cap);
     d->word[d->n_words] = word, d->tag[d->n_words] = tag, d->line[d->n_words] = lineno;
     d->untagged += tag == NULL;
     d->n_words++;
