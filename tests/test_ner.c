@@ -271,6 +271,23 @@ static void test_token_head_fixture(void) {
         CHECKF(ge <= 1e-3, "unpad %d: gradients rel err %.3g", unpad, ge);
         CHECK(unpad ? skipped > 0 && bert_encoder_rows(h.m) < HB * HT : skipped == 0);
     }
+    /* bf16 products (emulated: any CPU): operands rounded to 8 significant bits (2^-9
+     * relative), sums over H = 48 or 96 terms in fp32: logits within ~1e-2 of the scale, the
+     * loss within 1e-2 */
+    BertError err;
+    CHECK(bert_set_precision(h.m, BERT_BF16_EMULATED, &err) == 0);
+    const float loss16 = bert_forward(h.m, &h.b, false, 0);
+    CHECK(bert_read_token_logits(h.m, logits) && bert_backward(h.m, &h.b) == 0);
+    double e16 = 0;
+    for (int s = 0; s < HB; s++)
+        for (int t = 0; t < HT; t++)
+            if (bert_read_token_output(h.m, s, t, (float[48]){0}))
+                e16 = fmax(e16, max_rel_error(logits + ((size_t)s * HT + t) * HNL, want_logits + ((size_t)s * HT + t) * HNL,
+                                              HNL, scale));
+    printf("    bf16 (emulated): loss %.6f, logits err %.2g of their scale\n", loss16, e16);
+    CHECKF(loss16 != want_loss && fabs(loss16 - want_loss) <= 1e-2 * want_loss && e16 <= 2e-2, "bf16: loss %.6f, logits %.3g",
+           loss16, e16);
+    CHECK(bert_set_precision(h.m, BERT_FP32, &err) == 0);
     /* a label outside [0, N) and not -100 is refused; a batch with no labelled token has loss 0 */
     h.labels[3] = HNL;
     CHECK(isnan(bert_forward(h.m, &h.b, false, 0)) && strstr(bert_last_error(h.m), "token_labels[3]"));
