@@ -72,14 +72,15 @@ static void layout_params(Layout *lo, ParamViews *v, const BertConfig *c, BertHe
     v->emb_ln_w = add(lo, false, H, 0, "bert.embeddings.LayerNorm.weight");
     v->emb_ln_b = add(lo, false, H, 0, "bert.embeddings.LayerNorm.bias");
     for (int l = 0; l < c->num_hidden_layers; l++) layout_layer(lo, &v->layers[l], l, H, c->intermediate_size);
-    if (heads.kind != BERT_HEADS_QA) {   /* HF's question-answering model has no pooler */
+    /* HF's question-answering and token-classification models have no pooler */
+    if (heads.kind != BERT_HEADS_QA && heads.kind != BERT_HEADS_TOKEN_CLASSIFIER) {
         v->pool_w = add(lo, true, H, H, "bert.pooler.dense.weight");
         v->pool_b = add(lo, true, H, 0, "bert.pooler.dense.bias");
     }
     if (heads.kind == BERT_HEADS_QA) {
         v->qa_w = add(lo, true, 2, H, "qa_outputs.weight");
         v->qa_b = add(lo, true, 2, 0, "qa_outputs.bias");
-    } else if (heads.kind == BERT_HEADS_CLASSIFIER) {
+    } else if (heads.kind == BERT_HEADS_CLASSIFIER || heads.kind == BERT_HEADS_TOKEN_CLASSIFIER) {
         v->cls_w = add(lo, true, heads.num_labels, H, "classifier.weight");
         v->cls_b = add(lo, true, heads.num_labels, 0, "classifier.bias");
     }
@@ -151,6 +152,9 @@ static void layout_activations(Arena *a, Activations *v, const BertModel *m) {
     v->qa_probs_start = take(a, QA), v->qa_probs_end = take(a, QA), v->qa_row_loss = take(a, B);
     v->cls_dropped = take(a, NL ? B * H : 0), v->cls_logits = take(a, B * NL), v->cls_probs = take(a, B * NL);
     v->cls_row_loss = take(a, B), v->d_cls_logits = take(a, B * NL), v->d_cls_in = take(a, NL ? B * H : 0);
+    const size_t TN = m->heads.kind == BERT_HEADS_TOKEN_CLASSIFIER ? N : 0, TL = TN ? (size_t)m->heads.num_labels : 0;
+    v->tok_dropped = take(a, TN * H), v->tok_logits = take(a, TN * TL), v->tok_probs = take(a, TN * TL);
+    v->tok_row_loss = take(a, TN), v->d_tok_logits = take(a, TN * TL), v->d_tok_in = take(a, TN * H);
     v->losses = take(a, LOSS_SLOTS);
 }
 
@@ -161,7 +165,7 @@ static void layout_half_activations(Arena *a, Activations *v, const BertModel *m
     const size_t B = m->max_batch, N = B * m->max_seq, H = c->hidden_size, I = c->intermediate_size;
     const size_t BP = B * (size_t)m->max_preds, V = c->vocab_size;
     const bool pretraining = m->heads.kind == BERT_HEADS_PRETRAINING, qa = m->heads.kind == BERT_HEADS_QA;
-    const bool classifier = m->heads.kind == BERT_HEADS_CLASSIFIER;
+    const bool classifier = m->heads.kind == BERT_HEADS_CLASSIFIER, token = m->heads.kind == BERT_HEADS_TOKEN_CLASSIFIER;
     for (int l = 0; l < c->num_hidden_layers; l++) {
         LayerActs *L = &v->layers[l];
         if (l > 0 && m->mode == BERT_MODE_FORWARD_ONLY) {   /* layer 0's, as layout_activations */
@@ -176,9 +180,11 @@ static void layout_half_activations(Arena *a, Activations *v, const BertModel *m
     v->cls_in16 = take16(a, B * H), v->pooled16 = take16(a, B * H);
     v->mlm_in16 = take16(a, pretraining ? BP * H : 0), v->mlm_ln16 = take16(a, pretraining ? BP * H : 0);
     v->seq_out16 = take16(a, qa ? N * H : 0), v->cls_dropped16 = take16(a, classifier ? B * H : 0);
+    v->tok_dropped16 = take16(a, token ? N * H : 0);
     size_t dout = N * (I > 3 * H ? I : 3 * H);
     if (pretraining && BP * V > dout) dout = BP * V;
     if (classifier && B * (size_t)m->heads.num_labels > dout) dout = B * (size_t)m->heads.num_labels;
+    if (token && N * (size_t)m->heads.num_labels > dout) dout = N * (size_t)m->heads.num_labels;
     v->dout16 = take16(a, dout);
 }
 
@@ -245,7 +251,8 @@ static void allocate_activations(BertModel *m) {
             L->x16 = L->ctx16 = L->h1_16 = L->act16 = L->pre16 = L->qkv16 = NULL;
         }
         Activations *v = &m->act;
-        v->cls_in16 = v->pooled16 = v->mlm_in16 = v->mlm_ln16 = v->seq_out16 = v->cls_dropped16 = v->dout16 = NULL;
+        v->cls_in16 = v->pooled16 = v->mlm_in16 = v->mlm_ln16 = v->seq_out16 = v->cls_dropped16 = NULL;
+        v->tok_dropped16 = v->dout16 = NULL;
         return;
     }
     Arena h = {0};
@@ -288,15 +295,18 @@ int bert_model_create_with_heads(BertModel **out, const BertConfig *cfg, BertHea
                                  int max_predictions, BertError *err) {
     *out = NULL;
     if (bert_config_validate(cfg, err)) return -1;
-    if (heads.kind < BERT_HEADS_PRETRAINING || heads.kind > BERT_HEADS_NONE)
+    if (heads.kind < BERT_HEADS_PRETRAINING || heads.kind > BERT_HEADS_TOKEN_CLASSIFIER)
         return bert_fail(err, "bert_model_create: unknown head kind %d", (int)heads.kind);
     if (heads.kind == BERT_HEADS_CLASSIFIER && (heads.num_labels < 1 || heads.num_labels > 100000))
         return bert_fail(err, "bert_model_create: a classifier needs 1 (regression) to 100000 labels, not %d",
                          heads.num_labels);
+    if (heads.kind == BERT_HEADS_TOKEN_CLASSIFIER && (heads.num_labels < 1 || heads.num_labels > 100000))
+        return bert_fail(err, "bert_model_create: a token classifier needs 1 to 100000 labels, not %d",
+                         heads.num_labels);
     if (heads.kind != BERT_HEADS_PRETRAINING && max_predictions != 0)
         return bert_fail(err, "bert_model_create: masked-token slots (%d) need the pre-training heads",
                          max_predictions);
-    if (heads.kind != BERT_HEADS_CLASSIFIER) heads.num_labels = 0;
+    if (heads.kind != BERT_HEADS_CLASSIFIER && heads.kind != BERT_HEADS_TOKEN_CLASSIFIER) heads.num_labels = 0;
     if (max_batch < 1 || max_seq < 1 || max_predictions < 0)
         return bert_fail(err, "bert_model_create: bad sizes batch=%d seq=%d predictions=%d", max_batch, max_seq,
                          max_predictions);
@@ -371,6 +381,7 @@ int bert_model_create_with_heads(BertModel **out, const BertConfig *cfg, BertHea
     m->mlm_out_row = xcalloc(BP + 1, sizeof(int32_t));
     for (int side = 0; side < 2; side++)
         m->qa_seq[side] = xcalloc(max_batch, sizeof(int32_t)), m->qa_label[side] = xcalloc(max_batch, sizeof(int32_t));
+    m->tok_row = xcalloc(N, sizeof(int32_t)), m->tok_label = xcalloc(N, sizeof(int32_t));
     m->class_label = xcalloc(max_batch, sizeof(int32_t)), m->target = k_alloc(sizeof(float) * (size_t)max_batch);   /* read by kernels: backend memory */
     *out = m;
     return 0;
@@ -385,7 +396,7 @@ void bert_model_free(BertModel *m) {
     free(m->seq_row), free(m->seq_rows), free(m->full_row), free(m->row_map), free(m->out_map);
     free(m->kept_row), free(m->kept_full), free(m->cls_row), free(m->mlm_out_row);
     free(m->qa_seq[0]), free(m->qa_seq[1]), free(m->qa_label[0]), free(m->qa_label[1]);
-    free(m->class_label), k_free(m->target);
+    free(m->class_label), k_free(m->target), free(m->tok_row), free(m->tok_label);
     k_free(m->params16), k_free(m->act16_memory), free(m->packed), k_free(m->packed_memory);
     free(m);
 }
@@ -444,6 +455,18 @@ bool bert_read_qa_logits(const BertModel *m, float *start, float *end) {
 }
 bool bert_read_classifier_logits(const BertModel *m, float *dst) {
     return read_floats(dst, bert_classifier_logits(m), (size_t)m->B * m->heads.num_labels);
+}
+/* The logits are on the encoder's layout rows: placed at their full rows, skipped rows 0. */
+bool bert_read_token_logits(const BertModel *m, float *dst) {
+    if (m->heads.kind != BERT_HEADS_TOKEN_CLASSIFIER) return false;
+    const size_t NL = (size_t)m->heads.num_labels, N = (size_t)m->B * m->T;
+    if (!m->unpadded) return read_floats(dst, m->act.tok_logits, N * NL);
+    float *rows = xmalloc(sizeof(float) * (size_t)m->rows * NL);
+    k_download(rows, m->act.tok_logits, sizeof(float) * (size_t)m->rows * NL);
+    memset(dst, 0, sizeof(float) * N * NL);
+    for (int r = 0; r < m->rows; r++) memcpy(dst + (size_t)m->full_row[r] * NL, rows + (size_t)r * NL, sizeof(float) * NL);
+    free(rows);
+    return true;
 }
 bool bert_read_token_output(const BertModel *m, int s, int t, float *dst) {
     return read_floats(dst, bert_token_output(m, s, t), (size_t)m->cfg.hidden_size);
@@ -707,6 +730,12 @@ int bert_batch_validate(const BertModel *m, const BertBatch *b, BertError *err) 
     for (int s = 0; b->regression_targets && s < b->batch; s++)
         if (!isfinite(b->regression_targets[s]))
             return bert_fail(err, "batch: regression_targets[%d] is not finite", s);
+    if (b->token_labels && m->heads.kind != BERT_HEADS_TOKEN_CLASSIFIER)
+        return bert_fail(err, "batch: token_labels need a token-classification head");
+    for (size_t k = 0; b->token_labels && k < N; k++)
+        if (b->token_labels[k] != -100 && (b->token_labels[k] < 0 || b->token_labels[k] >= m->heads.num_labels))
+            return bert_fail(err, "batch: token_labels[%zu] = %d is neither -100 nor in [0, %d)", k, b->token_labels[k],
+                             m->heads.num_labels);
     return 0;
 }
 

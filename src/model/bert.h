@@ -32,6 +32,8 @@ typedef struct {                 /* one training/inference batch; all arrays row
                                                         HF does; T itself is ignored) */
     const int32_t *class_labels;         /* [B] classification with N >= 2 labels: 0 .. N-1 */
     const float *regression_targets;     /* [B] regression (a classifier head with 1 label) */
+    const int32_t *token_labels;         /* [B*T] token classification: 0 .. N-1, or -100 (HF's ignore_index:
+                                            not in the loss, e.g. a word's second word piece) */
 } BertBatch;
 
 /* The heads a model is created with; their tensors are ordinary parameters with
@@ -41,12 +43,17 @@ typedef struct {                 /* one training/inference batch; all arrays row
  *   CLASSIFIER   bert.pooler.* + classifier.weight [N, H], .bias [N]: BertForSequenceClassification
  *                (N >= 2: cross-entropy; N == 1: regression, mean squared error)
  *   NONE         bert.pooler.* only (HF's BertModel with its default pooling layer)
+ *   TOKEN_CLASSIFIER  classifier.weight [N, H], .bias [N] on every token after dropout, no
+ *                pooler: BertForTokenClassification (cross-entropy, mean over the labelled tokens)
  * Only PRETRAINING allocates cls.*; last-layer pruning applies to it alone, unpadding to every
- * kind but QA (whose logits cover every row). */
-typedef enum { BERT_HEADS_PRETRAINING = 0, BERT_HEADS_QA, BERT_HEADS_CLASSIFIER, BERT_HEADS_NONE } BertHeadKind;
+ * kind but QA (whose logits cover every row; the token classifier's cover the rows up to each
+ * sequence's last real or labelled token, and padding after them reads as zero logits). */
+typedef enum {
+    BERT_HEADS_PRETRAINING = 0, BERT_HEADS_QA, BERT_HEADS_CLASSIFIER, BERT_HEADS_NONE, BERT_HEADS_TOKEN_CLASSIFIER
+} BertHeadKind;
 typedef struct {
     BertHeadKind kind;
-    int num_labels;   /* CLASSIFIER only */
+    int num_labels;   /* CLASSIFIER and TOKEN_CLASSIFIER only */
 } BertHeads;
 
 /* A pre-training (or unlabelled) batch: the first nine fields, no task labels. */
@@ -91,6 +98,9 @@ float bert_forward(BertModel *m, const BertBatch *b, bool training, uint64_t dro
 bool bert_read_nsp_logits(const BertModel *m, float *dst);    /* [B, 2] */
 bool bert_read_qa_logits(const BertModel *m, float *start, float *end);   /* [B, T] each */
 bool bert_read_classifier_logits(const BertModel *m, float *dst);         /* [B, num_labels] */
+/* [B, T, num_labels]; rows the encoder skipped (unpadding: after a sequence's last real or
+ * labelled token) read as 0. */
+bool bert_read_token_logits(const BertModel *m, float *dst);
 /* The last layer's output (hidden_size floats) for token t of sequence s, packed or not;
  * false for a row that was not computed (padding after the last real token when unpadded,
  * anything but the heads' rows when pruned). */

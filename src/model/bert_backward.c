@@ -35,6 +35,23 @@ static void qa_backward(BertModel *m, float *d_out) {
     }
 }
 
+/* Token classifier: the labelled tokens' logit gradients (0 elsewhere) through the linear
+ * layer and the head's dropout, added into d_out (layout rows). */
+static void token_classifier_backward(BertModel *m, float *d_out) {
+    const int R = m->rows, H = m->cfg.hidden_size, NL = m->heads.num_labels, M = m->tok_count;
+    Activations *a = &m->act;
+    if (M == 0) return;   /* the loss was 0 whatever the weights */
+    k_xent_backward(a->tok_probs, m->tok_label, M, NL, m->loss_scale / M);
+    k_scatter_rows(a->d_tok_logits, a->tok_probs, m->tok_row, M, R, NL);   /* unlabelled rows get 0 */
+    bert_linear_backward(m, a->d_tok_in, m->g.cls_w, m->g.cls_b, a->d_tok_logits, a->tok_dropped, a->tok_dropped16,
+                         m->p.cls_w, R, H, NL, false);
+    const uint64_t key = rng_key(m->dropout_seed, classifier_dropout_site(m->cfg.num_hidden_layers));
+    const float p = m->training ? m->cfg.hidden_dropout_prob : 0.0f;
+    if (m->unpadded) k_dropout_rows(a->d_tok_in, m->full_row, R, H, p, key);
+    else k_dropout(a->d_tok_in, (long)R * H, p, key, 0);
+    k_add(d_out, a->d_tok_in, (long)R * H);
+}
+
 /* Pooler, fed by the NSP or classifier loss (when labelled) and/or an external d(pooled
  * output); adds the gradient of the [CLS] rows into d_out. */
 static void pooler_backward(BertModel *m, float *d_out, const float *d_pooled_ext) {
@@ -138,6 +155,7 @@ int bert_backward_with(BertModel *m, const BertBatch *b, const float *d_sequence
     pooler_backward(m, a->d_x, d_pooled);
     if (m->heads.kind == BERT_HEADS_PRETRAINING && m->have_mlm_labels && m->mlm_count > 0) mlm_backward(m, a->d_x);
     if (m->heads.kind == BERT_HEADS_QA && m->have_task_labels) qa_backward(m, a->d_x);
+    if (m->heads.kind == BERT_HEADS_TOKEN_CLASSIFIER && m->have_task_labels) token_classifier_backward(m, a->d_x);
     const float *heads_begin = m->g.layers[L - 1].ln2_b + H;   /* the heads follow the last layer */
     grads_ready(m, heads_begin, m->grads + m->num_params);
     for (int l = L - 1; l >= 0; l--) {

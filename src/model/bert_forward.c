@@ -24,6 +24,8 @@ static void plan_encoder_rows(BertModel *m) {
         int s = m->mlm_src_row[k] / T, t = m->mlm_src_row[k] % T;
         if (t + 1 > m->seq_rows[s]) m->seq_rows[s] = t + 1;
     }
+    for (int n = 0; m->token_labels && n < N; n++)   /* a labelled padding token is computed too */
+        if (m->token_labels[n] != -100 && n % T + 1 > m->seq_rows[n / T]) m->seq_rows[n / T] = n % T + 1;
     int rows = 0;
     for (int n = 0; n < N; n++) m->row_map[n] = -1;
     for (int s = 0; s < B; s++) {
@@ -85,6 +87,12 @@ static void prepare_task_labels(BertModel *m, const BertBatch *b) {
     } else if (m->heads.kind == BERT_HEADS_CLASSIFIER && m->heads.num_labels == 1 && b->regression_targets) {
         m->have_task_labels = true;
         k_upload(m->target, b->regression_targets, sizeof(float) * B);
+    } else if (m->heads.kind == BERT_HEADS_TOKEN_CLASSIFIER && b->token_labels) {
+        m->have_task_labels = true;   /* the labelled tokens, at their layout rows (plan_encoder_rows kept them) */
+        m->tok_count = 0;
+        for (int n = 0; n < B * T; n++)
+            if (b->token_labels[n] != -100)
+                m->tok_row[m->tok_count] = m->unpadded ? m->row_map[n] : n, m->tok_label[m->tok_count++] = b->token_labels[n];
     }
 }
 
@@ -104,6 +112,7 @@ static void prepare_batch(BertModel *m, const BertBatch *b) {
         m->has_holes[s] = (uint8_t)holes;
     }
     m->mlm_count = 0;
+    m->token_labels = m->heads.kind == BERT_HEADS_TOKEN_CLASSIFIER ? b->token_labels : NULL;
     for (int k = 0; k < B * P; k++) {
         int32_t label = b->masked_labels ? b->masked_labels[k] : 0;
         if (label == -1) continue;
@@ -279,6 +288,23 @@ static float classifier_forward(BertModel *m) {
     return k_read_scalar(a->losses + LOSS_CLASSIFIER);
 }
 
+/* Token classifier (HF's BertForTokenClassification): dropout on the sequence output, then
+ * the linear layer on every row the encoder ran; loss = mean CE over the labelled tokens
+ * (none labelled: 0, where HF's mean over nothing is NaN). */
+static float token_classifier_forward(BertModel *m, const float *seq_out) {
+    const int R = m->rows, H = m->cfg.hidden_size, NL = m->heads.num_labels;
+    Activations *a = &m->act;
+    k_copy(a->tok_dropped, seq_out, (long)R * H);
+    const uint64_t key = rng_key(m->dropout_seed, classifier_dropout_site(m->cfg.num_hidden_layers));
+    if (m->unpadded) k_dropout_rows(a->tok_dropped, m->full_row, R, H, hidden_dropout_p(m), key);
+    else k_dropout(a->tok_dropped, (long)R * H, hidden_dropout_p(m), key, 0);
+    bert_linear_forward(m, a->tok_logits, a->tok_dropped, a->tok_dropped16, m->p.cls_w, m->p.cls_b, R, H, NL);
+    if (!m->have_task_labels || m->tok_count == 0) return 0.0f;
+    k_xent_forward(a->losses + LOSS_TOKEN, a->tok_row_loss, a->tok_probs, a->tok_logits, m->tok_row, m->tok_label,
+                   m->tok_count, NL);
+    return k_read_scalar(a->losses + LOSS_TOKEN);
+}
+
 float bert_forward(BertModel *m, const BertBatch *b, bool training, uint64_t dropout_seed) {
     BertError err;
     if (bert_batch_validate(m, b, &err)) {
@@ -312,6 +338,7 @@ float bert_forward(BertModel *m, const BertBatch *b, bool training, uint64_t dro
         break;
     case BERT_HEADS_QA: m->task_loss = qa_forward(m, x); break;
     case BERT_HEADS_CLASSIFIER: m->task_loss = classifier_forward(m); break;
+    case BERT_HEADS_TOKEN_CLASSIFIER: m->task_loss = token_classifier_forward(m, x); break;
     case BERT_HEADS_NONE: break;
     }
     m->backward_ready = true;

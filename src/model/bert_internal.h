@@ -21,7 +21,7 @@ typedef struct {
     float *mlm_bias, *mlm_dense_w, *mlm_dense_b, *mlm_ln_w, *mlm_ln_b;
     float *nsp_w, *nsp_b;
     float *qa_w, *qa_b;            /* QA head: [2, H], [2] */
-    float *cls_w, *cls_b;          /* classifier head: [N, H], [N] */
+    float *cls_w, *cls_b;          /* classifier head (per sequence or per token): [N, H], [N] */
 } ParamViews;
 
 /* Activations of one encoder layer kept for backward (N = B*T rows). */
@@ -67,13 +67,16 @@ typedef struct {
     float *qa_row_loss;                               /* [B] */
     float *cls_dropped, *cls_logits, *cls_probs;      /* [B, H], [B, N], [B, N] */
     float *cls_row_loss, *d_cls_logits, *d_cls_in;    /* [B], [B, N], [B, H] */
+    /* token classifier, on the encoder's layout rows (R = m->rows of N = B*T) */
+    float *tok_dropped, *tok_logits, *tok_probs;      /* [N, H], [N, NL], [N, NL] (probs: compact, labelled) */
+    float *tok_row_loss, *d_tok_logits, *d_tok_in;    /* [N], [N, NL], [N, H] */
     float *losses;                                    /* [LOSS_SLOTS] the kernels' loss outputs */
     /* 16-bit precisions: the heads' product inputs in 16 bits (as LayerActs), and the rounded
      * output gradient of the product being differentiated */
-    uint16_t *cls_in16, *pooled16, *mlm_in16, *mlm_ln16, *seq_out16, *cls_dropped16, *dout16;
+    uint16_t *cls_in16, *pooled16, *mlm_in16, *mlm_ln16, *seq_out16, *cls_dropped16, *tok_dropped16, *dout16;
 } Activations;
 
-enum { LOSS_NSP, LOSS_MLM, LOSS_QA_START, LOSS_QA_END, LOSS_CLASSIFIER, LOSS_SLOTS };
+enum { LOSS_NSP, LOSS_MLM, LOSS_QA_START, LOSS_QA_END, LOSS_CLASSIFIER, LOSS_TOKEN, LOSS_SLOTS };
 
 /* One weight of params and where its packed copy lives in packed_memory. */
 typedef struct {
@@ -122,6 +125,11 @@ struct BertModel {
     int32_t *qa_seq[2], *qa_label[2], *class_label;
     float *target;
     int qa_count[2];
+    /* token classification: the batch's labels [B*T] (for the row plan), and the labelled
+     * tokens, compact: their layout rows (tok_row) and labels */
+    const int32_t *token_labels;
+    int32_t *tok_row, *tok_label;
+    int tok_count;
     bool have_task_labels;
     char error[1024];
     /* mixed precision (bert_set_precision): the 16-bit copy of params (same layout), each
@@ -157,6 +165,8 @@ static inline uint64_t dropout_site(int layer, int kind) {
 }
 /* The classifier head's dropout (on the pooled output): the site after the last layer's. */
 static inline uint64_t classifier_dropout_site(int layers) { return 1 + (uint64_t)layers * SITES_PER_LAYER; }
+/* The token classifier's dropout (on the sequence output) uses the same site: a model has one
+ * head. Its masks are keyed by full row (row * H + column), packed or not. */
 
 /* The attention kernel's arguments for layer `layer` of the current batch (dropout keyed
  * by the forward's seed when training). */
