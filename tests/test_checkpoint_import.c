@@ -210,6 +210,40 @@ static void test_convert(void) {
     bert_model_free(ref), bert_model_free(conv), bert_model_free(tf);
 }
 
+/* A token classifier (no pooler) converts as one, with the label names its config gives. */
+static void test_convert_token_classifier(void) {
+    char src[200], out[256], path[512];
+    snprintf(src, sizeof src, "/tmp/bert_test_convert_tok_%d", (int)getpid());
+    snprintf(out, sizeof out, "%s_out", src);
+    mkdir(src, 0777);
+    BertConfig cfg;
+    BertModel *m = NULL;
+    BertError err;
+    CHECK(bert_config_load(DIR "/hf/config.json", &cfg, &err) == 0);
+    CHECK(bert_model_create_with_heads(&m, &cfg, (BertHeads){BERT_HEADS_TOKEN_CLASSIFIER, 3}, 1, 8, 0, &err) == 0);
+    if (!m) return;
+    bert_init_weights(m, 3);
+    snprintf(path, sizeof path, "%s/model.safetensors", src);
+    CHECK(bert_save_safetensors(m, path, &err) == 0);
+    snprintf(path, sizeof path, "%s/config.json", src);
+    CHECK(bert_config_save_ex(path, &cfg, "{\"id2label\": {\"0\": \"O\", \"1\": \"B-PER\", \"2\": \"I-PER\"}, "
+                                          "\"label2id\": {\"O\": 0, \"B-PER\": 1, \"I-PER\": 2}}", &err) == 0);
+    BertConvertResult r;
+    CHECKF(bert_convert_checkpoint(src, NULL, NULL, out, &r, &err) == 0, "%s", err.msg);
+    CHECKF(!strcmp(r.architecture, "BertForTokenClassification") && r.num_labels == 3, "%s %d", r.architecture,
+           r.num_labels);
+    snprintf(path, sizeof path, "%s/config.json", out);
+    char *config = read_text(path);
+    CHECKF(strstr(config, "BertForTokenClassification") && strstr(config, "B-PER") && !strstr(config, "LABEL_0"), "%s",
+           config);
+    free(config);
+    BertModel *back = NULL;
+    CHECK(bert_open_checkpoint(&back, out, NULL, (BertHeads){BERT_HEADS_TOKEN_CLASSIFIER, 3}, 1, 8, 0, NULL, &err) == 0);
+    check_same_weights(back, m, "converted token classifier");
+    bert_model_free(m), bert_model_free(back);
+    remove_tree(src), remove_tree(out);
+}
+
 static void test_bad_paths(void) {
     BertModel *m = NULL;
     BertError err;
@@ -240,6 +274,7 @@ int main(void) {
     RUN_TEST(test_tensorflow);
     RUN_TEST(test_logits);
     RUN_TEST(test_convert);
+    RUN_TEST(test_convert_token_classifier);
     RUN_TEST(test_bad_paths);
     return test_summary();
 }

@@ -187,7 +187,7 @@ static int token_open(TokenFixture *h) {
         return -1;
     }
     int initialised = -1;
-    CHECKF(bert_load_safetensors_ex(h->m, path, 1, &initialised, &err) == 0 && initialised == 0, "%s (%d initialised)",
+    CHECKF(bert_load_weights_ex(h->m, path, 1, &initialised, &err) == 0 && initialised == 0, "%s (%d initialised)",
            err.msg, initialised);
     safetensors_read_i32(&h->st, "input.input_ids", bt, 2, h->ids, &err);
     safetensors_read_i32(&h->st, "input.token_type_ids", bt, 2, h->types, &err);

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <cjson/cJSON.h>
+
 #include "io/tokenizer_files.h"
 #include "model/bert_internal.h"
 #include "model/config.h"
@@ -165,9 +167,11 @@ static BertHeads held_heads(const NamedTensors *nt, const char **architecture) {
         *architecture = "BertForQuestionAnswering";
         return (BertHeads){BERT_HEADS_QA, 0};
     }
-    if (i >= 0 && ckpt_file_tensor(nt->file, i).ndim == 2) {
-        *architecture = "BertForSequenceClassification";
-        return (BertHeads){BERT_HEADS_CLASSIFIER, (int)ckpt_file_tensor(nt->file, i).shape[0]};
+    if (i >= 0 && ckpt_file_tensor(nt->file, i).ndim == 2) {   /* a token classifier has no pooler */
+        bool token = bert_named_find(nt, "bert.pooler.dense.weight") < 0;
+        *architecture = token ? "BertForTokenClassification" : "BertForSequenceClassification";
+        return (BertHeads){token ? BERT_HEADS_TOKEN_CLASSIFIER : BERT_HEADS_CLASSIFIER,
+                           (int)ckpt_file_tensor(nt->file, i).shape[0]};
     }
     if (bert_named_find(nt, "cls.predictions.transform.dense.weight") >= 0) {
         *architecture = "BertForPreTraining";
@@ -177,14 +181,39 @@ static BertHeads held_heads(const NamedTensors *nt, const char **architecture) {
     return (BertHeads){BERT_HEADS_NONE, 0};
 }
 
-/* config.json with the class the tensors are for (a classifier's labels named LABEL_i, as
- * transformers names them, so that it makes a head of the stored size). */
+/* The source configuration's label names ("id2label" and "label2id" members, as JSON text
+ * after a comma) when it names num_labels of them, else "". */
+static char *source_labels(const char *config, int num_labels) {
+    char *text = NULL, *out = xcalloc(1, 1);
+    BertError ignored;
+    if (read_file(config, &text, NULL, &ignored) != 0) return out;
+    cJSON *root = cJSON_Parse(text), *members = cJSON_CreateObject();
+    const cJSON *id2label = cJSON_GetObjectItemCaseSensitive(root, "id2label");
+    const cJSON *label2id = cJSON_GetObjectItemCaseSensitive(root, "label2id");
+    if (cJSON_IsObject(id2label) && cJSON_GetArraySize(id2label) == num_labels && cJSON_IsObject(label2id)) {
+        cJSON_AddItemToObject(members, "id2label", cJSON_Duplicate(id2label, 1));
+        cJSON_AddItemToObject(members, "label2id", cJSON_Duplicate(label2id, 1));
+        char *json = cJSON_PrintUnformatted(members);
+        free(out);
+        out = xmalloc(strlen(json) + 2);
+        sprintf(out, ",%.*s", (int)strlen(json) - 2, json + 1);   /* the members without their braces */
+        free(json);
+    }
+    cJSON_Delete(members), cJSON_Delete(root);
+    free(text);
+    return out;
+}
+
+/* config.json with the class the tensors are for; a classifier's labels as the source names
+ * them, else LABEL_i (transformers' names), so that transformers makes a head of the stored size. */
 static int write_config(const char *dir, const BertCheckpointInfo *info, const char *architecture, BertHeads heads,
                         BertError *err) {
-    size_t cap = 256 + 32 * (size_t)(heads.kind == BERT_HEADS_CLASSIFIER ? heads.num_labels : 0);
+    const bool labels = heads.kind == BERT_HEADS_CLASSIFIER || heads.kind == BERT_HEADS_TOKEN_CLASSIFIER;
+    char *named = labels ? source_labels(info->config, heads.num_labels) : xcalloc(1, 1);
+    size_t cap = 256 + strlen(named) + 32 * (size_t)(labels ? heads.num_labels : 0);
     char *extra = xmalloc(cap), path[4096 + 16];
-    size_t len = (size_t)snprintf(extra, cap, "{\"architectures\": [\"%s\"]", architecture);
-    if (heads.kind == BERT_HEADS_CLASSIFIER) {
+    size_t len = (size_t)snprintf(extra, cap, "{\"architectures\": [\"%s\"]%s", architecture, named);
+    if (labels && !named[0]) {
         len += (size_t)snprintf(extra + len, cap - len, ", \"id2label\": {");
         for (int i = 0; i < heads.num_labels; i++)
             len += (size_t)snprintf(extra + len, cap - len, "%s\"%d\": \"LABEL_%d\"", i ? ", " : "", i, i);
@@ -193,7 +222,7 @@ static int write_config(const char *dir, const BertCheckpointInfo *info, const c
     snprintf(extra + len, cap - len, "}");
     snprintf(path, sizeof path, "%s/config.json", dir);
     int rc = bert_config_save_ex(path, &info->cfg, extra, err);
-    free(extra);
+    free(extra), free(named);
     return rc;
 }
 
@@ -232,7 +261,7 @@ int bert_convert_checkpoint(const char *init_checkpoint, const char *config_file
     for (int i = 0; rc == 0 && i < m->num_tensors; i++) r->tensors += found[i];
     if (rc == 0) rc = bert_save_tensors(m, found, path, err);
     if (rc == 0) rc = write_config(output_dir, info, r->architecture, heads, err);
-    if (rc == 0) r->num_labels = heads.kind == BERT_HEADS_CLASSIFIER ? heads.num_labels : 0;
+    if (rc == 0) r->num_labels = heads.num_labels;
     TokenizerFolder folder;   /* the vocabulary: given, else the checkpoint folder's */
     tokenizer_folder_read(init_checkpoint, &folder);
     if (!vocab_file && folder.vocab_file[0]) vocab_file = folder.vocab_file;
