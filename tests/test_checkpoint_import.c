@@ -6,6 +6,7 @@
  * an HF folder; the stored names map to HF's; hostile paths get clear errors. */
 #include <cjson/cJSON.h>
 
+#include "data/hdf5_shard.h"
 #include "model/bert.h"
 #include "model/bert_views.h"
 #include "model/config.h"
@@ -244,6 +245,46 @@ static void test_convert_token_classifier(void) {
     remove_tree(src), remove_tree(out);
 }
 
+/* `bert pretrain --init_checkpoint` NVIDIA's .pt: the model takes its 40 padded rows (its
+ * bert_config.json says 37), trains, and its checkpoint keeps the shape. */
+static char bert_bin[1024];
+static void test_pretrain_from_nvidia(void) {
+    enum { T = 16, P = 2, ROWS = 8 };
+    char dir[200], shards[256], out[256], path[512], cmd[3072];
+    snprintf(dir, sizeof dir, "/tmp/bert_test_pretrain_nv_%d", (int)getpid());
+    snprintf(shards, sizeof shards, "%s/shards", dir), snprintf(out, sizeof out, "%s/out", dir);
+    mkdir(dir, 0777), mkdir(shards, 0777);
+    snprintf(path, sizeof path, "%s/x_training_0.hdf5", shards);
+    Hdf5ShardWriter *w;
+    BertError err;
+    CHECKF(hdf5_shard_create(&w, path, ROWS, T, P, &err) == 0, "%s", err.msg);
+    for (int r = 0; r < ROWS && w; r++) {   /* [CLS] a.. [SEP] b.. [SEP], ids of the 37-token vocabulary */
+        int32_t ids[T] = {2}, pos[P] = {2, 5}, mids[P];
+        for (int t = 1; t < 12; t++) ids[t] = 5 + (t * 7 + r * 3) % 32;
+        ids[6] = 3, ids[11] = 3;
+        mids[0] = ids[2], mids[1] = ids[5], ids[2] = ids[5] = 4;
+        Instance in = {.n_tokens = 12, .n_segment_a = 7, .is_random_next = r % 2, .n_masked = P, .input_ids = ids,
+                       .masked_positions = pos, .masked_ids = mids};
+        CHECKF(hdf5_shard_append(w, &in, &err) == 0, "%s", err.msg);
+    }
+    if (w) CHECKF(hdf5_shard_finish(w, &err) == 0, "%s", err.msg);
+    snprintf(cmd, sizeof cmd,
+             "%s pretrain --input_dir %s --output_dir %s --init_checkpoint " DIR "/nvidia/model.pt --config_file " DIR
+             "/nvidia/bert_config.json --vocab_file " DIR "/nvidia/vocab.txt --max_seq_length %d "
+             "--max_predictions_per_seq %d --train_batch_size 4 --max_steps 2 --num_steps_per_checkpoint 2 "
+             "--disable_progress_bar --threads 1 > %s/log 2>&1", bert_bin, shards, out, T, P, dir);
+    int rc = system(cmd);
+    snprintf(path, sizeof path, "%s/log", dir);
+    char *log = read_text(path);
+    CHECKF(rc == 0 && strstr(log, "weights from"), "pretrain from NVIDIA's .pt failed:\n%s", log);
+    free(log);
+    snprintf(path, sizeof path, "%s/ckpt_2/config.json", out);
+    char *config = read_text(path);
+    CHECKF(strstr(config, "\"vocab_size\":\t40"), "the checkpoint's config: %s", config);
+    free(config);
+    remove_tree(dir);
+}
+
 static void test_bad_paths(void) {
     BertModel *m = NULL;
     BertError err;
@@ -265,7 +306,9 @@ static void test_bad_paths(void) {
     remove_tree(dir);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    (void)argc;
+    if (test_bert_binary(argv[0], bert_bin, sizeof bert_bin) != 0) return 1;
     RUN_TEST(test_names);
     RUN_TEST(test_vocab_fits);
     RUN_TEST(test_pytorch_bin);
@@ -275,6 +318,7 @@ int main(void) {
     RUN_TEST(test_logits);
     RUN_TEST(test_convert);
     RUN_TEST(test_convert_token_classifier);
+    RUN_TEST(test_pretrain_from_nvidia);
     RUN_TEST(test_bad_paths);
     return test_summary();
 }
