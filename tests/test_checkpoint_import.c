@@ -296,7 +296,8 @@ static void test_bad_paths(void) {
     write_text(path, "this is not a checkpoint at all");
     CHECK(bert_open_checkpoint(&m, path, DIR "/hf/config.json", PRETRAINING, 1, 8, 0, NULL, &err) != 0 &&
           strstr(err.msg, "not a checkpoint bert.c reads"));
-    write_bytes(path, "\x80\x02\x8a\x0alegacy", 12);   /* torch.save before 1.6: a bare pickle */
+    static const char legacy[] = "\x80\x02\x8a\x0alegacy";   /* torch.save before 1.6: a bare pickle */
+    write_bytes(path, legacy, sizeof legacy - 1);
     CHECK(bert_open_checkpoint(&m, path, DIR "/hf/config.json", PRETRAINING, 1, 8, 0, NULL, &err) != 0 &&
           strstr(err.msg, "legacy"));
     CHECK(bert_open_checkpoint(&m, path, NULL, PRETRAINING, 1, 8, 0, NULL, &err) != 0 && strstr(err.msg, "--config_file"));
