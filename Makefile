@@ -128,12 +128,23 @@ test-matrix:
 	@bash tests/matrix.sh
 
 # `make install PREFIX=/opt/bert`: the program in PREFIX/bin, the bundled vocabularies and
-# corpus in PREFIX/share/bert, where the installed program finds them (src/core/bundled.h).
-PREFIX ?= /usr/local
-install: $(BERT)
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/bert
+# corpus in PREFIX/share/bert, where the installed program finds them (src/core/bundled.h);
+# for C programs, the library PREFIX/lib/libbert.a, its headers under PREFIX/include/bert (as
+# they are included: "model/bert.h"; not the cli, the bench or *_internal.h ones) and
+# PREFIX/lib/pkgconfig/bert.pc (`cc prog.c $(pkg-config --cflags --libs bert)`).
+PUBLIC_HEADERS := $(shell cd src && find . -name '*.h' -not -name '*_internal.h' -not -path './cli/*' \
+                    -not -path './bench/*' | sed 's|^\./||' | sort)
+VERSION := $(shell sed -n 's/^\#define BERT_VERSION "\(.*\)"/\1/p' src/core/version.h)
+install: $(BERT) $(BUILD)/libbert.a
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/bert $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 755 $(BERT) $(DESTDIR)$(PREFIX)/bin/bert
 	cp -R data/vocab data/corpus $(DESTDIR)$(PREFIX)/share/bert/
+	install -m 644 $(BUILD)/libbert.a $(DESTDIR)$(PREFIX)/lib/libbert.a
+	for h in $(PUBLIC_HEADERS); do install -D -m 644 src/$$h $(DESTDIR)$(PREFIX)/include/bert/$$h || exit 1; done
+	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include/bert' '' \
+		'Name: bert' 'Description: bert.c: BERT data preparation, pre-training, fine-tuning and inference in C' \
+		'Version: $(VERSION)' 'Cflags: -I$${includedir} -fopenmp' \
+		'Libs: -L$${libdir} -lbert $(LDLIBS) $(BLAS_LIBS)' > $(DESTDIR)$(PREFIX)/lib/pkgconfig/bert.pc
 
 # Fuzzing: every parser under libFuzzer (tests/fuzz/fuzz_*.c, seeds in tests/fuzz/corpus/<target>/).
 # `make fuzz` runs each for FUZZ_SECONDS (default 30) and fails on a crash, leak or timeout;

@@ -42,6 +42,8 @@ for build in "$@"; do
 done
 # the layering of docs/architecture.md, over src/'s include lines (once: it reads no build)
 run_one "tests/check_layers.sh" bash tests/check_layers.sh
+# make install, and a C program built against the installed library with pkg-config
+run_one "tests/check_install.sh" bash tests/check_install.sh
 # the fuzz targets' seed corpora, replayed once each (make fuzz-build builds them)
 for t in build-fuzz/fuzz_*; do
     [ -x "$t" ] || continue
