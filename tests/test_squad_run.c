@@ -122,6 +122,16 @@ static void test_article_split_and_bad_options(void) {
     CHECK(file_exists(path));
     snprintf(path, sizeof path, "%s/predict_articles.json", out);
     CHECK(file_exists(path));
+    /* --predict_articles: a count after the skipped ones */
+    o.ft.overwrite_output_dir = true, o.predict_skip_articles = 0, o.predict_articles = 1;
+    CHECKF(squad_run(&o, &r, &err) == 0, "%s", err.msg);
+    char *sliced = read_text(path);
+    cJSON *pj = cJSON_Parse(sliced);
+    CHECKF(cJSON_GetArraySize(cJSON_GetObjectItem(pj, "data")) == 1, "predict_articles.json: %.200s", sliced);
+    cJSON_Delete(pj), free(sliced);
+    o.ft.overwrite_output_dir = false, o.predict_skip_articles = 1, o.predict_articles = 0;
+    remove_tree(out);
+    CHECKF(squad_run(&o, &r, &err) == 0, "%s", err.msg);
     /* the folder now holds a finished run: training into it again needs --overwrite_output_dir */
     CHECKF(squad_run(&o, &r, &err) != 0 && strstr(err.msg, "--overwrite_output_dir"), "%s", err.msg);
     o.ft.overwrite_output_dir = true;
@@ -131,7 +141,7 @@ static void test_article_split_and_bad_options(void) {
     bad = o, bad.ft.do_predict = false;
     CHECKF(squad_run(&bad, &r, &err) != 0 && strstr(err.msg, "--do_eval"), "%s", err.msg);
     bad.ft.do_eval = false;   /* an article split for a step that does not run */
-    CHECKF(squad_run(&bad, &r, &err) != 0 && strstr(err.msg, "--predict_skip_articles with --do_predict"), "%s", err.msg);
+    CHECKF(squad_run(&bad, &r, &err) != 0 && strstr(err.msg, "--predict_skip_articles and --predict_articles with --do_predict"), "%s", err.msg);
     bad = o, bad.ft.train_batch_size = 3;
     CHECKF(squad_run(&bad, &r, &err) != 0 && strstr(err.msg, "multiple"), "%s", err.msg);
     bad = o, bad.ft.vocab_file = "tests/data/tokenizer/vocab_uncased_1500.txt";

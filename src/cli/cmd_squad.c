@@ -26,6 +26,8 @@ int cmd_squad(int argc, char **argv) {
          "v2.0: answer \"\" when null score - best score exceeds this; default 0"},
         {"train_articles", FLAG_INT, &o.train_articles, "train on the first N articles of --train_file only"},
         {"predict_skip_articles", FLAG_INT, &o.predict_skip_articles, "predict --predict_file's articles from the Nth on"},
+        {"predict_articles", FLAG_INT, &o.predict_articles,
+         "predict only N articles (after the skipped ones; default all); the subset is written as predict_articles.json"},
     };
     for (size_t i = 0; i < sizeof squad_flags / sizeof squad_flags[0]; i++) flags[n++] = squad_flags[i];
     const FlagSpec spec = {"squad", "squad --init_checkpoint C --output_dir O [--do_train --train_file F] "

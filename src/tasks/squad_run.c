@@ -153,9 +153,11 @@ static int check_options(const SquadOptions *o, FinetuneInputs *in, BertError *e
     if (o->ft.do_eval && !o->ft.do_predict) return bert_fail(err, "--do_eval evaluates the predictions: add --do_predict");
     if (o->ft.do_train && !o->train_file) return bert_fail(err, "--do_train needs --train_file");
     if (o->ft.do_predict && !o->predict_file) return bert_fail(err, "--do_predict needs --predict_file");
-    if ((o->train_articles && !o->ft.do_train) || (o->predict_skip_articles && !o->ft.do_predict))
-        return bert_fail(err, "--train_articles goes with --do_train, --predict_skip_articles with --do_predict");
-    if (o->n_best_size < 1 || o->max_answer_length < 1 || o->train_articles < 0 || o->predict_skip_articles < 0)
+    if ((o->train_articles && !o->ft.do_train) || ((o->predict_skip_articles || o->predict_articles) && !o->ft.do_predict))
+        return bert_fail(err, "--train_articles goes with --do_train, --predict_skip_articles and --predict_articles "
+                              "with --do_predict");
+    if (o->n_best_size < 1 || o->max_answer_length < 1 || o->train_articles < 0 || o->predict_skip_articles < 0 ||
+        o->predict_articles < 0)
         return bert_fail(err, "--n_best_size and --max_answer_length must be positive, article counts >= 0");
     if (finetune_prepare_args(&o->ft, in, err) != 0) return -1;
     if (o->ft.do_train && check_input_file(o->train_file, "--train_file", err) != 0) return -1;
@@ -195,7 +197,7 @@ int squad_run(const SquadOptions *opts, SquadResult *res, BertError *err) {
         squad_file_free(&file);
     }
     if (rc == 0 && o->ft.do_predict) {   /* one read for the features and the metrics (read as Python's json reads) */
-        rc = read_squad_file(&r, o->predict_file, o->predict_skip_articles, 0, false,
+        rc = read_squad_file(&r, o->predict_file, o->predict_skip_articles, o->predict_articles, false,
                              o->ft.do_eval ? SQUAD_JSON_PYTHON : SQUAD_JSON_CJSON, "predict_articles.json", &file, err);
         if (rc == 0) rc = load(&r, &file, false, &pred_d, &pred_f, err);
         if (rc == 0 && o->ft.do_eval) rc = squad_dataset_from_file(&file, &eval_d, err);

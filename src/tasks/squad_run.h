@@ -19,7 +19,7 @@ typedef struct {
     /* SQuAD's train set is not always at hand: train on the first N articles of train_file
      * and predict on predict_file's articles from M on (both 0: the whole files); the
      * slices are written to output_dir and named in the log */
-    int train_articles, predict_skip_articles;
+    int train_articles, predict_skip_articles, predict_articles;   /* 0: all / none skipped / all the rest */
 } SquadOptions;
 
 typedef struct {
