@@ -229,6 +229,14 @@ static bool err_has(const char *text) {
     return has;
 }
 
+static bool out_has(const char *text) {
+    char *out = slurp("out");
+    bool has = out && strstr(out, text);
+    if (!has) printf("    stdout: %s\n", out ? out : "(none)");
+    free(out);
+    return has;
+}
+
 static bool err_has_quiet(const char *text) {
     char *err = slurp("err");
     bool has = err && strstr(err, text);
@@ -344,6 +352,13 @@ static void test_suggestions(void) {
     CHECK(shell(cmd) != 0 && err_has("did you mean bert-tiny?"));
     snprintf(cmd, sizeof cmd, "%s tokenise > out 2> err", bert);
     CHECK(shell(cmd) != 0 && err_has("unknown command 'tokenise': did you mean tokenize?"));
+    /* one vocabulary: a flag another command names otherwise is the command's own flag */
+    snprintf(cmd, sizeof cmd, "%s bench --bert_model bert-bsae --train_batch_size 2 > out 2> err", bert);   /* --preset, --batch */
+    CHECK(shell(cmd) != 0 && err_has("unknown preset 'bert-bsae'") && !err_has_quiet("unknown flag"));
+    snprintf(cmd, sizeof cmd, "%s train_demo --preset bert-lagre --batch_size 2 > out 2> err", bert);   /* --model, --batch */
+    CHECK(shell(cmd) != 0 && err_has("did you mean bert-large?") && !err_has_quiet("unknown flag"));
+    snprintf(cmd, sizeof cmd, "%s bench --help > out 2> err", bert);
+    CHECK(shell(cmd) == 0 && out_has("--bert_model                   same as --preset"));
 }
 
 /* Issue 36, point 4: a command run without its required flags names every one missing, and

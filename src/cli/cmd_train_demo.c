@@ -33,7 +33,7 @@ static void print_progress(void *ctx, const TrainDemoProgress *p) {
 
 int cmd_train_demo(int argc, char **argv) {
     DemoOptions o = {.model = "bert-tiny", .out = "out/train_demo/model.safetensors", .steps = 300, .batch = 32,
-                     .seq = 32, .preds = 5, .log_every = 25, .threads = 0, .seed = 12345, .lr = 2e-3f,
+                     .seq = 32, .preds = 5, .log_every = 25, .threads = 0, .seed = 42, .lr = 2e-3f,
                      .vocab_size = 256};
     const Flag flags[] = {
         {"model", FLAG_STRING, &o.model, "preset name (bert-tiny, bert-mini, ...) or a config.json"},

@@ -18,6 +18,34 @@ static const Flag *find_flag(const FlagSpec *spec, const char *name, size_t len)
     return NULL;
 }
 
+/* One vocabulary of flags across the commands: the names of a group stand for each other, so
+ * the name a user learnt in one command works in the next (the command's own flag is used when
+ * it has exactly one of the group). NVIDIA's and Google's names stay the commands' own. */
+static const char *const SYNONYMS[][6] = {
+    {"bert_model", "preset", "model", NULL},                        /* a preset name */
+    {"config_file", "config", NULL},                                /* a config.json */
+    {"train_batch_size", "batch_size", "batch", NULL},              /* sequences per step */
+    {"o", "output_file", "output", "out", NULL},                    /* the file written */
+};
+
+/* The command's flag that `name` stands for through a synonym group, or NULL. */
+static const Flag *find_synonym(const FlagSpec *spec, const char *name, size_t len) {
+    for (size_t g = 0; g < sizeof SYNONYMS / sizeof SYNONYMS[0]; g++) {
+        bool in_group = false;
+        for (int k = 0; SYNONYMS[g][k] && !in_group; k++)
+            in_group = strlen(SYNONYMS[g][k]) == len && !strncmp(SYNONYMS[g][k], name, len);
+        if (!in_group) continue;
+        const Flag *found = NULL;
+        int count = 0;
+        for (int k = 0; SYNONYMS[g][k]; k++) {
+            const Flag *f = find_flag(spec, SYNONYMS[g][k], strlen(SYNONYMS[g][k]));
+            if (f) found = f, count++;
+        }
+        return count == 1 ? found : NULL;
+    }
+    return NULL;
+}
+
 static int parse_bool(const char *s, bool *out) {
     if (!strcmp(s, "true") || !strcmp(s, "True") || !strcmp(s, "1") || !strcmp(s, "yes")) { *out = true; return 0; }
     if (!strcmp(s, "false") || !strcmp(s, "False") || !strcmp(s, "0") || !strcmp(s, "no")) { *out = false; return 0; }
@@ -99,6 +127,7 @@ int flags_parse(const FlagSpec *spec, int argc, char **argv, char **positional, 
         const char *eq = strchr(name, '=');
         size_t len = eq ? (size_t)(eq - name) : strlen(name);
         const Flag *f = find_flag(spec, name, len);
+        if (!f) f = find_synonym(spec, name, len);
         if (!f) {
             unknown_flag(spec, a, (size_t)(name - a) + len);
             return -1;
@@ -155,6 +184,17 @@ void flags_usage(const FlagSpec *spec, FILE *out) {
         snprintf(left, sizeof left, "%s%s", strlen(f->name) == 1 ? "-" : "--", f->name);
         fprintf(out, "  %-30s %s\n", left, f->help);
     }
+    bool header = false;   /* the other names the command's flags answer to */
+    for (size_t g = 0; g < sizeof SYNONYMS / sizeof SYNONYMS[0]; g++)
+        for (int k = 0; SYNONYMS[g][k]; k++) {
+            const char *alias = SYNONYMS[g][k];
+            const Flag *f = find_flag(spec, alias, strlen(alias)) ? NULL : find_synonym(spec, alias, strlen(alias));
+            if (!f) continue;
+            if (!header) fprintf(out, "\nalso accepted (the same flag under the name other commands use):\n"), header = true;
+            char left[64];
+            snprintf(left, sizeof left, "%s%s", strlen(alias) == 1 ? "-" : "--", alias);
+            fprintf(out, "  %-30s same as %s%s\n", left, strlen(f->name) == 1 ? "-" : "--", f->name);
+        }
 }
 
 int flags_use_device(const char *command, const char *device) {
