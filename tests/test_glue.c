@@ -314,7 +314,9 @@ static void test_infer_bench_modes(void) {
         InferTiming t;
         CHECKF(infer_bench_run(m, len, n, 4, 48, mode, 1, &t, &err) == 0, "%s", err.msg);
         CHECKF(t.batches == 3 && t.sequences == 9 && t.tokens_real == real && t.tokens_computed == want[mode] &&
-               t.p50_ms <= t.p90_ms && t.p90_ms <= t.p99_ms, "mode %d: %d batches, %ld real, %ld computed (want %ld)",
+               t.p50_ms <= t.p90_ms && t.p90_ms <= t.p95_ms && t.p95_ms <= t.p99_ms && t.p99_ms <= t.max_ms &&
+                   t.avg_ms <= t.max_ms && fabs(t.avg_ms * t.batches - 1e3 * t.seconds) < 1e-6,
+               "mode %d: %d batches, %ld real, %ld computed (want %ld)",
                mode, t.batches, t.tokens_real, t.tokens_computed, want[mode]);
     }
     bert_model_free(m);
