@@ -110,7 +110,7 @@ static void test_ranks_take_disjoint_shards(void) {
     remove_tree(WORK "/hdf5_lower_case_1_seq_len_32_max_pred_5_masked_lm_prob_0.15_random_seed_12345_dupe_factor_2");
     remove_tree(WORK "/hdf5_lower_case_1_seq_len_64_max_pred_10_masked_lm_prob_0.15_random_seed_12345_dupe_factor_2");
     o.do_format = o.do_shard = false;
-    o.n_training_shards = o.n_test_shards = 0; /* found from the sharded folder */
+    o.n_training_shards = o.n_test_shards = PREPARE_AUTO; /* found from the sharded folder */
     o.rank = 1, o.world_size = 2;
     PrepareStats st;
     BertError err;
@@ -156,7 +156,7 @@ static void test_resume_skips_what_is_unchanged(void) {
     text[0] = text[0] == 'a' ? 'b' : 'a';
     write_text(SHARDS "/bookscorpus_training_1.txt", text);
     free(text);
-    o.do_format = o.do_shard = false, o.n_training_shards = o.n_test_shards = 0;
+    o.do_format = o.do_shard = false, o.n_training_shards = o.n_test_shards = PREPARE_AUTO;
     CHECKF(prepare_run(&o, &st, &err) == 0 && st.jobs_done == 2 && st.jobs_skipped == 6, "%s (done %d, skipped %d)",
            err.msg, st.jobs_done, st.jobs_skipped);
     /* another option (dupe factor) is another shard: nothing is taken as done */
