@@ -285,12 +285,13 @@ int prepare_choose_shards(const PrepareOptions *o, long long docs, long long byt
     char size_rule[160];
     snprintf(size_rule, sizeof size_rule, "training shards of about %.0f MB (at most %d unless --max_shard_mb), test "
              "shards as big for --fraction_test_set", PREPARE_SHARD_MB, PREPARE_NVIDIA_SHARDS);
-    snprintf(why, why_len, "%d training + %d test shard%s for %lld document%s, %.1f MB: %s%s",
-             *n_train, *n_test, *n_train + *n_test == 1 ? "" : "s", docs, docs == 1 ? "" : "s", bytes / 1e6,
-             cut ? (docs == 1 ? "one document makes one training shard and no test shard"
-                              : "at most one shard per 4 documents, so a random next sentence can come from "
-                                "another document")
-                 : size_rule,
+    const char *reason = !cut ? size_rule
+                         : docs == 1 ? "one document makes one training shard and no test shard"
+                         : !auto_train ? "test shards only where documents are left beside the training shards asked for"
+                                       : "at most one shard per 4 documents, so a random next sentence can come from "
+                                         "another document";
+    snprintf(why, why_len, "%d training + %d test shard%s for %lld document%s, %.1f MB: %s%s", *n_train, *n_test,
+             *n_train + *n_test == 1 ? "" : "s", docs, docs == 1 ? "" : "s", bytes / 1e6, reason,
              "; --n_training_shards / --n_test_shards choose them");
     return 0;
 }
@@ -594,6 +595,12 @@ int prepare_run(const PrepareOptions *o, PrepareStats *st, BertError *err) {
         char why[512];
         if (rc == 0) rc = prepare_choose_shards(o, docs, bytes, &n_train, &n_test, why, sizeof why, err);
         if (rc == 0 && why[0] && !o->quiet) fprintf(stderr, "prepare: %s\n", why);
+        /* one document per line is --formatted's meaning; a hard-wrapped text given to it
+         * becomes a document per line (issue 36): said, not guessed around */
+        if (rc == 0 && !o->quiet && n_fjobs == 0 && docs > 1 && bytes / docs < 120)
+            fprintf(stderr, "prepare: note: --formatted takes one whole document per line, and these lines average "
+                            "%lld bytes; for ordinary (hard-wrapped, blank-line-separated) text use --text\n",
+                    bytes / docs);
         if (rc == 0) {
             sharded_dir(o, n_train, n_test, dataset, shard_dir, sizeof shard_dir);
             ShardOptions so = shard_default_options();
