@@ -286,6 +286,15 @@ static void test_text_documents_without_the_licence(void) {
     CHECK(strstr(both, "The water was high that spring, and the wheel turned faster than it had for years.\n\n"));
     CHECK(!strstr(both, "Gutenberg") && !strstr(both, "eBook"));
     free(a), free(b), free(both);
+    /* --text_documents file: the file is one document, its paragraphs joined as a book's */
+    o.text_whole_files = true, o.resume = true;
+    CHECKF(prepare_run(&o, &st, &err) == 0, "%s", err.msg);
+    CHECK(st.documents == 1 && st.n_training_shards == 1 && st.n_test_shards == 0);
+    got = read_text(TEXT_DIR "/work/formatted_one_article_per_line/small_tales_one_document_per_line.txt");
+    CHECKF(!strcmp(got, "CHAPTER ONE The miller walked down to the river on a grey morning. His dog followed him as "
+                        "far as the bridge. The water was high that spring, and the wheel turned faster than it had "
+                        "for years. \n\n"), "%s", got);
+    free(got);
     CHECK(file_exists(TEXT_DIR "/work/hdf5_lower_case_1_seq_len_32_max_pred_5_masked_lm_prob_0.15_random_seed_12345"
                                 "_dupe_factor_1/small_tales/small_tales_training_0.hdf5") ||
           file_exists(TEXT_DIR "/work/hdf5_lower_case_1_seq_len_128_max_pred_20_masked_lm_prob_0.15_random_seed_12345"

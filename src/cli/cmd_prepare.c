@@ -35,10 +35,11 @@ static void print_summary(const PrepareOptions *o, const PrepareStats *st, doubl
 int cmd_prepare(int argc, char **argv) {
     PrepareOptions o = prepare_default_options();
     char *wiki = NULL, *books = NULL, *formatted = NULL, *text = NULL;
-    const char *steps = "format,shard,hdf5";
+    const char *steps = "format,shard,hdf5", *text_documents = "blank_line";
     long long seed = o.base.random_seed;
     const Flag flags[] = {
         {"text", FLAG_STRING, &text, "plain-text files, comma-separated or listed after the flags: a blank line ends a document, a line break inside one is a space (hard-wrapped paragraphs joined); Project Gutenberg licence text left out"},
+        {"text_documents", FLAG_STRING, &text_documents, "what a --text document is: blank_line (default: a blank line ends one) or file (each file one document, its paragraphs joined, as --books)"},
         {"wikipedia", FLAG_STRING, &wiki, "MediaWiki pages-articles dumps (.xml or .xml.bz2), comma-separated"},
         {"books", FLAG_STRING, &books, "folders of plain-text books, comma-separated (default: the bundled data/corpus/books when no corpus is given)"},
         {"formatted", FLAG_STRING, &formatted, "files with one whole document per line (NVIDIA's formatted layout), comma-separated; for ordinary text use --text"},
@@ -92,6 +93,11 @@ int cmd_prepare(int argc, char **argv) {
                         "--max_shard_mb and --phase2_max_seq_length >= 0\n", FLAGS_MAX_THREADS);
         return 2;
     }
+    if (strcmp(text_documents, "blank_line") && strcmp(text_documents, "file")) {
+        fprintf(stderr, "bert prepare: --text_documents takes blank_line or file, got '%s'\n", text_documents);
+        return 2;
+    }
+    o.text_whole_files = !strcmp(text_documents, "file");
     if (parse_steps(steps, &o) != 0) {
         fprintf(stderr, "bert prepare: --steps takes format, shard and/or hdf5, got '%s'\n", steps);
         return 2;

@@ -155,7 +155,6 @@ static int run_format(const PrepareOptions *o, const FormatJob *jobs, int n_jobs
     snprintf(manifest_path, sizeof manifest_path, "%s/.bert_prepare_format.json", dir);
     snprintf(pattern, sizeof pattern, "%s", manifest_path);
     StepManifest *manifest = step_manifest_load(pattern);
-    const char *options = o->strip_gutenberg ? "format strip_gutenberg" : "format";
     int failed = 0;
     FormatOptions fo = format_default_options();
     fo.strip_gutenberg = o->strip_gutenberg;
@@ -167,6 +166,11 @@ static int run_format(const PrepareOptions *o, const FormatJob *jobs, int n_jobs
         char **inputs;
         const int n_inputs = format_inputs(&jobs[k], &inputs);
         const char *output = jobs[k].path;
+        /* a text file taken whole is another formatting of it */
+        const bool whole = jobs[k].kind == SOURCE_TEXT && o->text_whole_files;
+        char options[64];
+        snprintf(options, sizeof options, "format%s%s", o->strip_gutenberg ? " strip_gutenberg" : "",
+                 whole ? " whole_file" : "");
         bool done;
 #pragma omp critical(prepare_format)
         done = o->resume && step_manifest_done(manifest, &output, 1, (const char *const *)inputs, n_inputs, options);
@@ -176,7 +180,7 @@ static int run_format(const PrepareOptions *o, const FormatJob *jobs, int n_jobs
             continue;
         }
         int rc = jobs[k].kind == SOURCE_WIKIPEDIA ? format_wikipedia(jobs[k].source, jobs[k].path, &fo, &fs, &e)
-                 : jobs[k].kind == SOURCE_TEXT    ? format_text(jobs[k].source, jobs[k].path, &fo, &fs, &e)
+                 : jobs[k].kind == SOURCE_TEXT && !whole ? format_text(jobs[k].source, jobs[k].path, &fo, &fs, &e)
                                                   : format_books(jobs[k].source, jobs[k].path, &fo, &fs, &e);
 #pragma omp critical(prepare_format)
         {

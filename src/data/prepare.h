@@ -52,6 +52,7 @@ typedef struct {
     int n_formatted;
     const char *text[PREPARE_MAX_SOURCES];      /* plain text, blank lines between documents */
     int n_text;
+    bool text_whole_files;        /* each text file one document (formatted as a book) */
     const char *work_dir;
     const char *vocab_file;
     const char *dataset;          /* NULL: NVIDIA's name from the sources */
