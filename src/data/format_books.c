@@ -198,7 +198,8 @@ int format_text(const char *path, const char *out, const FormatOptions *opt_in, 
     struct stat sb;   /* a folder is --books' job; a FIFO or device would block or never end */
     if (stat(path, &sb) != 0) return bert_fail(err, "cannot read '%s': %s", path, strerror(errno));
     if (!S_ISREG(sb.st_mode))
-        return bert_fail(err, "'%s' is not a plain file%s", path, S_ISDIR(sb.st_mode) ? " (a folder of books: --books)" : "");
+        return bert_fail(err, "'%s' is not a plain file%s", path,
+                         S_ISDIR(sb.st_mode) ? " (a folder of books: --books)" : "");
     DocWriter w;
     int rc = doc_writer_open(&w, out, &st, opt.progress, "text", err);
     if (rc == 0) rc = format_one_file(&w, path, &opt, true, err);

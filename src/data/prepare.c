@@ -66,13 +66,17 @@ static void file_stem(const char *path, char *out, size_t len) {
     base = base ? base + 1 : path;
     const char *dot = strrchr(base, '.');
     size_t n = dot && dot > base ? (size_t)(dot - base) : strlen(base), k = 0;
-    for (size_t i = 0; i < n && k + 1 < len; i++) {
-        if (!strncmp(base + i, "training", 8) && i + 8 <= n) { k += (size_t)snprintf(out + k, len - k, "trn"), i += 7; continue; }
-        if (!strncmp(base + i, "test", 4) && i + 4 <= n) { k += (size_t)snprintf(out + k, len - k, "tst"), i += 3; continue; }
-        unsigned char c = (unsigned char)base[i];
+    for (size_t i = 0; i < n && k + 4 < len;) {
+        const char *word = i + 8 <= n && !strncmp(base + i, "training", 8) ? "trn"
+                           : i + 4 <= n && !strncmp(base + i, "test", 4)   ? "tst" : NULL;
+        if (word) {
+            memcpy(out + k, word, 3), k += 3, i += word[1] == 'r' ? 8 : 4;
+            continue;
+        }
+        unsigned char c = (unsigned char)base[i++];
         out[k++] = (char)((c < 128 && (isalnum(c) || c == '-')) ? c : '_');
     }
-    out[k < len ? k : len - 1] = 0;
+    out[k] = 0;
     if (!out[0]) snprintf(out, len, "text");
 }
 
