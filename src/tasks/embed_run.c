@@ -38,8 +38,8 @@ static char **read_lines(FILE *in, char **text, int *n) {
     return lines;
 }
 
-int embed_run(const EmbedRunOptions *o, FILE *in, EmbedRunResult *r, BertError *err) {
-    memset(r, 0, sizeof *r);
+int embed_model_open(const EmbedRunOptions *o, int max_batch, EmbedModel *em, BertError *err) {
+    memset(em, 0, sizeof *em);
     int max_seq = o->max_seq_length;
     if (max_seq <= 0) {   /* sentence-transformers' 256, within the model's positions */
         BertCheckpointInfo ck;
@@ -56,7 +56,7 @@ int embed_run(const EmbedRunOptions *o, FILE *in, EmbedRunResult *r, BertError *
     BertModel *m = NULL;
     int dummy;
     if (vocab_load(&vocab, vocab_path, err) != 0 ||
-        bert_open_checkpoint(&m, o->init_checkpoint, o->config_file, (BertHeads){BERT_HEADS_NONE, 0}, o->batch_size,
+        bert_open_checkpoint(&m, o->init_checkpoint, o->config_file, (BertHeads){BERT_HEADS_NONE, 0}, max_batch,
                              max_seq, 0, &dummy, err) != 0 ||
         bert_set_precision(m, o->bf16 ? BERT_BF16 : BERT_FP32, err) != 0) {
         vocab_free(vocab), bert_model_free(m);
@@ -75,24 +75,37 @@ int embed_run(const EmbedRunOptions *o, FILE *in, EmbedRunResult *r, BertError *
     bert_set_packed_weights(m, true), bert_set_mode(m, BERT_MODE_FORWARD_ONLY);
     TokenizerOptions to = tokenizer_default_options();
     to.do_lower_case = o->do_lower_case;
-    Tokenizer *tok = tokenizer_new(vocab, &to);
+    *em = (EmbedModel){.model = m, .vocab = vocab, .tok = tokenizer_new(vocab, &to), .max_seq = max_seq};
+    return 0;
+}
+
+void embed_model_close(EmbedModel *em) {
+    tokenizer_free(em->tok), vocab_free(em->vocab), bert_model_free(em->model);
+    memset(em, 0, sizeof *em);
+}
+
+int embed_run(const EmbedRunOptions *o, FILE *in, EmbedRunResult *r, BertError *err) {
+    memset(r, 0, sizeof *r);
+    EmbedModel em;
+    if (embed_model_open(o, o->batch_size, &em, err) != 0) return -1;
+    BertModel *m = em.model;
     char *text;
     int n;
     char **lines = read_lines(in, &text, &n);
     if (!lines) {
-        free(text), tokenizer_free(tok), vocab_free(vocab), bert_model_free(m);
+        free(text), embed_model_close(&em);
         return bert_fail(err, "the input holds a NUL byte: not text (one sentence per line)");
     }
     const int H = bert_model_config(m)->hidden_size;
     float *out = xmalloc(sizeof(float) * ((size_t)n * H + 1));
-    const EmbedOptions eo = {.max_seq_length = max_seq, .batch_size = o->batch_size, .normalize = o->normalize,
+    const EmbedOptions eo = {.max_seq_length = em.max_seq, .batch_size = o->batch_size, .normalize = o->normalize,
                              .sort_by_length = true};
     long tokens = 0;
     const double t0 = now_seconds();
-    int rc = embed_sentences(m, tok, (const char *const *)lines, n, &eo, out, &tokens, err);
+    int rc = embed_sentences(m, em.tok, (const char *const *)lines, n, &eo, out, &tokens, err);
     const double seconds = now_seconds() - t0;
     free(lines), free(text);
-    tokenizer_free(tok), vocab_free(vocab), bert_model_free(m);
+    embed_model_close(&em);
     if (rc != 0) {
         free(out);
         return -1;
