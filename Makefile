@@ -27,7 +27,8 @@ CFLAGS  := -std=c11 -D_GNU_SOURCE $(WARN) $(MATH) -Isrc -I$(BLAS_INC) $(HDF5_CFL
 # OpenBLAS: the GEMM library of GEMM=openblas builds; otherwise only the sgemm peak (src/bench,
 # in the program and the bench test) times it.
 BLAS_LIBS := -L$(BLAS_LIB) -Wl,-rpath,$(BLAS_LIB) -lopenblas
-LDLIBS  := $(HDF5_LIBS) $(MPI_LIBS) -lisal -lzip -lutf8proc -lcjson -lbz2 -lexpat -lm -fopenmp
+# bert serve (src/serve/): libmicrohttpd from Debian, an HTTP/1.1 server library (docs/serving.md).
+LDLIBS  := $(HDF5_LIBS) $(MPI_LIBS) -lmicrohttpd -lisal -lzip -lutf8proc -lcjson -lbz2 -lexpat -lm -fopenmp
 ifeq ($(GEMM),openblas)
   CFLAGS += -DBERT_GEMM_OPENBLAS
   LDLIBS := $(BLAS_LIBS) -ldnnl $(LDLIBS)   # oneDNN still runs the bf16 products (kernels/cpu/gemm_half.h)
