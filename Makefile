@@ -55,6 +55,8 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_SRC  := $(filter-out src/cli/main.c,$(sort $(wildcard src/cli/*.c src/bench/*.c)))
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 CLI_TESTS := test_bench
+# test_serve is an HTTP client of bert serve: libcurl (scripts/install-deps.sh's TEST_PKGS).
+TEST_LIBS_test_serve := -lcurl -lpthread
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BERT     := $(if $(filter build,$(BUILD)),bert,$(BUILD)/bert)
@@ -94,7 +96,7 @@ $(BERT): $(BUILD)/src/cli/main.o $(BUILD)/libbert_cli.a $(BUILD)/libbert.a
 $(BUILD)/tests/%: tests/%.c tests/test.h tests/test_util.h $(BUILD)/libbert_test.a $(BUILD)/libbert_cli.a $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -DBERT_TEST_HOOKS -Itests -o $@ $< $(if $(filter $*,$(CLI_TESTS)),$(BUILD)/libbert_cli.a) $(BUILD)/libbert_test.a \
-		$(LDLIBS) $(if $(filter $*,$(CLI_TESTS)),$(if $(filter openblas,$(GEMM)),,$(BLAS_LIBS)))
+		$(LDLIBS) $(TEST_LIBS_$*) $(if $(filter $*,$(CLI_TESTS)),$(if $(filter openblas,$(GEMM)),,$(BLAS_LIBS)))
 
 $(BUILD)/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
