@@ -1,6 +1,7 @@
 /* `bert serve`: the model behind HTTP with dynamic batching (serve/server.h, docs/serving.md). */
 #include <omp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/commands.h"
@@ -42,7 +43,8 @@ int cmd_serve(int argc, char **argv) {
         {"max_body_bytes", FLAG_INT64, &max_body, "request body size; beyond: 413; default 4 MiB"},
         {"timeout", FLAG_INT, &o.timeout_s, "seconds an idle or slow connection is kept; default 30"},
         {"max_connections", FLAG_INT, &o.max_connections, "open connections at once; default 512"},
-        {"api_key", FLAG_STRING, &o.api_key, "require Authorization: Bearer KEY (all but /health)"},
+        {"api_key", FLAG_STRING, &o.api_key,
+         "require Authorization: Bearer KEY (all but /health); default $BERT_API_KEY (kept out of ps)"},
         {"threads", FLAG_INT, &threads, "OpenMP threads of the compute worker (0: all cores)"},
         {"device", FLAG_STRING, &device, FLAGS_DEVICE_HELP},
     };
@@ -56,6 +58,7 @@ int cmd_serve(int argc, char **argv) {
     if (flags_use_device("serve", device) != 0) return 2;
     if (threads > 0) omp_set_num_threads(threads);
     o.max_body_bytes = max_body;
+    if (!o.api_key && getenv("BERT_API_KEY") && getenv("BERT_API_KEY")[0]) o.api_key = getenv("BERT_API_KEY");
     char init_checkpoint[4096 + 64];   /* a run folder's newest checkpoint */
     if (flags_init_checkpoint("serve", &init, init_checkpoint, sizeof init_checkpoint) != 0) return 1;
     o.init_checkpoint = init;
