@@ -20,11 +20,11 @@
 #include "serve/request.h"
 #include "serve/textbuf.h"
 #include "tasks/embed.h"
-#include "tasks/embed_run.h"
+#include "tasks/infer_model.h"
 
 typedef struct {
     ServeOptions o;
-    EmbedModel em;
+    InferModel em;
     int hidden;
     char model_name[256];
     ServeBatcher batcher;
@@ -306,10 +306,10 @@ static int server_open(Server *s, const ServeOptions *o, BertError *err) {
     memset(s, 0, sizeof *s);
     s->o = *o;
     if (check_options(o, err) != 0) return -1;
-    const EmbedRunOptions eo = {.init_checkpoint = o->init_checkpoint, .config_file = o->config_file,
-                                .vocab_file = o->vocab_file, .do_lower_case = o->do_lower_case, .bf16 = o->bf16,
-                                .max_seq_length = o->max_seq_length, .batch_size = o->max_batch_rows};
-    if (embed_model_open(&eo, o->max_batch_rows, &s->em, err) != 0) return -1;
+    const InferModelOptions mo = {.init_checkpoint = o->init_checkpoint, .config_file = o->config_file,
+                                  .vocab_file = o->vocab_file, .do_lower_case = o->do_lower_case, .bf16 = o->bf16,
+                                  .max_seq_length = o->max_seq_length};
+    if (infer_model_open(&mo, (BertHeads){BERT_HEADS_NONE, 0}, o->max_batch_rows, &s->em, err) != 0) return -1;
     s->hidden = bert_model_config(s->em.model)->hidden_size;
     if (o->model_name) snprintf(s->model_name, sizeof s->model_name, "%s", o->model_name);
     else {   /* the folder's name, as a model id */
@@ -329,7 +329,7 @@ static int server_open(Server *s, const ServeOptions *o, BertError *err) {
 static void server_close(Server *s) {
     serve_batcher_stop(&s->batcher);
     serve_metrics_destroy(&s->metrics);
-    embed_model_close(&s->em);
+    infer_model_close(&s->em);
 }
 
 /* SIGTERM: no new connections; the requests in flight get their answers (up to drain_s). */

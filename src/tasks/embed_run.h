@@ -7,9 +7,6 @@
 #include <stdio.h>
 
 #include "core/common.h"
-#include "model/bert.h"
-#include "text/tokenizer.h"
-#include "text/vocab.h"
 
 typedef struct {
     const char *init_checkpoint;   /* a model folder (model.safetensors, config.json, vocab.txt) or file */
@@ -26,18 +23,6 @@ typedef struct {
     long tokens;                   /* the encoder ran */
     double seconds;                /* of the embedding, loading and reading aside */
 } EmbedRunResult;
-
-/* The model (no head, packed weights, forward-only), its vocabulary and tokenizer, for
- * batches of up to max_batch sentences of em->max_seq tokens: what embed_run computes with,
- * also for a server (serve/). */
-typedef struct {
-    BertModel *model;
-    Vocab *vocab;
-    Tokenizer *tok;
-    int max_seq;     /* o->max_seq_length, or its default */
-} EmbedModel;
-int embed_model_open(const EmbedRunOptions *o, int max_batch, EmbedModel *em, BertError *err);
-void embed_model_close(EmbedModel *em);
 
 /* Every line of `in` (without its \n or \r\n) is a sentence; input holding a NUL byte is
  * refused. r->vectors is NULL on an error. */
