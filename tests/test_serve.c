@@ -13,8 +13,12 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "model/bert.h"
+#include "tasks/glue.h"
 #include "test.h"
 #include "test_util.h"
+#include "text/tokenizer.h"
+#include "text/vocab.h"
 
 #define DIR "tests/data/embed"
 #define MAXSENT 16
@@ -463,6 +467,141 @@ static void test_slow_client(void) {
     CHECK(stop_server(&s) == 0);
 }
 
+/* The logits of every test row of RTE, by a forward of its own: the whole padded batch, no
+ * packing, no packed weights (another order of the same sums as the server's path). */
+static bool reference_logits(const char *model_dir, const GlueExamples *e, float *logits) {
+    BertModel *m = NULL;
+    Vocab *v = NULL;
+    BertError err;
+    char vocab_path[600];
+    snprintf(vocab_path, sizeof vocab_path, "%s/vocab.txt", model_dir);
+    int initialised = 0;
+    if (vocab_load(&v, vocab_path, &err) != 0 ||
+        bert_open_checkpoint(&m, model_dir, NULL, (BertHeads){BERT_HEADS_CLASSIFIER, 2}, e->n, 48, 0, &initialised,
+                             &err) != 0)
+        return fprintf(stderr, "%s\n", err.msg), vocab_free(v), false;
+    TokenizerOptions to = tokenizer_default_options();   /* lower-casing, as the folder says */
+    Tokenizer *tok = tokenizer_new(v, &to);
+    GlueFeatures f;
+    bool ok = initialised == 0 && glue_features(e, tok, 48, &f, &err) == 0;
+    if (ok) {
+        const BertBatch b = {.batch = e->n, .seq_len = 48, .input_ids = f.input_ids, .token_type_ids = f.segment_ids,
+                             .attention_mask = f.input_mask};
+        ok = isfinite(bert_forward(m, &b, false, 0)) && bert_read_classifier_logits(m, logits);
+        glue_features_free(&f);
+    }
+    tokenizer_free(tok), vocab_free(v), bert_model_free(m);
+    return ok;
+}
+
+/* A pair's answer: [{"score", "label"}, ...] highest first; *scores in label order. */
+static bool read_scores(const cJSON *list, const char *const *names, double *scores, const char **top) {
+    if (cJSON_GetArraySize(list) != 2) return false;
+    double last = INFINITY;
+    for (const cJSON *x = list->child; x; x = x->next) {
+        const double sc = cJSON_GetNumberValue(cJSON_GetObjectItem(x, "score"));
+        const char *label = cJSON_GetStringValue(cJSON_GetObjectItem(x, "label"));
+        if (!label || sc > last) return false;
+        if (x == list->child) *top = label;
+        last = sc;
+        scores[strcmp(label, names[0]) ? 1 : 0] = sc;
+    }
+    return true;
+}
+
+/* --task classify: a model bert glue fine-tuned on RTE; /predict's labels are bert glue
+ * --do_predict's, its raw scores the logits of an independent forward (to float rounding),
+ * its scores their softmax, and a pair alone gets the bits it gets in a batch. */
+static void test_predict_equals_bert_glue(void) {
+    char dir[128], cmd[1024];
+    snprintf(dir, sizeof dir, "/tmp/bert_test_serve_ft_%d", (int)getpid());
+    snprintf(cmd, sizeof cmd, "%s glue --task_name rte --data_dir tests/data/glue/RTE --init_checkpoint %s "
+                              "--output_dir %s --do_train --do_predict --max_steps 2 --train_batch_size 4 "
+                              "--max_seq_length 48 --threads 1 > /dev/null 2>&1", bert_bin, DIR, dir);
+    if (system(cmd) != 0) {
+        CHECKF(0, "%s", cmd);
+        return;
+    }
+    GlueExamples e;
+    BertError err;
+    CHECK(glue_read(glue_task("rte"), "tests/data/glue/RTE", GLUE_TEST, &e, &err) == 0);
+    float logits[64];
+    CHECK(e.n <= 32 && reference_logits(dir, &e, logits));
+    char path[256];
+    snprintf(path, sizeof path, "%s/RTE.tsv", dir);
+    char *predicted = read_text(path);   /* "index\tprediction" lines */
+    Server s;
+    if (!start_server(&s, (const char *[]){"--task", "classify", "--init_checkpoint", dir, "--max_seq_length", "48",
+                                           NULL})) {
+        glue_examples_free(&e), free(predicted);
+        return;
+    }
+    static const char *const names[2] = {"entailment", "not_entailment"};
+    for (int raw = 0; raw < 2; raw++) {
+        cJSON *req = cJSON_CreateObject(), *list = cJSON_AddArrayToObject(req, "inputs");
+        for (int i = 0; i < e.n; i++) {
+            cJSON *pair = cJSON_CreateArray();
+            cJSON_AddItemToArray(pair, cJSON_CreateString(e.text_a[i]));
+            cJSON_AddItemToArray(pair, cJSON_CreateString(e.text_b[i]));
+            cJSON_AddItemToArray(list, pair);
+        }
+        cJSON_AddBoolToObject(req, "raw_scores", raw);
+        char *body = cJSON_PrintUnformatted(req), *answer;
+        const long st = post(s.port, "/predict", body, &answer);
+        cJSON *root = cJSON_Parse(answer);
+        CHECKF(st == 200 && cJSON_GetArraySize(root) == e.n, "%ld %s", st, answer);
+        for (int i = 0; i < e.n && cJSON_GetArraySize(root) == e.n; i++) {
+            double sc[2];
+            const char *top = NULL;
+            const bool ok = read_scores(cJSON_GetArrayItem(root, i), names, sc, &top);
+            CHECKF(ok, "row %d: %s", i, answer);
+            if (!ok) continue;
+            char line[64];
+            snprintf(line, sizeof line, "\n%d\t%s\n", i, top);
+            CHECKF(strstr(predicted, line), "row %d: %s, bert glue said otherwise:\n%s", i, top, predicted);
+            const double *z = (const double[]){logits[2 * i], logits[2 * i + 1]};
+            if (raw)   /* float32 sums in another order: a few ulps of the terms */
+                for (int k = 0; k < 2; k++)
+                    CHECKF(fabs(sc[k] - z[k]) <= 1e-5 * (1 + fabs(z[k])), "row %d logit %d: %.9g vs %.9g", i, k, sc[k], z[k]);
+            else
+                CHECKF(fabs(sc[0] + sc[1] - 1) < 1e-6 && fabs(sc[0] - 1 / (1 + exp(z[1] - z[0]))) < 1e-5,
+                       "row %d: scores %.9g %.9g, logits %.9g %.9g", i, sc[0], sc[1], z[0], z[1]);
+            /* alone: the batch's scores to float rounding. Not always the same bits: the pooler's
+             * and classifier's products have one row per text, and the GEMM library's kernel for
+             * one row sums in another order than for nine (bert glue's --eval_batch_size does
+             * the same); the encoder's products, with a row per token, do not change (the
+             * embeddings above are checked bit for bit). */
+            if (!raw) {
+                cJSON *one = cJSON_CreateObject(), *pair = cJSON_AddArrayToObject(one, "inputs");
+                cJSON_AddItemToArray(pair, cJSON_CreateString(e.text_a[i]));
+                cJSON_AddItemToArray(pair, cJSON_CreateString(e.text_b[i]));
+                char *b1 = cJSON_PrintUnformatted(one), *a1;
+                CHECK(post(s.port, "/predict", b1, &a1) == 200);
+                cJSON *r1 = cJSON_Parse(a1);
+                double alone[2];
+                const char *top1 = NULL;
+                CHECKF(read_scores(r1, names, alone, &top1) && fabs(alone[0] - sc[0]) < 5e-7 &&
+                           fabs(alone[1] - sc[1]) < 5e-7 && (!strcmp(top1, top) || fabs(sc[0] - sc[1]) < 1e-6),
+                       "row %d alone: %s", i, a1);
+                cJSON_Delete(r1), free(a1), free(b1), cJSON_Delete(one);
+            }
+        }
+        cJSON_Delete(root), free(answer), free(body), cJSON_Delete(req);
+    }
+    char *answer;
+    CHECK(post(s.port, "/embed", "{\"inputs\": \"a\"}", NULL) == 400);
+    CHECK(post(s.port, "/predict", "{\"inputs\": [[\"a\", 5]]}", NULL) == 400);
+    CHECK(http(s.port, NULL, "/info", NULL, 0, NULL, &answer) == 200 && strstr(answer, "\"1\":\"not_entailment\""));
+    free(answer);
+    CHECK(stop_server(&s) == 0);
+    glue_examples_free(&e), free(predicted);
+    remove_tree(dir);
+    /* a model that is no classifier is refused at start, with the reason */
+    snprintf(cmd, sizeof cmd, "%s serve --task classify --init_checkpoint %s --port 0 2>&1 | grep -q 'no id2label'",
+             bert_bin, DIR);
+    CHECK(system(cmd) == 0);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     if (test_bert_binary(argv[0], bert_bin, sizeof bert_bin) != 0) return 1;
@@ -475,6 +614,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_queue_full);
     RUN_TEST(test_sigterm_drains);
     RUN_TEST(test_slow_client);
+    RUN_TEST(test_predict_equals_bert_glue);
     for (int i = 0; i < nsent; i++) free(sentences[i]);
     curl_global_cleanup();
     return test_summary();

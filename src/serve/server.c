@@ -15,17 +15,23 @@
 
 #include "core/version.h"
 #include "model/bert.h"
+#include "model/config.h"
 #include "serve/batcher.h"
 #include "serve/metrics.h"
 #include "serve/request.h"
 #include "serve/textbuf.h"
+#include "tasks/classify.h"
 #include "tasks/embed.h"
+#include "tasks/glue.h"
 #include "tasks/infer_model.h"
 
 typedef struct {
     ServeOptions o;
     InferModel em;
     int hidden;
+    bool classify;                /* --task classify: /predict; else the embedding endpoints */
+    char **labels;                /* classify: id2label's names */
+    int num_labels;
     char model_name[256];
     ServeBatcher batcher;
     ServeMetrics metrics;
@@ -170,6 +176,75 @@ static enum MHD_Result handle_embeddings(Server *s, struct MHD_Connection *c, Re
     return rc;
 }
 
+/* ---- classification ---- */
+
+/* One input's labels with their scores, highest first (TEI's /predict). */
+static void put_scores(Server *s, const float *logits, bool raw, TextBuf *t) {
+    const int NL = s->num_labels;
+    float *p = xmalloc(sizeof(float) * (size_t)NL);
+    int *order = xmalloc(sizeof(int) * (size_t)NL);
+    if (raw || NL == 1) memcpy(p, logits, sizeof(float) * NL);   /* a regression's value is its logit */
+    else classify_softmax(logits, NL, p);
+    for (int k = 0; k < NL; k++) order[k] = k;
+    for (int k = 1; k < NL; k++)   /* insertion sort, stable: equal scores keep label order */
+        for (int j = k; j > 0 && p[order[j]] > p[order[j - 1]]; j--) {
+            const int x = order[j];
+            order[j] = order[j - 1], order[j - 1] = x;
+        }
+    textbuf_printf(t, "[");
+    for (int k = 0; k < NL; k++) {
+        textbuf_printf(t, "%s{\"score\":%.9g,\"label\":", k ? "," : "", p[order[k]]);
+        textbuf_json_string(t, s->labels[order[k]]);
+        textbuf_printf(t, "}");
+    }
+    textbuf_printf(t, "]");
+    free(p), free(order);
+}
+
+static enum MHD_Result handle_predict(Server *s, struct MHD_Connection *c, Request *r) {
+    ServeRequest q;
+    BertError err;
+    const ServeLimits lim = {.max_inputs = s->o.max_inputs};
+    int status = serve_request_parse(SERVE_TEI_PREDICT, r->body ? r->body : "", r->len, &lim, &q, &err);
+    if (status) return answer_error(s, c, r, status, err.msg);
+    /* bert glue's features, so the pair is cut as it cuts it */
+    GlueExamples e = {.n = q.n, .text_a = q.text_a, .text_b = q.text_b};
+    GlueFeatures f;
+    char msg[1100] = "";
+    if (glue_features(&e, s->em.tok, s->em.max_seq, &f, &err) != 0) status = 500, snprintf(msg, sizeof msg, "%s", err.msg);
+    else if (f.truncated && !(q.truncate >= 0 ? q.truncate : s->o.truncate))
+        status = 413, snprintf(msg, sizeof msg, "an input is longer than the model's %d tokens (truncate: false)",
+                               s->em.max_seq);
+    const int T = s->em.max_seq, NL = s->num_labels;
+    float *logits = xmalloc(sizeof(float) * (size_t)q.n * NL);
+    ServeRow *rows = xmalloc(sizeof(ServeRow) * (size_t)q.n);
+    for (int i = 0; !status && i < q.n; i++)
+        rows[i] = (ServeRow){.ids = f.input_ids + (size_t)i * T, .types = f.segment_ids + (size_t)i * T,
+                             .length = f.length[i], .out = logits + (size_t)i * NL};
+    ServeJob job = {.rows = rows, .n = q.n};
+    if (!status && (status = serve_batcher_submit(&s->batcher, &job)) != 0)
+        snprintf(msg, sizeof msg, status == 429 ? "the queue is full (%d requests): try again later"
+                                                : "the server is shutting down", s->o.max_queue);
+    if (!status && (status = serve_batcher_wait(&s->batcher, &job)) != 0) snprintf(msg, sizeof msg, "%s", job.msg);
+    enum MHD_Result rc;
+    if (status) rc = answer_error(s, c, r, status, msg);
+    else {
+        serve_metrics_texts(&s->metrics, q.n);
+        TextBuf t;
+        textbuf_init(&t);
+        if (q.input_is_list) textbuf_printf(&t, "[");
+        for (int i = 0; i < q.n; i++) {
+            if (i) textbuf_printf(&t, ",");
+            put_scores(s, logits + (size_t)i * NL, q.raw_scores, &t);
+        }
+        textbuf_printf(&t, q.input_is_list ? "]\n" : "\n");
+        rc = answer(s, c, r, 200, "application/json", &t);
+    }
+    if (f.input_ids) glue_features_free(&f);
+    free(logits), free(rows), serve_request_free(&q);
+    return rc;
+}
+
 /* ---- the other endpoints ---- */
 
 static enum MHD_Result handle_get(Server *s, struct MHD_Connection *c, Request *r, const char *url) {
@@ -186,10 +261,20 @@ static enum MHD_Result handle_get(Server *s, struct MHD_Connection *c, Request *
     }
     textbuf_printf(&t, "{\"model_id\":");
     textbuf_json_string(&t, s->model_name);
-    textbuf_printf(&t, ",\"task\":\"%s\",\"model_type\":{\"embedding\":{\"pooling\":\"mean\"}},\"max_input_length\":%d,"
+    textbuf_printf(&t, ",\"task\":\"%s\",\"model_type\":", s->o.task);
+    if (!s->classify) textbuf_printf(&t, "{\"embedding\":{\"pooling\":\"mean\"}}");
+    else {   /* TEI's form: {"classifier": {"id2label": {"0": name, ...}}} */
+        textbuf_printf(&t, "{\"classifier\":{\"id2label\":{");
+        for (int k = 0; k < s->num_labels; k++) {
+            textbuf_printf(&t, "%s\"%d\":", k ? "," : "", k);
+            textbuf_json_string(&t, s->labels[k]);
+        }
+        textbuf_printf(&t, "}}}");
+    }
+    textbuf_printf(&t, ",\"max_input_length\":%d,"
                        "\"hidden_size\":%d,\"precision\":\"%s\",\"max_batch_tokens\":%d,\"max_client_batch_size\":%d,"
                        "\"max_concurrent_requests\":%d,\"version\":\"%s\"}\n",
-                   s->o.task, s->em.max_seq, s->hidden, bert_precision_name(bert_precision(s->em.model)),
+                   s->em.max_seq, s->hidden, bert_precision_name(bert_precision(s->em.model)),
                    s->o.max_batch_tokens, s->o.max_inputs, s->o.max_queue, BERT_VERSION);
     return answer(s, c, r, 200, "application/json", &t);
 }
@@ -217,7 +302,10 @@ static enum MHD_Result dispatch(Server *s, struct MHD_Connection *c, Request *r,
         return answer_error(s, c, r, 401, "a valid API key is needed: Authorization: Bearer KEY");
     if (get) return handle_get(s, c, r, url);
     if (!strcmp(url, "/predict"))
-        return answer_error(s, c, r, 400, "this server embeds (--task embed): /predict needs --task classify");
+        return s->classify ? handle_predict(s, c, r)
+                           : answer_error(s, c, r, 400, "this server embeds (--task embed): /predict needs --task classify");
+    if (s->classify)
+        return answer_error(s, c, r, 400, "this server classifies (--task classify): embeddings need --task embed");
     return handle_embeddings(s, c, r, !strcmp(url, "/embed") ? SERVE_TEI_EMBED : SERVE_OPENAI_EMBEDDINGS);
 }
 
@@ -277,6 +365,18 @@ static int run_embed(void *ctx, const ServeRow *rows, int n, BertError *err) {
     return rc;
 }
 
+/* The worker's forward: the rows' logits. */
+static int run_classify(void *ctx, const ServeRow *rows, int n, BertError *err) {
+    Server *s = ctx;
+    ClassifyRow *cr = xmalloc(sizeof(ClassifyRow) * (size_t)n);
+    for (int i = 0; i < n; i++)
+        cr[i] = (ClassifyRow){.ids = rows[i].ids, .types = rows[i].types, .length = rows[i].length,
+                              .logits = rows[i].out};
+    const int rc = classify_rows(s->em.model, cr, n, err);
+    free(cr);
+    return rc;
+}
+
 /* host:port as a socket address; IPv6 when host has a ':'. */
 static int listen_address(const ServeOptions *o, struct sockaddr_storage *a, bool *ipv6, BertError *err) {
     memset(a, 0, sizeof *a);
@@ -295,11 +395,28 @@ static int listen_address(const ServeOptions *o, struct sockaddr_storage *a, boo
 }
 
 static int check_options(const ServeOptions *o, BertError *err) {
-    if (strcmp(o->task, "embed")) return bert_fail(err, "--task %s: only embed is served so far", o->task);
+    if (strcmp(o->task, "embed") && strcmp(o->task, "classify"))
+        return bert_fail(err, "--task %s: embed or classify (qa is not served yet)", o->task);
     if (o->max_batch_tokens < 1 || o->max_batch_rows < 1 || o->max_queue < 1 || o->max_inputs < 1 ||
         o->max_wait_ms < 0 || o->max_body_bytes < 1 || o->timeout_s < 1 || o->max_connections < 1)
         return bert_fail(err, "the limits (--max_batch_tokens, --max_queue, ...) must be positive");
     return 0;
+}
+
+static void free_labels(Server *s) {
+    for (int k = 0; k < s->num_labels; k++) free(s->labels[k]);
+    free(s->labels);
+    s->labels = NULL, s->num_labels = 0;
+}
+
+/* The classifier's labels: its config.json's id2label. */
+static int classifier_labels(Server *s, BertError *err) {
+    char weights[4096], config[4096];
+    if (bert_checkpoint_locate(s->o.init_checkpoint, s->o.config_file, weights, sizeof weights, config, sizeof config,
+                               err) != 0)
+        return -1;
+    if (!config[0]) return bert_fail(err, "%s: no config.json with the labels (id2label)", s->o.init_checkpoint);
+    return bert_config_labels(config, &s->labels, &s->num_labels, err);
 }
 
 static int server_open(Server *s, const ServeOptions *o, BertError *err) {
@@ -309,7 +426,14 @@ static int server_open(Server *s, const ServeOptions *o, BertError *err) {
     const InferModelOptions mo = {.init_checkpoint = o->init_checkpoint, .config_file = o->config_file,
                                   .vocab_file = o->vocab_file, .do_lower_case = o->do_lower_case, .bf16 = o->bf16,
                                   .max_seq_length = o->max_seq_length};
-    if (infer_model_open(&mo, (BertHeads){BERT_HEADS_NONE, 0}, o->max_batch_rows, &s->em, err) != 0) return -1;
+    s->classify = !strcmp(o->task, "classify");
+    if (s->classify && classifier_labels(s, err) != 0) return -1;
+    const BertHeads heads = {s->classify ? BERT_HEADS_CLASSIFIER : BERT_HEADS_NONE, s->num_labels};
+    if (infer_model_open(&mo, heads, o->max_batch_rows, &s->em, err) != 0) return free_labels(s), -1;
+    if (s->em.heads_initialised) {   /* a random head would answer with confidence */
+        infer_model_close(&s->em), free_labels(s);
+        return bert_fail(err, "%s has no classifier weights: not a fine-tuned classifier", o->init_checkpoint);
+    }
     s->hidden = bert_model_config(s->em.model)->hidden_size;
     if (o->model_name) snprintf(s->model_name, sizeof s->model_name, "%s", o->model_name);
     else {   /* the folder's name, as a model id */
@@ -322,7 +446,7 @@ static int server_open(Server *s, const ServeOptions *o, BertError *err) {
     serve_metrics_init(&s->metrics);
     const ServeBatchOptions bo = {.max_queue = o->max_queue, .max_rows = o->max_batch_rows,
                                   .max_tokens = o->max_batch_tokens, .max_wait_s = o->max_wait_ms / 1000.0};
-    serve_batcher_start(&s->batcher, &bo, run_embed, s, &s->metrics);
+    serve_batcher_start(&s->batcher, &bo, s->classify ? run_classify : run_embed, s, &s->metrics);
     return 0;
 }
 
@@ -330,6 +454,7 @@ static void server_close(Server *s) {
     serve_batcher_stop(&s->batcher);
     serve_metrics_destroy(&s->metrics);
     infer_model_close(&s->em);
+    free_labels(s);
 }
 
 /* SIGTERM: no new connections; the requests in flight get their answers (up to drain_s). */

@@ -43,7 +43,8 @@ int infer_model_open(const InferModelOptions *o, BertHeads heads, int max_batch,
     bert_set_packed_weights(m, true), bert_set_mode(m, BERT_MODE_FORWARD_ONLY);
     TokenizerOptions to = tokenizer_default_options();
     to.do_lower_case = o->do_lower_case;
-    *em = (InferModel){.model = m, .vocab = vocab, .tok = tokenizer_new(vocab, &to), .max_seq = max_seq};
+    *em = (InferModel){.model = m, .vocab = vocab, .tok = tokenizer_new(vocab, &to), .max_seq = max_seq,
+                       .heads_initialised = dummy};
     return 0;
 }
 

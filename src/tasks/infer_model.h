@@ -25,6 +25,7 @@ typedef struct {
     Vocab *vocab;
     Tokenizer *tok;
     int max_seq;                   /* o->max_seq_length, or its default */
+    int heads_initialised;         /* head tensors the checkpoint lacked (drawn at random) */
 } InferModel;
 
 /* Room for batches of up to max_batch sequences of max_seq tokens. */
