@@ -27,7 +27,8 @@ int cmd_serve(int argc, char **argv) {
         {"config_file", FLAG_STRING, &o.config_file, "config.json when --init_checkpoint is a file"},
         {"vocab_file", FLAG_STRING, &o.vocab_file, "default: the model folder's vocab.txt"},
         {"do_lower_case", FLAG_TRIBOOL, &lower, "default: what the model folder's tokenizer files say (as bert embed)"},
-        {"task", FLAG_STRING, &o.task, "embed (mean-pooled, L2-normalised sentence embeddings); default embed"},
+        {"task", FLAG_STRING, &o.task, "embed (mean-pooled, L2-normalised sentence embeddings: /v1/embeddings, /embed) or classify (a fine-tuned "
+         "sequence classifier, e.g. bert glue's: /predict); default embed"},
         {"model_name", FLAG_STRING, &o.model_name, "the model id /info and OpenAI's answers show; default the folder's name"},
         {"host", FLAG_STRING, &o.host, "address to listen on; default 127.0.0.1 (loopback only)"},
         {"port", FLAG_INT, &o.port, "default 8080; 0: any free port (printed)"},

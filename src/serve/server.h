@@ -1,7 +1,7 @@
 /* bert serve: a model behind HTTP/1.1 (libmicrohttpd, one thread per connection), its
- * requests batched by one compute worker (serve/batcher.h). Endpoints: OpenAI's
- * POST /v1/embeddings, text-embeddings-inference's POST /embed, GET /health, /info,
- * /metrics (docs/serving.md). SIGTERM or SIGINT: stop accepting, answer what is in flight,
+ * requests batched by one compute worker (serve/batcher.h). Endpoints: --task embed: OpenAI's
+ * POST /v1/embeddings, text-embeddings-inference's POST /embed; --task classify: TEI's
+ * POST /predict; both: GET /health, /info, /metrics (docs/serving.md). SIGTERM or SIGINT: stop accepting, answer what is in flight,
  * return 0. */
 #ifndef BERT_SERVE_SERVER_H
 #define BERT_SERVE_SERVER_H
@@ -14,7 +14,7 @@ typedef struct {
     const char *init_checkpoint, *config_file, *vocab_file;
     bool do_lower_case, bf16;
     int max_seq_length;           /* <= 0: bert embed's default */
-    const char *task;             /* "embed" (the only one so far) */
+    const char *task;             /* "embed" or "classify" */
     const char *model_name;       /* /info's and OpenAI's "model"; NULL: the checkpoint's folder name */
     const char *host;             /* an IPv4 or IPv6 address; loopback by default */
     int port;                     /* 0: any free port (the one bound is printed) */
