@@ -441,7 +441,7 @@ static int server_open(Server *s, const ServeOptions *o, BertError *err) {
         snprintf(path, sizeof path, "%s", o->init_checkpoint);
         for (size_t n = strlen(path); n > 1 && path[n - 1] == '/'; n--) path[n - 1] = '\0';
         const char *base = strrchr(path, '/');
-        snprintf(s->model_name, sizeof s->model_name, "%s", base ? base + 1 : path);
+        snprintf(s->model_name, sizeof s->model_name, "%.255s", base ? base + 1 : path);
     }
     serve_metrics_init(&s->metrics);
     const ServeBatchOptions bo = {.max_queue = o->max_queue, .max_rows = o->max_batch_rows,
