@@ -18,6 +18,7 @@ int cmd_pretrain(int argc, char **argv);
 int cmd_glue(int argc, char **argv);
 int cmd_ner(int argc, char **argv);
 int cmd_embed(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_squad(int argc, char **argv);
 int cmd_bench_infer(int argc, char **argv);

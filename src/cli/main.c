@@ -29,6 +29,7 @@ static const Command COMMANDS[] = {
     {"train_demo", cmd_train_demo, "short training run of a small model on generated data"},
     {"convert", cmd_convert, "a checkpoint (NVIDIA .pt, HF .bin, Google TensorFlow, safetensors) -> an HF model folder"},
     {"embed", cmd_embed, "sentence embeddings (mean-pooled, L2-normalised) of stdin's lines, text or .npy"},
+    {"serve", cmd_serve, "the model behind HTTP: OpenAI /v1/embeddings, TEI /embed and /predict, dynamic batching, /metrics"},
     {"squad", cmd_squad, "SQuAD v1.1/v2.0 fine-tuning and prediction (NVIDIA run_squad.py's flags)"},
     {"bench_infer", cmd_bench_infer, "inference speed and latency on a task's real lengths: padded, dynamic, packed"},
     {"glue", cmd_glue, "GLUE fine-tuning, dev metrics and test predictions (NVIDIA run_glue.py's flags)"},

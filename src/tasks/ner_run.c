@@ -222,25 +222,10 @@ static int labels_from_config(const FinetuneArgs *a, NerLabels *out, BertError *
     if (a->config_file) snprintf(path, sizeof path, "%s", a->config_file);
     else if (stat(a->init_checkpoint, &st) == 0 && S_ISDIR(st.st_mode)) snprintf(path, sizeof path, "%s/config.json", a->init_checkpoint);
     else return bert_fail(err, "--labels: needed to evaluate or predict without --do_train from a weights file");
-    char *text;
-    size_t len;
-    if (read_file(path, &text, &len, err)) return -1;
-    cJSON *root = cJSON_Parse(text);
-    const cJSON *map = root ? json_get_last(root, "id2label") : NULL;
-    const int n = cJSON_IsObject(map) ? cJSON_GetArraySize(map) : 0;
-    int rc = n > 0 ? 0 : bert_fail(err, "%s has no id2label (not a token-classification model): give --labels", path);
-    if (rc == 0) out->name = xcalloc((size_t)n, sizeof(char *)), out->n = n;
-    for (int k = 0; rc == 0 && k < n; k++) {
-        char key[16];
-        snprintf(key, sizeof key, "%d", k);
-        const cJSON *name = json_get_last(map, key);
-        if (!cJSON_IsString(name)) rc = bert_fail(err, "%s: id2label lacks \"%s\" (ids 0 .. %d expected)", path, key, n - 1);
-        else out->name[k] = xstrdup(name->valuestring);
-    }
-    cJSON_Delete(root);
-    free(text);
-    if (rc) ner_labels_free(out);
-    return rc;
+    BertError why;
+    if (bert_config_labels(path, &out->name, &out->n, &why) != 0)
+        return bert_fail(err, "%s: give --labels", why.msg);
+    return 0;
 }
 
 /* The run's labels: --labels, else the training file's tags, else the model's. */
