@@ -20,7 +20,7 @@
 #include "serve/metrics.h"
 #include "serve/request.h"
 #include "serve/textbuf.h"
-#include "tasks/classify.h"
+#include "tasks/classify_infer.h"
 #include "tasks/embed.h"
 #include "tasks/glue.h"
 #include "tasks/infer_model.h"

@@ -1,5 +1,5 @@
 /* Sequence classification at inference (tasks/classify.h). */
-#include "tasks/classify.h"
+#include "tasks/classify_infer.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -4,8 +4,8 @@
  * one packed forward over rows of any lengths, the logits, their softmax. For a server that
  * batches requests its own way (serve/): the same features and forward as `bert glue
  * --do_predict`. */
-#ifndef BERT_TASKS_CLASSIFY_H
-#define BERT_TASKS_CLASSIFY_H
+#ifndef BERT_TASKS_CLASSIFY_INFER_H
+#define BERT_TASKS_CLASSIFY_INFER_H
 
 #include <stdint.h>
 
