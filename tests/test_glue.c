@@ -118,7 +118,8 @@ static void test_metrics_equal_sklearn_scipy(void) {
 }
 
 static void test_bad_files(void) {
-    const char *dir = "/tmp/bert_test_glue_bad";
+    char dir[96];   /* per process: two runs of the suite never share it */
+    snprintf(dir, sizeof dir, "/tmp/bert_test_glue_bad.%d", (int)getpid());
     remove_tree(dir);
     mkdir(dir, 0777);
     const struct { const char *task, *content, *want; } cases[] = {
@@ -222,7 +223,8 @@ static void test_glue_fp16_loss_scaling(void) {
 
 /* A tiny model with the real vocabulary, trained a few steps by `bert glue` on the fixture. */
 static void test_glue_end_to_end(void) {
-    const char *root = "/tmp/bert_test_glue_run";
+    char root[96];   /* per process: two runs of the suite never share it */
+    snprintf(root, sizeof root, "/tmp/bert_test_glue_run.%d", (int)getpid());
     char init[256];
     BertError err;
     write_tiny_checkpoint(root, init, sizeof init);
