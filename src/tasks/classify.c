@@ -118,7 +118,8 @@ static int read_csv(ClsTable *t, char *text, size_t len, char sep, const char *p
             char *cell;
             rc = csv_cell(&p, end, sep, &cell, &ended, path, &line, err);
             if (rc == 0) grow_cell(&g, cell, false);
-            if (p < end) p += (*p == '\r' && p + 1 < end && p[1] == '\n') ? 2 : 1;
+            /* the cell's terminator may be its NUL now: `ended` says what it was */
+            if (p < end) p += (ended == '\r' && p + 1 < end && p[1] == '\n') ? 2 : 1;
         }
         line++;
         const int cells = (int)(g.n - before);
@@ -155,9 +156,9 @@ static int json_cell(const cJSON *v, char **out, bool *is_list, const char *path
     for (const cJSON *item = v->child; item; item = item->next) {
         char *one = NULL;
         bool nested;
-        if (cJSON_IsArray(item) || json_cell(item, &one, &nested, path, line, key, err) != 0 || !one) {
+        if (cJSON_IsArray(item) || json_cell(item, &one, &nested, path, line, key, err) != 0 || !one || !one[0]) {
             free(s), free(one);
-            return bert_fail(err, "%s:%ld: \"%s\": a list's items must be texts or numbers", path, line, key);
+            return bert_fail(err, "%s:%ld: \"%s\": a list's items must be texts (not empty) or numbers", path, line, key);
         }
         const size_t k = strlen(one);
         if (n + k + 2 > cap) cap = grow_capacity(cap, n + k + 2, 16), s = xrealloc(s, cap);
@@ -296,6 +297,7 @@ static int split_labels(const char *cell, bool is_list, ClsProblem p, const char
     *items = xmalloc(sizeof(char *) * (size_t)cap);
     if (p != CLS_MULTI_LABEL) return (*items)[0] = *copy, 1;
     int n = 0;
+    if (is_list && !cell[0]) return 0;   /* [] */
     for (char *s = *copy;;) {
         char *stop = is_list ? strchr(s, '\x1f') : strstr(s, sep);
         if (stop) *stop = '\0';
