@@ -150,6 +150,7 @@ static void test_labels_and_examples(void) {
     CHECKF(cls_examples(&t, path, &c, &fixed, true, &e, &err) != 0 && strstr(err.msg, "no column \"gold\""), "%s", err.msg);
     CHECK(cls_examples(&t, path, &c, &fixed, false, &e, &err) == 0 && !e.labelled && e.label[0] == -1);
     cls_examples_free(&e);
+    cls_labels_free(&m);
     CHECKF(cls_labels_parse("a,b,a", &m, &err) != 0 && strstr(err.msg, "twice") && strstr(err.msg, "--labels"), "%s",
            err.msg);
     cls_labels_free(&l), cls_labels_free(&fixed), cls_table_free(&t);
