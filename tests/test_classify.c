@@ -150,6 +150,9 @@ static void test_labels_and_examples(void) {
     CHECKF(cls_examples(&t, path, &c, &fixed, true, &e, &err) != 0 && strstr(err.msg, "no column \"gold\""), "%s", err.msg);
     CHECK(cls_examples(&t, path, &c, &fixed, false, &e, &err) == 0 && !e.labelled && e.label[0] == -1);
     cls_examples_free(&e);
+    c = (ClsColumns){0};   /* a test file: its labels are not read, '-1' or not */
+    CHECKF(cls_examples(&t, path, &c, &fixed, false, &e, &err) == 0 && !e.labelled && e.label[2] == -1, "%s", err.msg);
+    cls_examples_free(&e);
     cls_labels_free(&m);
     CHECKF(cls_labels_parse("a,b,a", &m, &err) != 0 && strstr(err.msg, "twice") && strstr(err.msg, "--labels"), "%s",
            err.msg);

@@ -419,10 +419,10 @@ int cls_examples(const ClsTable *t, const char *path, const ClsColumns *c, const
     int col[2];
     if (text_columns(t, path, c, label_col, col, err) != 0) return -1;
     if (label_col < 0 && need_labels) return bert_fail(err, "%s: no column \"%s\" (--label_column_name)", path, label_name);
-    if (label_col >= 0 && (label_col == col[0] || label_col == col[1]))
+    if (need_labels && (label_col == col[0] || label_col == col[1]))
         return bert_fail(err, "%s: the column \"%s\" is both a text and the label", path, label_name);
     const int n = t->n_rows, NL = c->problem == CLS_REGRESSION ? 1 : labels->n;
-    e->n = n, e->num_labels = NL, e->labelled = label_col >= 0;
+    e->n = n, e->num_labels = NL, e->labelled = need_labels;   /* a test file's labels (or -1s) are not read */
     e->text_a = xcalloc((size_t)n, sizeof(char *)), e->text_b = xcalloc((size_t)n, sizeof(char *));
     e->label = xcalloc((size_t)n, sizeof(int)), e->value = xcalloc((size_t)n, sizeof(float));
     e->multi = xcalloc((size_t)n * NL, sizeof(float));

@@ -79,15 +79,16 @@ typedef struct {
 typedef struct {
     int n, num_labels;
     char **text_a, **text_b;      /* into the table; text_b NULL: a single text */
-    bool labelled;                /* the file has the label column */
+    bool labelled;                /* the labels were read (need_labels) */
     int *label;                   /* single-label ids */
     float *value;                 /* regression targets */
     float *multi;                 /* multi-label targets [n, num_labels]: 1 or 0 */
 } ClsExamples;
 
-/* The examples of a table: the texts (an empty or missing text is ""), and, when the label
- * column exists (required when need_labels), each row's label(s) by `labels` (a label not in
- * it is an error naming the file and line; NULL for regression). */
+/* The examples of a table: the texts (an empty or missing text is ""), and with need_labels
+ * each row's label(s) from the label column by `labels` (a label not in it is an error naming
+ * the file and line; NULL for regression); without, the labels are not read (a test file's
+ * column may hold anything, e.g. -1). */
 int cls_examples(const ClsTable *t, const char *path, const ClsColumns *c, const ClsLabels *labels, bool need_labels,
                  ClsExamples *out, BertError *err);
 void cls_examples_free(ClsExamples *e);
