@@ -188,6 +188,13 @@ static void write_tsv(Run *r, const Loaded *d, const Predicted *p, FILE *fp) {
     }
 }
 
+/* A float with the digits a float holds (7), not the 17 of its double. */
+static void add_float(cJSON *o, const char *name, float p) {
+    char text[32];
+    snprintf(text, sizeof text, "%.7g", p);
+    cJSON_AddRawToObject(o, name, text);
+}
+
 /* predict_results.jsonl: {"index", "label" (multi-label: a list) and "score" (its
  * probability), or "value"; "scores": each label's probability}. */
 static void write_jsonl(Run *r, const Loaded *d, const Predicted *p, FILE *fp) {
@@ -198,18 +205,18 @@ static void write_jsonl(Run *r, const Loaded *d, const Predicted *p, FILE *fp) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "index", i);
         if (problem == CLS_REGRESSION) {
-            cJSON_AddNumberToObject(o, "value", p->value[i]);
+            add_float(o, "value", p->value[i]);
         } else {
             if (problem == CLS_SINGLE_LABEL) {
                 cJSON_AddStringToObject(o, "label", r->labels.name[p->label[i]]);
-                cJSON_AddNumberToObject(o, "score", p->prob[at + p->label[i]]);
+                add_float(o, "score", p->prob[at + p->label[i]]);
             } else {
                 cJSON *list = cJSON_AddArrayToObject(o, "label");
                 for (int k = 0; k < NL; k++)
                     if (p->multi[at + k] > 0.5f) cJSON_AddItemToArray(list, cJSON_CreateString(r->labels.name[k]));
             }
             cJSON *scores = cJSON_AddObjectToObject(o, "scores");
-            for (int k = 0; k < NL; k++) cJSON_AddNumberToObject(scores, r->labels.name[k], p->prob[at + k]);
+            for (int k = 0; k < NL; k++) add_float(scores, r->labels.name[k], p->prob[at + k]);
         }
         char *line = cJSON_PrintUnformatted(o);
         fprintf(fp, "%s\n", line);
