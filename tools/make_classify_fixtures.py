@@ -70,7 +70,7 @@ def metrics():
         cases.append({"problem": "multi", "num_labels": labels, "truth": y.tolist(), "pred": p.tolist(),
                       "subset_accuracy": accuracy_score(y, p), "f1_samples": f1_score(y, p, average="samples"),
                       "f1_micro": f1_score(y, p, average="micro"), "f1_macro": f1_score(y, p, average="macro")})
-    write("metrics.json", json.dumps(cases, indent=0) + "\n")
+    write("metrics.json", "[\n" + ",\n".join(json.dumps(c) for c in cases) + "\n]\n")   # a case a line
 
 
 def bce():
@@ -103,7 +103,7 @@ def quoting():
     for name, text, delim in (("csv", QUOTING, ","), ("tsv", tsv, "\t")):
         rows = [r for r in csv.reader(io.StringIO(text.lstrip("\ufeff"), newline=""), delimiter=delim) if r]
         out[name] = rows
-    write("quoting.json", json.dumps(out, ensure_ascii=False, indent=0) + "\n")
+    write("quoting.json", json.dumps(out, ensure_ascii=False) + "\n")
 
 
 GOOD = ["great", "wonderful", "lovely", "excellent", "brilliant"]
