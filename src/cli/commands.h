@@ -17,6 +17,7 @@ int cmd_plot(int argc, char **argv);
 int cmd_pretrain(int argc, char **argv);
 int cmd_glue(int argc, char **argv);
 int cmd_ner(int argc, char **argv);
+int cmd_classify(int argc, char **argv);
 int cmd_embed(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_convert(int argc, char **argv);

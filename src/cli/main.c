@@ -33,6 +33,7 @@ static const Command COMMANDS[] = {
     {"squad", cmd_squad, "SQuAD v1.1/v2.0 fine-tuning and prediction (NVIDIA run_squad.py's flags)"},
     {"bench_infer", cmd_bench_infer, "inference speed and latency on a task's real lengths: padded, dynamic, packed"},
     {"glue", cmd_glue, "GLUE fine-tuning, dev metrics and test predictions (NVIDIA run_glue.py's flags)"},
+    {"classify", cmd_classify, "sequence classification on CSV/TSV/JSONL: single-label, regression, multi-label (HF run_classification.py's flags)"},
     {"ner", cmd_ner, "token classification (NER) on CoNLL files: fine-tuning, entity F1, predictions (HF run_ner.py's flags)"},
     {"pretrain", cmd_pretrain, "pre-training from HDF5 shards: LAMB, two phases, accumulation, exact resume"},
     {"bench", cmd_bench, "training and inference throughput of a preset (seq/s, GFLOP/s, memory)"},

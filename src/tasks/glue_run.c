@@ -22,14 +22,17 @@ void glue_default_options(GlueOptions *o) {
     o->ft.max_seq_length = 128, o->ft.eval_batch_size = 32, o->ft.seed = 1;
 }
 
-typedef struct {
-    int32_t *ids, *types, *mask, *labels;
-    float *targets;
-} BatchBuffers;
+void glue_batch_inputs_alloc(GlueBatchInputs *b, int max_batch, int max_seq_length) {
+    const size_t cells = (size_t)max_batch * (size_t)max_seq_length;
+    *b = (GlueBatchInputs){xcalloc(cells, 4), xcalloc(cells, 4), xcalloc(cells, 4)};
+}
 
-/* Rows rows[0..n) of the features as one batch, as long as its longest row. */
-static BertBatch make_batch(const GlueFeatures *f, const GlueExamples *e, const int *rows, int n, bool labelled,
-                            bool regression, BatchBuffers *buf) {
+void glue_batch_inputs_free(GlueBatchInputs *b) {
+    free(b->ids), free(b->types), free(b->mask);
+    memset(b, 0, sizeof *b);
+}
+
+BertBatch glue_batch(const GlueFeatures *f, const int *rows, int n, GlueBatchInputs *buf) {
     int T = 1;
     for (int i = 0; i < n; i++) T = f->length[rows[i]] > T ? f->length[rows[i]] : T;
     for (int i = 0; i < n; i++) {
@@ -37,12 +40,41 @@ static BertBatch make_batch(const GlueFeatures *f, const GlueExamples *e, const 
         memcpy(buf->ids + dst, f->input_ids + src, sizeof(int32_t) * T);
         memcpy(buf->types + dst, f->segment_ids + src, sizeof(int32_t) * T);
         memcpy(buf->mask + dst, f->input_mask + src, sizeof(int32_t) * T);
-        buf->labels[i] = e->label[rows[i]], buf->targets[i] = e->value[rows[i]];
     }
-    BertBatch b = {.batch = n, .seq_len = T, .input_ids = buf->ids, .token_type_ids = buf->types,
-                   .attention_mask = buf->mask};
-    if (labelled && regression) b.regression_targets = buf->targets;
-    else if (labelled) b.class_labels = buf->labels;
+    return (BertBatch){.batch = n, .seq_len = T, .input_ids = buf->ids, .token_type_ids = buf->types,
+                       .attention_mask = buf->mask};
+}
+
+int glue_predict_logits(BertModel *m, const GlueFeatures *f, int batch, int num_labels, GlueBatchInputs *buf,
+                        float *logits, double *seconds, BertError *err) {
+    int *rows = xmalloc(sizeof(int) * (size_t)batch);
+    const double t0 = now_seconds();
+    int rc = 0;
+    for (int start = 0; rc == 0 && start < f->n; start += batch) {
+        const int n = f->n - start < batch ? f->n - start : batch;
+        for (int i = 0; i < n; i++) rows[i] = start + i;
+        BertBatch b = glue_batch(f, rows, n, buf);
+        if (!isfinite(bert_forward(m, &b, false, 0))) rc = bert_fail(err, "prediction: %s", bert_last_error(m));
+        else bert_read_classifier_logits(m, logits + (size_t)start * num_labels);
+    }
+    *seconds = now_seconds() - t0;
+    free(rows);
+    return rc;
+}
+
+typedef struct {
+    GlueBatchInputs in;
+    int32_t *labels;
+    float *targets;
+} BatchBuffers;
+
+/* Rows rows[0..n) of the features as one batch with their labels. */
+static BertBatch make_batch(const GlueFeatures *f, const GlueExamples *e, const int *rows, int n, bool regression,
+                            BatchBuffers *buf) {
+    BertBatch b = glue_batch(f, rows, n, &buf->in);
+    for (int i = 0; i < n; i++) buf->labels[i] = e->label[rows[i]], buf->targets[i] = e->value[rows[i]];
+    if (regression) b.regression_targets = buf->targets;
+    else b.class_labels = buf->labels;
     return b;
 }
 
@@ -73,36 +105,23 @@ static int load_split(Run *r, GlueSplit split, GlueExamples *e, GlueFeatures *f,
 /* The fine-tuner's batches (train/finetune.h): rows of the training features, labelled. */
 static BertBatch training_batch(void *ctx, const int *rows, int n) {
     Run *r = ctx;
-    return make_batch(r->train_f, r->train_e, rows, n, true, r->task->num_labels == 1, &r->buf);
+    return make_batch(r->train_f, r->train_e, rows, n, r->task->num_labels == 1, &r->buf);
 }
 
 /* Predictions for every row, in order: label ids (argmax) or values (regression). */
 static int predict(Run *r, const GlueExamples *e, const GlueFeatures *f, int *label, float *value, double *seconds,
                    BertError *err) {
-    const int batch = r->o->ft.eval_batch_size, NL = r->task->num_labels;
-    int *rows = xmalloc(sizeof(int) * (size_t)batch);
-    float *logits = xmalloc(sizeof(float) * (size_t)batch * NL);
-    BertModel *m = finetune_model(r->ft);
-    const double t0 = now_seconds();
-    int rc = 0;
-    for (int start = 0; rc == 0 && start < e->n; start += batch) {
-        const int n = e->n - start < batch ? e->n - start : batch;
-        for (int i = 0; i < n; i++) rows[i] = start + i;
-        BertBatch b = make_batch(f, e, rows, n, false, NL == 1, &r->buf);
-        if (!isfinite(bert_forward(m, &b, false, 0))) {
-            rc = bert_fail(err, "prediction: %s", bert_last_error(m));
-            break;
-        }
-        bert_read_classifier_logits(m, logits);
-        for (int i = 0; i < n; i++) {
-            const float *row = logits + (size_t)i * NL;
-            int best = 0;
-            for (int k = 1; k < NL; k++) best = row[k] > row[best] ? k : best;
-            label[start + i] = best, value[start + i] = row[0];
-        }
+    const int NL = r->task->num_labels;
+    float *logits = xmalloc(sizeof(float) * (size_t)e->n * NL);
+    const int rc = glue_predict_logits(finetune_model(r->ft), f, r->o->ft.eval_batch_size, NL, &r->buf.in, logits,
+                                       seconds, err);
+    for (int i = 0; rc == 0 && i < e->n; i++) {
+        const float *row = logits + (size_t)i * NL;
+        int best = 0;
+        for (int k = 1; k < NL; k++) best = row[k] > row[best] ? k : best;
+        label[i] = best, value[i] = row[0];
     }
-    *seconds = now_seconds() - t0;
-    free(rows), free(logits);
+    free(logits);
     return rc;
 }
 
@@ -237,9 +256,8 @@ int glue_run(const GlueOptions *opts, GlueResult *res, BertError *err) {
         rc = finetune_open_args(&r.ft, &o->ft, &in, (BertHeads){BERT_HEADS_CLASSIFIER, r.task->num_labels},
                                 total_steps, vocab_size(r.vocab), what, sizeof what, err);
     if (rc == 0) {
-        const size_t cells = (size_t)max_batch * (size_t)o->ft.max_seq_length;
-        r.buf = (BatchBuffers){xcalloc(cells, 4), xcalloc(cells, 4), xcalloc(cells, 4), xcalloc((size_t)max_batch, 4),
-                               xcalloc((size_t)max_batch, 4)};
+        glue_batch_inputs_alloc(&r.buf.in, max_batch, o->ft.max_seq_length);
+        r.buf.labels = xcalloc((size_t)max_batch, 4), r.buf.targets = xcalloc((size_t)max_batch, 4);
         logger_print(&*r.log, "glue %s: weights %s; %d threads", r.task->name, what, omp_get_max_threads());
     }
     if (rc == 0 && o->ft.do_train) {
@@ -255,7 +273,7 @@ int glue_run(const GlueOptions *opts, GlueResult *res, BertError *err) {
     }
     if (rc == 0 && o->ft.do_eval) rc = evaluate(&r, res, err);
     if (rc == 0 && o->ft.do_predict) rc = write_test_predictions(&r, res, err);
-    free(r.buf.ids), free(r.buf.types), free(r.buf.mask), free(r.buf.labels), free(r.buf.targets);
+    glue_batch_inputs_free(&r.buf.in), free(r.buf.labels), free(r.buf.targets);
     glue_examples_free(&train_e), glue_features_free(&train_f);
     finetune_close(r.ft);
     tokenizer_free(r.tok), vocab_free(r.vocab);
