@@ -256,6 +256,19 @@ static void test_glue_end_to_end(void) {
         CHECKF(strstr(config, "BertForSequenceClassification") && strstr(config, k ? "\"regression\"" : "not_entailment"),
                "%s", config);
         free(config);
+        /* all_results.json: HF Trainer's keys, the dev metrics under eval_, the counts of this run */
+        snprintf(a, sizeof a, "%s/all_results.json", out[0]);
+        char *results = read_text(a);
+        cJSON *all = cJSON_Parse(results);
+        const cJSON *metric = cJSON_GetObjectItem(all, k ? "eval_pearson" : "eval_acc");
+        CHECKF(all && cJSON_GetObjectItem(all, "train_runtime") && metric &&
+                   cJSON_GetObjectItem(all, "train_samples")->valuedouble == 18 &&
+                   cJSON_GetObjectItem(all, "eval_samples")->valuedouble == 9 &&
+                   cJSON_GetObjectItem(all, "predict_samples")->valuedouble == 9 &&
+                   cJSON_GetObjectItem(all, "peak_memory_mb")->valuedouble > 0,
+               "%s", results);
+        if (metric && k == 0) CHECK(metric->valuedouble == first.dev.accuracy);
+        cJSON_Delete(all), free(results);
         snprintf(a, sizeof a, "%s/%s", out[0], k ? "STS-B.tsv" : "RTE.tsv");
         char *sub = read_text(a);
         int lines = 0;

@@ -395,6 +395,7 @@ int classify_run(const ClassifyOptions *opts, ClassifyResult *res, BertError *er
     memset(res, 0, sizeof *res);
     FinetuneInputs in;
     if (check_options(opts, &in, err) != 0) return -1;
+    const double run_start = now_seconds();
     ClassifyOptions resolved = *opts;   /* the vocabulary and casing the model folder gave */
     const ClassifyOptions *o = &resolved;
     resolved.ft.vocab_file = in.vocab_file, resolved.ft.do_lower_case = in.do_lower_case;
@@ -409,7 +410,16 @@ int classify_run(const ClassifyOptions *opts, ClassifyResult *res, BertError *er
     res->problem = r.columns.problem, res->num_labels = r.num_labels;
     if (rc == 0 && o->ft.do_train) rc = train(&r, &train_d, res, err);
     if (rc == 0 && o->ft.do_eval) rc = evaluate(&r, res, err);
+    const double predict_start = now_seconds();
     if (rc == 0 && o->ft.do_predict) rc = predict_test(&r, res, err);
+    if (rc == 0) {   /* all_results.json: the run's figures in one file */
+        char *scores = res->evaluated ? cls_scores_json(&res->dev) : NULL;
+        const FinetuneResults fr = {.train = o->ft.do_train ? &res->train : NULL, .eval_json = scores,
+                                    .eval_samples = res->eval_examples, .eval_seconds = res->eval_seconds,
+                                    .predict_samples = res->predicted, .predict_seconds = now_seconds() - predict_start};
+        rc = finetune_write_results(o->ft.output_dir, &fr, now_seconds() - run_start, err);
+        free(scores);
+    }
     glue_batch_inputs_free(&r.in), free(r.class_labels), free(r.targets);
     loaded_free(&train_d), cls_labels_free(&r.labels);
     finetune_close(r.ft);

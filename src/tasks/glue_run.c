@@ -229,6 +229,7 @@ int glue_run(const GlueOptions *opts, GlueResult *res, BertError *err) {
     memset(res, 0, sizeof *res);
     FinetuneInputs in;
     if (check_options(opts, &in, err) != 0) return -1;
+    const double run_start = now_seconds();
     GlueOptions resolved = *opts;   /* the vocabulary and casing the model folder gave */
     const GlueOptions *o = &resolved;
     resolved.ft.vocab_file = in.vocab_file, resolved.ft.do_lower_case = in.do_lower_case;
@@ -272,7 +273,16 @@ int glue_run(const GlueOptions *opts, GlueResult *res, BertError *err) {
         }
     }
     if (rc == 0 && o->ft.do_eval) rc = evaluate(&r, res, err);
+    const double predict_start = now_seconds();
     if (rc == 0 && o->ft.do_predict) rc = write_test_predictions(&r, res, err);
+    if (rc == 0) {   /* all_results.json: the run's figures in one file */
+        char *scores = res->evaluated ? glue_scores_json(r.task, &res->dev) : NULL;
+        const FinetuneResults fr = {.train = o->ft.do_train ? &res->train : NULL, .eval_json = scores,
+                                    .eval_samples = res->eval_sequences, .eval_seconds = res->eval_seconds,
+                                    .predict_samples = res->predicted, .predict_seconds = now_seconds() - predict_start};
+        rc = finetune_write_results(o->ft.output_dir, &fr, now_seconds() - run_start, err);
+        free(scores);
+    }
     glue_batch_inputs_free(&r.buf.in), free(r.buf.labels), free(r.buf.targets);
     glue_examples_free(&train_e), glue_features_free(&train_f);
     finetune_close(r.ft);

@@ -270,6 +270,7 @@ int ner_run(const NerOptions *opts, NerResult *res, BertError *err) {
     memset(res, 0, sizeof *res);
     FinetuneInputs in;
     if (check_options(opts, &in, err) != 0) return -1;
+    const double run_start = now_seconds();
     NerOptions resolved = *opts;   /* the vocabulary and casing the model folder gave */
     const NerOptions *o = &resolved;
     resolved.ft.vocab_file = in.vocab_file, resolved.ft.do_lower_case = in.do_lower_case;
@@ -308,7 +309,17 @@ int ner_run(const NerOptions *opts, NerResult *res, BertError *err) {
     }
     if (rc == 0 && o->ft.do_train) rc = train(&r, &train_f, res, err);
     if (rc == 0 && o->ft.do_eval) rc = evaluate(&r, res, err);
+    const double predict_start = now_seconds();
     if (rc == 0 && o->ft.do_predict) rc = predict_test(&r, res, err);
+    if (rc == 0) {   /* all_results.json: the run's figures in one file */
+        char *scores = res->evaluated ? ner_scores_json(&res->dev) : NULL;
+        const FinetuneResults fr = {.train = o->ft.do_train ? &res->train : NULL, .eval_json = scores,
+                                    .eval_samples = res->eval_sentences, .eval_seconds = res->eval_seconds,
+                                    .predict_samples = res->predicted_sentences,
+                                    .predict_seconds = now_seconds() - predict_start};
+        rc = finetune_write_results(o->ft.output_dir, &fr, now_seconds() - run_start, err);
+        free(scores);
+    }
     free(r.buf.ids), free(r.buf.mask), free(r.buf.labels);
     ner_features_free(&train_f), ner_data_free(&train_d), ner_labels_free(&r.labels);
     finetune_close(r.ft);

@@ -169,6 +169,7 @@ int squad_run(const SquadOptions *opts, SquadResult *res, BertError *err) {
     memset(res, 0, sizeof *res);
     FinetuneInputs in;
     if (check_options(opts, &in, err) != 0) return -1;
+    const double run_start = now_seconds();
     SquadOptions resolved = *opts;   /* the vocabulary and casing the model folder gave */
     const SquadOptions *o = &resolved;
     resolved.ft.vocab_file = in.vocab_file, resolved.ft.do_lower_case = in.do_lower_case;
@@ -234,6 +235,12 @@ int squad_run(const SquadOptions *opts, SquadResult *res, BertError *err) {
         rc = predict(&r, &pred_d, &pred_f, o->ft.output_dir, &pred_out, res, err);
     }
     if (rc == 0 && o->ft.do_eval) rc = evaluate(&r, &eval_d, &pred_d, &pred_out, o->ft.output_dir, res, err);
+    if (rc == 0) {   /* all_results.json: the run's figures in one file (the metrics are the predictions') */
+        const FinetuneResults fr = {.train = o->ft.do_train ? &res->train : NULL,
+                                    .eval_json = res->evaluated ? res->metrics_json : NULL,
+                                    .predict_samples = res->predict_features, .predict_seconds = res->predict_seconds};
+        rc = finetune_write_results(o->ft.output_dir, &fr, now_seconds() - run_start, err);
+    }
     squad_results_free(&pred_out), squad_dataset_free(&eval_d);
     free(r.ids), free(r.mask), free(r.types), free(r.starts), free(r.ends);
     squad_features_free(&train_f), squad_features_free(&pred_f);

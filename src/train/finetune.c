@@ -1,11 +1,13 @@
 /* Fine-tuning: the model, AdamW and the linear warmup/decay step. See finetune.h. */
 #include "train/finetune.h"
 
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "core/rng.h"
@@ -280,4 +282,43 @@ int finetune_save(Finetuner *f, const char *dir, const char *extra_json, BertErr
         return -1;
     snprintf(path, sizeof path, "%s/model.safetensors", dir);   /* last: a finished run's mark */
     return bert_save_safetensors(f->model, path, err);
+}
+
+/* runtime, samples and samples per second of one phase under HF's prefix ("train", "eval", ...) */
+static void add_timing(cJSON *root, const char *prefix, long samples, double seconds) {
+    char key[64];
+    snprintf(key, sizeof key, "%s_runtime", prefix), cJSON_AddNumberToObject(root, key, seconds);
+    snprintf(key, sizeof key, "%s_samples", prefix), cJSON_AddNumberToObject(root, key, (double)samples);
+    snprintf(key, sizeof key, "%s_samples_per_second", prefix);
+    cJSON_AddNumberToObject(root, key, seconds > 0 ? samples / seconds : 0);
+}
+
+int finetune_write_results(const char *dir, const FinetuneResults *r, double command_seconds, BertError *err) {
+    cJSON *root = cJSON_CreateObject();
+    if (r->train) {
+        add_timing(root, "train", r->train->train_sequences, r->train->train_seconds);
+        cJSON_AddNumberToObject(root, "train_steps", (double)r->train->steps);
+        cJSON_AddNumberToObject(root, "train_loss", r->train->final_loss);
+    }
+    cJSON *metrics = r->eval_json ? cJSON_Parse(r->eval_json) : NULL, *item;
+    cJSON_ArrayForEach(item, metrics) {   /* the task's metrics, HF's eval_ prefix */
+        char key[256];
+        snprintf(key, sizeof key, "eval_%s", item->string);
+        cJSON_AddItemToObject(root, key, cJSON_Duplicate(item, 1));
+    }
+    cJSON_Delete(metrics);
+    if (r->eval_samples) add_timing(root, "eval", r->eval_samples, r->eval_seconds);
+    if (r->predict_samples) add_timing(root, "predict", r->predict_samples, r->predict_seconds);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);   /* ru_maxrss: KiB on Linux */
+    cJSON_AddNumberToObject(root, "peak_memory_mb", ru.ru_maxrss / 1024.0);
+    cJSON_AddNumberToObject(root, "runtime", command_seconds);
+    char *json = cJSON_Print(root), path[4096 + 32];
+    cJSON_Delete(root);
+    snprintf(path, sizeof path, "%s/all_results.json", dir);
+    AtomicFile af;
+    int rc = atomic_open(&af, path, err);
+    if (rc == 0) fprintf(af.fp, "%s\n", json), rc = atomic_commit(&af, err);
+    free(json);
+    return rc;
 }

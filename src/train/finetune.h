@@ -137,4 +137,19 @@ int finetune_train(Finetuner *f, const FinetuneData *d, FinetuneTrainResult *res
  * run. Each file written atomically. */
 int finetune_save(Finetuner *f, const char *dir, const char *extra_json, BertError *err);
 
+/* What one fine-tuning command did, for dir/all_results.json (finetune_write_results). */
+typedef struct {
+    const FinetuneTrainResult *train;   /* NULL: no training */
+    const char *eval_json;              /* the task's metrics, a JSON object (NULL: no evaluation) */
+    long eval_samples, predict_samples; /* rows evaluated / predicted (0: none) */
+    double eval_seconds, predict_seconds;
+} FinetuneResults;
+
+/* dir/all_results.json, written atomically, under HF Trainer's keys: train_runtime,
+ * train_samples, train_steps, train_samples_per_second, train_loss; eval_<metric> for each of
+ * the task's metrics, eval_runtime, eval_samples, eval_samples_per_second; the same for
+ * predict_; peak_memory_mb (the process's peak resident memory) and runtime (the whole
+ * command). Each command writes one, whatever --do_* it ran. */
+int finetune_write_results(const char *dir, const FinetuneResults *r, double command_seconds, BertError *err);
+
 #endif
