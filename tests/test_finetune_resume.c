@@ -160,6 +160,22 @@ static void test_eval_steps_and_best(void) {
     if (rc) show_output();
     const int m = eval_lines("acc", steps, acc, 32);
     CHECKF(m == 3 && steps[0] == 3 && steps[1] == 6 && steps[2] == 8, "glue: %d evaluations", m);
+    /* SQuAD (the predict file's official F1) and NER (the entity F1): 5 steps, at 2, 4 and 5 */
+    rc = run("squad --init_checkpoint init --vocab_file %s --do_lower_case --output_dir squad_eval --train_file "
+             "%s/tests/data/squad/subset_v1.json --predict_file %s/tests/data/squad/subset_v1.json --do_train "
+             "--do_predict --do_eval --max_seq_length 64 --doc_stride 32 --max_query_length 24 --train_batch_size 4 "
+             "--predict_batch_size 8 --max_steps 5 --eval_steps 2 --save_best --learning_rate 1e-3 --threads 1",
+             vocab, repo, repo);
+    CHECKF(rc == 0, "squad --eval_steps: %d", rc);
+    const int q = eval_lines("f1", steps, acc, 32);
+    CHECKF(q == 3 && steps[0] == 2 && steps[1] == 4 && steps[2] == 5 && there("squad_eval/best/best.json"),
+           "squad: %d evaluations", q);
+    rc = run("ner --init_checkpoint init --vocab_file %s --output_dir ner_eval --train_file %s/tests/data/ner/train.txt "
+             "--validation_file %s/tests/data/ner/dev.txt --do_train --do_eval --max_seq_length 64 --train_batch_size 4 "
+             "--max_steps 5 --eval_steps 2 --threads 1", vocab, repo, repo);
+    CHECKF(rc == 0, "ner --eval_steps: %d", rc);
+    const int e = eval_lines("f1", steps, acc, 32);
+    CHECKF(e == 3 && steps[0] == 2 && steps[1] == 4 && steps[2] == 5 && !there("ner_eval/best"), "ner: %d evaluations", e);
 }
 
 /* Checkpoints every 2 steps of 9: 2, 4, 6 and 8 written, the last 2 kept (0: all). */
@@ -222,7 +238,7 @@ static void test_resume_is_exact(void) {
     CHECKF(there(name) && !there("stopped/model.safetensors") && !there("stopped/all_results.json"),
            "after SIGTERM at step %ld: %s", stopped_at, name);
     /* resumed from the newest checkpoint in the folder */
-    rc = run("%s --output_dir stopped --resume_from_checkpoint", args);
+    rc = run("%s --resume_from_checkpoint --output_dir stopped", args);   /* alone: the newest */
     CHECKF(rc == 0, "the resumed run: %d", rc);
     if (rc) show_output();
     out = text_of("out.txt");
