@@ -113,7 +113,7 @@ static int predict(Run *r, const Loaded *d, Predicted *p, BertError *err) {
     p->multi = xcalloc((size_t)n * NL, sizeof(float)), p->prob = xcalloc((size_t)n * NL, sizeof(float));
     float *logits = xmalloc(sizeof(float) * (size_t)n * NL);
     const int rc = glue_predict_logits(finetune_model(r->ft), &d->f, r->o->ft.eval_batch_size, NL, &r->in, logits,
-                                       &p->seconds, err);
+                                       &p->seconds, r->log, err);
     for (int i = 0; rc == 0 && i < n; i++) {
         const size_t at = (size_t)i * NL;
         p->value[i] = logits[at];

@@ -46,7 +46,7 @@ BertBatch glue_batch(const GlueFeatures *f, const int *rows, int n, GlueBatchInp
 }
 
 int glue_predict_logits(BertModel *m, const GlueFeatures *f, int batch, int num_labels, GlueBatchInputs *buf,
-                        float *logits, double *seconds, BertError *err) {
+                        float *logits, double *seconds, Logger *log, BertError *err) {
     int *rows = xmalloc(sizeof(int) * (size_t)batch);
     const double t0 = now_seconds();
     int rc = 0;
@@ -56,6 +56,7 @@ int glue_predict_logits(BertModel *m, const GlueFeatures *f, int batch, int num_
         BertBatch b = glue_batch(f, rows, n, buf);
         if (!isfinite(bert_forward(m, &b, false, 0))) rc = bert_fail(err, "prediction: %s", bert_last_error(m));
         else bert_read_classifier_logits(m, logits + (size_t)start * num_labels);
+        logger_count_progress(log, "predicting", start + n, f->n, "sequences", t0);
     }
     *seconds = now_seconds() - t0;
     free(rows);
@@ -115,7 +116,7 @@ static int predict(Run *r, const GlueExamples *e, const GlueFeatures *f, int *la
     const int NL = r->task->num_labels;
     float *logits = xmalloc(sizeof(float) * (size_t)e->n * NL);
     const int rc = glue_predict_logits(finetune_model(r->ft), f, r->o->ft.eval_batch_size, NL, &r->buf.in, logits,
-                                       seconds, err);
+                                       seconds, r->log, err);
     for (int i = 0; rc == 0 && i < e->n; i++) {
         const float *row = logits + (size_t)i * NL;
         int best = 0;

@@ -88,6 +88,7 @@ static int predict(Run *r, const NerData *d, const NerFeatures *f, int *pred, do
             break;
         }
         bert_read_token_logits(m, logits);
+        logger_count_progress(r->log, "predicting", start + n, f->n, "sentences", t0);
         for (int i = 0; i < n; i++)
             for (long w = d->start[start + i]; w < d->start[start + i + 1]; w++) {
                 pred[w] = -1;

@@ -103,7 +103,7 @@ static int predict(Run *r, const SquadData *d, const SquadFeatures *f, const cha
         BertBatch batch = make_batch(r, d, f, rows, b, false);
         if (!isfinite(bert_forward(m, &batch, false, 0))) rc = bert_fail(err, "prediction: %s", bert_last_error(m));
         bert_read_qa_logits(m, start + (size_t)s * T, end + (size_t)s * T);
-        logger_progress(r->log, "predicting: %d/%d features", s + b, n);
+        logger_count_progress(r->log, "predicting", s + b, n, "features", t0);
     }
     res->predict_seconds = now_seconds() - t0;
     const SquadPredictOptions po = {r->o->n_best_size, r->o->max_answer_length, r->o->version_2_with_negative,

@@ -194,6 +194,7 @@ const BertConfig *finetune_config(const Finetuner *f) { return &f->cfg; }
  * steps and loss since the last line. */
 typedef struct {
     double start;
+    long first_step;   /* the steps done when it started (a resumed run's checkpoint): the ETA's rate is this run's */
     long sequences;
     double window_loss;
     long window;
@@ -213,12 +214,14 @@ static void report(const Finetuner *f, const FinetuneData *d, Progress *p, long 
                      trainer_loss_scale(f->trainer));
         return;
     }
+    char el[32], eta[32];
+    const long done = step - p->first_step;
+    format_duration(elapsed, el, sizeof el);
+    format_duration(done > 0 ? elapsed / done * (double)(total_steps - step) : -1, eta, sizeof eta);
     if (step % f->o.log_freq != 0 && step != total_steps) {
-        logger_progress(log, "step %ld/%ld  loss %.4f  %.1f seq/s", step, total_steps, s->loss, rate);
+        logger_progress(log, "step %ld/%ld  loss %.4f  %.1f seq/s  ETA %s", step, total_steps, s->loss, rate, eta);
         return;
     }
-    char el[32], eta[32];
-    format_duration(elapsed, el, sizeof el), format_duration(elapsed / step * (total_steps - step), eta, sizeof eta);
     const double mean = p->window_loss / p->window;
     logger_print(log, "step %ld/%ld (epoch %ld) | loss %.4f | lr %.3e | grad %.3f | %.1f seq/s | %s, ETA %s", step,
                  total_steps, epoch, mean, s->lr, s->grad_norm, rate, el, eta);
@@ -516,7 +519,7 @@ int finetune_train(Finetuner *f, const FinetuneData *d, FinetuneTrainResult *res
     for (int i = 0; i < d->n_rows; i++) e.order[i] = i;
     int rc = o->resume_from_checkpoint ? resume(&e, err) : 0;
     const TrainerHooks hooks = {.ctx = &e, .next_batch = next_rows};
-    Progress progress = {.start = now_seconds()};
+    Progress progress = {.start = now_seconds(), .first_step = trainer_steps_done(f->trainer)};
     if (o->save_steps > 0) stop_signal_install();   /* a stop signal: a checkpoint, then 0 */
     bool stop = false;
     while (rc == 0 && !stop && trainer_steps_done(f->trainer) < f->o.total_steps) {
