@@ -178,7 +178,8 @@ static void test_eval_steps_and_best(void) {
     CHECKF(e == 3 && steps[0] == 2 && steps[1] == 4 && steps[2] == 5 && !there("ner_eval/best"), "ner: %d evaluations", e);
 }
 
-/* Checkpoints every 2 steps of 9: 2, 4, 6 and 8 written, the last 2 kept (0: all). */
+/* Checkpoints every 2 steps of 9: 2, 4, 6 and 8 written, the last 2 kept (0: all). A new run
+ * into a folder with checkpoints is refused unless --overwrite_output_dir, which deletes them. */
 static void test_save_total_limit(void) {
     int rc = run(GLUE_ARGS " --output_dir keep2 --max_steps 9 --save_steps 2", rte, vocab);
     CHECKF(rc == 0, "glue --save_steps: %d", rc);
@@ -191,6 +192,20 @@ static void test_save_total_limit(void) {
     CHECKF(rc == 0, "glue --save_total_limit 0: %d", rc);
     CHECK(there("keep_all/checkpoint-2") && there("keep_all/checkpoint-4") && there("keep_all/checkpoint-6") &&
           there("keep_all/checkpoint-8"));
+    /* a new run into the folder: refused, or with --overwrite_output_dir the old checkpoints go */
+    rc = run(GLUE_ARGS " --output_dir keep_all --max_steps 3", rte, vocab);
+    char *err = text_of("err.txt");
+    CHECKF(rc == 1 && strstr(err, "holds a finished run") && there("keep_all/checkpoint-8"), "rc %d: %s", rc, err);
+    free(err);
+    char path[512];
+    snprintf(path, sizeof path, "%s/keep_all/model.safetensors", dir), unlink(path);   /* as if stopped */
+    rc = run(GLUE_ARGS " --output_dir keep_all --max_steps 3", rte, vocab);
+    err = text_of("err.txt");
+    CHECKF(rc == 1 && strstr(err, "holds checkpoints of an earlier run (checkpoint-<step>): give --resume_from_checkpoint"),
+           "rc %d: %s", rc, err);
+    free(err);
+    rc = run(GLUE_ARGS " --output_dir keep_all --max_steps 3 --overwrite_output_dir", rte, vocab);
+    CHECKF(rc == 0 && !there("keep_all/checkpoint-2") && !there("keep_all/checkpoint-8"), "--overwrite_output_dir: %d", rc);
     /* a checkpoint folder is a model folder: bert glue --do_eval takes it as it is */
     rc = run("glue --task_name rte --data_dir %s --init_checkpoint keep2/checkpoint-8 --output_dir ck_eval --do_eval "
              "--max_seq_length 48 --threads 1", rte);

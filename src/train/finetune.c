@@ -27,6 +27,8 @@ struct Finetuner {
 };
 
 #define FINETUNE_INIT_LOSS_SCALE 65536.0   /* apex's and GradScaler's dynamic start, 2^16 */
+#define CHECKPOINT_PREFIX "checkpoint-"          /* HF Trainer's folder names */
+#define TRAINER_STATE "trainer_state.json"
 
 int finetune_open(Finetuner **out, const FinetuneOptions *o, char *what, size_t what_size, BertError *err) {
     *out = NULL;
@@ -139,6 +141,16 @@ int finetune_prepare_args(const FinetuneArgs *a, FinetuneInputs *in, BertError *
         if (a->do_train && !a->overwrite_output_dir && stat(path, &st) == 0)
             return bert_fail(err, "--output_dir %s holds a finished run (model.safetensors): give "
                                   "--overwrite_output_dir to replace it, or another --output_dir", a->output_dir);
+    }
+    long *steps;
+    int count;
+    if (a->do_train && !a->resume_from_checkpoint && !a->overwrite_output_dir) {   /* an earlier run's checkpoints */
+        if (checkpoint_list_named(a->output_dir, CHECKPOINT_PREFIX, &steps, &count, err) != 0) return -1;
+        free(steps);
+        if (count)
+            return bert_fail(err, "--output_dir %s holds checkpoints of an earlier run (checkpoint-<step>): give "
+                                  "--resume_from_checkpoint to continue it, --overwrite_output_dir to start afresh "
+                                  "(they are deleted), or another --output_dir", a->output_dir);
     }
     if (a->resume_from_checkpoint && a->resume_from_checkpoint[0]) {   /* a folder named: a checkpoint */
         snprintf(path, sizeof path, "%s/trainer_state.json", a->resume_from_checkpoint);
@@ -275,8 +287,6 @@ static int next_rows(void *ctx, int micro, BertBatch *b, uint64_t *dropout_key, 
 
 /* ---- checkpoints: the model folder, optimizer.safetensors, trainer_state.json (last) ---- */
 
-#define CHECKPOINT_PREFIX "checkpoint-"          /* HF Trainer's folder names */
-#define TRAINER_STATE "trainer_state.json"
 
 /* What a resume must share with the run it continues, or the data order, the schedule or the
  * updates differ: compared member by member. */
@@ -406,6 +416,23 @@ static int restore_checkpoint(Epochs *e, const char *dir, BertError *err) {
 
 /* resume_from_checkpoint: the folder named, or "" the newest complete one in output_dir (none:
  * a fresh start, said). The output_dir's checkpoints up to it count as this run's. */
+/* A fresh run's start (--overwrite_output_dir: finetune_prepare_args refuses it otherwise): an
+ * earlier run's checkpoints deleted, so that no later --resume_from_checkpoint takes one. */
+static int remove_old_checkpoints(Epochs *e, BertError *err) {
+    const char *out = e->f->o.output_dir;
+    long *steps;
+    int count, rc = out ? checkpoint_list_named(out, CHECKPOINT_PREFIX, &steps, &count, err) : 0;
+    if (!out || rc != 0) return rc;
+    for (int i = 0; rc == 0 && i < count; i++) {
+        char dir[4096 + 64];
+        snprintf(dir, sizeof dir, "%s/" CHECKPOINT_PREFIX "%ld", out, steps[i]);
+        rc = fs_remove_tree(dir, err);
+    }
+    if (rc == 0 && count) logger_print(e->d->log, "%s: %d checkpoints of an earlier run deleted", out, count);
+    free(steps);
+    return rc;
+}
+
 static int resume(Epochs *e, BertError *err) {
     const FinetuneOptions *o = &e->f->o;
     char dir[4096 + 64];
@@ -517,7 +544,7 @@ int finetune_train(Finetuner *f, const FinetuneData *d, FinetuneTrainResult *res
     Epochs e = {.f = f, .d = d, .order = xmalloc(sizeof(int) * (size_t)d->n_rows), .next = d->n_rows,
                 .micro_rows = o->train_batch_size / accum, .res = res};
     for (int i = 0; i < d->n_rows; i++) e.order[i] = i;
-    int rc = o->resume_from_checkpoint ? resume(&e, err) : 0;
+    int rc = o->resume_from_checkpoint ? resume(&e, err) : remove_old_checkpoints(&e, err);
     const TrainerHooks hooks = {.ctx = &e, .next_batch = next_rows};
     Progress progress = {.start = now_seconds(), .first_step = trainer_steps_done(f->trainer)};
     if (o->save_steps > 0) stop_signal_install();   /* a stop signal: a checkpoint, then 0 */
