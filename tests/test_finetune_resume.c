@@ -307,6 +307,6 @@ int main(int argc, char **argv) {
     RUN_TEST(test_eval_steps_and_best);
     RUN_TEST(test_save_total_limit);
     RUN_TEST(test_resume_is_exact);
-    if (!getenv("KEEP")) remove_tree(dir);
+    remove_tree(dir);
     return test_summary();
 }
