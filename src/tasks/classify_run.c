@@ -38,6 +38,7 @@ typedef struct {
     GlueBatchInputs in;
     int32_t *class_labels;         /* [max_batch] */
     float *targets;                /* [max_batch, num_labels] */
+    bool quiet;                    /* evaluating during training: finetune.c logs it */
 } Run;
 
 /* A file read into examples and features. */
@@ -59,7 +60,7 @@ static int load_file(Run *r, const char *path, bool need_labels, Loaded *d, Bert
     if (rc == 0) rc = cls_examples(&d->table, path, &r->columns, &r->labels, need_labels, &d->e, err);
     const GlueExamples view = {.n = d->e.n, .text_a = d->e.text_a, .text_b = d->e.text_b};
     if (rc == 0) rc = glue_features(&view, r->tok, r->o->ft.max_seq_length, &d->f, err);
-    if (rc == 0 && d->f.truncated)
+    if (rc == 0 && d->f.truncated && !r->quiet)
         logger_print(r->log, "%s: %ld of %d examples cut to --max_seq_length %d", path, d->f.truncated, d->e.n,
                      r->o->ft.max_seq_length);
     if (rc) loaded_free(d);
@@ -112,7 +113,7 @@ static int predict(Run *r, const Loaded *d, Predicted *p, BertError *err) {
     p->multi = xcalloc((size_t)n * NL, sizeof(float)), p->prob = xcalloc((size_t)n * NL, sizeof(float));
     float *logits = xmalloc(sizeof(float) * (size_t)n * NL);
     const int rc = glue_predict_logits(finetune_model(r->ft), &d->f, r->o->ft.eval_batch_size, NL, &r->in, logits,
-                                       &p->seconds, err);
+                                       &p->seconds, r->log, err);
     for (int i = 0; rc == 0 && i < n; i++) {
         const size_t at = (size_t)i * NL;
         p->value[i] = logits[at];
@@ -129,23 +130,46 @@ static int write_text(const char *path, const char *text, BertError *err) {
     return atomic_commit(&af, err);
 }
 
-static int evaluate(Run *r, ClassifyResult *res, BertError *err) {
+/* The validation file's scores (caller frees), NULL on an error. */
+static char *dev_scores(Run *r, ClassifyResult *res, BertError *err) {
     Loaded d;
     Predicted p = {0};
-    int rc = load_file(r, r->o->validation_file, true, &d, err);
-    if (rc) return rc;
-    if ((rc = predict(r, &d, &p, err)) == 0) {
+    if (load_file(r, r->o->validation_file, true, &d, err) != 0) return NULL;
+    char *json = NULL;
+    if (predict(r, &d, &p, err) == 0) {
         cls_score(r->columns.problem, &d.e, p.label, p.value, p.multi, &res->dev);
         res->evaluated = true, res->eval_examples = d.e.n, res->eval_seconds = p.seconds;
-        char *json = cls_scores_json(&res->dev), path[4096 + 32];
-        logger_print(r->log, "eval %s (%d examples, %.1f seq/s): %s", r->o->validation_file, d.e.n,
-                     d.e.n / p.seconds, json);
-        logger_summary(r->log, cJSON_Parse(json));
-        snprintf(path, sizeof path, "%s/eval_results.json", r->o->ft.output_dir);
-        rc = write_text(path, json, err);
-        free(json);
+        json = cls_scores_json(&res->dev);
     }
     predicted_free(&p), loaded_free(&d);
+    return json;
+}
+
+/* Evaluation during training (finetune.h's hook): the scores only. */
+static char *evaluate_during_training(void *ctx, BertError *err) {
+    Run *r = ctx;
+    ClassifyResult scratch = {0};
+    r->quiet = true;
+    char *json = dev_scores(r, &scratch, err);
+    r->quiet = false;
+    return json;
+}
+
+/* The score that picks the best model (--save_best): accuracy (single-label), Pearson's r
+ * (regression), micro-averaged F1 (multi-label). */
+static const char *main_metric(ClsProblem problem) {
+    return problem == CLS_REGRESSION ? "pearson" : problem == CLS_MULTI_LABEL ? "f1_micro" : "accuracy";
+}
+
+static int evaluate(Run *r, ClassifyResult *res, BertError *err) {
+    char *json = dev_scores(r, res, err), path[4096 + 32];
+    if (!json) return -1;
+    logger_print(r->log, "eval %s (%ld examples, %.1f seq/s): %s", r->o->validation_file, (long)res->eval_examples,
+                 res->eval_examples / res->eval_seconds, json);
+    logger_summary(r->log, cJSON_Parse(json));
+    snprintf(path, sizeof path, "%s/eval_results.json", r->o->ft.output_dir);
+    const int rc = write_text(path, json, err);
+    free(json);
     return rc;
 }
 
@@ -346,14 +370,16 @@ static int check_options(const ClassifyOptions *o, FinetuneInputs *in, BertError
 /* Trains on the training file and saves the model with its labels. */
 static int train(Run *r, Loaded *d, ClassifyResult *res, BertError *err) {
     r->train_e = &d->e, r->train_f = &d->f;
-    const FinetuneData fd = {.n_rows = d->e.n, .rows = "examples", .make_batch = training_batch, .ctx = r, .log = r->log};
+    char *extra = task_config_json(r);
+    const FinetuneData fd = {.n_rows = d->e.n, .rows = "examples", .make_batch = training_batch,
+                             .evaluate = evaluate_during_training, .metric = main_metric(r->columns.problem),
+                             .config_json = extra, .ctx = r, .log = r->log};
     int rc = finetune_train(r->ft, &fd, &res->train, err);
-    if (rc == 0 && !r->o->ft.skip_checkpoint) {
-        char *extra = task_config_json(r);
+    if (rc == 0 && !res->train.stopped_by_signal && !r->o->ft.skip_checkpoint) {
         rc = finetune_save(r->ft, r->o->ft.output_dir, extra, err);
-        free(extra);
         if (rc == 0) snprintf(res->model_dir, sizeof res->model_dir, "%s", r->o->ft.output_dir);
     }
+    free(extra);
     return rc;
 }
 
@@ -409,10 +435,11 @@ int classify_run(const ClassifyOptions *opts, ClassifyResult *res, BertError *er
     if (rc == 0) rc = open_run(&r, &in, &train_d, err);
     res->problem = r.columns.problem, res->num_labels = r.num_labels;
     if (rc == 0 && o->ft.do_train) rc = train(&r, &train_d, res, err);
-    if (rc == 0 && o->ft.do_eval) rc = evaluate(&r, res, err);
+    const bool stopped = res->train.stopped_by_signal != 0;   /* after a checkpoint: nothing more is written */
+    if (rc == 0 && !stopped && o->ft.do_eval) rc = evaluate(&r, res, err);
     const double predict_start = now_seconds();
-    if (rc == 0 && o->ft.do_predict) rc = predict_test(&r, res, err);
-    if (rc == 0) {   /* all_results.json: the run's figures in one file */
+    if (rc == 0 && !stopped && o->ft.do_predict) rc = predict_test(&r, res, err);
+    if (rc == 0 && !stopped) {   /* all_results.json: the run's figures in one file */
         char *scores = res->evaluated ? cls_scores_json(&res->dev) : NULL;
         const FinetuneResults fr = {.train = o->ft.do_train ? &res->train : NULL, .eval_json = scores,
                                     .eval_samples = res->eval_examples, .eval_seconds = res->eval_seconds,

@@ -46,7 +46,7 @@ BertBatch glue_batch(const GlueFeatures *f, const int *rows, int n, GlueBatchInp
 }
 
 int glue_predict_logits(BertModel *m, const GlueFeatures *f, int batch, int num_labels, GlueBatchInputs *buf,
-                        float *logits, double *seconds, BertError *err) {
+                        float *logits, double *seconds, Logger *log, BertError *err) {
     int *rows = xmalloc(sizeof(int) * (size_t)batch);
     const double t0 = now_seconds();
     int rc = 0;
@@ -56,6 +56,7 @@ int glue_predict_logits(BertModel *m, const GlueFeatures *f, int batch, int num_
         BertBatch b = glue_batch(f, rows, n, buf);
         if (!isfinite(bert_forward(m, &b, false, 0))) rc = bert_fail(err, "prediction: %s", bert_last_error(m));
         else bert_read_classifier_logits(m, logits + (size_t)start * num_labels);
+        logger_count_progress(log, "predicting", start + n, f->n, "sequences", t0);
     }
     *seconds = now_seconds() - t0;
     free(rows);
@@ -88,15 +89,16 @@ typedef struct {
     Finetuner *ft;
     Logger *log;
     BatchBuffers buf;
+    bool quiet;   /* evaluating during training: finetune.c logs it */
 } Run;
 
 static int load_split(Run *r, GlueSplit split, GlueExamples *e, GlueFeatures *f, BertError *err) {
     if (glue_read(r->task, r->o->data_dir, split, e, err) != 0) return -1;
-    if (e->skipped)
+    if (e->skipped && !r->quiet)
         logger_print(r->log, "%s: %ld rows with too few cells skipped (as HuggingFace's QQP processor skips them)",
                      r->task->files[split], e->skipped);
     if (glue_features(e, r->tok, r->o->ft.max_seq_length, f, err) != 0) return -1;
-    if (f->truncated)
+    if (f->truncated && !r->quiet)
         logger_print(r->log, "%s: %ld of %d examples cut to --max_seq_length %d", r->task->files[split], f->truncated,
                      e->n, r->o->ft.max_seq_length);
     return 0;
@@ -114,7 +116,7 @@ static int predict(Run *r, const GlueExamples *e, const GlueFeatures *f, int *la
     const int NL = r->task->num_labels;
     float *logits = xmalloc(sizeof(float) * (size_t)e->n * NL);
     const int rc = glue_predict_logits(finetune_model(r->ft), f, r->o->ft.eval_batch_size, NL, &r->buf.in, logits,
-                                       seconds, err);
+                                       seconds, r->log, err);
     for (int i = 0; rc == 0 && i < e->n; i++) {
         const float *row = logits + (size_t)i * NL;
         int best = 0;
@@ -146,22 +148,54 @@ static void predicted_free(Predicted *p) {
     glue_examples_free(&p->e), glue_features_free(&p->f);
 }
 
-static int evaluate(Run *r, GlueResult *res, BertError *err) {
+/* The dev split's scores as run_glue.py names them (caller frees), NULL on an error. */
+static char *dev_scores(Run *r, GlueResult *res, BertError *err) {
     Predicted p;
-    int rc = predict_split(r, GLUE_DEV, &p, err);
-    if (rc == 0) {
+    char *json = NULL;
+    if (predict_split(r, GLUE_DEV, &p, err) == 0) {
         glue_score(r->task, p.label, p.value, &p.e, &res->dev);
         res->evaluated = true, res->eval_sequences = p.e.n, res->eval_seconds = p.seconds;
-        char *json = glue_scores_json(r->task, &res->dev), path[4096 + 32];
-        logger_print(r->log, "eval %s (%d examples, %.1f seq/s): %s", r->task->files[GLUE_DEV], p.e.n,
-                     p.e.n / p.seconds, json);
+        json = glue_scores_json(r->task, &res->dev);
+    }
+    predicted_free(&p);
+    return json;
+}
+
+/* Evaluation during training (finetune.h's hook): the scores only. */
+static char *evaluate_during_training(void *ctx, BertError *err) {
+    Run *r = ctx;
+    GlueResult scratch = {0};
+    r->quiet = true;
+    char *json = dev_scores(r, &scratch, err);
+    r->quiet = false;
+    return json;
+}
+
+/* The score that picks the best model (--save_best): the task's one metric; F1 for MRPC and
+ * QQP and Pearson's r for STS-B, the first of the pair GLUE's leaderboard shows. */
+static const char *main_metric(const GlueTask *t) {
+    switch (t->metric) {
+    case GLUE_MATTHEWS: return "mcc";
+    case GLUE_ACCURACY_F1: return "f1";
+    case GLUE_PEARSON_SPEARMAN: return "pearson";
+    case GLUE_ACCURACY: break;
+    }
+    return "acc";
+}
+
+static int evaluate(Run *r, GlueResult *res, BertError *err) {
+    char *json = dev_scores(r, res, err);
+    int rc = json ? 0 : -1;
+    if (rc == 0) {
+        char path[4096 + 32];
+        logger_print(r->log, "eval %s (%ld examples, %.1f seq/s): %s", r->task->files[GLUE_DEV], res->eval_sequences,
+                     res->eval_sequences / res->eval_seconds, json);
         logger_summary(r->log, cJSON_Parse(json));
         snprintf(path, sizeof path, "%s/eval_results.json", r->o->ft.output_dir);
         AtomicFile af;
         if ((rc = atomic_open(&af, path, err)) == 0) fprintf(af.fp, "%s\n", json), rc = atomic_commit(&af, err);
         free(json);
     }
-    predicted_free(&p);
     return rc;
 }
 
@@ -261,21 +295,25 @@ int glue_run(const GlueOptions *opts, GlueResult *res, BertError *err) {
         r.buf.labels = xcalloc((size_t)max_batch, 4), r.buf.targets = xcalloc((size_t)max_batch, 4);
         logger_print(&*r.log, "glue %s: weights %s; %d threads", r.task->name, what, omp_get_max_threads());
     }
+    bool stopped = false;   /* by a signal, after a checkpoint: nothing more is written */
     if (rc == 0 && o->ft.do_train) {
         r.train_e = &train_e, r.train_f = &train_f;
-        const FinetuneData d = {.n_rows = train_e.n, .rows = "examples", .make_batch = training_batch, .ctx = &r, .log = r.log};
+        char *extra = task_config_json(r.task);
+        const FinetuneData d = {.n_rows = train_e.n, .rows = "examples", .make_batch = training_batch,
+                                .evaluate = evaluate_during_training, .metric = main_metric(r.task),
+                                .config_json = extra, .ctx = &r, .log = r.log};
         rc = finetune_train(r.ft, &d, &res->train, err);
-        if (rc == 0 && !o->ft.skip_checkpoint) {
-            char *extra = task_config_json(r.task);
+        stopped = res->train.stopped_by_signal != 0;
+        if (rc == 0 && !stopped && !o->ft.skip_checkpoint) {
             rc = finetune_save(r.ft, o->ft.output_dir, extra, err);
-            free(extra);
             if (rc == 0) snprintf(res->model_dir, sizeof res->model_dir, "%s", o->ft.output_dir);
         }
+        free(extra);
     }
-    if (rc == 0 && o->ft.do_eval) rc = evaluate(&r, res, err);
+    if (rc == 0 && !stopped && o->ft.do_eval) rc = evaluate(&r, res, err);
     const double predict_start = now_seconds();
-    if (rc == 0 && o->ft.do_predict) rc = write_test_predictions(&r, res, err);
-    if (rc == 0) {   /* all_results.json: the run's figures in one file */
+    if (rc == 0 && !stopped && o->ft.do_predict) rc = write_test_predictions(&r, res, err);
+    if (rc == 0 && !stopped) {   /* all_results.json: the run's figures in one file */
         char *scores = res->evaluated ? glue_scores_json(r.task, &res->dev) : NULL;
         const FinetuneResults fr = {.train = o->ft.do_train ? &res->train : NULL, .eval_json = scores,
                                     .eval_samples = res->eval_sequences, .eval_seconds = res->eval_seconds,

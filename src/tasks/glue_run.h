@@ -9,6 +9,7 @@
 #include "model/bert.h"
 #include "tasks/glue.h"
 #include "train/finetune.h"
+#include "train/logger.h"
 
 typedef struct {
     FinetuneArgs ft;           /* the fine-tuning flags every task shares */
@@ -42,8 +43,9 @@ void glue_batch_inputs_free(GlueBatchInputs *b);
  * arrays are b's. */
 BertBatch glue_batch(const GlueFeatures *f, const int *rows, int n, GlueBatchInputs *b);
 /* The classifier head's logits [f->n, num_labels] of every row, in order, in batches of
- * `batch` rows; the time taken in *seconds. */
+ * `batch` rows; the time taken in *seconds; a progress line with the time left on `log`
+ * (NULL: none). */
 int glue_predict_logits(BertModel *m, const GlueFeatures *f, int batch, int num_labels, GlueBatchInputs *b,
-                        float *logits, double *seconds, BertError *err);
+                        float *logits, double *seconds, Logger *log, BertError *err);
 
 #endif

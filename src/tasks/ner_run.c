@@ -51,6 +51,7 @@ typedef struct {
     Finetuner *ft;
     Logger *log;
     BatchBuffers buf;
+    bool quiet;   /* evaluating during training: finetune.c logs it */
 } Run;
 
 static BertBatch training_batch(void *ctx, const int *rows, int n) {
@@ -62,6 +63,7 @@ static BertBatch training_batch(void *ctx, const int *rows, int n) {
 static int load_file(Run *r, const char *path, bool allow_untagged, NerData *d, NerFeatures *f, BertError *err) {
     if (ner_read_conll(path, allow_untagged, d, err) || ner_check_tags(d, &r->labels, path, err)) return -1;
     if (ner_features(d, &r->labels, r->tok, r->o->ft.max_seq_length, r->o->label_all_tokens, f, err)) return -1;
+    if (r->quiet) return 0;
     logger_print(r->log, "%s: %d sentences, %ld words", path, d->n_sentences, d->n_words);
     if (f->truncated)
         logger_print(r->log, "%s: %ld sentences cut to --max_seq_length %d (%ld words without a piece, predicted O)",
@@ -86,6 +88,7 @@ static int predict(Run *r, const NerData *d, const NerFeatures *f, int *pred, do
             break;
         }
         bert_read_token_logits(m, logits);
+        logger_count_progress(r->log, "predicting", start + n, f->n, "sentences", t0);
         for (int i = 0; i < n; i++)
             for (long w = d->start[start + i]; w < d->start[start + i + 1]; w++) {
                 pred[w] = -1;
@@ -141,22 +144,36 @@ static int write_json(const char *dir, const char *name, const char *json, BertE
     return atomic_commit(&af, err);
 }
 
-static int evaluate(Run *r, NerResult *res, BertError *err) {
+/* The validation file's scores (caller frees), NULL on an error. */
+static char *dev_scores(Run *r, NerResult *res, BertError *err) {
     NerData d;
     NerFeatures f = {0};
     int *pred = NULL, rc = load_file(r, r->o->validation_file, false, &d, &f, err);
     if (rc == 0) pred = xmalloc(sizeof(int) * (size_t)d.n_words), rc = predict(r, &d, &f, pred, &res->eval_seconds, err);
     if (rc == 0) rc = score(r, &d, pred, &res->dev, err);
-    if (rc == 0) {
-        res->evaluated = true, res->eval_sentences = d.n_sentences;
-        char *json = ner_scores_json(&res->dev);
-        logger_print(r->log, "eval %s (%d sentences, %.1f seq/s): %s", r->o->validation_file, d.n_sentences,
-                     d.n_sentences / res->eval_seconds, json);
-        logger_summary(r->log, cJSON_Parse(json));
-        rc = write_json(r->o->ft.output_dir, "eval_results.json", json, err);
-        free(json);
-    }
+    if (rc == 0) res->evaluated = true, res->eval_sentences = d.n_sentences;
     free(pred), ner_features_free(&f), ner_data_free(&d);
+    return rc == 0 ? ner_scores_json(&res->dev) : NULL;
+}
+
+/* Evaluation during training (finetune.h's hook): the scores only; the entity F1 decides. */
+static char *evaluate_during_training(void *ctx, BertError *err) {
+    Run *r = ctx;
+    NerResult scratch = {0};
+    r->quiet = true;
+    char *json = dev_scores(r, &scratch, err);
+    r->quiet = false;
+    return json;
+}
+
+static int evaluate(Run *r, NerResult *res, BertError *err) {
+    char *json = dev_scores(r, res, err);
+    if (!json) return -1;
+    logger_print(r->log, "eval %s (%ld sentences, %.1f seq/s): %s", r->o->validation_file, res->eval_sentences,
+                 res->eval_sentences / res->eval_seconds, json);
+    logger_summary(r->log, cJSON_Parse(json));
+    const int rc = write_json(r->o->ft.output_dir, "eval_results.json", json, err);
+    free(json);
     return rc;
 }
 
@@ -255,14 +272,16 @@ static int check_options(const NerOptions *o, FinetuneInputs *in, BertError *err
 
 static int train(Run *r, const NerFeatures *f, NerResult *res, BertError *err) {
     r->train_f = f;
-    const FinetuneData d = {.n_rows = f->n, .rows = "sentences", .make_batch = training_batch, .ctx = r, .log = r->log};
+    char *extra = task_config_json(&r->labels);
+    const FinetuneData d = {.n_rows = f->n, .rows = "sentences", .make_batch = training_batch,
+                            .evaluate = evaluate_during_training, .metric = "f1", .config_json = extra, .ctx = r,
+                            .log = r->log};
     int rc = finetune_train(r->ft, &d, &res->train, err);
-    if (rc == 0 && !r->o->ft.skip_checkpoint) {
-        char *extra = task_config_json(&r->labels);
+    if (rc == 0 && !res->train.stopped_by_signal && !r->o->ft.skip_checkpoint) {
         rc = finetune_save(r->ft, r->o->ft.output_dir, extra, err);
-        free(extra);
         if (rc == 0) snprintf(res->model_dir, sizeof res->model_dir, "%s", r->o->ft.output_dir);
     }
+    free(extra);
     return rc;
 }
 
@@ -308,10 +327,11 @@ int ner_run(const NerOptions *opts, NerResult *res, BertError *err) {
         logger_print(r.log, "ner: %d labels; weights %s; %d threads", r.labels.n, what, omp_get_max_threads());
     }
     if (rc == 0 && o->ft.do_train) rc = train(&r, &train_f, res, err);
-    if (rc == 0 && o->ft.do_eval) rc = evaluate(&r, res, err);
+    const bool stopped = res->train.stopped_by_signal != 0;   /* after a checkpoint: nothing more is written */
+    if (rc == 0 && !stopped && o->ft.do_eval) rc = evaluate(&r, res, err);
     const double predict_start = now_seconds();
-    if (rc == 0 && o->ft.do_predict) rc = predict_test(&r, res, err);
-    if (rc == 0) {   /* all_results.json: the run's figures in one file */
+    if (rc == 0 && !stopped && o->ft.do_predict) rc = predict_test(&r, res, err);
+    if (rc == 0 && !stopped) {   /* all_results.json: the run's figures in one file */
         char *scores = res->evaluated ? ner_scores_json(&res->dev) : NULL;
         const FinetuneResults fr = {.train = o->ft.do_train ? &res->train : NULL, .eval_json = scores,
                                     .eval_samples = res->eval_sentences, .eval_seconds = res->eval_seconds,
