@@ -15,6 +15,7 @@
 #include "io/json_util.h"
 #include "tasks/glue.h"
 #include "tasks/glue_run.h"
+#include "tasks/task_session.h"
 #include "text/vocab.h"
 #include "train/logger.h"
 
@@ -386,13 +387,7 @@ static int train(Run *r, Loaded *d, ClassifyResult *res, BertError *err) {
 /* The vocabulary, tokenizer, training data and labels, and the model with its head. */
 static int open_run(Run *r, const FinetuneInputs *in, Loaded *train_d, BertError *err) {
     const ClassifyOptions *o = r->o;
-    int rc = vocab_load(&r->vocab, o->ft.vocab_file, err);
-    if (rc == 0) {
-        TokenizerOptions to = tokenizer_default_options();
-        to.do_lower_case = o->ft.do_lower_case;
-        r->tok = tokenizer_new(r->vocab, &to);
-        if (!r->tok) rc = bert_fail(err, "%s: the vocabulary has no [UNK]", o->ft.vocab_file);
-    }
+    int rc = 0;
     ClsFormat format;
     if (rc == 0 && o->ft.do_train && (rc = cls_format(o->train_file, o->format, &format, err)) == 0)
         rc = cls_read_table(o->train_file, format, &train_d->table, err);
@@ -421,17 +416,15 @@ int classify_run(const ClassifyOptions *opts, ClassifyResult *res, BertError *er
     memset(res, 0, sizeof *res);
     FinetuneInputs in;
     if (check_options(opts, &in, err) != 0) return -1;
-    const double run_start = now_seconds();
     ClassifyOptions resolved = *opts;   /* the vocabulary and casing the model folder gave */
     const ClassifyOptions *o = &resolved;
     resolved.ft.vocab_file = in.vocab_file, resolved.ft.do_lower_case = in.do_lower_case;
     if (o->ft.threads > 0) omp_set_num_threads(o->ft.threads);
     Run r = {.o = o, .columns = o->columns};
     Loaded train_d = {0};
-    char created[4096];
-    int rc = make_dirs_created(o->ft.output_dir, created, sizeof created, err);
-    if (rc == 0) rc = logger_open(&r.log, o->ft.json_summary, false, true, err);
-    if (rc == 0 && in.note[0]) logger_print(r.log, "%s", in.note);
+    TaskSession session;
+    int rc = task_session_open(&session, &o->ft, &in, 100, err);
+    r.log = session.log, r.vocab = session.vocab, r.tok = session.tok;
     if (rc == 0) rc = open_run(&r, &in, &train_d, err);
     res->problem = r.columns.problem, res->num_labels = r.num_labels;
     if (rc == 0 && o->ft.do_train) rc = train(&r, &train_d, res, err);
@@ -444,14 +437,12 @@ int classify_run(const ClassifyOptions *opts, ClassifyResult *res, BertError *er
         const FinetuneResults fr = {.train = o->ft.do_train ? &res->train : NULL, .eval_json = scores,
                                     .eval_samples = res->eval_examples, .eval_seconds = res->eval_seconds,
                                     .predict_samples = res->predicted, .predict_seconds = now_seconds() - predict_start};
-        rc = finetune_write_results(o->ft.output_dir, &fr, now_seconds() - run_start, err);
+        rc = finetune_write_results(o->ft.output_dir, &fr, now_seconds() - session.start, err);
         free(scores);
     }
     glue_batch_inputs_free(&r.in), free(r.class_labels), free(r.targets);
     loaded_free(&train_d), cls_labels_free(&r.labels);
     finetune_close(r.ft);
-    tokenizer_free(r.tok), vocab_free(r.vocab);
-    logger_close(r.log);
-    if (rc != 0) remove_created_dirs(o->ft.output_dir, created);   /* a failed run leaves no empty folder */
+    task_session_close(&session, o->ft.output_dir, rc);
     return rc;
 }

@@ -3,6 +3,7 @@
  * gradient_accumulation_steps rows, each only as long as its longest row, and the encoder
  * skips each row's padding (finetune.h). */
 #include "tasks/glue_run.h"
+#include "tasks/task_session.h"
 
 #include <math.h>
 #include <omp.h>
@@ -263,7 +264,6 @@ int glue_run(const GlueOptions *opts, GlueResult *res, BertError *err) {
     memset(res, 0, sizeof *res);
     FinetuneInputs in;
     if (check_options(opts, &in, err) != 0) return -1;
-    const double run_start = now_seconds();
     GlueOptions resolved = *opts;   /* the vocabulary and casing the model folder gave */
     const GlueOptions *o = &resolved;
     resolved.ft.vocab_file = in.vocab_file, resolved.ft.do_lower_case = in.do_lower_case;
@@ -272,16 +272,9 @@ int glue_run(const GlueOptions *opts, GlueResult *res, BertError *err) {
     res->task = r.task;
     GlueExamples train_e = {0};
     GlueFeatures train_f = {0};
-    char created[4096];
-    int rc = make_dirs_created(o->ft.output_dir, created, sizeof created, err);
-    if (rc == 0) rc = logger_open(&r.log, o->ft.json_summary, false, true, err);
-    if (rc == 0 && in.note[0]) logger_print(r.log, "%s", in.note);
-    if (rc == 0) rc = vocab_load(&r.vocab, o->ft.vocab_file, err);
-    if (rc == 0) {
-        TokenizerOptions to = tokenizer_default_options();
-        to.do_lower_case = o->ft.do_lower_case;
-        r.tok = tokenizer_new(r.vocab, &to);
-    }
+    TaskSession session;
+    int rc = task_session_open(&session, &o->ft, &in, 100, err);
+    r.log = session.log, r.vocab = session.vocab, r.tok = session.tok;
     if (rc == 0 && o->ft.do_train) rc = load_split(&r, GLUE_TRAIN, &train_e, &train_f, err);
     if (rc == 0 && o->train_examples > 0 && o->train_examples < train_e.n) train_e.n = train_f.n = (int)o->train_examples;
     const long total_steps = rc == 0 && o->ft.do_train ? finetune_total_steps(&o->ft, train_e.n) : 1;
@@ -318,14 +311,12 @@ int glue_run(const GlueOptions *opts, GlueResult *res, BertError *err) {
         const FinetuneResults fr = {.train = o->ft.do_train ? &res->train : NULL, .eval_json = scores,
                                     .eval_samples = res->eval_sequences, .eval_seconds = res->eval_seconds,
                                     .predict_samples = res->predicted, .predict_seconds = now_seconds() - predict_start};
-        rc = finetune_write_results(o->ft.output_dir, &fr, now_seconds() - run_start, err);
+        rc = finetune_write_results(o->ft.output_dir, &fr, now_seconds() - session.start, err);
         free(scores);
     }
     glue_batch_inputs_free(&r.buf.in), free(r.buf.labels), free(r.buf.targets);
     glue_examples_free(&train_e), glue_features_free(&train_f);
     finetune_close(r.ft);
-    tokenizer_free(r.tok), vocab_free(r.vocab);
-    logger_close(r.log);
-    if (rc != 0) remove_created_dirs(o->ft.output_dir, created);   /* a failed run leaves no empty folder */
+    task_session_close(&session, o->ft.output_dir, rc);
     return rc;
 }

@@ -2,6 +2,7 @@
  * (seeded), micro-batches each as long as its longest row; the encoder skips each row's
  * padding (finetune.h) and the head runs on the rows it computed. */
 #include "tasks/ner_run.h"
+#include "tasks/task_session.h"
 
 #include <math.h>
 #include <omp.h>
@@ -289,7 +290,6 @@ int ner_run(const NerOptions *opts, NerResult *res, BertError *err) {
     memset(res, 0, sizeof *res);
     FinetuneInputs in;
     if (check_options(opts, &in, err) != 0) return -1;
-    const double run_start = now_seconds();
     NerOptions resolved = *opts;   /* the vocabulary and casing the model folder gave */
     const NerOptions *o = &resolved;
     resolved.ft.vocab_file = in.vocab_file, resolved.ft.do_lower_case = in.do_lower_case;
@@ -297,17 +297,9 @@ int ner_run(const NerOptions *opts, NerResult *res, BertError *err) {
     Run r = {.o = o};
     NerData train_d = {0};
     NerFeatures train_f = {0};
-    char created[4096];
-    int rc = make_dirs_created(o->ft.output_dir, created, sizeof created, err);
-    if (rc == 0) rc = logger_open(&r.log, o->ft.json_summary, false, true, err);
-    if (rc == 0 && in.note[0]) logger_print(r.log, "%s", in.note);
-    if (rc == 0) rc = vocab_load(&r.vocab, o->ft.vocab_file, err);
-    if (rc == 0) {
-        TokenizerOptions to = tokenizer_default_options();
-        to.do_lower_case = o->ft.do_lower_case;
-        r.tok = tokenizer_new(r.vocab, &to);
-        if (!r.tok) rc = bert_fail(err, "%s: the vocabulary has no [UNK]", o->ft.vocab_file);
-    }
+    TaskSession session;
+    int rc = task_session_open(&session, &o->ft, &in, 100, err);
+    r.log = session.log, r.vocab = session.vocab, r.tok = session.tok;
     if (rc == 0 && o->ft.do_train) rc = ner_read_conll(o->train_file, false, &train_d, err);
     if (rc == 0) rc = choose_labels(o, &train_d, &r.labels, err);
     if (rc == 0) res->num_labels = r.labels.n;
@@ -337,14 +329,12 @@ int ner_run(const NerOptions *opts, NerResult *res, BertError *err) {
                                     .eval_samples = res->eval_sentences, .eval_seconds = res->eval_seconds,
                                     .predict_samples = res->predicted_sentences,
                                     .predict_seconds = now_seconds() - predict_start};
-        rc = finetune_write_results(o->ft.output_dir, &fr, now_seconds() - run_start, err);
+        rc = finetune_write_results(o->ft.output_dir, &fr, now_seconds() - session.start, err);
         free(scores);
     }
     free(r.buf.ids), free(r.buf.mask), free(r.buf.labels);
     ner_features_free(&train_f), ner_data_free(&train_d), ner_labels_free(&r.labels);
     finetune_close(r.ft);
-    tokenizer_free(r.tok), vocab_free(r.vocab);
-    logger_close(r.log);
-    if (rc != 0) remove_created_dirs(o->ft.output_dir, created);   /* a failed run leaves no empty folder */
+    task_session_close(&session, o->ft.output_dir, rc);
     return rc;
 }

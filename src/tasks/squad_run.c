@@ -12,6 +12,7 @@
 #include "core/rng.h"
 #include "tasks/squad.h"
 #include "tasks/squad_eval.h"
+#include "tasks/task_session.h"
 #include "train/finetune.h"
 #include "train/logger.h"
 
@@ -189,7 +190,6 @@ int squad_run(const SquadOptions *opts, SquadResult *res, BertError *err) {
     memset(res, 0, sizeof *res);
     FinetuneInputs in;
     if (check_options(opts, &in, err) != 0) return -1;
-    const double run_start = now_seconds();
     SquadOptions resolved = *opts;   /* the vocabulary and casing the model folder gave */
     const SquadOptions *o = &resolved;
     resolved.ft.vocab_file = in.vocab_file, resolved.ft.do_lower_case = in.do_lower_case;
@@ -200,16 +200,10 @@ int squad_run(const SquadOptions *opts, SquadResult *res, BertError *err) {
     SquadDataset eval_d = {0};
     SquadResults pred_out = {0};
     SquadFile file = {0};
-    char train_path[4096 + 64] = "", created[4096];
-    int rc = make_dirs_created(o->ft.output_dir, created, sizeof created, err);
-    if (rc == 0) rc = logger_open(&r.log, o->ft.json_summary, false, true, err);
-    if (rc == 0 && in.note[0]) logger_print(r.log, "%s", in.note);
-    if (rc == 0) rc = vocab_load(&r.vocab, o->ft.vocab_file, err);
-    if (rc == 0) {
-        TokenizerOptions to = tokenizer_default_options();
-        to.do_lower_case = o->ft.do_lower_case, to.max_input_chars_per_word = 200;   /* Google's FullTokenizer */
-        r.tok = tokenizer_new(r.vocab, &to);
-    }
+    char train_path[4096 + 64] = "";
+    TaskSession session;   /* Google's FullTokenizer: words up to 200 characters */
+    int rc = task_session_open(&session, &o->ft, &in, 200, err);
+    r.log = session.log, r.vocab = session.vocab, r.tok = session.tok;
     if (rc == 0 && o->ft.do_train) {
         rc = read_squad_file(&r, o->train_file, 0, o->train_articles, true, SQUAD_JSON_CJSON, "train_articles.json",
                              &file, err);
@@ -264,15 +258,13 @@ int squad_run(const SquadOptions *opts, SquadResult *res, BertError *err) {
         const FinetuneResults fr = {.train = o->ft.do_train ? &res->train : NULL,
                                     .eval_json = res->evaluated ? res->metrics_json : NULL,
                                     .predict_samples = res->predict_features, .predict_seconds = res->predict_seconds};
-        rc = finetune_write_results(o->ft.output_dir, &fr, now_seconds() - run_start, err);
+        rc = finetune_write_results(o->ft.output_dir, &fr, now_seconds() - session.start, err);
     }
     squad_results_free(&pred_out), squad_dataset_free(&eval_d);
     free(r.ids), free(r.mask), free(r.types), free(r.starts), free(r.ends);
     squad_features_free(&train_f), squad_features_free(&pred_f);
     squad_data_free(&train_d), squad_data_free(&pred_d);
     finetune_close(r.ft);
-    tokenizer_free(r.tok), vocab_free(r.vocab);
-    logger_close(r.log);
-    if (rc != 0) remove_created_dirs(o->ft.output_dir, created);   /* a failed run leaves no empty folder */
+    task_session_close(&session, o->ft.output_dir, rc);
     return rc;
 }
