@@ -557,7 +557,7 @@ static void test_rerank(int port, const GlueExamples *e, const float *logits) {
  * --do_predict's, its raw scores the logits of an independent forward (to float rounding),
  * its scores their softmax, and a pair alone gets the bits it gets in a batch. */
 static void test_predict_equals_bert_glue(void) {
-    char dir[128], cmd[1024];
+    char dir[128], cmd[2048];
     snprintf(dir, sizeof dir, "/tmp/bert_test_serve_ft_%d", (int)getpid());
     snprintf(cmd, sizeof cmd, "%s glue --task_name rte --data_dir tests/data/glue/RTE --init_checkpoint %s "
                               "--output_dir %s --do_train --do_predict --max_steps 2 --train_batch_size 4 "
@@ -640,6 +640,22 @@ static void test_predict_equals_bert_glue(void) {
     CHECK(http(s.port, NULL, "/info", NULL, 0, NULL, &answer) == 200 && strstr(answer, "\"1\":\"not_entailment\""));
     free(answer);
     CHECK(stop_server(&s) == 0);
+    /* bert glue --do_predict --predict_file -: the test rows' pairs from stdin give bert glue's
+     * submission file, byte for byte; a line that is no pair is refused with its number */
+    char in[160], out[160];
+    snprintf(in, sizeof in, "%s/pairs.tsv", dir), snprintf(out, sizeof out, "%s/stdout.tsv", dir);
+    FILE *pairs = fopen(in, "w");
+    for (int i = 0; pairs && i < e.n; i++) fprintf(pairs, "%s\t%s\n", e.text_a[i], e.text_b[i]);
+    if (pairs) fclose(pairs);
+    snprintf(cmd, sizeof cmd, "%s glue --task_name rte --init_checkpoint %s --do_predict --predict_file - "
+                              "--max_seq_length 48 --threads 1 < %s > %s 2> /dev/null", bert_bin, dir, in, out);
+    char *streamed = system(cmd) == 0 ? read_text(out) : xstrdup("(failed)");
+    CHECKF(!strcmp(streamed, predicted), "stdin's predictions:\n%s\nbert glue's:\n%s", streamed, predicted);
+    free(streamed);
+    snprintf(cmd, sizeof cmd, "printf 'a\\tb\\nno pair\\n' | %s glue --task_name rte --init_checkpoint %s --do_predict "
+                              "--predict_file - --max_seq_length 48 2>&1 >/dev/null | grep -q 'line 2: rte takes a pair'",
+             bert_bin, dir);
+    CHECK(system(cmd) == 0);
     glue_examples_free(&e), free(predicted);
     remove_tree(dir);
     /* a model that is no classifier is refused at start, with the reason */

@@ -5,23 +5,16 @@
 #include "cli/commands.h"
 #include "cli/finetune_flags.h"
 #include "cli/flags.h"
-#include "io/tokenizer_files.h"
 #include "tasks/squad_infer.h"
 #include "tasks/squad_run.h"
 
 /* --question Q --context C: one question answered with the fine-tuned model, the n-best list
  * as JSON on stdout (NVIDIA's inference.py), through the server's path (tasks/squad_infer.h). */
 static int ask(const SquadOptions *o, const char *question, const char *context) {
-    TokenizerFolder folder;   /* the vocabulary and casing as bert squad finds them */
-    tokenizer_folder_read(o->ft.init_checkpoint, &folder);
-    const char *vocab = o->ft.vocab_file ? o->ft.vocab_file : folder.vocab_file[0] ? folder.vocab_file : NULL;
-    if (!vocab) return fprintf(stderr, "bert squad: %s has no vocab.txt: give --vocab_file\n", folder.dir), 1;
+    char vocab[4096 + 32];
+    bool lower;
+    if (finetune_flags_tokenizer("squad", &o->ft, vocab, sizeof vocab, &lower) != 0) return 1;
     BertError err;
-    int tokens, cased;
-    char note[1024];
-    if (tokenizer_vocab_scan(vocab, &tokens, &cased, &err) != 0) return fprintf(stderr, "bert squad: %s\n", err.msg), 1;
-    const bool lower = tokenizer_casing(o->ft.do_lower_case, "--do_lower_case", &folder, vocab, cased, note, sizeof note);
-    if (note[0]) fprintf(stderr, "bert squad: %s\n", note);
     SquadAskOptions a = {.model = {.init_checkpoint = o->ft.init_checkpoint, .config_file = o->ft.config_file,
                                    .vocab_file = vocab, .do_lower_case = lower, .bf16 = o->ft.precision == BERT_BF16,
                                    .max_seq_length = o->ft.max_seq_length},
