@@ -56,7 +56,7 @@ static void *worker_main(void *arg) {
         pthread_mutex_lock(&b->mu);
         for (int i = 0; i < n; i++) {
             if (rc != 0 && !jobs[i]->status)
-                jobs[i]->status = 500, snprintf(jobs[i]->msg, sizeof jobs[i]->msg, "%s", err.msg);
+                jobs[i]->status = 500, snprintf(jobs[i]->msg, sizeof jobs[i]->msg, "%.255s", err.msg);
             jobs[i]->finished++;
         }
         pthread_cond_broadcast(&b->done);
