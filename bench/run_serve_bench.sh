@@ -44,11 +44,11 @@ machine="$(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores"
 echo "run_serve_bench: $machine; load average $(cut -d' ' -f1-3 /proc/loadavg); model $MODEL" >&2
 : > "$RESULTS"
 
-start_side() {   # prints the server's pid once it answers /health
+start_side() {   # prints the server's pid once it answers /health (the server must not hold stdout: $(...) waits for it)
   local side=$1 log=bench/.cache/serve/$1.log
   case $side in
-    bertc-fp32) ./bert serve --init_checkpoint "$MODEL" --port "$PORT" --threads "$THREADS" --max_wait_ms "$MAX_WAIT_MS" 2> "$log" & ;;
-    bertc-bf16) ./bert serve --init_checkpoint "$MODEL" --port "$PORT" --threads "$THREADS" --max_wait_ms "$MAX_WAIT_MS" --bf16 2> "$log" & ;;
+    bertc-fp32) ./bert serve --init_checkpoint "$MODEL" --port "$PORT" --threads "$THREADS" --max_wait_ms "$MAX_WAIT_MS" > /dev/null 2> "$log" & ;;
+    bertc-bf16) ./bert serve --init_checkpoint "$MODEL" --port "$PORT" --threads "$THREADS" --max_wait_ms "$MAX_WAIT_MS" --bf16 > /dev/null 2> "$log" & ;;
     peer) "$PEER_PYTHON" bench/serve_peer.py "$MODEL" "$PORT" "$THREADS" "$MAX_WAIT_MS" > "$log" 2>&1 & ;;
     *) echo "run_serve_bench: unknown side $side" >&2; exit 1 ;;
   esac
