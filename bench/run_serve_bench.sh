@@ -16,7 +16,13 @@
 #   SIDES="bertc-fp32 bertc-bf16 peer"  MAX_WAIT_MS=2        (both servers' batching wait)
 #   MODEL=dir (default: bench/setup_minilm.sh's)  PEER_PYTHON=.venv/bin/python
 #   MRPC_DIR=../shared/data/glue/MRPC  RESULTS=file (default out/serve_bench_<time>.jsonl)
+#   OMP_WAIT_POLICY=passive     both sides' OpenMP threads sleep when idle instead of spinning
+#                               (libgomp's default, active, spins; on a small or shared machine
+#                               the spinning steals the cores from the request threads and wrk:
+#                               4x less throughput for bert serve at concurrency 8 on a loaded
+#                               2-core VM); OMP_WAIT_POLICY=active to measure the default
 set -euo pipefail
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 cd "$(dirname "$0")/.."
 THREADS=${THREADS:-2}; DURATION=${DURATION:-10}; WARMUP=${WARMUP:-3}; CONCURRENCY=${CONCURRENCY:-1 8 64}
 MAX_WAIT_MS=${MAX_WAIT_MS:-2}; PEER_PYTHON=${PEER_PYTHON:-.venv/bin/python}; PORT=${PORT:-18600}
@@ -41,7 +47,7 @@ for r in rows:
         print(json.dumps({"inputs": text}))
 PY
 machine="$(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores"
-echo "run_serve_bench: $machine; load average $(cut -d' ' -f1-3 /proc/loadavg); model $MODEL" >&2
+echo "run_serve_bench: $machine; load average $(cut -d' ' -f1-3 /proc/loadavg); OMP_WAIT_POLICY=$OMP_WAIT_POLICY; model $MODEL" >&2
 : > "$RESULTS"
 
 start_side() {   # prints the server's pid once it answers /health (the server must not hold stdout: $(...) waits for it)
@@ -71,7 +77,7 @@ for side in $SIDES; do
            "http://127.0.0.1:$PORT" | grep '^{"requests"' || true)
     # no answer in the whole point: wrk's script has no latencies to report
     [ -n "$line" ] || line='{"requests": 0, "seconds": 0, "rps": 0, "mean_ms": 0, "p50_ms": 0, "p90_ms": 0, "p99_ms": 0, "max_ms": 0, "non2xx": 0, "socket_errors": 0}'
-    echo "${line%\}}, \"side\": \"$side\", \"concurrency\": $c, \"threads\": $THREADS, \"duration_s\": $DURATION, \"machine\": \"$machine\"}" \
+    echo "${line%\}}, \"side\": \"$side\", \"concurrency\": $c, \"threads\": $THREADS, \"duration_s\": $DURATION, \"omp_wait_policy\": \"$OMP_WAIT_POLICY\", \"machine\": \"$machine\"}" \
       | tee -a "$RESULTS" >&2
   done
   kill -TERM "$pid"; wait "$pid" 2> /dev/null || true
@@ -82,7 +88,7 @@ import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 sides = list(dict.fromkeys(r["side"] for r in rows))
 print(f"bert serve vs the peer (FastAPI + sentence-transformers): {rows[0]['machine']}, {rows[0]['threads']} threads, "
-      f"{rows[0]['duration_s']} s a point, MRPC sentences one a request\n")
+      f"OMP_WAIT_POLICY={rows[0].get('omp_wait_policy')}, {rows[0]['duration_s']} s a point, MRPC sentences one a request\n")
 print(f"{'concurrency':>11}  {'side':<11} {'req/s':>8} {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8} {'errors':>6}  vs peer")
 for c in dict.fromkeys(r["concurrency"] for r in rows):
     at = {r["side"]: r for r in rows if r["concurrency"] == c}
