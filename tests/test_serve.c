@@ -3,7 +3,9 @@
  * the batch command run on the same model, never stored numbers) whatever batch the server
  * put a text in; tens of concurrent clients get their own answers; malformed input, size
  * limits, a missing API key, a full queue and a slow client get their status codes and the
- * server keeps serving after each; SIGTERM answers what is in flight and exits 0. */
+ * server keeps serving after each; SIGTERM answers what is in flight and exits 0. --task qa's
+ * answers are `bert squad --do_predict`'s files' (and `bert squad --question`'s output), and
+ * /rerank's scores /predict's. */
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
@@ -509,11 +511,53 @@ static bool read_scores(const cJSON *list, const char *const *names, double *sco
     return true;
 }
 
+/* /rerank on the RTE classifier: the first premise as the query over the hypotheses. Each
+ * score is the softmax of label 1 that /predict gives the same pair, highest first, with its
+ * index and text; the first pair's is the independent forward's softmax (to float rounding). */
+static void test_rerank(int port, const GlueExamples *e, const float *logits) {
+    enum { K = 6 };
+    const int k = e->n < K ? e->n : K;
+    cJSON *rq = cJSON_CreateObject(), *pq = cJSON_CreateObject();
+    cJSON *texts = cJSON_AddArrayToObject(rq, "texts"), *pairs = cJSON_AddArrayToObject(pq, "inputs");
+    cJSON_AddStringToObject(rq, "query", e->text_a[0]), cJSON_AddBoolToObject(rq, "return_text", 1);
+    for (int j = 0; j < k; j++) {
+        cJSON_AddItemToArray(texts, cJSON_CreateString(e->text_b[j]));
+        cJSON *pair = cJSON_CreateArray();
+        cJSON_AddItemToArray(pair, cJSON_CreateString(e->text_a[0]));
+        cJSON_AddItemToArray(pair, cJSON_CreateString(e->text_b[j]));
+        cJSON_AddItemToArray(pairs, pair);
+    }
+    char *rbody = cJSON_PrintUnformatted(rq), *pbody = cJSON_PrintUnformatted(pq), *ranswer, *panswer;
+    CHECK(post(port, "/rerank", rbody, &ranswer) == 200 && post(port, "/predict", pbody, &panswer) == 200);
+    cJSON *ranked = cJSON_Parse(ranswer), *predicted = cJSON_Parse(panswer);
+    static const char *const names[2] = {"entailment", "not_entailment"};
+    CHECKF(cJSON_GetArraySize(ranked) == k && cJSON_GetArraySize(predicted) == k, "%s\n%s", ranswer, panswer);
+    double last = INFINITY;
+    int seen = 0;
+    for (const cJSON *x = cJSON_GetArraySize(ranked) == k ? ranked->child : NULL; x; x = x->next) {
+        const int j = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(x, "index"));
+        const double score = cJSON_GetNumberValue(cJSON_GetObjectItem(x, "score"));
+        double sc[2];
+        const char *top;
+        CHECKF(j >= 0 && j < k && !(seen & 1 << j) && score <= last, "%s", ranswer);
+        if (j < 0 || j >= k) continue;
+        seen |= 1 << j, last = score;
+        CHECK(!strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(x, "text")), e->text_b[j]));
+        CHECKF(read_scores(cJSON_GetArrayItem(predicted, j), names, sc, &top) && fabs(score - sc[1]) < 1e-6,
+               "text %d: rerank %.9g, /predict %.9g", j, score, sc[1]);
+        if (j == 0) CHECKF(fabs(score - 1 / (1 + exp(logits[0] - logits[1]))) < 1e-5, "rerank %.9g", score);
+    }
+    CHECK(post(port, "/rerank", "{\"query\": \"a\", \"texts\": \"b\"}", NULL) == 400);
+    CHECK(post(port, "/rerank", "{\"texts\": [\"b\"]}", NULL) == 400);
+    cJSON_Delete(ranked), cJSON_Delete(predicted), cJSON_Delete(rq), cJSON_Delete(pq);
+    free(rbody), free(pbody), free(ranswer), free(panswer);
+}
+
 /* --task classify: a model bert glue fine-tuned on RTE; /predict's labels are bert glue
  * --do_predict's, its raw scores the logits of an independent forward (to float rounding),
  * its scores their softmax, and a pair alone gets the bits it gets in a batch. */
 static void test_predict_equals_bert_glue(void) {
-    char dir[128], cmd[1024];
+    char dir[128], cmd[2048];
     snprintf(dir, sizeof dir, "/tmp/bert_test_serve_ft_%d", (int)getpid());
     snprintf(cmd, sizeof cmd, "%s glue --task_name rte --data_dir tests/data/glue/RTE --init_checkpoint %s "
                               "--output_dir %s --do_train --do_predict --max_steps 2 --train_batch_size 4 "
@@ -588,17 +632,217 @@ static void test_predict_equals_bert_glue(void) {
         }
         cJSON_Delete(root), free(answer), free(body), cJSON_Delete(req);
     }
+    test_rerank(s.port, &e, logits);
     char *answer;
     CHECK(post(s.port, "/embed", "{\"inputs\": \"a\"}", NULL) == 400);
+    CHECK(post(s.port, "/v1/qa", "{\"question\": \"a\", \"context\": \"b\"}", NULL) == 400);
     CHECK(post(s.port, "/predict", "{\"inputs\": [[\"a\", 5]]}", NULL) == 400);
     CHECK(http(s.port, NULL, "/info", NULL, 0, NULL, &answer) == 200 && strstr(answer, "\"1\":\"not_entailment\""));
     free(answer);
     CHECK(stop_server(&s) == 0);
+    /* bert glue --do_predict --predict_file -: the test rows' pairs from stdin give bert glue's
+     * submission file, byte for byte; a line that is no pair is refused with its number */
+    char in[160], out[160];
+    snprintf(in, sizeof in, "%s/pairs.tsv", dir), snprintf(out, sizeof out, "%s/stdout.tsv", dir);
+    FILE *pairs = fopen(in, "w");
+    for (int i = 0; pairs && i < e.n; i++) fprintf(pairs, "%s\t%s\n", e.text_a[i], e.text_b[i]);
+    if (pairs) fclose(pairs);
+    snprintf(cmd, sizeof cmd, "%s glue --task_name rte --init_checkpoint %s --do_predict --predict_file - "
+                              "--max_seq_length 48 --threads 1 < %s > %s 2> /dev/null", bert_bin, dir, in, out);
+    char *streamed = system(cmd) == 0 ? read_text(out) : xstrdup("(failed)");
+    CHECKF(!strcmp(streamed, predicted), "stdin's predictions:\n%s\nbert glue's:\n%s", streamed, predicted);
+    free(streamed);
+    snprintf(cmd, sizeof cmd, "printf 'a\\tb\\nno pair\\n' | %s glue --task_name rte --init_checkpoint %s --do_predict "
+                              "--predict_file - --max_seq_length 48 2>&1 >/dev/null | grep -q 'line 2: rte takes a pair'",
+             bert_bin, dir);
+    CHECK(system(cmd) == 0);
     glue_examples_free(&e), free(predicted);
     remove_tree(dir);
     /* a model that is no classifier is refused at start, with the reason */
     snprintf(cmd, sizeof cmd, "%s serve --task classify --init_checkpoint %s --port 0 2>&1 | grep -q 'no id2label'",
              bert_bin, DIR);
+    CHECK(system(cmd) == 0);
+}
+
+/* ---- --task qa ---- */
+
+#define QA_FLAGS "--max_seq_length", "64", "--doc_stride", "16", "--max_query_length", "16", "--version_2_with_negative"
+#define QA_FILE "tests/data/squad/subset_v2.json"
+#define QA_MAX 64
+
+typedef struct {
+    int port;
+    const char *id, *question, *context;
+    char *answer;
+    long status;
+} QaAsk;
+
+static char *qa_body(const char *question, const char *context, int top_k) {
+    cJSON *q = cJSON_CreateObject();
+    cJSON_AddStringToObject(q, "question", question), cJSON_AddStringToObject(q, "context", context);
+    cJSON_AddNumberToObject(q, "top_k", top_k);
+    char *body = cJSON_PrintUnformatted(q);
+    cJSON_Delete(q);
+    return body;
+}
+
+static void *ask_one(void *arg) {
+    QaAsk *a = arg;
+    char *body = qa_body(a->question, a->context, 1000);
+    a->status = post(a->port, "/v1/qa", body, &a->answer);
+    free(body);
+    return NULL;
+}
+
+/* The code points [start, end) of s, whitespace runs made one space (as the answer's text
+ * joins the context's words). */
+static char *slice_cps(const char *s, int start, int end) {
+    char *out = xmalloc(strlen(s) + 1), *o = out;
+    int k = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; k++) {
+        int n = *p < 0x80 ? 1 : *p < 0xE0 ? 2 : *p < 0xF0 ? 3 : 4;
+        if (k >= start && k < end) {
+            if (strchr(" \t\r\n", *p)) {
+                if (o > out && o[-1] != ' ') *o++ = ' ';
+            } else memcpy(o, p, (size_t)n), o += n;
+        }
+        p += n;
+    }
+    while (o > out && o[-1] == ' ') o--;
+    *o = '\0';
+    return out;
+}
+
+/* One answer against bert squad's files: the answer, null odds and every n-best entry's text,
+ * probability and logits exactly; each offset pair spans its text in the context. */
+static bool qa_matches(const char *answer, const char *id, const char *context, const cJSON *pred, const cJSON *nbest,
+                       const cJSON *odds) {
+    cJSON *r = cJSON_Parse(answer);
+    const cJSON *list = cJSON_GetObjectItem(r, "nbest"), *want = cJSON_GetObjectItem(nbest, id);
+    bool ok = r && !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(r, "answer")), cJSON_GetStringValue(cJSON_GetObjectItem(pred, id))) &&
+              cJSON_GetNumberValue(cJSON_GetObjectItem(r, "null_odds")) == cJSON_GetNumberValue(cJSON_GetObjectItem(odds, id)) &&
+              cJSON_GetArraySize(list) == cJSON_GetArraySize(want) && cJSON_GetArraySize(want) > 0;
+    for (const cJSON *x = ok ? list->child : NULL, *w = ok ? want->child : NULL; x && w; x = x->next, w = w->next) {
+        static const char *const keys[3] = {"probability", "start_logit", "end_logit"};
+        const char *text = cJSON_GetStringValue(cJSON_GetObjectItem(x, "text"));
+        ok = ok && text && !strcmp(text, cJSON_GetStringValue(cJSON_GetObjectItem(w, "text")));
+        for (int k = 0; k < 3; k++)
+            ok = ok && cJSON_GetNumberValue(cJSON_GetObjectItem(x, keys[k])) == cJSON_GetNumberValue(cJSON_GetObjectItem(w, keys[k]));
+        const cJSON *st = cJSON_GetObjectItem(x, "start"), *en = cJSON_GetObjectItem(x, "end");
+        if (ok && text[0] && strcmp(text, "empty")) {
+            char *span = slice_cps(context, (int)cJSON_GetNumberValue(st), (int)cJSON_GetNumberValue(en));
+            ok = cJSON_IsNumber(st) && cJSON_IsNumber(en) && !strcmp(span, text);
+            if (!ok) fprintf(stderr, "    %s: offsets give '%s' for '%s'\n", id, span, text);
+            free(span);
+        } else ok = ok && cJSON_IsNull(st) && cJSON_IsNull(en);
+    }
+    cJSON_Delete(r);
+    return ok;
+}
+
+/* argv's stdout (up to 1 MB), or NULL when it fails. */
+static char *run_output(const char *const *argv) {
+    int fd[2];
+    if (pipe(fd) != 0) return NULL;
+    const pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd[1], 1), close(fd[0]), close(fd[1]);
+        if (!freopen("/dev/null", "w", stderr)) _exit(126);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    close(fd[1]);
+    Body b = {xstrdup(""), 0};
+    char buf[4096];
+    ssize_t got;
+    while ((got = read(fd[0], buf, sizeof buf)) > 0) collect(buf, 1, (size_t)got, &b);
+    close(fd[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) free(b.p), b.p = NULL;
+    return b.p;
+}
+
+/* --task qa: a model bert squad fine-tuned (v2.0) answers every question of the file as
+ * bert squad --do_predict did, the questions sent at once (their windows share forwards);
+ * bert squad --question --context prints what the server answers. */
+static void test_qa_equals_bert_squad(void) {
+    char dir[128], cmd[1024], path[256];
+    snprintf(dir, sizeof dir, "/tmp/bert_test_serve_qa_%d", (int)getpid());
+    snprintf(cmd, sizeof cmd, "%s squad --init_checkpoint %s --train_file %s --predict_file %s --output_dir %s "
+                              "--do_train --do_predict --max_steps 3 --train_batch_size 4 --learning_rate 1e-3 "
+                              "--max_seq_length 64 --doc_stride 16 --max_query_length 16 --version_2_with_negative "
+                              "--threads 1 > /dev/null 2>&1", bert_bin, DIR, QA_FILE, QA_FILE, dir);
+    if (system(cmd) != 0) {
+        CHECKF(0, "%s", cmd);
+        return;
+    }
+    char *squad_text = read_text(QA_FILE);
+    cJSON *files[3], *squad = cJSON_Parse(squad_text);
+    free(squad_text);
+    static const char *const names[3] = {"predictions.json", "nbest_predictions.json", "null_odds.json"};
+    for (int k = 0; k < 3; k++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[k]);
+        char *text = read_text(path);
+        files[k] = cJSON_Parse(text);
+        free(text);
+    }
+    QaAsk asks[QA_MAX];
+    int n = 0;
+    for (const cJSON *a = cJSON_GetObjectItem(squad, "data")->child; a; a = a->next)
+        for (const cJSON *p = cJSON_GetObjectItem(a, "paragraphs")->child; p; p = p->next)
+            for (const cJSON *q = cJSON_GetObjectItem(p, "qas")->child; q && n < QA_MAX; q = q->next)
+                asks[n++] = (QaAsk){.id = cJSON_GetStringValue(cJSON_GetObjectItem(q, "id")),
+                                    .question = cJSON_GetStringValue(cJSON_GetObjectItem(q, "question")),
+                                    .context = cJSON_GetStringValue(cJSON_GetObjectItem(p, "context"))};
+    Server s;
+    if (!start_server(&s, (const char *[]){"--task", "qa", "--init_checkpoint", dir, QA_FLAGS, "--max_wait_ms", "20",
+                                           NULL}))
+        goto done;
+    pthread_t t[QA_MAX];
+    for (int i = 0; i < n; i++) asks[i].port = s.port, pthread_create(&t[i], NULL, ask_one, &asks[i]);
+    int wrong = 0;
+    for (int i = 0; i < n; i++) {
+        pthread_join(t[i], NULL);
+        const bool ok = asks[i].status == 200 && qa_matches(asks[i].answer, asks[i].id, asks[i].context, files[0],
+                                                            files[1], files[2]);
+        if (!ok) fprintf(stderr, "    %s: %ld %.300s\n", asks[i].id, asks[i].status, asks[i].answer);
+        wrong += !ok;
+    }
+    CHECKF(n == 26 && wrong == 0, "%d of %d questions not answered as bert squad --do_predict", wrong, n);
+    /* the one-shot command prints the server's answer, byte for byte */
+    const char *argv[] = {bert_bin, "squad", "--init_checkpoint", dir, "--question", asks[3].question, "--context",
+                          asks[3].context, QA_FLAGS, "--threads", "1", NULL};
+    char *printed = run_output(argv);
+    CHECKF(printed && !strcmp(printed, asks[3].answer), "bert squad --question printed:\n%s\nthe server:\n%s", printed,
+           asks[3].answer);
+    free(printed);
+    /* top_k: the list cut; bad requests; the other tasks' endpoints */
+    char *body = qa_body(asks[0].question, asks[0].context, 2), *answer;
+    CHECK(post(s.port, "/v1/qa", body, &answer) == 200);
+    cJSON *cut = cJSON_Parse(answer);
+    CHECKF(cJSON_GetArraySize(cJSON_GetObjectItem(cut, "nbest")) == 2, "%s", answer);
+    cJSON_Delete(cut), free(body), free(answer);
+    static const char *const bad[] = {"{\"question\": \"who?\"}", "{\"question\": \"  \", \"context\": \"a b\"}",
+                                      "{\"question\": \"who?\", \"context\": \" \\n \"}", "{\"question\": 5, \"context\": \"a\"}",
+                                      "{\"question\": \"a\", \"context\": \"b\", \"top_k\": -1}"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECKF(post(s.port, "/v1/qa", bad[i], &answer) == 400 && strstr(answer, "\"message\""), "%s: %s", bad[i], answer);
+        free(answer);
+    }
+    CHECK(post(s.port, "/v1/embeddings", "{\"input\": \"a\"}", NULL) == 400);
+    CHECK(post(s.port, "/rerank", "{\"query\": \"a\", \"texts\": [\"b\"]}", NULL) == 400);
+    CHECK(http(s.port, NULL, "/info", NULL, 0, NULL, &answer) == 200 && strstr(answer, "\"question_answering\""));
+    free(answer);
+    CHECK(stop_server(&s) == 0);
+done:
+    for (int i = 0; i < n; i++) free(asks[i].answer);
+    for (int k = 0; k < 3; k++) cJSON_Delete(files[k]);
+    cJSON_Delete(squad);
+    remove_tree(dir);
+    /* a model without the span head is refused at start */
+    snprintf(cmd, sizeof cmd, "%s serve --task qa --init_checkpoint %s --max_seq_length 64 --port 0 2>&1 | "
+                              "grep -q 'no question-answering weights'", bert_bin, DIR);
     CHECK(system(cmd) == 0);
 }
 
@@ -615,6 +859,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_sigterm_drains);
     RUN_TEST(test_slow_client);
     RUN_TEST(test_predict_equals_bert_glue);
+    RUN_TEST(test_qa_equals_bert_squad);
     for (int i = 0; i < nsent; i++) free(sentences[i]);
     curl_global_cleanup();
     return test_summary();

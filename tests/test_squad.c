@@ -387,7 +387,7 @@ static void test_json_format(void) {
             p.nbest[e][k] = (SquadNbestEntry){xstrdup(cJSON_GetArrayItem(en, 0)->valuestring),
                                               cJSON_GetArrayItem(en, 1)->valuedouble,
                                               cJSON_GetArrayItem(en, 2)->valuedouble,
-                                              cJSON_GetArrayItem(en, 3)->valuedouble};
+                                              cJSON_GetArrayItem(en, 3)->valuedouble, -1, -1};
         }
         p.answer[e] = xstrdup(p.nbest[e][0].text);
     }

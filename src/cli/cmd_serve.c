@@ -27,13 +27,21 @@ int cmd_serve(int argc, char **argv) {
         {"config_file", FLAG_STRING, &o.config_file, "config.json when --init_checkpoint is a file"},
         {"vocab_file", FLAG_STRING, &o.vocab_file, "default: the model folder's vocab.txt"},
         {"do_lower_case", FLAG_TRIBOOL, &lower, "default: what the model folder's tokenizer files say (as bert embed)"},
-        {"task", FLAG_STRING, &o.task, "embed (mean-pooled, L2-normalised sentence embeddings: /v1/embeddings, /embed) or classify (a fine-tuned "
-         "sequence classifier, e.g. bert glue's: /predict); default embed"},
+        {"task", FLAG_STRING, &o.task, "embed (mean-pooled, L2-normalised sentence embeddings: /v1/embeddings, /embed), classify (a fine-tuned "
+         "sequence classifier, e.g. bert glue's: /predict, /rerank) or qa (a SQuAD model, e.g. bert squad's: /v1/qa); default embed"},
         {"model_name", FLAG_STRING, &o.model_name, "the model id /info and OpenAI's answers show; default the folder's name"},
         {"host", FLAG_STRING, &o.host, "address to listen on; default 127.0.0.1 (loopback only)"},
         {"port", FLAG_INT, &o.port, "default 8080; 0: any free port (printed)"},
         {"bf16", FLAG_BOOL, &o.bf16, "matrix products in bf16 (needs avx512_bf16)"},
-        {"max_seq_length", FLAG_INT, &o.max_seq_length, "tokens per text, [CLS] and [SEP] included; default as bert embed"},
+        {"max_seq_length", FLAG_INT, &o.max_seq_length, "tokens per text, [CLS] and [SEP] included; default as bert embed "
+         "(qa: 384, as bert squad)"},
+        {"doc_stride", FLAG_INT, &o.doc_stride, "qa: between the context's windows; default 128"},
+        {"max_query_length", FLAG_INT, &o.max_query_length, "qa: question tokens kept; default 64"},
+        {"n_best_size", FLAG_INT, &o.n_best_size, "qa: candidates kept per question; default 20"},
+        {"max_answer_length", FLAG_INT, &o.max_answer_length, "qa: longest answer in tokens; default 30"},
+        {"version_2_with_negative", FLAG_BOOL, &o.version_2_with_negative, "qa: SQuAD v2.0, questions may have no answer"},
+        {"null_score_diff_threshold", FLAG_DOUBLE, &o.null_score_diff_threshold,
+         "qa, v2.0: no answer when null score - best score exceeds this; default 0"},
         {"truncate", FLAG_STRING, &truncate, "true: texts longer than max_seq_length are cut as bert embed cuts them; "
                                              "false: answered 413; default true"},
         {"max_batch_tokens", FLAG_INT, &o.max_batch_tokens, "tokens per forward of the compute worker; default 16384"},

@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 
+#include "io/tokenizer_files.h"
 #include "model/bert.h"
 
 int finetune_flags(Flag *out, FinetuneArgs *a, FinetuneFlagState *st, const char *rows, const char *eval_flag) {
@@ -72,6 +73,21 @@ int finetune_flags_finish(const char *command, FinetuneArgs *a, const FinetuneFl
         return 2;
     }
     return flags_use_device(command, st->device);
+}
+
+int finetune_flags_tokenizer(const char *command, const FinetuneArgs *a, char *vocab, size_t size, bool *lower) {
+    TokenizerFolder folder;
+    tokenizer_folder_read(a->init_checkpoint, &folder);
+    if (!a->vocab_file && !folder.vocab_file[0])
+        return fprintf(stderr, "bert %s: %s has no vocab.txt: give --vocab_file\n", command, folder.dir), 1;
+    snprintf(vocab, size, "%s", a->vocab_file ? a->vocab_file : folder.vocab_file);
+    BertError err;
+    int tokens, cased;
+    char note[1024];
+    if (tokenizer_vocab_scan(vocab, &tokens, &cased, &err) != 0) return fprintf(stderr, "bert %s: %s\n", command, err.msg), 1;
+    *lower = tokenizer_casing(a->do_lower_case, "--do_lower_case", &folder, vocab, cased, note, sizeof note);
+    if (note[0]) fprintf(stderr, "bert %s: %s\n", command, note);
+    return 0;
 }
 
 void finetune_print_training(const char *prefix, const char *rows, const FinetuneTrainResult *t, bool fp16) {

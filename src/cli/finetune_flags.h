@@ -26,6 +26,11 @@ typedef struct {
 int finetune_flags(Flag *out, FinetuneArgs *a, FinetuneFlagState *st, const char *rows, const char *eval_flag);
 /* After parsing: the 64-bit values and the precision into a. 0, or 2 with the message on stderr. */
 int finetune_flags_finish(const char *command, FinetuneArgs *a, const FinetuneFlagState *st);
+/* For a command that only predicts (bert squad --question, bert glue --predict_file -): the
+ * vocabulary (--vocab_file, else the model folder's vocab.txt) into vocab and the casing (the
+ * flag, else the folder's tokenizer files, else the vocabulary's), as a run finds them. 0, or 1
+ * with the message on stderr. */
+int finetune_flags_tokenizer(const char *command, const FinetuneArgs *a, char *vocab, size_t size, bool *lower);
 /* The training summary lines every fine-tuning command prints ("bert glue: mrpc: 10 steps, ..."). */
 void finetune_print_training(const char *prefix, const char *rows, const FinetuneTrainResult *t, bool fp16);
 /* The line naming the saved model folder and its files, when one was saved (model_dir not ""). */

@@ -22,7 +22,7 @@ static int take_rows(ServeBatcher *b, ServeRow *rows, ServeJob **jobs, long *tok
     *tokens = 0;
     while (b->head && n < b->o.max_rows) {
         ServeJob *j = b->head;
-        const int len = j->rows[j->taken].length;
+        const int len = serve_row_cost(&j->rows[j->taken]);
         if (n > 0 && *tokens + len > b->o.max_tokens) break;
         rows[n] = j->rows[j->taken], jobs[n++] = j;
         *tokens += len, b->queued_tokens -= len;
@@ -56,7 +56,7 @@ static void *worker_main(void *arg) {
         pthread_mutex_lock(&b->mu);
         for (int i = 0; i < n; i++) {
             if (rc != 0 && !jobs[i]->status)
-                jobs[i]->status = 500, snprintf(jobs[i]->msg, sizeof jobs[i]->msg, "%s", err.msg);
+                jobs[i]->status = 500, snprintf(jobs[i]->msg, sizeof jobs[i]->msg, "%.255s", err.msg);
             jobs[i]->finished++;
         }
         pthread_cond_broadcast(&b->done);
@@ -78,7 +78,7 @@ void serve_batcher_start(ServeBatcher *b, const ServeBatchOptions *o, ServeRunFn
 int serve_batcher_submit(ServeBatcher *b, ServeJob *job) {
     job->taken = job->finished = job->status = 0, job->next = NULL, job->msg[0] = '\0';
     job->tokens = 0;
-    for (int i = 0; i < job->n; i++) job->tokens += job->rows[i].length;
+    for (int i = 0; i < job->n; i++) job->tokens += serve_row_cost(&job->rows[i]);
     pthread_mutex_lock(&b->mu);
     const int status = b->stopping ? 503 : b->queued >= b->o.max_queue ? 429 : 0;
     if (!status) {

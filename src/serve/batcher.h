@@ -18,8 +18,13 @@ typedef struct {
     const int32_t *ids, *types;   /* length token ids and segment ids (types NULL: all 0) */
     int length;
     bool normalize;               /* embeddings: L2-normalise */
-    float *out;                   /* the task's output for this row */
+    int padded;                   /* > 0: the forward runs the row at this length (QA's windows): the
+                                   * token budget counts that */
+    float *out, *out2;            /* the task's output for this row (QA: start and end logits) */
 } ServeRow;
+
+/* The tokens a row costs a forward. */
+static inline int serve_row_cost(const ServeRow *r) { return r->padded > 0 ? r->padded : r->length; }
 
 /* Runs one batch of rows (n <= max_rows, lengths <= the model's): 0, or -1 with err. */
 typedef int (*ServeRunFn)(void *ctx, const ServeRow *rows, int n, BertError *err);

@@ -82,6 +82,47 @@ static int parse_texts(const cJSON *in, const char *what, const ServeLimits *lim
     return 0;
 }
 
+static int optional_bool(const cJSON *root, const char *key);
+
+/* An optional integer member in [lo, hi] into *out (absent or null: unchanged). */
+static int optional_int(const cJSON *root, const char *key, int lo, int hi, int *out, BertError *err) {
+    const cJSON *v = json_get_last(root, key);
+    if (!v || cJSON_IsNull(v)) return 0;
+    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(long)v->valuedouble || v->valuedouble < lo || v->valuedouble > hi)
+        return bert_fail(err, "'%s' must be an integer from %d to %d", key, lo, hi);
+    *out = (int)v->valuedouble;
+    return 0;
+}
+
+/* /v1/qa: {"question", "context"}, or HuggingFace's {"inputs": {"question", "context"}};
+ * "top_k" (or "n_best") entries of the n-best list to show. */
+static int parse_qa(const cJSON *root, ServeRequest *r, BertError *err) {
+    const cJSON *inputs = json_get_last(root, "inputs");
+    const cJSON *src = cJSON_IsObject(inputs) ? inputs : root;
+    const cJSON *question = json_get_last(src, "question"), *context = json_get_last(src, "context");
+    if (!question || !context) return status_fail(err, 400, "'%s' is missing", question ? "context" : "question");
+    r->n = 1, r->text_a = xcalloc(1, sizeof(char *)), r->text_b = xcalloc(1, sizeof(char *));
+    if (take_text(question, "question", -1, &r->text_a[0], err) || take_text(context, "context", -1, &r->text_b[0], err))
+        return 400;
+    if (optional_int(root, "top_k", 0, 1000, &r->top_k, err) || optional_int(root, "n_best", 0, 1000, &r->top_k, err))
+        return 400;
+    return 0;
+}
+
+/* /rerank (TEI): {"query": text, "texts": [text, ...], "return_text", "truncate", "raw_scores"}. */
+static int parse_rerank(const cJSON *root, const ServeLimits *lim, ServeRequest *r, BertError *err) {
+    const cJSON *query = json_get_last(root, "query"), *texts = json_get_last(root, "texts");
+    if (!query || !texts) return status_fail(err, 400, "'%s' is missing", query ? "texts" : "query");
+    if (take_text(query, "query", -1, &r->query, err) != 0) return 400;
+    if (!cJSON_IsArray(texts)) return status_fail(err, 400, "'texts' must be a list of strings");
+    const int status = parse_texts(texts, "texts", lim, r, err);
+    if (status) return status;
+    const int ret = optional_bool(root, "return_text");
+    if (ret == -2) return status_fail(err, 400, "'return_text' must be true or false");
+    r->return_text = ret == 1;
+    return 0;
+}
+
 /* An optional boolean member: -1 absent, else 0/1; -2 for another type. */
 static int optional_bool(const cJSON *root, const char *key) {
     const cJSON *v = json_get_last(root, key);
@@ -90,6 +131,7 @@ static int optional_bool(const cJSON *root, const char *key) {
 }
 
 static int parse_options(ServeEndpoint ep, const cJSON *root, ServeRequest *r, BertError *err) {
+    if (ep == SERVE_QA) return 0;
     if (ep == SERVE_OPENAI_EMBEDDINGS) {
         const cJSON *model = json_get_last(root, "model"), *fmt = json_get_last(root, "encoding_format");
         if (model && !cJSON_IsNull(model)) {
@@ -122,8 +164,10 @@ int serve_request_parse(ServeEndpoint ep, const char *body, size_t len, const Se
     const char *key = ep == SERVE_OPENAI_EMBEDDINGS ? "input" : "inputs";
     const cJSON *in = cJSON_IsObject(root) ? json_get_last(root, key) : NULL;
     if (!cJSON_IsObject(root)) status = status_fail(err, 400, "the body must be a JSON object");
-    else if (!in) status = status_fail(err, 400, "'%s' is missing", key);
     else if (parse_options(ep, root, r, err) != 0) status = 400;
+    else if (ep == SERVE_QA) status = parse_qa(root, r, err);
+    else if (ep == SERVE_TEI_RERANK) status = parse_rerank(root, lim, r, err);
+    else if (!in) status = status_fail(err, 400, "'%s' is missing", key);
     else if (ep == SERVE_TEI_PREDICT) status = parse_predict_inputs(in, lim, r, err);
     else status = parse_texts(in, key, lim, r, err);
     cJSON_Delete(root);
@@ -136,7 +180,7 @@ void serve_request_free(ServeRequest *r) {
         if (r->text_a) free(r->text_a[i]);
         if (r->text_b) free(r->text_b[i]);
     }
-    free(r->text_a), free(r->text_b);
+    free(r->text_a), free(r->text_b), free(r->query);
     const int normalize = r->normalize, truncate = r->truncate;
     memset(r, 0, sizeof *r);
     r->normalize = normalize, r->truncate = truncate;

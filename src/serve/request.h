@@ -1,5 +1,5 @@
 /* bert serve's request bodies: JSON as the clients send it (OpenAI's /v1/embeddings, text-
- * embeddings-inference's /embed and /predict), checked and turned into texts. Pure parsing, no
+ * embeddings-inference's /embed, /predict and /rerank, /v1/qa), checked and turned into texts. Pure parsing, no
  * HTTP and no model, so any bytes can be fuzzed (tests/fuzz/fuzz_serve_request.c): a body
  * gives a request or an HTTP status with a one-line message, never a crash. */
 #ifndef BERT_SERVE_REQUEST_H
@@ -10,16 +10,19 @@
 
 #include "core/common.h"
 
-typedef enum { SERVE_OPENAI_EMBEDDINGS = 0, SERVE_TEI_EMBED, SERVE_TEI_PREDICT } ServeEndpoint;
+typedef enum { SERVE_OPENAI_EMBEDDINGS = 0, SERVE_TEI_EMBED, SERVE_TEI_PREDICT, SERVE_TEI_RERANK, SERVE_QA } ServeEndpoint;
 
 typedef struct {
     int max_inputs;   /* texts in one request; more: 413 */
 } ServeLimits;
 
 typedef struct {
-    int n;                  /* texts, >= 1 */
-    char **text_a;          /* NUL-terminated copies, valid UTF-8 */
-    char **text_b;          /* /predict's second text of a pair, else NULL (each may be NULL) */
+    int n;                  /* texts, >= 1 (/v1/qa: 1) */
+    char **text_a;          /* NUL-terminated copies, valid UTF-8 (/rerank: the texts; /v1/qa: the question) */
+    char **text_b;          /* /predict's second text of a pair, else NULL (each may be NULL); /v1/qa: the context */
+    char *query;            /* /rerank's query */
+    bool return_text;       /* /rerank: echo each text */
+    int top_k;              /* /v1/qa: n-best entries to list (0: none); /rerank: results kept (0: all) */
     bool input_is_list;     /* the input was a list (the answer is then a list too) */
     bool base64;            /* OpenAI encoding_format "base64": little-endian float32 bytes */
     int normalize;          /* TEI "normalize": 1, 0, or -1 unset (the server's default) */

@@ -3,6 +3,7 @@
 #include "serve/server.h"
 
 #include <arpa/inet.h>
+#include <math.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -24,12 +25,16 @@
 #include "tasks/embed.h"
 #include "tasks/glue.h"
 #include "tasks/infer_model.h"
+#include "tasks/squad_infer.h"
 
 typedef struct {
     ServeOptions o;
     InferModel em;
     int hidden;
-    bool classify;                /* --task classify: /predict; else the embedding endpoints */
+    bool classify;                /* --task classify: /predict, /rerank */
+    bool qa;                      /* --task qa: /v1/qa; neither: the embedding endpoints */
+    Tokenizer *qa_tok;            /* qa: bert squad's tokenizer (words of up to 200 characters) */
+    SquadInferOptions qa_opt;
     char **labels;                /* classify: id2label's names */
     int num_labels;
     char model_name[256];
@@ -49,7 +54,8 @@ ServeOptions serve_default_options(void) {
     return (ServeOptions){.task = "embed", .host = "127.0.0.1", .port = 8080, .truncate = true,
                           .max_batch_tokens = 16384, .max_batch_rows = 128, .max_wait_ms = 2, .max_queue = 512,
                           .max_inputs = 1024, .max_body_bytes = 4L << 20, .timeout_s = 30, .max_connections = 512,
-                          .drain_s = 30};
+                          .drain_s = 30, .doc_stride = 128, .max_query_length = 64, .n_best_size = 20,
+                          .max_answer_length = 30};
 }
 
 /* ---- answers ---- */
@@ -201,31 +207,46 @@ static void put_scores(Server *s, const float *logits, bool raw, TextBuf *t) {
     free(p), free(order);
 }
 
+/* The submit-and-wait every model endpoint does: 0, or the status with msg. */
+static int run_job(Server *s, ServeRow *rows, int n, char *msg, size_t size) {
+    ServeJob job = {.rows = rows, .n = n};
+    int status = serve_batcher_submit(&s->batcher, &job);
+    if (status) snprintf(msg, size, status == 429 ? "the queue is full (%d requests): try again later"
+                                                  : "the server is shutting down", s->o.max_queue);
+    else if ((status = serve_batcher_wait(&s->batcher, &job)) != 0) snprintf(msg, size, "%s", job.msg);
+    return status;
+}
+
+/* The logits (n * num_labels) of texts or pairs, as bert glue's features (the same
+ * tokenization, [SEP]s and pair truncation): 0, or the status with msg. */
+static int classify_texts(Server *s, const GlueExamples *e, int truncate, float *logits, char *msg, size_t size) {
+    GlueFeatures f;
+    BertError err;
+    if (glue_features(e, s->em.tok, s->em.max_seq, &f, &err) != 0) return snprintf(msg, size, "%s", err.msg), 500;
+    int status = 0;
+    if (f.truncated && !(truncate >= 0 ? truncate : s->o.truncate))
+        status = 413, snprintf(msg, size, "an input is longer than the model's %d tokens (truncate: false)", s->em.max_seq);
+    const int T = s->em.max_seq, NL = s->num_labels;
+    ServeRow *rows = xmalloc(sizeof(ServeRow) * (size_t)e->n);
+    for (int i = 0; !status && i < e->n; i++)
+        rows[i] = (ServeRow){.ids = f.input_ids + (size_t)i * T, .types = f.segment_ids + (size_t)i * T,
+                             .length = f.length[i], .out = logits + (size_t)i * NL};
+    if (!status) status = run_job(s, rows, e->n, msg, size);
+    glue_features_free(&f), free(rows);
+    return status;
+}
+
 static enum MHD_Result handle_predict(Server *s, struct MHD_Connection *c, Request *r) {
     ServeRequest q;
     BertError err;
     const ServeLimits lim = {.max_inputs = s->o.max_inputs};
     int status = serve_request_parse(SERVE_TEI_PREDICT, r->body ? r->body : "", r->len, &lim, &q, &err);
     if (status) return answer_error(s, c, r, status, err.msg);
-    /* bert glue's features, so the pair is cut as it cuts it */
-    GlueExamples e = {.n = q.n, .text_a = q.text_a, .text_b = q.text_b};
-    GlueFeatures f;
-    char msg[1100] = "";
-    if (glue_features(&e, s->em.tok, s->em.max_seq, &f, &err) != 0) status = 500, snprintf(msg, sizeof msg, "%s", err.msg);
-    else if (f.truncated && !(q.truncate >= 0 ? q.truncate : s->o.truncate))
-        status = 413, snprintf(msg, sizeof msg, "an input is longer than the model's %d tokens (truncate: false)",
-                               s->em.max_seq);
-    const int T = s->em.max_seq, NL = s->num_labels;
+    const GlueExamples e = {.n = q.n, .text_a = q.text_a, .text_b = q.text_b};
+    const int NL = s->num_labels;
     float *logits = xmalloc(sizeof(float) * (size_t)q.n * NL);
-    ServeRow *rows = xmalloc(sizeof(ServeRow) * (size_t)q.n);
-    for (int i = 0; !status && i < q.n; i++)
-        rows[i] = (ServeRow){.ids = f.input_ids + (size_t)i * T, .types = f.segment_ids + (size_t)i * T,
-                             .length = f.length[i], .out = logits + (size_t)i * NL};
-    ServeJob job = {.rows = rows, .n = q.n};
-    if (!status && (status = serve_batcher_submit(&s->batcher, &job)) != 0)
-        snprintf(msg, sizeof msg, status == 429 ? "the queue is full (%d requests): try again later"
-                                                : "the server is shutting down", s->o.max_queue);
-    if (!status && (status = serve_batcher_wait(&s->batcher, &job)) != 0) snprintf(msg, sizeof msg, "%s", job.msg);
+    char msg[1100] = "";
+    status = classify_texts(s, &e, q.truncate, logits, msg, sizeof msg);
     enum MHD_Result rc;
     if (status) rc = answer_error(s, c, r, status, msg);
     else {
@@ -240,8 +261,110 @@ static enum MHD_Result handle_predict(Server *s, struct MHD_Connection *c, Reque
         textbuf_printf(&t, q.input_is_list ? "]\n" : "\n");
         rc = answer(s, c, r, 200, "application/json", &t);
     }
-    if (f.input_ids) glue_features_free(&f);
-    free(logits), free(rows), serve_request_free(&q);
+    free(logits), serve_request_free(&q);
+    return rc;
+}
+
+/* A cross-encoder's relevance of a (query, text) pair: one label: its sigmoid; two: the
+ * softmax of the second ("relevant") label; raw: that logit. */
+static double relevance(const float *logits, int NL, bool raw) {
+    const float z = logits[NL - 1];
+    if (raw) return z;
+    if (NL == 1) return 1 / (1 + exp(-(double)z));
+    float p[2];
+    classify_softmax(logits, 2, p);
+    return p[1];
+}
+
+/* TEI's /rerank: the query paired with each text (bert glue's [CLS] query [SEP] text [SEP]),
+ * [{"index", "score"(, "text")}] highest score first (equal scores in text order). */
+static enum MHD_Result handle_rerank(Server *s, struct MHD_Connection *c, Request *r) {
+    ServeRequest q;
+    BertError err;
+    const ServeLimits lim = {.max_inputs = s->o.max_inputs};
+    if (s->num_labels > 2)
+        return answer_error(s, c, r, 400, "/rerank needs a cross-encoder: a classifier with 1 or 2 labels");
+    int status = serve_request_parse(SERVE_TEI_RERANK, r->body ? r->body : "", r->len, &lim, &q, &err);
+    if (status) return answer_error(s, c, r, status, err.msg);
+    const int NL = s->num_labels;
+    char **queries = xmalloc(sizeof(char *) * (size_t)q.n);
+    for (int i = 0; i < q.n; i++) queries[i] = q.query;
+    const GlueExamples e = {.n = q.n, .text_a = queries, .text_b = q.text_a};
+    float *logits = xmalloc(sizeof(float) * (size_t)q.n * NL);
+    double *score = xmalloc(sizeof(double) * (size_t)q.n);
+    int *order = xmalloc(sizeof(int) * (size_t)q.n);
+    char msg[1100] = "";
+    status = classify_texts(s, &e, q.truncate, logits, msg, sizeof msg);
+    enum MHD_Result rc;
+    if (status) rc = answer_error(s, c, r, status, msg);
+    else {
+        serve_metrics_texts(&s->metrics, q.n);
+        for (int i = 0; i < q.n; i++) score[i] = relevance(logits + (size_t)i * NL, NL, q.raw_scores), order[i] = i;
+        for (int k = 1; k < q.n; k++)   /* insertion sort, stable */
+            for (int j = k; j > 0 && score[order[j]] > score[order[j - 1]]; j--) {
+                const int x = order[j];
+                order[j] = order[j - 1], order[j - 1] = x;
+            }
+        TextBuf t;
+        textbuf_init(&t);
+        textbuf_printf(&t, "[");
+        for (int k = 0; k < q.n; k++) {
+            textbuf_printf(&t, "%s{\"index\":%d,\"score\":%.9g", k ? "," : "", order[k], score[order[k]]);
+            if (q.return_text) textbuf_printf(&t, ",\"text\":"), textbuf_json_string(&t, q.text_a[order[k]]);
+            textbuf_printf(&t, "}");
+        }
+        textbuf_printf(&t, "]\n");
+        rc = answer(s, c, r, 200, "application/json", &t);
+    }
+    free(queries), free(logits), free(score), free(order), serve_request_free(&q);
+    return rc;
+}
+
+/* ---- question answering ---- */
+
+/* /v1/qa: the question's windows over the context as bert squad's features (tokenized in
+ * this thread), their logits from the worker, bert squad's post-processing. */
+static enum MHD_Result handle_qa(Server *s, struct MHD_Connection *c, Request *r) {
+    ServeRequest q;
+    BertError err;
+    const ServeLimits lim = {.max_inputs = 1};
+    int status = serve_request_parse(SERVE_QA, r->body ? r->body : "", r->len, &lim, &q, &err);
+    if (status) return answer_error(s, c, r, status, err.msg);
+    SquadQuery sq;
+    char msg[1100] = "";
+    if (squad_query_open(s->qa_tok, q.text_a[0], q.text_b[0], &s->qa_opt, &sq, &err) != 0) {
+        serve_request_free(&q);
+        return answer_error(s, c, r, 400, err.msg);
+    }
+    const int T = s->em.max_seq, n = sq.f.n_features;
+    if (n > s->o.max_inputs)
+        status = 413, snprintf(msg, sizeof msg, "the context makes %d windows of %d tokens: at most %d "
+                                                "(--max_client_batch_size)", n, T, s->o.max_inputs);
+    int32_t *ids = xmalloc(sizeof(int32_t) * ((size_t)n * T + 1)), *types = xmalloc(sizeof(int32_t) * ((size_t)n * T + 1));
+    ServeRow *rows = xmalloc(sizeof(ServeRow) * ((size_t)n + 1));
+    for (int i = 0; !status && i < n; i++) {
+        const size_t at = (size_t)i * T;
+        const int len = squad_query_inputs(&sq, i, ids + at, types + at);
+        rows[i] = (ServeRow){.ids = ids + at, .types = types + at, .length = len, .padded = T,
+                             .out = sq.start_logits + at, .out2 = sq.end_logits + at};
+    }
+    if (!status && n > 0) status = run_job(s, rows, n, msg, sizeof msg);   /* no document tokens: no window */
+    SquadResults res = {0};
+    if (!status && squad_query_answer(&sq, s->qa_tok, &s->qa_opt, &res, &err) != 0)
+        status = 500, snprintf(msg, sizeof msg, "%s", err.msg);
+    enum MHD_Result rc;
+    if (status) rc = answer_error(s, c, r, status, msg);
+    else {
+        serve_metrics_texts(&s->metrics, 1);
+        char *json = squad_answer_json(&res, q.top_k);
+        TextBuf t;
+        textbuf_init(&t);
+        textbuf_printf(&t, "%s\n", json);
+        free(json);
+        rc = answer(s, c, r, 200, "application/json", &t);
+    }
+    squad_results_free(&res), squad_query_free(&sq);
+    free(ids), free(types), free(rows), serve_request_free(&q);
     return rc;
 }
 
@@ -262,7 +385,12 @@ static enum MHD_Result handle_get(Server *s, struct MHD_Connection *c, Request *
     textbuf_printf(&t, "{\"model_id\":");
     textbuf_json_string(&t, s->model_name);
     textbuf_printf(&t, ",\"task\":\"%s\",\"model_type\":", s->o.task);
-    if (!s->classify) textbuf_printf(&t, "{\"embedding\":{\"pooling\":\"mean\"}}");
+    if (s->qa)
+        textbuf_printf(&t, "{\"question_answering\":{\"doc_stride\":%d,\"max_query_length\":%d,\"n_best_size\":%d,"
+                           "\"max_answer_length\":%d,\"version_2_with_negative\":%s,\"null_score_diff_threshold\":%.17g}}",
+                       s->o.doc_stride, s->o.max_query_length, s->o.n_best_size, s->o.max_answer_length,
+                       s->o.version_2_with_negative ? "true" : "false", s->o.null_score_diff_threshold);
+    else if (!s->classify) textbuf_printf(&t, "{\"embedding\":{\"pooling\":\"mean\"}}");
     else {   /* TEI's form: {"classifier": {"id2label": {"0": name, ...}}} */
         textbuf_printf(&t, "{\"classifier\":{\"id2label\":{");
         for (int k = 0; k < s->num_labels; k++) {
@@ -295,17 +423,23 @@ static bool authorized(Server *s, struct MHD_Connection *c) {
 static enum MHD_Result dispatch(Server *s, struct MHD_Connection *c, Request *r, const char *url, const char *method) {
     const bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
     const bool is_get_path = !strcmp(url, "/health") || !strcmp(url, "/info") || !strcmp(url, "/metrics");
-    const bool is_post_path = !strcmp(url, "/v1/embeddings") || !strcmp(url, "/embed") || !strcmp(url, "/predict");
+    const bool is_post_path = !strcmp(url, "/v1/embeddings") || !strcmp(url, "/embed") || !strcmp(url, "/predict") ||
+                              !strcmp(url, "/rerank") || !strcmp(url, "/v1/qa");
     if (!is_get_path && !is_post_path) return answer_error(s, c, r, 404, "no such endpoint");
     if ((is_get_path && !get) || (is_post_path && !post)) return answer_error(s, c, r, 405, "method not allowed");
     if (strcmp(url, "/health") && !authorized(s, c))
         return answer_error(s, c, r, 401, "a valid API key is needed: Authorization: Bearer KEY");
     if (get) return handle_get(s, c, r, url);
-    if (!strcmp(url, "/predict"))
-        return s->classify ? handle_predict(s, c, r)
-                           : answer_error(s, c, r, 400, "this server embeds (--task embed): /predict needs --task classify");
-    if (s->classify)
-        return answer_error(s, c, r, 400, "this server classifies (--task classify): embeddings need --task embed");
+    const bool wants_classify = !strcmp(url, "/predict") || !strcmp(url, "/rerank"), wants_qa = !strcmp(url, "/v1/qa");
+    if (wants_classify != s->classify || wants_qa != s->qa) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "this server runs --task %s: %s needs --task %s", s->o.task, url,
+                 wants_classify ? "classify" : wants_qa ? "qa" : "embed");
+        return answer_error(s, c, r, 400, msg);
+    }
+    if (!strcmp(url, "/predict")) return handle_predict(s, c, r);
+    if (!strcmp(url, "/rerank")) return handle_rerank(s, c, r);
+    if (wants_qa) return handle_qa(s, c, r);
     return handle_embeddings(s, c, r, !strcmp(url, "/embed") ? SERVE_TEI_EMBED : SERVE_OPENAI_EMBEDDINGS);
 }
 
@@ -377,6 +511,18 @@ static int run_classify(void *ctx, const ServeRow *rows, int n, BertError *err) 
     return rc;
 }
 
+/* The worker's forward: the rows' (QA windows') start and end logits. */
+static int run_qa(void *ctx, const ServeRow *rows, int n, BertError *err) {
+    Server *s = ctx;
+    SquadQaRow *qr = xmalloc(sizeof(SquadQaRow) * (size_t)n);
+    for (int i = 0; i < n; i++)
+        qr[i] = (SquadQaRow){.ids = rows[i].ids, .types = rows[i].types, .length = rows[i].length,
+                             .start = rows[i].out, .end = rows[i].out2};
+    const int rc = squad_qa_rows(s->em.model, s->em.max_seq, qr, n, err);
+    free(qr);
+    return rc;
+}
+
 /* host:port as a socket address; IPv6 when host has a ':'. */
 static int listen_address(const ServeOptions *o, struct sockaddr_storage *a, bool *ipv6, BertError *err) {
     memset(a, 0, sizeof *a);
@@ -395,8 +541,11 @@ static int listen_address(const ServeOptions *o, struct sockaddr_storage *a, boo
 }
 
 static int check_options(const ServeOptions *o, BertError *err) {
-    if (strcmp(o->task, "embed") && strcmp(o->task, "classify"))
-        return bert_fail(err, "--task %s: embed or classify (qa is not served yet)", o->task);
+    if (strcmp(o->task, "embed") && strcmp(o->task, "classify") && strcmp(o->task, "qa"))
+        return bert_fail(err, "--task %s: embed, classify or qa", o->task);
+    if (!strcmp(o->task, "qa") && (o->doc_stride < 1 || o->max_query_length < 1 || o->n_best_size < 1 ||
+                                   o->max_answer_length < 1))
+        return bert_fail(err, "--doc_stride, --max_query_length, --n_best_size and --max_answer_length must be positive");
     if (o->max_batch_tokens < 1 || o->max_batch_rows < 1 || o->max_queue < 1 || o->max_inputs < 1 ||
         o->max_wait_ms < 0 || o->max_body_bytes < 1 || o->timeout_s < 1 || o->max_connections < 1)
         return bert_fail(err, "the limits (--max_batch_tokens, --max_queue, ...) must be positive");
@@ -423,16 +572,34 @@ static int server_open(Server *s, const ServeOptions *o, BertError *err) {
     memset(s, 0, sizeof *s);
     s->o = *o;
     if (check_options(o, err) != 0) return -1;
+    s->classify = !strcmp(o->task, "classify"), s->qa = !strcmp(o->task, "qa");
+    /* QA's windows run padded to the full length (as bert squad's): fewer rows fit the budget */
+    const int qa_seq = o->max_seq_length > 0 ? o->max_seq_length : 384;
+    int rows = o->max_batch_rows;
+    if (s->qa && o->max_batch_tokens / qa_seq < rows) rows = o->max_batch_tokens / qa_seq > 1 ? o->max_batch_tokens / qa_seq : 1;
     const InferModelOptions mo = {.init_checkpoint = o->init_checkpoint, .config_file = o->config_file,
                                   .vocab_file = o->vocab_file, .do_lower_case = o->do_lower_case, .bf16 = o->bf16,
-                                  .max_seq_length = o->max_seq_length};
-    s->classify = !strcmp(o->task, "classify");
+                                  .max_seq_length = s->qa ? qa_seq : o->max_seq_length};
     if (s->classify && classifier_labels(s, err) != 0) return -1;
-    const BertHeads heads = {s->classify ? BERT_HEADS_CLASSIFIER : BERT_HEADS_NONE, s->num_labels};
-    if (infer_model_open(&mo, heads, o->max_batch_rows, &s->em, err) != 0) return free_labels(s), -1;
+    const BertHeads heads = {s->classify ? BERT_HEADS_CLASSIFIER : s->qa ? BERT_HEADS_QA : BERT_HEADS_NONE,
+                             s->num_labels};
+    if (infer_model_open(&mo, heads, rows, &s->em, err) != 0) return free_labels(s), -1;
     if (s->em.heads_initialised) {   /* a random head would answer with confidence */
         infer_model_close(&s->em), free_labels(s);
-        return bert_fail(err, "%s has no classifier weights: not a fine-tuned classifier", o->init_checkpoint);
+        return bert_fail(err, s->qa ? "%s has no question-answering weights (qa_outputs): not a fine-tuned SQuAD model"
+                                    : "%s has no classifier weights: not a fine-tuned classifier", o->init_checkpoint);
+    }
+    if (s->qa) {
+        s->qa_opt = squad_infer_default_options();
+        s->qa_opt.features = (SquadFeatureOptions){s->em.max_seq, o->doc_stride, o->max_query_length};
+        s->qa_opt.predict = (SquadPredictOptions){o->n_best_size, o->max_answer_length, o->version_2_with_negative,
+                                                  o->null_score_diff_threshold};
+        if (s->em.max_seq <= o->max_query_length + 3) {
+            infer_model_close(&s->em);
+            return bert_fail(err, "--max_seq_length %d must exceed --max_query_length %d + 3", s->em.max_seq,
+                             o->max_query_length);
+        }
+        s->qa_tok = squad_infer_tokenizer(s->em.vocab, o->do_lower_case);
     }
     s->hidden = bert_model_config(s->em.model)->hidden_size;
     if (o->model_name) snprintf(s->model_name, sizeof s->model_name, "%s", o->model_name);
@@ -444,15 +611,16 @@ static int server_open(Server *s, const ServeOptions *o, BertError *err) {
         snprintf(s->model_name, sizeof s->model_name, "%.255s", base ? base + 1 : path);
     }
     serve_metrics_init(&s->metrics);
-    const ServeBatchOptions bo = {.max_queue = o->max_queue, .max_rows = o->max_batch_rows,
+    const ServeBatchOptions bo = {.max_queue = o->max_queue, .max_rows = rows,
                                   .max_tokens = o->max_batch_tokens, .max_wait_s = o->max_wait_ms / 1000.0};
-    serve_batcher_start(&s->batcher, &bo, s->classify ? run_classify : run_embed, s, &s->metrics);
+    serve_batcher_start(&s->batcher, &bo, s->classify ? run_classify : s->qa ? run_qa : run_embed, s, &s->metrics);
     return 0;
 }
 
 static void server_close(Server *s) {
     serve_batcher_stop(&s->batcher);
     serve_metrics_destroy(&s->metrics);
+    tokenizer_free(s->qa_tok);
     infer_model_close(&s->em);
     free_labels(s);
 }

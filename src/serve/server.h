@@ -1,7 +1,8 @@
 /* bert serve: a model behind HTTP/1.1 (libmicrohttpd, one thread per connection), its
  * requests batched by one compute worker (serve/batcher.h). Endpoints: --task embed: OpenAI's
  * POST /v1/embeddings, text-embeddings-inference's POST /embed; --task classify: TEI's
- * POST /predict; both: GET /health, /info, /metrics (docs/serving.md). SIGTERM or SIGINT: stop accepting, answer what is in flight,
+ * POST /predict and /rerank; --task qa: POST /v1/qa; all: GET /health, /info, /metrics
+ * (docs/serving.md). SIGTERM or SIGINT: stop accepting, answer what is in flight,
  * return 0. */
 #ifndef BERT_SERVE_SERVER_H
 #define BERT_SERVE_SERVER_H
@@ -14,7 +15,7 @@ typedef struct {
     const char *init_checkpoint, *config_file, *vocab_file;
     bool do_lower_case, bf16;
     int max_seq_length;           /* <= 0: bert embed's default */
-    const char *task;             /* "embed" or "classify" */
+    const char *task;             /* "embed", "classify" or "qa" */
     const char *model_name;       /* /info's and OpenAI's "model"; NULL: the checkpoint's folder name */
     const char *host;             /* an IPv4 or IPv6 address; loopback by default */
     int port;                     /* 0: any free port (the one bound is printed) */
@@ -26,6 +27,10 @@ typedef struct {
     int timeout_s;                /* an idle or slow connection is closed after this */
     int max_connections;
     double drain_s;               /* on SIGTERM: how long in-flight requests may take */
+    /* --task qa: bert squad's (max_seq_length <= 0: its 384) */
+    int doc_stride, max_query_length, n_best_size, max_answer_length;
+    bool version_2_with_negative;
+    double null_score_diff_threshold;
 } ServeOptions;
 
 ServeOptions serve_default_options(void);

@@ -180,6 +180,10 @@ typedef struct {
     char *text;
     double probability;
     double start_logit, end_logit;
+    /* Where text lies in the context, in code points [start_char, end_char) as Python (and
+     * answer_start) count them; -1 for "" (no answer) and "empty". The context's slice has
+     * the context's own whitespace between words, text one space. */
+    int start_char, end_char;
 } SquadNbestEntry;
 
 typedef struct SquadResults {
@@ -187,6 +191,7 @@ typedef struct SquadResults {
     SquadNbestEntry **nbest;     /* per example: its n-best list ... */
     int *n_nbest;                /* ... of this many entries (at least 1) */
     double *null_odds;           /* v2.0, per example: score_null - best non-null score */
+    int *answer_entry;           /* per example: the n-best entry that is the answer, -1 for "" */
     int n_examples;
     bool version_2_with_negative;
     /* v2.0: examples whose n-best list has no non-empty answer (every candidate span was

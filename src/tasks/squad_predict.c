@@ -70,8 +70,10 @@ static long count_nonspace(const char *s) {
 
 /* get_final_text with the caller's scratch (tl for the BasicTokenizer, tb for its text).
  * Python's find and slicing count characters; byte search finds the same first match in
- * valid UTF-8, and the positions are converted to characters where the reference counts. */
-static char *final_text(const Tokenizer *tok, TokenList *tl, Buf *tb, const char *pred, const char *orig) {
+ * valid UTF-8, and the positions are converted to characters where the reference counts.
+ * *at: the byte offset in orig where the returned text starts (0 when it is orig). */
+static char *final_text(const Tokenizer *tok, TokenList *tl, Buf *tb, const char *pred, const char *orig, size_t *at) {
+    *at = 0;
     tb->n = 0;
     buf_add(tb, "", 0);
     basic_tokenize(tok, orig, strlen(orig), tl, join_word, tb);
@@ -85,6 +87,7 @@ static char *final_text(const Tokenizer *tok, TokenList *tl, Buf *tb, const char
     if (ns_start < 0 || !nth_nonspace(orig, ns_start, &b0, &e0)) return xstrdup(orig);
     if (ns_end < 0 || !nth_nonspace(orig, ns_end, &b1, &e1)) return xstrdup(orig);
     if (e1 <= b0) return xstrdup("");  /* Python's empty slice; the alignment is monotonic, so never */
+    *at = b0;
     char *out = xmalloc(e1 - b0 + 1);
     memcpy(out, orig + b0, e1 - b0);
     out[e1 - b0] = 0;
@@ -95,7 +98,8 @@ char *squad_final_text(const Tokenizer *tok, const char *pred_text, const char *
     TokenList tl;
     token_list_init(&tl);
     Buf tb = {0};
-    char *out = final_text(tok, &tl, &tb, pred_text, orig_text);
+    size_t at;
+    char *out = final_text(tok, &tl, &tb, pred_text, orig_text, &at);
     token_list_free(&tl);
     free(tb.s);
     return out;
@@ -221,10 +225,22 @@ static void remove_all(char *s, const char *pat) {
     *w = 0;
 }
 
+/* The context's byte offset of byte k of " ".join(words w0..w1) (k on a word, not a space
+ * between two). */
+static size_t context_offset(const SquadParagraph *para, int w0, int w1, size_t k) {
+    for (int w = w0; w <= w1; w++) {
+        const size_t len = (size_t)(para->word_end[w] - para->word_start[w]);
+        if (k < len || w == w1) return (size_t)para->word_start[w] + k;
+        k -= len + 1;
+    }
+    return 0;
+}
+
 /* The final text of a non-null prelim: its WordPieces de-tokenized (joined by spaces,
  * " ##" and then "##" removed, whitespace normalised as " ".join(text.split())), then
- * get_final_text against the original words they came from, joined by spaces. */
-static char *prelim_text(Predictor *p, const Prelim *pr) {
+ * get_final_text against the original words they came from, joined by spaces. Where that
+ * text lies in the context goes in *start_char, *end_char (code points, end exclusive). */
+static char *prelim_text(Predictor *p, const Prelim *pr, int *start_char, int *end_char) {
     const Vocab *v = tokenizer_vocab(p->tok);
     squad_feature_inputs(p->d, p->f, pr->feature, p->ids, NULL, NULL);
     p->text.n = 0;
@@ -247,8 +263,16 @@ static char *prelim_text(Predictor *p, const Prelim *pr) {
         if (w > w0) buf_add(&p->text, " ", 1);
         buf_add(&p->text, para->context + para->word_start[w], (size_t)(para->word_end[w] - para->word_start[w]));
     }
-    char *out = final_text(p->tok, &p->tl, &p->tok_text, pred, p->text.s);
+    size_t at;
+    char *out = final_text(p->tok, &p->tl, &p->tok_text, pred, p->text.s, &at);
     free(pred);
+    *start_char = *end_char = -1;
+    const size_t len = strlen(out);
+    if (len) {   /* the text is a slice of the joined words, which are slices of the context */
+        const size_t b0 = context_offset(para, w0, w1, at), b1 = context_offset(para, w0, w1, at + len - 1) + 1;
+        *start_char = (int)squad_count_cps(para->context, b0);
+        *end_char = *start_char + (int)squad_count_cps(para->context + b0, b1 - b0);
+    }
     return out;
 }
 
@@ -267,18 +291,19 @@ static int build_nbest(Predictor *p, SquadNbestEntry **out) {
     for (size_t i = 0; i < p->n_prelims && n < p->opt->n_best_size; i++) {
         const Prelim *pr = &p->prelims[i];
         char *text;
+        int c0 = -1, c1 = -1;
         if (pr->start > 0) {
-            text = prelim_text(p, pr);
+            text = prelim_text(p, pr, &c0, &c1);
             if (seen_text(nbest, n, text)) {
                 free(text);
                 continue;
             }
         } else text = xstrdup(""), seen_empty = true;
-        nbest[n++] = (SquadNbestEntry){text, 0, pr->start_logit, pr->end_logit};
+        nbest[n++] = (SquadNbestEntry){text, 0, pr->start_logit, pr->end_logit, c0, c1};
     }
     if (p->opt->version_2_with_negative && !seen_empty)
-        nbest[n++] = (SquadNbestEntry){xstrdup(""), 0, p->null_start, p->null_end};
-    if (n == 0) nbest[n++] = (SquadNbestEntry){xstrdup("empty"), 0, 0.0, 0.0};  /* "nonce prediction" */
+        nbest[n++] = (SquadNbestEntry){xstrdup(""), 0, p->null_start, p->null_end, -1, -1};
+    if (n == 0) nbest[n++] = (SquadNbestEntry){xstrdup("empty"), 0, 0.0, 0.0, -1, -1};  /* "nonce prediction" */
     softmax(nbest, n);
     *out = nbest;
     return n;
@@ -298,15 +323,19 @@ static void predict_example(Predictor *p, int e, int f0, int f1, SquadResults *o
     const SquadNbestEntry *best = NULL;
     for (int i = 0; i < out->n_nbest[e] && !best; i++)
         if (out->nbest[e][i].text[0]) best = &out->nbest[e][i];
+    out->answer_entry[e] = -1;
     if (!p->opt->version_2_with_negative) {
         out->answer[e] = xstrdup(out->nbest[e][0].text);
+        out->answer_entry[e] = 0;
     } else if (!best) {
         out->n_without_non_null++;  /* the reference crashes here (best_non_null_entry is None) */
         out->null_odds[e] = 1000000.0;
         out->answer[e] = xstrdup("");
     } else {
         out->null_odds[e] = p->score_null - best->start_logit - best->end_logit;
-        out->answer[e] = xstrdup(out->null_odds[e] > p->opt->null_score_diff_threshold ? "" : best->text);
+        const bool null = out->null_odds[e] > p->opt->null_score_diff_threshold;
+        out->answer[e] = xstrdup(null ? "" : best->text);
+        if (!null) out->answer_entry[e] = (int)(best - out->nbest[e]);
     }
 }
 
@@ -339,6 +368,7 @@ int squad_predict(const SquadData *d, const SquadFeatures *f, const float *start
     out->nbest = xcalloc(n, sizeof *out->nbest);
     out->n_nbest = xcalloc(n, sizeof *out->n_nbest);
     out->null_odds = xcalloc(n, sizeof *out->null_odds);
+    out->answer_entry = xcalloc(n, sizeof *out->answer_entry);
     for (int e = 0, fi = 0; e < d->n_examples; e++) {
         int f0 = fi;
         while (fi < f->n_features && f->features[fi].example_index == e) fi++;
@@ -355,7 +385,7 @@ void squad_results_free(SquadResults *p) {
         for (int i = 0; i < p->n_nbest[e]; i++) free(p->nbest[e][i].text);
         free(p->nbest[e]), free(p->answer[e]);
     }
-    free(p->answer), free(p->nbest), free(p->n_nbest), free(p->null_odds);
+    free(p->answer), free(p->nbest), free(p->n_nbest), free(p->null_odds), free(p->answer_entry);
     memset(p, 0, sizeof *p);
 }
 
@@ -363,7 +393,7 @@ void squad_results_free(SquadResults *p) {
 
 /* A string with json's default ensure_ascii: printable ASCII as is, the usual short
  * escapes, everything else as \uXXXX (lower-case hex; UTF-16 pairs above U+FFFF). */
-static void json_string(FILE *fp, const char *s) {
+void squad_json_string(FILE *fp, const char *s) {
     size_t n = strlen(s);
     fputc('"', fp);
     for (size_t i = 0; i < n;) {
@@ -420,7 +450,7 @@ static void py_float_repr(double x, char *out) {
     } else sprintf(o, "%.*s.%s", decpt, digits, digits + decpt);
 }
 
-static void json_float(FILE *fp, double x) {
+void squad_json_float(FILE *fp, double x) {
     char buf[48];
     py_float_repr(x, buf);
     fputs(buf, fp);
@@ -461,13 +491,13 @@ static void write_nbest(FILE *fp, const SquadNbestEntry *nb, int n) {
     fputs("[\n", fp);
     for (int i = 0; i < n; i++) {
         fputs("        {\n            \"text\": ", fp);
-        json_string(fp, nb[i].text);
+        squad_json_string(fp, nb[i].text);
         fputs(",\n            \"probability\": ", fp);
-        json_float(fp, nb[i].probability);
+        squad_json_float(fp, nb[i].probability);
         fputs(",\n            \"start_logit\": ", fp);
-        json_float(fp, nb[i].start_logit);
+        squad_json_float(fp, nb[i].start_logit);
         fputs(",\n            \"end_logit\": ", fp);
-        json_float(fp, nb[i].end_logit);
+        squad_json_float(fp, nb[i].end_logit);
         fputs(i + 1 < n ? "\n        },\n" : "\n        }\n", fp);
     }
     fputs("    ]", fp);
@@ -485,11 +515,11 @@ static int write_dict(const char *path, const SquadData *d, const SquadResults *
         int v = slot[e];
         fputs(first ? "{\n    " : ",\n    ", fp);
         first = false;
-        json_string(fp, d->examples[e].qas_id);
+        squad_json_string(fp, d->examples[e].qas_id);
         fputs(": ", fp);
-        if (kind == OUT_ANSWER) json_string(fp, p->answer[v]);
+        if (kind == OUT_ANSWER) squad_json_string(fp, p->answer[v]);
         else if (kind == OUT_NBEST) write_nbest(fp, p->nbest[v], p->n_nbest[v]);
-        else json_float(fp, p->null_odds[v]);
+        else squad_json_float(fp, p->null_odds[v]);
     }
     fputs(first ? "{}\n" : "\n}\n", fp);
     return atomic_commit(&af, err);

@@ -9,7 +9,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
-    const ServeEndpoint ep = (ServeEndpoint)(data[0] % 3);
+    const ServeEndpoint ep = (ServeEndpoint)(data[0] % 5)   /* embeddings, embed, predict, rerank, qa */;
     const ServeLimits lim = {.max_inputs = 8};
     ServeRequest r;
     BertError err;
@@ -20,6 +20,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             assert(r.text_a[i] && r.text_a[i][0] && serve_valid_utf8(r.text_a[i], strlen(r.text_a[i])));
             assert(!r.text_b || !r.text_b[i] || serve_valid_utf8(r.text_b[i], strlen(r.text_b[i])));
         }
+        assert(ep != SERVE_TEI_RERANK || (r.query && r.query[0] && serve_valid_utf8(r.query, strlen(r.query))));
+        assert(ep != SERVE_QA || (r.n == 1 && r.text_b[0] && r.text_b[0][0] && r.top_k >= 0));
     } else {
         assert((status == 400 || status == 413) && err.msg[0]);
     }
