@@ -330,6 +330,37 @@ bool hdf5_library_threadsafe(void) {
 
 /* ---- Loading ----------------------------------------------------------------------- */
 
+/* A 64-bit or unsigned 32-bit dataset read into int32: libhdf5's conversion saturates
+ * (2^32 - 1 would read as 2^31 - 1 and be reported as that), so it is read as int64 and
+ * narrowed here, a value outside int32 named as it is stored (issue 35, D21). */
+static int32_t *read_narrowed(hid_t ds, bool is_unsigned, const char *path, const char *name, size_t rows,
+                              size_t width, BertError *err) {
+    const size_t n = rows * width;
+    uint64_t *wide = xmalloc((n + 1) * sizeof *wide);   /* uint64 or int64 values, as stored */
+    int32_t *buf = NULL;
+    if (n && H5Dread(ds, is_unsigned ? H5T_NATIVE_UINT64 : H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT,
+                     wide) < 0) {
+        bert_fail(err, "%s: cannot read %s (corrupt file?)", path, name);
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const int64_t v = (int64_t)wide[i];
+        if (is_unsigned ? wide[i] > INT32_MAX : (v < INT32_MIN || v > INT32_MAX)) {
+            char value[32];
+            if (is_unsigned) snprintf(value, sizeof value, "%llu", (unsigned long long)wide[i]);
+            else snprintf(value, sizeof value, "%lld", (long long)v);
+            bert_fail(err, "%s: row %zu: %s holds %s, beyond 32-bit signed values (no vocabulary or sequence "
+                           "reaches it)", path, i / width, name, value);
+            goto done;
+        }
+    }
+    buf = xmalloc((n + 1) * sizeof *buf);
+    for (size_t i = 0; i < n; i++) buf[i] = (int32_t)(int64_t)wide[i];
+done:
+    free(wide);
+    return buf;
+}
+
 /* Reads dataset `name` into a new buffer of n_rows x width values of `bytes` each
  * (4: int32, 1: int8), checking its rank and shape. n_rows may be set (-1: take it). */
 static void *load_dataset(hid_t file, const char *path, const char *name, int rank,
@@ -367,6 +398,10 @@ static void *load_dataset(hid_t file, const char *path, const char *name, int ra
     }
     *n_rows = dims[0];
     *width = rank == 2 ? dims[1] : 1;
+    if (bytes == 4 && (type_bytes == 8 || (type_bytes == 4 && H5Tget_sign(type) == H5T_SGN_NONE))) {
+        buf = read_narrowed(ds, H5Tget_sign(type) == H5T_SGN_NONE, path, name, *n_rows, *width, err);
+        goto done;
+    }
     buf = xmalloc((*n_rows * *width + 1) * (size_t)bytes);
     hid_t mem = bytes == 4 ? H5T_NATIVE_INT32 : H5T_NATIVE_INT8;
     if (*n_rows && H5Dread(ds, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) {
@@ -422,6 +457,43 @@ void pretraining_shard_free(PretrainingShard *s) {
 
 /* ---- Checking ---------------------------------------------------------------------- */
 
+/* Row r's checks. `seen` (T entries) holds, per position, the last row + 1 that masked it:
+ * duplicate masked positions are found in O(T + P) per row. */
+static int validate_row(const PretrainingShard *s, size_t r, const char *path, int vocab_size, size_t *seen,
+                        BertError *err) {
+    const int T = s->max_seq_length, P = s->max_predictions_per_seq;
+    int real = 0;
+    for (int t = 0; t < T; t++) {
+        size_t i = r * (size_t)T + (size_t)t;
+        if (s->input_ids[i] < 0 || s->input_ids[i] >= vocab_size)
+            return bert_fail(err, "%s: row %zu: input_ids holds %d, outside the vocabulary of %d", path, r,
+                             s->input_ids[i], vocab_size);
+        if ((s->input_mask[i] & ~1) || (s->segment_ids[i] & ~1))
+            return bert_fail(err, "%s: row %zu: input_mask and segment_ids must be 0 or 1", path, r);
+        real |= s->input_mask[i];
+    }
+    if (!real) return bert_fail(err, "%s: row %zu: input_mask is all 0 (a sequence with no real token)", path, r);
+    /* slots in use run up to the first position 0 (NVIDIA's padding; [CLS] is never masked) */
+    for (int k = 0, used = 1; k < P; k++) {
+        size_t i = r * (size_t)P + (size_t)k;
+        const int32_t pos = s->masked_lm_positions[i];
+        if (pos < 0 || pos >= T)
+            return bert_fail(err, "%s: row %zu: masked position %d outside the sequence", path, r, pos);
+        if (s->masked_lm_ids[i] < 0 || s->masked_lm_ids[i] >= vocab_size)
+            return bert_fail(err, "%s: row %zu: masked_lm_ids holds %d, outside the vocabulary of %d", path, r,
+                             s->masked_lm_ids[i], vocab_size);
+        used = used && pos != 0;
+        if (used && seen[pos] == r + 1)
+            return bert_fail(err, "%s: row %zu: position %d is masked twice", path, r, pos);
+        if (used) seen[pos] = r + 1;
+    }
+    if (s->next_sentence_labels[r] & ~1)
+        return bert_fail(err, "%s: row %zu: next_sentence_labels must be 0 or 1", path, r);
+    return 0;
+}
+
+/* The one validation of a loaded shard, for the trainer's loader and for check_shards
+ * (`bert check_shards`, `pretrain --check_shards`): what passes here trains (issue 35, D15). */
 int pretraining_shard_validate(const PretrainingShard *s, const char *path, int max_seq_length, int max_predictions,
                                int vocab_size, BertError *err) {
     if ((max_seq_length > 0 && s->max_seq_length != max_seq_length) ||
@@ -429,29 +501,12 @@ int pretraining_shard_validate(const PretrainingShard *s, const char *path, int 
         return bert_fail(err, "%s holds sequences of %d tokens with %d masked slots; this run was given "
                               "--max_seq_length %d and --max_predictions_per_seq %d", path, s->max_seq_length,
                          s->max_predictions_per_seq, max_seq_length, max_predictions);
-    const int T = s->max_seq_length, P = s->max_predictions_per_seq;
-    for (size_t r = 0; r < s->n; r++) {
-        for (int t = 0; t < T; t++) {
-            size_t i = r * (size_t)T + (size_t)t;
-            if (s->input_ids[i] < 0 || s->input_ids[i] >= vocab_size)
-                return bert_fail(err, "%s: row %zu: input_ids holds %d, outside the vocabulary of %d", path, r,
-                                 s->input_ids[i], vocab_size);
-            if ((s->input_mask[i] & ~1) || (s->segment_ids[i] & ~1))
-                return bert_fail(err, "%s: row %zu: input_mask and segment_ids must be 0 or 1", path, r);
-        }
-        for (int k = 0; k < P; k++) {
-            size_t i = r * (size_t)P + (size_t)k;
-            if (s->masked_lm_positions[i] < 0 || s->masked_lm_positions[i] >= T)
-                return bert_fail(err, "%s: row %zu: masked position %d outside the sequence", path, r,
-                                 s->masked_lm_positions[i]);
-            if (s->masked_lm_ids[i] < 0 || s->masked_lm_ids[i] >= vocab_size)
-                return bert_fail(err, "%s: row %zu: masked_lm_ids holds %d, outside the vocabulary of %d", path, r,
-                                 s->masked_lm_ids[i], vocab_size);
-        }
-        if (s->next_sentence_labels[r] & ~1)
-            return bert_fail(err, "%s: row %zu: next_sentence_labels must be 0 or 1", path, r);
-    }
-    return 0;
+    if (s->n == 0) return bert_fail(err, "%s holds no sequences", path);
+    size_t *seen = xcalloc((size_t)s->max_seq_length + 1, sizeof *seen);
+    int rc = 0;
+    for (size_t r = 0; rc == 0 && r < s->n; r++) rc = validate_row(s, r, path, vocab_size, seen, err);
+    free(seen);
+    return rc;
 }
 
 int hdf5_shard_check(const char *path, int max_seq_length, int max_predictions, int vocab_size, size_t *rows,
