@@ -71,6 +71,17 @@ int embed_run(const EmbedRunOptions *o, FILE *in, EmbedRunResult *r, BertError *
         vocab_free(vocab), bert_model_free(m);
         return -1;
     }
+    /* NaN or Inf weights: refused with strict, else counted for a warning, as pretrain and
+     * fine-tuning do (issue 35, D22: embed did not check) */
+    const char *bad_tensor;
+    r->nonfinite = bert_nonfinite_params(m, &bad_tensor);
+    if (r->nonfinite) snprintf(r->nonfinite_tensor, sizeof r->nonfinite_tensor, "%s", bad_tensor);
+    if (r->nonfinite && o->strict) {
+        bert_fail(err, "%s: %zu weights are NaN or infinite (the first in %s); refused (--strict)", o->init_checkpoint,
+                  r->nonfinite, bad_tensor);
+        vocab_free(vocab), bert_model_free(m);
+        return -1;
+    }
     /* the weights never change here, and the model only infers: its layers share their activations */
     bert_set_packed_weights(m, true), bert_set_mode(m, BERT_MODE_FORWARD_ONLY);
     TokenizerOptions to = tokenizer_default_options();
@@ -97,6 +108,6 @@ int embed_run(const EmbedRunOptions *o, FILE *in, EmbedRunResult *r, BertError *
         free(out);
         return -1;
     }
-    *r = (EmbedRunResult){.vectors = out, .n = n, .hidden = H, .tokens = tokens, .seconds = seconds};
+    r->vectors = out, r->n = n, r->hidden = H, r->tokens = tokens, r->seconds = seconds;
     return 0;
 }

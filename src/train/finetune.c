@@ -58,8 +58,14 @@ int finetune_open(Finetuner **out, const FinetuneOptions *o, char *what, size_t 
                          .dynamic_loss_scale = !(o->loss_scale > 0)};
     to.optimizer.weight_decay = (float)o->weight_decay, to.optimizer.eps = (float)o->adam_epsilon;
     if (trainer_create(&f->trainer, f->model, &to, err) != 0) goto fail;
+    /* as pretrain: NaN or Inf weights named (count, first tensor), refused with --strict
+     * (issue 35, D22: NaN in a row never read fine-tuned and saved a model still holding it) */
+    char warning[320] = "";
+    if (bad)
+        snprintf(warning, sizeof warning, "; WARNING: %zu weights are NaN or infinite (the first in %.160s); --strict "
+                 "refuses such weights", bad, bad_tensor);
     snprintf(what, what_size, "%s (%d task-head tensors drawn from seed %ld%s)", o->init_checkpoint, initialised, o->seed,
-             bad ? "; WARNING: NaN/Inf weights" : "");
+             warning);
     *out = f;
     return 0;
 fail:
@@ -151,7 +157,8 @@ int finetune_open_args(Finetuner **out, const FinetuneArgs *a, const FinetuneInp
                                 .gradient_accumulation_steps = a->gradient_accumulation_steps, .seed = a->seed,
                                 .train_batch_size = a->train_batch_size, .log_freq = a->log_freq,
                                 .precision = a->precision, .loss_scale = a->loss_scale,
-                                .vocab_size_expected = vocab_size, .forward_only = !a->do_train};
+                                .vocab_size_expected = vocab_size, .forward_only = !a->do_train,
+                                .strict = a->strict};
     return finetune_open(out, &fo, what, what_size, err);
 }
 
