@@ -407,6 +407,42 @@ static void test_nonfinite_weights_named(void) {
     free(err);
 }
 
+/* Issue 35, D20: a bad value gets a message naming it. Before: an unknown preset said
+ * "cannot open zzz"; negative --keep_checkpoints, --eval_batches, --steps_this_run and
+ * --resume_step were taken; bench_infer --batch 0 printed the usage line; embed
+ * --batch_size 0 "bert_model_create: bad sizes"; glue named all five optimisation settings
+ * for one; a huge learning rate ended in "the loss is not finite". Seen failing before. */
+static void test_messages_name_the_value(void) {
+    char data[1100];
+    snprintf(data, sizeof data, "%s/tests/data/glue/RTE", repo);
+    const struct { const char *args, *want; } cases[] = {
+        {"pretrain --bert_model zzz --input_dir . --output_dir p", "(presets: bert-tiny, bert-mini"},
+        {"pretrain --bert_model bert-tiny --input_dir . --output_dir p --keep_checkpoints -1", "--keep_checkpoints -1 must"},
+        {"pretrain --bert_model bert-tiny --input_dir . --output_dir p --eval_batches -2", "--eval_batches -2 must"},
+        {"pretrain --bert_model bert-tiny --input_dir . --output_dir p --steps_this_run -1", "--steps_this_run -1 must"},
+        {"pretrain --bert_model bert-tiny --input_dir . --output_dir p --resume_step -1", "--resume_step -1: a checkpoint"},
+        {"bench_infer --bert_model bert-tiny --vocab_file v.txt --batch 0", "--batch 0 and --latency_sequences 256 must"},
+        {"bench_infer --bert_model bert-tiny --vocab_file v.txt --latency_sequences -1", "--latency_sequences -1 must"},
+        {"embed --init_checkpoint ft --batch_size 0 < /dev/null", "--batch_size 0 must be at least 1"},
+        {"glue --task_name rte --data_dir x --init_checkpoint ft --output_dir g --do_train --adam_epsilon 0",
+         "--adam_epsilon 0 must be a number > 0"},
+        {"glue --task_name rte --data_dir x --init_checkpoint ft --output_dir g --do_train --warmup_proportion 1",
+         "--warmup_proportion 1 must be in [0, 1)"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const int rc = run(NULL, "%s", cases[c].args);
+        char *err = text_of("err.txt");
+        CHECKF(rc != 0 && strstr(err, cases[c].want), "%s: rc %d: %s", cases[c].args, rc, err);
+        free(err);
+    }
+    if (!there("ft/model.safetensors")) return;
+    const int rc = run(NULL, "%s --data_dir %s --init_checkpoint ft --output_dir lr_out --do_train --max_steps 3 "
+                             "--train_batch_size 4 --learning_rate 1e30 --warmup_proportion 0", GLUE, data);
+    char *err = text_of("err.txt");
+    CHECKF(rc == 1 && strstr(err, "the loss is not finite after") && strstr(err, "--learning_rate 1e+30: far too high"), "rc %d: %s", rc, err);
+    free(err);
+}
+
 static void test_bench_usage_line(void) {
     const int rc = run(NULL, "bench --help");
     char *out = text_of("out.txt");
@@ -426,6 +462,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_inputs_checked_first);
     RUN_TEST(test_resolve_run_folder);
     RUN_TEST(test_nonfinite_weights_named);
+    RUN_TEST(test_messages_name_the_value);
     RUN_TEST(test_bench_usage_line);
     remove_tree(dir);
     return test_summary();

@@ -69,7 +69,12 @@ int cmd_bench_infer(int argc, char **argv) {
         if (folder.vocab_file[0]) vocab_file = folder.vocab_file;
     }
     if (flags_require(&spec, "vocab_file") != 0) return 2;
-    if (!vocab_file || !!glue == !!squad || (glue && !data_dir) || batch < 1 || latency_sequences < 1) {
+    if (batch < 1 || latency_sequences < 1) {   /* named, not the usage line (issue 35, D20) */
+        fprintf(stderr, "bert bench_infer: --batch %d and --latency_sequences %d must be at least 1\n", batch,
+                latency_sequences);
+        return 2;
+    }
+    if (!vocab_file || !!glue == !!squad || (glue && !data_dir)) {
         fprintf(stderr, "bert bench_infer: give --vocab_file and one of --glue_task (with --data_dir) and --squad_file\n");
         return 2;
     }

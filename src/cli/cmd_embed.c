@@ -42,6 +42,9 @@ int cmd_embed(int argc, char **argv) {
     int rc = flags_parse(&spec, argc, argv, NULL, NULL);
     if (rc) return rc > 0 ? 0 : 2;
     if (flags_require(&spec, "init_checkpoint") != 0) return 2;
+    if (batch < 1 || max_seq < 0)   /* was "bert_model_create: bad sizes batch=0 ..." (issue 35, D20) */
+        return fprintf(stderr, "bert embed: --batch_size %d must be at least 1 and --max_seq_length %d not negative\n",
+                       batch, max_seq), 2;
     if (flags_use_device("embed", device) != 0) return 2;
     if (threads > 0) omp_set_num_threads(threads);
     char init_checkpoint[4096 + 64];   /* a run folder's newest checkpoint */

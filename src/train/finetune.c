@@ -23,11 +23,31 @@ struct Finetuner {
 
 #define FINETUNE_INIT_LOSS_SCALE 65536.0   /* apex's and GradScaler's dynamic start, 2^16 */
 
+/* The optimizer's numbers, each named when it is bad (issue 35, D20: one message listed all
+ * five settings for any of them). */
+static int check_rates(double learning_rate, double warmup_proportion, double weight_decay, double adam_epsilon,
+                       BertError *err) {
+    if (!(learning_rate > 0 && isfinite(learning_rate)))
+        return bert_fail(err, "--learning_rate %g must be a number > 0", learning_rate);
+    if (!(warmup_proportion >= 0 && warmup_proportion < 1))
+        return bert_fail(err, "--warmup_proportion %g must be in [0, 1)", warmup_proportion);
+    if (!(weight_decay >= 0 && isfinite(weight_decay)))
+        return bert_fail(err, "--weight_decay %g must be a number >= 0", weight_decay);
+    if (!(adam_epsilon > 0 && isfinite(adam_epsilon)))
+        return bert_fail(err, "--adam_epsilon %g must be a number > 0", adam_epsilon);
+    return 0;
+}
+
+static int check_settings(const FinetuneOptions *o, BertError *err) {
+    if (o->gradient_accumulation_steps < 1)
+        return bert_fail(err, "--gradient_accumulation_steps %d must be at least 1", o->gradient_accumulation_steps);
+    if (o->total_steps < 1) return bert_fail(err, "fine-tuning: %ld optimizer steps: nothing to train", o->total_steps);
+    return check_rates(o->learning_rate, o->warmup_proportion, o->weight_decay, o->adam_epsilon, err);
+}
+
 int finetune_open(Finetuner **out, const FinetuneOptions *o, char *what, size_t what_size, BertError *err) {
     *out = NULL;
-    if (o->gradient_accumulation_steps < 1 || o->total_steps < 1 || !(o->learning_rate > 0) ||
-        !(o->warmup_proportion >= 0 && o->warmup_proportion < 1) || !(o->weight_decay >= 0) || !(o->adam_epsilon > 0))
-        return bert_fail(err, "fine-tuning: bad optimisation settings (steps, learning rate, warmup, decay, epsilon)");
+    if (check_settings(o, err) != 0) return -1;
     Finetuner *f = xcalloc(1, sizeof *f);
     f->o = *o;
     int initialised = 0;
@@ -92,7 +112,7 @@ int finetune_check_args(const FinetuneArgs *a, BertError *err) {
                               "the prediction batch positive");
     if (!(a->num_train_epochs > 0) && a->max_steps <= 0) return bert_fail(err, "--num_train_epochs must be > 0");
     if (a->log_freq < 1) return bert_fail(err, "--log_freq must be at least 1");
-    return 0;
+    return check_rates(a->learning_rate, a->warmup_proportion, a->weight_decay, a->adam_epsilon, err);
 }
 
 int finetune_prepare_args(const FinetuneArgs *a, FinetuneInputs *in, BertError *err) {
