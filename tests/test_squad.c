@@ -484,7 +484,18 @@ static void test_bad_input(void) {
          "question q17, its answer: no \"text\""},
         {"no_impossible", PARA("\"a b\"", QA("q18", "what?", "{\"text\": \"a\", \"answer_start\": 0}")), true, true,
          "question q18: no \"is_impossible\""},
-        {"bad_utf8", PARA("\"a \xC3\x28 b\"", QA("q19", "what?", "")), false, false, "\"context\" is not valid UTF-8"},
+        {"bad_utf8", PARA("\"a \xC3\x28 b\"", QA("q19", "what?", "")), false, false, "not valid UTF-8 at byte"},
+        /* issue 35, D19: training read what prediction refused (a question cut at \u0000, a byte
+         * order mark, text after the JSON); both take what Python's json takes, as the
+         * reference's json.load does, and \u0000 (which cJSON cannot hold) is refused in both */
+        {"nul_escape", PARA("\"a b\"", QA("q21", "wh\\u0000at?", "{\"text\": \"a\", \"answer_start\": 0}")), true,
+         false, "holds \\u0000"},
+        {"bom", "\xEF\xBB\xBF" PARA("\"a b\"", QA("q22", "what?", "{\"text\": \"a\", \"answer_start\": 0}")), true,
+         false, "byte order mark"},
+        {"trailing", PARA("\"a b\"", QA("q23", "what?", "{\"text\": \"a\", \"answer_start\": 0}")) " x", true, false,
+         "not valid JSON at line 1"},
+        {"start_huge", PARA("\"a b\"", QA("q24", "what?", "{\"text\": \"a\", \"answer_start\": 1e300}")), true,
+         false, "answer_start 1.0000000000000001e+300 with"},  /* was printed with 301 digits */
         {"surrogate", PARA("\"a \\ud800 b\"", QA("q20", "what?", "")), false, false, "not valid JSON"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {

@@ -153,7 +153,7 @@ static int locate_answer(Reader *r, const SquadParagraph *p, const cJSON *qa, co
     if (py_blank(text)) return bert_fail(r->err, "%s: question %.200s: the answer text is empty", r->path, id);
     size_t len = squad_count_cps(text, strlen(text));
     if (start < 0 || start >= (double)r->n_chars || (size_t)start + len - 1 >= r->n_chars)
-        return bert_fail(r->err, "%s: question %.200s: answer_start %.0f with %zu characters of answer is outside the "
+        return bert_fail(r->err, "%s: question %.200s: answer_start %.17g with %zu characters of answer is outside the "
                          "context (%zu characters)", r->path, id, start, len, r->n_chars);
     ex->start_position = r->char_to_word[(size_t)start];
     ex->end_position = r->char_to_word[(size_t)start + len - 1];
@@ -267,7 +267,7 @@ int squad_read_file(const SquadFile *f, const SquadReadOptions *opt, SquadData *
 int squad_read(const char *path, const SquadReadOptions *opt, SquadData *out, BertError *err) {
     memset(out, 0, sizeof *out);
     SquadFile f;
-    if (squad_file_load(path, SQUAD_JSON_CJSON, &f, err) != 0) return -1;
+    if (squad_file_load(path, SQUAD_JSON_PYTHON, &f, err) != 0) return -1;
     int rc = squad_read_file(&f, opt, out, err);
     squad_file_free(&f);
     return rc;
