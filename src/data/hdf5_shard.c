@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <isa-l/igzip_lib.h>
@@ -363,7 +364,7 @@ done:
 
 /* Reads dataset `name` into a new buffer of n_rows x width values of `bytes` each
  * (4: int32, 1: int8), checking its rank and shape. n_rows may be set (-1: take it). */
-static void *load_dataset(hid_t file, const char *path, const char *name, int rank,
+static void *load_dataset(hid_t file, off_t file_bytes, const char *path, const char *name, int rank,
                           size_t *n_rows, size_t *width, int bytes, BertError *err) {
     void *buf = NULL;
     hid_t ds = H5Dopen2(file, name, H5P_DEFAULT), space = -1, type = -1;
@@ -398,6 +399,15 @@ static void *load_dataset(hid_t file, const char *path, const char *name, int ra
     }
     *n_rows = dims[0];
     *width = rank == 2 ? dims[1] : 1;
+    /* A corrupt chunk index can declare a chunk of 4 GiB, which libhdf5 allocates before it
+     * finds the file too short (found by fuzz_hdf5 as an out-of-memory): the data a dataset
+     * says it stores (its chunks' sizes summed) must fit in the file. */
+    const hsize_t stored = H5Dget_storage_size(ds);
+    if (file_bytes > 0 && stored > (hsize_t)file_bytes) {
+        bert_fail(err, "%s: %s declares %llu bytes of stored data in a file of %lld bytes (corrupt file)", path, name,
+                  (unsigned long long)stored, (long long)file_bytes);
+        goto done;
+    }
     if (bytes == 4 && (type_bytes == 8 || (type_bytes == 4 && H5Tget_sign(type) == H5T_SGN_NONE))) {
         buf = read_narrowed(ds, H5Tget_sign(type) == H5T_SGN_NONE, path, name, *n_rows, *width, err);
         goto done;
@@ -420,16 +430,18 @@ int hdf5_shard_load(const char *path, PretrainingShard *s, BertError *err) {
     memset(s, 0, sizeof *s);
     hdf5_no_shutdown_at_exit();
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    if (access(path, R_OK) != 0) return bert_fail(err, "cannot read %s", path);
+    struct stat st;
+    if (access(path, R_OK) != 0 || stat(path, &st) != 0) return bert_fail(err, "cannot read %s", path);
+    if (!S_ISREG(st.st_mode)) st.st_size = 0;   /* no size to hold the datasets to */
     hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (file < 0) return bert_fail(err, "%s is not an HDF5 file", path);
     size_t n = (size_t)-1, seq = 0, pred = 0, w_mask = 0, w_seg = 0, w_ids = 0, w_nsp = 0;
-    int ok = (s->input_ids = load_dataset(file, path, "input_ids", 2, &n, &seq, 4, err)) &&
-             (s->input_mask = load_dataset(file, path, "input_mask", 2, &n, &w_mask, 1, err)) &&
-             (s->segment_ids = load_dataset(file, path, "segment_ids", 2, &n, &w_seg, 1, err)) &&
-             (s->masked_lm_positions = load_dataset(file, path, "masked_lm_positions", 2, &n, &pred, 4, err)) &&
-             (s->masked_lm_ids = load_dataset(file, path, "masked_lm_ids", 2, &n, &w_ids, 4, err)) &&
-             (s->next_sentence_labels = load_dataset(file, path, "next_sentence_labels", 1, &n, &w_nsp, 1, err));
+    int ok = (s->input_ids = load_dataset(file, st.st_size, path, "input_ids", 2, &n, &seq, 4, err)) &&
+             (s->input_mask = load_dataset(file, st.st_size, path, "input_mask", 2, &n, &w_mask, 1, err)) &&
+             (s->segment_ids = load_dataset(file, st.st_size, path, "segment_ids", 2, &n, &w_seg, 1, err)) &&
+             (s->masked_lm_positions = load_dataset(file, st.st_size, path, "masked_lm_positions", 2, &n, &pred, 4, err)) &&
+             (s->masked_lm_ids = load_dataset(file, st.st_size, path, "masked_lm_ids", 2, &n, &w_ids, 4, err)) &&
+             (s->next_sentence_labels = load_dataset(file, st.st_size, path, "next_sentence_labels", 1, &n, &w_nsp, 1, err));
     H5Fclose(file);
     if (ok && (w_mask != seq || w_seg != seq || w_ids != pred)) {
         bert_fail(err, "%s: datasets disagree on their widths", path);
