@@ -25,7 +25,8 @@ known_libs=$(grep -v '^#' "$known_file" 2>/dev/null | awk 'NF >= 3 {print $3}' |
 
 # "LIBRARY FUNCTION" when the sanitizer report in log $1 is a crash inside a known library on
 # memory it allocated (the first frame that is not the sanitizer's, of the crash and of the
-# allocation, both in the library); nothing otherwise.
+# allocation, both in the library), or an allocation too large to make that the library
+# asked for; nothing otherwise.
 classify() {
     [ -n "$known_libs" ] || return 0
     awk -v libs="$known_libs" '
@@ -35,10 +36,15 @@ classify() {
             return ""
         }
         function sanitizer_frame(line) {
-            return line ~ / in (__interceptor_|__asan|__sanitizer|__ubsan|__lsan|malloc|calloc|realloc|free|operator|__mem)/ ||
+            return line ~ / in (__interceptor_|__asan|__sanitizer|__ubsan|__lsan|malloc|calloc|realloc|free|operator|__mem|fuzzer::)/ ||
                    line ~ /sysdeps\//   # libc copying for the caller
         }
         /ERROR: AddressSanitizer: (heap|stack|global)-buffer-overflow|ERROR: AddressSanitizer: (SEGV|heap-use-after-free)/ {
+            in_report = 1; section = "crash"; next
+        }
+        # an allocation the library sized from the file (a corrupt header declaring gigabytes):
+        # without the sanitizer it fails and the library returns an error
+        /ERROR: AddressSanitizer: (allocator is out of memory|requested allocation size)|ERROR: libFuzzer: out-of-memory \(malloc/ {
             in_report = 1; section = "crash"; next
         }
         in_report && /allocated by thread/ { section = "alloc"; next }
