@@ -76,11 +76,12 @@ for t in "$@"; do
     while :; do
       left=$(( end - $(date +%s) ))
       [ "$left" -ge 1 ] || left=1
-      build-fuzz/$t -max_total_time="$left" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+      build-fuzz/$t -max_total_time="$left" -timeout=10 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
         -artifact_prefix=build-fuzz/crashes/$t- "$work" >"$log.part" 2>&1
       rc=$?
       cat "$log.part" >>"$log"
-      n=$(grep -oE '#[0-9]+' "$log.part" | tail -n 1 | tr -d '#')
+      n=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log.part" | grep -o '[0-9]*$' || true)
+      [ -n "$n" ] || n=$(grep -oE '#[0-9]+' "$log.part" | tail -n 1 | tr -d '#')
       execs=$(( execs + ${n:-0} ))
       [ $rc -ne 0 ] || break
       sig=$(classify "$log.part")
