@@ -27,7 +27,8 @@ CFLAGS  := -std=c11 -D_GNU_SOURCE $(WARN) $(MATH) -Isrc -I$(BLAS_INC) $(HDF5_CFL
 # OpenBLAS: the GEMM library of GEMM=openblas builds; otherwise only the sgemm peak (src/bench,
 # in the program and the bench test) times it.
 BLAS_LIBS := -L$(BLAS_LIB) -Wl,-rpath,$(BLAS_LIB) -lopenblas
-LDLIBS  := $(HDF5_LIBS) $(MPI_LIBS) -lisal -lzip -lutf8proc -lcjson -lbz2 -lexpat -lm -fopenmp
+# bert serve (src/serve/): libmicrohttpd from Debian, an HTTP/1.1 server library (docs/serving.md).
+LDLIBS  := $(HDF5_LIBS) $(MPI_LIBS) -lmicrohttpd -lisal -lzip -lutf8proc -lcjson -lbz2 -lexpat -lm -fopenmp
 ifeq ($(GEMM),openblas)
   CFLAGS += -DBERT_GEMM_OPENBLAS
   LDLIBS := $(BLAS_LIBS) -ldnnl $(LDLIBS)   # oneDNN still runs the bf16 products (kernels/cpu/gemm_half.h)
@@ -54,6 +55,8 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_SRC  := $(filter-out src/cli/main.c,$(sort $(wildcard src/cli/*.c src/bench/*.c)))
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 CLI_TESTS := test_bench
+# test_serve is an HTTP client of bert serve: libcurl (scripts/install-deps.sh's TEST_PKGS).
+TEST_LIBS_test_serve := -lcurl -lpthread
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BERT     := $(if $(filter build,$(BUILD)),bert,$(BUILD)/bert)
@@ -93,7 +96,7 @@ $(BERT): $(BUILD)/src/cli/main.o $(BUILD)/libbert_cli.a $(BUILD)/libbert.a
 $(BUILD)/tests/%: tests/%.c tests/test.h tests/test_util.h $(BUILD)/libbert_test.a $(BUILD)/libbert_cli.a $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -DBERT_TEST_HOOKS -Itests -o $@ $< $(if $(filter $*,$(CLI_TESTS)),$(BUILD)/libbert_cli.a) $(BUILD)/libbert_test.a \
-		$(LDLIBS) $(if $(filter $*,$(CLI_TESTS)),$(if $(filter openblas,$(GEMM)),,$(BLAS_LIBS)))
+		$(LDLIBS) $(TEST_LIBS_$*) $(if $(filter $*,$(CLI_TESTS)),$(if $(filter openblas,$(GEMM)),,$(BLAS_LIBS)))
 
 $(BUILD)/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)

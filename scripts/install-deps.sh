@@ -14,9 +14,11 @@ BUILD_PKGS=(
   libcjson-dev             # config.json, safetensors headers, SQuAD json
   libbz2-dev libexpat1-dev # Wikipedia .xml.bz2 dumps
   libzip-dev               # PyTorch checkpoints (torch.save's zip archives: --init_checkpoint model.pt)
+  libmicrohttpd-dev        # bert serve's HTTP/1.1 server: mature, thread-pool mode, no further dependencies (docs/serving.md)
 )
 TEST_PKGS=(
   python3 python3-numpy python3-torch python3-h5py   # reference oracles (tools/, tests that read shards)
+  libcurl4-openssl-dev     # tests/test_serve.c: a real HTTP client against bert serve, many threads at once
 )
 
 missing=()

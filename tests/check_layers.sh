@@ -29,7 +29,8 @@ optim    core kernels io model
 train    core data kernels io model optim
 bench    core kernels
 tasks    core text io model optim train
-cli      core text data kernels io model optim train bench tasks
+serve    core text io model tasks
+cli      core text data kernels io model optim train bench tasks serve
 '
 # Headers private to their folder besides the `*_internal.h` ones: a header, then the other
 # folders that may include it. The CPU backend's GEMMs are behind kernels/kernels.h; the

@@ -138,13 +138,17 @@ static void test_sgemm_peak_reports_every_shape(void) {
     CHECK(best_lib && strcmp(p.peak_lib, best_lib) == 0);
 }
 
-/* Runs `bert bench` with the given arguments, capturing its stdout into *out (caller frees). */
-static int run_bench(char **out, int argc, const char **argv) {
+/* Runs `bert bench` (or another command) with the given arguments, capturing its stdout into
+ * *out (caller frees). */
+static int run_command(int (*cmd)(int, char **), char **out, int argc, const char **argv);
+static int run_bench(char **out, int argc, const char **argv) { return run_command(cmd_bench, out, argc, argv); }
+
+static int run_command(int (*cmd)(int, char **), char **out, int argc, const char **argv) {
     char path[] = "/tmp/test_bench_stdout_XXXXXX";
     int fd = mkstemp(path), saved = dup(STDOUT_FILENO);
     fflush(stdout);
     dup2(fd, STDOUT_FILENO);
-    int rc = cmd_bench(argc, (char **)argv);
+    int rc = cmd(argc, (char **)argv);
     fflush(stdout);
     dup2(saved, STDOUT_FILENO);
     close(saved), close(fd);
@@ -300,12 +304,41 @@ static void test_bench_small_vocabulary(void) {
     }
 }
 
+/* bench_infer's sweep at fixed shapes: one JSON line per (sequence length, batch size), each
+ * with its latency distribution in order; a bad list is refused. */
+static void test_bench_infer_sweep(void) {
+    const char *argv[] = {"--config", MICRO_CONFIG, "--batch_sizes", "1,3", "--seq_lengths", "16,24",
+                          "--latency_sequences", "6", "--warmup", "0", "--json"};
+    char *out = NULL;
+    CHECK(run_command(cmd_bench_infer, &out, (int)(sizeof argv / sizeof argv[0]), argv) == 0);
+    int lines = 0;
+    const int want[4][2] = {{16, 1}, {16, 3}, {24, 1}, {24, 3}};
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+        cJSON *j = cJSON_Parse(line);
+        if (!j) continue;
+        if (lines < 4)
+            CHECKF(json_number(j, "max_seq_length") == want[lines][0] && json_number(j, "batch") == want[lines][1] &&
+                       json_number(j, "p50_ms") <= json_number(j, "p95_ms") &&
+                       json_number(j, "p95_ms") <= json_number(j, "p99_ms") &&
+                       json_number(j, "p99_ms") <= json_number(j, "max_ms") && json_number(j, "avg_ms") > 0,
+                   "line %d: %s", lines, line);
+        lines++;
+        cJSON_Delete(j);
+    }
+    CHECKF(lines == 4, "%d measurements, 4 expected", lines);
+    free(out);
+    const char *bad[] = {"--config", MICRO_CONFIG, "--batch_sizes", "1,0"};
+    CHECK(run_command(cmd_bench_infer, &out, 4, bad) == 2);
+    free(out);
+}
+
 int main(void) {
     RUN_TEST(test_train_flops_match_published_figures);
     RUN_TEST(test_flops_equal_explicit_product_list);
     RUN_TEST(test_executed_flops);   /* runs OpenMP threads before the measurement, as callers may */
     RUN_TEST(test_sgemm_peak_reports_every_shape);
     RUN_TEST(test_bench_json_report);
+    RUN_TEST(test_bench_infer_sweep);
     RUN_TEST(test_bench_rejects_bad_flags);
     RUN_TEST(test_bench_small_vocabulary);
     RUN_TEST(test_bench_row_flags);

@@ -118,7 +118,8 @@ static void test_metrics_equal_sklearn_scipy(void) {
 }
 
 static void test_bad_files(void) {
-    const char *dir = "/tmp/bert_test_glue_bad";
+    char dir[96];   /* per process: two runs of the suite never share it */
+    snprintf(dir, sizeof dir, "/tmp/bert_test_glue_bad.%d", (int)getpid());
     remove_tree(dir);
     mkdir(dir, 0777);
     const struct { const char *task, *content, *want; } cases[] = {
@@ -235,7 +236,8 @@ static void test_glue_fp16_loss_scaling(void) {
 
 /* A tiny model with the real vocabulary, trained a few steps by `bert glue` on the fixture. */
 static void test_glue_end_to_end(void) {
-    const char *root = "/tmp/bert_test_glue_run";
+    char root[96];   /* per process: two runs of the suite never share it */
+    snprintf(root, sizeof root, "/tmp/bert_test_glue_run.%d", (int)getpid());
     char init[256];
     BertError err;
     write_tiny_checkpoint(root, init, sizeof init);
@@ -267,6 +269,19 @@ static void test_glue_end_to_end(void) {
         CHECKF(strstr(config, "BertForSequenceClassification") && strstr(config, k ? "\"regression\"" : "not_entailment"),
                "%s", config);
         free(config);
+        /* all_results.json: HF Trainer's keys, the dev metrics under eval_, the counts of this run */
+        snprintf(a, sizeof a, "%s/all_results.json", out[0]);
+        char *results = read_text(a);
+        cJSON *all = cJSON_Parse(results);
+        const cJSON *metric = cJSON_GetObjectItem(all, k ? "eval_pearson" : "eval_acc");
+        CHECKF(all && cJSON_GetObjectItem(all, "train_runtime") && metric &&
+                   cJSON_GetObjectItem(all, "train_samples")->valuedouble == 18 &&
+                   cJSON_GetObjectItem(all, "eval_samples")->valuedouble == 9 &&
+                   cJSON_GetObjectItem(all, "predict_samples")->valuedouble == 9 &&
+                   cJSON_GetObjectItem(all, "peak_memory_mb")->valuedouble > 0,
+               "%s", results);
+        if (metric && k == 0) CHECK(metric->valuedouble == first.dev.accuracy);
+        cJSON_Delete(all), free(results);
         snprintf(a, sizeof a, "%s/%s", out[0], k ? "STS-B.tsv" : "RTE.tsv");
         char *sub = read_text(a);
         int lines = 0;
@@ -327,7 +342,9 @@ static void test_infer_bench_modes(void) {
         InferTiming t;
         CHECKF(infer_bench_run(m, len, n, 4, 48, mode, 1, &t, &err) == 0, "%s", err.msg);
         CHECKF(t.batches == 3 && t.sequences == 9 && t.tokens_real == real && t.tokens_computed == want[mode] &&
-               t.p50_ms <= t.p90_ms && t.p90_ms <= t.p99_ms, "mode %d: %d batches, %ld real, %ld computed (want %ld)",
+               t.p50_ms <= t.p90_ms && t.p90_ms <= t.p95_ms && t.p95_ms <= t.p99_ms && t.p99_ms <= t.max_ms &&
+                   t.avg_ms <= t.max_ms && fabs(t.avg_ms * t.batches - 1e3 * t.seconds) < 1e-6,
+               "mode %d: %d batches, %ld real, %ld computed (want %ld)",
                mode, t.batches, t.tokens_real, t.tokens_computed, want[mode]);
     }
     bert_model_free(m);

@@ -163,7 +163,7 @@ static void test_bad_input(void) {
     CHECK(shard_corpus(&opt, NULL, &err) != 0 && strstr(err.msg, "in.txt"));
     /* bad options */
     opt.output_dir = out;
-    opt.n_test_shards = 0;
+    opt.n_test_shards = -1;  /* 0 is allowed: no test shards */
     CHECK(shard_corpus(&opt, NULL, &err) != 0);
     opt.n_test_shards = 1;
     opt.fraction_test_set = 1.5;
@@ -242,10 +242,44 @@ static void test_shard_scales_linearly(void) {
     free(dir);
 }
 
+/* n_test_shards 0: no test files, and every sentence in the training shards (the fraction
+ * for a test set is moot). */
+static void test_no_test_shards(void) {
+    char *dir = make_tmpdir();
+    ShardOptions opt = shard_default_options();
+    opt.input_files = FIXTURE_INPUTS;
+    opt.n_input_files = 2;
+    opt.output_dir = dir;
+    opt.n_training_shards = 4;
+    opt.n_test_shards = 1;
+    ShardStats with_test, without;
+    BertError err;
+    CHECKF(shard_corpus(&opt, &with_test, &err) == 0, "%s", err.msg);
+    remove_tree(dir);
+    opt.n_test_shards = 0;
+    CHECKF(shard_corpus(&opt, &without, &err) == 0, "%s", err.msg);
+    CHECK(count_files(dir) == 4 && without.documents == 266);
+    CHECKF(without.sentences == with_test.sentences && without.sentences > 0, "%lld sentences, %lld with a test shard",
+           without.sentences, with_test.sentences);
+    long long in_training = 0;
+    for (int i = 0; i < 4; i++) {
+        char path[4096];
+        shard_path(&opt, false, i, path, sizeof path);
+        char *text = read_text(path);
+        for (char *p = text; *p; p++) in_training += p[0] == '\n' && p > text && p[-1] != '\n';
+        free(text);
+    }
+    CHECKF(in_training == without.sentences, "%lld sentence lines in the training shards of %lld", in_training,
+           without.sentences);
+    remove_tree(dir);
+    free(dir);
+}
+
 int main(void) {
     RUN_TEST(test_nvidia_parity);
     RUN_TEST(test_seeded_order);
     RUN_TEST(test_bad_input);
+    RUN_TEST(test_no_test_shards);
     RUN_TEST(test_shard_scales_linearly);
     return test_summary();
 }

@@ -96,6 +96,14 @@ static void test_train_predict_evaluate(void) {
         CHECKF(v2 ? strstr(printed, "\"exact\"") != NULL : strncmp(printed, expect, strlen(expect)) == 0,
                "squad_eval printed %s; --do_eval %s", printed, expect);
         free(printed);
+        /* all_results.json: the official metrics under eval_, the predicted features, the training */
+        snprintf(a, sizeof a, "%s/all_results.json", out[0]);
+        char *results = read_text(a);
+        cJSON *all = cJSON_Parse(results);
+        CHECKF(all && cJSON_GetObjectItem(all, "eval_f1") && cJSON_GetObjectItem(all, "train_loss") &&
+                   cJSON_GetObjectItem(all, "predict_samples")->valuedouble == r[0].predict_features,
+               "%s", results);
+        cJSON_Delete(all), free(results);
         printf("    %s: %ld features trained, %ld questions predicted: %s\n", files[v2], r[0].train.train_sequences,
                r[0].predict_examples, r[0].metrics_json);
     }

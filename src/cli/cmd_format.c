@@ -1,6 +1,7 @@
 /* `bert format`: raw corpus -> NVIDIA's one-document-per-line text.
  *   bert format wikipedia DUMP(.xml|.xml.bz2) -o wikicorpus_en_one_article_per_line.txt
- *   bert format books DIR -o bookscorpus_one_book_per_line.txt */
+ *   bert format books DIR -o bookscorpus_one_book_per_line.txt
+ *   bert format text FILE -o FILE_one_document_per_line.txt   (blank lines between documents) */
 #include <string.h>
 
 #include "cli/commands.h"
@@ -14,12 +15,12 @@ int cmd_format(int argc, char **argv) {
     Flag flags[] = {
         {"o", FLAG_STRING, &out, "output file (required); written atomically"},
         {"strip_gutenberg", FLAG_BOOL, &opt.strip_gutenberg,
-         "books: drop Project Gutenberg header/footer around *** START/END OF *** (default true)"},
+         "books, text: drop Project Gutenberg header/footer around *** START/END OF *** (default true)"},
         {"max_page_mb", FLAG_DOUBLE, &opt.max_page_mb,
          "wikipedia: skip (and count) pages whose text passes this many MiB, bounding memory (default 32)"},
         {"quiet", FLAG_BOOL, &quiet, "no progress or summary"},
     };
-    FlagSpec spec = {"format", "format {wikipedia DUMP.xml[.bz2]... | books DIR} -o OUT [flags]",
+    FlagSpec spec = {"format", "format {wikipedia DUMP.xml[.bz2]... | books DIR | text FILE} -o OUT [flags]",
                      flags, (int)(sizeof flags / sizeof flags[0]), 2, 65};
     char *pos[65];
     int npos = 0;
@@ -30,9 +31,9 @@ int cmd_format(int argc, char **argv) {
         fprintf(stderr, "bert format: --max_page_mb must be in (0, 1048576]\n");
         return 2;
     }
-    bool wiki = !strcmp(pos[0], "wikipedia"), books = !strcmp(pos[0], "books");
-    if (!wiki && !books) {
-        fprintf(stderr, "bert format: unknown corpus kind '%s' (wikipedia or books)\n", pos[0]);
+    bool wiki = !strcmp(pos[0], "wikipedia"), books = !strcmp(pos[0], "books"), text = !strcmp(pos[0], "text");
+    if (!wiki && !books && !text) {
+        fprintf(stderr, "bert format: unknown corpus kind '%s' (wikipedia, books or text)\n", pos[0]);
         return 2;
     }
     for (int i = 1; i < npos; i++)
@@ -43,12 +44,13 @@ int cmd_format(int argc, char **argv) {
     opt.progress = !quiet;
     FormatStats st;
     BertError err;
-    if (books && npos > 2) {
-        fprintf(stderr, "bert format books: one folder (or file) at a time\n");
+    if (!wiki && npos > 2) {
+        fprintf(stderr, "bert format %s: one %s at a time\n", pos[0], books ? "folder (or file)" : "file");
         return 2;
     }
-    rc = wiki ? format_wikipedia_dumps((const char *const *)pos + 1, npos - 1, out, &opt, &st, &err)
-              : format_books(pos[1], out, &opt, &st, &err);
+    rc = wiki    ? format_wikipedia_dumps((const char *const *)pos + 1, npos - 1, out, &opt, &st, &err)
+         : text ? format_text(pos[1], out, &opt, &st, &err)
+                 : format_books(pos[1], out, &opt, &st, &err);
     if (rc != 0) {
         fprintf(stderr, "bert format: %s\n", err.msg);
         return 1;

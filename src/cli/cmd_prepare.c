@@ -34,19 +34,21 @@ static void print_summary(const PrepareOptions *o, const PrepareStats *st, doubl
 
 int cmd_prepare(int argc, char **argv) {
     PrepareOptions o = prepare_default_options();
-    char *wiki = NULL, *books = NULL, *formatted = NULL;
-    const char *steps = "format,shard,hdf5";
+    char *wiki = NULL, *books = NULL, *formatted = NULL, *text = NULL;
+    const char *steps = "format,shard,hdf5", *text_documents = "blank_line";
     long long seed = o.base.random_seed;
     const Flag flags[] = {
+        {"text", FLAG_STRING, &text, "plain-text files, comma-separated or listed after the flags: a blank line ends a document, a line break inside one is a space (hard-wrapped paragraphs joined); Project Gutenberg licence text left out"},
+        {"text_documents", FLAG_STRING, &text_documents, "what a --text document is: blank_line (default: a blank line ends one) or file (each file one document, its paragraphs joined, as --books)"},
         {"wikipedia", FLAG_STRING, &wiki, "MediaWiki pages-articles dumps (.xml or .xml.bz2), comma-separated"},
         {"books", FLAG_STRING, &books, "folders of plain-text books, comma-separated (default: the bundled data/corpus/books when no corpus is given)"},
-        {"formatted", FLAG_STRING, &formatted, "already one-document-per-line text files, comma-separated"},
+        {"formatted", FLAG_STRING, &formatted, "files with one whole document per line (NVIDIA's formatted layout), comma-separated; for ordinary text use --text"},
         {"output_dir", FLAG_STRING, &o.work_dir, "working folder (NVIDIA's BERT_PREP_WORKING_DIR); default prepared"},
         {"vocab_file", FLAG_STRING, &o.vocab_file, "WordPiece vocabulary; default the bundled data/vocab/bert-base-uncased-vocab.txt"},
-        {"dataset", FLAG_STRING, &o.dataset, "dataset name in folder/file names; default NVIDIA's (wikicorpus_en, bookscorpus, books_wiki_en_corpus)"},
+        {"dataset", FLAG_STRING, &o.dataset, "dataset name in folder/file names; default from the inputs: NVIDIA's wikicorpus_en, bookscorpus, books_wiki_en_corpus, a --text/--formatted file's name"},
         {"steps", FLAG_STRING, &steps, "which of format,shard,hdf5 to run; default all three"},
-        {"n_training_shards", FLAG_INT, &o.n_training_shards, "default 256 (fewer for a small corpus)"},
-        {"n_test_shards", FLAG_INT, &o.n_test_shards, "default 256 (fewer for a small corpus)"},
+        {"n_training_shards", FLAG_INT, &o.n_training_shards, "default: from the data size (about 8 MB each, at most 256, at most documents/4; said when chosen)"},
+        {"n_test_shards", FLAG_INT, &o.n_test_shards, "0 = no test shards; default: as big as the training shards for --fraction_test_set"},
         {"fraction_test_set", FLAG_DOUBLE, &o.fraction_test_set, "share of sentences for the test shards; default 0.1"},
         {"max_shard_mb", FLAG_DOUBLE, &o.max_shard_mb, "more training shards if one would be bigger (bounds memory); default 256, 0 = off"},
         {"strip_gutenberg", FLAG_BOOL, &o.strip_gutenberg, "drop Project Gutenberg licence header/footer from books; default true"},
@@ -69,15 +71,19 @@ int cmd_prepare(int argc, char **argv) {
         {"quiet", FLAG_BOOL, &o.quiet, "no progress or summary"},
     };
     const FlagSpec spec = {"prepare",
-                           "prepare [--wikipedia DUMP.xml.bz2] [--books DIR] [--output_dir WORK] [flags]\n"
+                           "prepare [--text FILE ...] [--books DIR] [--wikipedia DUMP.xml.bz2] [--output_dir WORK] [flags]\n"
                            "  (corpus -> formatted text -> sentence shards -> phase-1/phase-2 HDF5, NVIDIA's layout)",
-                           flags, (int)(sizeof flags / sizeof flags[0]), 0, 0};
-    int prc = flags_parse(&spec, argc, argv, NULL, NULL);
+                           flags, (int)(sizeof flags / sizeof flags[0]), 0, PREPARE_MAX_SOURCES};
+    char *files[PREPARE_MAX_SOURCES];   /* FILE ... after the flags: more --text files */
+    int n_files = 0;
+    int prc = flags_parse(&spec, argc, argv, files, &n_files);
     if (prc != 0) return prc > 0 ? 0 : 2;
     o.base.random_seed = (int64_t)seed;
     if ((wiki && (o.n_wikipedia = split_list(wiki, o.wikipedia, PREPARE_MAX_SOURCES)) < 0) ||
         (books && (o.n_books = split_list(books, o.books, PREPARE_MAX_SOURCES)) < 0) ||
-        (formatted && (o.n_formatted = split_list(formatted, o.formatted, PREPARE_MAX_SOURCES)) < 0)) {
+        (formatted && (o.n_formatted = split_list(formatted, o.formatted, PREPARE_MAX_SOURCES)) < 0) ||
+        (text && (o.n_text = split_list(text, o.text, PREPARE_MAX_SOURCES)) < 0) ||
+        o.n_text + n_files > PREPARE_MAX_SOURCES) {
         fprintf(stderr, "bert prepare: at most %d sources of each kind\n", PREPARE_MAX_SOURCES);
         return 2;
     }
@@ -87,11 +93,17 @@ int cmd_prepare(int argc, char **argv) {
                         "--max_shard_mb and --phase2_max_seq_length >= 0\n", FLAGS_MAX_THREADS);
         return 2;
     }
+    if (strcmp(text_documents, "blank_line") && strcmp(text_documents, "file")) {
+        fprintf(stderr, "bert prepare: --text_documents takes blank_line or file, got '%s'\n", text_documents);
+        return 2;
+    }
+    o.text_whole_files = !strcmp(text_documents, "file");
     if (parse_steps(steps, &o) != 0) {
         fprintf(stderr, "bert prepare: --steps takes format, shard and/or hdf5, got '%s'\n", steps);
         return 2;
     }
-    if (o.n_wikipedia + o.n_books + o.n_formatted == 0) {
+    for (int k = 0; k < n_files; k++) o.text[o.n_text++] = files[k];
+    if (o.n_wikipedia + o.n_books + o.n_formatted + o.n_text == 0) {
         static char books_dir[4096];
         bundled_data_path("corpus/books", books_dir, sizeof books_dir);
         o.books[o.n_books++] = books_dir;

@@ -20,7 +20,7 @@ int cmd_shard(int argc, char **argv) {
         {"output_dir", FLAG_STRING, &output_dir, "folder for the shards, created if missing (required)"},
         {"output_name_prefix", FLAG_STRING, &prefix, "shard file name prefix (default corpus)"},
         {"n_training_shards", FLAG_INT, &n_train, "training shards (default 256, as NVIDIA)"},
-        {"n_test_shards", FLAG_INT, &n_test, "test shards (default 256, as NVIDIA)"},
+        {"n_test_shards", FLAG_INT, &n_test, "test shards (default 256, as NVIDIA; 0: none, every sentence for training)"},
         {"fraction_test_set", FLAG_DOUBLE, &fraction, "share of sentences for the test shards (default 0.1)"},
         {"random_seed", FLAG_INT64, &seed, "shuffle documents with this seed first (default: none, NVIDIA's exact order)"},
         {"threads", FLAG_INT, &threads, "threads (default: all cores)"},

@@ -7,6 +7,7 @@
 
 int finetune_flags(Flag *out, FinetuneArgs *a, FinetuneFlagState *st, const char *rows, const char *eval_flag) {
     st->max_steps = a->max_steps, st->seed = a->seed, st->log_freq = a->log_freq;
+    st->eval_steps = a->eval_steps, st->save_steps = a->save_steps;
     st->bf16 = st->fp16 = false;
     snprintf(st->help[0], sizeof st->help[0], "longer inputs are cut; default %d", a->max_seq_length);
     snprintf(st->help[1], sizeof st->help[1], "%s per optimizer step; default %d", rows, a->train_batch_size);
@@ -47,6 +48,17 @@ int finetune_flags(Flag *out, FinetuneArgs *a, FinetuneFlagState *st, const char
          "--do_train into an --output_dir that holds a finished run (model.safetensors): replace it"},
         {"json-summary", FLAG_STRING, &a->json_summary, "DLLogger JSON lines to this file"},
         {"log_freq", FLAG_INT64, &st->log_freq, "log every N steps; default 50"},
+        {"eval_steps", FLAG_INT64, &st->eval_steps,
+         "with --do_train --do_eval: evaluate every N optimizer steps (and at the last) during training"},
+        {"save_best", FLAG_BOOL, &a->save_best,
+         "with --eval_steps: OUTPUT_DIR/best/ holds the model of the best evaluation (best.json: its step, metric)"},
+        {"save_steps", FLAG_INT64, &st->save_steps,
+         "a checkpoint OUTPUT_DIR/checkpoint-<step>/ every N steps (model, optimizer, data position); a stop "
+         "signal (SIGTERM, Ctrl-C) then writes one and exits 0"},
+        {"save_total_limit", FLAG_INT, &a->save_total_limit, "checkpoints kept, the newest; default 2 (0: all)"},
+        {"resume_from_checkpoint", FLAG_OPT_STRING, &a->resume_from_checkpoint,
+         "[DIR] continue an interrupted --do_train exactly: from DIR, or alone the newest complete "
+         "checkpoint-<step> in --output_dir (none: from the start)"},
     };
     for (int i = 0; i < FINETUNE_FLAG_COUNT; i++) out[i] = flags[i];
     return FINETUNE_FLAG_COUNT;
@@ -54,6 +66,7 @@ int finetune_flags(Flag *out, FinetuneArgs *a, FinetuneFlagState *st, const char
 
 int finetune_flags_finish(const char *command, FinetuneArgs *a, const FinetuneFlagState *st) {
     a->max_steps = (long)st->max_steps, a->seed = (long)st->seed, a->log_freq = (long)st->log_freq;
+    a->eval_steps = (long)st->eval_steps, a->save_steps = (long)st->save_steps;
     a->precision = st->bf16 ? BERT_BF16 : st->fp16 ? BERT_FP16 : BERT_FP32;
     if ((st->bf16 && st->fp16) || a->loss_scale < 0) {
         fprintf(stderr, "bert %s: give at most one of --bf16 and --fp16; --loss_scale must be >= 0\n", command);
@@ -69,6 +82,12 @@ void finetune_print_training(const char *prefix, const char *rows, const Finetun
     if (fp16)
         printf("%s fp16: %ld steps skipped for overflow, loss scale %g at the end\n", prefix, t->skipped_steps,
                t->loss_scale);
+    if (t->resumed_step) printf("%s resumed at step %ld\n", prefix, t->resumed_step);
+    if (t->best_step) printf("%s best evaluation at step %ld (of %ld evaluations): %.4f\n", prefix, t->best_step,
+                             t->evaluations, t->best_metric);
+    if (t->stopped_by_signal)
+        printf("%s stopped by signal %d at step %ld after checkpoint %s; rerun with --resume_from_checkpoint to "
+               "continue\n", prefix, t->stopped_by_signal, t->steps, t->last_checkpoint);
 }
 
 void finetune_print_saved(const char *command, const char *model_dir) {

@@ -8,12 +8,12 @@
 #include "cli/flags.h"
 #include "train/finetune.h"
 
-enum { FINETUNE_FLAG_COUNT = 28 };
+enum { FINETUNE_FLAG_COUNT = 33 };
 
 /* What the fragment parses besides the args themselves, and its help texts (they name the
  * task's defaults). Lives as long as the flags. */
 typedef struct {
-    long long max_steps, seed, log_freq;
+    long long max_steps, seed, log_freq, eval_steps, save_steps;
     bool bf16, fp16;
     const char *device;
     char help[4][96];

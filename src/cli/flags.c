@@ -56,7 +56,7 @@ static int set_value(const FlagSpec *spec, const Flag *f, const char *v) {
     char *end = NULL;
     errno = 0;
     switch (f->kind) {
-    case FLAG_STRING: *(const char **)f->dest = v; return 0;
+    case FLAG_STRING: case FLAG_OPT_STRING: *(const char **)f->dest = v; return 0;
     case FLAG_BOOL:
         if (parse_bool(v, (bool *)f->dest) == 0) return 0;
         break;
@@ -86,7 +86,7 @@ static int set_value(const FlagSpec *spec, const Flag *f, const char *v) {
     }
     }
     static const char *kinds[] = {"a string", "an integer", "an integer", "a number", "a number", "true or false",
-                                  "true or false"};
+                                  "true or false", "a string"};
     fprintf(stderr, "bert %s: --%s expects %s, got '%s'\n", spec->command, f->name, kinds[f->kind], v);
     return -1;
 }
@@ -139,6 +139,8 @@ int flags_parse(const FlagSpec *spec, int argc, char **argv, char **positional, 
             bool b;  /* a following true/false is consumed, otherwise the flag alone means true */
             if (i + 1 < argc && parse_bool(argv[i + 1], &b) == 0) value = argv[++i];
             else value = "true";
+        } else if (f->kind == FLAG_OPT_STRING) {   /* the value is the next argument unless it is a flag */
+            value = i + 1 < argc && argv[i + 1][0] != '-' ? argv[++i] : "";
         } else {
             if (i + 1 >= argc) {
                 fprintf(stderr, "bert %s: --%s needs a value\n", spec->command, f->name);

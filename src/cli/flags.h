@@ -3,14 +3,16 @@
  * Unknown flags, missing values and malformed numbers are clear errors. A FLAG_TRIBOOL is a
  * boolean whose destination also says whether it was given: an int left as the caller set it
  * (FLAG_UNSET) when absent, 1 or 0 when given (a default taken from elsewhere, e.g. a model
- * folder's tokenizer_config.json, that the flag overrides). */
+ * folder's tokenizer_config.json, that the flag overrides). A FLAG_OPT_STRING is a string whose
+ * value may be left out (HF's --resume_from_checkpoint [DIR]): alone, or followed by another
+ * flag, it is "" (the caller's default meaning); --name VALUE and --name=VALUE give VALUE. */
 #ifndef BERT_FLAGS_H
 #define BERT_FLAGS_H
 
 #include <stdbool.h>
 #include <stdio.h>
 
-typedef enum { FLAG_STRING, FLAG_INT, FLAG_INT64, FLAG_FLOAT, FLAG_DOUBLE, FLAG_BOOL, FLAG_TRIBOOL } FlagKind;
+typedef enum { FLAG_STRING, FLAG_INT, FLAG_INT64, FLAG_FLOAT, FLAG_DOUBLE, FLAG_BOOL, FLAG_TRIBOOL, FLAG_OPT_STRING } FlagKind;
 
 /* A FLAG_TRIBOOL's value before it is given. */
 #define FLAG_UNSET (-1)

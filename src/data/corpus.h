@@ -77,6 +77,14 @@ int format_wikipedia_dumps(const char *const *dumps, int n_dumps, const char *ou
  * stats may be NULL. */
 int format_books(const char *dir, const char *out, const FormatOptions *opt,
                  FormatStats *stats, BertError *err);
+/* path: a plain-text file whose blank lines separate documents (create_pretraining_data's
+ * convention). Within a document, every line is stripped and followed by one space, so a
+ * hard-wrapped paragraph becomes one run of text and the sentence splitter sees its
+ * sentences whole; a file without blank lines is one document. The Project Gutenberg header
+ * and footer are left out as for books (opt->strip_gutenberg), the BOM and CRLF handled.
+ * opt and stats may be NULL. */
+int format_text(const char *path, const char *out, const FormatOptions *opt,
+                FormatStats *stats, BertError *err);
 /* The books format_books reads from dir, in its order: the *.txt files directly in it
  * (regular files only: anything else is an error), sorted; a plain file is a list of itself.
  * Free each name and the array. */
@@ -122,7 +130,7 @@ typedef struct {
     const char *output_dir;          /* created if missing */
     const char *output_name_prefix;  /* file name prefix inside output_dir, e.g. "books_wiki_en_corpus" */
     int n_training_shards;           /* >= 1 */
-    int n_test_shards;               /* >= 1 */
+    int n_test_shards;               /* >= 0; 0: every sentence goes to training */
     double fraction_test_set;        /* NVIDIA's default 0.1 */
     /* < 0: NVIDIA's deterministic, seedless distribution (the default, for parity).
      * >= 0: documents are shuffled with this seed before distribution, so equally long

@@ -75,8 +75,11 @@ static void gutenberg_body(const char *text, size_t len, size_t *from, size_t *t
     }
 }
 
-static int format_one_book(DocWriter *w, const char *path, const FormatOptions *opt,
-                           BertError *err) {
+/* One file: a book (every line one paragraph of one document), or plain text whose blank
+ * lines end documents (blank_line_ends_document: each of its lines then joins the current
+ * document, a hard-wrapped line break becoming the space doc_writer_line writes). */
+static int format_one_file(DocWriter *w, const char *path, const FormatOptions *opt,
+                           bool blank_line_ends_document, BertError *err) {
     char *raw, *text = NULL;
     size_t raw_len, cap = 0;
     if (read_file(path, &raw, &raw_len, err) != 0) return -1;
@@ -96,10 +99,11 @@ static int format_one_book(DocWriter *w, const char *path, const FormatOptions *
         const char *nl = memchr(text + i, '\n', to - i);
         size_t end = nl ? (size_t)(nl - text) : to, s, n = utf8_strip(text + i, end - i, &s);
         TEST_COUNT_WORK((long long)(end - i) + STRIP_STEPS(end - i, n) + (long long)n);  /* found, stripped, written */
-        doc_writer_line(w, text + i + s, n);
+        if (n == 0 && blank_line_ends_document && w->in_document) doc_writer_end_document(w);
+        else doc_writer_line(w, text + i + s, n);
         i = end + 1;
     }
-    doc_writer_end_document(w);
+    if (!blank_line_ends_document || w->in_document) doc_writer_end_document(w);
     free(text);
     return 0;
 }
@@ -176,11 +180,31 @@ int format_books(const char *dir, const char *out, const FormatOptions *opt_in,
     if (format_list_books(dir, &books, &n_books, err) != 0) return -1;
     DocWriter w;
     int rc = doc_writer_open(&w, out, &st, opt.progress, "books", err);
-    for (int i = 0; i < n_books && rc == 0; i++) rc = format_one_book(&w, books[i], &opt, err);
+    for (int i = 0; i < n_books && rc == 0; i++) rc = format_one_file(&w, books[i], &opt, false, err);
     if (rc == 0) rc = doc_writer_commit(&w, err);
     else if (w.fp) doc_writer_abort(&w);
     for (int i = 0; i < n_books; i++) free(books[i]);
     free(books);
+    st.seconds = now_seconds() - t0;
+    if (stats) *stats = st;
+    return rc;
+}
+
+int format_text(const char *path, const char *out, const FormatOptions *opt_in, FormatStats *stats, BertError *err) {
+    FormatOptions opt = opt_in ? *opt_in : format_default_options();
+    FormatStats st;
+    memset(&st, 0, sizeof st);
+    double t0 = now_seconds();
+    struct stat sb;   /* a folder is --books' job; a FIFO or device would block or never end */
+    if (stat(path, &sb) != 0) return bert_fail(err, "cannot read '%s': %s", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode))
+        return bert_fail(err, "'%s' is not a plain file%s", path,
+                         S_ISDIR(sb.st_mode) ? " (a folder of books: --books)" : "");
+    DocWriter w;
+    int rc = doc_writer_open(&w, out, &st, opt.progress, "text", err);
+    if (rc == 0) rc = format_one_file(&w, path, &opt, true, err);
+    if (rc == 0) rc = doc_writer_commit(&w, err);
+    else if (w.fp) doc_writer_abort(&w);
     st.seconds = now_seconds() - t0;
     if (stats) *stats = st;
     return rc;

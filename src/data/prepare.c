@@ -1,6 +1,7 @@
 /* `bert prepare`: format -> shard -> create_pretraining_data, NVIDIA's folder layout. */
 #include "data/prepare.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <glob.h>
 #include <math.h>
@@ -26,6 +27,7 @@ PrepareOptions prepare_default_options(void) {
     bundled_data_path("vocab/bert-base-uncased-vocab.txt", vocab, sizeof vocab);
     o.vocab_file = vocab;
     o.do_format = o.do_shard = o.do_hdf5 = true;
+    o.n_training_shards = o.n_test_shards = PREPARE_AUTO;
     o.fraction_test_set = 0.1;
     o.max_shard_mb = 256;
     o.strip_gutenberg = true;
@@ -48,32 +50,93 @@ void python_float_str(double x, char *out, size_t outlen) {
 
 /* ---- Step 1: formatting ------------------------------------------------------------ */
 
+typedef enum { SOURCE_BOOKS, SOURCE_WIKIPEDIA, SOURCE_TEXT } SourceKind;
+
 typedef struct {
     char path[4096];
     const char *source;
-    bool wikipedia;
+    SourceKind kind;
 } FormatJob;
 
-/* NVIDIA's formatted file names; a number is appended when there are several sources. */
-static void formatted_name(const PrepareOptions *o, bool wiki, int k, int n, char *out, size_t len) {
-    const char *stem = wiki ? "wikicorpus_en_one_article_per_line" : "bookscorpus_one_book_per_line";
+/* A file's name without folder and last extension, as a dataset name may hold it: letters,
+ * digits, '-' kept, anything else '_' ("wiki.train.raw" -> "wiki_train"), and the loader's
+ * "test" / "training" written "tst" / "trn" (see prepare.h). */
+static void file_stem(const char *path, char *out, size_t len) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    const char *dot = strrchr(base, '.');
+    size_t n = dot && dot > base ? (size_t)(dot - base) : strlen(base), k = 0;
+    for (size_t i = 0; i < n && k + 4 < len;) {
+        const char *word = i + 8 <= n && !strncmp(base + i, "training", 8) ? "trn"
+                           : i + 4 <= n && !strncmp(base + i, "test", 4)   ? "tst" : NULL;
+        if (word) {
+            memcpy(out + k, word, 3), k += 3, i += word[1] == 'r' ? 8 : 4;
+            continue;
+        }
+        unsigned char c = (unsigned char)base[i++];
+        out[k++] = (char)((c < 128 && (isalnum(c) || c == '-')) ? c : '_');
+    }
+    out[k] = 0;
+    if (!out[0]) snprintf(out, len, "text");
+}
+
+/* The stem of the first of n files, "<stem>_and_<n-1>_more" for several. */
+static void files_name(const char *const *files, int n, char *out, size_t len) {
+    file_stem(files[0], out, len);
+    size_t k = strlen(out);
+    if (n > 1) snprintf(out + k, len - k, "_and_%d_more", n - 1);
+}
+
+void prepare_dataset_name(const PrepareOptions *o, char *out, size_t len) {
+    if (o->dataset) { snprintf(out, len, "%s", o->dataset); return; }
+    char parts[3][256] = {"", "", ""};
+    if (o->n_wikipedia && o->n_books) snprintf(parts[0], sizeof parts[0], "books_wiki_en_corpus");
+    else if (o->n_wikipedia) snprintf(parts[0], sizeof parts[0], "wikicorpus_en");
+    else if (o->n_books) snprintf(parts[0], sizeof parts[0], "bookscorpus");
+    if (o->n_text) files_name(o->text, o->n_text, parts[1], sizeof parts[1]);
+    if (o->n_formatted) files_name(o->formatted, o->n_formatted, parts[2], sizeof parts[2]);
+    out[0] = 0;
+    for (int p = 0; p < 3; p++) {
+        if (!parts[p][0]) continue;
+        size_t k = strlen(out);
+        snprintf(out + k, len - k, "%s%s", k ? "_" : "", parts[p]);
+    }
+    if (!out[0]) snprintf(out, len, "corpus");
+}
+
+/* NVIDIA's formatted file names (a plain-text file's stem for --text); a number is appended
+ * when there are several sources of a kind. */
+static void formatted_name(const PrepareOptions *o, const FormatJob *j, int k, int n, char *out, size_t len) {
+    char stem[300];
+    if (j->kind == SOURCE_TEXT) {
+        char s[256];
+        file_stem(j->source, s, sizeof s);
+        snprintf(stem, sizeof stem, "%s_one_document_per_line", s);
+    } else {
+        snprintf(stem, sizeof stem, "%s", j->kind == SOURCE_WIKIPEDIA ? "wikicorpus_en_one_article_per_line"
+                                                                      : "bookscorpus_one_book_per_line");
+    }
     char index[32] = "";
     if (n > 1) snprintf(index, sizeof index, "_%d", k);
     snprintf(out, len, "%s/formatted_one_article_per_line/%s%s.txt", o->work_dir, stem, index);
 }
 
+static void add_jobs(const PrepareOptions *o, const char *const *sources, int n, SourceKind kind, FormatJob *jobs,
+                     int *n_jobs) {
+    for (int k = 0; k < n; k++, (*n_jobs)++) {
+        FormatJob *j = &jobs[*n_jobs];
+        j->source = sources[k], j->kind = kind;
+        formatted_name(o, j, k, n, j->path, sizeof j->path);
+    }
+}
+
 /* Books first, then Wikipedia: the order bertPrep.py gives the sharder for
- * books_wiki_en_corpus, which decides how documents are dealt to shards. */
+ * books_wiki_en_corpus, which decides how documents are dealt to shards; plain text last. */
 static int list_format_jobs(const PrepareOptions *o, FormatJob *jobs) {
     int n = 0;
-    for (int k = 0; k < o->n_books; k++, n++) {
-        formatted_name(o, false, k, o->n_books, jobs[n].path, sizeof jobs[n].path);
-        jobs[n].source = o->books[k], jobs[n].wikipedia = false;
-    }
-    for (int k = 0; k < o->n_wikipedia; k++, n++) {
-        formatted_name(o, true, k, o->n_wikipedia, jobs[n].path, sizeof jobs[n].path);
-        jobs[n].source = o->wikipedia[k], jobs[n].wikipedia = true;
-    }
+    add_jobs(o, o->books, o->n_books, SOURCE_BOOKS, jobs, &n);
+    add_jobs(o, o->wikipedia, o->n_wikipedia, SOURCE_WIKIPEDIA, jobs, &n);
+    add_jobs(o, o->text, o->n_text, SOURCE_TEXT, jobs, &n);
     return n;
 }
 
@@ -82,7 +145,7 @@ static int list_format_jobs(const PrepareOptions *o, FormatJob *jobs) {
 static int format_inputs(const FormatJob *j, char ***names) {
     int n = 0;
     BertError ignored;   /* a folder that cannot be listed fails the format step itself */
-    if (!j->wikipedia && format_list_books(j->source, names, &n, &ignored) == 0) return n;
+    if (j->kind == SOURCE_BOOKS && format_list_books(j->source, names, &n, &ignored) == 0) return n;
     *names = xmalloc(sizeof **names);
     (*names)[0] = xstrdup(j->source);
     return 1;
@@ -96,7 +159,6 @@ static int run_format(const PrepareOptions *o, const FormatJob *jobs, int n_jobs
     snprintf(manifest_path, sizeof manifest_path, "%s/.bert_prepare_format.json", dir);
     snprintf(pattern, sizeof pattern, "%s", manifest_path);
     StepManifest *manifest = step_manifest_load(pattern);
-    const char *options = o->strip_gutenberg ? "format strip_gutenberg" : "format";
     int failed = 0;
     FormatOptions fo = format_default_options();
     fo.strip_gutenberg = o->strip_gutenberg;
@@ -108,6 +170,11 @@ static int run_format(const PrepareOptions *o, const FormatJob *jobs, int n_jobs
         char **inputs;
         const int n_inputs = format_inputs(&jobs[k], &inputs);
         const char *output = jobs[k].path;
+        /* a text file taken whole is another formatting of it */
+        const bool whole = jobs[k].kind == SOURCE_TEXT && o->text_whole_files;
+        char options[64];
+        snprintf(options, sizeof options, "format%s%s", o->strip_gutenberg ? " strip_gutenberg" : "",
+                 whole ? " whole_file" : "");
         bool done;
 #pragma omp critical(prepare_format)
         done = o->resume && step_manifest_done(manifest, &output, 1, (const char *const *)inputs, n_inputs, options);
@@ -116,8 +183,9 @@ static int run_format(const PrepareOptions *o, const FormatJob *jobs, int n_jobs
             free_paths(inputs, n_inputs);
             continue;
         }
-        int rc = jobs[k].wikipedia ? format_wikipedia(jobs[k].source, jobs[k].path, &fo, &fs, &e)
-                                   : format_books(jobs[k].source, jobs[k].path, &fo, &fs, &e);
+        int rc = jobs[k].kind == SOURCE_WIKIPEDIA ? format_wikipedia(jobs[k].source, jobs[k].path, &fo, &fs, &e)
+                 : jobs[k].kind == SOURCE_TEXT && !whole ? format_text(jobs[k].source, jobs[k].path, &fo, &fs, &e)
+                                                  : format_books(jobs[k].source, jobs[k].path, &fo, &fs, &e);
 #pragma omp critical(prepare_format)
         {
             if (rc == 0 && step_manifest_record(manifest, manifest_path, &output, 1, (const char *const *)inputs,
@@ -162,33 +230,86 @@ static int count_documents(const char *const *files, int n, long long *docs, lon
     return 0;
 }
 
-/* NVIDIA's 256/256 shards unless asked otherwise; more training shards if one would
- * exceed max_shard_mb; for a corpus of fewer than 512 documents, one shard per 4
- * documents (at least 1 + 1), so a random next sentence can come from another document. */
 /* As many shards of one kind as `bert shard` accepts. */
 #define PREPARE_MAX_SHARDS (1 << 20)
 
-static void choose_shard_counts(const PrepareOptions *o, long long docs, long long bytes, int *n_train, int *n_test) {
-    *n_train = o->n_training_shards > 0 ? o->n_training_shards : 256;
-    *n_test = o->n_test_shards > 0 ? o->n_test_shards : 256;
-    if (o->n_training_shards <= 0 && o->max_shard_mb > 0) {
-        double per_shard = bytes * (1 - o->fraction_test_set) / 1e6 / *n_train;
-        if (per_shard > o->max_shard_mb) {  /* clamp before the cast: a tiny max_shard_mb must not overflow */
-            double want = ceil(*n_train * per_shard / o->max_shard_mb);
-            *n_train = want > PREPARE_MAX_SHARDS ? PREPARE_MAX_SHARDS : (int)want;
-        }
-    }
-    if (o->n_training_shards <= 0 && o->n_test_shards <= 0 && docs < *n_train + *n_test) {
-        long long total = docs / 4 < 2 ? 2 : docs / 4;
-        long long test = llround((double)total * o->fraction_test_set);
-        *n_test = (int)(test < 1 ? 1 : test);
-        *n_train = (int)(total - *n_test < 1 ? 1 : total - *n_test);
+/* Training shards from the size: about PREPARE_SHARD_MB each, 1 to NVIDIA's 256, more when
+ * one would pass max_shard_mb. */
+static int training_shards_by_size(const PrepareOptions *o, double train_mb) {
+    double want = ceil(train_mb / PREPARE_SHARD_MB);
+    if (want > PREPARE_NVIDIA_SHARDS) want = PREPARE_NVIDIA_SHARDS;
+    if (o->max_shard_mb > 0 && train_mb / want > o->max_shard_mb) want = ceil(train_mb / o->max_shard_mb);
+    /* clamped before the cast: a tiny max_shard_mb must not overflow */
+    return want < 1 ? 1 : want > PREPARE_MAX_SHARDS ? PREPARE_MAX_SHARDS : (int)want;
+}
+
+/* The automatic counts cut to documents / 4 shards (see prepare.h). */
+static void fit_to_documents(const PrepareOptions *o, long long docs, bool auto_train, bool auto_test, int *n_train,
+                             int *n_test) {
+    long long limit = docs >= 2 ? (docs / 4 > 2 ? docs / 4 : 2) : 1;
+    if (*n_train + *n_test <= limit) return;
+    int min_test = o->fraction_test_set > 0 && limit >= 2 ? 1 : 0;
+    if (auto_train && auto_test) {
+        long long test = llround((double)limit * o->fraction_test_set);
+        *n_test = (int)(test < min_test ? min_test : test);
+        *n_train = (int)(limit - *n_test);
+    } else if (auto_train) {
+        *n_train = (int)(limit - *n_test < 1 ? 1 : limit - *n_test);
+    } else if (auto_test) {
+        long long room = limit - *n_train;
+        *n_test = (int)(room < min_test ? (docs > *n_train ? min_test : 0) : room);
     }
 }
 
+int prepare_choose_shards(const PrepareOptions *o, long long docs, long long bytes, int *n_train, int *n_test,
+                          char *why, size_t why_len, BertError *err) {
+    const bool auto_train = o->n_training_shards == PREPARE_AUTO, auto_test = o->n_test_shards == PREPARE_AUTO;
+    const double f = o->fraction_test_set, train_mb = (double)bytes * (1 - f) / 1e6;
+    if (docs < 1) return bert_fail(err, "the corpus has no text (no document after formatting)");
+    *n_train = auto_train ? training_shards_by_size(o, train_mb) : o->n_training_shards;
+    if (auto_test) {
+        long long test = f > 0 ? llround(*n_train * f / (1 - f)) : 0;
+        *n_test = (int)(f > 0 && test < 1 ? 1 : test > PREPARE_MAX_SHARDS ? PREPARE_MAX_SHARDS : test);
+    } else {
+        *n_test = o->n_test_shards;
+    }
+    const int by_size_train = *n_train, by_size_test = *n_test;
+    fit_to_documents(o, docs, auto_train, auto_test, n_train, n_test);
+    if ((long long)*n_train + *n_test > docs) {
+        char asked[128];
+        snprintf(asked, sizeof asked, "%s%s%s", auto_train ? "" : "--n_training_shards",
+                 !auto_train && !auto_test ? " and " : "", auto_test ? "" : "--n_test_shards");
+        return bert_fail(err, "%s ask%s for %d shards in all (%d training + %d test) but the corpus has %lld "
+                         "document%s, and each shard needs one: ask for at most %lld, or leave %s out to have "
+                         "the counts chosen from the data", asked, !auto_train && !auto_test ? "" : "s",
+                         *n_train + *n_test, *n_train, *n_test, docs, docs == 1 ? "" : "s", docs,
+                         !auto_train && !auto_test ? "them" : "it");
+    }
+    if (!why || (!auto_train && !auto_test)) {
+        if (why) why[0] = 0;
+        return 0;
+    }
+    const bool cut = *n_train != by_size_train || *n_test != by_size_test;
+    char size_rule[160];
+    snprintf(size_rule, sizeof size_rule, "training shards of about %.0f MB (at most %d unless --max_shard_mb), test "
+             "shards as big for --fraction_test_set", PREPARE_SHARD_MB, PREPARE_NVIDIA_SHARDS);
+    const char *reason = !cut ? size_rule
+                         : docs == 1 ? "one document makes one training shard and no test shard"
+                         : !auto_train ? "test shards only where documents are left beside the training shards asked for"
+                                       : "at most one shard per 4 documents, so a random next sentence can come from "
+                                         "another document";
+    snprintf(why, why_len, "%d training + %d test shard%s for %lld document%s, %.1f MB: %s%s", *n_train, *n_test,
+             *n_train + *n_test == 1 ? "" : "s", docs, docs == 1 ? "" : "s", bytes / 1e6, reason,
+             "; --n_training_shards / --n_test_shards choose them");
+    return 0;
+}
+
+/* The share of sentences the test shards get: none without test shards. */
+static double test_fraction(const PrepareOptions *o, int n_test) { return n_test > 0 ? o->fraction_test_set : 0; }
+
 static void sharded_dir(const PrepareOptions *o, int n_train, int n_test, const char *dataset, char *out, size_t len) {
     char frac[32];
-    python_float_str(o->fraction_test_set, frac, sizeof frac);
+    python_float_str(test_fraction(o, n_test), frac, sizeof frac);
     snprintf(out, len, "%s/sharded_training_shards_%d_test_shards_%d_fraction_%s/%s", o->work_dir, n_train,
              n_test, frac, dataset);
 }
@@ -229,12 +350,14 @@ static int run_shard(const PrepareOptions *o, const ShardOptions *so, PrepareSta
 /* Without the shard step (e.g. MPI ranks), find the shard counts from the one sharded
  * folder in the work dir. */
 static int find_existing_shards(const PrepareOptions *o, int *n_train, int *n_test, BertError *err) {
-    if (o->n_training_shards > 0 && o->n_test_shards > 0) {
+    if (o->n_training_shards != PREPARE_AUTO && o->n_test_shards != PREPARE_AUTO) {
         *n_train = o->n_training_shards, *n_test = o->n_test_shards;
         return 0;
     }
-    char pattern[4200];
-    snprintf(pattern, sizeof pattern, "%s/sharded_training_shards_*_test_shards_*", o->work_dir);
+    char pattern[4200], train[16] = "*", test[16] = "*";   /* a count given narrows the search */
+    if (o->n_training_shards != PREPARE_AUTO) snprintf(train, sizeof train, "%d", o->n_training_shards);
+    if (o->n_test_shards != PREPARE_AUTO) snprintf(test, sizeof test, "%d", o->n_test_shards);
+    snprintf(pattern, sizeof pattern, "%s/sharded_training_shards_%s_test_shards_%s_*", o->work_dir, train, test);
     glob_t g;
     memset(&g, 0, sizeof g);
     int found = glob(pattern, 0, NULL, &g) == 0 && g.gl_pathc == 1 &&
@@ -435,17 +558,18 @@ static int run_hdf5(const PrepareOptions *o, const char *shard_dir, const char *
 
 /* ---- The chain ---------------------------------------------------------------------- */
 
-static const char *dataset_name(const PrepareOptions *o) {
-    if (o->dataset) return o->dataset;
-    if (o->n_wikipedia && o->n_books) return "books_wiki_en_corpus";
-    if (o->n_wikipedia) return "wikicorpus_en";
-    if (o->n_books) return "bookscorpus";
-    return "corpus";
-}
-
 static int check_prepare_options(const PrepareOptions *o, BertError *err) {
-    if (o->n_wikipedia + o->n_books + o->n_formatted == 0)
-        return bert_fail(err, "no corpus: give --wikipedia, --books or --formatted");
+    if (o->n_wikipedia + o->n_books + o->n_formatted + o->n_text == 0)
+        return bert_fail(err, "no corpus: give --text, --books, --wikipedia or --formatted");
+    if (o->n_training_shards != PREPARE_AUTO && o->n_training_shards < 1)
+        return bert_fail(err, "--n_training_shards must be at least 1 (got %d); leave it out to have it chosen from "
+                              "the data", o->n_training_shards);
+    if (o->n_test_shards != PREPARE_AUTO && o->n_test_shards < 0)
+        return bert_fail(err, "--n_test_shards must be 0 (no test shards) or more (got %d)", o->n_test_shards);
+    if (o->dataset && (!*o->dataset || strchr(o->dataset, '/') || strstr(o->dataset, "test") ||
+                       strstr(o->dataset, "training")))
+        return bert_fail(err, "--dataset '%s' must be a file name without \"test\" or \"training\" (the loader "
+                              "tells training from test shards by those words)", o->dataset);
     PretrainingOptions p = o->base;
     p.max_seq_length = o->phase1_seq_length, p.max_predictions_per_seq = o->phase1_predictions;
     if (pretraining_check_options(&p, err) != 0) return -1;
@@ -459,10 +583,11 @@ static int check_prepare_options(const PrepareOptions *o, BertError *err) {
 int prepare_run(const PrepareOptions *o, PrepareStats *st, BertError *err) {
     memset(st, 0, sizeof *st);
     if (check_prepare_options(o, err) != 0) return -1;
-    const char *dataset = dataset_name(o);
-    FormatJob *fjobs = xcalloc(PREPARE_MAX_SOURCES * 2, sizeof *fjobs);
+    char dataset[1024];
+    prepare_dataset_name(o, dataset, sizeof dataset);
+    FormatJob *fjobs = xcalloc(PREPARE_MAX_SOURCES * 3, sizeof *fjobs);
     int n_fjobs = list_format_jobs(o, fjobs), rc = 0;
-    const char *formatted[PREPARE_MAX_SOURCES * 3];
+    const char *formatted[PREPARE_MAX_SOURCES * 4];
     int n_formatted = 0;
     for (int k = 0; k < n_fjobs; k++) formatted[n_formatted++] = fjobs[k].path;
     for (int k = 0; k < o->n_formatted; k++) formatted[n_formatted++] = o->formatted[k];
@@ -475,14 +600,22 @@ int prepare_run(const PrepareOptions *o, PrepareStats *st, BertError *err) {
     if (rc == 0 && o->do_shard) {
         long long docs, bytes;
         rc = count_documents(formatted, n_formatted, &docs, &bytes, err);
+        char why[512];
+        if (rc == 0) rc = prepare_choose_shards(o, docs, bytes, &n_train, &n_test, why, sizeof why, err);
+        if (rc == 0 && why[0] && !o->quiet) fprintf(stderr, "prepare: %s\n", why);
+        /* one document per line is --formatted's meaning; a hard-wrapped text given to it
+         * becomes a document per line (issue 36): said, not guessed around */
+        if (rc == 0 && !o->quiet && n_fjobs == 0 && docs > 1 && bytes / docs < 120)
+            fprintf(stderr, "prepare: note: --formatted takes one whole document per line, and these lines average "
+                            "%lld bytes; for ordinary (hard-wrapped, blank-line-separated) text use --text\n",
+                    bytes / docs);
         if (rc == 0) {
-            choose_shard_counts(o, docs, bytes, &n_train, &n_test);
             sharded_dir(o, n_train, n_test, dataset, shard_dir, sizeof shard_dir);
             ShardOptions so = shard_default_options();
             so.input_files = formatted, so.n_input_files = n_formatted;
             so.output_dir = shard_dir, so.output_name_prefix = dataset;
             so.n_training_shards = n_train, so.n_test_shards = n_test;
-            so.fraction_test_set = o->fraction_test_set;
+            so.fraction_test_set = test_fraction(o, n_test);
             so.n_threads = o->threads, so.progress = !o->quiet;
             rc = run_shard(o, &so, st, err);
         }

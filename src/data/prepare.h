@@ -1,9 +1,10 @@
 /* `bert prepare`: NVIDIA's data recipe (bertPrep.py + create_datasets_from_start.sh)
  * in one process, from raw corpus to phase-1 and phase-2 HDF5 shards:
  *
- *   format    Wikipedia dumps and book folders -> one document per line
+ *   format    Wikipedia dumps, book folders and plain-text files -> one document per line
  *             <work>/formatted_one_article_per_line/{wikicorpus_en_one_article_per_line,
- *                                                    bookscorpus_one_book_per_line}.txt
+ *                                                    bookscorpus_one_book_per_line,
+ *                                                    <stem>_one_document_per_line}.txt
  *   shard     -> sentence shards, balanced by sentence count
  *             <work>/sharded_training_shards_<N>_test_shards_<M>_fraction_<F>/<dataset>/
  *                 <dataset>_{training,test}_<i>.txt
@@ -11,8 +12,12 @@
  *             <work>/hdf5_lower_case_<0|1>_seq_len_<S>_max_pred_<P>_masked_lm_prob_<p>
  *                 _random_seed_<seed>_dupe_factor_<d>/<dataset>/<dataset>_{training,test}_<i>.hdf5
  *
- * <dataset> is NVIDIA's name: wikicorpus_en, bookscorpus or books_wiki_en_corpus. As in
- * NVIDIA's recipe every shard is processed with the same random_seed.
+ * <dataset> names what went in: NVIDIA's wikicorpus_en, bookscorpus or books_wiki_en_corpus
+ * for dumps and book folders, a --text or --formatted file's stem ("pg1342", "wiki_train";
+ * "<stem>_and_<n>_more" for several), joined by "_" when kinds are mixed. The data loader
+ * tells training from test files by "training" / "test" in their names, so a stem's "test"
+ * or "training" is written "tst" / "trn". As in NVIDIA's recipe every shard is processed
+ * with the same random_seed.
  *
  * Parallelism: shards are independent jobs spread over OpenMP threads (each thread one
  * shard at a time, so memory is threads x one shard). Across machines, ranks take
@@ -32,6 +37,11 @@
 #include "data/pretraining.h"
 
 #define PREPARE_MAX_SOURCES 64
+#define PREPARE_AUTO (-1)
+/* Automatic shard counts: training shards of about this much text, at most NVIDIA's 256 of
+ * them (more only past max_shard_mb). */
+#define PREPARE_SHARD_MB 8.0
+#define PREPARE_NVIDIA_SHARDS 256
 
 typedef struct {
     const char *wikipedia[PREPARE_MAX_SOURCES]; /* .xml / .xml.bz2 dumps */
@@ -40,12 +50,16 @@ typedef struct {
     int n_books;
     const char *formatted[PREPARE_MAX_SOURCES]; /* already one-document-per-line files */
     int n_formatted;
+    const char *text[PREPARE_MAX_SOURCES];      /* plain text, blank lines between documents */
+    int n_text;
+    bool text_whole_files;        /* each text file one document (formatted as a book) */
     const char *work_dir;
     const char *vocab_file;
     const char *dataset;          /* NULL: NVIDIA's name from the sources */
     bool do_format, do_shard, do_hdf5;
     /* sharding */
-    int n_training_shards, n_test_shards;  /* 0: NVIDIA's 256/256, fewer for a small corpus */
+    /* PREPARE_AUTO: from the data (prepare_choose_shards); n_test_shards 0: no test shards */
+    int n_training_shards, n_test_shards;
     double fraction_test_set;
     double max_shard_mb;          /* > 0: more training shards if any would be bigger */
     bool strip_gutenberg;
@@ -76,6 +90,20 @@ typedef struct {
 } PrepareStats;
 
 int prepare_run(const PrepareOptions *opt, PrepareStats *stats, BertError *err);
+
+/* The shard counts for a corpus of `documents` (non-blank lines of the formatted files) and
+ * `bytes`: the options' where given, else training shards of about PREPARE_SHARD_MB (1 to
+ * 256, more when one would pass max_shard_mb), test shards of the same size for
+ * fraction_test_set (at least one when the fraction is not 0 and there are 2 documents),
+ * and never more shards than documents / 4 (create_pretraining_data runs on each shard
+ * alone, and a random next sentence needs another document): at least 1 + 1 from two
+ * documents, 1 + 0 from one. Shards asked for beyond the documents are an error naming the
+ * flags. `why` (may be NULL) gets one line saying what was chosen and why. */
+int prepare_choose_shards(const PrepareOptions *opt, long long documents, long long bytes, int *n_train,
+                          int *n_test, char *why, size_t why_len, BertError *err);
+
+/* The <dataset> name of the files and folders (above), into out. */
+void prepare_dataset_name(const PrepareOptions *opt, char *out, size_t len);
 
 /* Python's str() of a float, as NVIDIA's folder names use it ("0.15", "0.1", "1e-05"). */
 void python_float_str(double x, char *out, size_t outlen);

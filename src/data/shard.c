@@ -339,6 +339,7 @@ static int cmp_ll(const void *a, const void *b) {
 
 /* statistics.median of the shards' sentence counts (stale[] receives them). */
 static double shards_median(const Shard *s, int n, long long *stale, long long *tmp) {
+    if (n == 0) return 0;   /* no test shards */
     for (int i = 0; i < n; i++) stale[i] = tmp[i] = s[i].sentences;
     TEST_COUNT_WORK(n);
     qsort(tmp, (size_t)n, sizeof *tmp, cmp_ll);
@@ -373,8 +374,9 @@ static void plan_shards(const int32_t *counts, long long n_docs, const ShardOpti
     stacks_build(&cs, counts, n_docs, opt->random_seed);
     long long total = 0;
     for (long long i = 0; i < n_docs; i++) total += counts[i];
-    long long train_sentences = (long long)((1.0 - opt->fraction_test_set) * (double)total);
-    long long nominal_train = train_sentences / nt, nominal_test = (total - train_sentences) / ne;
+    /* without test shards every sentence is for training */
+    long long train_sentences = ne ? (long long)((1.0 - opt->fraction_test_set) * (double)total) : total;
+    long long nominal_train = train_sentences / nt, nominal_test = ne ? (total - train_sentences) / ne : 0;
     long long consumed = 0;
     for (int pass = 0; pass < 2; pass++) { /* one (largest) document per shard first */
         Shard *s = pass ? test : train;
@@ -524,8 +526,8 @@ static int check_options(const ShardOptions *opt, BertError *err) {
     if (!opt->output_name_prefix || !*opt->output_name_prefix || strchr(opt->output_name_prefix, '/'))
         return bert_fail(err, "output name prefix must be a non-empty file name, got '%s'",
                          opt->output_name_prefix ? opt->output_name_prefix : "");
-    if (opt->n_training_shards < 1 || opt->n_test_shards < 1)
-        return bert_fail(err, "need at least one training and one test shard (got %d and %d)",
+    if (opt->n_training_shards < 1 || opt->n_test_shards < 0)
+        return bert_fail(err, "need at least one training shard and no negative count of test shards (got %d and %d)",
                          opt->n_training_shards, opt->n_test_shards);
     if (opt->n_training_shards > MAX_SHARDS || opt->n_test_shards > MAX_SHARDS)
         return bert_fail(err, "at most %d training and %d test shards (got %d and %d)", MAX_SHARDS, MAX_SHARDS,
@@ -566,7 +568,7 @@ int shard_corpus(const ShardOptions *opt_in, ShardStats *stats, BertError *err) 
     int n_shards = opt.n_training_shards + opt.n_test_shards;
     if (rc == 0 && docs.n < n_shards)
         rc = bert_fail(err, "there are fewer documents (%lld) than shards (%d): add data or ask "
-                       "for fewer shards", docs.n, n_shards);
+                       "for fewer shards (--n_training_shards, --n_test_shards)", docs.n, n_shards);
     if (rc == 0 && docs.n >= INT32_MAX) rc = bert_fail(err, "too many documents (%lld)", docs.n);
     Shard *train = xcalloc((size_t)opt.n_training_shards, sizeof *train);
     Shard *test = xcalloc((size_t)opt.n_test_shards, sizeof *test);

@@ -87,6 +87,9 @@
     KV(k_mse_forward, (float *loss, const float *pred, const float *target, int n), (loss, pred, target, n)) \
     KV(k_mse_backward, (float *dpred, const float *pred, const float *target, int n, float scale), (dpred, pred, \
         target, n, scale)) \
+    KV(k_bce_forward, (float *loss, const float *logits, const float *target, int n), (loss, logits, target, n)) \
+    KV(k_bce_backward, (float *dlogits, const float *logits, const float *target, int n, float scale), (dlogits, \
+        logits, target, n, scale)) \
     KV(k_gather_rows, (float *dst, const float *src, const int32_t *rows, int R, int C), (dst, src, rows, R, C)) \
     KV(k_scatter_add_rows, (float *dst, const float *src, const int32_t *rows, int R, int C), (dst, src, rows, \
         R, C)) \

@@ -237,6 +237,12 @@ void k_xent_backward(float *probs_to_dlogits, const int32_t *labels, int M, int 
 void k_mse_forward(float *loss, const float *pred, const float *target, int n);
 void k_mse_backward(float *dpred, const float *pred, const float *target, int n, float scale);
 
+/* Sigmoid binary cross-entropy on logits (PyTorch's BCEWithLogitsLoss, multi-label
+ * classification): loss[0] = mean_i max(x,0) - x t + log(1 + exp(-|x|)) over n, the stable
+ * form, summed in float64 in element order; backward writes dlogits = (sigmoid(x) - t) * scale. */
+void k_bce_forward(float *loss, const float *logits, const float *target, int n);
+void k_bce_backward(float *dlogits, const float *logits, const float *target, int n, float scale);
+
 /* ---- moving, clearing and reading activation memory (rows of C floats) ---- */
 
 /* dst[k] = src[rows[k]] for k < R; dst may be src when rows ascend (compaction in place). */

@@ -382,7 +382,9 @@ int bert_model_create_with_heads(BertModel **out, const BertConfig *cfg, BertHea
     for (int side = 0; side < 2; side++)
         m->qa_seq[side] = xcalloc(max_batch, sizeof(int32_t)), m->qa_label[side] = xcalloc(max_batch, sizeof(int32_t));
     m->tok_row = xcalloc(N, sizeof(int32_t)), m->tok_label = xcalloc(N, sizeof(int32_t));
-    m->class_label = xcalloc(max_batch, sizeof(int32_t)), m->target = k_alloc(sizeof(float) * (size_t)max_batch);   /* read by kernels: backend memory */
+    m->class_label = xcalloc(max_batch, sizeof(int32_t));
+    /* regression or multi-label targets [B, N], read by kernels: backend memory */
+    m->target = k_alloc(sizeof(float) * (size_t)max_batch * (size_t)(heads.num_labels > 1 ? heads.num_labels : 1));
     *out = m;
     return 0;
 }
@@ -727,6 +729,13 @@ int bert_batch_validate(const BertModel *m, const BertBatch *b, BertError *err) 
     if (m->heads.kind == BERT_HEADS_CLASSIFIER && m->heads.num_labels >= 2 && b->regression_targets)
         return bert_fail(err, "batch: a %d-label classifier takes class_labels, not regression_targets",
                          m->heads.num_labels);
+    if (b->multi_label_targets && m->heads.kind != BERT_HEADS_CLASSIFIER)
+        return bert_fail(err, "batch: multi_label_targets need a sequence-classification head");
+    if (b->multi_label_targets && (b->class_labels || b->regression_targets))
+        return bert_fail(err, "batch: multi_label_targets with class_labels or regression_targets: give one kind");
+    for (long k = 0; b->multi_label_targets && k < (long)b->batch * m->heads.num_labels; k++)
+        if (!(b->multi_label_targets[k] >= 0.0f && b->multi_label_targets[k] <= 1.0f))
+            return bert_fail(err, "batch: multi_label_targets[%ld] = %g is outside [0, 1]", k, b->multi_label_targets[k]);
     for (int s = 0; b->regression_targets && s < b->batch; s++)
         if (!isfinite(b->regression_targets[s]))
             return bert_fail(err, "batch: regression_targets[%d] is not finite", s);

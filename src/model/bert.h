@@ -32,6 +32,9 @@ typedef struct {                 /* one training/inference batch; all arrays row
                                                         HF does; T itself is ignored) */
     const int32_t *class_labels;         /* [B] classification with N >= 2 labels: 0 .. N-1 */
     const float *regression_targets;     /* [B] regression (a classifier head with 1 label) */
+    const float *multi_label_targets;    /* [B, N] multi-label classification: 1 where the label applies, else 0
+                                            (a classifier head: sigmoid per label, binary cross-entropy mean over
+                                            B*N, as HF's problem_type "multi_label_classification") */
     const int32_t *token_labels;         /* [B*T] token classification: 0 .. N-1, or -100 (HF's ignore_index:
                                             not in the loss, e.g. a word's second word piece) */
 } BertBatch;
@@ -41,7 +44,8 @@ typedef struct {                 /* one training/inference batch; all arrays row
  *   PRETRAINING  bert.pooler.* + cls.* (MLM, tied to the word embeddings; NSP): BertForPreTraining
  *   QA           qa_outputs.weight [2, H], .bias [2], no pooler: BertForQuestionAnswering
  *   CLASSIFIER   bert.pooler.* + classifier.weight [N, H], .bias [N]: BertForSequenceClassification
- *                (N >= 2: cross-entropy; N == 1: regression, mean squared error)
+ *                (class_labels: cross-entropy, N >= 2; regression_targets: N == 1, mean squared
+ *                error; multi_label_targets: any N, sigmoid binary cross-entropy)
  *   NONE         bert.pooler.* only (HF's BertModel with its default pooling layer)
  *   TOKEN_CLASSIFIER  classifier.weight [N, H], .bias [N] on every token after dropout, no
  *                pooler: BertForTokenClassification (cross-entropy, mean over the labelled tokens)

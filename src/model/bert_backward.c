@@ -12,9 +12,11 @@
 static void classifier_backward(BertModel *m, float *d_pooled) {
     const int B = m->B, H = m->cfg.hidden_size, NL = m->heads.num_labels;
     Activations *a = &m->act;
-    if (NL == 1) k_mse_backward(a->d_cls_logits, a->cls_logits, m->target, B, m->loss_scale / B);
+    if (m->multi_label) k_bce_backward(a->d_cls_logits, a->cls_logits, m->target, B * NL, m->loss_scale / (B * NL));
+    else if (NL == 1) k_mse_backward(a->d_cls_logits, a->cls_logits, m->target, B, m->loss_scale / B);
     else k_xent_backward(a->cls_probs, m->class_label, B, NL, m->loss_scale / B);
-    const float *d_logits = NL == 1 ? a->d_cls_logits : a->cls_probs;   /* the softmax became dlogits in place */
+    /* cross-entropy's softmax became dlogits in place */
+    const float *d_logits = m->multi_label || NL == 1 ? a->d_cls_logits : a->cls_probs;
     bert_linear_backward(m, d_pooled, m->g.cls_w, m->g.cls_b, d_logits, a->cls_dropped, a->cls_dropped16, m->p.cls_w, B, H, NL, false);
     k_dropout(d_pooled, (long)B * H, m->training ? m->cfg.hidden_dropout_prob : 0.0f,
               rng_key(m->dropout_seed, classifier_dropout_site(m->cfg.num_hidden_layers)), 0);

@@ -83,6 +83,21 @@ int bert_checkpoint_locate(const char *init_checkpoint, const char *config_file,
     return 0;
 }
 
+int bert_load_weights_ex(BertModel *m, const char *path, uint64_t head_seed, int *num_initialised, BertError *err) {
+    char weights[4096], config[4096];
+    NamedTensors nt;
+    if (bert_checkpoint_locate(path, NULL, weights, sizeof weights, config, sizeof config, err) != 0 ||
+        bert_named_open(&nt, weights, err) != 0)
+        return -1;
+    int rc = bert_load_named(m, &nt, head_seed, num_initialised, NULL, err);
+    bert_named_close(&nt);
+    return rc;
+}
+
+int bert_load_weights(BertModel *m, const char *path, BertError *err) {
+    return bert_load_weights_ex(m, path, 0, NULL, err);
+}
+
 /* The word embedding's rows: the model's vocabulary, which may exceed the configuration's
  * (NVIDIA pads it to a multiple of 8; their bert_config.json keeps the tokenizer's count). */
 static int embedding_rows(const NamedTensors *nt, const BertConfig *cfg) {

@@ -69,7 +69,7 @@ static void plan_last_layer_rows(BertModel *m) {
  * start and the end separately). */
 static void prepare_task_labels(BertModel *m, const BertBatch *b) {
     const int B = m->B, T = m->T;
-    m->have_task_labels = false;
+    m->have_task_labels = m->multi_label = false;
     if (m->heads.kind == BERT_HEADS_QA && b->start_positions) {
         m->have_task_labels = true;
         for (int side = 0; side < 2; side++) {
@@ -81,6 +81,9 @@ static void prepare_task_labels(BertModel *m, const BertBatch *b) {
                 m->qa_seq[side][m->qa_count[side]] = s, m->qa_label[side][m->qa_count[side]++] = p;
             }
         }
+    } else if (m->heads.kind == BERT_HEADS_CLASSIFIER && b->multi_label_targets) {
+        m->have_task_labels = m->multi_label = true;
+        k_upload(m->target, b->multi_label_targets, sizeof(float) * B * m->heads.num_labels);
     } else if (m->heads.kind == BERT_HEADS_CLASSIFIER && m->heads.num_labels >= 2 && b->class_labels) {
         m->have_task_labels = true;
         memcpy(m->class_label, b->class_labels, sizeof(int32_t) * B);
@@ -282,7 +285,8 @@ static float classifier_forward(BertModel *m) {
               rng_key(m->dropout_seed, classifier_dropout_site(m->cfg.num_hidden_layers)), 0);
     bert_linear_forward(m, a->cls_logits, a->cls_dropped, a->cls_dropped16, m->p.cls_w, m->p.cls_b, B, H, NL);
     if (!m->have_task_labels) return 0.0f;
-    if (NL == 1) k_mse_forward(a->losses + LOSS_CLASSIFIER, a->cls_logits, m->target, B);
+    if (m->multi_label) k_bce_forward(a->losses + LOSS_CLASSIFIER, a->cls_logits, m->target, B * NL);
+    else if (NL == 1) k_mse_forward(a->losses + LOSS_CLASSIFIER, a->cls_logits, m->target, B);
     else k_xent_forward(a->losses + LOSS_CLASSIFIER, a->cls_row_loss, a->cls_probs, a->cls_logits, NULL, m->class_label,
                         B, NL);
     return k_read_scalar(a->losses + LOSS_CLASSIFIER);

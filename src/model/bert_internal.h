@@ -121,9 +121,10 @@ struct BertModel {
     float mlm_loss, nsp_loss, task_loss;
     /* task labels of the current batch. QA, for side 0 (start) and 1 (end): the sequences
      * whose position is not ignored (qa_seq, compact) and that position (qa_label); then
-     * classes, regression targets */
+     * classes, regression targets or multi-label targets ([B, N] when multi_label) */
     int32_t *qa_seq[2], *qa_label[2], *class_label;
     float *target;
+    bool multi_label;
     int qa_count[2];
     /* token classification: the batch's labels [B*T] (for the row plan), and the labelled
      * tokens, compact: their layout rows (tok_row) and labels */

@@ -188,21 +188,6 @@ int bert_load_named(BertModel *m, const NamedTensors *nt, uint64_t head_seed, in
     return rc;
 }
 
-int bert_load_weights_ex(BertModel *m, const char *path, uint64_t head_seed, int *num_initialised, BertError *err) {
-    char weights[4096], config[4096];
-    NamedTensors nt;
-    if (bert_checkpoint_locate(path, NULL, weights, sizeof weights, config, sizeof config, err) != 0 ||
-        bert_named_open(&nt, weights, err) != 0)
-        return -1;
-    int rc = bert_load_named(m, &nt, head_seed, num_initialised, NULL, err);
-    bert_named_close(&nt);
-    return rc;
-}
-
-int bert_load_weights(BertModel *m, const char *path, BertError *err) {
-    return bert_load_weights_ex(m, path, 0, NULL, err);
-}
-
 /* The tensors of m for which keep[i] (all when NULL) as HF-named float32 safetensors. */
 int bert_save_tensors(const BertModel *m, const bool *keep, const char *path, BertError *err) {
     StWriteTensor *out = xcalloc(m->num_tensors, sizeof *out);

@@ -214,3 +214,30 @@ int bert_config_save_ex(const char *path, const BertConfig *c, const char *extra
     free(text);
     return atomic_commit(&af, err);
 }
+
+int bert_config_labels(const char *path, char ***names, int *n, BertError *err) {
+    *names = NULL, *n = 0;
+    char *text;
+    size_t len;
+    if (read_file(path, &text, &len, err)) return -1;
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    const cJSON *map = root ? json_get_last(root, "id2label") : NULL;
+    const int count = cJSON_IsObject(map) ? cJSON_GetArraySize(map) : 0;
+    int rc = count > 0 ? 0 : bert_fail(err, "%s has no id2label (not a fine-tuned classifier)", path);
+    char **out = rc ? NULL : xcalloc((size_t)count, sizeof(char *));
+    for (int k = 0; rc == 0 && k < count; k++) {
+        char key[16];
+        snprintf(key, sizeof key, "%d", k);
+        const cJSON *name = json_get_last(map, key);
+        if (!cJSON_IsString(name)) rc = bert_fail(err, "%s: id2label lacks \"%s\" (ids 0 .. %d expected)", path, key, count - 1);
+        else out[k] = xstrdup(name->valuestring);
+    }
+    cJSON_Delete(root), free(text);
+    if (rc) {
+        for (int k = 0; out && k < count; k++) free(out[k]);
+        free(out);
+        return -1;
+    }
+    *names = out, *n = count;
+    return 0;
+}

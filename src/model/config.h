@@ -36,5 +36,9 @@ int bert_config_save(const char *path, const BertConfig *cfg, BertError *err);
  * added, replacing those of the same name. */
 int bert_config_save_ex(const char *path, const BertConfig *cfg, const char *extra_json, BertError *err);
 int bert_config_validate(const BertConfig *cfg, BertError *err);
+/* A fine-tuned classifier's label names: config.json's id2label ("0" .. "N-1"), as
+ * transformers writes it. *names: n malloc'd strings in a malloc'd array (free each, then
+ * it). -1 (err) when the file has no id2label or it misses an id. */
+int bert_config_labels(const char *path, char ***names, int *n, BertError *err);
 
 #endif

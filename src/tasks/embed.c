@@ -10,24 +10,33 @@ typedef struct {
     int32_t *length;  /* [n] */
 } Encoded;
 
-static int encode_all(const Tokenizer *tok, const char *const *s, int n, int max_seq, Encoded *e, BertError *err) {
+int embed_encode(const Tokenizer *tok, TokenList *scratch, const char *text, size_t len, int max_seq, int32_t *ids,
+                 int *full_length, BertError *err) {
     const Vocab *v = tokenizer_vocab(tok);
     const int cls = vocab_lookup(v, "[CLS]", 5), sep = vocab_lookup(v, "[SEP]", 5);
     if (cls < 0 || sep < 0) return bert_fail(err, "the vocabulary has no [CLS] or [SEP]");
+    if (max_seq < 2) return bert_fail(err, "embed: max_seq_length >= 2 needed");
+    tokenize(tok, text, len, scratch);
+    const int keep = scratch->n < max_seq - 2 ? scratch->n : max_seq - 2;   /* truncation, as HF's tokenizer */
+    ids[0] = cls;
+    for (int k = 0; k < keep; k++) ids[1 + k] = scratch->tokens[k].id;
+    ids[keep + 1] = sep;
+    if (full_length) *full_length = scratch->n + 2;
+    return keep + 2;
+}
+
+static int encode_all(const Tokenizer *tok, const char *const *s, int n, int max_seq, Encoded *e, BertError *err) {
     e->ids = xcalloc((size_t)n * max_seq, sizeof(int32_t)), e->length = xcalloc((size_t)n, sizeof(int32_t));
     TokenList l;
     token_list_init(&l);
-    for (int i = 0; i < n; i++) {
-        tokenize(tok, s[i], strlen(s[i]), &l);
-        const int keep = l.n < max_seq - 2 ? l.n : max_seq - 2;   /* truncation, as HF's tokenizer */
-        int32_t *row = e->ids + (size_t)i * max_seq;
-        row[0] = cls;
-        for (int k = 0; k < keep; k++) row[1 + k] = l.tokens[k].id;
-        row[keep + 1] = sep;
-        e->length[i] = keep + 2;
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < n; i++) {
+        const int len = embed_encode(tok, &l, s[i], strlen(s[i]), max_seq, e->ids + (size_t)i * max_seq, NULL, err);
+        if (len < 0) rc = -1;
+        else e->length[i] = len;
     }
     token_list_free(&l);
-    return 0;
+    return rc;
 }
 
 static int by_length(const void *a, const void *b, void *lengths) {
@@ -54,38 +63,50 @@ static void pool(const BertModel *m, int s, int length, int H, bool normalize, f
     free(acc);
 }
 
+int embed_rows(BertModel *m, const EmbedRow *rows, int b, BertError *err) {
+    const int H = bert_model_config(m)->hidden_size;
+    int len = 1;
+    for (int i = 0; i < b; i++) len = rows[i].length > len ? rows[i].length : len;
+    int32_t *ids = xcalloc((size_t)b * len, sizeof(int32_t)), *mask = xcalloc((size_t)b * len, sizeof(int32_t));
+    int32_t *types = xcalloc((size_t)b * len, sizeof(int32_t));
+    for (int i = 0; i < b; i++) {
+        memcpy(ids + (size_t)i * len, rows[i].ids, sizeof(int32_t) * rows[i].length);
+        for (int t = 0; t < len; t++) mask[(size_t)i * len + t] = t < rows[i].length;
+    }
+    bert_set_unpadding(m, true);
+    BertBatch batch = {.batch = b, .seq_len = len, .input_ids = ids, .token_type_ids = types, .attention_mask = mask};
+    int rc = 0;
+    if (!isfinite(bert_forward(m, &batch, false, 0))) rc = bert_fail(err, "embed: %s", bert_last_error(m));
+    for (int i = 0; rc == 0 && i < b; i++) pool(m, i, rows[i].length, H, rows[i].normalize, rows[i].out);
+    free(ids), free(mask), free(types);
+    return rc;
+}
+
 int embed_sentences(BertModel *m, const Tokenizer *tok, const char *const *sentences, int n, const EmbedOptions *o,
                     float *out, long *tokens, BertError *err) {
     const int H = bert_model_config(m)->hidden_size, T = o->max_seq_length, B = o->batch_size;
     if (T < 2 || B < 1) return bert_fail(err, "embed: max_seq_length >= 2 and batch_size >= 1 needed");
     Encoded e = {NULL, NULL};
-    if (encode_all(tok, sentences, n, T, &e, err) != 0) return -1;
+    if (encode_all(tok, sentences, n, T, &e, err) != 0) {
+        free(e.ids), free(e.length);
+        return -1;
+    }
     int *order = xmalloc(sizeof(int) * (size_t)(n ? n : 1));
     for (int i = 0; i < n; i++) order[i] = i;
     if (o->sort_by_length) qsort_r(order, (size_t)n, sizeof(int), by_length, e.length);
-    int32_t *ids = xcalloc((size_t)B * T, sizeof(int32_t)), *mask = xcalloc((size_t)B * T, sizeof(int32_t));
-    int32_t *types = xcalloc((size_t)B * T, sizeof(int32_t));
-    bert_set_unpadding(m, true);
+    EmbedRow *rows = xmalloc(sizeof(EmbedRow) * (size_t)B);
     int rc = 0;
     if (tokens) *tokens = 0;
     for (int start = 0; rc == 0 && start < n; start += B) {
         const int b = n - start < B ? n - start : B;
-        int len = 1;
-        for (int i = 0; i < b; i++) len = e.length[order[start + i]] > len ? e.length[order[start + i]] : len;
         for (int i = 0; i < b; i++) {
-            const int s = order[start + i], L = e.length[s];
-            memcpy(ids + (size_t)i * len, e.ids + (size_t)s * T, sizeof(int32_t) * len);
-            for (int t = 0; t < len; t++) mask[(size_t)i * len + t] = t < L;
-            if (tokens) *tokens += L;
+            const int s = order[start + i];
+            rows[i] = (EmbedRow){.ids = e.ids + (size_t)s * T, .length = e.length[s], .normalize = o->normalize,
+                                 .out = out + (size_t)s * H};
+            if (tokens) *tokens += e.length[s];
         }
-        BertBatch batch = {.batch = b, .seq_len = len, .input_ids = ids, .token_type_ids = types, .attention_mask = mask};
-        if (!isfinite(bert_forward(m, &batch, false, 0))) {
-            rc = bert_fail(err, "embed: %s", bert_last_error(m));
-            break;
-        }
-        for (int i = 0; i < b; i++)
-            pool(m, i, e.length[order[start + i]], H, o->normalize, out + (size_t)order[start + i] * H);
+        rc = embed_rows(m, rows, b, err);
     }
-    free(ids), free(mask), free(types), free(order), free(e.ids), free(e.length);
+    free(rows), free(order), free(e.ids), free(e.length);
     return rc;
 }

@@ -28,4 +28,24 @@ typedef struct {
 int embed_sentences(BertModel *m, const Tokenizer *tok, const char *const *sentences, int n, const EmbedOptions *o,
                     float *out, long *tokens, BertError *err);
 
+/* One sentence as the encoder reads it: [CLS] its word pieces [SEP], cut to max_seq tokens
+ * (ids: max_seq entries). Returns the length kept, or -1 (err) for a vocabulary without
+ * [CLS] / [SEP]; *full_length (optional): the length before the cut. scratch: the caller's
+ * (one per thread: a Tokenizer may be shared between threads). */
+int embed_encode(const Tokenizer *tok, TokenList *scratch, const char *text, size_t len, int max_seq, int32_t *ids,
+                 int *full_length, BertError *err);
+
+/* One encoded sentence of a batch and where its vector goes (hidden_size floats). */
+typedef struct {
+    const int32_t *ids;
+    int length;
+    bool normalize;
+    float *out;
+} EmbedRow;
+
+/* One packed forward over b rows (b <= the model's max_batch, lengths <= its max_seq) and
+ * their mean-pooled vectors: what embed_sentences does per batch, so a server that batches
+ * sentences its own way gets the same vectors. */
+int embed_rows(BertModel *m, const EmbedRow *rows, int b, BertError *err);
+
 #endif

@@ -4,10 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/tokenizer_files.h"
 #include "model/bert.h"
-#include "model/config.h"
 #include "tasks/embed.h"
+#include "tasks/infer_model.h"
 #include "text/tokenizer.h"
 
 /* in's lines (without their \n or \r\n) as strings pointing into *text; NULL (*n -1) when
@@ -40,37 +39,12 @@ static char **read_lines(FILE *in, char **text, int *n) {
 
 int embed_run(const EmbedRunOptions *o, FILE *in, EmbedRunResult *r, BertError *err) {
     memset(r, 0, sizeof *r);
-    int max_seq = o->max_seq_length;
-    if (max_seq <= 0) {   /* sentence-transformers' 256, within the model's positions */
-        BertCheckpointInfo ck;
-        BertError cerr;
-        max_seq = bert_checkpoint_inspect(o->init_checkpoint, o->config_file, &ck, &cerr) == 0 &&
-                          ck.cfg.max_position_embeddings < 256
-                      ? ck.cfg.max_position_embeddings : 256;
-    }
-    TokenizerFolder folder;   /* the vocabulary: the flag's, else the model folder's */
-    tokenizer_folder_read(o->init_checkpoint, &folder);
-    const char *vocab_path = o->vocab_file ? o->vocab_file : folder.vocab_file[0] ? folder.vocab_file : NULL;
-    if (!vocab_path) return bert_fail(err, "--vocab_file is required: %s has no vocab.txt", folder.dir);
-    Vocab *vocab = NULL;
-    BertModel *m = NULL;
-    int dummy;
-    if (vocab_load(&vocab, vocab_path, err) != 0 ||
-        bert_open_checkpoint(&m, o->init_checkpoint, o->config_file, (BertHeads){BERT_HEADS_NONE, 0}, o->batch_size,
-                             max_seq, 0, &dummy, err) != 0 ||
-        bert_set_precision(m, o->bf16 ? BERT_BF16 : BERT_FP32, err) != 0) {
-        vocab_free(vocab), bert_model_free(m);
-        return -1;
-    }
-    /* a vocabulary of another model (a cased one with an uncased model, say) would give other
-     * vectors without an error: its size must be the model's, as glue and squad require */
-    if (!bert_vocab_fits(vocab_size(vocab), bert_model_config(m)->vocab_size)) {
-        bert_fail(err, "the vocabulary %s has %d tokens but %s's model has %d: not the checkpoint's vocabulary",
-                  vocab_path, vocab_size(vocab), o->init_checkpoint,
-                  bert_model_config(m)->vocab_size);
-        vocab_free(vocab), bert_model_free(m);
-        return -1;
-    }
+    const InferModelOptions mo = {.init_checkpoint = o->init_checkpoint, .config_file = o->config_file,
+                                  .vocab_file = o->vocab_file, .do_lower_case = o->do_lower_case, .bf16 = o->bf16,
+                                  .max_seq_length = o->max_seq_length};
+    InferModel em;
+    if (infer_model_open(&mo, (BertHeads){BERT_HEADS_NONE, 0}, o->batch_size, &em, err) != 0) return -1;
+    BertModel *m = em.model;
     /* NaN or Inf weights: refused with strict, else counted for a warning, as pretrain and
      * fine-tuning do (issue 35, D22: embed did not check) */
     const char *bad_tensor;
@@ -79,31 +53,26 @@ int embed_run(const EmbedRunOptions *o, FILE *in, EmbedRunResult *r, BertError *
     if (r->nonfinite && o->strict) {
         bert_fail(err, "%s: %zu weights are NaN or infinite (the first in %s); refused (--strict)", o->init_checkpoint,
                   r->nonfinite, bad_tensor);
-        vocab_free(vocab), bert_model_free(m);
+        infer_model_close(&em);
         return -1;
     }
-    /* the weights never change here, and the model only infers: its layers share their activations */
-    bert_set_packed_weights(m, true), bert_set_mode(m, BERT_MODE_FORWARD_ONLY);
-    TokenizerOptions to = tokenizer_default_options();
-    to.do_lower_case = o->do_lower_case;
-    Tokenizer *tok = tokenizer_new(vocab, &to);
     char *text;
     int n;
     char **lines = read_lines(in, &text, &n);
     if (!lines) {
-        free(text), tokenizer_free(tok), vocab_free(vocab), bert_model_free(m);
+        free(text), infer_model_close(&em);
         return bert_fail(err, "the input holds a NUL byte: not text (one sentence per line)");
     }
     const int H = bert_model_config(m)->hidden_size;
     float *out = xmalloc(sizeof(float) * ((size_t)n * H + 1));
-    const EmbedOptions eo = {.max_seq_length = max_seq, .batch_size = o->batch_size, .normalize = o->normalize,
+    const EmbedOptions eo = {.max_seq_length = em.max_seq, .batch_size = o->batch_size, .normalize = o->normalize,
                              .sort_by_length = true};
     long tokens = 0;
     const double t0 = now_seconds();
-    int rc = embed_sentences(m, tok, (const char *const *)lines, n, &eo, out, &tokens, err);
+    int rc = embed_sentences(m, em.tok, (const char *const *)lines, n, &eo, out, &tokens, err);
     const double seconds = now_seconds() - t0;
     free(lines), free(text);
-    tokenizer_free(tok), vocab_free(vocab), bert_model_free(m);
+    infer_model_close(&em);
     if (rc != 0) {
         free(out);
         return -1;

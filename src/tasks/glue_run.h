@@ -9,6 +9,7 @@
 #include "model/bert.h"
 #include "tasks/glue.h"
 #include "train/finetune.h"
+#include "train/logger.h"
 
 typedef struct {
     FinetuneArgs ft;           /* the fine-tuning flags every task shares */
@@ -29,5 +30,22 @@ typedef struct {
 
 void glue_default_options(GlueOptions *o);
 int glue_run(const GlueOptions *o, GlueResult *r, BertError *err);
+
+/* What `bert glue` and `bert classify` (tasks/classify_run.h) share: batches of feature rows,
+ * each as long as its longest row, and the classifier's logits over every row. */
+typedef struct {
+    int32_t *ids, *types, *mask;   /* [max_batch, max_seq_length] */
+} GlueBatchInputs;
+
+void glue_batch_inputs_alloc(GlueBatchInputs *b, int max_batch, int max_seq_length);
+void glue_batch_inputs_free(GlueBatchInputs *b);
+/* Rows rows[0..n) of the features as one batch without labels (the caller adds them); its
+ * arrays are b's. */
+BertBatch glue_batch(const GlueFeatures *f, const int *rows, int n, GlueBatchInputs *b);
+/* The classifier head's logits [f->n, num_labels] of every row, in order, in batches of
+ * `batch` rows; the time taken in *seconds; a progress line with the time left on `log`
+ * (NULL: none). */
+int glue_predict_logits(BertModel *m, const GlueFeatures *f, int batch, int num_labels, GlueBatchInputs *b,
+                        float *logits, double *seconds, Logger *log, BertError *err);
 
 #endif

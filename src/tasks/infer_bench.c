@@ -88,7 +88,9 @@ int infer_bench_run(BertModel *m, const int32_t *lengths, int n, int batch, int 
     if (rc == 0 && t->batches) {
         qsort(ms, (size_t)t->batches, sizeof(double), by_value);
         t->p50_ms = quantile(ms, t->batches, 0.5), t->p90_ms = quantile(ms, t->batches, 0.9);
-        t->p99_ms = quantile(ms, t->batches, 0.99), t->sequences_per_second = t->sequences / t->seconds;
+        t->p95_ms = quantile(ms, t->batches, 0.95), t->p99_ms = quantile(ms, t->batches, 0.99);
+        t->max_ms = ms[t->batches - 1], t->avg_ms = 1e3 * t->seconds / t->batches;
+        t->sequences_per_second = t->sequences / t->seconds;
     }
     free(ids), free(mask), free(types), free(ms);
     return rc;

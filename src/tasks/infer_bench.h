@@ -4,7 +4,8 @@
  *   padded  every batch at max_seq_length (static shapes, as a fixed-shape export runs)
  *   dynamic every batch as long as its longest sequence, padding computed
  *   packed  the same batches with the padding never computed (bert_set_unpadding)
- * Latency is per batch (p50/p90/p99 over the batches); throughput over all of them. */
+ * Latency is per batch (mean, p50/p90/p95/p99 and max over the batches); throughput over all
+ * of them. Without a task, every sequence is max_seq_length long (fixed shapes). */
 #ifndef BERT_TASKS_INFER_BENCH_H
 #define BERT_TASKS_INFER_BENCH_H
 
@@ -27,7 +28,7 @@ typedef struct {
     int batches, sequences;
     long tokens_real, tokens_computed;   /* real tokens, and the rows the encoder ran */
     double seconds, sequences_per_second;
-    double p50_ms, p90_ms, p99_ms;       /* per batch */
+    double avg_ms, p50_ms, p90_ms, p95_ms, p99_ms, max_ms;   /* per batch */
 } InferTiming;
 
 /* Runs the model (created for batch x max_seq_length) over lengths[0..n) in batches of

@@ -2,6 +2,7 @@
  * (seeded), micro-batches each as long as its longest row; the encoder skips each row's
  * padding (finetune.h) and the head runs on the rows it computed. */
 #include "tasks/ner_run.h"
+#include "tasks/task_session.h"
 
 #include <math.h>
 #include <omp.h>
@@ -51,6 +52,7 @@ typedef struct {
     Finetuner *ft;
     Logger *log;
     BatchBuffers buf;
+    bool quiet;   /* evaluating during training: finetune.c logs it */
 } Run;
 
 static BertBatch training_batch(void *ctx, const int *rows, int n) {
@@ -62,6 +64,7 @@ static BertBatch training_batch(void *ctx, const int *rows, int n) {
 static int load_file(Run *r, const char *path, bool allow_untagged, NerData *d, NerFeatures *f, BertError *err) {
     if (ner_read_conll(path, allow_untagged, d, err) || ner_check_tags(d, &r->labels, path, err)) return -1;
     if (ner_features(d, &r->labels, r->tok, r->o->ft.max_seq_length, r->o->label_all_tokens, f, err)) return -1;
+    if (r->quiet) return 0;
     logger_print(r->log, "%s: %d sentences, %ld words", path, d->n_sentences, d->n_words);
     if (f->truncated)
         logger_print(r->log, "%s: %ld sentences cut to --max_seq_length %d (%ld words without a piece, predicted O)",
@@ -86,6 +89,7 @@ static int predict(Run *r, const NerData *d, const NerFeatures *f, int *pred, do
             break;
         }
         bert_read_token_logits(m, logits);
+        logger_count_progress(r->log, "predicting", start + n, f->n, "sentences", t0);
         for (int i = 0; i < n; i++)
             for (long w = d->start[start + i]; w < d->start[start + i + 1]; w++) {
                 pred[w] = -1;
@@ -141,22 +145,36 @@ static int write_json(const char *dir, const char *name, const char *json, BertE
     return atomic_commit(&af, err);
 }
 
-static int evaluate(Run *r, NerResult *res, BertError *err) {
+/* The validation file's scores (caller frees), NULL on an error. */
+static char *dev_scores(Run *r, NerResult *res, BertError *err) {
     NerData d;
     NerFeatures f = {0};
     int *pred = NULL, rc = load_file(r, r->o->validation_file, false, &d, &f, err);
     if (rc == 0) pred = xmalloc(sizeof(int) * (size_t)d.n_words), rc = predict(r, &d, &f, pred, &res->eval_seconds, err);
     if (rc == 0) rc = score(r, &d, pred, &res->dev, err);
-    if (rc == 0) {
-        res->evaluated = true, res->eval_sentences = d.n_sentences;
-        char *json = ner_scores_json(&res->dev);
-        logger_print(r->log, "eval %s (%d sentences, %.1f seq/s): %s", r->o->validation_file, d.n_sentences,
-                     d.n_sentences / res->eval_seconds, json);
-        logger_summary(r->log, cJSON_Parse(json));
-        rc = write_json(r->o->ft.output_dir, "eval_results.json", json, err);
-        free(json);
-    }
+    if (rc == 0) res->evaluated = true, res->eval_sentences = d.n_sentences;
     free(pred), ner_features_free(&f), ner_data_free(&d);
+    return rc == 0 ? ner_scores_json(&res->dev) : NULL;
+}
+
+/* Evaluation during training (finetune.h's hook): the scores only; the entity F1 decides. */
+static char *evaluate_during_training(void *ctx, BertError *err) {
+    Run *r = ctx;
+    NerResult scratch = {0};
+    r->quiet = true;
+    char *json = dev_scores(r, &scratch, err);
+    r->quiet = false;
+    return json;
+}
+
+static int evaluate(Run *r, NerResult *res, BertError *err) {
+    char *json = dev_scores(r, res, err);
+    if (!json) return -1;
+    logger_print(r->log, "eval %s (%ld sentences, %.1f seq/s): %s", r->o->validation_file, res->eval_sentences,
+                 res->eval_sentences / res->eval_seconds, json);
+    logger_summary(r->log, cJSON_Parse(json));
+    const int rc = write_json(r->o->ft.output_dir, "eval_results.json", json, err);
+    free(json);
     return rc;
 }
 
@@ -222,25 +240,10 @@ static int labels_from_config(const FinetuneArgs *a, NerLabels *out, BertError *
     if (a->config_file) snprintf(path, sizeof path, "%s", a->config_file);
     else if (stat(a->init_checkpoint, &st) == 0 && S_ISDIR(st.st_mode)) snprintf(path, sizeof path, "%s/config.json", a->init_checkpoint);
     else return bert_fail(err, "--labels: needed to evaluate or predict without --do_train from a weights file");
-    char *text;
-    size_t len;
-    if (read_file(path, &text, &len, err)) return -1;
-    cJSON *root = cJSON_Parse(text);
-    const cJSON *map = root ? json_get_last(root, "id2label") : NULL;
-    const int n = cJSON_IsObject(map) ? cJSON_GetArraySize(map) : 0;
-    int rc = n > 0 ? 0 : bert_fail(err, "%s has no id2label (not a token-classification model): give --labels", path);
-    if (rc == 0) out->name = xcalloc((size_t)n, sizeof(char *)), out->n = n;
-    for (int k = 0; rc == 0 && k < n; k++) {
-        char key[16];
-        snprintf(key, sizeof key, "%d", k);
-        const cJSON *name = json_get_last(map, key);
-        if (!cJSON_IsString(name)) rc = bert_fail(err, "%s: id2label lacks \"%s\" (ids 0 .. %d expected)", path, key, n - 1);
-        else out->name[k] = xstrdup(name->valuestring);
-    }
-    cJSON_Delete(root);
-    free(text);
-    if (rc) ner_labels_free(out);
-    return rc;
+    BertError why;
+    if (bert_config_labels(path, &out->name, &out->n, &why) != 0)
+        return bert_fail(err, "%s: give --labels", why.msg);
+    return 0;
 }
 
 /* The run's labels: --labels, else the training file's tags, else the model's. */
@@ -270,14 +273,16 @@ static int check_options(const NerOptions *o, FinetuneInputs *in, BertError *err
 
 static int train(Run *r, const NerFeatures *f, NerResult *res, BertError *err) {
     r->train_f = f;
-    const FinetuneData d = {.n_rows = f->n, .rows = "sentences", .make_batch = training_batch, .ctx = r, .log = r->log};
+    char *extra = task_config_json(&r->labels);
+    const FinetuneData d = {.n_rows = f->n, .rows = "sentences", .make_batch = training_batch,
+                            .evaluate = evaluate_during_training, .metric = "f1", .config_json = extra, .ctx = r,
+                            .log = r->log};
     int rc = finetune_train(r->ft, &d, &res->train, err);
-    if (rc == 0 && !r->o->ft.skip_checkpoint) {
-        char *extra = task_config_json(&r->labels);
+    if (rc == 0 && !res->train.stopped_by_signal && !r->o->ft.skip_checkpoint) {
         rc = finetune_save(r->ft, r->o->ft.output_dir, extra, err);
-        free(extra);
         if (rc == 0) snprintf(res->model_dir, sizeof res->model_dir, "%s", r->o->ft.output_dir);
     }
+    free(extra);
     return rc;
 }
 
@@ -292,17 +297,9 @@ int ner_run(const NerOptions *opts, NerResult *res, BertError *err) {
     Run r = {.o = o};
     NerData train_d = {0};
     NerFeatures train_f = {0};
-    char created[4096];
-    int rc = make_dirs_created(o->ft.output_dir, created, sizeof created, err);
-    if (rc == 0) rc = logger_open(&r.log, o->ft.json_summary, false, true, err);
-    if (rc == 0 && in.note[0]) logger_print(r.log, "%s", in.note);
-    if (rc == 0) rc = vocab_load(&r.vocab, o->ft.vocab_file, err);
-    if (rc == 0) {
-        TokenizerOptions to = tokenizer_default_options();
-        to.do_lower_case = o->ft.do_lower_case;
-        r.tok = tokenizer_new(r.vocab, &to);
-        if (!r.tok) rc = bert_fail(err, "%s: the vocabulary has no [UNK]", o->ft.vocab_file);
-    }
+    TaskSession session;
+    int rc = task_session_open(&session, &o->ft, &in, 100, err);
+    r.log = session.log, r.vocab = session.vocab, r.tok = session.tok;
     if (rc == 0 && o->ft.do_train) rc = ner_read_conll(o->train_file, false, &train_d, err);
     if (rc == 0) rc = choose_labels(o, &train_d, &r.labels, err);
     if (rc == 0) res->num_labels = r.labels.n;
@@ -322,13 +319,22 @@ int ner_run(const NerOptions *opts, NerResult *res, BertError *err) {
         logger_print(r.log, "ner: %d labels; weights %s; %d threads", r.labels.n, what, omp_get_max_threads());
     }
     if (rc == 0 && o->ft.do_train) rc = train(&r, &train_f, res, err);
-    if (rc == 0 && o->ft.do_eval) rc = evaluate(&r, res, err);
-    if (rc == 0 && o->ft.do_predict) rc = predict_test(&r, res, err);
+    const bool stopped = res->train.stopped_by_signal != 0;   /* after a checkpoint: nothing more is written */
+    if (rc == 0 && !stopped && o->ft.do_eval) rc = evaluate(&r, res, err);
+    const double predict_start = now_seconds();
+    if (rc == 0 && !stopped && o->ft.do_predict) rc = predict_test(&r, res, err);
+    if (rc == 0 && !stopped) {   /* all_results.json: the run's figures in one file */
+        char *scores = res->evaluated ? ner_scores_json(&res->dev) : NULL;
+        const FinetuneResults fr = {.train = o->ft.do_train ? &res->train : NULL, .eval_json = scores,
+                                    .eval_samples = res->eval_sentences, .eval_seconds = res->eval_seconds,
+                                    .predict_samples = res->predicted_sentences,
+                                    .predict_seconds = now_seconds() - predict_start};
+        rc = finetune_write_results(o->ft.output_dir, &fr, now_seconds() - session.start, err);
+        free(scores);
+    }
     free(r.buf.ids), free(r.buf.mask), free(r.buf.labels);
     ner_features_free(&train_f), ner_data_free(&train_d), ner_labels_free(&r.labels);
     finetune_close(r.ft);
-    tokenizer_free(r.tok), vocab_free(r.vocab);
-    logger_close(r.log);
-    if (rc != 0) remove_created_dirs(o->ft.output_dir, created);   /* a failed run leaves no empty folder */
+    task_session_close(&session, o->ft.output_dir, rc);
     return rc;
 }

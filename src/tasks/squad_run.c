@@ -12,6 +12,7 @@
 #include "core/rng.h"
 #include "tasks/squad.h"
 #include "tasks/squad_eval.h"
+#include "tasks/task_session.h"
 #include "train/finetune.h"
 #include "train/logger.h"
 
@@ -31,6 +32,10 @@ typedef struct {
     int32_t *ids, *mask, *types, *starts, *ends;   /* one batch */
     const SquadData *train_d;                      /* the training features (training_batch) */
     const SquadFeatures *train_f;
+    const SquadData *pred_d;                       /* the predict file, for evaluation during training */
+    const SquadFeatures *pred_f;
+    const SquadDataset *eval_d;
+    bool quiet;                                    /* evaluating during training: finetune.c logs it */
 } Run;
 
 /* Features rows[0..n) as one batch at the full sequence length. */
@@ -99,7 +104,7 @@ static int predict(Run *r, const SquadData *d, const SquadFeatures *f, const cha
         BertBatch batch = make_batch(r, d, f, rows, b, false);
         if (!isfinite(bert_forward(m, &batch, false, 0))) rc = bert_fail(err, "prediction: %s", bert_last_error(m));
         bert_read_qa_logits(m, start + (size_t)s * T, end + (size_t)s * T);
-        logger_progress(r->log, "predicting: %d/%d features", s + b, n);
+        logger_count_progress(r->log, "predicting", s + b, n, "features", t0);
     }
     res->predict_seconds = now_seconds() - t0;
     const SquadPredictOptions po = {r->o->n_best_size, r->o->max_answer_length, r->o->version_2_with_negative,
@@ -109,7 +114,7 @@ static int predict(Run *r, const SquadData *d, const SquadFeatures *f, const cha
     snprintf(pred, sizeof pred, "%s/predictions.json", dir), snprintf(nbest, sizeof nbest, "%s/nbest_predictions.json", dir);
     snprintf(odds, sizeof odds, "%s/null_odds.json", dir);
     if (rc == 0) rc = squad_write_predictions(d, out, pred, nbest, r->o->version_2_with_negative ? odds : NULL, err);
-    if (rc == 0) {
+    if (rc == 0 && !r->quiet) {
         res->without_non_null = out->n_without_non_null;
         logger_print(r->log, "predictions: %s, %s%s%s (%d features in %.1f s, %.1f features/s)", pred, nbest,
                      r->o->version_2_with_negative ? ", " : "", r->o->version_2_with_negative ? odds : "", n,
@@ -139,7 +144,7 @@ static int evaluate(Run *r, const SquadDataset *ds, const SquadData *d, const Sq
         char *json = squad_metrics_json(&m, 0);
         snprintf(res->metrics_json, sizeof res->metrics_json, "%s", json);
         res->evaluated = true, res->exact = m.exact, res->f1 = m.f1;
-        logger_print(r->log, "official metrics of %s: %s", pred, json);
+        if (!r->quiet) logger_print(r->log, "official metrics of %s: %s", pred, json);
         free(json);
     }
     squad_predictions_free(p);
@@ -148,6 +153,22 @@ static int evaluate(Run *r, const SquadDataset *ds, const SquadData *d, const Sq
 
 /* Before any work: the flags, the model folder's defaults (finetune_prepare_args) and the
  * SQuAD files the run will read. */
+/* Evaluation during training (finetune.h's hook): the predict file predicted and scored with
+ * the official metrics (predictions.json written, as at the end). */
+static char *evaluate_during_training(void *ctx, BertError *err) {
+    Run *r = ctx;
+    SquadResults out = {0};
+    SquadResult scratch = {0};
+    char *json = NULL;
+    r->quiet = true;
+    if (predict(r, r->pred_d, r->pred_f, r->o->ft.output_dir, &out, &scratch, err) == 0 &&
+        evaluate(r, r->eval_d, r->pred_d, &out, r->o->ft.output_dir, &scratch, err) == 0)
+        json = xstrdup(scratch.metrics_json);
+    r->quiet = false;
+    squad_results_free(&out);
+    return json;
+}
+
 static int check_options(const SquadOptions *o, FinetuneInputs *in, BertError *err) {
     if (o->ft.do_eval && !o->ft.do_predict) return bert_fail(err, "--do_eval evaluates the predictions: add --do_predict");
     if (o->ft.do_train && !o->train_file) return bert_fail(err, "--do_train needs --train_file");
@@ -178,16 +199,10 @@ int squad_run(const SquadOptions *opts, SquadResult *res, BertError *err) {
     SquadDataset eval_d = {0};
     SquadResults pred_out = {0};
     SquadFile file = {0};
-    char train_path[4096 + 64] = "", created[4096];
-    int rc = make_dirs_created(o->ft.output_dir, created, sizeof created, err);
-    if (rc == 0) rc = logger_open(&r.log, o->ft.json_summary, false, true, err);
-    if (rc == 0 && in.note[0]) logger_print(r.log, "%s", in.note);
-    if (rc == 0) rc = vocab_load(&r.vocab, o->ft.vocab_file, err);
-    if (rc == 0) {
-        TokenizerOptions to = tokenizer_default_options();
-        to.do_lower_case = o->ft.do_lower_case, to.max_input_chars_per_word = 200;   /* Google's FullTokenizer */
-        r.tok = tokenizer_new(r.vocab, &to);
-    }
+    char train_path[4096 + 64] = "";
+    TaskSession session;   /* Google's FullTokenizer: words up to 200 characters */
+    int rc = task_session_open(&session, &o->ft, &in, 200, err);
+    r.log = session.log, r.vocab = session.vocab, r.tok = session.tok;
     if (rc == 0 && o->ft.do_train) {
         rc = read_squad_file(&r, o->train_file, 0, o->train_articles, true, SQUAD_JSON_PYTHON, "train_articles.json",
                              &file, err);
@@ -219,27 +234,36 @@ int squad_run(const SquadOptions *opts, SquadResult *res, BertError *err) {
         r.starts = xcalloc((size_t)max_batch, 4), r.ends = xcalloc((size_t)max_batch, 4);
         logger_print(r.log, "squad: weights %s; %d threads", what, omp_get_max_threads());
     }
+    bool stopped = false;   /* by a signal, after a checkpoint: nothing more is written */
     if (rc == 0 && o->ft.do_train) {
-        r.train_d = &train_d, r.train_f = &train_f;
-        const FinetuneData d = {.n_rows = train_f.n_features, .rows = "features", .make_batch = training_batch, .ctx = &r, .log = r.log};
+        r.train_d = &train_d, r.train_f = &train_f, r.pred_d = &pred_d, r.pred_f = &pred_f, r.eval_d = &eval_d;
+        static const char *const extra = "{\"architectures\": [\"BertForQuestionAnswering\"]}";
+        const FinetuneData d = {.n_rows = train_f.n_features, .rows = "features", .make_batch = training_batch,
+                                .evaluate = o->ft.do_eval ? evaluate_during_training : NULL, .metric = "f1",
+                                .config_json = extra, .ctx = &r, .log = r.log};
         rc = finetune_train(r.ft, &d, &res->train, err);
-        if (rc == 0 && !o->ft.skip_checkpoint) {
-            rc = finetune_save(r.ft, o->ft.output_dir, "{\"architectures\": [\"BertForQuestionAnswering\"]}", err);
+        stopped = res->train.stopped_by_signal != 0;
+        if (rc == 0 && !stopped && !o->ft.skip_checkpoint) {
+            rc = finetune_save(r.ft, o->ft.output_dir, extra, err);
             if (rc == 0) snprintf(res->model_dir, sizeof res->model_dir, "%s", o->ft.output_dir);
         }
     }
-    if (rc == 0 && o->ft.do_predict) {
+    if (rc == 0 && !stopped && o->ft.do_predict) {
         res->predict_examples = pred_d.n_examples, res->predict_features = pred_f.n_features;
         rc = predict(&r, &pred_d, &pred_f, o->ft.output_dir, &pred_out, res, err);
     }
-    if (rc == 0 && o->ft.do_eval) rc = evaluate(&r, &eval_d, &pred_d, &pred_out, o->ft.output_dir, res, err);
+    if (rc == 0 && !stopped && o->ft.do_eval) rc = evaluate(&r, &eval_d, &pred_d, &pred_out, o->ft.output_dir, res, err);
+    if (rc == 0 && !stopped) {   /* all_results.json: the run's figures in one file (the metrics are the predictions') */
+        const FinetuneResults fr = {.train = o->ft.do_train ? &res->train : NULL,
+                                    .eval_json = res->evaluated ? res->metrics_json : NULL,
+                                    .predict_samples = res->predict_features, .predict_seconds = res->predict_seconds};
+        rc = finetune_write_results(o->ft.output_dir, &fr, now_seconds() - session.start, err);
+    }
     squad_results_free(&pred_out), squad_dataset_free(&eval_d);
     free(r.ids), free(r.mask), free(r.types), free(r.starts), free(r.ends);
     squad_features_free(&train_f), squad_features_free(&pred_f);
     squad_data_free(&train_d), squad_data_free(&pred_d);
     finetune_close(r.ft);
-    tokenizer_free(r.tok), vocab_free(r.vocab);
-    logger_close(r.log);
-    if (rc != 0) remove_created_dirs(o->ft.output_dir, created);   /* a failed run leaves no empty folder */
+    task_session_close(&session, o->ft.output_dir, rc);
     return rc;
 }

@@ -18,11 +18,16 @@
 #include "core/test_hooks.h"
 #include "model/bert.h"
 
-/* "ckpt_<digits>" exactly: the step, or -1 for any other name. */
-static long checkpoint_step_of(const char *name) {
-    if (strncmp(name, "ckpt_", 5) != 0 || !name[5]) return -1;
+/* A run's checkpoint folders are <prefix><step>: pre-training's ckpt_<step>, fine-tuning's
+ * checkpoint-<step> (HuggingFace's Trainer's name). */
+#define PRETRAIN_PREFIX "ckpt_"
+
+/* "<prefix><digits>" exactly: the step, or -1 for any other name. */
+static long checkpoint_step_of(const char *prefix, const char *name) {
+    const size_t n = strlen(prefix);
+    if (strncmp(name, prefix, n) != 0 || !name[n]) return -1;
     long step = 0;
-    for (const char *c = name + 5; *c; c++) {
+    for (const char *c = name + n; *c; c++) {
         if (*c < '0' || *c > '9' || step > (long)1e15) return -1;
         step = step * 10 + (*c - '0');
     }
@@ -72,22 +77,24 @@ static int fsync_folder(const char *dir, BertError *err) {
 
 /* The hidden folders a killed process left: ".ckpt_<step>.tmp.<pid>" (a checkpoint being
  * written), ".ckpt_<step>.del.<pid>" (one being deleted) and ".ckpt_<step>.old.<pid>" (one
- * being replaced by a rerun of its step: put back when no ckpt_<step> took its place). */
-static void remove_stale_temporaries(const char *output_dir) {
+ * being replaced by a rerun of its step: put back when no ckpt_<step> took its place); the
+ * same with another prefix. */
+static void remove_stale_temporaries(const char *output_dir, const char *prefix) {
     DIR *d = opendir(output_dir);
     if (!d) return;
+    const size_t n = strlen(prefix);
     for (struct dirent *e; (e = readdir(d));) {
-        if (strncmp(e->d_name, ".ckpt_", 6) != 0) continue;
+        if (e->d_name[0] != '.' || strncmp(e->d_name + 1, prefix, n) != 0) continue;
         char *end;
-        const long step = strtol(e->d_name + 6, &end, 10);
-        if (end == e->d_name + 6 || step < 0) continue;
+        const long step = strtol(e->d_name + 1 + n, &end, 10);
+        if (end == e->d_name + 1 + n || step < 0) continue;
         const bool old = !strncmp(end, ".old.", 5);
         if (!old && strncmp(end, ".tmp.", 5) && strncmp(end, ".del.", 5)) continue;
         long pid = strtol(end + 5, NULL, 10);
         if (pid <= 0 || (kill((pid_t)pid, 0) == 0 || errno == EPERM)) continue;  /* still running */
         char path[4096 + 256], final_path[4096 + 64];
         snprintf(path, sizeof path, "%s/%s", output_dir, e->d_name);
-        snprintf(final_path, sizeof final_path, "%s/ckpt_%ld", output_dir, step);
+        snprintf(final_path, sizeof final_path, "%s/%s%ld", output_dir, prefix, step);
         struct stat st;
         if (old && stat(final_path, &st) != 0 && rename(path, final_path) == 0) continue;
         BertError ignored;
@@ -98,10 +105,10 @@ static void remove_stale_temporaries(const char *output_dir) {
 
 /* Deletes ckpt_<step>, renamed to a hidden name first: no folder named ckpt_<step> is ever
  * incomplete, even when a kill stops the deletion half-way (issue 35, D9). */
-static int remove_checkpoint(const char *output_dir, long step, BertError *err) {
-    char path[4096 + 32], hidden[4096 + 64];
-    snprintf(path, sizeof path, "%s/ckpt_%ld", output_dir, step);
-    snprintf(hidden, sizeof hidden, "%s/.ckpt_%ld.del.%ld", output_dir, step, (long)getpid());
+static int remove_checkpoint(const char *output_dir, const char *prefix, long step, BertError *err) {
+    char path[4096 + 64], hidden[4096 + 96];
+    snprintf(path, sizeof path, "%s/%s%ld", output_dir, prefix, step);
+    snprintf(hidden, sizeof hidden, "%s/.%s%ld.del.%ld", output_dir, prefix, step, (long)getpid());
     if (rename(path, hidden) != 0)
         return errno == ENOENT ? 0 : bert_fail(err, "cannot delete %s (moving it aside): %s", path, strerror(errno));
     return fs_remove_tree(hidden, err);
@@ -112,13 +119,13 @@ static int compare_steps(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-int checkpoint_list(const char *output_dir, long **steps, int *count, BertError *err) {
+int checkpoint_list_named(const char *output_dir, const char *prefix, long **steps, int *count, BertError *err) {
     *steps = NULL, *count = 0;
     DIR *d = opendir(output_dir);
     if (!d) return errno == ENOENT ? 0 : bert_fail(err, "cannot open %s: %s", output_dir, strerror(errno));
     int cap = 0;
     for (struct dirent *e; (e = readdir(d));) {
-        long step = checkpoint_step_of(e->d_name);
+        long step = checkpoint_step_of(prefix, e->d_name);
         if (step < 0) continue;
         ARRAY_RESERVE(*steps, cap, (size_t)*count + 1, 16);
         (*steps)[(*count)++] = step;
@@ -128,8 +135,12 @@ int checkpoint_list(const char *output_dir, long **steps, int *count, BertError 
     return 0;
 }
 
-static void checkpoint_path(char *out, size_t n, const char *output_dir, long step) {
-    snprintf(out, n, "%s/ckpt_%ld", output_dir, step);
+int checkpoint_list(const char *output_dir, long **steps, int *count, BertError *err) {
+    return checkpoint_list_named(output_dir, PRETRAIN_PREFIX, steps, count, err);
+}
+
+static void checkpoint_path(char *out, size_t n, const char *output_dir, const char *prefix, long step) {
+    snprintf(out, n, "%s/%s%ld", output_dir, prefix, step);
 }
 
 void checkpoint_history_add(CheckpointHistory *h, long step) {
@@ -148,12 +159,19 @@ void checkpoint_history_free(CheckpointHistory *h) {
 
 int checkpoint_save(const char *output_dir, long step, int keep_last, CheckpointHistory *written,
                     CheckpointWriter write, void *ctx, char *saved_path, size_t saved_path_len, BertError *err) {
+    return checkpoint_save_named(output_dir, PRETRAIN_PREFIX, step, keep_last, written, write, ctx, saved_path,
+                                 saved_path_len, err);
+}
+
+int checkpoint_save_named(const char *output_dir, const char *prefix, long step, int keep_last,
+                          CheckpointHistory *written, CheckpointWriter write, void *ctx, char *saved_path,
+                          size_t saved_path_len, BertError *err) {
     if (step < 0) return bert_fail(err, "checkpoint step %ld is negative", step);
     if (make_dirs(output_dir, err) != 0) return -1;
-    remove_stale_temporaries(output_dir);
+    remove_stale_temporaries(output_dir, prefix);
     char tmp[4096], final_path[4096];
-    snprintf(tmp, sizeof tmp, "%s/.ckpt_%ld.tmp.%ld", output_dir, step, (long)getpid());
-    checkpoint_path(final_path, sizeof final_path, output_dir, step);
+    snprintf(tmp, sizeof tmp, "%s/.%s%ld.tmp.%ld", output_dir, prefix, step, (long)getpid());
+    checkpoint_path(final_path, sizeof final_path, output_dir, prefix, step);
     if (fs_remove_tree(tmp, err) != 0) return -1;
     if (mkdir(tmp, 0777) != 0) return bert_fail(err, "cannot create %s: %s", tmp, strerror(errno));
     if (write(tmp, ctx, err) != 0 || fsync_folder(tmp, err) != 0) {
@@ -166,7 +184,7 @@ int checkpoint_save(const char *output_dir, long step, int keep_last, Checkpoint
     char old[4096 + 16] = "";
     struct stat st;
     if (stat(final_path, &st) == 0) {
-        snprintf(old, sizeof old, "%s/.ckpt_%ld.old.%ld", output_dir, step, (long)getpid());
+        snprintf(old, sizeof old, "%s/.%s%ld.old.%ld", output_dir, prefix, step, (long)getpid());
         if (rename(final_path, old) != 0) return bert_fail(err, "cannot move %s aside: %s", final_path, strerror(errno));
     }
     if (rename(tmp, final_path) != 0) {
@@ -185,7 +203,7 @@ int checkpoint_save(const char *output_dir, long step, int keep_last, Checkpoint
     int drop = written->count - keep_last;
     if (drop <= 0) return 0;
     int rc = 0;
-    for (int i = 0; rc == 0 && i < drop; i++) rc = remove_checkpoint(output_dir, written->steps[i], err);
+    for (int i = 0; rc == 0 && i < drop; i++) rc = remove_checkpoint(output_dir, prefix, written->steps[i], err);
     memmove(written->steps, written->steps + drop, sizeof(long) * (size_t)(written->count - drop));
     written->count -= drop;
     return rc;
@@ -193,13 +211,18 @@ int checkpoint_save(const char *output_dir, long step, int keep_last, Checkpoint
 
 int checkpoint_find_latest(const char *output_dir, const char *required_file, char *path, size_t path_len,
                            long *step, BertError *err) {
+    return checkpoint_find_latest_named(output_dir, PRETRAIN_PREFIX, required_file, path, path_len, step, err);
+}
+
+int checkpoint_find_latest_named(const char *output_dir, const char *prefix, const char *required_file, char *path,
+                                 size_t path_len, long *step, BertError *err) {
     long *steps;
     int count;
-    if (checkpoint_list(output_dir, &steps, &count, err) != 0) return -1;
+    if (checkpoint_list_named(output_dir, prefix, &steps, &count, err) != 0) return -1;
     int found = 0;
     for (int i = count - 1; i >= 0 && !found; i--) {
         char dir[4096], file[4096 + 256];
-        checkpoint_path(dir, sizeof dir, output_dir, steps[i]);
+        checkpoint_path(dir, sizeof dir, output_dir, prefix, steps[i]);
         snprintf(file, sizeof file, "%s/%s", dir, required_file);
         struct stat st;
         if (stat(file, &st) == 0 && S_ISREG(st.st_mode)) {
@@ -233,7 +256,7 @@ int checkpoint_resolve_model(const char *path, char *out, size_t out_len, long *
     int found = 0;
     for (int i = count - 1; i >= 0 && !found; i--) {
         char dir[4096 + 32];
-        checkpoint_path(dir, sizeof dir, run, steps[i]);
+        checkpoint_path(dir, sizeof dir, run, PRETRAIN_PREFIX, steps[i]);
         snprintf(file, sizeof file, "%s/model.safetensors", dir);
         if (stat(file, &st) != 0 || !S_ISREG(st.st_mode)) continue;   /* not complete */
         snprintf(file, sizeof file, "%s/state.json", dir);

@@ -44,6 +44,16 @@ void checkpoint_history_free(CheckpointHistory *h);
 int checkpoint_save(const char *output_dir, long step, int keep_last, CheckpointHistory *written,
                     CheckpointWriter write, void *ctx, char *saved_path, size_t saved_path_len, BertError *err);
 
+/* checkpoint_save, checkpoint_find_latest and checkpoint_list for folders named
+ * <prefix><step> (fine-tuning's "checkpoint-", HuggingFace's name) instead of ckpt_<step>; the
+ * hidden temporaries are ".<prefix><step>.tmp.<pid>" and so on. */
+int checkpoint_save_named(const char *output_dir, const char *prefix, long step, int keep_last,
+                          CheckpointHistory *written, CheckpointWriter write, void *ctx, char *saved_path,
+                          size_t saved_path_len, BertError *err);
+int checkpoint_find_latest_named(const char *output_dir, const char *prefix, const char *required_file, char *path,
+                                 size_t path_len, long *step, BertError *err);
+int checkpoint_list_named(const char *output_dir, const char *prefix, long **steps, int *count, BertError *err);
+
 /* The newest complete checkpoint in output_dir: returns 1 and fills path and step, 0 when
  * there is none (or output_dir does not exist), -1 on an error reading the folder. A
  * folder counts when its name is ckpt_<digits> and it holds `required_file` (e.g.

@@ -41,6 +41,13 @@ typedef struct {
     bool skip_checkpoint;      /* do not save the fine-tuned model */
     bool strict;               /* refuse --init_checkpoint weights holding NaN or Inf (else a warning) */
     const char *json_summary;  /* DLLogger JSON lines */
+    /* HuggingFace Trainer's names: */
+    long eval_steps;           /* > 0 (with --do_train and --do_eval): evaluate every N optimizer steps */
+    bool save_best;            /* with eval_steps: OUTPUT_DIR/best/ holds the best evaluation's model */
+    long save_steps;           /* > 0: a checkpoint OUTPUT_DIR/checkpoint-<step>/ every N steps (and on SIGTERM) */
+    int save_total_limit;      /* the checkpoints kept (default 2; <= 0: all) */
+    const char *resume_from_checkpoint;   /* NULL: start afresh; "": the newest complete checkpoint-<step> in
+                                             output_dir (none yet: start afresh); else that checkpoint folder */
 } FinetuneArgs;
 
 /* The two scripts' common defaults: batch 32 in one micro-batch, AdamW at 5e-5 with decay
@@ -91,6 +98,11 @@ typedef struct {
     int vocab_size_expected;        /* > 0: the vocabulary file's size, which the checkpoint must match */
     bool forward_only;              /* no training in this run (predict / evaluate only): the layers
                                        share their activations (BERT_MODE_FORWARD_ONLY) */
+    const char *output_dir;         /* where checkpoints and best/ go (eval_steps, save_steps) */
+    long eval_steps, save_steps;    /* as FinetuneArgs's */
+    bool save_best;
+    int save_total_limit;
+    const char *resume_from_checkpoint;
 } FinetuneOptions;
 
 typedef struct Finetuner Finetuner;
@@ -113,22 +125,53 @@ typedef struct {
     /* The n rows `rows` (indices below n_rows) as one training batch, with their labels. The
      * batch's memory is the task's and may be reused at the next call. */
     BertBatch (*make_batch)(void *ctx, const int *rows, int n);
+    /* Evaluation during training (the options' eval_steps): the task's metrics on its
+     * validation data as a JSON object's text (caller frees), NULL with err set on an error;
+     * `metric` names the member that decides the best model (higher is better). NULL: the
+     * task cannot evaluate. It only reads the model. */
+    char *(*evaluate)(void *ctx, BertError *err);
+    const char *metric;
+    const char *config_json;       /* config.json's task members for the folders training saves
+                                      (checkpoints, best/): finetune_save's extra_json */
     void *ctx;
     Logger *log;
 } FinetuneData;
 
 typedef struct {
-    long steps, train_sequences;
+    long steps, train_sequences;   /* sequences: those of this process's steps (a resumed run's since it resumed) */
     long skipped_steps;        /* fp16: steps skipped for an overflow */
     double loss_scale;         /* fp16: the scale at the end (1 otherwise) */
     double train_seconds, final_loss;
+    long resumed_step;         /* the checkpoint's step a resumed run started from (0: none) */
+    long evaluations;          /* evaluations during training (eval_steps) */
+    long best_step;            /* the best evaluation's step (0: none) and its metric */
+    double best_metric;
+    int stopped_by_signal;     /* the signal that stopped training early (0: none); then a checkpoint
+                                  holds the state (last_checkpoint) and the task writes nothing more */
+    char last_checkpoint[4096 + 64];   /* the last checkpoint-<step> written ("" if none) */
 } FinetuneTrainResult;
 
 /* Trains for the options' total_steps: each epoch the rows in a fresh order drawn from the
  * seed, each step up to gradient_accumulation_steps micro-batches of train_batch_size /
  * gradient_accumulation_steps rows (an epoch's last step may have fewer, as HF's Trainer
  * steps at each epoch's end), through the trainer (train/trainer.h); a log line every
- * log_freq steps with the loss, rate, throughput and time left, and a DLLogger record. */
+ * log_freq steps with the loss, rate, throughput and time left, and a DLLogger record.
+ *
+ * As HuggingFace's Trainer (its flags' names):
+ *  - every eval_steps steps (and at the last) d->evaluate: a log line and a DLLogger record
+ *    {"eval_<metric>": ...}; with save_best, a better d->metric than before replaces
+ *    OUTPUT_DIR/best/ (a model folder, finetune_save's, and best.json: {"step", "metric",
+ *    "value"}), swapped in whole (load_best_model_at_end + metric_for_best_model, but the
+ *    final model stays the last step's, as NVIDIA's scripts leave it);
+ *  - every save_steps steps, OUTPUT_DIR/checkpoint-<step>/ (train/checkpoint.h: written
+ *    whole or not at all; the last save_total_limit kept): the model folder, the optimizer's
+ *    state (optimizer.safetensors) and trainer_state.json (step, data order position,
+ *    dropout counter, loss scaler, best so far, the settings an exact resume needs, the
+ *    other files' digests), written last;
+ *  - resume_from_checkpoint: training goes on from a checkpoint exactly as if never stopped
+ *    (the same final weights, byte for byte), refused when the settings differ;
+ *  - with save_steps, SIGTERM / SIGINT / SIGHUP stop training after the step: a checkpoint,
+ *    then 0 with res->stopped_by_signal set. */
 int finetune_train(Finetuner *f, const FinetuneData *d, FinetuneTrainResult *res, BertError *err);
 
 /* The fine-tuned model as HuggingFace names it, a folder that stands alone: dir/config.json,
@@ -137,5 +180,20 @@ int finetune_train(Finetuner *f, const FinetuneData *d, FinetuneTrainResult *res
  * the options name a vocabulary) and dir/model.safetensors last, so that it marks a finished
  * run. Each file written atomically. */
 int finetune_save(Finetuner *f, const char *dir, const char *extra_json, BertError *err);
+
+/* What one fine-tuning command did, for dir/all_results.json (finetune_write_results). */
+typedef struct {
+    const FinetuneTrainResult *train;   /* NULL: no training */
+    const char *eval_json;              /* the task's metrics, a JSON object (NULL: no evaluation) */
+    long eval_samples, predict_samples; /* rows evaluated / predicted (0: none) */
+    double eval_seconds, predict_seconds;
+} FinetuneResults;
+
+/* dir/all_results.json, written atomically, under HF Trainer's keys: train_runtime,
+ * train_samples, train_steps, train_samples_per_second, train_loss; eval_<metric> for each of
+ * the task's metrics, eval_runtime, eval_samples, eval_samples_per_second; the same for
+ * predict_; peak_memory_mb (the process's peak resident memory) and runtime (the whole
+ * command). Each command writes one, whatever --do_* it ran. */
+int finetune_write_results(const char *dir, const FinetuneResults *r, double command_seconds, BertError *err);
 
 #endif

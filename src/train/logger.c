@@ -192,6 +192,14 @@ void logger_progress(Logger *l, const char *fmt, ...) {
     l->progress_shown = true;
 }
 
+void logger_count_progress(Logger *l, const char *what, long done, long total, const char *unit, double start) {
+    if (!l || !l->progress) return;
+    char eta[32];
+    const double elapsed = now_seconds() - start;
+    format_duration(done > 0 ? elapsed / done * (double)(total - done) : -1, eta, sizeof eta);
+    logger_progress(l, "%s: %ld/%ld %s, ETA %s", what, done, total, unit, eta);
+}
+
 void format_duration(double s, char *out, int n) {
     if (!(s >= 0) || s > 1e9) snprintf(out, (size_t)n, "?");
     else if (s >= 3600) snprintf(out, (size_t)n, "%dh%02dm", (int)(s / 3600), (int)(s / 60) % 60);

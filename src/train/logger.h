@@ -40,6 +40,9 @@ void logger_summary(Logger *l, cJSON *data);                  /* step [] */
 void logger_print(Logger *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The progress line (terminals only, at most ~4 redraws a second). */
 void logger_progress(Logger *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The progress line of a count: "predicting: 40/408 sequences, ETA 3s", the time left from
+ * the rate since `start` (now_seconds()). l may be NULL (nothing shown). */
+void logger_count_progress(Logger *l, const char *what, long done, long total, const char *unit, double start);
 
 /* "1h02m", "3m05s", "12s": durations for people. */
 void format_duration(double seconds, char *out, int n);

@@ -7,6 +7,7 @@
  * with CUDA's expf; it is checked against a float64 reference with a bound derived from the
  * GPU's arithmetic (tight enough to catch one missing term of a 30522-wide row) and against the
  * CPU with the sum of both backends' bounds. Skips, passing, without a GPU. */
+#include <float.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -222,6 +223,32 @@ static void test_mse(void) {
     }
 }
 
+/* ---------------------------------------------------------------- sigmoid cross-entropy */
+
+/* The device's exp/log1p/expf may differ from libm's in the last bit: bounds of a few float
+ * ulps (the loss is a float64 sum rounded once; each gradient one expf and a division). */
+static void test_bce(void) {
+    const int sizes[] = {1, 2, 7, 32, 1000, 100003};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        const int n = sizes[i];
+        float *logits = cuda_test_values(n, 700 + i, 8.0f), *target = malloc(sizeof(float) * (size_t)n);
+        for (int k = 0; k < n; k++) target[k] = (float)((k * 7 + (int)i) % 3 == 0);
+        float *dlogits = malloc(sizeof(float) * (size_t)n), loss;
+        float *d_logits = cuda_copy_in(logits, sizeof(float) * n), *d_target = cuda_copy_in(target, sizeof(float) * n);
+        float *d_dlogits = CUDA_FN(k_alloc)(sizeof(float) * n), *d_loss = CUDA_FN(k_alloc)(sizeof(float));
+        k_bce_forward(&loss, logits, target, n);
+        CUDA_FN(k_bce_forward)(d_loss, d_logits, d_target, n);
+        const float g_loss = CUDA_FN(k_read_scalar)(d_loss);
+        CHECKF(cuda_close("bce loss", &loss, &g_loss, 1, 0, 4 * FLT_EPSILON), "n %d: bce loss differs", n);
+        k_bce_backward(dlogits, logits, target, n, 0.37f / n);
+        CUDA_FN(k_bce_backward)(d_dlogits, d_logits, d_target, n, 0.37f / n);
+        float *back = cuda_copy_out(d_dlogits, n);
+        CHECKF(cuda_close("dlogits", dlogits, back, n, 4 * FLT_EPSILON * 0.37f / n, 4 * FLT_EPSILON), "n %d: bce backward differs", n);
+        cuda_release(d_logits), cuda_release(d_target), cuda_release(d_dlogits), cuda_release(d_loss);
+        free(logits), free(target), free(dlogits), free(back);
+    }
+}
+
 /* ---------------------------------------------------------------- rows */
 
 static const int WIDTHS[] = {1, 17, 768};
@@ -345,6 +372,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_embeddings);
     RUN_TEST(test_xent);
     RUN_TEST(test_mse);
+    RUN_TEST(test_bce);
     RUN_TEST(test_gather_rows);
     RUN_TEST(test_scatter_add_rows);
     RUN_TEST(test_scatter_rows);

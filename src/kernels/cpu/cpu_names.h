@@ -44,6 +44,8 @@
 #define k_xent_backward                   cpu_k_xent_backward
 #define k_mse_forward                     cpu_k_mse_forward
 #define k_mse_backward                    cpu_k_mse_backward
+#define k_bce_forward                     cpu_k_bce_forward
+#define k_bce_backward                    cpu_k_bce_backward
 #define k_gather_rows                     cpu_k_gather_rows
 #define k_scatter_add_rows                cpu_k_scatter_add_rows
 #define k_scatter_rows                    cpu_k_scatter_rows

@@ -782,6 +782,19 @@ void k_mse_backward(float *dpred, const float *pred, const float *target, int n,
     for (int i = 0; i < n; i++) dpred[i] = 2.0f * (pred[i] - target[i]) * scale;
 }
 
+void k_bce_forward(float *loss, const float *logits, const float *target, int n) {
+    double sum = 0;
+    for (int i = 0; i < n; i++) {
+        const double x = logits[i];
+        sum += (x > 0 ? x : 0) - x * target[i] + log1p(exp(-fabs(x)));
+    }
+    loss[0] = n > 0 ? (float)(sum / n) : 0.0f;
+}
+
+void k_bce_backward(float *dlogits, const float *logits, const float *target, int n, float scale) {
+    for (int i = 0; i < n; i++) dlogits[i] = (1.0f / (1.0f + expf(-logits[i])) - target[i]) * scale;
+}
+
 /* ---------------------------------------------------------------- memory */
 
 void k_gather_rows(float *dst, const float *src, const int32_t *rows, int R, int C) {

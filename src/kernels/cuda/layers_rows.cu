@@ -286,6 +286,34 @@ extern "C" void k_mse_backward(float *dpred, const float *pred, const float *tar
     CUDA_LAUNCHED();
 }
 
+/* ---------------------------------------------------------------- sigmoid cross-entropy */
+
+/* As mse_forward: the CPU's float64 sum in element order on one thread (n = batch x labels). */
+__global__ static void bce_forward(float *loss, const float *logits, const float *target, int n) {
+    double sum = 0;
+    for (int i = 0; i < n; i++) {
+        const double x = logits[i];
+        sum += (x > 0 ? x : 0) - x * target[i] + log1p(exp(-fabs(x)));
+    }
+    loss[0] = n > 0 ? (float)(sum / n) : 0.0f;
+}
+
+extern "C" void k_bce_forward(float *loss, const float *logits, const float *target, int n) {
+    bce_forward<<<1, 1>>>(loss, logits, target, n < 0 ? 0 : n);
+    CUDA_LAUNCHED();
+}
+
+__global__ static void bce_backward(float *dlogits, const float *logits, const float *target, size_t n, float scale) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        dlogits[i] = (1.0f / (1.0f + expf(-logits[i])) - target[i]) * scale;
+}
+
+extern "C" void k_bce_backward(float *dlogits, const float *logits, const float *target, int n, float scale) {
+    if (n <= 0) return;
+    bce_backward<<<cuda_blocks((size_t)n), CUDA_THREADS>>>(dlogits, logits, target, (size_t)n, scale);
+    CUDA_LAUNCHED();
+}
+
 /* ---------------------------------------------------------------- rows */
 
 __global__ static void gather_rows(float *dst, const float *src, const int32_t *rows, int C) {

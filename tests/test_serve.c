@@ -1,0 +1,621 @@
+/* bert serve (src/serve/) as a client sees it: the program started on a free loopback port,
+ * driven with libcurl. The answers equal `bert embed`'s vectors bit for bit (the reference is
+ * the batch command run on the same model, never stored numbers) whatever batch the server
+ * put a text in; tens of concurrent clients get their own answers; malformed input, size
+ * limits, a missing API key, a full queue and a slow client get their status codes and the
+ * server keeps serving after each; SIGTERM answers what is in flight and exits 0. */
+#include <arpa/inet.h>
+#include <cjson/cJSON.h>
+#include <curl/curl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "model/bert.h"
+#include "tasks/glue.h"
+#include "test.h"
+#include "test_util.h"
+#include "text/tokenizer.h"
+#include "text/vocab.h"
+
+#define DIR "tests/data/embed"
+#define MAXSENT 16
+#define H 32
+
+static char bert_bin[512];
+static float reference[MAXSENT][H];   /* bert embed's vectors of sentences[] */
+static char *sentences[MAXSENT];
+static int nsent;
+static long reference_tokens;
+
+typedef struct {
+    pid_t pid;
+    int port;
+    char log[128];
+} Server;
+
+static void sleep_ms(int ms) {
+    struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&t, NULL);
+}
+
+/* ./bert serve on DIR, port 0, with extra flags (NULL-terminated); waits for its port. */
+static bool start_server(Server *s, const char *const *extra) {
+    static int count;
+    snprintf(s->log, sizeof s->log, "/tmp/bert_test_serve_%d_%d.log", (int)getpid(), count++);
+    const char *argv[40] = {bert_bin, "serve", "--init_checkpoint", DIR, "--port", "0", "--threads", "1"};
+    int argc = 8;
+    for (int i = 0; extra && extra[i] && argc < 38; i++) argv[argc++] = extra[i];
+    argv[argc] = NULL;
+    s->pid = fork();
+    if (s->pid == 0) {
+        FILE *f = freopen(s->log, "w", stderr);
+        (void)f;
+        execv(bert_bin, (char *const *)argv);
+        _exit(127);
+    }
+    for (int waited = 0; waited < 60000; waited += 20) {   /* the sanitized build starts slowly */
+        char *text = read_text(s->log);
+        const char *at = strstr(text, "listening on http://127.0.0.1:");
+        s->port = at ? atoi(at + strlen("listening on http://127.0.0.1:")) : 0;
+        free(text);
+        if (s->port > 0) return true;
+        if (waitpid(s->pid, NULL, WNOHANG) == s->pid) break;
+        sleep_ms(20);
+    }
+    CHECKF(0, "the server did not start: %s", read_text(s->log));
+    return false;
+}
+
+/* SIGTERM, then its exit status (-1: not a normal exit). */
+static int stop_server(Server *s) {
+    kill(s->pid, SIGTERM);
+    int st = 0;
+    waitpid(s->pid, &st, 0);
+    unlink(s->log);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+typedef struct {
+    char *p;
+    size_t len;
+} Body;
+
+static size_t collect(char *data, size_t size, size_t n, void *ctx) {
+    Body *b = ctx;
+    b->p = xrealloc(b->p, b->len + size * n + 1);
+    memcpy(b->p + b->len, data, size * n);
+    b->len += size * n, b->p[b->len] = '\0';
+    return size * n;
+}
+
+/* One request (POST when body is non-NULL); returns the status, *answer the body (caller
+ * frees; may be NULL). auth: an Authorization header value or NULL. */
+static long http(int port, const char *method, const char *path, const char *body, size_t len, const char *auth,
+                 char **answer) {
+    CURL *c = curl_easy_init();
+    char url[256], header[256];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
+    struct curl_slist *headers = curl_slist_append(NULL, "Content-Type: application/json");
+    if (auth) snprintf(header, sizeof header, "Authorization: %s", auth), headers = curl_slist_append(headers, header);
+    Body b = {xstrdup(""), 0};
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
+    if (body) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)len);
+    }
+    if (method) curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    long status = 0;
+    if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(headers), curl_easy_cleanup(c);
+    if (answer) *answer = b.p;
+    else free(b.p);
+    return status;
+}
+
+static long post(int port, const char *path, const char *json, char **answer) {
+    return http(port, NULL, path, json, strlen(json), NULL, answer);
+}
+
+/* JSON numbers (%.9g: float32 exactly) equal to the reference vector bit for bit. */
+static bool vector_is(const cJSON *v, int sentence) {
+    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != H) return false;
+    int h = 0;
+    for (const cJSON *x = v->child; x; x = x->next, h++)
+        if (!cJSON_IsNumber(x) || (float)x->valuedouble != reference[sentence][h]) return false;
+    return true;
+}
+
+static int b64_value(char c) {
+    const char *a = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const char *p = c ? strchr(a, c) : NULL;
+    return p ? (int)(p - a) : -1;
+}
+
+/* base64 of the float32 bytes, equal to the reference bit for bit. */
+static bool base64_is(const cJSON *v, int sentence) {
+    if (!cJSON_IsString(v) || strlen(v->valuestring) != (H * 4 + 2) / 3 * 4) return false;
+    unsigned char bytes[H * 4 + 3];
+    size_t n = 0;
+    for (const char *s = v->valuestring; s[0]; s += 4) {
+        const int a = b64_value(s[0]), b = b64_value(s[1]), c = b64_value(s[2]), d = b64_value(s[3]);
+        if (a < 0 || b < 0) return false;
+        bytes[n++] = (unsigned char)(a << 2 | b >> 4);
+        if (c >= 0) bytes[n++] = (unsigned char)((b & 15) << 4 | c >> 2);
+        if (d >= 0) bytes[n++] = (unsigned char)((c & 3) << 6 | d);
+    }
+    return n == H * 4 && !memcmp(bytes, reference[sentence], sizeof reference[sentence]);
+}
+
+/* {"input": [...sentences idx...]} as JSON. */
+static char *request_json(const char *key, const int *idx, int n, const char *extra) {
+    cJSON *root = cJSON_CreateObject(), *list = cJSON_AddArrayToObject(root, key);
+    for (int i = 0; i < n; i++) cJSON_AddItemToArray(list, cJSON_CreateString(sentences[idx[i]]));
+    char *text = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    if (!extra) return text;
+    char *out = xmalloc(strlen(text) + strlen(extra) + 2);
+    sprintf(out, "%.*s,%s}", (int)strlen(text) - 1, text, extra);
+    free(text);
+    return out;
+}
+
+/* bert embed on the fixture's non-empty sentences (an empty text is a 400 here, as in
+ * OpenAI's and TEI's servers): the vectors every answer must equal, and its token count. */
+static bool load_reference(void) {
+    const char *txt = "/tmp/bert_test_serve_ref.txt", *npy = "/tmp/bert_test_serve_ref.npy",
+               *log = "/tmp/bert_test_serve_ref.log";
+    char *all = read_text(DIR "/sentences.txt"), *p = all;
+    FILE *f = fopen(txt, "w");
+    while (*p && nsent < MAXSENT) {
+        char *nl = strchr(p, '\n');
+        if (nl) *nl = '\0';
+        if (*p) sentences[nsent++] = xstrdup(p), fprintf(f, "%s\n", p);
+        p = nl ? nl + 1 : p + strlen(p);
+    }
+    fclose(f), free(all);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s embed --init_checkpoint %s --threads 1 --output %s < %s 2> %s", bert_bin, DIR, npy,
+             txt, log);
+    if (system(cmd) != 0) return fprintf(stderr, "failed: %s\n", cmd), false;
+    char *data, *text = read_text(log);
+    size_t len;
+    BertError err;
+    const char *tok = strstr(text, "sentences (");
+    reference_tokens = tok ? atol(tok + strlen("sentences (")) : -1;
+    free(text);
+    if (read_file(npy, &data, &len, &err) != 0) return false;
+    const size_t header = 10 + (size_t)(unsigned char)data[8] + 256 * (size_t)(unsigned char)data[9];
+    const bool ok = len == header + sizeof(float) * H * (size_t)nsent;
+    if (ok) memcpy(reference, data + header, sizeof(float) * H * (size_t)nsent);
+    free(data), unlink(npy), unlink(log), unlink(txt);
+    return ok && reference_tokens > 0 && nsent >= 4;
+}
+
+/* Every endpoint's answer, in every form, is bert embed's. */
+static void test_answers_equal_bert_embed(void) {
+    Server s;
+    if (!start_server(&s, NULL)) return;
+    int all[MAXSENT];
+    for (int i = 0; i < nsent; i++) all[i] = i;
+    for (int form = 0; form < 3; form++) {   /* OpenAI float, OpenAI base64, TEI */
+        char *body = request_json(form < 2 ? "input" : "inputs", all, nsent,
+                                  form == 1 ? "\"encoding_format\":\"base64\",\"model\":\"m\"" : NULL);
+        char *answer;
+        const long status = post(s.port, form < 2 ? "/v1/embeddings" : "/embed", body, &answer);
+        cJSON *root = cJSON_Parse(answer);
+        CHECKF(status == 200 && root, "form %d: %ld %s", form, status, answer);
+        const cJSON *list = form < 2 ? cJSON_GetObjectItem(root, "data") : root;
+        CHECKF(cJSON_GetArraySize(list) == nsent, "form %d: %s", form, answer);
+        if (!root || cJSON_GetArraySize(list) != nsent) {
+            cJSON_Delete(root), free(answer), free(body);
+            continue;
+        }
+        for (int i = 0; i < nsent && i < cJSON_GetArraySize(list); i++) {
+            const cJSON *item = cJSON_GetArrayItem(list, i);
+            const cJSON *v = form < 2 ? cJSON_GetObjectItem(item, "embedding") : item;
+            CHECKF(form == 1 ? base64_is(v, i) : vector_is(v, i), "form %d: sentence %d differs from bert embed", form, i);
+            if (form < 2) CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(item, "index")) == i);
+        }
+        if (form < 2) {
+            const cJSON *usage = cJSON_GetObjectItem(root, "usage");
+            CHECKF(cJSON_GetNumberValue(cJSON_GetObjectItem(usage, "prompt_tokens")) == reference_tokens &&
+                       cJSON_GetNumberValue(cJSON_GetObjectItem(usage, "total_tokens")) == reference_tokens,
+                   "usage wrong, bert embed ran %ld tokens: %s", reference_tokens, answer);
+        }
+        if (form == 1) CHECK(!strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(root, "model")), "m"));
+        cJSON_Delete(root), free(answer), free(body);
+    }
+    /* one string at a time: the same vectors, whatever batch */
+    for (int i = 0; i < nsent; i++) {
+        cJSON *one = cJSON_CreateObject();
+        cJSON_AddStringToObject(one, "input", sentences[i]);
+        char *body = cJSON_PrintUnformatted(one), *answer;
+        const long status = post(s.port, "/v1/embeddings", body, &answer);
+        cJSON *root = cJSON_Parse(answer);
+        const cJSON *v = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(root, "data"), 0), "embedding");
+        CHECKF(status == 200 && vector_is(v, i), "sentence %d alone: %ld %s", i, status, answer);
+        cJSON_Delete(root), cJSON_Delete(one), free(answer), free(body);
+    }
+    char *answer;
+    CHECK(http(s.port, NULL, "/health", NULL, 0, NULL, &answer) == 200 && strstr(answer, "ok"));
+    free(answer);
+    CHECK(http(s.port, NULL, "/info", NULL, 0, NULL, &answer) == 200 && strstr(answer, "\"max_input_length\":64") &&
+          strstr(answer, "\"hidden_size\":32") && strstr(answer, "\"precision\":\"fp32\""));
+    free(answer);
+    /* three lists, each sentence alone, /health, /info: all answered 200 and counted */
+    char answered[96], timed[96];
+    snprintf(answered, sizeof answered, "bert_serve_responses_total{code=\"200\"} %d\n", 3 + nsent + 2);
+    snprintf(timed, sizeof timed, "bert_serve_request_seconds_bucket{le=\"+Inf\"} %d\n", 3 + nsent + 2);
+    CHECKF(http(s.port, NULL, "/metrics", NULL, 0, NULL, &answer) == 200 && strstr(answer, answered) &&
+               strstr(answer, timed) && strstr(answer, "bert_serve_tokens_total "),
+           "%s", answer);
+    free(answer);
+    CHECK(stop_server(&s) == 0);
+}
+
+/* Tens of clients at once, each several requests: every answer is its own texts'. */
+typedef struct {
+    int port, id, wrong, failed;
+} Client;
+
+static void *client_main(void *arg) {
+    Client *c = arg;
+    for (int k = 0; k < 6; k++) {
+        const int idx[3] = {(c->id + k) % nsent, (c->id * 3 + k) % nsent, (c->id + 5 * k) % nsent};
+        const int n = 1 + (c->id + k) % 3;
+        char *body = request_json("input", idx, n, NULL), *answer;
+        const long status = post(c->port, "/v1/embeddings", body, &answer);
+        cJSON *root = cJSON_Parse(answer);
+        const cJSON *data = cJSON_GetObjectItem(root, "data");
+        if (status != 200 || cJSON_GetArraySize(data) != n) c->failed++;
+        else
+            for (int i = 0; i < n; i++)
+                c->wrong += !vector_is(cJSON_GetObjectItem(cJSON_GetArrayItem(data, i), "embedding"), idx[i]);
+        cJSON_Delete(root), free(answer), free(body);
+    }
+    return NULL;
+}
+
+static void test_concurrent_clients(void) {
+    Server s;
+    if (!start_server(&s, (const char *[]){"--max_wait_ms", "20", NULL})) return;
+    enum { CLIENTS = 32 };
+    Client c[CLIENTS];
+    pthread_t t[CLIENTS];
+    for (int i = 0; i < CLIENTS; i++) {
+        c[i] = (Client){.port = s.port, .id = i};
+        pthread_create(&t[i], NULL, client_main, &c[i]);
+    }
+    int wrong = 0, failed = 0;
+    for (int i = 0; i < CLIENTS; i++) pthread_join(t[i], NULL), wrong += c[i].wrong, failed += c[i].failed;
+    CHECKF(failed == 0 && wrong == 0, "%d requests failed, %d vectors not the client's own", failed, wrong);
+    char *metrics;
+    http(s.port, NULL, "/metrics", NULL, 0, NULL, &metrics);
+    /* the worker did batch several requests into one forward */
+    const char *single = strstr(metrics, "bert_serve_batch_rows_bucket{le=\"1\"} "),
+               *count = strstr(metrics, "bert_serve_batch_rows_count ");
+    const long forwards = count ? atol(count + strlen("bert_serve_batch_rows_count ")) : 0;
+    const long rows = single ? atol(strstr(metrics, "bert_serve_batch_rows_sum ") + 26) : 0;
+    printf("    %d clients x 6 requests: %ld forwards for %ld texts\n", CLIENTS, forwards, rows);
+    CHECKF(forwards > 0 && forwards < CLIENTS * 6, "no batching: %ld forwards", forwards);
+    free(metrics);
+    CHECK(stop_server(&s) == 0);
+}
+
+/* The server still answers a good request correctly. */
+static bool still_serving(int port) {
+    char *answer;
+    const long st = post(port, "/embed", "{\"inputs\":\"hello world\"}", &answer);
+    free(answer);
+    return st == 200 && http(port, NULL, "/health", NULL, 0, NULL, NULL) == 200;
+}
+
+static void test_bad_requests(void) {
+    Server s;
+    if (!start_server(&s, (const char *[]){"--max_body_bytes", "4096", "--max_client_batch_size", "16",
+                                           "--truncate", "false", NULL}))
+        return;
+    static const struct {
+        const char *path, *body;
+        long status;
+    } cases[] = {
+        {"/v1/embeddings", "{\"input\": [\"a\"", 400},         /* malformed JSON */
+        {"/v1/embeddings", "{\"input\": \"caf\xe9\"}", 400},   /* not UTF-8 */
+        {"/v1/embeddings", "{\"input\": \"a\xc0\xaf\"}", 400}, /* overlong */
+        {"/v1/embeddings", "[\"a\"]", 400},                    /* not an object */
+        {"/v1/embeddings", "{\"input\": 5}", 400},             /* wrong type */
+        {"/v1/embeddings", "{\"input\": [\"a\", 5]}", 400},
+        {"/v1/embeddings", "{\"input\": [[1, 2]]}", 400},      /* token ids */
+        {"/v1/embeddings", "{\"input\": \"\"}", 400},          /* empty */
+        {"/v1/embeddings", "{\"input\": []}", 400},
+        {"/v1/embeddings", "{\"model\": \"m\"}", 400},         /* no input */
+        {"/v1/embeddings", "{\"input\": \"a\", \"encoding_format\": \"int8\"}", 400},
+        {"/embed", "{\"inputs\": \"a\", \"normalize\": \"yes\"}", 400},
+        {"/embed", "", 400},
+        {"/embed", "{\"inputs\": [\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\","
+                   "\"a\",\"a\"]}", 413},                        /* 17 texts, 16 allowed */
+        {"/nowhere", "{}", 404},
+        {"/predict", "{\"inputs\": \"a\"}", 400},               /* not a classifier */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *answer;
+        const long st = post(s.port, cases[i].path, cases[i].body, &answer);
+        cJSON *root = cJSON_Parse(answer);
+        const cJSON *msg = cJSON_GetObjectItem(cJSON_GetObjectItem(root, "error"), "message");
+        CHECKF(st == cases[i].status && cJSON_IsString(msg) && msg->valuestring[0], "case %zu (%s): %ld %s", i,
+               cases[i].body, st, answer);
+        cJSON_Delete(root), free(answer);
+        CHECKF(still_serving(s.port), "not serving after case %zu", i);
+    }
+    /* a body over the limit, a text longer than the model with --truncate false (unless the
+     * request asks TEI's truncate), a GET where POST is needed */
+    char *big = xmalloc(8192), *answer;
+    memset(big, ' ', 8191), big[8191] = '\0';
+    memcpy(big, "{\"input\": \"a\"}", 14);
+    CHECK(post(s.port, "/v1/embeddings", big, NULL) == 413 && still_serving(s.port));
+    free(big);
+    char longer[1024] = "{\"inputs\": \"";
+    for (int w = 0; w < 80; w++) strcat(longer, "hello ");
+    strcat(longer, "\"");
+    char body[1100];
+    snprintf(body, sizeof body, "%s}", longer);
+    CHECKF(post(s.port, "/embed", body, &answer) == 413 && strstr(answer, "truncate"), "%s", answer);
+    free(answer);
+    snprintf(body, sizeof body, "%s, \"truncate\": true}", longer);
+    CHECK(post(s.port, "/embed", body, NULL) == 200);
+    CHECK(http(s.port, "GET", "/v1/embeddings", NULL, 0, NULL, NULL) == 405 && still_serving(s.port));
+    CHECK(http(s.port, "POST", "/health", "{}", 2, NULL, NULL) == 405);
+    CHECK(stop_server(&s) == 0);
+}
+
+static void test_api_key(void) {
+    Server s;
+    if (!start_server(&s, (const char *[]){"--api_key", "s3cret", NULL})) return;
+    const char *body = "{\"input\": \"hello\"}";
+    CHECK(http(s.port, NULL, "/v1/embeddings", body, strlen(body), NULL, NULL) == 401);
+    CHECK(http(s.port, NULL, "/v1/embeddings", body, strlen(body), "Bearer wrong", NULL) == 401);
+    CHECK(http(s.port, NULL, "/v1/embeddings", body, strlen(body), "Bearer s3cre", NULL) == 401);
+    CHECK(http(s.port, NULL, "/metrics", NULL, 0, NULL, NULL) == 401);
+    CHECK(http(s.port, NULL, "/v1/embeddings", body, strlen(body), "Bearer s3cret", NULL) == 200);
+    CHECK(http(s.port, NULL, "/health", NULL, 0, NULL, NULL) == 200);
+    CHECK(stop_server(&s) == 0);
+}
+
+/* Requests sent together to a server whose worker waits long for a fuller batch. */
+typedef struct {
+    int port, sentence;
+    long status;
+    bool right;
+} Sent;
+
+static void *send_one(void *arg) {
+    Sent *q = arg;
+    char *body = request_json("input", &q->sentence, 1, NULL), *answer;
+    q->status = post(q->port, "/v1/embeddings", body, &answer);
+    cJSON *root = cJSON_Parse(answer);
+    q->right = vector_is(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(root, "data"), 0), "embedding"),
+                         q->sentence);
+    cJSON_Delete(root), free(answer), free(body);
+    return NULL;
+}
+
+static void send_together(Sent *q, int n, int port, int sigterm_pid) {
+    pthread_t t[16];
+    for (int i = 0; i < n; i++) {
+        q[i] = (Sent){.port = port, .sentence = i % nsent};
+        pthread_create(&t[i], NULL, send_one, &q[i]);
+    }
+    if (sigterm_pid) sleep_ms(300), kill(sigterm_pid, SIGTERM);
+    for (int i = 0; i < n; i++) pthread_join(t[i], NULL);
+}
+
+/* One request waiting fills a queue of one: the others are told 429 and later served. */
+static void test_queue_full(void) {
+    Server s;
+    if (!start_server(&s, (const char *[]){"--max_queue", "1", "--max_wait_ms", "800", NULL})) return;
+    Sent q[6];
+    send_together(q, 6, s.port, 0);
+    int ok = 0, full = 0;
+    for (int i = 0; i < 6; i++) ok += q[i].status == 200 && q[i].right, full += q[i].status == 429;
+    CHECKF(ok >= 1 && full >= 1 && ok + full == 6, "%d answered, %d refused with 429, of 6", ok, full);
+    CHECK(still_serving(s.port));
+    CHECK(stop_server(&s) == 0);
+}
+
+/* SIGTERM while requests wait in the queue: each gets its answer, then the server exits 0. */
+static void test_sigterm_drains(void) {
+    Server s;
+    if (!start_server(&s, (const char *[]){"--max_wait_ms", "1000", NULL})) return;
+    Sent q[8];
+    send_together(q, 8, s.port, s.pid);
+    for (int i = 0; i < 8; i++) CHECKF(q[i].status == 200 && q[i].right, "request %d: %ld", i, q[i].status);
+    int st = 0;
+    waitpid(s.pid, &st, 0);
+    CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit status %d", st);
+    unlink(s.log);
+}
+
+/* A client that sends half its headers and stalls is dropped after --timeout; others are
+ * served meanwhile. */
+static void test_slow_client(void) {
+    Server s;
+    if (!start_server(&s, (const char *[]){"--timeout", "1", NULL})) return;
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)s.port)};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    CHECK(connect(fd, (struct sockaddr *)&a, sizeof a) == 0);
+    const char *part = "POST /embed HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n";
+    CHECK(write(fd, part, strlen(part)) == (ssize_t)strlen(part));
+    CHECK(still_serving(s.port));
+    struct timeval tv = {5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char buf[256];
+    const double t0 = now_seconds();
+    const ssize_t got = read(fd, buf, sizeof buf);
+    CHECKF(got <= 0 && now_seconds() - t0 < 4.5, "the stalled connection was kept (%zd bytes, %.1f s)", got,
+           now_seconds() - t0);
+    close(fd);
+    CHECK(still_serving(s.port));
+    CHECK(stop_server(&s) == 0);
+}
+
+/* The logits of every test row of RTE, by a forward of its own: the whole padded batch, no
+ * packing, no packed weights (another order of the same sums as the server's path). */
+static bool reference_logits(const char *model_dir, const GlueExamples *e, float *logits) {
+    BertModel *m = NULL;
+    Vocab *v = NULL;
+    BertError err;
+    char vocab_path[600];
+    snprintf(vocab_path, sizeof vocab_path, "%s/vocab.txt", model_dir);
+    int initialised = 0;
+    if (vocab_load(&v, vocab_path, &err) != 0 ||
+        bert_open_checkpoint(&m, model_dir, NULL, (BertHeads){BERT_HEADS_CLASSIFIER, 2}, e->n, 48, 0, &initialised,
+                             &err) != 0)
+        return fprintf(stderr, "%s\n", err.msg), vocab_free(v), false;
+    TokenizerOptions to = tokenizer_default_options();   /* lower-casing, as the folder says */
+    Tokenizer *tok = tokenizer_new(v, &to);
+    GlueFeatures f;
+    bool ok = initialised == 0 && glue_features(e, tok, 48, &f, &err) == 0;
+    if (ok) {
+        const BertBatch b = {.batch = e->n, .seq_len = 48, .input_ids = f.input_ids, .token_type_ids = f.segment_ids,
+                             .attention_mask = f.input_mask};
+        ok = isfinite(bert_forward(m, &b, false, 0)) && bert_read_classifier_logits(m, logits);
+        glue_features_free(&f);
+    }
+    tokenizer_free(tok), vocab_free(v), bert_model_free(m);
+    return ok;
+}
+
+/* A pair's answer: [{"score", "label"}, ...] highest first; *scores in label order. */
+static bool read_scores(const cJSON *list, const char *const *names, double *scores, const char **top) {
+    if (cJSON_GetArraySize(list) != 2) return false;
+    double last = INFINITY;
+    for (const cJSON *x = list->child; x; x = x->next) {
+        const double sc = cJSON_GetNumberValue(cJSON_GetObjectItem(x, "score"));
+        const char *label = cJSON_GetStringValue(cJSON_GetObjectItem(x, "label"));
+        if (!label || sc > last) return false;
+        if (x == list->child) *top = label;
+        last = sc;
+        scores[strcmp(label, names[0]) ? 1 : 0] = sc;
+    }
+    return true;
+}
+
+/* --task classify: a model bert glue fine-tuned on RTE; /predict's labels are bert glue
+ * --do_predict's, its raw scores the logits of an independent forward (to float rounding),
+ * its scores their softmax, and a pair alone gets the bits it gets in a batch. */
+static void test_predict_equals_bert_glue(void) {
+    char dir[128], cmd[1024];
+    snprintf(dir, sizeof dir, "/tmp/bert_test_serve_ft_%d", (int)getpid());
+    snprintf(cmd, sizeof cmd, "%s glue --task_name rte --data_dir tests/data/glue/RTE --init_checkpoint %s "
+                              "--output_dir %s --do_train --do_predict --max_steps 2 --train_batch_size 4 "
+                              "--max_seq_length 48 --threads 1 > /dev/null 2>&1", bert_bin, DIR, dir);
+    if (system(cmd) != 0) {
+        CHECKF(0, "%s", cmd);
+        return;
+    }
+    GlueExamples e;
+    BertError err;
+    CHECK(glue_read(glue_task("rte"), "tests/data/glue/RTE", GLUE_TEST, &e, &err) == 0);
+    float logits[64];
+    CHECK(e.n <= 32 && reference_logits(dir, &e, logits));
+    char path[256];
+    snprintf(path, sizeof path, "%s/RTE.tsv", dir);
+    char *predicted = read_text(path);   /* "index\tprediction" lines */
+    Server s;
+    if (!start_server(&s, (const char *[]){"--task", "classify", "--init_checkpoint", dir, "--max_seq_length", "48",
+                                           NULL})) {
+        glue_examples_free(&e), free(predicted);
+        return;
+    }
+    static const char *const names[2] = {"entailment", "not_entailment"};
+    for (int raw = 0; raw < 2; raw++) {
+        cJSON *req = cJSON_CreateObject(), *list = cJSON_AddArrayToObject(req, "inputs");
+        for (int i = 0; i < e.n; i++) {
+            cJSON *pair = cJSON_CreateArray();
+            cJSON_AddItemToArray(pair, cJSON_CreateString(e.text_a[i]));
+            cJSON_AddItemToArray(pair, cJSON_CreateString(e.text_b[i]));
+            cJSON_AddItemToArray(list, pair);
+        }
+        cJSON_AddBoolToObject(req, "raw_scores", raw);
+        char *body = cJSON_PrintUnformatted(req), *answer;
+        const long st = post(s.port, "/predict", body, &answer);
+        cJSON *root = cJSON_Parse(answer);
+        CHECKF(st == 200 && cJSON_GetArraySize(root) == e.n, "%ld %s", st, answer);
+        for (int i = 0; i < e.n && cJSON_GetArraySize(root) == e.n; i++) {
+            double sc[2];
+            const char *top = NULL;
+            const bool ok = read_scores(cJSON_GetArrayItem(root, i), names, sc, &top);
+            CHECKF(ok, "row %d: %s", i, answer);
+            if (!ok) continue;
+            char line[64];
+            snprintf(line, sizeof line, "\n%d\t%s\n", i, top);
+            CHECKF(strstr(predicted, line), "row %d: %s, bert glue said otherwise:\n%s", i, top, predicted);
+            const double *z = (const double[]){logits[2 * i], logits[2 * i + 1]};
+            if (raw)   /* float32 sums in another order: a few ulps of the terms */
+                for (int k = 0; k < 2; k++)
+                    CHECKF(fabs(sc[k] - z[k]) <= 1e-5 * (1 + fabs(z[k])), "row %d logit %d: %.9g vs %.9g", i, k, sc[k], z[k]);
+            else
+                CHECKF(fabs(sc[0] + sc[1] - 1) < 1e-6 && fabs(sc[0] - 1 / (1 + exp(z[1] - z[0]))) < 1e-5,
+                       "row %d: scores %.9g %.9g, logits %.9g %.9g", i, sc[0], sc[1], z[0], z[1]);
+            /* alone: the batch's scores to float rounding. Not always the same bits: the pooler's
+             * and classifier's products have one row per text, and the GEMM library's kernel for
+             * one row sums in another order than for nine (bert glue's --eval_batch_size does
+             * the same); the encoder's products, with a row per token, do not change (the
+             * embeddings above are checked bit for bit). */
+            if (!raw) {
+                cJSON *one = cJSON_CreateObject(), *pair = cJSON_AddArrayToObject(one, "inputs");
+                cJSON_AddItemToArray(pair, cJSON_CreateString(e.text_a[i]));
+                cJSON_AddItemToArray(pair, cJSON_CreateString(e.text_b[i]));
+                char *b1 = cJSON_PrintUnformatted(one), *a1;
+                CHECK(post(s.port, "/predict", b1, &a1) == 200);
+                cJSON *r1 = cJSON_Parse(a1);
+                double alone[2];
+                const char *top1 = NULL;
+                CHECKF(read_scores(r1, names, alone, &top1) && fabs(alone[0] - sc[0]) < 5e-7 &&
+                           fabs(alone[1] - sc[1]) < 5e-7 && (!strcmp(top1, top) || fabs(sc[0] - sc[1]) < 1e-6),
+                       "row %d alone: %s", i, a1);
+                cJSON_Delete(r1), free(a1), free(b1), cJSON_Delete(one);
+            }
+        }
+        cJSON_Delete(root), free(answer), free(body), cJSON_Delete(req);
+    }
+    char *answer;
+    CHECK(post(s.port, "/embed", "{\"inputs\": \"a\"}", NULL) == 400);
+    CHECK(post(s.port, "/predict", "{\"inputs\": [[\"a\", 5]]}", NULL) == 400);
+    CHECK(http(s.port, NULL, "/info", NULL, 0, NULL, &answer) == 200 && strstr(answer, "\"1\":\"not_entailment\""));
+    free(answer);
+    CHECK(stop_server(&s) == 0);
+    glue_examples_free(&e), free(predicted);
+    remove_tree(dir);
+    /* a model that is no classifier is refused at start, with the reason */
+    snprintf(cmd, sizeof cmd, "%s serve --task classify --init_checkpoint %s --port 0 2>&1 | grep -q 'no id2label'",
+             bert_bin, DIR);
+    CHECK(system(cmd) == 0);
+}
+
+int main(int argc, char **argv) {
+    (void)argc;
+    if (test_bert_binary(argv[0], bert_bin, sizeof bert_bin) != 0) return 1;
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    if (!load_reference()) return fprintf(stderr, "bert embed failed on %s\n", DIR), 1;
+    RUN_TEST(test_answers_equal_bert_embed);
+    RUN_TEST(test_concurrent_clients);
+    RUN_TEST(test_bad_requests);
+    RUN_TEST(test_api_key);
+    RUN_TEST(test_queue_full);
+    RUN_TEST(test_sigterm_drains);
+    RUN_TEST(test_slow_client);
+    RUN_TEST(test_predict_equals_bert_glue);
+    for (int i = 0; i < nsent; i++) free(sentences[i]);
+    curl_global_cleanup();
+    return test_summary();
+}
