@@ -26,9 +26,12 @@ static int test_passed_count, test_failed_count, test_case_failed;
         }                                                                   \
     } while (0)
 
-/* Runs one case and records it. */
+/* Runs one case and records it; BERT_TEST_ONLY=substring runs only the cases whose names
+ * hold it (a quick rerun of one case of a long test). */
 #define RUN_TEST(fn)                                                        \
     do {                                                                    \
+        const char *only_ = getenv("BERT_TEST_ONLY");                       \
+        if (only_ && !strstr(#fn, only_)) break;                            \
         test_case_failed = 0;                                               \
         fn();                                                               \
         if (test_case_failed) { test_failed_count++; printf("  FAIL %s\n", #fn); } \

@@ -356,6 +356,49 @@ static void test_plot(void) {
     CHECK(training_log_plot(missing, 1, "x", svg, &records, &err) != 0 && strstr(err.msg, "/nonexistent/log.json"));
 }
 
+/* Issue 35, D24: a log whose losses span more than a double can subtract gave an SVG of
+ * "nan" coordinates with exit 0 (now refused in one line); a NUL byte in one line hid every
+ * record after it (now that line alone is skipped); each value looked its series up among
+ * all the series (20k / 40k / 80k keys in one record: 0.76 / 2.6 / 9.9 s; now hashed,
+ * counted). Seen failing before the fix. */
+static long long plot_work(const char *log, const char *svg, int keys) {
+    FILE *f = fopen(log, "w");
+    for (int r = 0; r < 2; r++) {
+        fprintf(f, "DLLL {\"type\": \"LOG\", \"step\": [0, %d], \"data\": {", r + 1);
+        for (int k = 0; k < keys; k++) fprintf(f, "%s\"loss_%d\": %d", k ? ", " : "", k, k + r);
+        fputs("}}\n", f);
+    }
+    fclose(f);
+    BertError err;
+    long records = 0;
+    const char *one[] = {log};
+    const long long before = test_work();
+    CHECKF(training_log_plot(one, 1, "many", svg, &records, &err) == 0 && records == 2, "%s", err.msg);
+    return test_work() - before;
+}
+
+static void test_plot_hostile_logs(void) {
+    char log[4096], svg[4096];
+    snprintf(log, sizeof log, "%s/hostile.json", root), snprintf(svg, sizeof svg, "%s/hostile.svg", root);
+    write_text(log, "DLLL {\"type\":\"LOG\",\"step\":[0,1],\"data\":{\"step_loss\":1e308}}\n"
+                    "DLLL {\"type\":\"LOG\",\"step\":[0,2],\"data\":{\"step_loss\":-1e308}}\n");
+    BertError err;
+    long records = 0;
+    const char *one[] = {log};
+    unlink(svg);
+    CHECKF(training_log_plot(one, 1, "huge", svg, &records, &err) != 0 && strstr(err.msg, "step_loss") &&
+           strstr(err.msg, "1e+308") && !file_exists(svg), "%s", err.msg);
+    const char nul[] = "DLLL {\"type\":\"LOG\",\"step\":[0,1],\"data\":{\"step_loss\":2\0}}\n"
+                       "DLLL {\"type\":\"LOG\",\"step\":[0,2],\"data\":{\"step_loss\":1.5}}\n"
+                       "DLLL {\"type\":\"LOG\",\"step\":[0,3],\"data\":{\"step_loss\":1.25}}\n";
+    write_bytes(log, nul, sizeof nul - 1);
+    CHECKF(training_log_plot(one, 1, "nul", svg, &records, &err) == 0 && records == 2, "%s (%ld records)", err.msg,
+           records);
+    CHECK_SCALES_LINEARLY("plot: distinct series in one record", plot_work(log, svg, 2000), plot_work(log, svg, 20000),
+                          2000);
+    unlink(log), unlink(svg);
+}
+
 int main(void) {
     snprintf(root, sizeof root, "/tmp/bert_test_checkpoint.%ld", (long)getpid());
     BertError err;
@@ -370,6 +413,7 @@ int main(void) {
     RUN_TEST(test_stop_signal);
     RUN_TEST(test_logger_writes_from_its_first_record);
     RUN_TEST(test_plot);
+    RUN_TEST(test_plot_hostile_logs);
     fs_remove_tree(root, &err);
     return test_summary();
 }

@@ -308,6 +308,21 @@ static void test_inputs_checked_first(void) {
     CHECKF(seconds < 1.0, "the missing test.tsv took %.2f s to report", seconds);
     CHECKF(!there("runs"), "a failed run left its output folder");
     free(err);
+    /* a malformed dev.tsv or test.tsv with --do_train: refused before training, not after
+     * (issue 35, D23: the run trained, saved, then failed) */
+    for (int bad = 0; bad < 2; bad++) {
+        char *t = read_text(rte);   /* dev.tsv */
+        put("no_test/test.tsv", bad ? "index\tsentence1\tsentence2\n0\ta\n" : t);
+        put("no_test/dev.tsv", bad ? t : "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tmaybe\n");
+        free(t);
+        rc = run(&seconds, "%s --data_dir no_test --init_checkpoint ft --output_dir runs/bad --do_train --do_eval "
+                           "--do_predict --max_steps 2 --train_batch_size 4", GLUE);
+        err = text_of("err.txt");
+        CHECKF(rc == 1 && strstr(err, bad ? "test.tsv:2" : "dev.tsv:2") && seconds < 1.0 && !there("runs"),
+               "rc %d, %.2f s: %s", rc, seconds, err);
+        free(err);
+    }
+    put("no_test/dev.tsv", "");
     /* SQuAD's files too */
     rc = run(&seconds, "squad --init_checkpoint ft --output_dir sq/out --do_train --train_file nowhere.json --max_seq_length 48 "
                        "--threads 1");
@@ -345,6 +360,89 @@ static void test_inputs_checked_first(void) {
     free(before);
 }
 
+/* Issue 35, D22: NaN or Inf weights in a fine-tuning or embedding model are named as pretrain
+ * names them (count, first tensor), and --strict refuses them (glue loaded them silently, or
+ * said only "NaN/Inf weights"; embed did not look). Seen failing before the fix. */
+static void test_nonfinite_weights_named(void) {
+    char data[1100], path[600];
+    snprintf(data, sizeof data, "%s/tests/data/glue/RTE", repo);
+    if (!there("ft/model.safetensors")) {
+        CHECKF(0, "no fine-tuned folder (test_model_folders_stand_alone failed)");
+        return;
+    }
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "cd %s && rm -rf nan_ft && mkdir nan_ft && cp ft/* nan_ft/", dir);
+    CHECK(system(cmd) == 0);
+    snprintf(path, sizeof path, "%s/nan_ft/model.safetensors", dir);
+    char *st;
+    size_t n;
+    BertError e;
+    CHECK(read_file(path, &st, &n, &e) == 0);
+    if (!st) return;
+    uint64_t header = 0;
+    memcpy(&header, st, 8);   /* little-endian length, then the JSON header, then the data */
+    const float nan = NAN;
+    CHECK(8 + header + 4 <= n);
+    memcpy(st + 8 + header, &nan, sizeof nan);   /* the first float of the tensor stored first */
+    write_bytes(path, st, n);
+    free(st);
+    int rc = run(NULL, "%s --data_dir %s --init_checkpoint nan_ft --output_dir nan_eval --do_eval", GLUE, data);
+    char *out = text_of("out.txt"), *err = text_of("err.txt");
+    CHECKF(rc == 0 && (strstr(out, "WARNING: 1 weights are NaN or infinite (the first in ") ||
+                       strstr(err, "WARNING: 1 weights are NaN or infinite (the first in ")), "rc %d: %s%s", rc, out, err);
+    free(out), free(err);
+    rc = run(NULL, "%s --data_dir %s --init_checkpoint nan_ft --output_dir nan_eval2 --do_eval --strict", GLUE, data);
+    err = text_of("err.txt");
+    CHECKF(rc == 1 && strstr(err, "1 weights are NaN or infinite") && strstr(err, "refused (--strict)"), "rc %d: %s",
+           rc, err);
+    free(err);
+    put("sentences.txt", "a first sentence\nand a second\n");
+    rc = run(NULL, "embed --init_checkpoint nan_ft --threads 1 < sentences.txt");
+    err = text_of("err.txt");
+    CHECKF(rc == 0 && strstr(err, "warning: nan_ft: 1 weights are NaN or infinite (the first in "), "rc %d: %s", rc, err);
+    free(err);
+    rc = run(NULL, "embed --init_checkpoint nan_ft --threads 1 --strict < sentences.txt");
+    err = text_of("err.txt");
+    CHECKF(rc == 1 && strstr(err, "refused (--strict)"), "rc %d: %s", rc, err);
+    free(err);
+}
+
+/* Issue 35, D20: a bad value gets a message naming it. Before: an unknown preset said
+ * "cannot open zzz"; negative --keep_checkpoints, --eval_batches, --steps_this_run and
+ * --resume_step were taken; bench_infer --batch 0 printed the usage line; embed
+ * --batch_size 0 "bert_model_create: bad sizes"; glue named all five optimisation settings
+ * for one; a huge learning rate ended in "the loss is not finite". Seen failing before. */
+static void test_messages_name_the_value(void) {
+    char data[1100];
+    snprintf(data, sizeof data, "%s/tests/data/glue/RTE", repo);
+    const struct { const char *args, *want; } cases[] = {
+        {"pretrain --bert_model zzz --input_dir . --output_dir p", "(presets: bert-tiny, bert-mini"},
+        {"pretrain --bert_model bert-tiny --input_dir . --output_dir p --keep_checkpoints -1", "--keep_checkpoints -1 must"},
+        {"pretrain --bert_model bert-tiny --input_dir . --output_dir p --eval_batches -2", "--eval_batches -2 must"},
+        {"pretrain --bert_model bert-tiny --input_dir . --output_dir p --steps_this_run -1", "--steps_this_run -1 must"},
+        {"pretrain --bert_model bert-tiny --input_dir . --output_dir p --resume_step -1", "--resume_step -1: a checkpoint"},
+        {"bench_infer --bert_model bert-tiny --vocab_file v.txt --batch 0", "--batch 0 and --latency_sequences 256 must be >= 1"},
+        {"bench_infer --bert_model bert-tiny --vocab_file v.txt --latency_sequences -1", "--latency_sequences -1 must be >= 1"},
+        {"embed --init_checkpoint ft --batch_size 0 < /dev/null", "--batch_size 0 must be at least 1"},
+        {"glue --task_name rte --data_dir x --init_checkpoint ft --output_dir g --do_train --adam_epsilon 0",
+         "--adam_epsilon 0 must be a number > 0"},
+        {"glue --task_name rte --data_dir x --init_checkpoint ft --output_dir g --do_train --warmup_proportion 1",
+         "--warmup_proportion 1 must be in [0, 1)"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const int rc = run(NULL, "%s", cases[c].args);
+        char *err = text_of("err.txt");
+        CHECKF(rc != 0 && strstr(err, cases[c].want), "%s: rc %d: %s", cases[c].args, rc, err);
+        free(err);
+    }
+    if (!there("ft/model.safetensors")) return;
+    const int rc = run(NULL, "%s --data_dir %s --init_checkpoint ft --output_dir lr_out --do_train --max_steps 3 "
+                             "--train_batch_size 4 --learning_rate 1e30 --warmup_proportion 0", GLUE, data);
+    char *err = text_of("err.txt");
+    CHECKF(rc == 1 && strstr(err, "the loss is not finite after") && strstr(err, "--learning_rate 1e+30: far too high"), "rc %d: %s", rc, err);
+    free(err);
+}
+
 static void test_bench_usage_line(void) {
     const int rc = run(NULL, "bench --help");
     char *out = text_of("out.txt");
@@ -363,6 +461,8 @@ int main(int argc, char **argv) {
     RUN_TEST(test_casing_from_the_folder);
     RUN_TEST(test_inputs_checked_first);
     RUN_TEST(test_resolve_run_folder);
+    RUN_TEST(test_nonfinite_weights_named);
+    RUN_TEST(test_messages_name_the_value);
     RUN_TEST(test_bench_usage_line);
     remove_tree(dir);
     return test_summary();

@@ -126,6 +126,13 @@ static void test_bad_files(void) {
         {"rte", "index\ts1\ts2\tlabel\n0\tA.\tB.\tentailment\n1\tonly two\n", "train.tsv:3: 2 tab-separated cells"},
         {"rte", "index\ts1\ts2\tlabel\n0\tA.\tB.\tmaybe\n", "train.tsv:2: the label 'maybe' is not one of rte's"},
         {"sts-b", "h\th\th\th\th\th\th\th\th\th\n0\t\t\t\t\t\t\tA.\tB.\tfive\n", "the score 'five' is not a number"},
+        /* issue 35, D24: read as 16 by strtof's hex (Python's float() refuses it); inf and nan
+         * are numbers to Python but no score to train on */
+        {"sts-b", "h\th\th\th\th\th\th\th\th\th\n0\t\t\t\t\t\t\tA.\tB.\t0x10\n", "the score '0x10' is not a number"},
+        {"sts-b", "h\th\th\th\th\th\th\th\th\th\n0\t\t\t\t\t\t\tA.\tB.\t0x1p3\n", "the score '0x1p3' is not a number"},
+        {"sts-b", "h\th\th\th\th\th\th\th\th\th\n0\t\t\t\t\t\t\tA.\tB.\tinf\n", "the score 'inf' is not finite"},
+        {"sts-b", "h\th\th\th\th\th\th\th\th\th\n0\t\t\t\t\t\t\tA.\tB.\tNaN\n", "the score 'NaN' is not finite"},
+        {"sts-b", "h\th\th\th\th\th\th\th\th\th\n0\t\t\t\t\t\t\tA.\tB.\t1e\n", "the score '1e' is not a number"},
         {"cola", "", "no examples"},
         {"sst-2", "sentence\tlabel\n", "no examples"},
     };
@@ -143,6 +150,12 @@ static void test_bad_files(void) {
     write_text(path, "id\tq1\tq2\tqa\tqb\tdup\n0\t1\t2\tA?\tB?\t1\n1\t3\tbroken\n2\t4\t5\tC?\tD?\t0\n");
     GlueExamples q;
     CHECKF(glue_read(glue_task("qqp"), dir, GLUE_TRAIN, &q, &err) == 0 && q.n == 2 && q.skipped == 1, "qqp: %s", err.msg);
+    glue_examples_free(&q);
+    snprintf(path, sizeof path, "%s/train.tsv", dir);   /* Python's float(): spaces around, 1e5, .5 */
+    write_text(path, "h\th\th\th\th\th\th\th\th\th\n0\t\t\t\t\t\t\tA.\tB.\t 2.5 \n1\t\t\t\t\t\t\tA.\tB.\t.5\n"
+                     "2\t\t\t\t\t\t\tA.\tB.\t1e0\n3\t\t\t\t\t\t\tA.\tB.\t+4.\n");
+    CHECKF(glue_read(glue_task("sts-b"), dir, GLUE_TRAIN, &q, &err) == 0 && q.n == 4 && q.value[0] == 2.5f &&
+           q.value[1] == 0.5f && q.value[2] == 1.0f && q.value[3] == 4.0f, "sts-b scores: %s", err.msg);
     glue_examples_free(&q);
     write_text(path, "sentence\tlabel\rgood one\t1\rbad one\t0\r\nlast\t1");
     CHECKF(glue_read(glue_task("sst-2"), dir, GLUE_TRAIN, &q, &err) == 0 && q.n == 3 && !strcmp(q.text_a[1], "bad one"),

@@ -15,6 +15,7 @@
 #include "test_util.h"
 
 #include <fcntl.h>
+#include <hdf5.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/resource.h>
@@ -397,6 +398,81 @@ static void test_check_shards(void) {
     PretrainSummary s;
     CHECKF(pretrain_run(&o, &s, &err) != 0 && strstr(err.msg, "3 of 4 training shards are bad") &&
            strstr(err.msg, "b_training_1.hdf5"), "%s", err.msg);
+}
+
+/* A shard written dataset by dataset, as another tool could (input_ids of any integer
+ * type): the loaded shard s with its values as given. */
+static void write_raw_shard(const char *path, const PretrainingShard *s, hid_t ids_type, const void *ids) {
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    const struct { const char *name; hid_t type; int width; const void *data; } d[] = {
+        {"input_ids", ids_type, T, ids},
+        {"input_mask", H5T_NATIVE_INT8, T, s->input_mask},
+        {"segment_ids", H5T_NATIVE_INT8, T, s->segment_ids},
+        {"masked_lm_positions", H5T_NATIVE_INT32, P, s->masked_lm_positions},
+        {"masked_lm_ids", H5T_NATIVE_INT32, P, s->masked_lm_ids},
+        {"next_sentence_labels", H5T_NATIVE_INT8, 0, s->next_sentence_labels},
+    };
+    for (size_t k = 0; k < sizeof d / sizeof d[0]; k++) {
+        hsize_t dims[2] = {s->n, (hsize_t)d[k].width};
+        hid_t space = H5Screate_simple(d[k].width ? 2 : 1, dims, NULL);
+        hid_t ds = H5Dcreate2(f, d[k].name, d[k].type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        CHECK(ds >= 0 && H5Dwrite(ds, d[k].type, H5S_ALL, H5S_ALL, H5P_DEFAULT, d[k].data) >= 0);
+        H5Dclose(ds), H5Sclose(space);
+    }
+    H5Fclose(f);
+}
+
+/* Issue 35, D15/D21: check_shards passes only what training takes, with one validation:
+ * a shard without rows, a row whose input_mask is all 0 (the model refused it at step 1,
+ * naming neither file nor row), a position masked twice (accepted), a uint32 id of
+ * 2^32 - 1 (reported as 2147483647). Seen failing before the fix: 0 bad of 5. */
+static void test_check_shards_agrees_with_training(void) {
+    char dir[600], path[700], good[700], bad_all[4001] = "";
+    snprintf(dir, sizeof dir, "%s/check2", root);
+    mkdir(dir, 0777);
+    snprintf(good, sizeof good, "%s/a_training_0.hdf5", dir);
+    write_shard(good, 0, 6, T, P);
+    PretrainingShard s;
+    BertError err;
+    CHECKF(hdf5_shard_load(good, &s, &err) == 0, "%s", err.msg);
+    snprintf(path, sizeof path, "%s/b_training_1.hdf5", dir);
+    write_shard(path, 1, 0, T, P);                                    /* no rows */
+    memset(s.input_mask + 1 * T, 0, T);                               /* row 1: no real token */
+    snprintf(path, sizeof path, "%s/c_training_2.hdf5", dir);
+    write_raw_shard(path, &s, H5T_NATIVE_INT32, s.input_ids);
+    s.input_mask[1 * T] = 1;
+    int32_t pos_2 = s.masked_lm_positions[2 * P];
+    s.masked_lm_positions[2 * P + 1] = pos_2;                         /* row 2: a position twice */
+    snprintf(path, sizeof path, "%s/d_training_3.hdf5", dir);
+    write_raw_shard(path, &s, H5T_NATIVE_INT32, s.input_ids);
+    s.masked_lm_positions[2 * P + 1] = pos_2 + 1;
+    uint32_t *ids = malloc(sizeof(uint32_t) * s.n * T);
+    for (size_t i = 0; i < s.n * T; i++) ids[i] = (uint32_t)s.input_ids[i];
+    ids[3 * T + 5] = UINT32_MAX;                                      /* row 3 */
+    snprintf(path, sizeof path, "%s/e_training_4.hdf5", dir);
+    write_raw_shard(path, &s, H5T_NATIVE_UINT32, ids);
+    free(ids);
+    pretraining_shard_free(&s);
+    ShardCheck c = {0};
+    CHECK(hdf5_check_shard_folder(dir, NULL, ".hdf5", T, P, VOCAB, &c, collect_bad, bad_all, &err) == 4 && c.files == 5);
+    CHECKF(strstr(bad_all, "b_training_1.hdf5 holds no sequences") &&
+           strstr(bad_all, "c_training_2.hdf5: row 1: input_mask is all 0") &&
+           strstr(bad_all, "d_training_3.hdf5: row 2: position") && strstr(bad_all, "masked twice") &&
+           strstr(bad_all, "e_training_4.hdf5: row 3: input_ids holds 4294967295"), "%s", bad_all);
+    /* the trainer's loader refuses the same row, naming the file */
+    snprintf(path, sizeof path, "%s/b_training_1.hdf5", dir), unlink(path);
+    snprintf(path, sizeof path, "%s/d_training_3.hdf5", dir), unlink(path);
+    snprintf(path, sizeof path, "%s/e_training_4.hdf5", dir), unlink(path);
+    char out[700];
+    snprintf(out, sizeof out, "%s/check2_run", root);
+    PretrainOptions o;
+    pretrain_default_options(&o);
+    o.input_dir = dir, o.config_file = "tests/data/bench/micro_config.json", o.output_dir = out;
+    o.max_seq_length = T, o.max_predictions_per_seq = P, o.train_batch_size = 2, o.max_steps = 8;
+    o.disable_progress_bar = true, o.skip_checkpoint = true;
+    PretrainSummary sum;
+    CHECKF(pretrain_run(&o, &sum, &err) != 0 && strstr(err.msg, "c_training_2.hdf5: row 1: input_mask is all 0"),
+           "%s", err.msg);
 }
 
 /* ---- the loop ---- */
@@ -1147,6 +1223,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_dynamic_masking);
     RUN_TEST(test_loader_bad_shards);
     RUN_TEST(test_check_shards);
+    RUN_TEST(test_check_shards_agrees_with_training);
     RUN_TEST(test_signals);   /* forks: before this process runs OpenMP threads (libgomp) */
     RUN_TEST(test_sigterm_under_load);
     RUN_TEST(test_resume_is_exact);

@@ -370,7 +370,10 @@ static void test_mistaken_requests_are_refused(void) {
     fixture_close(&f);
 }
 
-static void test_empty_input_gives_an_empty_valid_shard(void) {
+/* An input without a sentence gives no instances: the run fails and writes nothing, since
+ * the trainer refuses a shard without rows (issue 35, D15: it wrote one, exit 0; seen
+ * failing before the fix). A 0-row shard still loads, and validation names it. */
+static void test_empty_input_writes_no_shard(void) {
     Fixture f = fixture_open();
     if (!f.tok) return;
     write_bytes("build/test_pretraining_empty.txt", "\n \n\t\n\x01\n", 7);
@@ -378,12 +381,29 @@ static void test_empty_input_gives_an_empty_valid_shard(void) {
     PretrainingStats st;
     BertError err;
     const char *out = "build/test_pretraining_empty.hdf5";
+    unlink(out);
+    CHECK(create_pretraining_data(&opt, "build/test_pretraining_empty.txt", out, f.tok, &st, NULL, NULL, &err) == -1);
+    CHECKF(strstr(err.msg, "no training instances") && strstr(err.msg, out), "%s", err.msg);
+    CHECK(st.instances == 0 && st.documents == 0 && !file_exists(out));
+    /* more outputs than instances: one would be empty */
+    write_text("build/test_pretraining_empty.txt", "one two three.\nfour five six.\n");
+    opt.dupe_factor = 1;
     CHECKF(create_pretraining_data(&opt, "build/test_pretraining_empty.txt", out, f.tok, &st, NULL, NULL, &err) == 0,
            "%s", err.msg);
-    CHECK(st.instances == 0 && st.documents == 0);
+    CHECK(st.instances >= 1 && st.instances < 50);
+    char outs[2000] = "build/tpe_0.hdf5", one[64];
+    for (size_t k = 1; k <= st.instances; k++)
+        snprintf(outs + strlen(outs), sizeof outs - strlen(outs), ",build/tpe_%zu.hdf5", k);
+    for (size_t k = 0; k <= st.instances; k++) snprintf(one, sizeof one, "build/tpe_%zu.hdf5", k), unlink(one);
+    CHECK(create_pretraining_data(&opt, "build/test_pretraining_empty.txt", outs, f.tok, &st, NULL, NULL, &err) == -1);
+    CHECKF(strstr(err.msg, "some would be empty") && !file_exists("build/tpe_0.hdf5"), "%s", err.msg);
+    unlink(out);
+    Hdf5ShardWriter *w;
+    CHECK(hdf5_shard_create(&w, out, 0, 128, 20, &err) == 0 && hdf5_shard_finish(w, &err) == 0);
     PretrainingShard s;
     CHECKF(hdf5_shard_load(out, &s, &err) == 0, "%s", err.msg);
     CHECK(s.n == 0 && s.max_seq_length == 128 && s.max_predictions_per_seq == 20);
+    CHECK(pretraining_shard_validate(&s, out, 128, 20, 30522, &err) == -1 && strstr(err.msg, "holds no sequences"));
     pretraining_shard_free(&s);
     unlink(out);
     unlink("build/test_pretraining_empty.txt");
@@ -563,6 +583,11 @@ static void test_crafted_huge_dataset_refused(void) {
     CHECKF(hdf5_shard_load(path, &sh, &err) != 0 && strstr(err.msg, "input_ids") && strstr(err.msg, path), "%s",
            err.msg);
     unlink(path);
+    /* a corrupt chunk index declaring a chunk of 2^32 - 1 bytes in a 20 KB file: libhdf5
+     * allocated it (fuzz_hdf5's out-of-memory, issue 35); refused before the read */
+    const char *chunky = "tests/fuzz/corpus/hdf5/regression_chunk_of_4_gib.hdf5";
+    CHECKF(hdf5_shard_load(chunky, &sh, &err) != 0 && strstr(err.msg, "masked_lm_positions declares 4294967295 bytes"),
+           "%s", err.msg);
 }
 
 /* Issue 14, defect 3: corrupted shards loaded garbage silently (or crashed libhdf5). Every
@@ -688,7 +713,7 @@ int main(void) {
     RUN_TEST(test_unwritable_output_is_a_clear_error);
     RUN_TEST(test_mistaken_requests_are_refused);
     RUN_TEST(test_missing_input_and_bad_flags);
-    RUN_TEST(test_empty_input_gives_an_empty_valid_shard);
+    RUN_TEST(test_empty_input_writes_no_shard);
     RUN_TEST(test_writer_rejects_short_or_overfull_shards);
     RUN_TEST(test_chunks_stored_in_any_order);
     RUN_TEST(test_line_endings_and_blank_lines);

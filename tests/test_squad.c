@@ -484,7 +484,18 @@ static void test_bad_input(void) {
          "question q17, its answer: no \"text\""},
         {"no_impossible", PARA("\"a b\"", QA("q18", "what?", "{\"text\": \"a\", \"answer_start\": 0}")), true, true,
          "question q18: no \"is_impossible\""},
-        {"bad_utf8", PARA("\"a \xC3\x28 b\"", QA("q19", "what?", "")), false, false, "\"context\" is not valid UTF-8"},
+        {"bad_utf8", PARA("\"a \xC3\x28 b\"", QA("q19", "what?", "")), false, false, "not valid UTF-8 at byte"},
+        /* issue 35, D19: training read what prediction refused (a question cut at \u0000, a byte
+         * order mark, text after the JSON); both take what Python's json takes, as the
+         * reference's json.load does, and \u0000 (which cJSON cannot hold) is refused in both */
+        {"nul_escape", PARA("\"a b\"", QA("q21", "wh\\u0000at?", "{\"text\": \"a\", \"answer_start\": 0}")), true,
+         false, "holds \\u0000"},
+        {"bom", "\xEF\xBB\xBF" PARA("\"a b\"", QA("q22", "what?", "{\"text\": \"a\", \"answer_start\": 0}")), true,
+         false, "byte order mark"},
+        {"trailing", PARA("\"a b\"", QA("q23", "what?", "{\"text\": \"a\", \"answer_start\": 0}")) " x", true, false,
+         "not valid JSON at line 1"},
+        {"start_huge", PARA("\"a b\"", QA("q24", "what?", "{\"text\": \"a\", \"answer_start\": 1e300}")), true,
+         false, "answer_start 1.0000000000000001e+300 with"},  /* was printed with 301 digits */
         {"surrogate", PARA("\"a \\ud800 b\"", QA("q20", "what?", "")), false, false, "not valid JSON"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -664,6 +675,38 @@ static void test_whole_dev_set(void) {
     cJSON_Delete(fx);
 }
 
+/* Issue 35, D18: feature conversion is linear in the context's length. One question over
+ * a context of n words, windows of 4 tokens every 2: _check_is_max_context looked at every
+ * window for every token (1.6 MB: 15 s); only the windows holding the token matter. Work
+ * counted (windows looked at, tokenization), never timed; seen failing before the fix. */
+static long long convert_work(const Tokenizer *tok, long words) {
+    size_t len;
+    char *json = repeat_text("{\"version\": \"1.1\", \"data\": [{\"title\": \"t\", \"paragraphs\": [{\"context\": \"",
+                             "w%ld ", words, "\", \"qas\": [{\"id\": \"q\", \"question\": \"what?\"}]}]}]}", &len);
+    const char *path = "build/test_squad_long_context.json";
+    write_bytes(path, json, len);
+    free(json);
+    SquadData d;
+    SquadFeatures f;
+    const long long before = test_work();
+    if (read_and_convert(path, false, false, tok, 8, 2, 1, &d, &f, NULL) != 0) return -1;
+    const long long work = test_work() - before;
+    CHECK(f.n_features > (int)(words / 2));
+    squad_features_free(&f);
+    squad_data_free(&d);
+    unlink(path);
+    return work;
+}
+
+static void test_features_scale_linearly(void) {
+    Vocab *v;
+    Tokenizer *tok = make_tokenizer(UNCASED, true, &v);
+    if (!tok) return;
+    CHECK_SCALES_LINEARLY("squad features, a long context", convert_work(tok, 2000), convert_work(tok, 20000), 2000);
+    tokenizer_free(tok);
+    vocab_free(v);
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/bert_test_squad.%ld", (long)getpid());
     mkdir(tmpdir, 0700);
@@ -678,6 +721,7 @@ int main(void) {
     RUN_TEST(test_option_errors);
     RUN_TEST(test_edge_cases);
     RUN_TEST(test_whole_dev_set);
+    RUN_TEST(test_features_scale_linearly);
     remove_tree(tmpdir);
     return test_summary();
 }

@@ -146,6 +146,27 @@ static void test_article_split_and_bad_options(void) {
     SquadOptions bad = o;
     bad.predict_skip_articles = 1000;
     CHECKF(squad_run(&bad, &r, &err) != 0 && strstr(err.msg, "none left after skipping 1000"), "%s", err.msg);
+    /* issue 35, D19: a v1.1 evaluation of a question without answers gives bert squad's hint
+     * alone (squad_eval's --version 2.0 was given first; seen failing before the fix) */
+    char noans[600];
+    snprintf(noans, sizeof noans, "%s/no_answers.json", root);
+    text = read_text("tests/data/squad/subset_v1.json");
+    j = cJSON_Parse(text);
+    cJSON *qa = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(
+                    cJSON_GetArrayItem(cJSON_GetObjectItem(j, "data"), 0), "paragraphs"), 0), "qas"), 0);
+    cJSON_ReplaceItemInObject(qa, "answers", cJSON_CreateArray());
+    doubled = cJSON_PrintUnformatted(j);
+    write_text(noans, doubled);
+    free(doubled), free(text), cJSON_Delete(j);
+    SquadOptions ev = o;
+    ev.ft.do_train = false, ev.ft.do_eval = ev.ft.do_predict = true, ev.predict_file = noans;
+    ev.predict_skip_articles = ev.predict_articles = ev.train_articles = 0;
+    ev.ft.init_checkpoint = out;
+    snprintf(path, sizeof path, "%s/eval_no_answers", root);
+    ev.ft.output_dir = path;
+    CHECKF(squad_run(&ev, &r, &err) != 0 && strstr(err.msg, "has no answers (a v2.0 dataset? run bert squad with "
+                                                            "--version_2_with_negative)") &&
+           !strstr(err.msg, "--version 2.0"), "%s", err.msg);
     bad = o, bad.ft.do_predict = false;
     CHECKF(squad_run(&bad, &r, &err) != 0 && strstr(err.msg, "--do_eval"), "%s", err.msg);
     bad.ft.do_eval = false;   /* an article split for a step that does not run */

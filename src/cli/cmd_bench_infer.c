@@ -116,7 +116,8 @@ int cmd_bench_infer(int argc, char **argv) {
         return 2;
     }
     if (batch < 1 || latency_sequences < 1 || warmup < 0) {
-        fprintf(stderr, "bert bench_infer: --batch and --latency_sequences must be >= 1, --warmup >= 0\n");
+        fprintf(stderr, "bert bench_infer: --batch %d and --latency_sequences %d must be >= 1, --warmup %d >= 0\n", batch,
+                latency_sequences, warmup);   /* the values named (issue 35, D20) */
         return 2;
     }
     int batches[MAX_SWEEP], seqs[MAX_SWEEP], n_batches = 2, n_seqs = 1;

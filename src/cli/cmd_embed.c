@@ -17,7 +17,7 @@ int cmd_embed(int argc, char **argv) {
     int max_seq = 0, batch = 32, threads = 0;
     const char *device = NULL;
     int lower = FLAG_UNSET;
-    bool no_normalize = false, bf16 = false;
+    bool no_normalize = false, bf16 = false, strict = false;
     const Flag flags[] = {
         {"init_checkpoint", FLAG_STRING, &init,
          "a model folder (model.safetensors, config.json, vocab.txt), a weights file, or a bert pretrain "
@@ -35,12 +35,16 @@ int cmd_embed(int argc, char **argv) {
         {"threads", FLAG_INT, &threads, "OpenMP threads (0: all cores)"},
         {"device", FLAG_STRING, &device, FLAGS_DEVICE_HELP},
         {"bf16", FLAG_BOOL, &bf16, "matrix products in bf16 (needs avx512_bf16)"},
+        {"strict", FLAG_BOOL, &strict, "refuse weights holding NaN or Inf (default: a warning)"},
     };
     const FlagSpec spec = {"embed", "embed --init_checkpoint MODEL_DIR|RUN_DIR [flags] < sentences.txt   (one sentence per line)",
                            flags, (int)(sizeof flags / sizeof flags[0]), 0, 0};
     int rc = flags_parse(&spec, argc, argv, NULL, NULL);
     if (rc) return rc > 0 ? 0 : 2;
     if (flags_require(&spec, "init_checkpoint") != 0) return 2;
+    if (batch < 1 || max_seq < 0)   /* was "bert_model_create: bad sizes batch=0 ..." (issue 35, D20) */
+        return fprintf(stderr, "bert embed: --batch_size %d must be at least 1 and --max_seq_length %d not negative\n",
+                       batch, max_seq), 2;
     if (flags_use_device("embed", device) != 0) return 2;
     if (threads > 0) omp_set_num_threads(threads);
     char init_checkpoint[4096 + 64];   /* a run folder's newest checkpoint */
@@ -63,7 +67,7 @@ int cmd_embed(int argc, char **argv) {
     if (note[0]) fprintf(stderr, "bert embed: %s\n", note);
     const EmbedRunOptions eo = {.init_checkpoint = init, .config_file = config, .vocab_file = vocab_file,
                                 .do_lower_case = do_lower_case, .normalize = !no_normalize, .bf16 = bf16,
-                                .max_seq_length = max_seq, .batch_size = batch};
+                                .max_seq_length = max_seq, .batch_size = batch, .strict = strict};
     EmbedRunResult r;
     rc = embed_run(&eo, stdin, &r, &err);
     const int n = r.n, H = r.hidden;
@@ -71,6 +75,9 @@ int cmd_embed(int argc, char **argv) {
     else if (rc == 0)
         for (int i = 0; i < n; i++)
             for (int h = 0; h < H; h++) printf("%.7g%c", r.vectors[(size_t)i * H + h], h + 1 < H ? ' ' : '\n');
+    if (rc == 0 && r.nonfinite)
+        fprintf(stderr, "bert embed: warning: %s: %zu weights are NaN or infinite (the first in %s); --strict refuses "
+                        "such weights\n", init, r.nonfinite, r.nonfinite_tensor);
     if (rc != 0) fprintf(stderr, "bert embed: %s\n", err.msg);
     else fprintf(stderr, "bert embed: %d sentences (%ld tokens) in %.2f s: %.1f sentences/s\n", n, r.tokens, r.seconds,
                  r.seconds > 0 ? n / r.seconds : 0);

@@ -1,5 +1,6 @@
 /* `bert pretrain`: NVIDIA's run_pretraining.py in C (flags of the same names and meanings):
  * LAMB, PolyWarmUp schedule, accumulation, two phases, checkpoints that resume exactly. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -13,7 +14,7 @@ int cmd_pretrain(int argc, char **argv) {
     PretrainOptions o;
     pretrain_default_options(&o);
     long long max_steps = o.max_steps, steps_this_run = o.steps_this_run, seed = o.seed;
-    long long phase1_end_step = o.phase1_end_step, resume_step = o.resume_step;
+    long long phase1_end_step = o.phase1_end_step, resume_step = LLONG_MIN;   /* not given: the newest */
     long long ckpt_every = o.num_steps_per_checkpoint, eval_steps = o.eval_steps, log_freq = o.log_freq;
     bool bf16 = false, bf16_emulate = false, fp16 = false, wire_fp16 = false, wire_bf16 = false;
     const char *device = NULL;
@@ -97,7 +98,12 @@ int cmd_pretrain(int argc, char **argv) {
     o.allreduce_wire = wire_fp16 ? COMM_WIRE_FP16 : wire_bf16 ? COMM_WIRE_BF16 : COMM_WIRE_FP32;
     o.precision = bf16 ? BERT_BF16 : bf16_emulate ? BERT_BF16_EMULATED : fp16 ? BERT_FP16 : BERT_FP32;
     o.max_steps = (long)max_steps, o.steps_this_run = (long)steps_this_run, o.seed = (long)seed;
-    o.phase1_end_step = (long)phase1_end_step, o.resume_step = (long)resume_step;
+    if (resume_step != LLONG_MIN && resume_step < 0) {
+        fprintf(stderr, "bert pretrain: --resume_step %lld: a checkpoint's step is >= 0 (leave it out for the newest)\n",
+                resume_step);
+        return 2;
+    }
+    o.phase1_end_step = (long)phase1_end_step, o.resume_step = resume_step == LLONG_MIN ? -1 : (long)resume_step;
     o.num_steps_per_checkpoint = (long)ckpt_every, o.eval_steps = (long)eval_steps, o.log_freq = (long)log_freq;
     PretrainSummary s;
     BertError err;

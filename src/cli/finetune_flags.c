@@ -44,6 +44,7 @@ int finetune_flags(Flag *out, FinetuneArgs *a, FinetuneFlagState *st, const char
                                        "arithmetic, so the arithmetic stays fp32 (exercises the scaling a GPU needs)"},
         {"loss_scale", FLAG_DOUBLE, &a->loss_scale, "with --fp16: 0 dynamic (from 2^16; default), > 0 a static scale"},
         {"skip_checkpoint", FLAG_BOOL, &a->skip_checkpoint, "do not save the fine-tuned model"},
+        {"strict", FLAG_BOOL, &a->strict, "refuse --init_checkpoint weights holding NaN or Inf (default: a warning)"},
         {"overwrite_output_dir", FLAG_BOOL, &a->overwrite_output_dir,
          "--do_train into an --output_dir that holds a finished run (model.safetensors): replace it"},
         {"json-summary", FLAG_STRING, &a->json_summary, "DLLogger JSON lines to this file"},

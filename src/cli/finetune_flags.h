@@ -8,7 +8,7 @@
 #include "cli/flags.h"
 #include "train/finetune.h"
 
-enum { FINETUNE_FLAG_COUNT = 32 };
+enum { FINETUNE_FLAG_COUNT = 33 };
 
 /* What the fragment parses besides the args themselves, and its help texts (they name the
  * task's defaults). Lives as long as the flags. */

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <isa-l/igzip_lib.h>
@@ -330,9 +331,40 @@ bool hdf5_library_threadsafe(void) {
 
 /* ---- Loading ----------------------------------------------------------------------- */
 
+/* A 64-bit or unsigned 32-bit dataset read into int32: libhdf5's conversion saturates
+ * (2^32 - 1 would read as 2^31 - 1 and be reported as that), so it is read as int64 and
+ * narrowed here, a value outside int32 named as it is stored (issue 35, D21). */
+static int32_t *read_narrowed(hid_t ds, bool is_unsigned, const char *path, const char *name, size_t rows,
+                              size_t width, BertError *err) {
+    const size_t n = rows * width;
+    uint64_t *wide = xmalloc((n + 1) * sizeof *wide);   /* uint64 or int64 values, as stored */
+    int32_t *buf = NULL;
+    if (n && H5Dread(ds, is_unsigned ? H5T_NATIVE_UINT64 : H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT,
+                     wide) < 0) {
+        bert_fail(err, "%s: cannot read %s (corrupt file?)", path, name);
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const int64_t v = (int64_t)wide[i];
+        if (is_unsigned ? wide[i] > INT32_MAX : (v < INT32_MIN || v > INT32_MAX)) {
+            char value[32];
+            if (is_unsigned) snprintf(value, sizeof value, "%llu", (unsigned long long)wide[i]);
+            else snprintf(value, sizeof value, "%lld", (long long)v);
+            bert_fail(err, "%s: row %zu: %s holds %s, beyond 32-bit signed values (no vocabulary or sequence "
+                           "reaches it)", path, i / width, name, value);
+            goto done;
+        }
+    }
+    buf = xmalloc((n + 1) * sizeof *buf);
+    for (size_t i = 0; i < n; i++) buf[i] = (int32_t)(int64_t)wide[i];
+done:
+    free(wide);
+    return buf;
+}
+
 /* Reads dataset `name` into a new buffer of n_rows x width values of `bytes` each
  * (4: int32, 1: int8), checking its rank and shape. n_rows may be set (-1: take it). */
-static void *load_dataset(hid_t file, const char *path, const char *name, int rank,
+static void *load_dataset(hid_t file, off_t file_bytes, const char *path, const char *name, int rank,
                           size_t *n_rows, size_t *width, int bytes, BertError *err) {
     void *buf = NULL;
     hid_t ds = H5Dopen2(file, name, H5P_DEFAULT), space = -1, type = -1;
@@ -367,6 +399,19 @@ static void *load_dataset(hid_t file, const char *path, const char *name, int ra
     }
     *n_rows = dims[0];
     *width = rank == 2 ? dims[1] : 1;
+    /* A corrupt chunk index can declare a chunk of 4 GiB, which libhdf5 allocates before it
+     * finds the file too short (found by fuzz_hdf5 as an out-of-memory): the data a dataset
+     * says it stores (its chunks' sizes summed) must fit in the file. */
+    const hsize_t stored = H5Dget_storage_size(ds);
+    if (file_bytes > 0 && stored > (hsize_t)file_bytes) {
+        bert_fail(err, "%s: %s declares %llu bytes of stored data in a file of %lld bytes (corrupt file)", path, name,
+                  (unsigned long long)stored, (long long)file_bytes);
+        goto done;
+    }
+    if (bytes == 4 && (type_bytes == 8 || (type_bytes == 4 && H5Tget_sign(type) == H5T_SGN_NONE))) {
+        buf = read_narrowed(ds, H5Tget_sign(type) == H5T_SGN_NONE, path, name, *n_rows, *width, err);
+        goto done;
+    }
     buf = xmalloc((*n_rows * *width + 1) * (size_t)bytes);
     hid_t mem = bytes == 4 ? H5T_NATIVE_INT32 : H5T_NATIVE_INT8;
     if (*n_rows && H5Dread(ds, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) {
@@ -385,16 +430,18 @@ int hdf5_shard_load(const char *path, PretrainingShard *s, BertError *err) {
     memset(s, 0, sizeof *s);
     hdf5_no_shutdown_at_exit();
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    if (access(path, R_OK) != 0) return bert_fail(err, "cannot read %s", path);
+    struct stat st;
+    if (access(path, R_OK) != 0 || stat(path, &st) != 0) return bert_fail(err, "cannot read %s", path);
+    if (!S_ISREG(st.st_mode)) st.st_size = 0;   /* no size to hold the datasets to */
     hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (file < 0) return bert_fail(err, "%s is not an HDF5 file", path);
     size_t n = (size_t)-1, seq = 0, pred = 0, w_mask = 0, w_seg = 0, w_ids = 0, w_nsp = 0;
-    int ok = (s->input_ids = load_dataset(file, path, "input_ids", 2, &n, &seq, 4, err)) &&
-             (s->input_mask = load_dataset(file, path, "input_mask", 2, &n, &w_mask, 1, err)) &&
-             (s->segment_ids = load_dataset(file, path, "segment_ids", 2, &n, &w_seg, 1, err)) &&
-             (s->masked_lm_positions = load_dataset(file, path, "masked_lm_positions", 2, &n, &pred, 4, err)) &&
-             (s->masked_lm_ids = load_dataset(file, path, "masked_lm_ids", 2, &n, &w_ids, 4, err)) &&
-             (s->next_sentence_labels = load_dataset(file, path, "next_sentence_labels", 1, &n, &w_nsp, 1, err));
+    int ok = (s->input_ids = load_dataset(file, st.st_size, path, "input_ids", 2, &n, &seq, 4, err)) &&
+             (s->input_mask = load_dataset(file, st.st_size, path, "input_mask", 2, &n, &w_mask, 1, err)) &&
+             (s->segment_ids = load_dataset(file, st.st_size, path, "segment_ids", 2, &n, &w_seg, 1, err)) &&
+             (s->masked_lm_positions = load_dataset(file, st.st_size, path, "masked_lm_positions", 2, &n, &pred, 4, err)) &&
+             (s->masked_lm_ids = load_dataset(file, st.st_size, path, "masked_lm_ids", 2, &n, &w_ids, 4, err)) &&
+             (s->next_sentence_labels = load_dataset(file, st.st_size, path, "next_sentence_labels", 1, &n, &w_nsp, 1, err));
     H5Fclose(file);
     if (ok && (w_mask != seq || w_seg != seq || w_ids != pred)) {
         bert_fail(err, "%s: datasets disagree on their widths", path);
@@ -422,6 +469,43 @@ void pretraining_shard_free(PretrainingShard *s) {
 
 /* ---- Checking ---------------------------------------------------------------------- */
 
+/* Row r's checks. `seen` (T entries) holds, per position, the last row + 1 that masked it:
+ * duplicate masked positions are found in O(T + P) per row. */
+static int validate_row(const PretrainingShard *s, size_t r, const char *path, int vocab_size, size_t *seen,
+                        BertError *err) {
+    const int T = s->max_seq_length, P = s->max_predictions_per_seq;
+    int real = 0;
+    for (int t = 0; t < T; t++) {
+        size_t i = r * (size_t)T + (size_t)t;
+        if (s->input_ids[i] < 0 || s->input_ids[i] >= vocab_size)
+            return bert_fail(err, "%s: row %zu: input_ids holds %d, outside the vocabulary of %d", path, r,
+                             s->input_ids[i], vocab_size);
+        if ((s->input_mask[i] & ~1) || (s->segment_ids[i] & ~1))
+            return bert_fail(err, "%s: row %zu: input_mask and segment_ids must be 0 or 1", path, r);
+        real |= s->input_mask[i];
+    }
+    if (!real) return bert_fail(err, "%s: row %zu: input_mask is all 0 (a sequence with no real token)", path, r);
+    /* slots in use run up to the first position 0 (NVIDIA's padding; [CLS] is never masked) */
+    for (int k = 0, used = 1; k < P; k++) {
+        size_t i = r * (size_t)P + (size_t)k;
+        const int32_t pos = s->masked_lm_positions[i];
+        if (pos < 0 || pos >= T)
+            return bert_fail(err, "%s: row %zu: masked position %d outside the sequence", path, r, pos);
+        if (s->masked_lm_ids[i] < 0 || s->masked_lm_ids[i] >= vocab_size)
+            return bert_fail(err, "%s: row %zu: masked_lm_ids holds %d, outside the vocabulary of %d", path, r,
+                             s->masked_lm_ids[i], vocab_size);
+        used = used && pos != 0;
+        if (used && seen[pos] == r + 1)
+            return bert_fail(err, "%s: row %zu: position %d is masked twice", path, r, pos);
+        if (used) seen[pos] = r + 1;
+    }
+    if (s->next_sentence_labels[r] & ~1)
+        return bert_fail(err, "%s: row %zu: next_sentence_labels must be 0 or 1", path, r);
+    return 0;
+}
+
+/* The one validation of a loaded shard, for the trainer's loader and for check_shards
+ * (`bert check_shards`, `pretrain --check_shards`): what passes here trains (issue 35, D15). */
 int pretraining_shard_validate(const PretrainingShard *s, const char *path, int max_seq_length, int max_predictions,
                                int vocab_size, BertError *err) {
     if ((max_seq_length > 0 && s->max_seq_length != max_seq_length) ||
@@ -429,29 +513,12 @@ int pretraining_shard_validate(const PretrainingShard *s, const char *path, int 
         return bert_fail(err, "%s holds sequences of %d tokens with %d masked slots; this run was given "
                               "--max_seq_length %d and --max_predictions_per_seq %d", path, s->max_seq_length,
                          s->max_predictions_per_seq, max_seq_length, max_predictions);
-    const int T = s->max_seq_length, P = s->max_predictions_per_seq;
-    for (size_t r = 0; r < s->n; r++) {
-        for (int t = 0; t < T; t++) {
-            size_t i = r * (size_t)T + (size_t)t;
-            if (s->input_ids[i] < 0 || s->input_ids[i] >= vocab_size)
-                return bert_fail(err, "%s: row %zu: input_ids holds %d, outside the vocabulary of %d", path, r,
-                                 s->input_ids[i], vocab_size);
-            if ((s->input_mask[i] & ~1) || (s->segment_ids[i] & ~1))
-                return bert_fail(err, "%s: row %zu: input_mask and segment_ids must be 0 or 1", path, r);
-        }
-        for (int k = 0; k < P; k++) {
-            size_t i = r * (size_t)P + (size_t)k;
-            if (s->masked_lm_positions[i] < 0 || s->masked_lm_positions[i] >= T)
-                return bert_fail(err, "%s: row %zu: masked position %d outside the sequence", path, r,
-                                 s->masked_lm_positions[i]);
-            if (s->masked_lm_ids[i] < 0 || s->masked_lm_ids[i] >= vocab_size)
-                return bert_fail(err, "%s: row %zu: masked_lm_ids holds %d, outside the vocabulary of %d", path, r,
-                                 s->masked_lm_ids[i], vocab_size);
-        }
-        if (s->next_sentence_labels[r] & ~1)
-            return bert_fail(err, "%s: row %zu: next_sentence_labels must be 0 or 1", path, r);
-    }
-    return 0;
+    if (s->n == 0) return bert_fail(err, "%s holds no sequences", path);
+    size_t *seen = xcalloc((size_t)s->max_seq_length + 1, sizeof *seen);
+    int rc = 0;
+    for (size_t r = 0; rc == 0 && r < s->n; r++) rc = validate_row(s, r, path, vocab_size, seen, err);
+    free(seen);
+    return rc;
 }
 
 int hdf5_shard_check(const char *path, int max_seq_length, int max_predictions, int vocab_size, size_t *rows,

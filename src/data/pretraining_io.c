@@ -575,6 +575,13 @@ static int write_shuffled(Spool *spool, PyRandom *rng, const PretrainingOptions 
     char **paths = split_outputs(output_file, &n_out);
     Hdf5ShardWriter **w = xcalloc((size_t)(n_out ? n_out : 1), sizeof *w);
     if (n_out == 0) rc = bert_fail(err, "no output file given");
+    /* a shard without rows is one the trainer refuses: better no file now (issue 35, D15) */
+    else if (spool->n == 0)
+        rc = bert_fail(err, "no training instances (the input holds no document with a sentence); %s not written",
+                       output_file);
+    else if (spool->n < (size_t)n_out)
+        rc = bert_fail(err, "%zu training instances for %d output files: some would be empty; nothing written",
+                       spool->n, n_out);
     for (int i = 0; rc == 0 && i < n_out; i++)
         for (int j = 0; rc == 0 && j < i; j++)
             if (!strcmp(paths[i], paths[j]) || is_same_file(paths[i], paths[j]))

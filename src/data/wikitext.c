@@ -17,6 +17,7 @@
  * text by default). */
 #include <ctype.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -51,6 +52,7 @@ static void apply(Str *text, Str *spare, Step step) {
     spare->n = 0;
     str_add(spare, "", 0);
     step(text, spare);
+    TEST_COUNT_WORK(text->n + spare->n);   /* every pass reads its input and writes its output */
     Str t = *text;
     *text = *spare;
     *spare = t;
@@ -359,18 +361,25 @@ typedef struct {
     bool self_closing; /* <name ... /> */
 } Tag;
 
-/* Parses an HTML tag at p[i]: "<", an optional "/", a name, attributes, ">" (attribute
- * values may hold ">" inside quotes). */
-/* Where a tag's attribute scan is known to run off the end of the text. The scan from a
- * given position is deterministic (a quote jumps to its match, anything else steps on), so a
- * position that a failed scan passed leads off the end again: one flag per position, set
- * once, keeps a pass linear on a page of unclosed "<a " (it was quadratic: 45 s at 1e5). */
+/* Where a tag's attribute scan is known to end. The scan from a given position is
+ * deterministic (a quote jumps to its match, anything else steps on), so scans that meet
+ * go on alike:
+ * - dead: a position that a failed scan passed leads off the end again (one flag per
+ *   position, set once, keeps a page of unclosed "<a " linear: it was quadratic, 45 s at 1e5);
+ * - reach: where a successful scan from a position ends, and what it last saw (a tag is
+ *   self-closing when that is '/'). Many unclosed "<a " openers followed by a real tag all
+ *   reached that tag's '>', each scanning to it: quadratic (issue 35: 3.4 s at 10k openers
+ *   then <code> elements, 13.8 s at 20k). Allocated at the first long scan, so ordinary
+ *   pages keep one byte per position. */
+enum { REACH_NONE = 1, REACH_SLASH = 2, REACH_OTHER = 3, REACH_SHIFT = 30, REMEMBER_AFTER = 64 };
 typedef struct {
     unsigned char *dead;
+    uint32_t *reach;   /* 0: unknown; else (kind << REACH_SHIFT) | (index of the '>' + 1) */
+    size_t n;
 } TagScan;
 
-static TagScan tag_scan_new(size_t n) { return (TagScan){.dead = xcalloc(n + 1, 1)}; }
-static void tag_scan_free(TagScan *s) { free(s->dead); }
+static TagScan tag_scan_new(size_t n) { return (TagScan){.dead = xcalloc(n + 1, 1), .n = n}; }
+static void tag_scan_free(TagScan *s) { free(s->dead), free(s->reach); }
 
 /* One step of an opening tag's attribute scan from j (p[j] != '>'). */
 static size_t attribute_step(const char *p, size_t n, size_t j) {
@@ -381,6 +390,36 @@ static size_t attribute_step(const char *p, size_t n, size_t j) {
     return j + 1;
 }
 
+/* What the step from j sets `last` to: the closing quote of a quoted span, a character
+ * other than whitespace, or nothing (0). */
+static char step_last(const char *p, size_t n, size_t j) {
+    const size_t next = attribute_step(p, n, j);
+    if (next > j + 1) return p[next - 1];
+    return p[j] != ' ' && p[j] != '\t' && p[j] != '\n' ? p[j] : 0;
+}
+
+/* Records, for each position of the successful scan from `from` to the '>' at e, where it
+ * ends and what it last sees; stops at a position already known (its suffix is recorded). */
+static void remember_reach(TagScan *s, const char *p, size_t from, size_t e) {
+    if (s->n >= ((size_t)1 << REACH_SHIFT) - 1) return;   /* beyond any page: not remembered */
+    if (!s->reach) s->reach = xcalloc(s->n + 1, sizeof *s->reach);
+    size_t m = 0, cap = 64, *path = xmalloc(cap * sizeof *path), k;
+    for (k = from; k < e && !s->reach[k]; k = attribute_step(p, s->n, k)) {
+        TEST_COUNT_WORK(1);
+        if (m == cap) path = xrealloc(path, (cap *= 2) * sizeof *path);
+        path[m++] = k;
+    }
+    uint32_t kind = k < e ? s->reach[k] >> REACH_SHIFT : REACH_NONE;
+    while (m-- > 0) {
+        const char c = step_last(p, s->n, path[m]);
+        if (c) kind = c == '/' ? REACH_SLASH : REACH_OTHER;
+        s->reach[path[m]] = (kind << REACH_SHIFT) | (uint32_t)(e + 1);
+    }
+    free(path);
+}
+
+/* Parses an HTML tag at p[i]: "<", an optional "/", a name, attributes, ">" (attribute
+ * values may hold ">" inside quotes). */
 static bool parse_tag(TagScan *scan, const char *p, size_t n, size_t i, Tag *t) {
     if (p[i] != '<') return false;
     size_t j = i + 1;
@@ -394,6 +433,7 @@ static bool parse_tag(TagScan *scan, const char *p, size_t n, size_t i, Tag *t) 
     if (!t->name_len) return false;
     char last = 0;
     const size_t attributes = j;
+    size_t steps = 0;
     while (j < n && p[j] != '>') {
         TEST_COUNT_WORK(1);
         if (!t->closing) {
@@ -401,6 +441,13 @@ static bool parse_tag(TagScan *scan, const char *p, size_t n, size_t i, Tag *t) 
                 j = n;   /* this position is known to lead off the end */
                 break;
             }
+            if (scan->reach && scan->reach[j]) {   /* known to end at a '>' */
+                const uint32_t kind = scan->reach[j] >> REACH_SHIFT;
+                if (kind != REACH_NONE) last = kind == REACH_SLASH ? '/' : 'x';
+                j = (scan->reach[j] & (((uint32_t)1 << REACH_SHIFT) - 1)) - 1;
+                break;
+            }
+            steps++;
             const size_t next = attribute_step(p, n, j);
             if (next > j + 1) {   /* a quoted span */
                 j = next;
@@ -418,6 +465,7 @@ static bool parse_tag(TagScan *scan, const char *p, size_t n, size_t i, Tag *t) 
                 scan->dead[k] = 1, TEST_COUNT_WORK(1);
         return false;
     }
+    if (steps > REMEMBER_AFTER) remember_reach(scan, p, attributes, j);
     t->self_closing = !t->closing && last == '/';
     t->end = j + 1;
     return true;

@@ -3,6 +3,7 @@
 #include <cjson/cJSON.h>
 #include <limits.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -142,8 +143,11 @@ int bert_config_resolve(const char *name_or_path, BertConfig *cfg, BertError *er
         const char *names[NPRESETS];
         for (int i = 0; i < NPRESETS; i++) names[i] = PRESETS[i].name;
         char hint[128];
-        if (suggest_names(name_or_path, strlen(name_or_path), names, NPRESETS, hint, sizeof hint) > 0)
-            return bert_fail(err, "'%s' is neither a preset nor a config file: %s", name_or_path, hint);
+        const bool near = suggest_names(name_or_path, strlen(name_or_path), names, NPRESETS, hint, sizeof hint) > 0;
+        /* the presets listed, as bench lists them (issue 35, D20: "cannot open bert-huge") */
+        return bert_fail(err, "'%s' is neither a preset nor a config file%s%s (presets: bert-tiny, bert-mini, "
+                              "bert-small, bert-medium, bert-base, bert-large)", name_or_path, near ? ": " : "",
+                         near ? hint : "");
     }
     return bert_config_load(name_or_path, cfg, err);
 }

@@ -45,6 +45,17 @@ int embed_run(const EmbedRunOptions *o, FILE *in, EmbedRunResult *r, BertError *
     InferModel em;
     if (infer_model_open(&mo, (BertHeads){BERT_HEADS_NONE, 0}, o->batch_size, &em, err) != 0) return -1;
     BertModel *m = em.model;
+    /* NaN or Inf weights: refused with strict, else counted for a warning, as pretrain and
+     * fine-tuning do (issue 35, D22: embed did not check) */
+    const char *bad_tensor;
+    r->nonfinite = bert_nonfinite_params(m, &bad_tensor);
+    if (r->nonfinite) snprintf(r->nonfinite_tensor, sizeof r->nonfinite_tensor, "%s", bad_tensor);
+    if (r->nonfinite && o->strict) {
+        bert_fail(err, "%s: %zu weights are NaN or infinite (the first in %s); refused (--strict)", o->init_checkpoint,
+                  r->nonfinite, bad_tensor);
+        infer_model_close(&em);
+        return -1;
+    }
     char *text;
     int n;
     char **lines = read_lines(in, &text, &n);
@@ -66,6 +77,6 @@ int embed_run(const EmbedRunOptions *o, FILE *in, EmbedRunResult *r, BertError *
         free(out);
         return -1;
     }
-    *r = (EmbedRunResult){.vectors = out, .n = n, .hidden = H, .tokens = tokens, .seconds = seconds};
+    r->vectors = out, r->n = n, r->hidden = H, r->tokens = tokens, r->seconds = seconds;
     return 0;
 }

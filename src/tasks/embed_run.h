@@ -15,6 +15,7 @@ typedef struct {
     bool do_lower_case, normalize, bf16;
     int max_seq_length;            /* <= 0: sentence-transformers' 256, within the model's positions */
     int batch_size;
+    bool strict;                   /* refuse weights holding NaN or Inf (else r->nonfinite says how many) */
 } EmbedRunOptions;
 
 typedef struct {
@@ -22,6 +23,8 @@ typedef struct {
     int n, hidden;
     long tokens;                   /* the encoder ran */
     double seconds;                /* of the embedding, loading and reading aside */
+    size_t nonfinite;              /* weights that are NaN or infinite (a warning for the caller) */
+    char nonfinite_tensor[160];    /* the first tensor holding one */
 } EmbedRunResult;
 
 /* Every line of `in` (without its \n or \r\n) is a sentence; input holding a NUL byte is

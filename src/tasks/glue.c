@@ -2,6 +2,7 @@
 #include "tasks/glue.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,13 +63,38 @@ static int split_cells(char *line, char **cells, int max) {
     return n;
 }
 
+/* Whether s[0..n) is a decimal number as Python's float() reads one: a sign, digits with
+ * at most one point (some digit), an exponent with digits; or inf, infinity, nan. strtof
+ * also takes hexadecimal ("0x10" read as 16, issue 35 D24), which float() refuses. */
+static bool python_float_syntax(const char *s, size_t n) {
+    size_t i = 0, digits = 0;
+    if (i < n && (s[i] == '+' || s[i] == '-')) i++;
+    static const char *const WORDS[] = {"inf", "infinity", "nan"};
+    for (int w = 0; w < 3; w++)
+        if (n - i == strlen(WORDS[w]) && !strncasecmp(s + i, WORDS[w], n - i)) return true;
+    for (; i < n && s[i] >= '0' && s[i] <= '9'; i++) digits++;
+    if (i < n && s[i] == '.')
+        for (i++; i < n && s[i] >= '0' && s[i] <= '9'; i++) digits++;
+    if (!digits) return false;
+    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+        size_t exp = 0;
+        if (++i < n && (s[i] == '+' || s[i] == '-')) i++;
+        for (; i < n && s[i] >= '0' && s[i] <= '9'; i++) exp++;
+        if (!exp) return false;
+    }
+    return i == n;
+}
+
 static int label_of(const GlueTask *t, const char *cell, const char *path, long line, int *label, float *value,
                     BertError *err) {
     if (t->num_labels == 1) {
-        char *end;
-        *value = strtof(cell, &end);
-        if (end == cell || *end || !isfinite(*value))
+        size_t start = strspn(cell, " \t\n\v\f\r"), end = strlen(cell);
+        while (end > start && strchr(" \t\n\v\f\r", cell[end - 1])) end--;
+        if (!python_float_syntax(cell + start, end - start))
             return bert_fail(err, "%s:%ld: the score '%.40s' is not a number", path, line, cell);
+        *value = strtof(cell + start, NULL);   /* stops at the trailing spaces */
+        if (!isfinite(*value))
+            return bert_fail(err, "%s:%ld: the score '%.40s' is not finite", path, line, cell);
         return 0;
     }
     for (int k = 0; k < t->num_labels; k++)

@@ -257,6 +257,14 @@ static int check_options(const GlueOptions *o, FinetuneInputs *in, BertError *er
         snprintf(what, sizeof what, "%s needs", flag[split]);
         if (wanted[split] && check_input_file(path, what, err) != 0) return -1;
     }
+    /* dev.tsv and test.tsv are read through now (and again when they are used): a bad row
+     * there ended a long fine-tuning in an error after training (issue 35, D23); train.tsv
+     * is read before training anyway */
+    for (int split = GLUE_DEV; split <= GLUE_TEST; split++) {
+        GlueExamples e;
+        if (wanted[split] && o->ft.do_train && glue_read(t, o->data_dir, (GlueSplit)split, &e, err) != 0) return -1;
+        if (wanted[split] && o->ft.do_train) glue_examples_free(&e);
+    }
     return 0;
 }
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/test_hooks.h"
 #include "core/utf8.h"
 #include "io/json_util.h"
 #include "tasks/squad_internal.h"
@@ -152,7 +153,7 @@ static int locate_answer(Reader *r, const SquadParagraph *p, const cJSON *qa, co
     if (py_blank(text)) return bert_fail(r->err, "%s: question %.200s: the answer text is empty", r->path, id);
     size_t len = squad_count_cps(text, strlen(text));
     if (start < 0 || start >= (double)r->n_chars || (size_t)start + len - 1 >= r->n_chars)
-        return bert_fail(r->err, "%s: question %.200s: answer_start %.0f with %zu characters of answer is outside the "
+        return bert_fail(r->err, "%s: question %.200s: answer_start %.17g with %zu characters of answer is outside the "
                          "context (%zu characters)", r->path, id, start, len, r->n_chars);
     ex->start_position = r->char_to_word[(size_t)start];
     ex->end_position = r->char_to_word[(size_t)start + len - 1];
@@ -266,7 +267,7 @@ int squad_read_file(const SquadFile *f, const SquadReadOptions *opt, SquadData *
 int squad_read(const char *path, const SquadReadOptions *opt, SquadData *out, BertError *err) {
     memset(out, 0, sizeof *out);
     SquadFile f;
-    if (squad_file_load(path, SQUAD_JSON_CJSON, &f, err) != 0) return -1;
+    if (squad_file_load(path, SQUAD_JSON_PYTHON, &f, err) != 0) return -1;
     int rc = squad_read_file(&f, opt, out, err);
     squad_file_free(&f);
     return rc;
@@ -362,18 +363,36 @@ static int doc_spans(int n, int max_len, int stride, DocSpan **spans, int *cap) 
  * (min(left, right) + 0.01 * length, first best span on ties). The score is computed in
  * double in the reference's order, in two statements so that no compiler fuses it into
  * one multiply-add and changes a tie. */
-static bool is_max_context(const DocSpan *spans, int n_spans, int cur, int position) {
+static int span_end(DocSpan s) { return s.start + s.length - 1; }
+
+static bool is_max_context(const DocSpan *spans, int n_spans, int cur, int position, int first) {
     double best = 0;
     int best_index = -1;
-    for (int i = 0; i < n_spans; i++) {
-        int end = spans[i].start + spans[i].length - 1;
-        if (position < spans[i].start || position > end) continue;
+    for (int i = first; i < n_spans && spans[i].start <= position; i++) {
+        TEST_COUNT_WORK(1);
+        int end = span_end(spans[i]);
+        if (end < position) continue;
         int left = position - spans[i].start, right = end - position;
         double frac = 0.01 * spans[i].length;
         double score = (double)(left < right ? left : right) + frac;
         if (best_index < 0 || score > best) best = score, best_index = i;
     }
     return best_index == cur;
+}
+
+/* is_max_context for every token of window cur. The windows' starts increase and so do
+ * their ends (start + min(max_len, n - start)), so the windows holding a token are a run
+ * from the first whose end reaches it, and that first one only moves forward along the
+ * window: only the run is looked at, in the reference's order (issue 35, D18: every
+ * window for every token was quadratic in the context's length). */
+static void window_max_context(const DocSpan *spans, int n_spans, int cur, uint8_t *out) {
+    const DocSpan sp = spans[cur];
+    int first = cur;
+    while (first > 0 && span_end(spans[first - 1]) >= sp.start) first--, TEST_COUNT_WORK(1);
+    for (int i = 0; i < sp.length; i++) {
+        while (span_end(spans[first]) < sp.start + i) first++, TEST_COUNT_WORK(1);
+        out[i] = is_max_context(spans, n_spans, cur, sp.start + i, first);
+    }
 }
 
 /* Appends one window's feature; positions as the reference sets them in training. */
@@ -388,8 +407,8 @@ static void add_feature(SquadFeatures *f, const SquadData *d, int e, int span_in
                          .max_context_at = f->n_max_context};
     f->n_features++;
     ARRAY_RESERVE(f->max_context, f->cap_max_context, f->n_max_context + (size_t)sp.length, 4096);
-    for (int i = 0; i < sp.length; i++)
-        f->max_context[f->n_max_context++] = is_max_context(spans, n_spans, span_index, sp.start + i);
+    window_max_context(spans, n_spans, span_index, f->max_context + f->n_max_context);
+    f->n_max_context += (size_t)sp.length;
     if (!d->is_training) return;
     const SquadExample *ex = &d->examples[e];
     ft->start_position = ft->end_position = 0;  /* impossible, or the answer is not in this window */

@@ -593,7 +593,8 @@ static int evaluate_v1(const SquadDataset *d, const SquadPredictions *p, const S
             break;
         }
         if (q->n_answers == 0) {
-            rc = bert_fail(err, "%s: question %s has no answers (a v2.0 dataset? use --version 2.0)", d->name, q->id);
+            rc = bert_fail(err, "%s: question %s has no answers (a v2.0 dataset? %s)", d->name, q->id,
+                           o->v2_hint ? o->v2_hint : "use --version 2.0");
             break;
         }
         normalize(&pred, text, strlen(text));

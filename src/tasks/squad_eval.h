@@ -95,6 +95,7 @@ typedef struct {
      * for ID". May be NULL. */
     void (*note)(const char *line, void *ctx);
     void *note_ctx;
+    const char *v2_hint;           /* how to evaluate a v2.0 file, for messages; NULL: "use --version 2.0" */
 } SquadEvalOptions;
 
 SquadEvalOptions squad_eval_default_options(SquadVersion version);

@@ -15,8 +15,9 @@ struct cJSON;
 
 /* Which JSON a reader takes. */
 typedef enum {
-    /* cJSON's reading, as run_squad's reader here has always taken it: text after the value
-     * is ignored, and strings are checked for UTF-8 only where they are read. */
+    /* cJSON's reading: text after the value is ignored, and strings are checked for UTF-8
+     * only where they are read. bert squad no longer reads this way (issue 35, D19: training
+     * took files that prediction refused); kept for callers that want cJSON's leniency. */
     SQUAD_JSON_CJSON,
     /* What Python's json.load takes, as the official evaluation scripts read it: no byte
      * order mark, UTF-8 throughout, nothing after the value; a string holding \u0000 is

@@ -138,9 +138,8 @@ static int evaluate(Run *r, const SquadDataset *ds, const SquadData *d, const Sq
     SquadEvalOptions eo = squad_eval_default_options(r->o->version_2_with_negative ? SQUAD_V2_0 : SQUAD_V1_1);
     SquadMetrics m;
     int rc;
-    if ((rc = squad_evaluate(ds, p, &eo, &m, err)) != 0 && !r->o->version_2_with_negative)
-        snprintf(err->msg + strlen(err->msg), sizeof err->msg - strlen(err->msg),
-                 " (for a v2.0 file, run bert squad with --version_2_with_negative)");
+    eo.v2_hint = "run bert squad with --version_2_with_negative";   /* one hint, bert squad's (issue 35, D19) */
+    rc = squad_evaluate(ds, p, &eo, &m, err);
     if (rc == 0) {
         char *json = squad_metrics_json(&m, 0);
         snprintf(res->metrics_json, sizeof res->metrics_json, "%s", json);
@@ -205,7 +204,7 @@ int squad_run(const SquadOptions *opts, SquadResult *res, BertError *err) {
     int rc = task_session_open(&session, &o->ft, &in, 200, err);
     r.log = session.log, r.vocab = session.vocab, r.tok = session.tok;
     if (rc == 0 && o->ft.do_train) {
-        rc = read_squad_file(&r, o->train_file, 0, o->train_articles, true, SQUAD_JSON_CJSON, "train_articles.json",
+        rc = read_squad_file(&r, o->train_file, 0, o->train_articles, true, SQUAD_JSON_PYTHON, "train_articles.json",
                              &file, err);
         if (rc == 0) snprintf(train_path, sizeof train_path, "%s", file.name);
         if (rc == 0) rc = load(&r, &file, true, &train_d, &train_f, err);
@@ -213,7 +212,7 @@ int squad_run(const SquadOptions *opts, SquadResult *res, BertError *err) {
     }
     if (rc == 0 && o->ft.do_predict) {   /* one read for the features and the metrics (read as Python's json reads) */
         rc = read_squad_file(&r, o->predict_file, o->predict_skip_articles, o->predict_articles, false,
-                             o->ft.do_eval ? SQUAD_JSON_PYTHON : SQUAD_JSON_CJSON, "predict_articles.json", &file, err);
+                             SQUAD_JSON_PYTHON, "predict_articles.json", &file, err);
         if (rc == 0) rc = load(&r, &file, false, &pred_d, &pred_f, err);
         if (rc == 0 && o->ft.do_eval) rc = squad_dataset_from_file(&file, &eval_d, err);
         squad_file_free(&file);

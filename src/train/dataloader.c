@@ -131,7 +131,6 @@ static void file_load(DataLoader *l, LoadedFile *f, int sorted_index, long epoch
     pthread_mutex_lock(&hdf5_lock);
     f->rc = hdf5_shard_load(path, &f->shard, &f->err);
     pthread_mutex_unlock(&hdf5_lock);
-    if (f->rc == 0 && f->shard.n == 0) f->rc = bert_fail(&f->err, "%s holds no sequences", path);
     if (f->rc == 0) f->rc = check_shard(l, path, &f->shard, &f->err);
     if (f->rc == 0 && l->o.dynamic_masking) f->rc = learn_mask_id(l, path, &f->shard, &f->mask_id, &f->err);
     if (f->rc == 0) {

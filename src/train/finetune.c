@@ -30,11 +30,31 @@ struct Finetuner {
 #define CHECKPOINT_PREFIX "checkpoint-"          /* HF Trainer's folder names */
 #define TRAINER_STATE "trainer_state.json"
 
+/* The optimizer's numbers, each named when it is bad (issue 35, D20: one message listed all
+ * five settings for any of them). */
+static int check_rates(double learning_rate, double warmup_proportion, double weight_decay, double adam_epsilon,
+                       BertError *err) {
+    if (!(learning_rate > 0 && isfinite(learning_rate)))
+        return bert_fail(err, "--learning_rate %g must be a number > 0", learning_rate);
+    if (!(warmup_proportion >= 0 && warmup_proportion < 1))
+        return bert_fail(err, "--warmup_proportion %g must be in [0, 1)", warmup_proportion);
+    if (!(weight_decay >= 0 && isfinite(weight_decay)))
+        return bert_fail(err, "--weight_decay %g must be a number >= 0", weight_decay);
+    if (!(adam_epsilon > 0 && isfinite(adam_epsilon)))
+        return bert_fail(err, "--adam_epsilon %g must be a number > 0", adam_epsilon);
+    return 0;
+}
+
+static int check_optimisation(const FinetuneOptions *o, BertError *err) {
+    if (o->gradient_accumulation_steps < 1)
+        return bert_fail(err, "--gradient_accumulation_steps %d must be at least 1", o->gradient_accumulation_steps);
+    if (o->total_steps < 1) return bert_fail(err, "fine-tuning: %ld optimizer steps: nothing to train", o->total_steps);
+    return check_rates(o->learning_rate, o->warmup_proportion, o->weight_decay, o->adam_epsilon, err);
+}
+
 int finetune_open(Finetuner **out, const FinetuneOptions *o, char *what, size_t what_size, BertError *err) {
     *out = NULL;
-    if (o->gradient_accumulation_steps < 1 || o->total_steps < 1 || !(o->learning_rate > 0) ||
-        !(o->warmup_proportion >= 0 && o->warmup_proportion < 1) || !(o->weight_decay >= 0) || !(o->adam_epsilon > 0))
-        return bert_fail(err, "fine-tuning: bad optimisation settings (steps, learning rate, warmup, decay, epsilon)");
+    if (check_optimisation(o, err) != 0) return -1;
     Finetuner *f = xcalloc(1, sizeof *f);
     f->o = *o;
     int initialised = 0;
@@ -65,8 +85,14 @@ int finetune_open(Finetuner **out, const FinetuneOptions *o, char *what, size_t 
                          .dynamic_loss_scale = !(o->loss_scale > 0)};
     to.optimizer.weight_decay = (float)o->weight_decay, to.optimizer.eps = (float)o->adam_epsilon;
     if (trainer_create(&f->trainer, f->model, &to, err) != 0) goto fail;
+    /* as pretrain: NaN or Inf weights named (count, first tensor), refused with --strict
+     * (issue 35, D22: NaN in a row never read fine-tuned and saved a model still holding it) */
+    char warning[320] = "";
+    if (bad)
+        snprintf(warning, sizeof warning, "; WARNING: %zu weights are NaN or infinite (the first in %.160s); --strict "
+                 "refuses such weights", bad, bad_tensor);
     snprintf(what, what_size, "%s (%d task-head tensors drawn from seed %ld%s)", o->init_checkpoint, initialised, o->seed,
-             bad ? "; WARNING: NaN/Inf weights" : "");
+             warning);
     *out = f;
     return 0;
 fail:
@@ -104,7 +130,7 @@ int finetune_check_args(const FinetuneArgs *a, BertError *err) {
     if ((a->save_steps > 0 || a->save_best || a->resume_from_checkpoint) && a->skip_checkpoint)
         return bert_fail(err, "--skip_checkpoint saves nothing: it goes with none of --save_steps, --save_best and "
                               "--resume_from_checkpoint");
-    return 0;
+    return check_rates(a->learning_rate, a->warmup_proportion, a->weight_decay, a->adam_epsilon, err);
 }
 
 int finetune_prepare_args(const FinetuneArgs *a, FinetuneInputs *in, BertError *err) {
@@ -188,7 +214,7 @@ int finetune_open_args(Finetuner **out, const FinetuneArgs *a, const FinetuneInp
                                 .vocab_size_expected = vocab_size, .forward_only = !a->do_train,
                                 .output_dir = a->output_dir, .eval_steps = a->eval_steps, .save_best = a->save_best,
                                 .save_steps = a->save_steps, .save_total_limit = a->save_total_limit,
-                                .resume_from_checkpoint = a->resume_from_checkpoint};
+                                .resume_from_checkpoint = a->resume_from_checkpoint, .strict = a->strict};
     return finetune_open(out, &fo, what, what_size, err);
 }
 

@@ -39,6 +39,7 @@ typedef struct {
     BertPrecision precision;
     double loss_scale;         /* --fp16: 0 dynamic, > 0 static (NVIDIA's --loss_scale) */
     bool skip_checkpoint;      /* do not save the fine-tuned model */
+    bool strict;               /* refuse --init_checkpoint weights holding NaN or Inf (else a warning) */
     const char *json_summary;  /* DLLogger JSON lines */
     /* HuggingFace Trainer's names: */
     long eval_steps;           /* > 0 (with --do_train and --do_eval): evaluate every N optimizer steps */

@@ -66,6 +66,12 @@ static int check_options(const PretrainOptions *o, BertError *err) {
     if (!(o->learning_rate > 0) || !(o->warmup_proportion >= 0 && o->warmup_proportion < 1))
         return bert_fail(err, "--learning_rate must be > 0 and --warmup_proportion in [0, 1)");
     if (o->max_steps < 1) return bert_fail(err, "--max_steps must be at least 1");
+    /* negative counts were taken silently (issue 35, D20) */
+    if (o->keep_checkpoints < 0) return bert_fail(err, "--keep_checkpoints %d must be >= 0 (0: keep them all)", o->keep_checkpoints);
+    if (o->eval_batches < 0) return bert_fail(err, "--eval_batches %d must be >= 0 (0: the whole set)", o->eval_batches);
+    if (o->steps_this_run < 0)
+        return bert_fail(err, "--steps_this_run %ld must be >= 0 (0: up to --max_steps)", o->steps_this_run);
+    if (o->eval_steps < 0) return bert_fail(err, "--eval_steps %ld must be >= 0 (0: no evaluation)", o->eval_steps);
     if (o->vocab_file && check_input_file(o->vocab_file, "--vocab_file", err) != 0) return -1;
     if (o->log_freq < 1 || o->num_steps_per_checkpoint < 1)
         return bert_fail(err, "--log_freq and --num_steps_per_checkpoint must be at least 1");

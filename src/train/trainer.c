@@ -61,7 +61,15 @@ static int accumulate(Trainer *t, const TrainerHooks *h, TrainerStep *s, BertErr
         const float loss = bert_forward(t->model, &b, true, dropout_key);
         if (!isfinite(loss)) {
             const char *why = bert_last_error(t->model);
-            return bert_fail(err, "%s", why[0] ? why : "the loss is not finite");
+            if (why[0]) return bert_fail(err, "%s", why);
+            /* after a first update the usual cause is a learning rate too high for the model
+             * (issue 35, D20: --learning_rate 1e30 was not named) */
+            const long done = optimizer_step_count(t->opt);
+            if (done > 0)
+                return bert_fail(err, "the loss is not finite after %ld optimizer steps (the last at learning rate %g, "
+                                      "--learning_rate %g%s)", done, schedule_lr(&t->o.schedule, done - 1),
+                                 t->o.schedule.base_lr, t->o.schedule.base_lr > 1 ? ": far too high" : "");
+            return bert_fail(err, "the loss is not finite before any update (the weights or the batch hold NaN or Inf?)");
         }
         const double t1 = now_seconds();
         if (h->after_forward) h->after_forward(h->ctx, micro, &b, loss);

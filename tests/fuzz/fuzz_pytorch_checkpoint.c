@@ -49,7 +49,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (numel > (1 << 20)) continue;   /* an expanded (stride 0) view may be large: not read */
         size_t bytes = (size_t)numel * st_dtype_size(t->dtype);
         void *dst = malloc(bytes + 1);
-        if (pt_checkpoint_read(&ck, i, dst, bytes, &err) != 0) abort();   /* checked at open: must read */
+        /* checked at open: must read, unless the archive's stored bytes are damaged (zip's CRC,
+         * known only when the data is read; a mutated archive found it, issue 35 D25 run) */
+        if (pt_checkpoint_read(&ck, i, dst, bytes, &err) != 0 && (!strstr(err.msg, "CRC error") || strchr(err.msg, '\n')))
+            abort();
         free(dst);
     }
     pt_checkpoint_close(&ck);
