@@ -67,7 +67,7 @@ int cmd_prepare(int argc, char **argv) {
         {"threads", FLAG_INT, &o.threads, "shards processed at once; default all cores"},
         {"rank", FLAG_INT, &o.rank, "this process's rank for a multi-machine hdf5 step (default: from mpirun's environment)"},
         {"world_size", FLAG_INT, &o.world_size, "number of ranks (default: from mpirun's environment, else 1)"},
-        {"resume", FLAG_BOOL, &o.resume, "skip HDF5 shards already written (newer than their text shard)"},
+        {"resume", FLAG_BOOL, &o.resume, "skip the steps (formatting, sharding, each HDF5 shard) whose recorded inputs, outputs and options are all unchanged (size and modification time of every file, in a manifest beside the outputs); anything changed runs again"},
         {"quiet", FLAG_BOOL, &o.quiet, "no progress or summary"},
     };
     const FlagSpec spec = {"prepare",
