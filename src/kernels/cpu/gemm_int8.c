@@ -1,0 +1,270 @@
+#include "kernels/cpu/gemm_int8.h"
+
+#include <math.h>
+#include <oneapi/dnnl/dnnl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/common.h"
+
+/* The layout a weight is packed in: the one oneDNN's int8 matmul picks for B [K, N] s8 when
+ * free to choose, for a product of PACK_ROWS s8 rows (on VNNI CPUs it carries oneDNN's s8 x s8
+ * compensation after the blocks). Products of every row count are created with it. */
+enum { PACK_ROWS = 4096, LAYOUT_CAPACITY = 32, CACHE_SLOTS = 4096 };
+typedef struct {
+    int K, N;
+    dnnl_memory_desc_t md;
+    dnnl_primitive_t reorder;   /* plain q [N, K] -> packed */
+} Int8Layout;
+typedef struct {
+    int M, N, K;   /* M 0: empty slot */
+    dnnl_primitive_t primitive;
+    dnnl_memory_desc_t a, c;
+} Int8Gemm;
+
+static struct {
+    pthread_mutex_t lock;
+    dnnl_engine_t engine;
+    dnnl_stream_t stream;
+    Int8Layout layouts[LAYOUT_CAPACITY];
+    int layout_count;
+    Int8Gemm slots[CACHE_SLOTS];   /* open addressing on (M, N, K); emptied when 3/4 full */
+    int used;
+} g8 = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void check(dnnl_status_t s, const char *what, int M, int N, int K) {
+    if (s != dnnl_success) die("oneDNN int8 matmul: %s failed (status %d) for M=%d N=%d K=%d", what, (int)s, M, N, K);
+}
+
+static void plain_md(dnnl_memory_desc_t *md, int rows, int cols, dnnl_data_type_t t, bool transposed) {
+    dnnl_dims_t dims = {rows, cols}, strides = {transposed ? 1 : cols, transposed ? rows : 1};
+    check(dnnl_memory_desc_init_by_strides(md, 2, dims, t, strides), "memory descriptor", rows, cols, 0);
+}
+
+static void ensure_engine(void) {
+    if (g8.engine) return;
+    check(dnnl_engine_create(&g8.engine, dnnl_cpu, 0), "engine", 0, 0, 0);
+    check(dnnl_stream_create(&g8.stream, g8.engine, dnnl_stream_default_flags), "stream", 0, 0, 0);
+}
+
+int gemm_int8_support(void) {
+    const unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
+    const unsigned vnni512 = (unsigned)dnnl_cpu_isa_avx512_core_vnni, vnni256 = (unsigned)dnnl_cpu_isa_avx2_vnni;
+    if ((isa & vnni512) == vnni512 || (isa & vnni256) == vnni256) return 2;
+    const unsigned avx2 = (unsigned)dnnl_cpu_isa_avx2;
+    return (isa & avx2) == avx2 ? 1 : 0;
+}
+
+/* The matmul descriptor of an M-row product: s8 A [M, K] x s8 B [K, N] (b: its layout) -> s32. */
+static void int8_desc(dnnl_matmul_desc_t *desc, dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b,
+                      dnnl_memory_desc_t *c, int M, int N, int K) {
+    plain_md(a, M, K, dnnl_s8, false);
+    plain_md(c, M, N, dnnl_s32, false);
+    check(dnnl_matmul_desc_init(desc, a, b, NULL, c), "matmul descriptor", M, N, K);
+}
+
+/* Under g8.lock. */
+static const Int8Layout *find_layout(int K, int N) {
+    for (int i = 0; i < g8.layout_count; i++)
+        if (g8.layouts[i].K == K && g8.layouts[i].N == N) return &g8.layouts[i];
+    if (g8.layout_count == LAYOUT_CAPACITY) die("gemm_int8: more than %d packed weight shapes", LAYOUT_CAPACITY);
+    ensure_engine();
+    Int8Layout *l = &g8.layouts[g8.layout_count];
+    dnnl_memory_desc_t a, c, any, plain;
+    dnnl_dims_t dims = {K, N};
+    check(dnnl_memory_desc_init_by_tag(&any, 2, dims, dnnl_s8, dnnl_format_tag_any), "packed descriptor", PACK_ROWS, N, K);
+    dnnl_matmul_desc_t desc;
+    int8_desc(&desc, &a, &any, &c, PACK_ROWS, N, K);
+    dnnl_primitive_desc_t pd, reorder_pd;
+    check(dnnl_primitive_desc_create(&pd, &desc, NULL, g8.engine, NULL), "primitive descriptor", PACK_ROWS, N, K);
+    l->md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    dnnl_primitive_desc_destroy(pd);
+    plain_md(&plain, K, N, dnnl_s8, true);   /* q [N, K] row-major is B [K, N] transposed */
+    check(dnnl_reorder_primitive_desc_create(&reorder_pd, &plain, g8.engine, &l->md, g8.engine, NULL),
+          "reorder descriptor", 0, N, K);
+    check(dnnl_primitive_create(&l->reorder, reorder_pd), "reorder", 0, N, K);
+    dnnl_primitive_desc_destroy(reorder_pd);
+    l->K = K, l->N = N;
+    g8.layout_count++;
+    return l;
+}
+
+/* Under g8.lock: the cached M-row product on the weight layout of (K, N). */
+static const Int8Gemm *find_gemm(int M, int N, int K) {
+    unsigned h = ((unsigned)M * 2654435761u) ^ ((unsigned)N * 40503u) ^ ((unsigned)K * 2246822519u);
+    for (;; h++) {
+        Int8Gemm *e = &g8.slots[h % CACHE_SLOTS];
+        if (e->M == M && e->N == N && e->K == K) return e;
+        if (e->M) continue;
+        if (g8.used >= CACHE_SLOTS / 4 * 3) {   /* full: start again (each entry holds JIT code) */
+            for (int i = 0; i < CACHE_SLOTS; i++)
+                if (g8.slots[i].M) dnnl_primitive_destroy(g8.slots[i].primitive), g8.slots[i].M = 0;
+            g8.used = 0;
+        }
+        const Int8Layout *l = find_layout(K, N);
+        dnnl_matmul_desc_t desc;
+        int8_desc(&desc, &e->a, &l->md, &e->c, M, N, K);
+        dnnl_primitive_desc_t pd;
+        check(dnnl_primitive_desc_create(&pd, &desc, NULL, g8.engine, NULL), "primitive descriptor", M, N, K);
+        check(dnnl_primitive_create(&e->primitive, pd), "primitive", M, N, K);
+        dnnl_primitive_desc_destroy(pd);
+        e->M = M, e->N = N, e->K = K;
+        g8.used++;
+        return e;
+    }
+}
+
+/* ---- quantization ---- */
+
+void quantize_rows_s8(int8_t *q, float *scale, const float *x, int rows, int cols, int ld) {
+    if (rows <= 0 || cols <= 0) return;
+#pragma omp parallel for schedule(static) if ((long)rows * cols >= (1L << 15))
+    for (int i = 0; i < rows; i++) {
+        const float *xi = x + (size_t)i * ld;
+        int8_t *qi = q + (size_t)i * cols;
+        float amax = 0.0f;
+        bool finite = true;
+        for (int k = 0; k < cols; k++) {
+            const float a = fabsf(xi[k]);
+            finite &= a <= 3.402823466e38f;   /* false for NaN and infinity */
+            amax = a > amax ? a : amax;
+        }
+        if (!finite || amax == 0.0f) {   /* NaN scale: the row's results are NaN, not a quiet 0 */
+            for (int k = 0; k < cols; k++) qi[k] = 0;
+            scale[i] = finite ? 0.0f : NAN;
+            continue;
+        }
+        const float inv = 127.0f / amax;
+        for (int k = 0; k < cols; k++) {
+            float v = nearbyintf(xi[k] * inv);   /* ties to even (the default rounding mode) */
+            v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v;
+            qi[k] = (int8_t)v;
+        }
+        scale[i] = amax / 127.0f;
+    }
+}
+
+/* ---- packed weights: [N scales, padded to 64 bytes][oneDNN's packed q] ---- */
+
+static size_t scales_bytes(int N) { return ((size_t)N * sizeof(float) + 63) / 64 * 64; }
+
+size_t gemm_int8_packed_bytes(int K, int N) {
+    if (K <= 0 || N <= 0 || !gemm_int8_support()) return 0;
+    pthread_mutex_lock(&g8.lock);
+    const size_t bytes = dnnl_memory_desc_get_size(&find_layout(K, N)->md);
+    pthread_mutex_unlock(&g8.lock);
+    return scales_bytes(N) + bytes;
+}
+
+const float *gemm_int8_weight_scales(const void *packed) { return packed; }
+
+void gemm_int8_pack(void *packed, const float *W, int K, int N) {
+    pthread_mutex_lock(&g8.lock);
+    const Int8Layout *l = find_layout(K, N);
+    pthread_mutex_unlock(&g8.lock);
+    int8_t *q = xmalloc((size_t)N * K);
+    quantize_rows_s8(q, packed, W, N, K, K);   /* per output channel: W's rows */
+    dnnl_memory_desc_t plain;
+    plain_md(&plain, K, N, dnnl_s8, true);
+    dnnl_memory_t from, to;
+    check(dnnl_memory_create(&from, &plain, g8.engine, q), "memory", 0, N, K);
+    check(dnnl_memory_create(&to, &l->md, g8.engine, (char *)packed + scales_bytes(N)), "memory", 0, N, K);
+    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+    check(dnnl_primitive_execute(l->reorder, g8.stream, 2, args), "packing reorder", 0, N, K);
+    check(dnnl_stream_wait(g8.stream), "stream wait", 0, N, K);
+    dnnl_memory_destroy(from), dnnl_memory_destroy(to);
+    free(q);
+}
+
+/* ---- products ---- */
+
+void gemm_int8_s32(int M, int N, int K, const int8_t *A, const void *packed, int32_t *C) {
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0) die("gemm_int8: K must be positive (got %d)", K);
+    pthread_mutex_lock(&g8.lock);
+    const Int8Gemm *e = find_gemm(M, N, K);
+    const Int8Layout *l = find_layout(K, N);
+    pthread_mutex_unlock(&g8.lock);
+    dnnl_memory_t a, b, c;
+    check(dnnl_memory_create(&a, &e->a, g8.engine, (void *)A), "memory", M, N, K);
+    check(dnnl_memory_create(&b, &l->md, g8.engine, (char *)packed + scales_bytes(N)), "memory", M, N, K);
+    check(dnnl_memory_create(&c, &e->c, g8.engine, C), "memory", M, N, K);
+    dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}};
+    check(dnnl_primitive_execute(e->primitive, g8.stream, 3, args), "execute", M, N, K);
+    check(dnnl_stream_wait(g8.stream), "stream wait", M, N, K);
+    dnnl_memory_destroy(a), dnnl_memory_destroy(b), dnnl_memory_destroy(c);
+}
+
+/* The activations' int8 copy: per-thread scratch, grown as needed (inference only). */
+static _Thread_local struct {
+    int8_t *q;
+    float *scale;
+    size_t q_cap, rows_cap;
+} t8;
+
+static inline float gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
+static inline float gelu_tanh(float x) {
+    return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+}
+
+/* C (holding the int32 sums in place) -> float(sum) (r_i s_j) + bias_j, then GELU. The sums
+ * are read and their floats written at the same addresses: each element is read before it
+ * is written, and no other element is. */
+static void dequantize(float *C, const float *row_scale, const float *col_scale, const float *bias, int M, int N,
+                       int gelu) {
+#pragma omp parallel for schedule(static) if ((long)M * N >= (1L << 15))
+    for (int i = 0; i < M; i++) {
+        const int32_t *acc = (const int32_t *)(void *)(C + (size_t)i * N);
+        float *out = C + (size_t)i * N;
+        const float r = row_scale[i];
+        for (int j = 0; j < N; j++) {
+            float v = (float)acc[j] * (r * col_scale[j]);
+            if (bias) v += bias[j];
+            out[j] = gelu == 1 ? gelu_erf(v) : gelu == 2 ? gelu_tanh(v) : v;
+        }
+    }
+}
+
+void gemm_int8_forward(int M, int N, int K, const float *A, const void *packed, const float *bias, int gelu,
+                       float *C) {
+    if (M <= 0 || N <= 0) return;
+    if ((size_t)M * K > t8.q_cap) {
+        free(t8.q);
+        t8.q_cap = (size_t)M * K;
+        t8.q = xmalloc(t8.q_cap);
+    }
+    if ((size_t)M > t8.rows_cap) {
+        free(t8.scale);
+        t8.rows_cap = (size_t)M;
+        t8.scale = xmalloc(sizeof(float) * t8.rows_cap);
+    }
+    quantize_rows_s8(t8.q, t8.scale, A, M, K, K);
+    _Static_assert(sizeof(int32_t) == sizeof(float), "the int32 sums are written where their floats go");
+    gemm_int8_s32(M, N, K, t8.q, packed, (int32_t *)(void *)C);
+    dequantize(C, t8.scale, gemm_int8_weight_scales(packed), bias, M, N, gelu);
+}
+
+void gemm_int8_describe(char *out, size_t n) {
+    const dnnl_version_t *v = dnnl_version();
+    const int support = gemm_int8_support();
+    if (!support) {
+        snprintf(out, n, "oneDNN %d.%d.%d: no int8 products on this CPU (needs AVX2)", v->major, v->minor, v->patch);
+        return;
+    }
+    /* the implementation oneDNN picks for bert-base's feed-forward product */
+    pthread_mutex_lock(&g8.lock);
+    const Int8Layout *l = find_layout(768, 3072);
+    dnnl_memory_desc_t a, c;
+    dnnl_matmul_desc_t desc;
+    int8_desc(&desc, &a, &l->md, &c, PACK_ROWS, 3072, 768);
+    dnnl_primitive_desc_t pd;
+    check(dnnl_primitive_desc_create(&pd, &desc, NULL, g8.engine, NULL), "primitive descriptor", PACK_ROWS, 3072, 768);
+    const char *impl = "?";
+    dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+    snprintf(out, n, "oneDNN %d.%d.%d int8 matmul %s%s", v->major, v->minor, v->patch, impl,
+             support == 1 ? " (no VNNI on this CPU: slower)" : "");
+    dnnl_primitive_desc_destroy(pd);
+    pthread_mutex_unlock(&g8.lock);
+}

@@ -1,0 +1,54 @@
+/* int8 matrix products for inference (dynamic quantization, as ONNX Runtime's
+ * quantize_dynamic and PyTorch's dynamic quantization): C = A W^T with
+ *   W [N, K]  quantized once, symmetric per output channel: w ~ s_j q_jk, q in [-127, 127],
+ *             s_j = max_k |w_jk| / 127, stored in oneDNN's packed layout with its scales;
+ *   A [M, K]  quantized per row at each call, symmetric: a ~ r_i p_ik, p in [-127, 127],
+ *             r_i = max_k |a_ik| / 127;
+ * the integer products summed exactly in int32 by oneDNN's matmul (VNNI / AMX where the CPU
+ * has them), then C_ij = float(sum) (r_i s_j) + bias_j, optionally GELU, in fp32.
+ *
+ * Why signed, symmetric activations (not u8 with a zero point, VNNI's native u8 x s8):
+ *   - oneDNN 2.x applies zero points per tensor only; a per-row zero point would be a rank-1
+ *     correction (zp_i colsum_j) outside the product. Symmetric rows need none.
+ *   - CPUs without VNNI multiply u8 x s8 with vpmaddubsw, whose int16 pair sums saturate
+ *     (255 * 127 * 2 > 32767): measured with ONEDNN_MAX_CPU_ISA=AVX2, a full-range u8 product
+ *     is wrong. oneDNN's s8 x s8 path is exact there (and on VNNI it shifts the source to u8
+ *     itself, keeping -128 colsum compensation with the packed weight).
+ * The per-row scale costs nothing in the product: it is applied in the epilogue, which oneDNN
+ * 2.6 cannot fuse (a per-row binary post-op falls back to its reference kernel). */
+#ifndef BERT_GEMM_INT8_H
+#define BERT_GEMM_INT8_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* 2: oneDNN runs int8 products on VNNI or AMX here; 1: on older instructions (AVX2,
+ * AVX-512 without VNNI: exact, slower); 0: not at all (below AVX2). */
+int gemm_int8_support(void);
+/* "oneDNN 2.6.3 int8 matmul brg:avx512_core_amx_int8" for reports, or why there is none. */
+void gemm_int8_describe(char *out, size_t n);
+
+/* Symmetric quantization of rows: q[i, k] = round-to-nearest-even(x[i, k] 127 / max_k |x[i, k]|)
+ * in [-127, 127], scale[i] = max_k |x[i, k]| / 127 (0 for a zero row: q all 0; NaN for a row
+ * with a NaN or infinity, so its results are NaN). ld: x's row length. */
+void quantize_rows_s8(int8_t *q, float *scale, const float *x, int rows, int cols, int ld);
+
+/* A packed weight: W [N, K] fp32 (nn.Linear's layout) quantized per row of W (output channel)
+ * and packed. gemm_int8_packed_bytes is its size (scales included); gemm_int8_pack fills it. */
+size_t gemm_int8_packed_bytes(int K, int N);
+void gemm_int8_pack(void *packed, const float *W, int K, int N);
+/* The weight's per-channel scales s_j (N floats) inside a packed weight. */
+const float *gemm_int8_weight_scales(const void *packed);
+/* The quantized weight q [N, K] a packed weight holds, unpacked (for tests). */
+void gemm_int8_unpack(int8_t *q, const void *packed, int K, int N);
+
+/* The exact integer product: C[i, j] = sum_k A[i, k] q_jk in int32, A [M, K] (row length K). */
+void gemm_int8_s32(int M, int N, int K, const int8_t *A, const void *packed, int32_t *C);
+
+/* The whole product: A [M, K] fp32 quantized per row, multiplied, dequantized, + bias (may
+ * be NULL), then GELU (gelu 1: erf, 2: tanh; 0 none), into C [M, N] fp32. */
+void gemm_int8_forward(int M, int N, int K, const float *A, const void *packed, const float *bias, int gelu,
+                       float *C);
+
+#endif
