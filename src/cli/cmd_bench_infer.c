@@ -32,7 +32,7 @@ int cmd_bench_infer(int argc, char **argv) {
     const char *init = NULL;
     int max_seq = 0, batch = 32, threads = 0, latency_sequences = 256, warmup = 2;
     const char *device = NULL;
-    bool lower = true, bf16 = false, json = false, plain_weights = false, unfused = false;
+    bool lower = true, bf16 = false, int8 = false, json = false, plain_weights = false, unfused = false;
     const Flag flags[] = {
         {"preset", FLAG_STRING, &preset, "bert-tiny ... bert-large (default bert-base; random weights)"},
         {"config", FLAG_STRING, &config, "a HuggingFace config.json instead (with --init_checkpoint: its configuration)"},
@@ -49,6 +49,8 @@ int cmd_bench_infer(int argc, char **argv) {
         {"latency_sequences", FLAG_INT, &latency_sequences, "sequences run one by one for batch 1; default 256"},
         {"warmup", FLAG_INT, &warmup, "batches run first and not timed (the first ones replayed); default 2"},
         {"bf16", FLAG_BOOL, &bf16, "matrix products in bf16 (needs avx512_bf16)"},
+        {"int8", FLAG_BOOL, &int8, "the encoder's linear layers in int8 (weights per channel, inputs per row, "
+                                   "quantized on the fly; VNNI/AMX where the CPU has them)"},
         {"plain_weights", FLAG_BOOL, &plain_weights,
          "the forward reads the plain weights, not the packed copy (to measure what packing gives)"},
         {"unfused", FLAG_BOOL, &unfused,
@@ -78,6 +80,8 @@ int cmd_bench_infer(int argc, char **argv) {
         return 2;
     }
     if (flags_use_device("bench_infer", device) != 0) return 2;
+    if (bf16 && int8) return fprintf(stderr, "bert bench_infer: give at most one of --bf16 and --int8\n"), 2;
+    if (int8 && flags_int8("bench_infer") != 0) return 2;
     if (threads > 0) omp_set_num_threads(threads);
     if (max_seq <= 0) max_seq = squad ? 384 : 128;
     BertError err;
@@ -102,7 +106,8 @@ int cmd_bench_infer(int argc, char **argv) {
     else if (rc == 0 && (rc = bert_model_create_with_heads(&m, &cfg, (BertHeads){BERT_HEADS_NONE, 0}, batch, max_seq, 0,
                                                             &err)) == 0)
         bert_init_weights(m, 1);
-    if (rc == 0) rc = bert_set_precision(m, bf16 ? BERT_BF16 : BERT_FP32, &err);
+    const BertPrecision precision = bf16 ? BERT_BF16 : int8 ? BERT_INT8 : BERT_FP32;
+    if (rc == 0) rc = bert_set_precision(m, precision, &err);
     if (rc == 0) {   /* a server's model: its layers share their activations (not with --unfused: no fusing) */
         bert_set_packed_weights(m, !plain_weights);
         bert_set_mode(m, unfused ? BERT_MODE_FULL : BERT_MODE_FORWARD_ONLY);
@@ -114,7 +119,7 @@ int cmd_bench_infer(int argc, char **argv) {
         if (!json)
             printf("bert bench_infer: %s, %d sequences (mean %.1f of %d tokens), %s %s, %d threads; weights %s, "
                    "feed-forward product and GELU %s\n", name, n, (double)real / n, max_seq,
-                   init ? init : config ? config : preset ? preset : "bert-base", bf16 ? "bf16" : "fp32", omp_get_max_threads(),
+                   init ? init : config ? config : preset ? preset : "bert-base", bert_precision_name(precision), omp_get_max_threads(),
                    plain_weights ? "plain" : "packed", plain_weights || unfused ? "in two passes" : "fused");
         const int sizes[2] = {1, batch};
         for (int s = 0; rc == 0 && s < 2 && (s == 0 || batch > 1); s++)

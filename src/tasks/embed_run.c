@@ -58,7 +58,7 @@ int embed_run(const EmbedRunOptions *o, FILE *in, EmbedRunResult *r, BertError *
     if (vocab_load(&vocab, vocab_path, err) != 0 ||
         bert_open_checkpoint(&m, o->init_checkpoint, o->config_file, (BertHeads){BERT_HEADS_NONE, 0}, o->batch_size,
                              max_seq, 0, &dummy, err) != 0 ||
-        bert_set_precision(m, o->bf16 ? BERT_BF16 : BERT_FP32, err) != 0) {
+        bert_set_precision(m, o->bf16 ? BERT_BF16 : o->int8 ? BERT_INT8 : BERT_FP32, err) != 0) {
         vocab_free(vocab), bert_model_free(m);
         return -1;
     }

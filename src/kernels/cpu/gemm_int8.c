@@ -1,5 +1,6 @@
 #include "kernels/cpu/gemm_int8.h"
 
+#include <immintrin.h>
 #include <math.h>
 #include <oneapi/dnnl/dnnl.h>
 #include <pthread.h>
@@ -118,32 +119,54 @@ static const Int8Gemm *find_gemm(int M, int N, int K) {
 
 /* ---- quantization ---- */
 
+/* Rounds v (|v| < 2^22) to the nearest integer, ties to even, in the default rounding mode:
+ * adding and subtracting 1.5 2^23 leaves no fraction bits. Unlike nearbyintf, the compiler
+ * vectorizes it. */
+static inline float round_even(float v) {
+    const float magic = 12582912.0f;   /* the build has no -ffast-math, which would fold this */
+    return (v + magic) - magic;
+}
+
+/* One row: its largest magnitude (NaN if a value is not finite), then the rounded multiples. */
+static float quantize_row(int8_t *restrict q, const float *restrict x, int cols) {
+    float amax = 0.0f;
+    int finite = 1, k = 0;
+#ifdef __AVX2__   /* the compiler does not vectorize this reduction itself (a max is exact in any order) */
+    const __m256 sign = _mm256_set1_ps(-0.0f), big = _mm256_set1_ps(3.402823466e38f);
+    __m256 m0 = _mm256_setzero_ps(), m1 = _mm256_setzero_ps(), ok = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
+    for (; k + 16 <= cols; k += 16) {
+        const __m256 a0 = _mm256_andnot_ps(sign, _mm256_loadu_ps(x + k)), a1 = _mm256_andnot_ps(sign, _mm256_loadu_ps(x + k + 8));
+        m0 = _mm256_max_ps(a0, m0), m1 = _mm256_max_ps(a1, m1);   /* a NaN in a: m kept (the second operand) */
+        ok = _mm256_and_ps(ok, _mm256_and_ps(_mm256_cmp_ps(a0, big, _CMP_LE_OQ), _mm256_cmp_ps(a1, big, _CMP_LE_OQ)));
+    }
+    float lanes[8];
+    _mm256_storeu_ps(lanes, _mm256_max_ps(m0, m1));
+    for (int l = 0; l < 8; l++) amax = lanes[l] > amax ? lanes[l] : amax;
+    finite = _mm256_movemask_ps(ok) == 0xff;
+#endif
+    for (; k < cols; k++) {
+        const float a = fabsf(x[k]);
+        amax = a > amax ? a : amax;
+        finite &= a <= 3.402823466e38f;   /* 0 for an infinity or NaN */
+    }
+    if (!finite || amax == 0.0f) {   /* NaN scale: the row's results are NaN, not a quiet 0 */
+        for (int j = 0; j < cols; j++) q[j] = 0;
+        return finite ? 0.0f : NAN;
+    }
+    const float inv = 127.0f / amax;
+    for (k = 0; k < cols; k++) {
+        float v = round_even(x[k] * inv);
+        v = v > 127.0f ? 127.0f : v;
+        v = v < -127.0f ? -127.0f : v;
+        q[k] = (int8_t)(int)v;
+    }
+    return amax / 127.0f;
+}
+
 void quantize_rows_s8(int8_t *q, float *scale, const float *x, int rows, int cols, int ld) {
     if (rows <= 0 || cols <= 0) return;
 #pragma omp parallel for schedule(static) if ((long)rows * cols >= (1L << 15))
-    for (int i = 0; i < rows; i++) {
-        const float *xi = x + (size_t)i * ld;
-        int8_t *qi = q + (size_t)i * cols;
-        float amax = 0.0f;
-        bool finite = true;
-        for (int k = 0; k < cols; k++) {
-            const float a = fabsf(xi[k]);
-            finite &= a <= 3.402823466e38f;   /* false for NaN and infinity */
-            amax = a > amax ? a : amax;
-        }
-        if (!finite || amax == 0.0f) {   /* NaN scale: the row's results are NaN, not a quiet 0 */
-            for (int k = 0; k < cols; k++) qi[k] = 0;
-            scale[i] = finite ? 0.0f : NAN;
-            continue;
-        }
-        const float inv = 127.0f / amax;
-        for (int k = 0; k < cols; k++) {
-            float v = nearbyintf(xi[k] * inv);   /* ties to even (the default rounding mode) */
-            v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v;
-            qi[k] = (int8_t)v;
-        }
-        scale[i] = amax / 127.0f;
-    }
+    for (int i = 0; i < rows; i++) scale[i] = quantize_row(q + (size_t)i * cols, x + (size_t)i * ld, cols);
 }
 
 /* ---- packed weights: [N scales, padded to 64 bytes][oneDNN's packed q] ---- */
@@ -204,27 +227,31 @@ static _Thread_local struct {
     size_t q_cap, rows_cap;
 } t8;
 
-static inline float gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
-static inline float gelu_tanh(float x) {
-    return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+/* libmvec's vector erff (as kernels/cpu/layers.c declares it), so the GELU loop vectorizes. */
+float erff(float) __attribute__((simd("notinbranch")));
+
+/* C (holding the int32 sums in place) -> float(sum) (r_i s_j) + bias_j, then GELU, row by
+ * row while the row is in cache. Each element's sum is read before its float is written at
+ * the same address, and no other element's is. */
+static void dequantize_row(float *restrict out, const float *restrict col_scale, const float *restrict bias, float r,
+                           int N, int gelu) {
+    const int32_t *acc = (const int32_t *)(void *)out;
+    for (int j = 0; j < N; j++) out[j] = (float)acc[j] * (r * col_scale[j]);
+    if (bias)
+        for (int j = 0; j < N; j++) out[j] += bias[j];
+    if (gelu == 1)
+        for (int j = 0; j < N; j++) out[j] = 0.5f * out[j] * (1.0f + erff(out[j] * 0.70710678118654752f));
+    else if (gelu == 2)
+        for (int j = 0; j < N; j++) {
+            const float x = out[j];
+            out[j] = 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+        }
 }
 
-/* C (holding the int32 sums in place) -> float(sum) (r_i s_j) + bias_j, then GELU. The sums
- * are read and their floats written at the same addresses: each element is read before it
- * is written, and no other element is. */
 static void dequantize(float *C, const float *row_scale, const float *col_scale, const float *bias, int M, int N,
                        int gelu) {
 #pragma omp parallel for schedule(static) if ((long)M * N >= (1L << 15))
-    for (int i = 0; i < M; i++) {
-        const int32_t *acc = (const int32_t *)(void *)(C + (size_t)i * N);
-        float *out = C + (size_t)i * N;
-        const float r = row_scale[i];
-        for (int j = 0; j < N; j++) {
-            float v = (float)acc[j] * (r * col_scale[j]);
-            if (bias) v += bias[j];
-            out[j] = gelu == 1 ? gelu_erf(v) : gelu == 2 ? gelu_tanh(v) : v;
-        }
-    }
+    for (int i = 0; i < M; i++) dequantize_row(C + (size_t)i * N, col_scale, bias, row_scale[i], N, gelu);
 }
 
 void gemm_int8_forward(int M, int N, int K, const float *A, const void *packed, const float *bias, int gelu,
