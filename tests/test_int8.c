@@ -33,11 +33,11 @@ static void *packed_weight(const float *W, int K, int N) {
 
 /* ---- quantization ---- */
 
-/* Each element's quantization error is at most half a step (r/2, r = max|x|/127), plus the
- * fp32 rounding of x 127/max and of r (a few units of 2^-24 relative); the largest element
- * maps to +-127; q(-x) = -q(x) (round to nearest is symmetric); a zero row has scale 0, a row
- * with a NaN or infinity a NaN scale. */
-static void test_quantize_rows(void) {
+/* Each element's quantization error is at most half a step (r/2, r = max|x|/L), plus the
+ * fp32 rounding of x L/max and of r (a few units of 2^-24 relative); the largest element
+ * maps to +-L; q(-x) = -q(x) (round to nearest is symmetric); a zero row has scale 0, a row
+ * with a NaN or infinity a NaN scale. For the activations' L (127) and the 7-bit weights' (63). */
+static void check_quantize_rows(int L) {
     enum { R = 7, C = 301 };
     float x[R * C], neg[R * C], scale[R], scale_neg[R];
     int8_t q[R * C], qn[R * C];
@@ -47,8 +47,8 @@ static void test_quantize_rows(void) {
     x[4 * C + 17] = NAN;                                        /* a NaN row */
     x[5 * C + 5] = 1e6f;                                        /* one outlier */
     for (int i = 0; i < R * C; i++) neg[i] = -x[i];
-    quantize_rows_s8(q, scale, x, R, C, C);
-    quantize_rows_s8(qn, scale_neg, neg, R, C, C);
+    quantize_rows_s8(q, scale, x, R, C, C, L);
+    quantize_rows_s8(qn, scale_neg, neg, R, C, C, L);
     for (int i = 0; i < R; i++) {
         if (i == 4) {
             CHECKF(isnan(scale[i]), "row with a NaN: scale %g, not NaN", scale[i]);
@@ -57,18 +57,24 @@ static void test_quantize_rows(void) {
         double amax = 0;
         int qmax = 0;
         for (int k = 0; k < C; k++) amax = fmax(amax, fabs(x[i * C + k])), qmax = abs(q[i * C + k]) > qmax ? abs(q[i * C + k]) : qmax;
-        CHECKF(fabs(scale[i] - amax / 127) <= 2 * F32_UNIT_ROUNDOFF * amax / 127, "row %d: scale %.9g, max/127 %.9g", i,
-               scale[i], amax / 127);
-        CHECKF(i == 2 ? qmax == 0 : qmax == 127, "row %d: largest |q| %d", i, qmax);
+        CHECKF(fabs(scale[i] - amax / L) <= 2 * F32_UNIT_ROUNDOFF * amax / L, "row %d: scale %.9g, max/L %.9g", i,
+               scale[i], amax / L);
+        CHECKF(i == 2 ? qmax == 0 : qmax == L, "row %d: largest |q| %d of %d", i, qmax, L);
         for (int k = 0; k < C; k++) {
             const double err = fabs((double)x[i * C + k] - (double)scale[i] * q[i * C + k]);
             const double bound = 0.5 * scale[i] + 4 * F32_UNIT_ROUNDOFF * fabs(x[i * C + k]) + 1e-45;
             CHECKF(err <= bound, "row %d col %d: %.9g -> %d x %.9g, error %.3g > %.3g", i, k, x[i * C + k], q[i * C + k],
                    scale[i], err, bound);
             CHECKF(qn[i * C + k] == -q[i * C + k], "q(-x) %d != -q(x) %d", qn[i * C + k], q[i * C + k]);
-            CHECK(q[i * C + k] >= -127 && q[i * C + k] <= 127);
+            CHECK(q[i * C + k] >= -L && q[i * C + k] <= L);
         }
     }
+}
+
+static void test_quantize_rows(void) {
+    check_quantize_rows(127), check_quantize_rows(63);
+    CHECKF(gemm_int8_weight_levels() == (gemm_int8_support() == 2 ? 127 : 63), "weights in %d levels, support %d",
+           gemm_int8_weight_levels(), gemm_int8_support());
 }
 
 /* ---- the integer product: exact ---- */
@@ -77,7 +83,8 @@ static void test_quantize_rows(void) {
  * are the per-row quantization's, bit for bit): integer sums have no rounding, so any
  * difference is a wrong element. K up to 3072 with |a q| <= 127^2 stays below 2^31. Shapes
  * with K not a multiple of 4 (VNNI's groups) and row counts other than the packing's; the
- * extremes (all +-127) as well as random values. */
+ * extremes (all +-127 against +-L) as well as random values: without VNNI, 8-bit weights
+ * would saturate on the random ones (vpmaddubsw's int16 pairs). */
 static void check_s32(int M, int N, int K, uint64_t seed, bool extremes) {
     float *W = malloc(sizeof(float) * N * K), *ws = malloc(sizeof(float) * N);
     int8_t *qw = malloc((size_t)N * K), *A = malloc((size_t)M * K);
@@ -89,7 +96,7 @@ static void check_s32(int M, int N, int K, uint64_t seed, bool extremes) {
     for (size_t i = 0; i < (size_t)M * K; i++)
         A[i] = extremes ? (i % 5 ? 127 : -127) : (int8_t)(rng_bits32(seed + 1, i) % 255 - 127);
     void *packed = packed_weight(W, K, N);
-    quantize_rows_s8(qw, ws, W, N, K, K);
+    quantize_rows_s8(qw, ws, W, N, K, K, gemm_int8_weight_levels());
     CHECK(memcmp(ws, gemm_int8_weight_scales(packed), sizeof(float) * N) == 0);
     gemm_int8_s32(M, N, K, A, packed, C);
     long wrong = 0;
@@ -129,7 +136,7 @@ static void check_forward(int M, int N, int K, uint64_t seed, int gelu) {
     fill(W, (size_t)N * K, seed, 0.08f), fill(X, (size_t)M * K, seed + 1, 2.0f), fill(b, N, seed + 2, 0.5f);
     void *packed = packed_weight(W, K, N);
     gemm_int8_forward(M, N, K, X, packed, b, gelu, out);
-    quantize_rows_s8(qw, ws, W, N, K, K), quantize_rows_s8(qx, xs, X, M, K, K);
+    quantize_rows_s8(qw, ws, W, N, K, K, gemm_int8_weight_levels()), quantize_rows_s8(qx, xs, X, M, K, K, 127);
     double worst = 0;
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++) {
@@ -188,7 +195,7 @@ static void test_against_fp32(void) {
     fill(W, (size_t)N * K, 31, 0.1f), fill(X, (size_t)M * K, 32, 1.0f);
     void *packed = packed_weight(W, K, N);
     gemm_int8_forward(M, N, K, X, packed, NULL, 0, o8);
-    quantize_rows_s8(qw, ws, W, N, K, K), quantize_rows_s8(qx, xs, X, M, K, K);
+    quantize_rows_s8(qw, ws, W, N, K, K, gemm_int8_weight_levels()), quantize_rows_s8(qx, xs, X, M, K, K, 127);
     double worst = 0, err2 = 0, ref2 = 0;
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++) {
@@ -222,18 +229,19 @@ static BertModel *small_model(BertPrecision precision) {
     return m;
 }
 
-/* The model's bound, norm-wise. Quantizing a row x of K values with step r = max|x|/127
- * moves each element by at most r/2, so ||dx||_2 <= sqrt(K) max|x| / 254 <= sqrt(K) ||x||_2 / 254:
- * a relative perturbation of at most sqrt(K)/254 of each operand (and the same for each row of
- * the weight, per output channel). A product's two operands give at most the sum of the two
+/* The model's bound, norm-wise. Quantizing a row x of K values with step r = max|x|/L
+ * moves each element by at most r/2, so ||dx||_2 <= sqrt(K) max|x| / 2L <= sqrt(K) ||x||_2 / 2L:
+ * a relative perturbation of at most sqrt(K)/2L of each operand (L = 127 for the inputs'
+ * rows, the weights' levels for each output channel's). A product's two operands give at most the sum of the two
  * relative errors (to first order), and, as in the 16-bit test (test_bf16.c), the stages'
  * errors add along the chain to first order, LayerNorm renormalising each sublayer. The chain
  * of the MLM logits: per layer QKV (K = H), attention output (K = H), the feed-forward's two
  * products (K = H, then K = I); then the MLM transform (K = H); the decoder and attention's
  * products stay fp32 (their fp32 reordering, chain_reorder_tolerance, is far below). */
 static double int8_chain_tolerance(const BertConfig *c) {
-    const double h = sqrt((double)c->hidden_size) / 254, i = sqrt((double)c->intermediate_size) / 254;
-    return 2 * (c->num_hidden_layers * (3 * h + i) + h) + chain_reorder_tolerance(2000);
+    const double per_step = 1.0 / 254 + 1.0 / (2 * gemm_int8_weight_levels());   /* input's + weight's */
+    const double h = sqrt((double)c->hidden_size) * per_step, i = sqrt((double)c->intermediate_size) * per_step;
+    return c->num_hidden_layers * (3 * h + i) + h + chain_reorder_tolerance(2000);
 }
 
 static void test_model_against_fp32(void) {

@@ -177,8 +177,8 @@ int flags_int8(const char *command) {
         char what[160];
         k_int8_describe(what, sizeof what);
         fprintf(stderr, "bert %s: --int8: this CPU has no int8 dot-product instructions (VNNI) that oneDNN uses, or "
-                        "ONEDNN_MAX_CPU_ISA caps them: the int8 products run on older ones, with the same results, "
-                        "slower (%s)\n", command, what);
+                        "ONEDNN_MAX_CPU_ISA caps them: the int8 products run on older ones, slower, with the "
+                        "weights in 7 bits (8-bit ones would saturate there) (%s)\n", command, what);
         said = true;
     }
     return 0;

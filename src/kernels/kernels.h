@@ -101,13 +101,13 @@ bool k_bf16_native_available(void);
 void k_bf16_describe(char *out, size_t n);
 
 /* int8 inference (dynamic quantization, the CPU's: kernels/cpu/gemm_int8.h): the weight
- * [OC, C] quantized once, symmetric per output channel (s_j = max |w_j.| / 127, q in
- * [-127, 127]), and packed with its scales (k_packed_weight_bytes_int8: the space, 0 where
+ * [OC, C] quantized once, symmetric per output channel (s_j = max |w_j.| / L, q in [-L, L],
+ * L = 127 with VNNI, 63 without: exact sums either way), and packed with its scales (k_packed_weight_bytes_int8: the space, 0 where
  * this backend has no int8 products; k_pack_weight_int8 quantizes the fp32 weight and packs
  * it); the input quantized per row at each call (symmetric, r_i = max |x_i.| / 127); the
  * integer products summed exactly in int32; out = sum (r_i s_j) + bias, then, with gelu,
- * act(out), in fp32. k_int8_support: 2 on int8 dot-product instructions (VNNI, AMX), 1 on
- * older ones (the same results, slower), 0 none. */
+ * act(out), in fp32. k_int8_support: 2 on int8 dot-product instructions (AVX-512 VNNI, AMX), 1
+ * on older ones (7-bit weights, slower), 0 none. */
 int k_int8_support(void);
 void k_int8_describe(char *out, size_t n);
 size_t k_packed_weight_bytes_int8(int C, int OC);

@@ -50,10 +50,13 @@ static void ensure_engine(void) {
     check(dnnl_stream_create(&g8.stream, g8.engine, dnnl_stream_default_flags), "stream", 0, 0, 0);
 }
 
+/* VNNI as oneDNN 2.6 uses it: AVX-512 VNNI (and AMX above it). AVX-VNNI (256-bit, on client
+ * CPUs) is counted as none: whether this oneDNN's int8 kernels use it was not verified, and
+ * counting it would risk the saturating path with 8-bit weights. */
 int gemm_int8_support(void) {
     const unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
-    const unsigned vnni512 = (unsigned)dnnl_cpu_isa_avx512_core_vnni, vnni256 = (unsigned)dnnl_cpu_isa_avx2_vnni;
-    if ((isa & vnni512) == vnni512 || (isa & vnni256) == vnni256) return 2;
+    const unsigned vnni512 = (unsigned)dnnl_cpu_isa_avx512_core_vnni;
+    if ((isa & vnni512) == vnni512) return 2;
     const unsigned avx2 = (unsigned)dnnl_cpu_isa_avx2;
     return (isa & avx2) == avx2 ? 1 : 0;
 }
@@ -128,7 +131,7 @@ static inline float round_even(float v) {
 }
 
 /* One row: its largest magnitude (NaN if a value is not finite), then the rounded multiples. */
-static float quantize_row(int8_t *restrict q, const float *restrict x, int cols) {
+static float quantize_row(int8_t *restrict q, const float *restrict x, int cols, float levels) {
     float amax = 0.0f;
     int finite = 1, k = 0;
 #ifdef __AVX2__   /* the compiler does not vectorize this reduction itself (a max is exact in any order) */
@@ -153,20 +156,24 @@ static float quantize_row(int8_t *restrict q, const float *restrict x, int cols)
         for (int j = 0; j < cols; j++) q[j] = 0;
         return finite ? 0.0f : NAN;
     }
-    const float inv = 127.0f / amax;
+    const float inv = levels / amax;
     for (k = 0; k < cols; k++) {
         float v = round_even(x[k] * inv);
-        v = v > 127.0f ? 127.0f : v;
-        v = v < -127.0f ? -127.0f : v;
+        v = v > levels ? levels : v;
+        v = v < -levels ? -levels : v;
         q[k] = (int8_t)(int)v;
     }
-    return amax / 127.0f;
+    return amax / levels;
 }
 
-void quantize_rows_s8(int8_t *q, float *scale, const float *x, int rows, int cols, int ld) {
+int gemm_int8_weight_levels(void) { return gemm_int8_support() == 2 ? 127 : 63; }
+
+void quantize_rows_s8(int8_t *q, float *scale, const float *x, int rows, int cols, int ld, int levels) {
     if (rows <= 0 || cols <= 0) return;
+    if (levels < 1 || levels > 127) die("quantize_rows_s8: levels %d outside [1, 127]", levels);
 #pragma omp parallel for schedule(static) if ((long)rows * cols >= (1L << 15))
-    for (int i = 0; i < rows; i++) scale[i] = quantize_row(q + (size_t)i * cols, x + (size_t)i * ld, cols);
+    for (int i = 0; i < rows; i++)
+        scale[i] = quantize_row(q + (size_t)i * cols, x + (size_t)i * ld, cols, (float)levels);
 }
 
 /* ---- packed weights: [N scales, padded to 64 bytes][oneDNN's packed q] ---- */
@@ -188,7 +195,7 @@ void gemm_int8_pack(void *packed, const float *W, int K, int N) {
     const Int8Layout *l = find_layout(K, N);
     pthread_mutex_unlock(&g8.lock);
     int8_t *q = xmalloc((size_t)N * K);
-    quantize_rows_s8(q, packed, W, N, K, K);   /* per output channel: W's rows */
+    quantize_rows_s8(q, packed, W, N, K, K, gemm_int8_weight_levels());   /* per output channel: W's rows */
     dnnl_memory_desc_t plain;
     plain_md(&plain, K, N, dnnl_s8, true);
     dnnl_memory_t from, to;
@@ -267,7 +274,7 @@ void gemm_int8_forward(int M, int N, int K, const float *A, const void *packed, 
         t8.rows_cap = (size_t)M;
         t8.scale = xmalloc(sizeof(float) * t8.rows_cap);
     }
-    quantize_rows_s8(t8.q, t8.scale, A, M, K, K);
+    quantize_rows_s8(t8.q, t8.scale, A, M, K, K, 127);
     _Static_assert(sizeof(int32_t) == sizeof(float), "the int32 sums are written where their floats go");
     gemm_int8_s32(M, N, K, t8.q, packed, (int32_t *)(void *)C);
     dequantize(C, t8.scale, gemm_int8_weight_scales(packed), bias, M, N, gelu);
@@ -291,7 +298,7 @@ void gemm_int8_describe(char *out, size_t n) {
     const char *impl = "?";
     dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
     snprintf(out, n, "oneDNN %d.%d.%d int8 matmul %s%s", v->major, v->minor, v->patch, impl,
-             support == 1 ? " (no VNNI on this CPU: slower)" : "");
+             support == 1 ? " (no VNNI here: 7-bit weights, slower)" : "");
     dnnl_primitive_desc_destroy(pd);
     pthread_mutex_unlock(&g8.lock);
 }
