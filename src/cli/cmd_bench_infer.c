@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "bench/sgemm_peak.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "io/tokenizer_files.h"
@@ -14,17 +15,47 @@
 
 static const char *MODE_NAMES[] = {"padded", "dynamic", "packed"};
 
-static void report(const char *name, int batch, InferMode mode, const InferTiming *t, bool json) {
+/* The encoder's linear layers' work per computed row (2 m n k per product: QKV, attention
+ * output, the two feed-forward products), for the rate against the GEMM peak. */
+static double linear_ops_per_row(const BertConfig *c) {
+    return 2.0 * c->num_hidden_layers * c->hidden_size * (4.0 * c->hidden_size + 2.0 * c->intermediate_size);
+}
+
+/* The peak of the arithmetic the products run in, measured now (GFLOP/s; int8: GOP/s). */
+static double measure_peak(BertPrecision precision) {
+    if (precision == BERT_INT8) {
+        Int8GemmPeak p;
+        int8_gemm_peak_measure(&p, 0, 1.0);
+        return p.peak_gops;
+    }
+    if (precision == BERT_BF16) {
+        Bf16GemmPeak p;
+        bf16_gemm_peak_measure(&p, 0, 1.0);
+        return p.peak_gflops;
+    }
+    SgemmPeak p;
+    sgemm_peak_measure(&p, 0, 1.0);
+    return p.peak_gflops;
+}
+
+/* The linear layers' work over the whole run's time (attention, LayerNorm and the rest
+ * included): a floor under what the products alone reach. */
+static void report(const char *name, int batch, InferMode mode, const InferTiming *t, bool json, double row_ops,
+                   double peak) {
+    const double seconds = t->sequences / (t->sequences_per_second > 0 ? t->sequences_per_second : 1);
+    const double gops = row_ops * (double)t->tokens_computed / seconds * 1e-9, percent = peak > 0 ? 100 * gops / peak : 0;
     if (json) {
         printf("{\"impl\": \"bert.c\", \"lengths\": \"%s\", \"batch\": %d, \"mode\": \"%s\", \"sequences\": %d, "
                "\"sequences_per_second\": %.3f, \"p50_ms\": %.3f, \"p90_ms\": %.3f, \"p99_ms\": %.3f, "
-               "\"real_tokens\": %ld, \"computed_rows\": %ld}\n", name, batch, MODE_NAMES[mode], t->sequences,
-               t->sequences_per_second, t->p50_ms, t->p90_ms, t->p99_ms, t->tokens_real, t->tokens_computed);
+               "\"real_tokens\": %ld, \"computed_rows\": %ld, \"linear_gops\": %.2f, \"gemm_peak\": %.2f}\n", name,
+               batch, MODE_NAMES[mode], t->sequences, t->sequences_per_second, t->p50_ms, t->p90_ms, t->p99_ms,
+               t->tokens_real, t->tokens_computed, gops, peak);
         return;
     }
-    printf("batch %3d %-8s %8.1f seq/s   latency p50 %8.2f ms  p90 %8.2f ms  p99 %8.2f ms   rows computed %5.1f%% real\n",
+    printf("batch %3d %-8s %8.1f seq/s   latency p50 %8.2f ms  p90 %8.2f ms  p99 %8.2f ms   rows computed %5.1f%% real"
+           "   linear layers %6.1f GOP/s = %3.0f%% of peak\n",
            batch, MODE_NAMES[mode], t->sequences_per_second, t->p50_ms, t->p90_ms, t->p99_ms,
-           100.0 * t->tokens_real / (double)(t->tokens_computed ? t->tokens_computed : 1));
+           100.0 * t->tokens_real / (double)(t->tokens_computed ? t->tokens_computed : 1), gops, percent);
 }
 
 int cmd_bench_infer(int argc, char **argv) {
@@ -84,6 +115,8 @@ int cmd_bench_infer(int argc, char **argv) {
     if (int8 && flags_int8("bench_infer") != 0) return 2;
     if (threads > 0) omp_set_num_threads(threads);
     if (max_seq <= 0) max_seq = squad ? 384 : 128;
+    const BertPrecision precision = bf16 ? BERT_BF16 : int8 ? BERT_INT8 : BERT_FP32;
+    const double peak = measure_peak(precision);   /* before the model: its buffers stay out of the peak RSS */
     BertError err;
     BertConfig cfg;
     Vocab *v = NULL;
@@ -106,7 +139,6 @@ int cmd_bench_infer(int argc, char **argv) {
     else if (rc == 0 && (rc = bert_model_create_with_heads(&m, &cfg, (BertHeads){BERT_HEADS_NONE, 0}, batch, max_seq, 0,
                                                             &err)) == 0)
         bert_init_weights(m, 1);
-    const BertPrecision precision = bf16 ? BERT_BF16 : int8 ? BERT_INT8 : BERT_FP32;
     if (rc == 0) rc = bert_set_precision(m, precision, &err);
     if (rc == 0) {   /* a server's model: its layers share their activations (not with --unfused: no fusing) */
         bert_set_packed_weights(m, !plain_weights);
@@ -121,13 +153,17 @@ int cmd_bench_infer(int argc, char **argv) {
                    "feed-forward product and GELU %s\n", name, n, (double)real / n, max_seq,
                    init ? init : config ? config : preset ? preset : "bert-base", bert_precision_name(precision), omp_get_max_threads(),
                    plain_weights ? "plain" : "packed", plain_weights || unfused ? "in two passes" : "fused");
+        if (!json)
+            printf("bert bench_infer: the %s GEMM peak, measured now: %.1f %s (the linear layers' rate below is over "
+                   "the whole forward's time)\n", precision == BERT_BF16 ? "bf16" : precision == BERT_INT8 ? "int8" : "fp32",
+                   peak, precision == BERT_INT8 ? "GOP/s" : "GFLOP/s");
         const int sizes[2] = {1, batch};
         for (int s = 0; rc == 0 && s < 2 && (s == 0 || batch > 1); s++)
             for (InferMode mode = INFER_PADDED; rc == 0 && mode <= INFER_PACKED; mode++) {
                 InferTiming t;
                 const int count = sizes[s] == 1 && latency_sequences < n ? latency_sequences : n;
                 rc = infer_bench_run(m, lengths, count, sizes[s], max_seq, mode, warmup, &t, &err);
-                if (rc == 0) report(name, sizes[s], mode, &t, json);
+                if (rc == 0) report(name, sizes[s], mode, &t, json, linear_ops_per_row(bert_model_config(m)), peak);
             }
     }
     if (rc != 0) fprintf(stderr, "bert bench_infer: %s\n", err.msg);
