@@ -287,6 +287,10 @@ static int parse_options(int argc, char **argv, BenchOptions *o) {
                         "skipped)\n");
         return -1;
     }
+    if (o->int8 && o->plain_weights) {
+        fprintf(stderr, "bert bench: --plain_weights: int8 weights exist only packed\n");
+        return -1;
+    }
     if (o->int8) o->mode = "infer";
     if (o->infer_steps < 0) o->infer_steps = o->steps;
     if (!strcmp(o->mode, "train")) o->infer_steps = 0;

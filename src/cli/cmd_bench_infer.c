@@ -113,6 +113,8 @@ int cmd_bench_infer(int argc, char **argv) {
     if (flags_use_device("bench_infer", device) != 0) return 2;
     if (bf16 && int8) return fprintf(stderr, "bert bench_infer: give at most one of --bf16 and --int8\n"), 2;
     if (int8 && flags_int8("bench_infer") != 0) return 2;
+    if (int8 && plain_weights)
+        return fprintf(stderr, "bert bench_infer: --plain_weights: int8 weights exist only packed\n"), 2;
     if (threads > 0) omp_set_num_threads(threads);
     if (max_seq <= 0) max_seq = squad ? 384 : 128;
     const BertPrecision precision = bf16 ? BERT_BF16 : int8 ? BERT_INT8 : BERT_FP32;
