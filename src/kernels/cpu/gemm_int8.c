@@ -14,6 +14,7 @@
  * free to choose, for a product of PACK_ROWS s8 rows (on VNNI CPUs it carries oneDNN's s8 x s8
  * compensation after the blocks). Products of every row count are created with it. */
 enum { PACK_ROWS = 4096, LAYOUT_CAPACITY = 32, CACHE_SLOTS = 4096 };
+#define CHUNK_BYTES (1L << 20)
 typedef struct {
     int K, N;
     dnnl_memory_desc_t md;
@@ -276,8 +277,18 @@ void gemm_int8_forward(int M, int N, int K, const float *A, const void *packed, 
     }
     quantize_rows_s8(t8.q, t8.scale, A, M, K, K, 127);
     _Static_assert(sizeof(int32_t) == sizeof(float), "the int32 sums are written where their floats go");
-    gemm_int8_s32(M, N, K, t8.q, packed, (int32_t *)(void *)C);
-    dequantize(C, t8.scale, gemm_int8_weight_scales(packed), bias, M, N, gelu);
+    /* In blocks of rows whose int32 sums (about CHUNK_BYTES) are still in cache when the
+     * epilogue reads them, instead of a pass over the whole output through memory (one
+     * thread, 4096 x 3072 x 768: 60-89 ms whole, 31-52 ms in 1 MiB blocks; the product
+     * alone 35-48 ms, on a loaded machine) */
+    int rows = (int)(CHUNK_BYTES / (4L * N)) / 32 * 32;
+    if (rows < 64) rows = 64;
+    for (int m0 = 0; m0 < M; m0 += rows) {
+        const int m = M - m0 < rows ? M - m0 : rows;
+        float *c = C + (size_t)m0 * N;
+        gemm_int8_s32(m, N, K, t8.q + (size_t)m0 * K, packed, (int32_t *)(void *)c);
+        dequantize(c, t8.scale + m0, gemm_int8_weight_scales(packed), bias, m, N, gelu);
+    }
 }
 
 void gemm_int8_describe(char *out, size_t n) {
