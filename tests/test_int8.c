@@ -162,6 +162,7 @@ static void test_forward_formula(void) {
     check_forward(17, 200, 96, 12, 0);
     check_forward(300, 64, 128, 13, 1);
     check_forward(40, 128, 3072, 14, 2);
+    check_forward(200, 4096, 64, 15, 1);   /* wide: the rows run in blocks (64, 64, 64, 8) */
 }
 
 /* Rows are quantized one by one and the integer sums are exact, so a row's results do not
