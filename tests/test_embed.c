@@ -96,8 +96,7 @@ static void test_command_writes_npy(void) {
 /* `bert embed --int8`: each normalised vector within the int8 model's bound of the reference
  * (tests/test_int8.c's derivation: each product's two operands perturbed by at most sqrt(K)/2L
  * relative, L = 127 for the inputs and at worst 63 for the weights, adding along the chain of 2
- * layers x (QKV, attention output, feed-forward in: K = H; feed-forward out: K = I), and
- * attention's two products in bf16 where the CPU has it (2 u_b each, test_bf16.c); mean
+ * layers x (QKV, attention output, feed-forward in: K = H; feed-forward out: K = I); mean
  * pooling and normalisation do not add to it to first order), and not equal to it (int8 ran);
  * --int8 with --bf16 is refused. */
 static void test_command_int8(void) {
@@ -114,8 +113,7 @@ static void test_command_int8(void) {
     if (read_file(path, &data, &len, &err) != 0) { CHECKF(0, "%s", err.msg); return; }
     const size_t header = 10 + (size_t)(unsigned char)data[8] + 256 * (size_t)(unsigned char)data[9];
     CHECK(len == header + 8 * 32 * sizeof(float));
-    const double step = 1.0 / 254 + 1.0 / 126, attention = 4.0 / 256;   /* bf16 attention: 2 u_b x 2 products */
-    const double tol = 2 * ((3 * sqrt(32.0) + sqrt(64.0)) * step + attention);
+    const double step = 1.0 / 254 + 1.0 / 126, tol = 2 * (3 * sqrt(32.0) + sqrt(64.0)) * step;
     const cJSON *rows = cJSON_GetObjectItem(expected, "normalized");
     double worst = 0, least = INFINITY;
     for (int i = 0; len == header + 8 * 32 * sizeof(float) && i < 8; i++) {

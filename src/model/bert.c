@@ -532,7 +532,6 @@ int bert_set_precision(BertModel *m, BertPrecision precision, BertError *err) {
                               "ONEDNN_MAX_CPU_ISA caps them); --bf16_emulate runs the same rounding in fp32, slowly");
     const bool layout_changes = bert_is_half(precision) != bert_is_half(m->precision);
     m->precision = precision;
-    m->int8_attention_bf16 = precision == BERT_INT8 && k_bf16_native_available();
     if (layout_changes) allocate_activations(m);
     free_packed_weights(m);
     if (precision == BERT_BF16 || precision == BERT_INT8) allocate_packed_weights(m);   /* fp32's at the first inference */

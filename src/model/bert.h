@@ -205,9 +205,8 @@ double bert_executed_train_flops(const BertModel *m);
  * INT8 (inference only: forwards with training=false): the encoder's and pooler's linear
  * layers on int8 weights (symmetric per output channel, quantized from the fp32 master copy at
  * the first forward after it changed) and int8 inputs quantized per row at each product,
- * int32 sums, dequantized into fp32 (bias, GELU); attention's products in bf16 where the CPU
- * has bf16 instructions (as BF16 runs them), else fp32; LayerNorm, softmax and the task heads
- * in fp32 (kernels.h, k_matmul_forward_int8). Refused (-1) where the backend has no int8
+ * int32 sums, dequantized into fp32 (bias, GELU); attention, LayerNorm, softmax and the task
+ * heads in fp32 (kernels.h, k_matmul_forward_int8). Refused (-1) where the backend has no int8
  * products; a training forward, and a backward, of an INT8 model are refused. */
 typedef enum { BERT_FP32 = 0, BERT_BF16, BERT_BF16_EMULATED, BERT_FP16, BERT_INT8 } BertPrecision;
 int   bert_set_precision(BertModel *m, BertPrecision precision, BertError *err);

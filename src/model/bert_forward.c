@@ -137,7 +137,6 @@ void bert_attention_args(const BertModel *m, AttentionArgs *a, const int32_t *ma
                          .seq_row = m->unpadded ? m->seq_row : NULL, .seq_rows = m->unpadded ? m->seq_rows : NULL,
                          .half = bert_is_half(m->precision)};
     if (a->half) a->half_mode = bert_half_mode(m), a->qkv16 = m->act.layers[layer].qkv16;
-    if (m->int8_attention_bf16) a->half = true, a->half_mode = HALF_BF16;   /* qkv16 NULL: rounded per block */
     if (m->training) {
         a->dropout_p = c->attention_probs_dropout_prob;
         a->dropout_key = rng_key(m->dropout_seed, dropout_site(layer, SITE_ATTN_PROBS));

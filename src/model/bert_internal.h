@@ -138,9 +138,6 @@ struct BertModel {
      * word embeddings' while the MLM head runs; the packed weights of a FORWARD_ONLY model)
      * are never touched; the 16-bit activations (one allocation) */
     BertPrecision precision;
-    /* INT8 on a CPU with bf16 instructions: attention's two products in bf16 (Q, K, V and the
-     * probabilities rounded block by block, fp32 accumulation), as the BF16 precision runs them */
-    bool int8_attention_bf16;
     float loss_scale;   /* the backward's seed: d(loss scale * loss) (bert_set_loss_scale) */
     uint16_t *params16, *act16_memory;
     size_t act16_len;
