@@ -38,6 +38,7 @@ cli      core text data kernels io model optim train bench tasks serve
 PRIVATE='
 kernels/cpu/sgemm.h      bench cli
 kernels/cpu/gemm_half.h  bench
+kernels/cpu/gemm_int8.h  bench
 kernels/cpu/cpu_names.h  -
 kernels/backend_functions.h -
 model/bert_views.h       -

@@ -9,6 +9,7 @@
 
 #include "bench/sgemm_peak.h"
 #include "kernels/cpu/sgemm.h"
+#include "kernels/kernels.h"
 #include "cli/commands.h"
 #include "core/common.h"
 #include "model/config.h"
@@ -244,6 +245,48 @@ static void test_bench_rejects_bad_flags(void) {
     free(out);
 }
 
+/* --int8: inference only (the training part skipped; --mode train refused), the int8 GEMM
+ * peak measured and named, the rate a fraction of it; a CPU without int8 products refuses. */
+static void test_bench_int8(void) {
+    const char *argv[] = {"--config", MICRO_CONFIG, "--batch", "3", "--seq", "24", "--preds", "4", "--infer_steps", "2",
+                          "--warmup", "1", "--sgemm_peak", "100", "--int8", "--json"};
+    char *out = NULL;
+    int rc = run_bench(&out, (int)(sizeof argv / sizeof argv[0]), argv);
+    if (!k_int8_support()) {
+        CHECKF(rc != 0, "--int8 without int8 products: exit %d", rc);
+        free(out);
+        return;
+    }
+    CHECKF(rc == 0, "--int8: exit %d", rc);
+    cJSON *root = cJSON_Parse(out);
+    CHECKF(root != NULL, "not JSON: %s", out);
+    if (root) {
+        const cJSON *precision = cJSON_GetObjectItemCaseSensitive(root, "precision");
+        CHECK(cJSON_IsString(precision) && !strcmp(precision->valuestring, "int8"));
+        CHECK(json_number(root, "train_steps") == 0 && json_number(root, "infer_steps") == 2);
+        CHECK(json_number(root, "int8_peak_gops") > 0 && json_number(root, "infer_seq_per_s") > 0);
+    }
+    cJSON_Delete(root);
+    free(out);
+    const char *train[] = {"--config", MICRO_CONFIG, "--sgemm_peak", "100", "--int8", "--mode", "train"};
+    CHECK(run_bench(&out, 7, train) == 2);
+    free(out);
+    const char *two[] = {"--config", MICRO_CONFIG, "--sgemm_peak", "100", "--int8", "--bf16"};
+    CHECK(run_bench(&out, 6, two) == 2);
+    free(out);
+    Int8GemmPeak p;
+    int8_gemm_peak_measure(&p, 64, 0.05);   /* bookkeeping only, not speed */
+    double best = 0;
+    for (int i = 0; i < SGEMM_PEAK_SHAPES; i++) {
+        CHECKF(p.shapes[i].m == 64 && p.shapes[i].reps >= 3 && p.shapes[i].best_gflops > 0, "int8 shape %d: m %d, %d "
+               "reps, %g GOP/s", i, p.shapes[i].m, p.shapes[i].reps, p.shapes[i].best_gflops);
+        best = fmax(best, p.shapes[i].best_gflops);
+    }
+    CHECKF(p.peak_gops == best, "int8 peak %g, best shape %g", p.peak_gops, best);
+    CHECKF(strcmp(p.vpdpbusd_isa, "none") ? p.vpdpbusd_gops > 0 : p.vpdpbusd_gops == 0, "vpdpbusd (%s): %g GOP/s",
+           p.vpdpbusd_isa, p.vpdpbusd_gops);
+}
+
 /* --all_rows and --full_last_layer: the JSON's row counts say what ran (3 x 24 rows with 30%
  * padding: unpadded to fewer, pruned to the 3 [CLS] rows + labelled slots), and the text
  * report's "rows" line names only the savings that applied: with --all_rows it must claim
@@ -342,5 +385,6 @@ int main(void) {
     RUN_TEST(test_bench_rejects_bad_flags);
     RUN_TEST(test_bench_small_vocabulary);
     RUN_TEST(test_bench_row_flags);
+    RUN_TEST(test_bench_int8);
     return test_summary();
 }

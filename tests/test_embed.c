@@ -10,6 +10,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "kernels/kernels.h"
 #include "model/bert.h"
 #include "tasks/embed.h"
 
@@ -92,6 +93,44 @@ static void test_command_writes_npy(void) {
     CHECK(system(cmd) != 0);
 }
 
+/* `bert embed --int8`: each normalised vector within the int8 model's bound of the reference
+ * (tests/test_int8.c's derivation: each product's two operands perturbed by at most sqrt(K)/2L
+ * relative, L = 127 for the inputs and at worst 63 for the weights, adding along the chain of 2
+ * layers x (QKV, attention output, feed-forward in: K = H; feed-forward out: K = I); mean
+ * pooling and normalisation do not add to it to first order), and not equal to it (int8 ran);
+ * --int8 with --bf16 is refused. */
+static void test_command_int8(void) {
+    if (!k_int8_support()) return;
+    const char *path = "/tmp/bert_test_embed_int8.npy";
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s embed --init_checkpoint %s --max_seq_length %d --batch_size 3 --threads 1 --int8 "
+                              "--output %s < %s/sentences.txt 2>/dev/null", bert_bin, DIR,
+             cJSON_GetObjectItem(expected, "max_seq_length")->valueint, path, DIR);
+    CHECKF(system(cmd) == 0, "%s", cmd);
+    char *data;
+    size_t len;
+    BertError err;
+    if (read_file(path, &data, &len, &err) != 0) { CHECKF(0, "%s", err.msg); return; }
+    const size_t header = 10 + (size_t)(unsigned char)data[8] + 256 * (size_t)(unsigned char)data[9];
+    CHECK(len == header + 8 * 32 * sizeof(float));
+    const double step = 1.0 / 254 + 1.0 / 126, tol = 2 * (3 * sqrt(32.0) + sqrt(64.0)) * step;
+    const cJSON *rows = cJSON_GetObjectItem(expected, "normalized");
+    double worst = 0, least = INFINITY;
+    for (int i = 0; len == header + 8 * 32 * sizeof(float) && i < 8; i++) {
+        float want[32];
+        for (int h = 0; h < 32; h++) want[h] = (float)cJSON_GetArrayItem(cJSON_GetArrayItem(rows, i), h)->valuedouble;
+        const double e = rel_norm_error((const float *)(data + header) + 32 * i, want, 32);
+        worst = fmax(worst, e), least = fmin(least, e);
+    }
+    CHECKF(worst <= tol && least > 1e-6, "int8 vectors: %.3g to %.3g relative to fp32's (tolerance %.3g)", least, worst,
+           tol);
+    printf("    int8: vectors within %.2g of fp32's (tolerance %.2g)\n", worst, tol);
+    free(data);
+    unlink(path);
+    snprintf(cmd, sizeof cmd, "%s embed --init_checkpoint %s --int8 --bf16 < /dev/null 2>/dev/null", bert_bin, DIR);
+    CHECK(system(cmd) != 0);
+}
+
 /* Issue 35, D11: vectors written to a full or closed standard output were lost with exit
  * status 0. Now the command exits 1 and says so. */
 static void test_command_reports_a_failed_stdout(void) {
@@ -119,6 +158,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_embeddings_equal_reference);
     RUN_TEST(test_command_writes_npy);
     RUN_TEST(test_command_reports_a_failed_stdout);
+    RUN_TEST(test_command_int8);
     cJSON_Delete(expected);
     return test_summary();
 }

@@ -13,6 +13,7 @@
 #include <cjson/cJSON.h>
 
 #include "model/config.h"
+#include "kernels/kernels.h"
 #include "model/bert.h"
 #include "tasks/glue.h"
 #include "tasks/glue_run.h"
@@ -305,6 +306,18 @@ static void test_glue_end_to_end(void) {
                                                                        (isnan(pr.dev.pearson) && isnan(first.dev.pearson))),
                "%s: evaluating alone from the saved model gave other results", tasks[k]);
         free(sub_alone);
+        /* int8 prediction from the saved model runs the same rows (its numbers are int8's);
+         * fine-tuning in int8 stops with the model's message */
+        if (k_int8_support()) {
+            po.ft.precision = BERT_INT8;
+            CHECKF(glue_run(&po, &pr, &err) == 0 && pr.dev.n == first.dev.n && pr.predicted == 9, "%s int8: %s",
+                   tasks[k], err.msg);
+            po.ft.do_train = true, po.ft.num_train_epochs = 1, po.ft.train_batch_size = 4;
+            snprintf(alone, sizeof alone, "%s/%s_int8_train", root, tasks[k]);
+            po.ft.output_dir = alone;
+            CHECKF(glue_run(&po, &pr, &err) != 0 && strstr(err.msg, "int8"), "%s: training in int8: %s", tasks[k],
+                   err.msg);
+        }
         free(sub);
     }
     remove_tree(root);

@@ -42,6 +42,21 @@ typedef struct {
 } Bf16GemmPeak;
 void bf16_gemm_peak_measure(Bf16GemmPeak *out, int m, double budget_seconds);
 
+/* The int8 counterpart (kernels/cpu/gemm_int8.h: oneDNN's s8 x s8 matmul with int32 sums, what
+ * --int8 runs): the same three shapes, the weight packed as the model packs it, s8 inputs,
+ * int32 output, in GOP/s (2 m n k per product, as FLOPs count). peak 0 where there are no
+ * int8 products. And the int8 dot-product instruction's own peak: every thread running
+ * independent vpdpbusd (AVX-512 VNNI, 128 ops per zmm instruction; else AVX-VNNI, 64 per ymm)
+ * back to back, no memory: 0 where the CPU has neither. On CPUs with AMX the library's
+ * products (AMX tiles) pass it; the fractions are reported against the GEMM peak. */
+typedef struct {
+    SgemmShapeResult shapes[SGEMM_PEAK_SHAPES];
+    double peak_gops;
+    double vpdpbusd_gops;
+    const char *vpdpbusd_isa;   /* "avx512_vnni", "avx_vnni" or "none" */
+} Int8GemmPeak;
+void int8_gemm_peak_measure(Int8GemmPeak *out, int m, double budget_seconds);
+
 /* Prints the bf16 speed of every product shape of a bert-base training step on `tokens`
  * rows (forward, input gradient, weight gradient of each linear layer and the MLM decoder,
  * with the operand layouts the model uses), as GFLOP/s and a fraction of peak_gflops. */

@@ -27,7 +27,7 @@ typedef struct {
     long long seed;
     const char *device;
     bool kernel_profile;
-    bool json, full_last_layer, all_rows, bf16, bf16_emulate, fp16, gemm_shapes, plain_weights, unfused;
+    bool json, full_last_layer, all_rows, bf16, bf16_emulate, fp16, int8, gemm_shapes, plain_weights, unfused;
 } BenchOptions;
 
 typedef struct {
@@ -38,16 +38,19 @@ typedef struct {
     bool gpu;   /* --device cuda: the CPU's peaks are not measured; --sgemm_peak gives the GPU's */
     BertPrecision precision;
     Bf16GemmPeak bf16_peak;   /* measured with --bf16 */
+    Int8GemmPeak int8_peak;   /* measured with --int8 */
     ModelBenchResult run;
     ModelBenchRates train, infer;   /* against the reference peak below */
 } BenchReport;
 
-/* Against the peak of the arithmetic the products ran in: bf16's with --bf16, else fp32's. */
+/* Against the peak of the arithmetic the products ran in: bf16's with --bf16, int8's (GOP/s)
+ * with --int8, else fp32's. */
 static double reference_peak(const BenchReport *r) {
+    if (r->precision == BERT_INT8) return r->int8_peak.peak_gops;
     return r->precision == BERT_BF16 && !r->gpu ? r->bf16_peak.peak_gflops : r->peak.peak_gflops;
 }
 static const char *reference_peak_name(const BenchReport *r) {
-    return r->precision == BERT_BF16 ? "bf16 GEMM peak" : "sgemm peak";
+    return r->precision == BERT_BF16 ? "bf16 GEMM peak" : r->precision == BERT_INT8 ? "int8 GEMM peak" : "sgemm peak";
 }
 
 /* The "rows" line: what the training step skipped against the formula, naming only the
@@ -102,6 +105,16 @@ static void print_text(const BenchReport *r, const BenchOptions *o) {
     } else if (r->precision == BERT_FP32) {
         printf("gemm      the model's products run in %s: %s; inference with packed weights: %s\n", sgemm_library(),
                kernel, o->plain_weights ? "no" : "yes (oneDNN matmul)");
+    } else if (r->precision == BERT_INT8) {
+        char int8_kernel[256];
+        k_int8_describe(int8_kernel, sizeof int8_kernel);
+        const Int8GemmPeak *p = &r->int8_peak;
+        printf("precision int8: the encoder's and pooler's linear layers on int8 weights (per channel) and inputs "
+               "(per row, quantized on the fly), int32 sums (%s); attention, LayerNorm, softmax, the heads in fp32 "
+               "(%s)\n", int8_kernel, kernel);
+        printf("int8 gemm peak %.1f GOP/s (measured now; best of 4096x768x768, x3072x768, x768x3072: %.1f/%.1f/%.1f); "
+               "vpdpbusd instruction peak %.1f GOP/s (%s)\n", p->peak_gops, p->shapes[0].best_gflops,
+               p->shapes[1].best_gflops, p->shapes[2].best_gflops, p->vpdpbusd_gops, p->vpdpbusd_isa);
     } else {
         char bf16_kernel[256];
         k_bf16_describe(bf16_kernel, sizeof bf16_kernel);
@@ -167,7 +180,10 @@ static void print_json(const BenchReport *r, const BenchOptions *o) {
     print_json_string("precision", bert_precision_name(r->precision));
     print_json_string("bf16_gemm_kernel", bf16_kernel);
     print_json_string("optimizer", o->optimizer);
-    const bool packs = (r->precision == BERT_BF16 || r->precision == BERT_FP32) && !o->plain_weights;
+    const bool packs = r->precision == BERT_INT8 ||
+                       ((r->precision == BERT_BF16 || r->precision == BERT_FP32) && !o->plain_weights);
+    printf("\"int8_peak_gops\": %.2f, \"vpdpbusd_peak_gops\": %.2f, ", r->int8_peak.peak_gops,
+           r->int8_peak.vpdpbusd_gops);
     printf("\"bf16_peak_gflops\": %.2f, \"packed_weights\": %s, \"fused_gelu\": %s, ", r->bf16_peak.peak_gflops,
            packs ? "true" : "false", packs && !o->unfused ? "true" : "false");
     const ModelBenchRates *gt = &r->train, *gi = &r->infer;
@@ -250,6 +266,9 @@ static int parse_options(int argc, char **argv, BenchOptions *o) {
          "inference: the feed-forward's product and GELU as two passes, not one (to measure what fusing gives)"},
         {"gemm_shapes", FLAG_BOOL, &o->gemm_shapes,
          "with --bf16: time every product shape of a bert-base training step (batch x seq rows) and stop"},
+        {"int8", FLAG_BOOL, &o->int8, "inference only (the training part is skipped): the encoder's linear layers in "
+                                      "int8, weights per channel, inputs per row quantized on the fly (VNNI/AMX where "
+                                      "the CPU has them); the fraction is of the measured int8 GEMM peak"},
         {"fp16", FLAG_BOOL, &o->fp16, "the products' operands in fp16 with fp32 arithmetic (no fp16 arithmetic on this "
                                       "CPU: what fp16 storage costs, not what fp16 hardware runs at)"},
     };
@@ -259,10 +278,20 @@ static int parse_options(int argc, char **argv, BenchOptions *o) {
     int rc = flags_parse(&spec, argc, argv, NULL, NULL);
     if (rc != 0) return rc;
     if (o->preset && o->config) { fprintf(stderr, "bert bench: give --preset or --config, not both\n"); return -1; }
-    if (o->bf16 + o->bf16_emulate + o->fp16 > 1) {
-        fprintf(stderr, "bert bench: give one of --bf16, --bf16_emulate and --fp16\n");
+    if (o->bf16 + o->bf16_emulate + o->fp16 + o->int8 > 1) {
+        fprintf(stderr, "bert bench: give one of --bf16, --bf16_emulate, --fp16 and --int8\n");
         return -1;
     }
+    if (o->int8 && !strcmp(o->mode, "train")) {
+        fprintf(stderr, "bert bench: --int8 is for inference only: give --mode infer (or both: the training part is "
+                        "skipped)\n");
+        return -1;
+    }
+    if (o->int8 && o->plain_weights) {
+        fprintf(stderr, "bert bench: --plain_weights: int8 weights exist only packed\n");
+        return -1;
+    }
+    if (o->int8) o->mode = "infer";
     if (o->infer_steps < 0) o->infer_steps = o->steps;
     if (!strcmp(o->mode, "train")) o->infer_steps = 0;
     if (!strcmp(o->mode, "infer")) o->steps = 0;
@@ -303,7 +332,8 @@ int cmd_bench(int argc, char **argv) {
     if (check_options(&o, &r.cfg) != 0) return 2;
     set_threads(o.threads);
 
-    r.precision = o.bf16 ? BERT_BF16 : o.bf16_emulate ? BERT_BF16_EMULATED : o.fp16 ? BERT_FP16 : BERT_FP32;
+    r.precision = o.bf16 ? BERT_BF16 : o.bf16_emulate ? BERT_BF16_EMULATED : o.fp16 ? BERT_FP16 : o.int8 ? BERT_INT8 : BERT_FP32;
+    if (o.int8 && flags_int8("bench") != 0) return 1;
     if (r.precision == BERT_BF16 && !k_bf16_native_available()) {
         fprintf(stderr, "bert bench: --bf16: this CPU has no bf16 instructions that oneDNN can use (avx512_bf16; or "
                         "ONEDNN_MAX_CPU_ISA caps them); --bf16_emulate runs the same rounding in fp32\n");
@@ -311,6 +341,7 @@ int cmd_bench(int argc, char **argv) {
     }
     r.gpu = strcmp(k_backend_name(), "cpu") != 0;
     if (r.precision == BERT_BF16 && !r.gpu) bf16_gemm_peak_measure(&r.bf16_peak, 0, 1.0);
+    if (r.precision == BERT_INT8) int8_gemm_peak_measure(&r.int8_peak, 0, 1.0);
     if (o.gemm_shapes) {
         if (r.precision != BERT_BF16) { fprintf(stderr, "bert bench: --gemm_shapes goes with --bf16\n"); return 2; }
         printf("bf16 gemm peak %.1f GFLOP/s\n", r.bf16_peak.peak_gflops);

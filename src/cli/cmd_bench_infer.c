@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "bench/sgemm_peak.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "io/tokenizer_files.h"
@@ -14,19 +15,48 @@
 
 static const char *MODE_NAMES[] = {"padded", "dynamic", "packed"};
 
-static void report(const char *name, int seq, int batch, InferMode mode, const InferTiming *t, bool json) {
+/* The encoder's linear layers' work per computed row (2 m n k per product: QKV, attention
+ * output, the two feed-forward products), for the rate against the GEMM peak. */
+static double linear_ops_per_row(const BertConfig *c) {
+    return 2.0 * c->num_hidden_layers * c->hidden_size * (4.0 * c->hidden_size + 2.0 * c->intermediate_size);
+}
+
+/* The peak of the arithmetic the products run in, measured now (GFLOP/s; int8: GOP/s). */
+static double measure_peak(BertPrecision precision) {
+    if (precision == BERT_INT8) {
+        Int8GemmPeak p;
+        int8_gemm_peak_measure(&p, 0, 1.0);
+        return p.peak_gops;
+    }
+    if (precision == BERT_BF16) {
+        Bf16GemmPeak p;
+        bf16_gemm_peak_measure(&p, 0, 1.0);
+        return p.peak_gflops;
+    }
+    SgemmPeak p;
+    sgemm_peak_measure(&p, 0, 1.0);
+    return p.peak_gflops;
+}
+
+/* One measurement; the linear layers' work over the whole run's time (attention, LayerNorm
+ * and the rest included): a floor under what the products alone reach. */
+static void report(const char *name, int seq, int batch, InferMode mode, const InferTiming *t, bool json,
+                   double row_ops, double peak) {
+    const double gops = t->seconds > 0 ? row_ops * (double)t->tokens_computed / t->seconds * 1e-9 : 0;
+    const double percent = peak > 0 ? 100 * gops / peak : 0;
     if (json) {
         printf("{\"impl\": \"bert.c\", \"lengths\": \"%s\", \"max_seq_length\": %d, \"batch\": %d, \"mode\": \"%s\", "
                "\"sequences\": %d, \"sequences_per_second\": %.3f, \"avg_ms\": %.3f, \"p50_ms\": %.3f, \"p90_ms\": %.3f, "
-               "\"p95_ms\": %.3f, \"p99_ms\": %.3f, \"max_ms\": %.3f, \"real_tokens\": %ld, \"computed_rows\": %ld}\n",
+               "\"p95_ms\": %.3f, \"p99_ms\": %.3f, \"max_ms\": %.3f, \"real_tokens\": %ld, \"computed_rows\": %ld, "
+               "\"linear_gops\": %.2f, \"gemm_peak\": %.2f}\n",
                name, seq, batch, MODE_NAMES[mode], t->sequences, t->sequences_per_second, t->avg_ms, t->p50_ms,
-               t->p90_ms, t->p95_ms, t->p99_ms, t->max_ms, t->tokens_real, t->tokens_computed);
+               t->p90_ms, t->p95_ms, t->p99_ms, t->max_ms, t->tokens_real, t->tokens_computed, gops, peak);
         return;
     }
     printf("seq %4d batch %3d %-8s %8.1f seq/s   latency avg %7.2f p50 %7.2f p90 %7.2f p95 %7.2f p99 %7.2f max "
-           "%7.2f ms   rows computed %5.1f%% real\n", seq, batch, MODE_NAMES[mode], t->sequences_per_second, t->avg_ms,
-           t->p50_ms, t->p90_ms, t->p95_ms, t->p99_ms, t->max_ms,
-           100.0 * t->tokens_real / (double)(t->tokens_computed ? t->tokens_computed : 1));
+           "%7.2f ms   rows computed %5.1f%% real   linear layers %6.1f GOP/s = %3.0f%% of peak\n", seq, batch,
+           MODE_NAMES[mode], t->sequences_per_second, t->avg_ms, t->p50_ms, t->p90_ms, t->p95_ms, t->p99_ms, t->max_ms,
+           100.0 * t->tokens_real / (double)(t->tokens_computed ? t->tokens_computed : 1), gops, percent);
 }
 
 enum { MAX_SWEEP = 16 };
@@ -69,7 +99,7 @@ int cmd_bench_infer(int argc, char **argv) {
     const char *preset = NULL, *config = NULL, *glue = NULL, *data_dir = NULL, *squad = NULL, *vocab_file = NULL;
     const char *init = NULL, *batch_list = NULL, *seq_list = NULL, *device = NULL;
     int max_seq = 0, batch = 32, threads = 0, latency_sequences = 256, warmup = 2;
-    bool lower = true, bf16 = false, json = false, plain_weights = false, unfused = false;
+    bool lower = true, bf16 = false, int8 = false, json = false, plain_weights = false, unfused = false;
     const Flag flags[] = {
         {"preset", FLAG_STRING, &preset, "bert-tiny ... bert-large (default bert-base; random weights)"},
         {"config", FLAG_STRING, &config, "a HuggingFace config.json instead (with --init_checkpoint: its configuration)"},
@@ -89,6 +119,8 @@ int cmd_bench_infer(int argc, char **argv) {
         {"latency_sequences", FLAG_INT, &latency_sequences, "sequences run one by one for batch 1; default 256"},
         {"warmup", FLAG_INT, &warmup, "batches run first and not timed (the first ones replayed); default 2"},
         {"bf16", FLAG_BOOL, &bf16, "matrix products in bf16 (needs avx512_bf16)"},
+        {"int8", FLAG_BOOL, &int8, "the encoder's linear layers in int8 (weights per channel, inputs per row, "
+                                   "quantized on the fly; VNNI/AMX where the CPU has them)"},
         {"plain_weights", FLAG_BOOL, &plain_weights,
          "the forward reads the plain weights, not the packed copy (to measure what packing gives)"},
         {"unfused", FLAG_BOOL, &unfused,
@@ -127,10 +159,16 @@ int cmd_bench_infer(int argc, char **argv) {
         (seq_list && !parse_sizes("seq_lengths", seq_list, seqs, &n_seqs)))
         return 2;
     if (flags_use_device("bench_infer", device) != 0) return 2;
+    if (bf16 && int8) return fprintf(stderr, "bert bench_infer: give at most one of --bf16 and --int8\n"), 2;
+    if (int8 && flags_int8("bench_infer") != 0) return 2;
+    if (int8 && plain_weights)
+        return fprintf(stderr, "bert bench_infer: --plain_weights: int8 weights exist only packed\n"), 2;
     if (threads > 0) omp_set_num_threads(threads);
     int max_batch = 1, top_seq = 1;
     for (int i = 0; i < n_batches; i++) max_batch = batches[i] > max_batch ? batches[i] : max_batch;
     for (int i = 0; i < n_seqs; i++) top_seq = seqs[i] > top_seq ? seqs[i] : top_seq;
+    const BertPrecision precision = bf16 ? BERT_BF16 : int8 ? BERT_INT8 : BERT_FP32;
+    const double peak = measure_peak(precision);   /* before the model: its buffers stay out of the peak RSS */
     BertError err;
     BertConfig cfg;
     Vocab *v = NULL;
@@ -149,7 +187,7 @@ int cmd_bench_infer(int argc, char **argv) {
     else if ((rc = bert_model_create_with_heads(&m, &cfg, (BertHeads){BERT_HEADS_NONE, 0}, max_batch, top_seq, 0,
                                                  &err)) == 0)
         bert_init_weights(m, 1);
-    if (rc == 0) rc = bert_set_precision(m, bf16 ? BERT_BF16 : BERT_FP32, &err);
+    if (rc == 0) rc = bert_set_precision(m, precision, &err);
     if (rc == 0) {   /* a server's model: its layers share their activations (not with --unfused: no fusing) */
         bert_set_packed_weights(m, !plain_weights);
         bert_set_mode(m, unfused ? BERT_MODE_FULL : BERT_MODE_FORWARD_ONLY);
@@ -165,15 +203,20 @@ int cmd_bench_infer(int argc, char **argv) {
         if (rc == 0 && !json)
             printf("bert bench_infer: %s, %d sequences (mean %.1f of %d tokens), %s %s, %d threads; weights %s, "
                    "feed-forward product and GELU %s\n", name, n, (double)real / n, seqs[si],
-                   init ? init : config ? config : preset ? preset : "bert-base", bf16 ? "bf16" : "fp32",
+                   init ? init : config ? config : preset ? preset : "bert-base", bert_precision_name(precision),
                    omp_get_max_threads(), plain_weights ? "plain" : "packed",
                    plain_weights || unfused ? "in two passes" : "fused");
+        if (rc == 0 && !json && si == 0)
+            printf("bert bench_infer: the %s GEMM peak, measured now: %.1f %s (the linear layers' rate below is over "
+                   "the whole forward's time)\n", precision == BERT_BF16 ? "bf16" : precision == BERT_INT8 ? "int8" : "fp32",
+                   peak, precision == BERT_INT8 ? "GOP/s" : "GFLOP/s");
         for (int bi = 0; rc == 0 && bi < n_batches; bi++)
             for (InferMode mode = INFER_PADDED; rc == 0 && mode <= (task ? INFER_PACKED : INFER_PADDED); mode++) {
                 InferTiming t;   /* batch 1 runs a part; at fixed shapes the three modes are one */
                 const int count = batches[bi] == 1 && latency_sequences < n ? latency_sequences : n;
                 rc = infer_bench_run(m, lengths, count, batches[bi], seqs[si], mode, warmup, &t, &err);
-                if (rc == 0) report(name, seqs[si], batches[bi], mode, &t, json);
+                if (rc == 0)
+                    report(name, seqs[si], batches[bi], mode, &t, json, linear_ops_per_row(bert_model_config(m)), peak);
             }
         free(lengths);
     }

@@ -17,7 +17,7 @@ int cmd_embed(int argc, char **argv) {
     int max_seq = 0, batch = 32, threads = 0;
     const char *device = NULL;
     int lower = FLAG_UNSET;
-    bool no_normalize = false, bf16 = false, strict = false;
+    bool no_normalize = false, bf16 = false, strict = false, int8 = false;
     const Flag flags[] = {
         {"init_checkpoint", FLAG_STRING, &init,
          "a model folder (model.safetensors, config.json, vocab.txt), a weights file, or a bert pretrain "
@@ -36,6 +36,8 @@ int cmd_embed(int argc, char **argv) {
         {"device", FLAG_STRING, &device, FLAGS_DEVICE_HELP},
         {"bf16", FLAG_BOOL, &bf16, "matrix products in bf16 (needs avx512_bf16)"},
         {"strict", FLAG_BOOL, &strict, "refuse weights holding NaN or Inf (default: a warning)"},
+        {"int8", FLAG_BOOL, &int8, "the encoder's linear layers in int8 (weights per channel, inputs per row, "
+                                   "quantized on the fly; VNNI/AMX where the CPU has them)"},
     };
     const FlagSpec spec = {"embed", "embed --init_checkpoint MODEL_DIR|RUN_DIR [flags] < sentences.txt   (one sentence per line)",
                            flags, (int)(sizeof flags / sizeof flags[0]), 0, 0};
@@ -46,6 +48,8 @@ int cmd_embed(int argc, char **argv) {
         return fprintf(stderr, "bert embed: --batch_size %d must be at least 1 and --max_seq_length %d not negative\n",
                        batch, max_seq), 2;
     if (flags_use_device("embed", device) != 0) return 2;
+    if (bf16 && int8) return fprintf(stderr, "bert embed: give at most one of --bf16 and --int8\n"), 2;
+    if (int8 && flags_int8("embed") != 0) return 2;
     if (threads > 0) omp_set_num_threads(threads);
     char init_checkpoint[4096 + 64];   /* a run folder's newest checkpoint */
     if (flags_init_checkpoint("embed", &init, init_checkpoint, sizeof init_checkpoint) != 0) return 1;
@@ -66,7 +70,7 @@ int cmd_embed(int argc, char **argv) {
     const bool do_lower_case = tokenizer_casing(lower, "--do_lower_case", &folder, vocab_file, cased, note, sizeof note);
     if (note[0]) fprintf(stderr, "bert embed: %s\n", note);
     const EmbedRunOptions eo = {.init_checkpoint = init, .config_file = config, .vocab_file = vocab_file,
-                                .do_lower_case = do_lower_case, .normalize = !no_normalize, .bf16 = bf16,
+                                .do_lower_case = do_lower_case, .normalize = !no_normalize, .bf16 = bf16, .int8 = int8,
                                 .max_seq_length = max_seq, .batch_size = batch, .strict = strict};
     EmbedRunResult r;
     rc = embed_run(&eo, stdin, &r, &err);

@@ -9,7 +9,7 @@
 int finetune_flags(Flag *out, FinetuneArgs *a, FinetuneFlagState *st, const char *rows, const char *eval_flag) {
     st->max_steps = a->max_steps, st->seed = a->seed, st->log_freq = a->log_freq;
     st->eval_steps = a->eval_steps, st->save_steps = a->save_steps;
-    st->bf16 = st->fp16 = false;
+    st->bf16 = st->fp16 = st->int8 = false;
     snprintf(st->help[0], sizeof st->help[0], "longer inputs are cut; default %d", a->max_seq_length);
     snprintf(st->help[1], sizeof st->help[1], "%s per optimizer step; default %d", rows, a->train_batch_size);
     snprintf(st->help[2], sizeof st->help[2], "%s per prediction batch; default %d", rows, a->eval_batch_size);
@@ -42,6 +42,9 @@ int finetune_flags(Flag *out, FinetuneArgs *a, FinetuneFlagState *st, const char
         {"bf16", FLAG_BOOL, &st->bf16, "matrix products in bf16 with fp32 accumulation (needs avx512_bf16)"},
         {"fp16", FLAG_BOOL, &st->fp16, "operands stored in IEEE fp16 with dynamic loss scaling; this CPU has no fp16 "
                                        "arithmetic, so the arithmetic stays fp32 (exercises the scaling a GPU needs)"},
+        {"int8", FLAG_BOOL, &st->int8, "prediction only (--do_eval / --do_predict without --do_train): the encoder's "
+                                       "linear layers in int8 (weights per channel, inputs per row, quantized on the "
+                                       "fly; VNNI/AMX where the CPU has them)"},
         {"loss_scale", FLAG_DOUBLE, &a->loss_scale, "with --fp16: 0 dynamic (from 2^16; default), > 0 a static scale"},
         {"skip_checkpoint", FLAG_BOOL, &a->skip_checkpoint, "do not save the fine-tuned model"},
         {"strict", FLAG_BOOL, &a->strict, "refuse --init_checkpoint weights holding NaN or Inf (default: a warning)"},
@@ -68,12 +71,18 @@ int finetune_flags(Flag *out, FinetuneArgs *a, FinetuneFlagState *st, const char
 int finetune_flags_finish(const char *command, FinetuneArgs *a, const FinetuneFlagState *st) {
     a->max_steps = (long)st->max_steps, a->seed = (long)st->seed, a->log_freq = (long)st->log_freq;
     a->eval_steps = (long)st->eval_steps, a->save_steps = (long)st->save_steps;
-    a->precision = st->bf16 ? BERT_BF16 : st->fp16 ? BERT_FP16 : BERT_FP32;
-    if ((st->bf16 && st->fp16) || a->loss_scale < 0) {
-        fprintf(stderr, "bert %s: give at most one of --bf16 and --fp16; --loss_scale must be >= 0\n", command);
+    a->precision = st->bf16 ? BERT_BF16 : st->fp16 ? BERT_FP16 : st->int8 ? BERT_INT8 : BERT_FP32;
+    if (st->bf16 + st->fp16 + st->int8 > 1 || a->loss_scale < 0) {
+        fprintf(stderr, "bert %s: give at most one of --bf16, --fp16 and --int8; --loss_scale must be >= 0\n", command);
         return 2;
     }
-    return flags_use_device(command, st->device);
+    if (st->int8 && a->do_train) {
+        fprintf(stderr, "bert %s: --int8 is for prediction only (--do_eval / --do_predict): fine-tune without it "
+                        "(fp32 or --bf16), then predict from the saved model with --int8\n", command);
+        return 2;
+    }
+    const int rc = flags_use_device(command, st->device);
+    return rc || !st->int8 ? rc : flags_int8(command);
 }
 
 int finetune_flags_tokenizer(const char *command, const FinetuneArgs *a, char *vocab, size_t size, bool *lower) {

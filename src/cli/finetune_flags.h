@@ -8,13 +8,13 @@
 #include "cli/flags.h"
 #include "train/finetune.h"
 
-enum { FINETUNE_FLAG_COUNT = 33 };
+enum { FINETUNE_FLAG_COUNT = 34 };
 
 /* What the fragment parses besides the args themselves, and its help texts (they name the
  * task's defaults). Lives as long as the flags. */
 typedef struct {
     long long max_steps, seed, log_freq, eval_steps, save_steps;
-    bool bf16, fp16;
+    bool bf16, fp16, int8;
     const char *device;
     char help[4][96];
 } FinetuneFlagState;

@@ -9,6 +9,7 @@
 
 #include "core/common.h"
 #include "kernels/backend.h"
+#include "kernels/kernels.h"
 #include "train/checkpoint.h"
 
 static const Flag *find_flag(const FlagSpec *spec, const char *name, size_t len) {
@@ -204,6 +205,25 @@ int flags_use_device(const char *command, const char *device) {
     if (k_backend_use(device, err, sizeof err)) return 0;
     fprintf(stderr, "bert %s: %s\n", command, err);
     return 2;
+}
+
+int flags_int8(const char *command) {
+    static bool said;
+    const int support = k_int8_support();
+    if (support == 0) {
+        fprintf(stderr, "bert %s: --int8: this backend has no int8 products (the CPU backend needs AVX2; the CUDA "
+                        "backend has none)\n", command);
+        return 2;
+    }
+    if (support == 1 && !said) {   /* once per process */
+        char what[160];
+        k_int8_describe(what, sizeof what);
+        fprintf(stderr, "bert %s: --int8: this CPU has no int8 dot-product instructions (VNNI) that oneDNN uses, or "
+                        "ONEDNN_MAX_CPU_ISA caps them: the int8 products run on older ones, slower, with the "
+                        "weights in 7 bits (8-bit ones would saturate there) (%s)\n", command, what);
+        said = true;
+    }
+    return 0;
 }
 
 int flags_init_checkpoint(const char *command, const char **path, char *buf, size_t size) {

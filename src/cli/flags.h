@@ -53,6 +53,9 @@ void flags_usage(const FlagSpec *spec, FILE *out);
 #define FLAGS_DEVICE_HELP "where the kernels run: cpu (default) or cuda (a GPU: the CUDA backend, make GPU=cuda)"
 /* Selects device's backend (NULL: the CPU) for command: 0, or 2 with the reason printed. */
 int flags_use_device(const char *command, const char *device);
+/* For --int8, after flags_use_device: 2 with the message on stderr where the backend has no
+ * int8 products; else 0, having said once per process where they run without VNNI (slower). */
+int flags_int8(const char *command);
 /* --init_checkpoint made the model to load (train/checkpoint.h's checkpoint_resolve_model): a
  * `bert pretrain` run folder becomes its newest complete checkpoint, said in one line on stderr
  * ("bert glue: --init_checkpoint RUN: the newest checkpoint, RUN/ckpt_300"), and *path then

@@ -37,6 +37,12 @@
     KV(k_to_half, (HalfMode mode, uint16_t *dst, const float *src, long n), (mode, dst, src, n)) \
     KV(k_from_half, (HalfMode mode, float *dst, const uint16_t *src, long n), (mode, dst, src, n)) \
     KR(bool, k_bf16_native_available, (void), ()) \
+    KR(int, k_int8_support, (void), ()) \
+    KV(k_int8_describe, (char *out, size_t n), (out, n)) \
+    KR(size_t, k_packed_weight_bytes_int8, (int C, int OC), (C, OC)) \
+    KV(k_pack_weight_int8, (void *packed, const float *weight, int C, int OC), (packed, weight, C, OC)) \
+    KV(k_matmul_forward_int8, (float *out, const float *inp, const void *packed, const float *bias, int N, int C, \
+        int OC, bool gelu, Activation act), (out, inp, packed, bias, N, C, OC, gelu, act)) \
     KV(k_bf16_describe, (char *out, size_t n), (out, n)) \
     KV(k_linear_forward, (const KPrecision *p, float *out, const float *inp, uint16_t *inp16, const KWeight *w, \
         const float *bias, int N), (p, out, inp, inp16, w, bias, N)) \

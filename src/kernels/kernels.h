@@ -100,6 +100,21 @@ void k_from_half(HalfMode mode, float *dst, const uint16_t *src, long n);
 bool k_bf16_native_available(void);
 void k_bf16_describe(char *out, size_t n);
 
+/* int8 inference (dynamic quantization, the CPU's: kernels/cpu/gemm_int8.h): the weight
+ * [OC, C] quantized once, symmetric per output channel (s_j = max |w_j.| / L, q in [-L, L],
+ * L = 127 with VNNI, 63 without: exact sums either way), and packed with its scales (k_packed_weight_bytes_int8: the space, 0 where
+ * this backend has no int8 products; k_pack_weight_int8 quantizes the fp32 weight and packs
+ * it); the input quantized per row at each call (symmetric, r_i = max |x_i.| / 127); the
+ * integer products summed exactly in int32; out = sum (r_i s_j) + bias, then, with gelu,
+ * act(out), in fp32. k_int8_support: 2 on int8 dot-product instructions (AVX-512 VNNI, AMX), 1
+ * on older ones (7-bit weights, slower), 0 none. */
+int k_int8_support(void);
+void k_int8_describe(char *out, size_t n);
+size_t k_packed_weight_bytes_int8(int C, int OC);
+void k_pack_weight_int8(void *packed, const float *weight, int C, int OC);
+void k_matmul_forward_int8(float *out, const float *inp, const void *packed, const float *bias, int N, int C, int OC,
+                           bool gelu, Activation act);
+
 /* ---- typed products: the precision is chosen here, not by the caller ----
  * A linear layer's weight [OC, C] in the forms a product may run on: the fp32 master copy
  * (f32, in parameter memory), a packed copy (k_pack_weight / k_pack_weight_f32; NULL: none),
@@ -114,11 +129,13 @@ typedef struct {
 } KWeight;
 /* The arithmetic of the products: fp32 (half false), or half_mode's 16-bit operands with fp32
  * accumulation; pack_f32: an fp32 packed copy may run (inference: a training forward keeps
- * k_matmul_forward's numbers). */
+ * k_matmul_forward's numbers); int8 (with half false, inference only): a weight with a packed
+ * copy (k_pack_weight_int8) runs k_matmul_forward_int8, one without (a task head) fp32. */
 typedef struct {
     bool half;
     HalfMode half_mode;
     bool pack_f32;
+    bool int8;
 } KPrecision;
 /* out[N, OC] = inp @ W^T + bias in the precision's arithmetic. 16-bit: inp rounded into inp16
  * (kept for the backward), or with inp NULL inp16 already holds the rounded input; the packed

@@ -123,7 +123,7 @@ static void layout_activations(Arena *a, Activations *v, const BertModel *m) {
          * Forward-only: nothing is kept for a backward, so every layer uses layer 0's buffers
          * (a layer's input, the previous layer's out, is last read by LayerNorm 1, before
          * LayerNorm 2 writes out) and keeps no probabilities */
-        const bool fp32 = m->precision == BERT_FP32, own = l == 0 || fp32, mine = l == 0 || m->mode != BERT_MODE_FORWARD_ONLY;
+        const bool fp32 = !bert_is_half(m->precision), own = l == 0 || fp32, mine = l == 0 || m->mode != BERT_MODE_FORWARD_ONLY;
         LayerActs *first = &v->layers[0];
         if (!mine) {
             *L = *first;
@@ -201,8 +201,8 @@ static void free_packed_weights(BertModel *m) {
 static void allocate_packed_weights(BertModel *m) {
     free_packed_weights(m);
     m->packed_allocated = true;
-    const bool f32 = m->precision == BERT_FP32;
-    if (f32 ? !m->pack_fp32 : (m->precision != BERT_BF16 || !m->pack_bf16)) return;
+    const bool f32 = m->precision == BERT_FP32, int8 = m->precision == BERT_INT8;
+    if (!int8 && (f32 ? !m->pack_fp32 : (m->precision != BERT_BF16 || !m->pack_bf16))) return;
     const int L = m->cfg.num_hidden_layers, H = m->cfg.hidden_size, I = m->cfg.intermediate_size;
     m->packed = xcalloc((size_t)4 * L + 2, sizeof(PackedWeight));
     int n = 0;
@@ -219,7 +219,9 @@ static void allocate_packed_weights(BertModel *m) {
     for (int i = 0; i < n; i++) {
         offset[i] = total;
         const int C = m->packed[i].C, OC = m->packed[i].OC;
-        bytes[i] = f32 ? k_packed_weight_bytes_f32(C, OC) : k_packed_weight_bytes(HALF_BF16, C, OC);
+        bytes[i] = int8  ? k_packed_weight_bytes_int8(C, OC)
+                   : f32 ? k_packed_weight_bytes_f32(C, OC)
+                         : k_packed_weight_bytes(HALF_BF16, C, OC);
         total += (bytes[i] + 63) / 64 * 64;
     }
     if (total == 0) {   /* no packed form here */
@@ -245,7 +247,7 @@ static void allocate_activations(BertModel *m) {
     layout_activations(&a, &m->act, m);
     k_free(m->act16_memory), k_free(m->params16);
     m->act16_memory = NULL, m->params16 = NULL, m->act16_len = 0;
-    if (m->precision == BERT_FP32) {
+    if (!bert_is_half(m->precision)) {
         for (int l = 0; l < m->cfg.num_hidden_layers; l++) {
             LayerActs *L = &m->act.layers[l];
             L->x16 = L->ctx16 = L->h1_16 = L->act16 = L->pre16 = L->qkv16 = NULL;
@@ -511,6 +513,7 @@ const char *bert_precision_name(BertPrecision precision) {
     case BERT_BF16: return "bf16";
     case BERT_BF16_EMULATED: return "bf16-emulated";
     case BERT_FP16: return "fp16";
+    case BERT_INT8: return "int8";
     }
     return "?";
 }
@@ -520,16 +523,20 @@ void bert_params_changed(BertModel *m) { m->params16_stale = true; }
 void bert_set_loss_scale(BertModel *m, float scale) { m->loss_scale = scale; }
 
 int bert_set_precision(BertModel *m, BertPrecision precision, BertError *err) {
-    if (precision != BERT_FP32 && precision != BERT_BF16 && precision != BERT_BF16_EMULATED && precision != BERT_FP16)
+    if (precision != BERT_FP32 && precision != BERT_BF16 && precision != BERT_BF16_EMULATED && precision != BERT_FP16 &&
+        precision != BERT_INT8)
         return bert_fail(err, "bert_set_precision: unknown precision %d", (int)precision);
+    if (precision == BERT_INT8 && k_int8_support() == 0)
+        return bert_fail(err, "int8: this backend has no int8 products (the CPU backend's need AVX2; the CUDA "
+                              "backend has none)");
     if (precision == BERT_BF16 && !k_bf16_native_available())
         return bert_fail(err, "bf16: this CPU has no bf16 instructions that oneDNN can use (no avx512_bf16, or "
                               "ONEDNN_MAX_CPU_ISA caps them); --bf16_emulate runs the same rounding in fp32, slowly");
-    const bool layout_changes = (precision == BERT_FP32) != (m->precision == BERT_FP32);
+    const bool layout_changes = bert_is_half(precision) != bert_is_half(m->precision);
     m->precision = precision;
     if (layout_changes) allocate_activations(m);
     free_packed_weights(m);
-    if (precision == BERT_BF16) allocate_packed_weights(m);   /* fp32's at the first inference */
+    if (precision == BERT_BF16 || precision == BERT_INT8) allocate_packed_weights(m);   /* fp32's at the first inference */
     m->params16_stale = true;
     m->backward_ready = false;   /* the activations may have moved */
     return 0;
@@ -569,7 +576,9 @@ void bert_refresh_weights(BertModel *m) {
     for (int i = 0; i < m->packed_count; i++) {
         const PackedWeight *w = &m->packed[i];
         if (!w->packed) continue;
-        if (m->precision == BERT_FP32) {
+        if (m->precision == BERT_INT8) {   /* quantized from the fp32 master copy */
+            k_pack_weight_int8(w->packed, w->weight, w->C, w->OC);
+        } else if (m->precision == BERT_FP32) {
             k_pack_weight_f32(w->packed, w->weight, w->C, w->OC);
         } else if (m->mode == BERT_MODE_FORWARD_ONLY) {
             if (!scratch) scratch = xmalloc(sizeof(uint16_t) * max_packed_numel(m));
@@ -586,7 +595,7 @@ void bert_refresh_weights(BertModel *m) {
 void bert_set_packed_weights(BertModel *m, bool on) {
     m->pack_bf16 = m->pack_fp32 = on;
     free_packed_weights(m);
-    if (m->precision == BERT_BF16) allocate_packed_weights(m);
+    if (m->precision == BERT_BF16 || m->precision == BERT_INT8) allocate_packed_weights(m);   /* int8's always */
     m->params16_stale = true;
 }
 
@@ -612,7 +621,8 @@ void bert_set_mode(BertModel *m, BertMode mode) {
 static const uint16_t *half_copy(void *ctx, const float *weight, int C, int OC) { return half_weight(ctx, weight, C, OC); }
 
 static KPrecision precision_of(const BertModel *m) {
-    return (KPrecision){.half = m->precision != BERT_FP32, .half_mode = bert_half_mode(m), .pack_f32 = !m->training};
+    return (KPrecision){.half = bert_is_half(m->precision), .half_mode = bert_half_mode(m), .pack_f32 = !m->training,
+                        .int8 = m->precision == BERT_INT8};
 }
 
 static KWeight weight_of(BertModel *m, const float *weight, int C, int OC) {

@@ -205,8 +205,14 @@ double bert_executed_train_flops(const BertModel *m);
  * arithmetic, since these CPUs have no fp16 arithmetic: fp16 storage, which needs loss
  * scaling (bert_set_loss_scale, optim/loss_scaler.h) as fp16 on a GPU does.
  * bert_set_precision refuses BF16 (-1, message in err) where the CPU has no bf16
- * instructions: it never falls back silently. */
-typedef enum { BERT_FP32 = 0, BERT_BF16, BERT_BF16_EMULATED, BERT_FP16 } BertPrecision;
+ * instructions: it never falls back silently.
+ * INT8 (inference only: forwards with training=false): the encoder's and pooler's linear
+ * layers on int8 weights (symmetric per output channel, quantized from the fp32 master copy at
+ * the first forward after it changed) and int8 inputs quantized per row at each product,
+ * int32 sums, dequantized into fp32 (bias, GELU); attention, LayerNorm, softmax and the task
+ * heads in fp32 (kernels.h, k_matmul_forward_int8). Refused (-1) where the backend has no int8
+ * products; a training forward, and a backward, of an INT8 model are refused. */
+typedef enum { BERT_FP32 = 0, BERT_BF16, BERT_BF16_EMULATED, BERT_FP16, BERT_INT8 } BertPrecision;
 int   bert_set_precision(BertModel *m, BertPrecision precision, BertError *err);
 /* The encoder's, pooler's and MLM transform's weights also kept packed in the layout the
  * CPU's GEMM reads fastest (as ONNX Runtime and OpenVINO keep constant weights): in BF16 for
@@ -240,7 +246,7 @@ void  bert_set_packed_weights(BertModel *m, bool on);
 typedef enum { BERT_MODE_FULL = 0, BERT_MODE_LEAN_INFERENCE, BERT_MODE_FORWARD_ONLY } BertMode;
 void  bert_set_mode(BertModel *m, BertMode mode);
 BertPrecision bert_precision(const BertModel *m);
-const char *bert_precision_name(BertPrecision precision);   /* "fp32", "bf16", "bf16-emulated", "fp16" */
+const char *bert_precision_name(BertPrecision precision);   /* "fp32", "bf16", "bf16-emulated", "fp16", "int8" */
 /* The backward computes the gradient of scale * loss (default 1): loss scaling for fp16, so
  * small gradients survive fp16's range; the caller divides the gradients by it again
  * (optim/loss_scaler.h). External d_sequence_output / d_pooled are taken as given. */

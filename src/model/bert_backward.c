@@ -137,6 +137,10 @@ int bert_backward_with(BertModel *m, const BertBatch *b, const float *d_sequence
                                             "changed since)");
         return -1;
     }
+    if (m->precision == BERT_INT8) {
+        snprintf(m->error, sizeof m->error, "bert_backward: the model is in int8 (BERT_INT8 is for inference only)");
+        return -1;
+    }
     if (bert_lean_forward(m)) {
         snprintf(m->error, sizeof m->error, "bert_backward: the last forward was a lean one (training=false in "
                                             "BERT_MODE_LEAN_INFERENCE or FORWARD_ONLY: the feed-forward's "

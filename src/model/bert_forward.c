@@ -138,7 +138,7 @@ void bert_attention_args(const BertModel *m, AttentionArgs *a, const int32_t *ma
                          .d = c->hidden_size / c->num_attention_heads, .kv_len = m->kv_len, .mask = mask,
                          .has_holes = m->has_holes,
                          .seq_row = m->unpadded ? m->seq_row : NULL, .seq_rows = m->unpadded ? m->seq_rows : NULL,
-                         .half = m->precision != BERT_FP32};
+                         .half = bert_is_half(m->precision)};
     if (a->half) a->half_mode = bert_half_mode(m), a->qkv16 = m->act.layers[layer].qkv16;
     if (m->training) {
         a->dropout_p = c->attention_probs_dropout_prob;
@@ -319,6 +319,12 @@ float bert_forward(BertModel *m, const BertBatch *b, bool training, uint64_t dro
     if (training && m->mode == BERT_MODE_FORWARD_ONLY) {
         snprintf(m->error, sizeof m->error, "bert_forward: a training forward on a forward-only model "
                                             "(BERT_MODE_FORWARD_ONLY: its layers share their activations)");
+        m->backward_ready = false;
+        return NAN;
+    }
+    if (training && m->precision == BERT_INT8) {
+        snprintf(m->error, sizeof m->error, "bert_forward: a training forward in int8 (BERT_INT8 is for inference "
+                                            "only: train in fp32 or bf16, then infer in int8)");
         m->backward_ready = false;
         return NAN;
     }

@@ -208,6 +208,9 @@ void bert_gelu_linear_backward(BertModel *m, float *dinp, float *dweight, float 
  * (each is made when a product first reads it). At the start of a forward, after m->training
  * is set. */
 void bert_refresh_weights(BertModel *m);
+/* Whether the model's products take 16-bit operands (BF16, BF16_EMULATED, FP16); FP32 and
+ * INT8 keep fp32 activations. */
+static inline bool bert_is_half(BertPrecision p) { return p == BERT_BF16 || p == BERT_BF16_EMULATED || p == BERT_FP16; }
 /* The kernels' 16-bit format for the model's precision (not FP32). */
 static inline HalfMode bert_half_mode(const BertModel *m) {
     return m->precision == BERT_FP16 ? HALF_FP16 : m->precision == BERT_BF16_EMULATED ? HALF_BF16_EMULATED : HALF_BF16;

@@ -40,7 +40,7 @@ static char **read_lines(FILE *in, char **text, int *n) {
 int embed_run(const EmbedRunOptions *o, FILE *in, EmbedRunResult *r, BertError *err) {
     memset(r, 0, sizeof *r);
     const InferModelOptions mo = {.init_checkpoint = o->init_checkpoint, .config_file = o->config_file,
-                                  .vocab_file = o->vocab_file, .do_lower_case = o->do_lower_case, .bf16 = o->bf16,
+                                  .vocab_file = o->vocab_file, .do_lower_case = o->do_lower_case, .bf16 = o->bf16, .int8 = o->int8,
                                   .max_seq_length = o->max_seq_length};
     InferModel em;
     if (infer_model_open(&mo, (BertHeads){BERT_HEADS_NONE, 0}, o->batch_size, &em, err) != 0) return -1;

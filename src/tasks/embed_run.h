@@ -12,7 +12,7 @@ typedef struct {
     const char *init_checkpoint;   /* a model folder (model.safetensors, config.json, vocab.txt) or file */
     const char *config_file;       /* config.json when init_checkpoint is a file (NULL: the folder's) */
     const char *vocab_file;        /* NULL: the folder's vocab.txt */
-    bool do_lower_case, normalize, bf16;
+    bool do_lower_case, normalize, bf16, int8;   /* int8: BERT_INT8 (bf16 wins if both) */
     int max_seq_length;            /* <= 0: sentence-transformers' 256, within the model's positions */
     int batch_size;
     bool strict;                   /* refuse weights holding NaN or Inf (else r->nonfinite says how many) */

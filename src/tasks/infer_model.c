@@ -26,7 +26,7 @@ int infer_model_open(const InferModelOptions *o, BertHeads heads, int max_batch,
     if (vocab_load(&vocab, vocab_path, err) != 0 ||
         bert_open_checkpoint(&m, o->init_checkpoint, o->config_file, heads, max_batch,
                              max_seq, 0, &dummy, err) != 0 ||
-        bert_set_precision(m, o->bf16 ? BERT_BF16 : BERT_FP32, err) != 0) {
+        bert_set_precision(m, o->bf16 ? BERT_BF16 : o->int8 ? BERT_INT8 : BERT_FP32, err) != 0) {
         vocab_free(vocab), bert_model_free(m);
         return -1;
     }

@@ -16,7 +16,7 @@ typedef struct {
     const char *init_checkpoint;   /* a model folder (weights, config.json, vocab.txt) or a weights file */
     const char *config_file;       /* config.json when init_checkpoint is a file (NULL: the folder's) */
     const char *vocab_file;        /* NULL: the folder's vocab.txt */
-    bool do_lower_case, bf16;
+    bool do_lower_case, bf16, int8;   /* int8: the encoder's products in int8 (inference only) */
     int max_seq_length;            /* <= 0: sentence-transformers' 256, within the model's positions */
 } InferModelOptions;
 

@@ -335,10 +335,11 @@ static const uint16_t *make_half(void *ctx, const float *f32, int C, int OC) {
     return h->buffer;
 }
 
-/* fp32 (with pack_f32 both ways: nothing is packed), bf16, bf16 emulated, fp16 */
+/* fp32 (with pack_f32 both ways: nothing is packed), bf16, bf16 emulated, fp16 (int8: none on
+ * the GPU, k_int8_support() 0) */
 static const KPrecision PRECISIONS[] = {
-    {false, HALF_BF16, false}, {false, HALF_BF16, true}, {true, HALF_BF16, false},
-    {true, HALF_BF16_EMULATED, false}, {true, HALF_FP16, false},
+    {false, HALF_BF16, false, false}, {false, HALF_BF16, true, false}, {true, HALF_BF16, false, false},
+    {true, HALF_BF16_EMULATED, false, false}, {true, HALF_FP16, false, false},
 };
 enum { N_PRECISIONS = sizeof PRECISIONS / sizeof PRECISIONS[0] };
 

@@ -20,6 +20,11 @@
 #define k_from_half                       cpu_k_from_half
 #define k_bf16_native_available           cpu_k_bf16_native_available
 #define k_bf16_describe                   cpu_k_bf16_describe
+#define k_int8_support                    cpu_k_int8_support
+#define k_int8_describe                   cpu_k_int8_describe
+#define k_packed_weight_bytes_int8        cpu_k_packed_weight_bytes_int8
+#define k_pack_weight_int8                cpu_k_pack_weight_int8
+#define k_matmul_forward_int8             cpu_k_matmul_forward_int8
 #define k_linear_forward                  cpu_k_linear_forward
 #define k_linear_forward_to               cpu_k_linear_forward_to
 #define k_linear_act_forward              cpu_k_linear_act_forward

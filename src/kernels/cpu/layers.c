@@ -14,6 +14,7 @@
 #include "core/rng.h"
 #include "kernels/kernels.h"
 #include "kernels/cpu/gemm_half.h"
+#include "kernels/cpu/gemm_int8.h"
 #include "kernels/cpu/sgemm.h"
 
 /* glibc's vector math library (libmvec, pulled in by -lm) has AVX2 versions of these;
@@ -148,6 +149,18 @@ bool k_matmul_gelu_forward_half_packed(uint16_t *out16, const float *inp, uint16
                                        const float *bias, int N, int C, int OC, Activation act) {
     halves_from_floats(HALF_BF16, inp16, inp, (long)N * C);
     return gemm_packed_post(false, N, OC, C, inp16, C, packed, bias, gemm_post(act), out16, true, OC);
+}
+
+/* ---------------------------------------------------------------- matmul, int8 */
+
+int k_int8_support(void) { return gemm_int8_support(); }
+void k_int8_describe(char *out, size_t n) { gemm_int8_describe(out, n); }
+size_t k_packed_weight_bytes_int8(int C, int OC) { return gemm_int8_packed_bytes(C, OC); }
+void k_pack_weight_int8(void *packed, const float *weight, int C, int OC) { gemm_int8_pack(packed, weight, C, OC); }
+
+void k_matmul_forward_int8(float *out, const float *inp, const void *packed, const float *bias, int N, int C, int OC,
+                           bool gelu, Activation act) {
+    gemm_int8_forward(N, OC, C, inp, packed, bias, !gelu ? 0 : act == ACT_GELU ? 1 : 2, out);
 }
 
 size_t k_packed_weight_bytes_f32(int C, int OC) { return gemm_packed_bytes(true, C, OC); }

@@ -12,7 +12,11 @@ void k_linear_forward(const KPrecision *p, float *out, const float *inp, uint16_
             k_matmul_forward_half(out, NULL, inp16, half_of(w), NULL, bias, N, w->C, w->OC, p->half_mode);
         return;
     }
-    const void *packed = p->pack_f32 ? w->packed : NULL;
+    if (p->int8 && w->packed) {
+        k_matmul_forward_int8(out, inp, w->packed, bias, N, w->C, w->OC, false, ACT_GELU);
+        return;
+    }
+    const void *packed = p->pack_f32 && !p->int8 ? w->packed : NULL;
     if (packed) k_matmul_forward_packed(out, inp, w->f32, packed, bias, N, w->C, w->OC);
     else k_matmul_forward(out, inp, w->f32, bias, N, w->C, w->OC);
 }
@@ -30,6 +34,10 @@ void k_linear_forward_to(const KPrecision *p, float *out, uint16_t *out16, const
 bool k_linear_act_forward(const KPrecision *p, float *out, uint16_t *out16, const float *inp, uint16_t *inp16,
                           const KWeight *w, const float *bias, int N, Activation act) {
     if (!w->packed) return false;
+    if (p->int8) {
+        k_matmul_forward_int8(out, inp, w->packed, bias, N, w->C, w->OC, true, act);
+        return true;
+    }
     if (!p->half) return k_matmul_gelu_forward_packed(out, inp, w->packed, bias, N, w->C, w->OC, act);
     return p->half_mode == HALF_BF16 &&
            k_matmul_gelu_forward_half_packed(out16, inp, inp16, w->packed, bias, N, w->C, w->OC, act);

@@ -176,6 +176,21 @@ extern "C" void k_bf16_describe(char *out, size_t n) {
     snprintf(out, n, "cuBLAS bf16 on %s", prop.name);
 }
 
+/* int8 inference is the CPU backend's (oneDNN's int8 matmul): here k_int8_support says there
+ * is none, so bert_set_precision refuses BERT_INT8 before any of these could be called. */
+extern "C" int k_int8_support(void) { return 0; }
+extern "C" void k_int8_describe(char *out, size_t n) { snprintf(out, n, "no int8 products on the CUDA backend"); }
+extern "C" size_t k_packed_weight_bytes_int8(int C, int OC) { return 0; }
+extern "C" void k_pack_weight_int8(void *packed, const float *weight, int C, int OC) {
+    fprintf(stderr, "bert: int8 weights are not supported on the CUDA backend\n");
+    exit(1);
+}
+extern "C" void k_matmul_forward_int8(float *out, const float *inp, const void *packed, const float *bias, int N,
+                                      int C, int OC, bool gelu, Activation act) {
+    fprintf(stderr, "bert: int8 products are not supported on the CUDA backend\n");
+    exit(1);
+}
+
 extern "C" bool k_matmul_forward_half(float *out, const float *inp, uint16_t *inp16, const uint16_t *weight,
                                       const void *packed, const float *bias, int N, int C, int OC, HalfMode mode) {
     if (inp) k_to_half(mode, inp16, inp, (long)N * C);

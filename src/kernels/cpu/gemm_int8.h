@@ -1,0 +1,60 @@
+/* int8 matrix products for inference (dynamic quantization, as ONNX Runtime's
+ * quantize_dynamic and PyTorch's dynamic quantization): C = A W^T with
+ *   W [N, K]  quantized once, symmetric per output channel: w ~ s_j q_jk, q in [-L, L],
+ *             s_j = max_k |w_jk| / L, stored in oneDNN's packed layout with its scales;
+ *             L = 127 on VNNI CPUs, 63 without (gemm_int8_weight_levels; see below);
+ *   A [M, K]  quantized per row at each call, symmetric: a ~ r_i p_ik, p in [-127, 127],
+ *             r_i = max_k |a_ik| / 127;
+ * the integer products summed exactly in int32 by oneDNN's matmul (VNNI / AMX where the CPU
+ * has them), then C_ij = float(sum) (r_i s_j) + bias_j, optionally GELU, in fp32.
+ *
+ * Why signed, symmetric activations (not u8 with a zero point, VNNI's native u8 x s8):
+ *   - oneDNN 2.x applies zero points per tensor only; a per-row zero point would be a rank-1
+ *     correction (zp_i colsum_j) outside the product. Symmetric rows need none.
+ *   - CPUs without VNNI multiply u8 x s8 with vpmaddubsw, whose int16 pair sums saturate.
+ *     oneDNN runs s8 x s8 there as (a + 128) x q, u8 x s8 with a compensation, so with 8-bit
+ *     weights it saturates too (measured: ONEDNN_MAX_CPU_ISA=AVX2 gives wrong sums on random
+ *     data). With weights in 7 bits, |q| <= 63, a pair is at most 2 x 255 x 63 = 32130 <
+ *     32767: exact. So without VNNI the weights get half the levels (and the products
+ *     stay exact); with VNNI (vpdpbusd sums in int32) and AMX the full 8 bits.
+ * The per-row scale costs nothing in the product: it is applied in the epilogue, which oneDNN
+ * 2.6 cannot fuse (a per-row binary post-op falls back to its reference kernel). */
+#ifndef BERT_GEMM_INT8_H
+#define BERT_GEMM_INT8_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* 2: oneDNN runs int8 products on AVX-512 VNNI or AMX here; 1: on older instructions (AVX2,
+ * AVX-512 without VNNI: 7-bit weights, exact, slower); 0: not at all (below AVX2). */
+int gemm_int8_support(void);
+/* "oneDNN 2.6.3 int8 matmul brg:avx512_core_amx_int8" for reports, or why there is none. */
+void gemm_int8_describe(char *out, size_t n);
+
+/* Symmetric quantization of rows to L levels each side (1 <= L <= 127): q[i, k] =
+ * round-to-nearest-even(x[i, k] (L / max_k |x[i, k]|)) in [-L, L] (the product rounded in
+ * fp32), scale[i] = max_k |x[i, k]| / L (0 for a zero row: q all 0; NaN for a row with a NaN or
+ * infinity, so its results are NaN). ld: x's row length. Activations use L = 127. */
+void quantize_rows_s8(int8_t *q, float *scale, const float *x, int rows, int cols, int ld, int levels);
+/* The weights' L: 127 where gemm_int8_support() is 2, else 63 (exact without VNNI). */
+int gemm_int8_weight_levels(void);
+
+/* A packed weight: W [N, K] fp32 (nn.Linear's layout) quantized per row of W (output channel)
+ * and packed. gemm_int8_packed_bytes is its size (scales included); gemm_int8_pack fills it. */
+size_t gemm_int8_packed_bytes(int K, int N);
+void gemm_int8_pack(void *packed, const float *W, int K, int N);
+/* The weight's per-channel scales s_j (N floats) inside a packed weight. */
+const float *gemm_int8_weight_scales(const void *packed);
+/* The quantized weight q [N, K] a packed weight holds, unpacked (for tests). */
+void gemm_int8_unpack(int8_t *q, const void *packed, int K, int N);
+
+/* The exact integer product: C[i, j] = sum_k A[i, k] q_jk in int32, A [M, K] (row length K). */
+void gemm_int8_s32(int M, int N, int K, const int8_t *A, const void *packed, int32_t *C);
+
+/* The whole product: A [M, K] fp32 quantized per row, multiplied, dequantized, + bias (may
+ * be NULL), then GELU (gelu 1: erf, 2: tanh; 0 none), into C [M, N] fp32. */
+void gemm_int8_forward(int M, int N, int K, const float *A, const void *packed, const float *bias, int gelu,
+                       float *C);
+
+#endif
