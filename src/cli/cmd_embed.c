@@ -12,6 +12,21 @@
 #include "model/bert.h"
 #include "tasks/embed_run.h"
 
+/* Each chunk of vectors, as it comes: a line of floats per sentence on stdout. */
+static int emit_text(void *ctx, const float *v, int n, int hidden, BertError *err) {
+    (void)ctx;
+    for (int i = 0; i < n; i++)
+        for (int h = 0; h < hidden; h++) printf("%.7g%c", v[(size_t)i * hidden + h], h + 1 < hidden ? ' ' : '\n');
+    return ferror(stdout) ? bert_fail(err, "error writing the standard output") : 0;
+}
+
+/* ... or rows of the .npy file, whose header says the count at the end. */
+static int emit_npy(void *ctx, const float *v, int n, int hidden, BertError *err) {
+    NpyWriter *w = ctx;
+    w->h = hidden;
+    return npy_writer_append(w, v, n, err);
+}
+
 int cmd_embed(int argc, char **argv) {
     const char *init = NULL, *config = NULL, *vocab_file = NULL, *output = NULL;
     int max_seq = 0, batch = 32, threads = 0;
@@ -73,18 +88,22 @@ int cmd_embed(int argc, char **argv) {
                                 .do_lower_case = do_lower_case, .normalize = !no_normalize, .bf16 = bf16, .int8 = int8,
                                 .max_seq_length = max_seq, .batch_size = batch, .strict = strict};
     EmbedRunResult r;
-    rc = embed_run(&eo, stdin, &r, &err);
-    const int n = r.n, H = r.hidden;
-    if (rc == 0 && output) rc = npy_write_f32(output, r.vectors, n, H, &err);
-    else if (rc == 0)
-        for (int i = 0; i < n; i++)
-            for (int h = 0; h < H; h++) printf("%.7g%c", r.vectors[(size_t)i * H + h], h + 1 < H ? ' ' : '\n');
+    NpyWriter npy;
+    if (output && npy_writer_open(&npy, output, 1, &err) != 0)   /* the width is known once the model is */
+        return fprintf(stderr, "bert embed: %s\n", err.msg), 1;
+    EmbedRunOptions run = eo;
+    run.emit = output ? emit_npy : emit_text, run.emit_ctx = output ? &npy : NULL;
+    rc = embed_run(&run, stdin, &r, &err);
+    if (output) {
+        npy.h = r.hidden;   /* (also when there were no sentences: shape (0, hidden)) */
+        if (rc == 0) rc = npy_writer_commit(&npy, &err);
+        else npy_writer_abort(&npy);
+    }
     if (rc == 0 && r.nonfinite)
         fprintf(stderr, "bert embed: warning: %s: %zu weights are NaN or infinite (the first in %s); --strict refuses "
                         "such weights\n", init, r.nonfinite, r.nonfinite_tensor);
     if (rc != 0) fprintf(stderr, "bert embed: %s\n", err.msg);
-    else fprintf(stderr, "bert embed: %d sentences (%ld tokens) in %.2f s: %.1f sentences/s\n", n, r.tokens, r.seconds,
-                 r.seconds > 0 ? n / r.seconds : 0);
-    free(r.vectors);
+    else fprintf(stderr, "bert embed: %ld sentences (%ld tokens) in %.2f s: %.1f sentences/s\n", r.n, r.tokens,
+                 r.seconds, r.seconds > 0 ? r.n / r.seconds : 0);
     return rc ? 1 : 0;
 }

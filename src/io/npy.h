@@ -9,4 +9,18 @@
 /* x: n rows of h floats, written to path atomically. */
 int npy_write_f32(const char *path, const float *x, int n, int h, BertError *err);
 
+/* Rows written as they come, when their count is known only at the end (`bert embed` streams
+ * its input): the header is written with room for any count and rewritten by commit; the file
+ * appears at path only then (atomically). */
+typedef struct {
+    AtomicFile af;
+    int h;
+    long rows;
+} NpyWriter;
+
+int npy_writer_open(NpyWriter *w, const char *path, int h, BertError *err);
+int npy_writer_append(NpyWriter *w, const float *x, int n, BertError *err);
+int npy_writer_commit(NpyWriter *w, BertError *err);
+void npy_writer_abort(NpyWriter *w);
+
 #endif

@@ -1,6 +1,8 @@
 /* `bert embed`'s run (tasks/embed_run.h). */
 #include "tasks/embed_run.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,32 +11,49 @@
 #include "tasks/infer_model.h"
 #include "text/tokenizer.h"
 
-/* in's lines (without their \n or \r\n) as strings pointing into *text; NULL (*n -1) when
- * the input holds a NUL byte. */
-static char **read_lines(FILE *in, char **text, int *n) {
-    size_t len = 0, cap = 1 << 16;
-    *text = xmalloc(cap);
-    for (size_t got; (got = fread(*text + len, 1, cap - len - 1, in)) > 0;)
-        if ((len += got) + 1 >= cap) *text = xrealloc(*text, cap *= 2);
-    (*text)[len] = '\0';
-    if (memchr(*text, '\0', len)) {   /* a line would end there and the rest be lost */
-        *n = -1;
-        return NULL;
+/* Sentences are read and embedded a chunk at a time, so memory follows the chunk, not the
+ * input (issue 35, D16: 1 MB of empty lines took 1.6 GB when every vector was kept). */
+enum { CHUNK_LINES = 8192, CHUNK_BYTES = 8 << 20 };
+
+typedef struct {
+    char *text;          /* the chunk's lines, each NUL-terminated */
+    size_t len, cap;
+    size_t *starts;      /* where each line begins in text */
+    int n;
+    bool pending_cr;     /* the last chunk ended at a CR: an LF first in the next is part of that line end */
+} LineChunk;
+
+static void chunk_add_line_end(LineChunk *c) {
+    if (c->len + 1 >= c->cap) c->text = xrealloc(c->text, c->cap = 2 * c->cap + 64);
+    c->text[c->len++] = '\0';
+}
+
+/* The next lines of `in` (at most CHUNK_LINES or about CHUNK_BYTES), ends as Python's text
+ * mode reads them: \n, \r\n or a lone \r; a last line without an end counts. 0: none left; -1
+ * with err: a NUL byte (not text) or a read error (a directory on stdin, say). */
+static int read_chunk(FILE *in, LineChunk *c, BertError *err) {
+    c->len = 0, c->n = 0;
+    if (!c->starts) c->starts = xmalloc(sizeof(size_t) * CHUNK_LINES);
+    bool open_line = false;
+    int ch;
+    while (c->n < CHUNK_LINES && (c->len < CHUNK_BYTES || open_line) && (ch = getc(in)) != EOF) {
+        if (c->pending_cr) {
+            c->pending_cr = false;
+            if (ch == '\n') continue;
+        }
+        if (ch == '\0') return bert_fail(err, "the input holds a NUL byte: not text (one sentence per line)");
+        if (!open_line) c->starts[c->n] = c->len, open_line = true;
+        if (ch == '\n' || ch == '\r') {
+            chunk_add_line_end(c);
+            c->n++, open_line = false, c->pending_cr = ch == '\r';
+            continue;
+        }
+        if (c->len + 1 >= c->cap) c->text = xrealloc(c->text, c->cap = 2 * c->cap + 64);
+        c->text[c->len++] = (char)ch;
     }
-    int count = 0;
-    for (size_t k = 0; k < len; k++) count += (*text)[k] == '\n';
-    count += len > 0 && (*text)[len - 1] != '\n';
-    char **lines = xcalloc((size_t)count + 1, sizeof(char *));
-    char *p = *text;
-    for (int i = 0; i < count; i++) {
-        char *nl = strchr(p, '\n');
-        if (nl) *nl = '\0';
-        if (nl && nl > p && nl[-1] == '\r') nl[-1] = '\0';
-        lines[i] = p;
-        p = nl ? nl + 1 : p + strlen(p);
-    }
-    *n = count;
-    return lines;
+    if (ferror(in)) return bert_fail(err, "cannot read the input: %s", strerror(errno));
+    if (open_line) chunk_add_line_end(c), c->n++;
+    return c->n;
 }
 
 int embed_run(const EmbedRunOptions *o, FILE *in, EmbedRunResult *r, BertError *err) {
@@ -56,27 +75,27 @@ int embed_run(const EmbedRunOptions *o, FILE *in, EmbedRunResult *r, BertError *
         infer_model_close(&em);
         return -1;
     }
-    char *text;
-    int n;
-    char **lines = read_lines(in, &text, &n);
-    if (!lines) {
-        free(text), infer_model_close(&em);
-        return bert_fail(err, "the input holds a NUL byte: not text (one sentence per line)");
-    }
     const int H = bert_model_config(m)->hidden_size;
-    float *out = xmalloc(sizeof(float) * ((size_t)n * H + 1));
     const EmbedOptions eo = {.max_seq_length = em.max_seq, .batch_size = o->batch_size, .normalize = o->normalize,
                              .sort_by_length = true};
-    long tokens = 0;
-    const double t0 = now_seconds();
-    int rc = embed_sentences(m, em.tok, (const char *const *)lines, n, &eo, out, &tokens, err);
-    const double seconds = now_seconds() - t0;
-    free(lines), free(text);
-    infer_model_close(&em);
-    if (rc != 0) {
-        free(out);
-        return -1;
+    LineChunk chunk = {0};
+    const char **lines = xmalloc(sizeof(char *) * CHUNK_LINES);
+    float *out = xmalloc(sizeof(float) * ((size_t)CHUNK_LINES * H));
+    int rc = 0, got;
+    while (rc == 0 && (got = read_chunk(in, &chunk, err)) > 0) {   /* embedded and handed on a chunk at a time */
+        for (int i = 0; i < got; i++) lines[i] = chunk.text + chunk.starts[i];
+        const double t0 = now_seconds();
+        long tokens = 0;
+        rc = embed_sentences(m, em.tok, lines, got, &eo, out, &tokens, err);
+        r->tokens += tokens;
+        r->seconds += now_seconds() - t0;
+        if (rc == 0) rc = o->emit(o->emit_ctx, out, got, H, err);
+        r->n += got;
     }
-    r->vectors = out, r->n = n, r->hidden = H, r->tokens = tokens, r->seconds = seconds;
-    return 0;
+    if (rc == 0 && got < 0) rc = -1;
+    free(lines), free(out), free(chunk.text), free(chunk.starts);
+    infer_model_close(&em);
+    r->hidden = H;
+    return rc;
 }
+

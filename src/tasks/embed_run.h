@@ -16,19 +16,25 @@ typedef struct {
     int max_seq_length;            /* <= 0: sentence-transformers' 256, within the model's positions */
     int batch_size;
     bool strict;                   /* refuse weights holding NaN or Inf (else r->nonfinite says how many) */
+    /* Takes each chunk's vectors (n x hidden, in input order) as they are made; 0, or -1 with
+     * err (e.g. a failed write), which ends the run. */
+    int (*emit)(void *ctx, const float *vectors, int n, int hidden, BertError *err);
+    void *emit_ctx;
 } EmbedRunOptions;
 
 typedef struct {
-    float *vectors;                /* n x hidden, in input order; the caller frees it */
-    int n, hidden;
+    long n;                        /* sentences embedded */
+    int hidden;
     long tokens;                   /* the encoder ran */
     double seconds;                /* of the embedding, loading and reading aside */
     size_t nonfinite;              /* weights that are NaN or infinite (a warning for the caller) */
     char nonfinite_tensor[160];    /* the first tensor holding one */
 } EmbedRunResult;
 
-/* Every line of `in` (without its \n or \r\n) is a sentence; input holding a NUL byte is
- * refused. r->vectors is NULL on an error. */
+/* Every line of `in` is a sentence (lines end as Python's text mode ends them: \n, \r\n or a
+ * lone \r); input holding a NUL byte is refused. The input is read, embedded and handed to
+ * o->emit a chunk of lines at a time (sorted by length within a chunk for packing), so memory
+ * does not grow with the input. */
 int embed_run(const EmbedRunOptions *o, FILE *in, EmbedRunResult *r, BertError *err);
 
 #endif
