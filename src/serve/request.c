@@ -88,7 +88,9 @@ static int optional_bool(const cJSON *root, const char *key);
 static int optional_int(const cJSON *root, const char *key, int lo, int hi, int *out, BertError *err) {
     const cJSON *v = json_get_last(root, key);
     if (!v || cJSON_IsNull(v)) return 0;
-    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(long)v->valuedouble || v->valuedouble < lo || v->valuedouble > hi)
+    /* the range first: converting a number past long's range is undefined (found by fuzz_serve_request) */
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo && v->valuedouble <= hi) ||
+        v->valuedouble != (double)(long)v->valuedouble)
         return bert_fail(err, "'%s' must be an integer from %d to %d", key, lo, hi);
     *out = (int)v->valuedouble;
     return 0;
