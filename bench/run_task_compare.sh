@@ -17,7 +17,8 @@
 #                                 the first NER_TRAIN tweets train, the next NER_DEV evaluate
 #   CLS_TRAIN=700 CLS_DEV=500 CLS_EPOCHS=2 CLS_BATCH=16 CLS_LR=5e-5 CLS_LEN=128
 #   MODEL=...                     default: bench/setup_minilm.sh's folder (downloaded if absent)
-#   PEER_PYTHON=python            torch + transformers (seqeval is installed beside, below)
+#   PEER_PYTHON=/work/main/.venv/bin/python   torch + transformers (+ scipy for the table's p);
+#                                 seqeval 1.2.2 is pip-installed into bench/.cache/pylib if missing
 #   RESULTS=file.jsonl            default bench/results/task_compare/task_compare_<time>.jsonl
 set -euo pipefail
 cd "$(dirname "$0")/.."
