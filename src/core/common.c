@@ -19,6 +19,10 @@ int bert_fail(BertError *err, const char *fmt, ...) {
         va_start(ap, fmt);
         vsnprintf(err->msg, sizeof err->msg, fmt, ap);
         va_end(ap);
+        /* one line, whatever the message quotes: a name read from a hostile file may hold a
+         * newline or a terminal's control bytes (fuzz_pytorch_checkpoint: a dict key) */
+        for (char *c = err->msg; *c; c++)
+            if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
     }
     return -1;
 }

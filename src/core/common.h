@@ -13,7 +13,8 @@ typedef struct {
 } BertError;
 
 /* Formats the message into err (if non-NULL) and returns -1, so callers can write
- * `return bert_fail(err, "...", ...);`. */
+ * `return bert_fail(err, "...", ...);`. The message is made one line: control characters, a
+ * newline among them, become '?' (a name quoted from a hostile file cannot break it). */
 int bert_fail(BertError *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Allocation that never returns NULL: out of memory is reported and the process exits,
