@@ -117,6 +117,13 @@ static int attach_storage(PtCheckpoint *ck, const char *prefix, const PkStorage 
         (st.valid & (ZIP_STAT_SIZE | ZIP_STAT_COMP_SIZE | ZIP_STAT_COMP_METHOD)) !=
             (ZIP_STAT_SIZE | ZIP_STAT_COMP_SIZE | ZIP_STAT_COMP_METHOD))
         return bert_fail(err, "%s: cannot stat %s: %s", ck->path, name, zip_strerror(zip_of(ck)));
+    /* torch.save stores its entries (or deflates them); an encrypted entry or another method
+     * would fail only when read (a mutated archive's flags said "encrypted": fuzz_pytorch_checkpoint) */
+    if ((st.valid & ZIP_STAT_ENCRYPTION_METHOD) && st.encryption_method != ZIP_EM_NONE)
+        return bert_fail(err, "%s: %s is encrypted: not what torch.save writes", ck->path, name);
+    if (st.comp_method != ZIP_CM_STORE && st.comp_method != ZIP_CM_DEFLATE)
+        return bert_fail(err, "%s: %s is compressed with zip method %d: torch.save stores or deflates", ck->path, name,
+                         (int)st.comp_method);
     zip_uint64_t want = (zip_uint64_t)s->numel * st_dtype_size(s->dtype);
     if (st.size != want)
         return bert_fail(err, "%s: %s has %llu bytes, but its %lld %s elements need %llu", ck->path, name,
