@@ -275,22 +275,10 @@ static int predict_test(Run *r, ClassifyResult *res, BertError *err) {
 /* config.json's task members, as transformers writes them for BertForSequenceClassification
  * (regression: one output named LABEL_0). */
 static char *task_config_json(const Run *r) {
-    cJSON *o = cJSON_CreateObject(), *id2label = cJSON_CreateObject(), *label2id = cJSON_CreateObject();
-    cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "architectures"), cJSON_CreateString("BertForSequenceClassification"));
-    cJSON_AddStringToObject(o, "finetuning_task", "text-classification");
-    cJSON_AddStringToObject(o, "problem_type", cls_problem_name(r->columns.problem));
-    for (int k = 0; k < r->num_labels; k++) {
-        char key[16];
-        snprintf(key, sizeof key, "%d", k);
-        const char *name = r->columns.problem == CLS_REGRESSION ? "LABEL_0" : r->labels.name[k];
-        cJSON_AddStringToObject(id2label, key, name);
-        cJSON_AddNumberToObject(label2id, name, k);
-    }
-    cJSON_AddItemToObject(o, "id2label", id2label);
-    cJSON_AddItemToObject(o, "label2id", label2id);
-    char *text = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    return text;
+    const bool regression = r->columns.problem == CLS_REGRESSION;
+    return finetune_task_config_json("BertForSequenceClassification", "text-classification",
+                                     cls_problem_name(r->columns.problem),
+                                     regression ? NULL : (const char *const *)r->labels.name, r->num_labels);
 }
 
 /* A fine-tuned model's labels and problem: its config.json's id2label ("0" .. "N-1") and

@@ -223,22 +223,9 @@ static int write_test_predictions(Run *r, GlueResult *res, BertError *err) {
 
 /* config.json's task members, as transformers writes them for BertForSequenceClassification. */
 static char *task_config_json(const GlueTask *t) {
-    cJSON *o = cJSON_CreateObject(), *id2label = cJSON_CreateObject(), *label2id = cJSON_CreateObject();
-    cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
-    cJSON_AddItemToArray(arch, cJSON_CreateString("BertForSequenceClassification"));
-    cJSON_AddStringToObject(o, "finetuning_task", t->name);
-    cJSON_AddStringToObject(o, "problem_type", t->num_labels == 1 ? "regression" : "single_label_classification");
-    for (int k = 0; k < t->num_labels; k++) {
-        char key[16];
-        snprintf(key, sizeof key, "%d", k);
-        cJSON_AddStringToObject(id2label, key, t->num_labels == 1 ? "LABEL_0" : t->labels[k]);
-        cJSON_AddNumberToObject(label2id, t->num_labels == 1 ? "LABEL_0" : t->labels[k], k);
-    }
-    cJSON_AddItemToObject(o, "id2label", id2label);
-    cJSON_AddItemToObject(o, "label2id", label2id);
-    char *text = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    return text;
+    return finetune_task_config_json("BertForSequenceClassification", t->name,
+                                     t->num_labels == 1 ? "regression" : "single_label_classification",
+                                     t->num_labels == 1 ? NULL : t->labels, t->num_labels);
 }
 
 /* Before any work: the flags, the model folder's defaults (finetune_prepare_args) and every

@@ -216,20 +216,7 @@ static int predict_test(Run *r, NerResult *res, BertError *err) {
 
 /* config.json's task members, as transformers writes them for BertForTokenClassification. */
 static char *task_config_json(const NerLabels *l) {
-    cJSON *o = cJSON_CreateObject(), *id2label = cJSON_CreateObject(), *label2id = cJSON_CreateObject();
-    cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "architectures"), cJSON_CreateString("BertForTokenClassification"));
-    cJSON_AddStringToObject(o, "finetuning_task", "ner");
-    for (int k = 0; k < l->n; k++) {
-        char key[16];
-        snprintf(key, sizeof key, "%d", k);
-        cJSON_AddStringToObject(id2label, key, l->name[k]);
-        cJSON_AddNumberToObject(label2id, l->name[k], k);
-    }
-    cJSON_AddItemToObject(o, "id2label", id2label);
-    cJSON_AddItemToObject(o, "label2id", label2id);
-    char *text = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    return text;
+    return finetune_task_config_json("BertForTokenClassification", "ner", NULL, (const char *const *)l->name, l->n);
 }
 
 /* A fine-tuned model's labels: its config.json's id2label ("0" .. "N-1"). */

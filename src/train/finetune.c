@@ -644,3 +644,23 @@ int finetune_write_results(const char *dir, const FinetuneResults *r, double com
     free(json);
     return rc;
 }
+
+char *finetune_task_config_json(const char *architecture, const char *task, const char *problem_type,
+                                const char *const *names, int n) {
+    cJSON *o = cJSON_CreateObject(), *id2label = cJSON_CreateObject(), *label2id = cJSON_CreateObject();
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "architectures"), cJSON_CreateString(architecture));
+    cJSON_AddStringToObject(o, "finetuning_task", task);
+    if (problem_type) cJSON_AddStringToObject(o, "problem_type", problem_type);
+    for (int k = 0; k < (names ? n : 1); k++) {
+        char key[16];
+        snprintf(key, sizeof key, "%d", k);
+        const char *name = names ? names[k] : "LABEL_0";
+        cJSON_AddStringToObject(id2label, key, name);
+        cJSON_AddNumberToObject(label2id, name, k);
+    }
+    cJSON_AddItemToObject(o, "id2label", id2label);
+    cJSON_AddItemToObject(o, "label2id", label2id);
+    char *text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return text;
+}

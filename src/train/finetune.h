@@ -181,6 +181,13 @@ int finetune_train(Finetuner *f, const FinetuneData *d, FinetuneTrainResult *res
  * run. Each file written atomically. */
 int finetune_save(Finetuner *f, const char *dir, const char *extra_json, BertError *err);
 
+/* config.json's task members as transformers writes them (a JSON object's text for
+ * finetune_save; caller frees): architectures [architecture], finetuning_task, problem_type
+ * (NULL: none), id2label / label2id over names[0..n) (NULL: one output named LABEL_0, a
+ * regression's). */
+char *finetune_task_config_json(const char *architecture, const char *task, const char *problem_type,
+                                const char *const *names, int n);
+
 /* What one fine-tuning command did, for dir/all_results.json (finetune_write_results). */
 typedef struct {
     const FinetuneTrainResult *train;   /* NULL: no training */
