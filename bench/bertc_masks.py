@@ -1,4 +1,5 @@
-"""bert.c's dropout masks and batch order inside a transformers BertForQuestionAnswering, so that
+"""bert.c's dropout masks and batch order inside a transformers BertForQuestionAnswering (or a
+BertForTokenClassification: its classifier's dropout too), so that
 both sides can train under dropout with the same random draws and be compared step by step
 (bench/squad_parity.sh; `hf_squad_finetune.py --bertc_masks`).
 
@@ -46,6 +47,10 @@ class BertcMasks:
             self._site(layer.attention.output, "dropout", 2 + 3 * layer_index)
             self._site(layer.output, "dropout", 3 + 3 * layer_index)
             layer.attention.self.bertc_site = 1 + 3 * layer_index
+        if hasattr(model, "classifier") and hasattr(model, "dropout"):
+            # a token classifier's dropout over every row (bert_forward.c: classifier_dropout_site,
+            # after the last layer's sites; counters row * H + c as for the hidden states)
+            self._site(model, "dropout", 1 + 3 * len(bert.encoder.layer))
         masks, eager = self, mb.eager_attention_forward
 
         def attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):

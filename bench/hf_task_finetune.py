@@ -29,6 +29,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hf_glue_finetune import linear_warmup_lr  # noqa: E402  (the same schedule)
+from bertc_rng import rng_key, shuffled  # noqa: E402  (bert.c's epoch order, --order bertc)
 
 
 def read_conll(path):
@@ -85,7 +86,7 @@ def batch(ids, idx, torch):
     return x, m
 
 
-def train(model, ids, targets, a, torch, log):
+def train(model, ids, targets, a, torch, log, masks=None):
     """The loop of hf_glue_finetune.py; targets: per-row labels (classify) or label rows (ner)."""
     model.train()
     decay, no_decay = [], []
@@ -99,13 +100,17 @@ def train(model, ids, targets, a, torch, log):
     gen = torch.Generator().manual_seed(a.seed)
     log(f"{n} examples, {total} steps of {a.batch}, lr {a.lr}, warmup {a.warmup}, seed {a.seed}")
     t0 = time.time()
-    step, seqs, pos, order, window = 0, 0, n, None, []
+    step, seqs, pos, order, window, epoch = 0, 0, n, None, [], 0
+    step_log = open(a.step_log, "w") if a.step_log else None
     while step < total:
-        if pos >= n:
-            order, pos = torch.randperm(n, generator=gen).tolist(), 0
+        if pos >= n:   # a new epoch: torch's order, or bert.c's (finetune.c: its seed's epoch key)
+            order = shuffled(n, rng_key(a.seed, epoch)) if a.order == "bertc" else torch.randperm(n, generator=gen).tolist()
+            pos, epoch = 0, epoch + 1
         idx = order[pos:pos + a.batch]
         pos += len(idx)
         x, m = batch(ids, idx, torch)
+        if masks:
+            masks.next_micro_batch()
         y = pad(targets, idx, -100, torch) if a.task == "ner" else torch.tensor([targets[i] for i in idx])
         out = model(input_ids=x, token_type_ids=torch.zeros_like(x), attention_mask=m, labels=y)
         out.loss.backward()
@@ -116,11 +121,15 @@ def train(model, ids, targets, a, torch, log):
         opt.zero_grad(set_to_none=True)
         step, seqs = step + 1, seqs + len(idx)
         window.append(float(out.loss))
+        if step_log:
+            step_log.write(json.dumps({"step": step, "loss": float(out.loss), "grad_norm": gnorm, "lr": lr}) + "\n")
         if step % a.log_freq == 0 or step == total:
             el = time.time() - t0
             log(f"step {step}/{total} | loss {sum(window) / len(window):.4f} | lr {lr:.3e} | grad {gnorm:.3f} | "
                 f"{seqs / el:.1f} seq/s | {el:.0f}s")
             window = []
+    if step_log:
+        step_log.close()
     return step, seqs, time.time() - t0
 
 
@@ -146,9 +155,14 @@ def run_ner(a, torch, log):
     tr_ids, tr_lab, _ = ner_features(tok, tr, label_id, a.max_seq_length)
     dv_ids, _, dv_first = ner_features(tok, dv, label_id, a.max_seq_length)
     torch.manual_seed(a.seed)
+    extra = {"attn_implementation": "eager"} if a.bertc_masks else {}
     model = BertForTokenClassification.from_pretrained(
-        a.model, num_labels=len(labels), id2label=dict(enumerate(labels)), label2id=label_id)
-    step, seqs, train_s = train(model, tr_ids, tr_lab, a, torch, log)
+        a.model, num_labels=len(labels), id2label=dict(enumerate(labels)), label2id=label_id, **extra)
+    masks = None
+    if a.bertc_masks:   # bert.c's dropout masks (bench/bertc_masks.py), eager attention
+        import bertc_masks
+        masks = bertc_masks.BertcMasks(model, a.seed)
+    step, seqs, train_s = train(model, tr_ids, tr_lab, a, torch, log, masks)
     t1 = time.time()
     lg = logits_of(model, dv_ids, a, torch)
     y_true, y_pred = [], []
@@ -199,7 +213,15 @@ def main():
     ap.add_argument("--max_seq_length", type=int, default=128)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--log_freq", type=int, default=50)
+    ap.add_argument("--order", choices=["torch", "bertc"], default="torch",
+                    help="the training order: torch's generator, or bert.c's (the same rows in each step as "
+                         "bert.c with the same --seed: bench/ner_same_start.sh)")
+    ap.add_argument("--bertc_masks", action="store_true",
+                    help="ner: train under bert.c's dropout masks for --seed (bench/bertc_masks.py; implies --order bertc)")
+    ap.add_argument("--step_log", help="every step's loss, gradient norm and lr as JSON lines")
     a = ap.parse_args()
+    if a.bertc_masks:
+        a.order = "bertc"
     t_start = time.time()
     import torch
     import transformers
