@@ -236,6 +236,51 @@ static double token_grad_error(TokenFixture *h) {
  * each sequence's padding after its last real or labelled token): the same numbers, the
  * skipped rows' logits read as 0. Tolerances: 1e-4 on logits and loss (float32 forward of a
  * 2-layer model), 1e-3 on gradients, as the other heads. */
+/* A token classifier the checkpoint lacks is drawn as transformers' BertForTokenClassification
+ * draws it: normal(0, initializer_range), bias 0; not TF's truncated normal of the GLUE/SQuAD
+ * heads (bert_weights.c says why). Over n draws the sample standard deviation is sigma within
+ * about sigma / sqrt(2n) (truncation at 2 sigma gives 0.88 sigma), and a fraction
+ * P(|z| > 2) = 0.0455 lies beyond 2 sigma (truncation: none), within sqrt(n p (1 - p)). */
+static void test_token_head_draw(void) {
+    BertError err;
+    BertConfig c;
+    bert_config_preset("bert-tiny", &c, &err);
+    c.vocab_size = 64, c.hidden_size = 128, c.num_hidden_layers = 1, c.num_attention_heads = 2;
+    c.intermediate_size = 128, c.max_position_embeddings = 16;
+    const int NL = 64;
+    const char *path = "/tmp/bert_test_ner_head_draw.safetensors";
+    BertModel *encoder = NULL, *m = NULL;
+    CHECKF(bert_model_create_with_heads(&encoder, &c, (BertHeads){BERT_HEADS_NONE, 0}, 1, 8, 0, &err) == 0, "%s", err.msg);
+    CHECKF(bert_model_create_with_heads(&m, &c, (BertHeads){BERT_HEADS_TOKEN_CLASSIFIER, NL}, 1, 8, 0, &err) == 0, "%s",
+           err.msg);
+    if (!encoder || !m) return;
+    bert_init_weights(encoder, 3);
+    CHECKF(bert_save_safetensors(encoder, path, &err) == 0, "%s", err.msg);
+    int initialised = -1;
+    CHECKF(bert_load_weights_ex(m, path, 5, &initialised, &err) == 0 && initialised == 2, "%s (%d initialised)", err.msg,
+           initialised);
+    const float sigma = c.initializer_range;
+    for (int i = 0; i < bert_num_param_tensors(m); i++) {
+        const BertParamInfo *t = bert_param_info(m, i);
+        if (!strcmp(t->name, "classifier.bias")) {
+            double most = 0;
+            for (size_t k = 0; k < t->numel; k++) most = fmax(most, fabs(t->data[k]));
+            CHECKF(most == 0, "classifier.bias: max |b| %g, expected 0", most);
+        }
+        if (strcmp(t->name, "classifier.weight")) continue;
+        const double n = (double)t->numel, p = 0.0455;
+        double sum2 = 0, beyond = 0;
+        for (size_t k = 0; k < t->numel; k++) sum2 += (double)t->data[k] * t->data[k], beyond += fabs(t->data[k]) > 2 * sigma;
+        const double sd = sqrt(sum2 / n);
+        CHECKF(fabs(sd / sigma - 1) < 5 / sqrt(2 * n), "classifier.weight: std %.5f, expected %.5f (+- %.2f%%)", sd,
+               (double)sigma, 500 / sqrt(2 * n));
+        CHECKF(fabs(beyond - n * p) < 5 * sqrt(n * p * (1 - p)), "classifier.weight: %.0f of %.0f beyond 2 std, expected %.0f",
+               beyond, n, n * p);
+    }
+    remove(path);
+    bert_model_free(encoder), bert_model_free(m);
+}
+
 static void test_token_head_fixture(void) {
     TokenFixture h;
     if (token_open(&h)) return;
@@ -513,6 +558,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_conll_reader);
     RUN_TEST(test_features_alignment);
     RUN_TEST(test_token_head_fixture);
+    RUN_TEST(test_token_head_draw);
     RUN_TEST(test_token_head_training_gradient);
     RUN_TEST(test_ner_end_to_end);
     RUN_TEST(test_ner_command);

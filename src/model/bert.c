@@ -684,6 +684,18 @@ void bert_init_tensor(const BertParamInfo *t, float initializer_range, uint64_t 
     k_truncated_normal(t->data, t->numel, initializer_range, rng_key(seed, (uint64_t)tensor_index));
 }
 
+void bert_init_tensor_normal(const BertParamInfo *t, float std, uint64_t seed, int tensor_index) {
+    if (t->ndim == 1) {
+        bert_init_tensor(t, std, seed, tensor_index);
+        return;
+    }
+    /* drawn on the host's view, as a checkpoint's values are loaded (a one-time draw) */
+    const uint64_t key = rng_key(seed, (uint64_t)tensor_index);
+    float *host = k_map(t->data, sizeof(float) * t->numel, false);
+    for (size_t i = 0; i < t->numel; i++) host[i] = (float)(rng_normal(key, i) * std);
+    k_unmap(t->data, host, sizeof(float) * t->numel, true);
+}
+
 void bert_init_weights(BertModel *m, uint64_t seed) {
     m->params16_stale = true;
     for (int i = 0; i < m->num_tensors; i++) bert_init_tensor(&m->info[i], m->cfg.initializer_range, seed, i);

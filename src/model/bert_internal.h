@@ -218,6 +218,9 @@ static inline HalfMode bert_half_mode(const BertModel *m) {
 
 /* Initialises one parameter tensor (BERT rules) from the counter-based RNG. */
 void bert_init_tensor(const BertParamInfo *t, float initializer_range, uint64_t seed, int tensor_index);
+/* The same with a plain normal of standard deviation std (transformers' _init_weights for a
+ * Linear; biases 0, LayerNorm weights 1 as above). */
+void bert_init_tensor_normal(const BertParamInfo *t, float std, uint64_t seed, int tensor_index);
 
 /* ---- a checkpoint's tensors under HF's names (bert_weights.c) ---- */
 #include "io/checkpoint_file.h"

@@ -178,7 +178,13 @@ int bert_load_named(BertModel *m, const NamedTensors *nt, uint64_t head_seed, in
             rc = read_tensor(nt, k, t, host, err);
             k_unmap(t->data, host, sizeof(float) * t->numel, rc == 0);
         } else if (t->is_head) {
-            bert_init_tensor(t, m->cfg.initializer_range, head_seed, i);
+            /* A head the checkpoint lacks. The token classifier is drawn as transformers'
+             * BertForTokenClassification draws it (run_ner.py is that task's reference: normal,
+             * not truncated; a same-start NER run showed the truncated draw's smaller weights
+             * learning more slowly in the first epoch); the heads of Google's recipes (GLUE,
+             * SQuAD, pre-training) from TF's truncated normal, as Google's scripts draw them. */
+            if (m->heads.kind == BERT_HEADS_TOKEN_CLASSIFIER) bert_init_tensor_normal(t, m->cfg.initializer_range, head_seed, i);
+            else bert_init_tensor(t, m->cfg.initializer_range, head_seed, i);
             initialised++;
         } else {
             rc = bert_fail(err, "%s: missing tensor '%s' (required by the encoder)", ckpt_file_path(nt->file), t->name);
