@@ -255,8 +255,8 @@ static int parse_options(int argc, char **argv, BenchOptions *o) {
          "train on every row: no unpadding (trailing padding skipped by default) and no last-layer pruning"},
         {"json", FLAG_BOOL, &o->json, "print one JSON object instead of the text report"},
         {"kernel_profile", FLAG_BOOL, &o->kernel_profile,
-         "time every kernel of the timed training steps (each synchronised: the step times become the kernels' sum) "
-         "and print the table, per step"},
+         "time every kernel of the timed training steps, or with --mode infer of the timed inference batches (each "
+         "synchronised: the step times become the kernels' sum) and print the table, per step"},
         {"bf16", FLAG_BOOL, &o->bf16,
          "mixed precision: the linear layers' and attention's products in bf16 with fp32 accumulation (needs avx512_bf16)"},
         {"bf16_emulate", FLAG_BOOL, &o->bf16_emulate, "the same rounding as --bf16 in fp32 arithmetic (any CPU; slow)"},
@@ -368,6 +368,6 @@ int cmd_bench(int argc, char **argv) {
     model_bench_rates(&r.run.infer, r.run.infer_flops, o.batch, reference_peak(&r), &r.infer);
     if (o.json) print_json(&r, &o);
     else print_text(&r, &o);
-    if (o.kernel_profile && !o.json) k_profile_print(stdout, o.steps);
+    if (o.kernel_profile && !o.json) k_profile_print(stdout, o.steps ? o.steps : o.infer_steps);
     return 0;
 }
