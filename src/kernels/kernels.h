@@ -117,16 +117,14 @@ void k_matmul_forward_int8(float *out, const float *inp, const void *packed, con
 /* The int8 encoder's activations (BERT_INT8's layers, which quantize each product's input in
  * the pass that produces it, not in a pass of their own): rows of C values quantized as
  * k_matmul_forward_int8 quantizes its input, q [N, C] int8 and scale [N] in backend memory,
- * q = round(x / scale), scale = max |x_n.| / 127. k_quantize_rows_int8 quantizes x;
- * k_layernorm_forward_int8 is k_layernorm_forward (no residual: the product before it adds it) that
- * also writes its output quantized. */
+ * q = round(x / scale), scale = max |x_n.| / 127. k_quantize_rows_int8 quantizes x. */
 void k_quantize_rows_int8(int8_t *q, float *scale, const float *x, int N, int C);
-void k_layernorm_forward_int8(float *out, int8_t *q, float *scale, float *mean, float *rstd, const float *a,
-                              const float *w, const float *b, int N, int C, float eps);
 /* k_matmul_forward_int8's product on an input already quantized (q, scale), its result
  * v = sum (r_n s_j) + bias (+ residual [N, OC] where given; then act(v) with act_on) stored
  * in exactly one form: out fp32 [N, OC], out16 rounded to bf16 [N, OC], or q8 [N, OC] with
- * q8_scale [N] quantized per row as above (the next int8 product's input). */
+ * q8_scale [N] quantized per row as above (the next int8 product's input). With ln_w: out =
+ * LayerNorm(v) as k_layernorm_forward computes it (ln_mean, ln_rstd kept), and with q8 also
+ * quantized: the post-LN sublayer's end in the product's pass over its rows. */
 typedef struct {
     float *out;
     const float *residual;
@@ -135,6 +133,9 @@ typedef struct {
     float *q8_scale;
     bool act_on;
     Activation act;
+    const float *ln_w, *ln_b;
+    float ln_eps;
+    float *ln_mean, *ln_rstd;
 } KInt8Output;
 void k_matmul_forward_int8_rows(const KInt8Output *o, const int8_t *q, const float *scale, const void *packed,
                                 const float *bias, int N, int C, int OC);

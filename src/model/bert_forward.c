@@ -204,7 +204,9 @@ static void layer_forward(BertModel *m, int l, const float *x, const int32_t *ma
  * its pass over the rows (LayerNorm, the feed-forward's GELU epilogue; attention's context,
  * written by (sequence, head) blocks, in a pass of its own), and each product's result stored
  * in the form the next kernel reads: QKV in bf16 where attention runs in bf16, the
- * feed-forward's activation quantized, the residuals added in the products' epilogues. The
+ * feed-forward's activation quantized; the residual and the LayerNorm after the attention
+ * output and second feed-forward products are done in their epilogues, row by row (no
+ * attn_sum / ffn_sum written). The
  * layer's input x is given quantized in the layer's x8; with quantize_out, LayerNorm 2 leaves
  * the output quantized in the next layer's. */
 static void layer_forward_int8(BertModel *m, int l, const float *x, const int32_t *mask, bool prune,
@@ -226,22 +228,18 @@ static void layer_forward_int8(BertModel *m, int l, const float *x, const int32_
         residual = m->act.kept_x;
     }
     k_quantize_rows_int8(a->ctx8.q, a->ctx8.scale, a->ctx, R, H);
-    const KInt8Output attn = {.out = a->attn_sum, .residual = residual};
-    bert_linear_int8(m, &attn, a->ctx8, p->attn_out_w, p->attn_out_b, R, H, H);
-    k_layernorm_forward_int8(a->h1, a->h1_8.q, a->h1_8.scale, a->ln1_mean, a->ln1_rstd, a->attn_sum, p->ln1_w, p->ln1_b,
-                             R, H, c->layer_norm_eps);
+    /* + residual, LayerNorm 1, quantized for the feed-forward, in the product's pass */
+    const KInt8Output ln1 = {.out = a->h1, .residual = residual, .q8 = a->h1_8.q, .q8_scale = a->h1_8.scale,
+                             .ln_w = p->ln1_w, .ln_b = p->ln1_b, .ln_eps = c->layer_norm_eps, .ln_mean = a->ln1_mean,
+                             .ln_rstd = a->ln1_rstd};
+    bert_linear_int8(m, &ln1, a->ctx8, p->attn_out_w, p->attn_out_b, R, H, H);
     const KInt8Output act = {.q8 = a->act8.q, .q8_scale = a->act8.scale, .act_on = true, .act = c->hidden_act};
     bert_linear_int8(m, &act, a->h1_8, p->ffn_in_w, p->ffn_in_b, R, H, I);
-    const KInt8Output ffn = {.out = a->ffn_sum, .residual = a->h1};
-    bert_linear_int8(m, &ffn, a->act8, p->ffn_out_w, p->ffn_out_b, R, I, H);
-    if (!quantize_out) {
-        k_layernorm_forward(a->out, NULL, a->ln2_mean, a->ln2_rstd, a->ffn_sum, NULL, p->ln2_w, p->ln2_b, R, H,
-                            c->layer_norm_eps);
-        return;
-    }
-    const Rows8 next = m->act.layers[l + 1].x8;
-    k_layernorm_forward_int8(a->out, next.q, next.scale, a->ln2_mean, a->ln2_rstd, a->ffn_sum, p->ln2_w, p->ln2_b, R, H,
-                             c->layer_norm_eps);
+    const Rows8 next = quantize_out ? m->act.layers[l + 1].x8 : (Rows8){0};
+    const KInt8Output ln2 = {.out = a->out, .residual = a->h1, .q8 = next.q, .q8_scale = next.scale,
+                             .ln_w = p->ln2_w, .ln_b = p->ln2_b, .ln_eps = c->layer_norm_eps, .ln_mean = a->ln2_mean,
+                             .ln_rstd = a->ln2_rstd};
+    bert_linear_int8(m, &ln2, a->act8, p->ffn_out_w, p->ffn_out_b, R, I, H);
 }
 
 static void embeddings_forward(BertModel *m, const BertBatch *b) {

@@ -26,7 +26,6 @@
 #define k_pack_weight_int8                cpu_k_pack_weight_int8
 #define k_matmul_forward_int8             cpu_k_matmul_forward_int8
 #define k_quantize_rows_int8              cpu_k_quantize_rows_int8
-#define k_layernorm_forward_int8          cpu_k_layernorm_forward_int8
 #define k_matmul_forward_int8_rows        cpu_k_matmul_forward_int8_rows
 #define k_linear_forward                  cpu_k_linear_forward
 #define k_linear_forward_to               cpu_k_linear_forward_to

@@ -11,6 +11,7 @@
 
 #include "core/common.h"
 #include "kernels/cpu/gemm_half.h"   /* bf16_from_float */
+#include "kernels/cpu/layernorm_row.h"
 
 /* The layout a weight is packed in: the one oneDNN's int8 matmul picks for B [K, N] s8 when
  * free to choose, for a product of PACK_ROWS s8 rows (on VNNI CPUs it carries oneDNN's s8 x s8
@@ -352,7 +353,7 @@ static void gelu_row(float *restrict v, int N, int gelu) {
  * The same float operations, in the same order, whatever the destination. */
 static void epilogue_row(const Int8Epilogue *e, size_t i, const int32_t *restrict acc, const float *restrict col_scale,
                          const float *restrict bias, float r, int N) {
-    float *restrict v = e->out ? e->out + i * N : t8.row;
+    float *restrict v = e->out && !e->ln_w ? e->out + i * N : t8.row;
     for (int j = 0; j < N; j++) v[j] = (float)acc[j] * (r * col_scale[j]);
     if (bias)
         for (int j = 0; j < N; j++) v[j] += bias[j];
@@ -364,6 +365,10 @@ static void epilogue_row(const Int8Epilogue *e, size_t i, const int32_t *restric
     if (e->out16) {   /* here, not bf16_from_floats: that one forks threads, and this runs inside a worker */
         uint16_t *restrict o = e->out16 + i * N;
         for (int j = 0; j < N; j++) o[j] = bf16_from_float(v[j]);
+    }
+    if (e->ln_w) {
+        layernorm_row(e->out + i * N, e->ln_mean + i, e->ln_rstd + i, v, e->ln_w, e->ln_b, N, e->ln_eps);
+        v = e->out + i * N;
     }
     if (e->q) e->q_scale[i] = gemm_int8_quantize_row(e->q + i * N, v, N, 127);
 }
@@ -394,8 +399,8 @@ void gemm_int8_rows(int M, int N, int K, const int8_t *A, const float *row_scale
                     const Int8Epilogue *e) {
     if (M <= 0 || N <= 0) return;
     if (K <= 0) die("gemm_int8: K must be positive (got %d)", K);
-    if ((e->out != NULL) + (e->out16 != NULL) + (e->q != NULL) != 1)
-        die("gemm_int8_rows: give one destination (out, out16 or q)");
+    if (e->ln_w ? !e->out || e->out16 : (e->out != NULL) + (e->out16 != NULL) + (e->q != NULL) != 1)
+        die("gemm_int8_rows: give one destination (out, out16 or q; out, and q or not, with LayerNorm)");
     const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
     int rows = (int)(BLOCK_BYTES / (sizeof(int32_t) * (size_t)N)) / 16 * 16;
     if (rows < BLOCK_MIN_ROWS) rows = BLOCK_MIN_ROWS;

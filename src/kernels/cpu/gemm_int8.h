@@ -60,7 +60,8 @@ float gemm_int8_quantize_row(int8_t *q, const float *x, int cols, int levels);
  * + bias_j, + residual_ij where residual is given, then GELU (gelu 1: erf, 2: tanh; 0 none);
  * then exactly one destination: out [M, N] fp32, out16 [M, N] v rounded to bf16, or q [M, N]
  * with q_scale [M]: v quantized per row (quantize_rows_s8, 127 levels: the next product's
- * input). */
+ * input). With ln_w: out = LayerNorm(v) (ln_w, ln_b, ln_eps; the row's mean and 1/std into
+ * ln_mean, ln_rstd, as k_layernorm_forward), and with q also that quantized. */
 typedef struct {
     float *out;
     const float *residual;
@@ -68,6 +69,9 @@ typedef struct {
     int8_t *q;
     float *q_scale;
     int gelu;
+    const float *ln_w, *ln_b;
+    float ln_eps;
+    float *ln_mean, *ln_rstd;
 } Int8Epilogue;
 /* The product of rows already quantized (A [M, K] s8 and its row scales r [M], as
  * quantize_rows_s8 leaves them) with a packed weight, the int32 sums taken in blocks of rows

@@ -15,6 +15,7 @@
 #include "kernels/kernels.h"
 #include "kernels/cpu/gemm_half.h"
 #include "kernels/cpu/gemm_int8.h"
+#include "kernels/cpu/layernorm_row.h"
 #include "kernels/cpu/sgemm.h"
 
 /* glibc's vector math library (libmvec, pulled in by -lm) has AVX2 versions of these;
@@ -170,7 +171,9 @@ void k_quantize_rows_int8(int8_t *q, float *scale, const float *x, int N, int C)
 void k_matmul_forward_int8_rows(const KInt8Output *o, const int8_t *q, const float *scale, const void *packed,
                                 const float *bias, int N, int C, int OC) {
     const Int8Epilogue e = {.out = o->out, .residual = o->residual, .out16 = o->out16, .q = o->q8,
-                            .q_scale = o->q8_scale, .gelu = !o->act_on ? 0 : o->act == ACT_GELU ? 1 : 2};
+                            .q_scale = o->q8_scale, .gelu = !o->act_on ? 0 : o->act == ACT_GELU ? 1 : 2,
+                            .ln_w = o->ln_w, .ln_b = o->ln_b, .ln_eps = o->ln_eps, .ln_mean = o->ln_mean,
+                            .ln_rstd = o->ln_rstd};
     gemm_int8_rows(N, OC, C, q, scale, packed, bias, &e);
 }
 
@@ -243,46 +246,21 @@ void k_matmul_backward_half(float *dinp, float *dweight, float *dbias, const flo
 
 /* ---------------------------------------------------------------- layernorm */
 
-/* Row n of k_layernorm_forward. */
-static inline void layernorm_row(float *out, float *sum_out, float *mean, float *rstd, const float *a,
-                                 const float *residual, const float *w, const float *b, int n, int C, float eps) {
-    const float *x = a + (size_t)n * C;  /* no restrict: sum_out may alias a */
-    float *restrict y = out + (size_t)n * C;
-    if (residual) {  /* fuse the residual add */
-        const float *r = residual + (size_t)n * C;
-        float *s = sum_out + (size_t)n * C;
-        for (int c = 0; c < C; c++) s[c] = x[c] + r[c];
-        x = s;
-    }
-    float m = 0.0f;
-#pragma omp simd reduction(+ : m)
-    for (int c = 0; c < C; c++) m += x[c];
-    m /= (float)C;
-    float v = 0.0f;  /* two-pass variance: no cancellation */
-#pragma omp simd reduction(+ : v)
-    for (int c = 0; c < C; c++) v += (x[c] - m) * (x[c] - m);
-    v /= (float)C;
-    float rs = 1.0f / sqrtf(v + eps);
-    for (int c = 0; c < C; c++) y[c] = (x[c] - m) * rs * w[c] + b[c];
-    mean[n] = m;
-    rstd[n] = rs;
-}
-
 void k_layernorm_forward(float *out, float *sum_out, float *mean, float *rstd, const float *a, const float *residual,
                          const float *w, const float *b, int N, int C, float eps) {
 #pragma omp parallel for schedule(static) if ((long)N * C >= PARALLEL_MIN_WORK)
-    for (int n = 0; n < N; n++) layernorm_row(out, sum_out, mean, rstd, a, residual, w, b, n, C, eps);
-}
-
-/* The quantized copy is made from the row just written, while it is in cache. */
-void k_layernorm_forward_int8(float *out, int8_t *q, float *scale, float *mean, float *rstd, const float *a,
-                              const float *w, const float *b, int N, int C, float eps) {
-#pragma omp parallel for schedule(static) if ((long)N * C >= PARALLEL_MIN_WORK)
     for (int n = 0; n < N; n++) {
-        layernorm_row(out, NULL, mean, rstd, a, NULL, w, b, n, C, eps);
-        scale[n] = gemm_int8_quantize_row(q + (size_t)n * C, out + (size_t)n * C, C, 127);
+        const float *x = a + (size_t)n * C;  /* no restrict: sum_out may alias a */
+        if (residual) {  /* fuse the residual add */
+            const float *r = residual + (size_t)n * C;
+            float *s = sum_out + (size_t)n * C;
+            for (int c = 0; c < C; c++) s[c] = x[c] + r[c];
+            x = s;
+        }
+        layernorm_row(out + (size_t)n * C, mean + n, rstd + n, x, w, b, C, eps);
     }
 }
+
 
 void k_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *mean,
                           const float *rstd, const float *w, int N, int C) {

@@ -194,11 +194,6 @@ extern "C" void k_quantize_rows_int8(int8_t *q, float *scale, const float *x, in
     fprintf(stderr, "bert: int8 activations are not supported on the CUDA backend\n");
     exit(1);
 }
-extern "C" void k_layernorm_forward_int8(float *out, int8_t *q, float *scale, float *mean, float *rstd,
-                                         const float *a, const float *w, const float *b, int N, int C, float eps) {
-    fprintf(stderr, "bert: int8 activations are not supported on the CUDA backend\n");
-    exit(1);
-}
 extern "C" void k_matmul_forward_int8_rows(const KInt8Output *o, const int8_t *q, const float *scale,
                                            const void *packed, const float *bias, int N, int C, int OC) {
     fprintf(stderr, "bert: int8 products are not supported on the CUDA backend\n");
