@@ -257,6 +257,11 @@ typedef struct {
      * QKV product stores it), read in place of qkv (which is then not read); NULL: qkv is
      * rounded block by block */
     const uint16_t *qkv16;
+    /* int8 inference (k_int8_support; NULL otherwise): ctx also quantized per row as
+     * k_quantize_rows_int8 quantizes it, into ctx_q8 [rows, H] and ctx_q8_scale [rows], each
+     * sequence's rows once its heads are done, while they are in cache */
+    int8_t *ctx_q8;
+    float *ctx_q8_scale;
 } AttentionArgs;
 /* probs: [B, A, T, T] blocks (row stride kv_len[b]) of softmax probabilities before dropout,
  * kept for the backward; NULL (inference, no dropout): not kept, each block's scores stay in

@@ -201,8 +201,8 @@ static void layer_forward(BertModel *m, int l, const float *x, const int32_t *ma
 }
 
 /* int8 (inference only): each product's input quantized by the kernel that produces it, in
- * its pass over the rows (LayerNorm, the feed-forward's GELU epilogue; attention's context,
- * written by (sequence, head) blocks, in a pass of its own), and each product's result stored
+ * its pass over the rows (the products' epilogues: LayerNorm, GELU; attention, each sequence
+ * once its heads are done), and each product's result stored
  * in the form the next kernel reads: QKV in bf16 where attention runs in bf16, the
  * feed-forward's activation quantized; the residual and the LayerNorm after the attention
  * output and second feed-forward products are done in their epilogues, row by row (no
@@ -219,6 +219,7 @@ static void layer_forward_int8(BertModel *m, int l, const float *x, const int32_
     bert_attention_args(m, &args, mask, l);
     const KInt8Output qkv = {.out = args.half ? NULL : a->qkv, .out16 = args.half ? a->qkv16 : NULL};
     bert_linear_int8(m, &qkv, a->x8, p->qkv_w, p->qkv_b, N, H, 3 * H);
+    if (!prune) args.ctx_q8 = a->ctx8.q, args.ctx_q8_scale = a->ctx8.scale;   /* pruned: the kept rows, below */
     k_attention_forward(a->ctx, bert_lean_forward(m) ? NULL : a->probs, a->qkv, &args);
     const int R = prune ? m->kept_count : N;
     const float *residual = x;
@@ -226,8 +227,8 @@ static void layer_forward_int8(BertModel *m, int l, const float *x, const int32_
         k_gather_rows(a->ctx, a->ctx, m->kept_row, R, H);
         k_gather_rows(m->act.kept_x, x, m->kept_row, R, H);
         residual = m->act.kept_x;
+        k_quantize_rows_int8(a->ctx8.q, a->ctx8.scale, a->ctx, R, H);
     }
-    k_quantize_rows_int8(a->ctx8.q, a->ctx8.scale, a->ctx, R, H);
     /* + residual, LayerNorm 1, quantized for the feed-forward, in the product's pass */
     const KInt8Output ln1 = {.out = a->h1, .residual = residual, .q8 = a->h1_8.q, .q8_scale = a->h1_8.scale,
                              .ln_w = p->ln1_w, .ln_b = p->ln1_b, .ln_eps = c->layer_norm_eps, .ln_mean = a->ln1_mean,

@@ -354,13 +354,16 @@ static void gelu_row(float *restrict v, int N, int gelu) {
 static void epilogue_row(const Int8Epilogue *e, size_t i, const int32_t *restrict acc, const float *restrict col_scale,
                          const float *restrict bias, float r, int N) {
     float *restrict v = e->out && !e->ln_w ? e->out + i * N : t8.row;
-    for (int j = 0; j < N; j++) v[j] = (float)acc[j] * (r * col_scale[j]);
-    if (bias)
-        for (int j = 0; j < N; j++) v[j] += bias[j];
-    if (e->residual) {
-        const float *restrict res = e->residual + i * N;
-        for (int j = 0; j < N; j++) v[j] += res[j];
-    }
+    const float *restrict res = e->residual ? e->residual + i * N : NULL;
+    /* one pass each way (no contraction into FMAs in this build: the same roundings) */
+    if (bias && res)
+        for (int j = 0; j < N; j++) v[j] = (float)acc[j] * (r * col_scale[j]) + bias[j] + res[j];
+    else if (bias)
+        for (int j = 0; j < N; j++) v[j] = (float)acc[j] * (r * col_scale[j]) + bias[j];
+    else if (res)
+        for (int j = 0; j < N; j++) v[j] = (float)acc[j] * (r * col_scale[j]) + res[j];
+    else
+        for (int j = 0; j < N; j++) v[j] = (float)acc[j] * (r * col_scale[j]);
     gelu_row(v, N, e->gelu);
     if (e->out16) {   /* here, not bf16_from_floats: that one forks threads, and this runs inside a worker */
         uint16_t *restrict o = e->out16 + i * N;

@@ -728,21 +728,48 @@ static size_t attention_scratch_floats(const AttentionArgs *a) {
     return (size_t)2 * a->T * a->T + (a->half ? (attention_half_scratch(a->T, a->d) + 1) / 2 : 0);
 }
 
+static void attention_forward_block(float *ctx, float *probs, const float *qkv, const AttentionArgs *a, int b, int h,
+                                    float *scratch) {
+    const int T = a->T, H = a->A * a->d;
+    AttnBlock x = attention_block(a, qkv, b, h);
+    float *out = ctx + sequence_row(a, b) * H + (size_t)h * a->d, *p = probs ? probs + x.block * T * T : NULL;
+    if (a->half) attention_block_forward_half(&x, out, p, scratch, (uint16_t *)(scratch + 2 * T * T), a);
+    else attention_block_forward(&x, out, p, scratch, a);
+}
+
+/* Sequence b's rows of ctx quantized (int8 inference), on this thread. */
+static void quantize_sequence(const float *ctx, const AttentionArgs *a, int b) {
+    const int H = a->A * a->d;
+    for (size_t row = sequence_row(a, b), end = row + (size_t)sequence_rows(a, b); row < end; row++)
+        a->ctx_q8_scale[row] = gemm_int8_quantize_row(a->ctx_q8 + row * H, ctx + row * H, H, 127);
+}
+
 void k_attention_forward(float *ctx, float *probs, const float *qkv, const AttentionArgs *a) {
-    const int B = a->B, T = a->T, A = a->A, H = A * a->d, nthreads = omp_get_max_threads();
+    const int B = a->B, T = a->T, A = a->A, nthreads = omp_get_max_threads();
     const bool parallel = (long)B * A * T * T * a->d >= PARALLEL_MIN_WORK;
     if (!probs && a->dropout_p > 0.0f) die("k_attention_forward: dropout needs the probabilities kept");
     const size_t per_thread = attention_scratch_floats(a);
     float *scratch_all = xmalloc(sizeof(float) * per_thread * nthreads);
-#pragma omp parallel for collapse(2) schedule(dynamic, 1) num_threads(nthreads) if (parallel)
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < A; h++) {
-            AttnBlock x = attention_block(a, qkv, b, h);
+    /* quantizing ctx: by whole sequences where there are enough to share out, each quantized by
+     * the thread that computed it, right after its heads */
+    const bool by_sequence = a->ctx_q8 && B >= 2 * nthreads;
+    if (by_sequence) {
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads) if (parallel)
+        for (int b = 0; b < B; b++) {
             float *scratch = scratch_all + (size_t)omp_get_thread_num() * per_thread;
-            float *out = ctx + sequence_row(a, b) * H + (size_t)h * a->d, *p = probs ? probs + x.block * T * T : NULL;
-            if (a->half) attention_block_forward_half(&x, out, p, scratch, (uint16_t *)(scratch + 2 * T * T), a);
-            else attention_block_forward(&x, out, p, scratch, a);
+            for (int h = 0; h < A; h++) attention_forward_block(ctx, probs, qkv, a, b, h, scratch);
+            quantize_sequence(ctx, a, b);
         }
+    } else {
+#pragma omp parallel for collapse(2) schedule(dynamic, 1) num_threads(nthreads) if (parallel)
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < A; h++)
+                attention_forward_block(ctx, probs, qkv, a, b, h, scratch_all + (size_t)omp_get_thread_num() * per_thread);
+        if (a->ctx_q8 && B > 0) {   /* the sequences' rows are consecutive */
+            const int rows = (int)(sequence_row(a, B - 1) + (size_t)sequence_rows(a, B - 1)), H = A * a->d;
+            quantize_rows_s8(a->ctx_q8, a->ctx_q8_scale, ctx, rows, H, H, 127);
+        }
+    }
     free(scratch_all);
 }
 
