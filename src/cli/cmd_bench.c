@@ -110,8 +110,9 @@ static void print_text(const BenchReport *r, const BenchOptions *o) {
         k_int8_describe(int8_kernel, sizeof int8_kernel);
         const Int8GemmPeak *p = &r->int8_peak;
         printf("precision int8: the encoder's and pooler's linear layers on int8 weights (per channel) and inputs "
-               "(per row, quantized on the fly), int32 sums (%s); attention, LayerNorm, softmax, the heads in fp32 "
-               "(%s)\n", int8_kernel, kernel);
+               "(per row, quantized by the kernel before), int32 sums (%s); attention's products in %s; LayerNorm, "
+               "softmax, the heads in fp32 (%s)\n", int8_kernel, k_bf16_native_available() ? "bf16" : "fp32 (no bf16 "
+               "instructions here)", kernel);
         printf("int8 gemm peak %.1f GOP/s (measured now; best of 4096x768x768, x3072x768, x768x3072: %.1f/%.1f/%.1f); "
                "vpdpbusd instruction peak %.1f GOP/s (%s)\n", p->peak_gops, p->shapes[0].best_gflops,
                p->shapes[1].best_gflops, p->shapes[2].best_gflops, p->vpdpbusd_gops, p->vpdpbusd_isa);
