@@ -120,6 +120,7 @@ static void test_product_exact(void) {
     check_s32(300, 130, 256, 4, false);
     check_s32(33, 64, 3072, 5, true);   /* the largest sums: 3072 x 127^2 */
     check_s32(4, 48, 770, 6, true);
+    check_s32(40, 1600, 96, 7, false);   /* wide */
 }
 
 /* ---- dequantized: the formula's fp32 evaluation ---- */
@@ -288,6 +289,7 @@ static void test_epilogues(void) {
     check_epilogues(7, 33, 40, ACT_GELU_NEW, 42);     /* one block, tails everywhere */
     check_epilogues(1, 768, 64, ACT_GELU, 43);        /* one row */
     check_epilogues(520, 96, 3072 / 8, ACT_GELU, 44); /* rows in blocks of 64 and more */
+    check_epilogues(150, 1000, 64, ACT_GELU, 45);     /* wide rows */
 }
 
 /* Attention's context quantized in attention (AttentionArgs.ctx_q8) is k_quantize_rows_int8 of
