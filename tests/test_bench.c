@@ -268,6 +268,13 @@ static void test_bench_int8(void) {
     }
     cJSON_Delete(root);
     free(out);
+    /* --kernel_profile on inference alone: the int8 layers' kernels, per batch */
+    const char *profile[] = {"--config", MICRO_CONFIG, "--batch", "3", "--seq", "24", "--preds", "4", "--infer_steps", "2",
+                             "--warmup", "1", "--sgemm_peak", "100", "--int8", "--kernel_profile"};
+    CHECKF(run_bench(&out, (int)(sizeof profile / sizeof profile[0]), profile) == 0 && out &&
+               strstr(out, "k_matmul_forward_int8_rows") && strstr(out, "k_attention_forward"),
+           "--int8 --kernel_profile: %s", out ? out : "(no output)");
+    free(out);
     const char *train[] = {"--config", MICRO_CONFIG, "--sgemm_peak", "100", "--int8", "--mode", "train"};
     CHECK(run_bench(&out, 7, train) == 2);
     free(out);

@@ -120,6 +120,7 @@ static void test_product_exact(void) {
     check_s32(300, 130, 256, 4, false);
     check_s32(33, 64, 3072, 5, true);   /* the largest sums: 3072 x 127^2 */
     check_s32(4, 48, 770, 6, true);
+    check_s32(40, 1600, 96, 7, false);   /* wide */
 }
 
 /* ---- dequantized: the formula's fp32 evaluation ---- */
@@ -127,8 +128,10 @@ static void test_product_exact(void) {
 /* out = float(sum) (r_i s_j) + b_j, in fp32: float(sum) rounds once (sums above 2^24), the
  * scale product once, the product once and the bias addition once: within
  * 3u |sum r s| + u |out| of the double value (u = 2^-24), u |out| covering the last
- * rounding. With GELU, that error times GELU's slope (< 1.13) plus erff's / tanhf's own
- * (within 1e-6 |v| as in gelu_product_ratio, test.h) and 3 fp32 roundings of the result. */
+ * rounding. With GELU, that error times GELU's slope (< 1.13) plus the activation's own:
+ * erf as Abramowitz and Stegun's 7.1.26 in AVX-512 (measured within 2.7e-7 |v| of GELU over
+ * [-30, 30]; gemm_int8.c), or erff / tanhf, within 0.5e-6 |v|; and 3 fp32 roundings of the
+ * result. */
 static void check_forward(int M, int N, int K, uint64_t seed, int gelu) {
     float *W = malloc(sizeof(float) * N * K), *X = malloc(sizeof(float) * M * K), *b = malloc(sizeof(float) * N);
     float *out = malloc(sizeof(float) * M * N), *ws = malloc(sizeof(float) * N), *xs = malloc(sizeof(float) * M);
@@ -162,7 +165,8 @@ static void test_forward_formula(void) {
     check_forward(17, 200, 96, 12, 0);
     check_forward(300, 64, 128, 13, 1);
     check_forward(40, 128, 3072, 14, 2);
-    check_forward(200, 4096, 64, 15, 1);   /* wide: the rows run in blocks (64, 64, 64, 8) */
+    check_forward(200, 4096, 64, 15, 1);   /* wide: the rows run in blocks of 64, on each thread */
+    check_forward(9, 203, 96, 16, 1);      /* the vector GELU's scalar tail */
 }
 
 /* Rows are quantized one by one and the integer sums are exact, so a row's results do not
@@ -214,6 +218,122 @@ static void test_against_fp32(void) {
     k_free(packed), free(W), free(X), free(o8), free(ws), free(xs), free(qw), free(qx);
 }
 
+/* ---- the products on rows already quantized, and their epilogues ----
+ * k_matmul_forward_int8_rows computes v = float(sum) (r s) + bias (+ residual) with the same
+ * fp32 operations as the plain product (k_matmul_forward_int8, whose numbers the tests above
+ * check) and only then stores v in another form, so each form is checked bit for bit against
+ * the plain product followed by the separate step it replaces: bf16 rounding (k_to_half), the
+ * residual added in fp32, LayerNorm (k_layernorm_forward), quantization (k_quantize_rows_int8).
+ * M = 300 rows of N = 200 (not a multiple of the 16-wide loops) run in several blocks of rows,
+ * on each thread. */
+static int bits_differ(const void *a, const void *b, size_t bytes) { return memcmp(a, b, bytes) != 0; }
+
+static void check_epilogues(int M, int N, int K, Activation act, uint64_t seed) {
+    float *W = malloc(sizeof(float) * N * K), *X = malloc(sizeof(float) * M * K), *b = malloc(sizeof(float) * N);
+    float *res = malloc(sizeof(float) * M * N), *ref = malloc(sizeof(float) * M * N), *out = malloc(sizeof(float) * M * N);
+    float *xs = malloc(sizeof(float) * M), *qs = malloc(sizeof(float) * M), *qs_ref = malloc(sizeof(float) * M);
+    float *lw = malloc(sizeof(float) * N), *lb = malloc(sizeof(float) * N), *sum = malloc(sizeof(float) * M * N);
+    float *mean = malloc(sizeof(float) * M), *rstd = malloc(sizeof(float) * M), *mean_ref = malloc(sizeof(float) * M);
+    float *rstd_ref = malloc(sizeof(float) * M), *ln_ref = malloc(sizeof(float) * M * N);
+    int8_t *qx = malloc((size_t)M * K), *q = malloc((size_t)M * N), *q_ref = malloc((size_t)M * N);
+    uint16_t *h = malloc(sizeof(uint16_t) * M * N), *h_ref = malloc(sizeof(uint16_t) * M * N);
+    fill(W, (size_t)N * K, seed, 0.1f), fill(X, (size_t)M * K, seed + 1, 2.0f), fill(b, N, seed + 2, 0.5f);
+    fill(res, (size_t)M * N, seed + 3, 3.0f), fill(lw, N, seed + 4, 1.0f), fill(lb, N, seed + 5, 0.2f);
+    void *packed = k_alloc(k_packed_weight_bytes_int8(K, N));
+    k_pack_weight_int8(packed, W, K, N);
+    k_quantize_rows_int8(qx, xs, X, M, K);
+    /* bf16, no activation (QKV for attention) */
+    k_matmul_forward_int8(ref, X, packed, b, M, K, N, false, act);
+    k_to_half(HALF_BF16, h_ref, ref, (long)M * N);
+    k_matmul_forward_int8_rows(&(KInt8Output){.out16 = h}, qx, xs, packed, b, M, K, N);
+    CHECKF(!bits_differ(h, h_ref, sizeof(uint16_t) * M * N), "M=%d N=%d K=%d: bf16 output differs", M, N, K);
+    /* the activation, quantized (the feed-forward's first product) */
+    k_matmul_forward_int8(ref, X, packed, b, M, K, N, true, act);
+    k_quantize_rows_int8(q_ref, qs_ref, ref, M, N);
+    k_matmul_forward_int8_rows(&(KInt8Output){.q8 = q, .q8_scale = qs, .act_on = true, .act = act}, qx, xs, packed, b, M,
+                               K, N);
+    CHECKF(!bits_differ(q, q_ref, (size_t)M * N) && !bits_differ(qs, qs_ref, sizeof(float) * M),
+           "M=%d N=%d K=%d act %d: quantized activation differs", M, N, K, (int)act);
+    /* + residual in fp32 */
+    k_matmul_forward_int8(ref, X, packed, b, M, K, N, false, act);
+    for (size_t i = 0; i < (size_t)M * N; i++) sum[i] = ref[i] + res[i];
+    k_matmul_forward_int8_rows(&(KInt8Output){.out = out, .residual = res}, qx, xs, packed, b, M, K, N);
+    CHECKF(!bits_differ(out, sum, sizeof(float) * M * N), "M=%d N=%d K=%d: output + residual differs", M, N, K);
+    /* + residual, LayerNorm, quantized (the attention output and second feed-forward products) */
+    k_layernorm_forward(ln_ref, NULL, mean_ref, rstd_ref, sum, NULL, lw, lb, M, N, 1e-12f);
+    k_quantize_rows_int8(q_ref, qs_ref, ln_ref, M, N);
+    const KInt8Output ln = {.out = out, .residual = res, .q8 = q, .q8_scale = qs, .ln_w = lw, .ln_b = lb,
+                            .ln_eps = 1e-12f, .ln_mean = mean, .ln_rstd = rstd};
+    k_matmul_forward_int8_rows(&ln, qx, xs, packed, b, M, K, N);
+    CHECKF(!bits_differ(out, ln_ref, sizeof(float) * M * N) && !bits_differ(mean, mean_ref, sizeof(float) * M) &&
+               !bits_differ(rstd, rstd_ref, sizeof(float) * M),
+           "M=%d N=%d K=%d: LayerNorm in the epilogue differs from k_layernorm_forward", M, N, K);
+    CHECKF(!bits_differ(q, q_ref, (size_t)M * N) && !bits_differ(qs, qs_ref, sizeof(float) * M),
+           "M=%d N=%d K=%d: LayerNorm's output quantized differs", M, N, K);
+    /* no bias, the LayerNorm output without quantizing it */
+    k_matmul_forward_int8(ref, X, packed, NULL, M, K, N, false, act);
+    for (size_t i = 0; i < (size_t)M * N; i++) sum[i] = ref[i] + res[i];
+    k_layernorm_forward(ln_ref, NULL, mean_ref, rstd_ref, sum, NULL, lw, lb, M, N, 1e-12f);
+    k_matmul_forward_int8_rows(&(KInt8Output){.out = out, .residual = res, .ln_w = lw, .ln_b = lb, .ln_eps = 1e-12f,
+                                              .ln_mean = mean, .ln_rstd = rstd},
+                               qx, xs, packed, NULL, M, K, N);
+    CHECKF(!bits_differ(out, ln_ref, sizeof(float) * M * N), "M=%d N=%d K=%d: LayerNorm without bias differs", M, N, K);
+    k_free(packed);
+    free(W), free(X), free(b), free(res), free(ref), free(out), free(xs), free(qs), free(qs_ref), free(lw), free(lb);
+    free(sum), free(mean), free(rstd), free(mean_ref), free(rstd_ref), free(ln_ref), free(qx), free(q), free(q_ref);
+    free(h), free(h_ref);
+}
+
+static void test_epilogues(void) {
+    check_epilogues(300, 200, 96, ACT_GELU, 41);
+    check_epilogues(7, 33, 40, ACT_GELU_NEW, 42);     /* one block, tails everywhere */
+    check_epilogues(1, 768, 64, ACT_GELU, 43);        /* one row */
+    check_epilogues(520, 96, 3072 / 8, ACT_GELU, 44); /* rows in blocks of 64 and more */
+    check_epilogues(150, 1000, 64, ACT_GELU, 45);     /* wide rows */
+}
+
+/* Attention's context quantized in attention (AttentionArgs.ctx_q8) is k_quantize_rows_int8 of
+ * the context it writes, which is the context written without it: by whole sequences (batch
+ * of at least twice the threads) and after the (sequence, head) blocks (batch 1), padded and
+ * packed, fp32 and bf16 products. */
+static void check_attention_ctx(int B, bool packed, bool half) {
+    enum { T = 12, A = 2, d = 8, H = A * d };
+    int32_t kv_len[8], mask[8 * T], seq_row[8], seq_rows[8];
+    uint8_t holes[8];
+    int rows = 0;
+    for (int s = 0; s < B; s++) {
+        kv_len[s] = T - (s * 5) % 7, holes[s] = s % 3 == 1;
+        for (int t = 0; t < T; t++) mask[s * T + t] = t < kv_len[s] && !(holes[s] && t == 2);
+        seq_row[s] = rows, seq_rows[s] = packed ? kv_len[s] : T, rows += seq_rows[s];
+    }
+    float *qkv = malloc(sizeof(float) * B * T * 3 * H), *ctx = malloc(sizeof(float) * B * T * H);
+    float *ctx_ref = malloc(sizeof(float) * B * T * H), *scale = malloc(sizeof(float) * B * T);
+    float *scale_ref = malloc(sizeof(float) * B * T);
+    int8_t *q = malloc((size_t)B * T * H), *q_ref = malloc((size_t)B * T * H);
+    uint16_t *qkv16 = malloc(sizeof(uint16_t) * B * T * 3 * H);
+    fill(qkv, (size_t)B * T * 3 * H, 50 + B, 2.0f);
+    k_to_half(HALF_BF16, qkv16, qkv, (long)B * T * 3 * H);
+    AttentionArgs a = {.B = B, .T = T, .A = A, .d = d, .kv_len = kv_len, .mask = mask, .has_holes = holes,
+                       .seq_row = packed ? seq_row : NULL, .seq_rows = packed ? seq_rows : NULL, .half = half,
+                       .half_mode = HALF_BF16, .qkv16 = half ? qkv16 : NULL};
+    k_attention_forward(ctx_ref, NULL, qkv, &a);
+    k_quantize_rows_int8(q_ref, scale_ref, ctx_ref, rows, H);
+    a.ctx_q8 = q, a.ctx_q8_scale = scale;
+    k_attention_forward(ctx, NULL, qkv, &a);
+    CHECKF(!bits_differ(ctx, ctx_ref, sizeof(float) * rows * H), "B=%d packed %d half %d: ctx differs", B, packed, half);
+    CHECKF(!bits_differ(q, q_ref, (size_t)rows * H) && !bits_differ(scale, scale_ref, sizeof(float) * rows),
+           "B=%d packed %d half %d: ctx quantized in attention differs from k_quantize_rows_int8", B, packed, half);
+    free(qkv), free(ctx), free(ctx_ref), free(scale), free(scale_ref), free(q), free(q_ref), free(qkv16);
+}
+
+static void test_attention_quantized_ctx(void) {
+    for (int half = 0; half < 2 && (half == 0 || k_bf16_native_available()); half++)
+        for (int packed = 0; packed < 2; packed++) {
+            check_attention_ctx(8, packed, half);
+            check_attention_ctx(1, packed, half);
+        }
+}
+
 /* ---- the model ---- */
 
 enum { MB = 3, MT = 24, MP = 4, MV = 1000 };
@@ -237,12 +357,16 @@ static BertModel *small_model(BertPrecision precision) {
  * relative errors (to first order), and, as in the 16-bit test (test_bf16.c), the stages'
  * errors add along the chain to first order, LayerNorm renormalising each sublayer. The chain
  * of the MLM logits: per layer QKV (K = H), attention output (K = H), the feed-forward's two
- * products (K = H, then K = I); then the MLM transform (K = H); the decoder and attention's
- * products stay fp32 (their fp32 reordering, chain_reorder_tolerance, is far below). */
+ * products (K = H, then K = I); then the MLM transform (K = H). Attention's two products run in
+ * bf16 where the CPU has bf16 instructions, as the bf16 model runs them (Q, K, V stored in bf16
+ * by the QKV product, the probabilities rounded): 2u per product on the chain (u = 2^-8, as
+ * test_bf16.c bounds them); else in fp32. The decoder stays fp32 (its fp32 reordering,
+ * chain_reorder_tolerance, is far below). */
 static double int8_chain_tolerance(const BertConfig *c) {
     const double per_step = 1.0 / 254 + 1.0 / (2 * gemm_int8_weight_levels());   /* input's + weight's */
     const double h = sqrt((double)c->hidden_size) * per_step, i = sqrt((double)c->intermediate_size) * per_step;
-    return c->num_hidden_layers * (3 * h + i) + h + chain_reorder_tolerance(2000);
+    const double attention = k_bf16_native_available() ? 2 * (2 * 0x1p-8) : 0;
+    return c->num_hidden_layers * (3 * h + i + attention) + h + chain_reorder_tolerance(2000);
 }
 
 static void test_model_against_fp32(void) {
@@ -294,10 +418,33 @@ static void test_model_against_fp32(void) {
     bert_model_free(ref), bert_model_free(m), bert_model_free(padded);
 }
 
-/* Lean inference (the feed-forward's product and GELU in one pass, the layers sharing their
- * buffers) gives the full forward's int8 numbers: the same quantized products, GELU applied
- * to the same fp32 values (erff here, the same function as the plain path's up to libm's
- * vector and scalar forms: within erff's accuracy). */
+/* The last layer on the heads' rows only (pre-training's pruning): every row is quantized and
+ * normalised on its own and the int32 sums are exact, so the MLM and NSP logits are the same
+ * bits as with every row computed. */
+static void test_model_pruned(void) {
+    BertModel *m = small_model(BERT_INT8);
+    if (!m) return;
+    SyntheticBatch s;
+    synthetic_batch_alloc(&s, MB, MT, MP);
+    synthetic_batch_random(&s, MV, 0.2, 23);
+    const size_t nl = (size_t)MB * MP * MV;
+    float *full = malloc(sizeof(float) * nl);
+    bert_set_last_layer_pruning(m, false);
+    const float l_full = bert_forward(m, &s.train, false, 0);
+    memcpy(full, bert_mlm_logits(m), sizeof(float) * nl);
+    bert_set_last_layer_pruning(m, true);
+    const float l_pruned = bert_forward(m, &s.train, false, 0);
+    CHECKF(bert_last_layer_rows(m) < bert_encoder_rows(m), "pruning ran the last layer on %d of %d rows",
+           bert_last_layer_rows(m), bert_encoder_rows(m));
+    CHECKF(memcmp(full, bert_mlm_logits(m), sizeof(float) * nl) == 0 && l_full == l_pruned,
+           "pruned last layer in int8: loss %.9g vs %.9g, logits differ", l_pruned, l_full);
+    free(full);
+    synthetic_batch_free(&s);
+    bert_model_free(m);
+}
+
+/* Lean inference (the layers sharing their buffers, no probabilities kept) gives the full
+ * forward's int8 numbers: the int8 layers are the same kernels either way. */
 static void test_model_lean(void) {
     BertModel *m = small_model(BERT_INT8), *lean = small_model(BERT_INT8);
     if (!m || !lean) return;
@@ -326,7 +473,10 @@ int main(void) {
     RUN_TEST(test_forward_formula);
     RUN_TEST(test_rows_independent);
     RUN_TEST(test_against_fp32);
+    RUN_TEST(test_epilogues);
+    RUN_TEST(test_attention_quantized_ctx);
     RUN_TEST(test_model_against_fp32);
+    RUN_TEST(test_model_pruned);
     RUN_TEST(test_model_lean);
     return test_summary();
 }

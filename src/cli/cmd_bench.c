@@ -110,8 +110,9 @@ static void print_text(const BenchReport *r, const BenchOptions *o) {
         k_int8_describe(int8_kernel, sizeof int8_kernel);
         const Int8GemmPeak *p = &r->int8_peak;
         printf("precision int8: the encoder's and pooler's linear layers on int8 weights (per channel) and inputs "
-               "(per row, quantized on the fly), int32 sums (%s); attention, LayerNorm, softmax, the heads in fp32 "
-               "(%s)\n", int8_kernel, kernel);
+               "(per row, quantized by the kernel before), int32 sums (%s); attention's products in %s; LayerNorm, "
+               "softmax, the heads in fp32 (%s)\n", int8_kernel, k_bf16_native_available() ? "bf16" : "fp32 (no bf16 "
+               "instructions here)", kernel);
         printf("int8 gemm peak %.1f GOP/s (measured now; best of 4096x768x768, x3072x768, x768x3072: %.1f/%.1f/%.1f); "
                "vpdpbusd instruction peak %.1f GOP/s (%s)\n", p->peak_gops, p->shapes[0].best_gflops,
                p->shapes[1].best_gflops, p->shapes[2].best_gflops, p->vpdpbusd_gops, p->vpdpbusd_isa);
@@ -255,8 +256,8 @@ static int parse_options(int argc, char **argv, BenchOptions *o) {
          "train on every row: no unpadding (trailing padding skipped by default) and no last-layer pruning"},
         {"json", FLAG_BOOL, &o->json, "print one JSON object instead of the text report"},
         {"kernel_profile", FLAG_BOOL, &o->kernel_profile,
-         "time every kernel of the timed training steps (each synchronised: the step times become the kernels' sum) "
-         "and print the table, per step"},
+         "time every kernel of the timed training steps, or with --mode infer of the timed inference batches (each "
+         "synchronised: the step times become the kernels' sum) and print the table, per step"},
         {"bf16", FLAG_BOOL, &o->bf16,
          "mixed precision: the linear layers' and attention's products in bf16 with fp32 accumulation (needs avx512_bf16)"},
         {"bf16_emulate", FLAG_BOOL, &o->bf16_emulate, "the same rounding as --bf16 in fp32 arithmetic (any CPU; slow)"},
@@ -368,6 +369,6 @@ int cmd_bench(int argc, char **argv) {
     model_bench_rates(&r.run.infer, r.run.infer_flops, o.batch, reference_peak(&r), &r.infer);
     if (o.json) print_json(&r, &o);
     else print_text(&r, &o);
-    if (o.kernel_profile && !o.json) k_profile_print(stdout, o.steps);
+    if (o.kernel_profile && !o.json) k_profile_print(stdout, o.steps ? o.steps : o.infer_steps);
     return 0;
 }

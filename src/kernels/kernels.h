@@ -114,6 +114,31 @@ size_t k_packed_weight_bytes_int8(int C, int OC);
 void k_pack_weight_int8(void *packed, const float *weight, int C, int OC);
 void k_matmul_forward_int8(float *out, const float *inp, const void *packed, const float *bias, int N, int C, int OC,
                            bool gelu, Activation act);
+/* The int8 encoder's activations (BERT_INT8's layers, which quantize each product's input in
+ * the pass that produces it, not in a pass of their own): rows of C values quantized as
+ * k_matmul_forward_int8 quantizes its input, q [N, C] int8 and scale [N] in backend memory,
+ * q = round(x / scale), scale = max |x_n.| / 127. k_quantize_rows_int8 quantizes x. */
+void k_quantize_rows_int8(int8_t *q, float *scale, const float *x, int N, int C);
+/* k_matmul_forward_int8's product on an input already quantized (q, scale), its result
+ * v = sum (r_n s_j) + bias (+ residual [N, OC] where given; then act(v) with act_on) stored
+ * in exactly one form: out fp32 [N, OC], out16 rounded to bf16 [N, OC], or q8 [N, OC] with
+ * q8_scale [N] quantized per row as above (the next int8 product's input). With ln_w: out =
+ * LayerNorm(v) as k_layernorm_forward computes it (ln_mean, ln_rstd kept), and with q8 also
+ * quantized: the post-LN sublayer's end in the product's pass over its rows. */
+typedef struct {
+    float *out;
+    const float *residual;
+    uint16_t *out16;
+    int8_t *q8;
+    float *q8_scale;
+    bool act_on;
+    Activation act;
+    const float *ln_w, *ln_b;
+    float ln_eps;
+    float *ln_mean, *ln_rstd;
+} KInt8Output;
+void k_matmul_forward_int8_rows(const KInt8Output *o, const int8_t *q, const float *scale, const void *packed,
+                                const float *bias, int N, int C, int OC);
 
 /* ---- typed products: the precision is chosen here, not by the caller ----
  * A linear layer's weight [OC, C] in the forms a product may run on: the fp32 master copy
@@ -232,6 +257,11 @@ typedef struct {
      * QKV product stores it), read in place of qkv (which is then not read); NULL: qkv is
      * rounded block by block */
     const uint16_t *qkv16;
+    /* int8 inference (k_int8_support; NULL otherwise): ctx also quantized per row as
+     * k_quantize_rows_int8 quantizes it, into ctx_q8 [rows, H] and ctx_q8_scale [rows], each
+     * sequence's rows once its heads are done, while they are in cache */
+    int8_t *ctx_q8;
+    float *ctx_q8_scale;
 } AttentionArgs;
 /* probs: [B, A, T, T] blocks (row stride kv_len[b]) of softmax probabilities before dropout,
  * kept for the backward; NULL (inference, no dropout): not kept, each block's scores stay in

@@ -188,6 +188,24 @@ static void layout_half_activations(Arena *a, Activations *v, const BertModel *m
     v->dout16 = take16(a, dout);
 }
 
+/* int8's activations (inference only: one set that every layer uses): the products' quantized
+ * inputs and, where attention runs in bf16, the QKV product's bf16 output. */
+static void layout_int8_activations(Arena *a, Activations *v, const BertModel *m) {
+    const BertConfig *c = &m->cfg;
+    const size_t N = (size_t)m->max_batch * m->max_seq, H = c->hidden_size, I = c->intermediate_size;
+    LayerActs first = {0};
+    Rows8 *rows[] = {&first.x8, &first.ctx8, &first.h1_8, &first.act8};
+    for (int k = 0; k < 4; k++) {
+        rows[k]->q = take_bytes(a, N * (k == 3 ? I : H));
+        rows[k]->scale = take(a, N);
+    }
+    uint16_t *qkv16 = bert_int8_bf16_attention(m) ? take16(a, N * 3 * H) : NULL;
+    for (int l = 0; l < c->num_hidden_layers; l++) {
+        LayerActs *L = &v->layers[l];
+        L->x8 = first.x8, L->ctx8 = first.ctx8, L->h1_8 = first.h1_8, L->act8 = first.act8, L->qkv16 = qkv16;
+    }
+}
+
 static void free_packed_weights(BertModel *m) {
     free(m->packed), k_free(m->packed_memory);
     m->packed = NULL, m->packed_memory = NULL, m->packed_count = 0, m->packed_bytes = 0;
@@ -251,10 +269,18 @@ static void allocate_activations(BertModel *m) {
         for (int l = 0; l < m->cfg.num_hidden_layers; l++) {
             LayerActs *L = &m->act.layers[l];
             L->x16 = L->ctx16 = L->h1_16 = L->act16 = L->pre16 = L->qkv16 = NULL;
+            L->x8 = L->ctx8 = L->h1_8 = L->act8 = (Rows8){0};
         }
         Activations *v = &m->act;
         v->cls_in16 = v->pooled16 = v->mlm_in16 = v->mlm_ln16 = v->seq_out16 = v->cls_dropped16 = NULL;
         v->tok_dropped16 = v->dout16 = NULL;
+        if (m->precision != BERT_INT8) return;
+        Arena q = {0};
+        layout_int8_activations(&q, &m->act, m);
+        m->act16_len = q.cursor / sizeof(uint16_t);   /* 64-byte multiples */
+        m->act16_memory = k_alloc(q.cursor);
+        q = (Arena){.base = (char *)m->act16_memory};
+        layout_int8_activations(&q, &m->act, m);
         return;
     }
     Arena h = {0};
@@ -532,8 +558,10 @@ int bert_set_precision(BertModel *m, BertPrecision precision, BertError *err) {
     if (precision == BERT_BF16 && !k_bf16_native_available())
         return bert_fail(err, "bf16: this CPU has no bf16 instructions that oneDNN can use (no avx512_bf16, or "
                               "ONEDNN_MAX_CPU_ISA caps them); --bf16_emulate runs the same rounding in fp32, slowly");
-    const bool layout_changes = bert_is_half(precision) != bert_is_half(m->precision);
+    const bool layout_changes = bert_is_half(precision) != bert_is_half(m->precision) ||
+                                (precision == BERT_INT8) != (m->precision == BERT_INT8);
     m->precision = precision;
+    m->int8_bf16 = precision == BERT_INT8 && k_bf16_native_available();
     if (layout_changes) allocate_activations(m);
     free_packed_weights(m);
     if (precision == BERT_BF16 || precision == BERT_INT8) allocate_packed_weights(m);   /* fp32's at the first inference */
@@ -641,6 +669,11 @@ void bert_linear_forward_to(BertModel *m, float *out, uint16_t *out16, const flo
     const KPrecision p = precision_of(m);
     const KWeight w = weight_of(m, weight, C, OC);
     k_linear_forward_to(&p, out, out16, inp, inp16, &w, bias, N);
+}
+
+void bert_linear_int8(BertModel *m, const KInt8Output *out, Rows8 inp, const float *weight, const float *bias, int N,
+                      int C, int OC) {
+    k_matmul_forward_int8_rows(out, inp.q, inp.scale, packed_weight(m, weight), bias, N, C, OC);
 }
 
 /* Lean inference only (bert_lean_forward): the product and the activation in one pass. */

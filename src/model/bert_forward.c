@@ -138,7 +138,7 @@ void bert_attention_args(const BertModel *m, AttentionArgs *a, const int32_t *ma
                          .d = c->hidden_size / c->num_attention_heads, .kv_len = m->kv_len, .mask = mask,
                          .has_holes = m->has_holes,
                          .seq_row = m->unpadded ? m->seq_row : NULL, .seq_rows = m->unpadded ? m->seq_rows : NULL,
-                         .half = bert_is_half(m->precision)};
+                         .half = bert_is_half(m->precision) || bert_int8_bf16_attention(m)};
     if (a->half) a->half_mode = bert_half_mode(m), a->qkv16 = m->act.layers[layer].qkv16;
     if (m->training) {
         a->dropout_p = c->attention_probs_dropout_prob;
@@ -198,6 +198,49 @@ static void layer_forward(BertModel *m, int l, const float *x, const int32_t *ma
     bert_hidden_dropout(m, a->ffn_sum, R, rows, l, SITE_FFN_OUT);
     k_layernorm_forward(a->out, a->ffn_sum, a->ln2_mean, a->ln2_rstd, a->ffn_sum, a->h1, p->ln2_w, p->ln2_b, R, H,
                         c->layer_norm_eps);
+}
+
+/* int8 (inference only): each product's input quantized by the kernel that produces it, in
+ * its pass over the rows (the products' epilogues: LayerNorm, GELU; attention, each sequence
+ * once its heads are done), and each product's result stored
+ * in the form the next kernel reads: QKV in bf16 where attention runs in bf16, the
+ * feed-forward's activation quantized; the residual and the LayerNorm after the attention
+ * output and second feed-forward products are done in their epilogues, row by row (no
+ * attn_sum / ffn_sum written). The
+ * layer's input x is given quantized in the layer's x8; with quantize_out, LayerNorm 2 leaves
+ * the output quantized in the next layer's. */
+static void layer_forward_int8(BertModel *m, int l, const float *x, const int32_t *mask, bool prune,
+                               bool quantize_out) {
+    const BertConfig *c = &m->cfg;
+    const int N = m->rows, H = c->hidden_size, I = c->intermediate_size;
+    const LayerParams *p = &m->p.layers[l];
+    LayerActs *a = &m->act.layers[l];
+    AttentionArgs args;
+    bert_attention_args(m, &args, mask, l);
+    const KInt8Output qkv = {.out = args.half ? NULL : a->qkv, .out16 = args.half ? a->qkv16 : NULL};
+    bert_linear_int8(m, &qkv, a->x8, p->qkv_w, p->qkv_b, N, H, 3 * H);
+    if (!prune) args.ctx_q8 = a->ctx8.q, args.ctx_q8_scale = a->ctx8.scale;   /* pruned: the kept rows, below */
+    k_attention_forward(a->ctx, bert_lean_forward(m) ? NULL : a->probs, a->qkv, &args);
+    const int R = prune ? m->kept_count : N;
+    const float *residual = x;
+    if (prune) {
+        k_gather_rows(a->ctx, a->ctx, m->kept_row, R, H);
+        k_gather_rows(m->act.kept_x, x, m->kept_row, R, H);
+        residual = m->act.kept_x;
+        k_quantize_rows_int8(a->ctx8.q, a->ctx8.scale, a->ctx, R, H);
+    }
+    /* + residual, LayerNorm 1, quantized for the feed-forward, in the product's pass */
+    const KInt8Output ln1 = {.out = a->h1, .residual = residual, .q8 = a->h1_8.q, .q8_scale = a->h1_8.scale,
+                             .ln_w = p->ln1_w, .ln_b = p->ln1_b, .ln_eps = c->layer_norm_eps, .ln_mean = a->ln1_mean,
+                             .ln_rstd = a->ln1_rstd};
+    bert_linear_int8(m, &ln1, a->ctx8, p->attn_out_w, p->attn_out_b, R, H, H);
+    const KInt8Output act = {.q8 = a->act8.q, .q8_scale = a->act8.scale, .act_on = true, .act = c->hidden_act};
+    bert_linear_int8(m, &act, a->h1_8, p->ffn_in_w, p->ffn_in_b, R, H, I);
+    const Rows8 next = quantize_out ? m->act.layers[l + 1].x8 : (Rows8){0};
+    const KInt8Output ln2 = {.out = a->out, .residual = a->h1, .q8 = next.q, .q8_scale = next.scale,
+                             .ln_w = p->ln2_w, .ln_b = p->ln2_b, .ln_eps = c->layer_norm_eps, .ln_mean = a->ln2_mean,
+                             .ln_rstd = a->ln2_rstd};
+    bert_linear_int8(m, &ln2, a->act8, p->ffn_out_w, p->ffn_out_b, R, I, H);
 }
 
 static void embeddings_forward(BertModel *m, const BertBatch *b) {
@@ -335,8 +378,13 @@ float bert_forward(BertModel *m, const BertBatch *b, bool training, uint64_t dro
     prepare_batch(m, b);
     embeddings_forward(m, b);
     const float *x = m->act.emb_out;
-    for (int l = 0; l < m->cfg.num_hidden_layers; l++) {
-        layer_forward(m, l, x, b->attention_mask, m->pruned && l == m->cfg.num_hidden_layers - 1);
+    const int L = m->cfg.num_hidden_layers;
+    const bool int8 = m->precision == BERT_INT8;
+    if (int8 && L > 0) k_quantize_rows_int8(m->act.layers[0].x8.q, m->act.layers[0].x8.scale, x, m->rows, m->cfg.hidden_size);
+    for (int l = 0; l < L; l++) {
+        const bool prune = m->pruned && l == L - 1;
+        if (int8) layer_forward_int8(m, l, x, b->attention_mask, prune, l + 1 < L);
+        else layer_forward(m, l, x, b->attention_mask, prune);
         x = m->act.layers[l].out;
     }
     m->nsp_loss = m->mlm_loss = m->task_loss = 0.0f;

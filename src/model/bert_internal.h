@@ -24,6 +24,12 @@ typedef struct {
     float *cls_w, *cls_b;          /* classifier head (per sequence or per token): [N, H], [N] */
 } ParamViews;
 
+/* Rows quantized for an int8 product (k_quantize_rows_int8): q [N, C], scale [N]. */
+typedef struct {
+    int8_t *q;
+    float *scale;
+} Rows8;
+
 /* Activations of one encoder layer kept for backward (N = B*T rows). */
 typedef struct {
     float *qkv;                 /* [N, 3H] */
@@ -45,6 +51,10 @@ typedef struct {
      * share layer 0's */
     uint16_t *x16, *ctx16, *h1_16, *act16, *pre16;
     uint16_t *qkv16;   /* [N, 3H]: the QKV product stored in 16 bits, attention's operands */
+    /* int8 (inference only, every layer sharing layer 0's): the four products' inputs as the
+     * kernels before them leave them quantized (the layer's input, ctx, h1, the feed-forward's
+     * activation [N, I]); qkv16 where attention runs in bf16 (bert_int8_bf16_attention) */
+    Rows8 x8, ctx8, h1_8, act8;
 } LayerActs;
 
 typedef struct {
@@ -139,8 +149,9 @@ struct BertModel {
      * word embeddings' while the MLM head runs; the packed weights of a FORWARD_ONLY model)
      * are never touched; the 16-bit activations (one allocation) */
     BertPrecision precision;
+    bool int8_bf16;     /* bf16 instructions here, for int8's attention (set with the precision) */
     float loss_scale;   /* the backward's seed: d(loss scale * loss) (bert_set_loss_scale) */
-    uint16_t *params16, *act16_memory;
+    uint16_t *params16, *act16_memory;   /* act16_memory: int8's activations too */
     size_t act16_len;
     bool params16_stale;
     bool *half_fresh;
@@ -204,6 +215,10 @@ void bert_linear_backward(BertModel *m, float *dinp, float *dweight, float *dbia
 void bert_gelu_linear_backward(BertModel *m, float *dinp, float *dweight, float *dbias, float *dout, const float *pre,
                                const uint16_t *pre16, const float *inp, const uint16_t *inp16, const float *weight,
                                int N, int C, int OC);
+/* int8 (BERT_INT8): the product of rows already quantized with the weight's packed int8 copy,
+ * stored as out says (k_matmul_forward_int8_rows). */
+void bert_linear_int8(BertModel *m, const KInt8Output *out, Rows8 inp, const float *weight, const float *bias, int N,
+                      int C, int OC);
 /* If the weights changed: repacks the packed copies and marks every plain 16-bit copy stale
  * (each is made when a product first reads it). At the start of a forward, after m->training
  * is set. */
@@ -211,6 +226,9 @@ void bert_refresh_weights(BertModel *m);
 /* Whether the model's products take 16-bit operands (BF16, BF16_EMULATED, FP16); FP32 and
  * INT8 keep fp32 activations. */
 static inline bool bert_is_half(BertPrecision p) { return p == BERT_BF16 || p == BERT_BF16_EMULATED || p == BERT_FP16; }
+/* int8 runs attention as native bf16 runs it (its products in bf16, on the QKV product's
+ * output stored in bf16) where the CPU has bf16 instructions; in fp32 where not. */
+static inline bool bert_int8_bf16_attention(const BertModel *m) { return m->precision == BERT_INT8 && m->int8_bf16; }
 /* The kernels' 16-bit format for the model's precision (not FP32). */
 static inline HalfMode bert_half_mode(const BertModel *m) {
     return m->precision == BERT_FP16 ? HALF_FP16 : m->precision == BERT_BF16_EMULATED ? HALF_BF16_EMULATED : HALF_BF16;

@@ -68,7 +68,9 @@ static int bench_train(BertModel *m, Trainer *trainer, const SyntheticBatch *s, 
 static int bench_infer(BertModel *m, const SyntheticBatch *s, const ModelBenchOptions *o, ModelBenchTiming *t,
                        BertError *err) {
     memset(t, 0, sizeof *t);
+    const bool profile = o->kernel_profile && o->steps == 0;   /* inference alone: its batches profiled */
     for (int step = 1; step <= o->warmup + o->infer_steps; step++) {
+        if (profile && step == o->warmup + 1) k_profile_start();
         double t0 = now_seconds(), c0 = cpu_seconds();
         float r = bert_forward(m, &s->infer, false, 0);
         if (isnan(r)) return bert_fail(err, "%s", bert_last_error(m));
@@ -76,6 +78,7 @@ static int bench_infer(BertModel *m, const SyntheticBatch *s, const ModelBenchOp
         timing_add(t, dt, cpu_seconds() - c0, step > o->warmup);
         t->forward_s += step > o->warmup ? dt : 0;
     }
+    if (profile) k_profile_stop();
     return 0;
 }
 

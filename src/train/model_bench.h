@@ -30,7 +30,7 @@ typedef struct {
     bool all_rows;                  /* train on every row: no unpadding, no pruning */
     bool plain_weights;             /* the forward reads the plain weights, not the packed copy */
     bool unfused;                   /* inference: the feed-forward's product and GELU in two passes */
-    bool kernel_profile;            /* the timed training steps' kernels profiled (k_profile_*, kernels/backend.h) */
+    bool kernel_profile;            /* the timed training steps' kernels profiled (k_profile_*, kernels/backend.h); inference alone (steps 0): its batches' */
     /* Progress, each may be NULL: `started` once the model and its batch exist (before the
      * optimizer's state); `train_step` after every training step, warm-up ones included. */
     void *ctx;

@@ -25,6 +25,8 @@
 #define k_packed_weight_bytes_int8        cpu_k_packed_weight_bytes_int8
 #define k_pack_weight_int8                cpu_k_pack_weight_int8
 #define k_matmul_forward_int8             cpu_k_matmul_forward_int8
+#define k_quantize_rows_int8              cpu_k_quantize_rows_int8
+#define k_matmul_forward_int8_rows        cpu_k_matmul_forward_int8_rows
 #define k_linear_forward                  cpu_k_linear_forward
 #define k_linear_forward_to               cpu_k_linear_forward_to
 #define k_linear_act_forward              cpu_k_linear_act_forward

@@ -52,6 +52,33 @@ void gemm_int8_unpack(int8_t *q, const void *packed, int K, int N);
 /* The exact integer product: C[i, j] = sum_k A[i, k] q_jk in int32, A [M, K] (row length K). */
 void gemm_int8_s32(int M, int N, int K, const int8_t *A, const void *packed, int32_t *C);
 
+/* One row quantized as quantize_rows_s8 quantizes each row; returns its scale. For the kernels
+ * that quantize the rows they produce while the row is in cache (LayerNorm, the epilogue). */
+float gemm_int8_quantize_row(int8_t *q, const float *x, int cols, int levels);
+
+/* Where the product's rows go, and what is done to them first: v_ij = float(sum_ij) (r_i s_j)
+ * + bias_j, + residual_ij where residual is given, then GELU (gelu 1: erf, 2: tanh; 0 none);
+ * then exactly one destination: out [M, N] fp32, out16 [M, N] v rounded to bf16, or q [M, N]
+ * with q_scale [M]: v quantized per row (quantize_rows_s8, 127 levels: the next product's
+ * input). With ln_w: out = LayerNorm(v) (ln_w, ln_b, ln_eps; the row's mean and 1/std into
+ * ln_mean, ln_rstd, as k_layernorm_forward), and with q also that quantized. */
+typedef struct {
+    float *out;
+    const float *residual;
+    uint16_t *out16;
+    int8_t *q;
+    float *q_scale;
+    int gelu;
+    const float *ln_w, *ln_b;
+    float ln_eps;
+    float *ln_mean, *ln_rstd;
+} Int8Epilogue;
+/* The product of rows already quantized (A [M, K] s8 and its row scales r [M], as
+ * quantize_rows_s8 leaves them) with a packed weight, the int32 sums taken in blocks of rows
+ * that stay in cache for the epilogue. Same numbers as gemm_int8_s32 then the formula above. */
+void gemm_int8_rows(int M, int N, int K, const int8_t *A, const float *row_scale, const void *packed, const float *bias,
+                    const Int8Epilogue *e);
+
 /* The whole product: A [M, K] fp32 quantized per row, multiplied, dequantized, + bias (may
  * be NULL), then GELU (gelu 1: erf, 2: tanh; 0 none), into C [M, N] fp32. */
 void gemm_int8_forward(int M, int N, int K, const float *A, const void *packed, const float *bias, int gelu,

@@ -15,6 +15,7 @@
 #include "kernels/kernels.h"
 #include "kernels/cpu/gemm_half.h"
 #include "kernels/cpu/gemm_int8.h"
+#include "kernels/cpu/layernorm_row.h"
 #include "kernels/cpu/sgemm.h"
 
 /* glibc's vector math library (libmvec, pulled in by -lm) has AVX2 versions of these;
@@ -163,6 +164,19 @@ void k_matmul_forward_int8(float *out, const float *inp, const void *packed, con
     gemm_int8_forward(N, OC, C, inp, packed, bias, !gelu ? 0 : act == ACT_GELU ? 1 : 2, out);
 }
 
+void k_quantize_rows_int8(int8_t *q, float *scale, const float *x, int N, int C) {
+    quantize_rows_s8(q, scale, x, N, C, C, 127);
+}
+
+void k_matmul_forward_int8_rows(const KInt8Output *o, const int8_t *q, const float *scale, const void *packed,
+                                const float *bias, int N, int C, int OC) {
+    const Int8Epilogue e = {.out = o->out, .residual = o->residual, .out16 = o->out16, .q = o->q8,
+                            .q_scale = o->q8_scale, .gelu = !o->act_on ? 0 : o->act == ACT_GELU ? 1 : 2,
+                            .ln_w = o->ln_w, .ln_b = o->ln_b, .ln_eps = o->ln_eps, .ln_mean = o->ln_mean,
+                            .ln_rstd = o->ln_rstd};
+    gemm_int8_rows(N, OC, C, q, scale, packed, bias, &e);
+}
+
 size_t k_packed_weight_bytes_f32(int C, int OC) { return gemm_packed_bytes(true, C, OC); }
 void k_pack_weight_f32(void *packed, const float *weight, int C, int OC) { gemm_pack(true, packed, weight, C, OC); }
 
@@ -237,27 +251,16 @@ void k_layernorm_forward(float *out, float *sum_out, float *mean, float *rstd, c
 #pragma omp parallel for schedule(static) if ((long)N * C >= PARALLEL_MIN_WORK)
     for (int n = 0; n < N; n++) {
         const float *x = a + (size_t)n * C;  /* no restrict: sum_out may alias a */
-        float *restrict y = out + (size_t)n * C;
         if (residual) {  /* fuse the residual add */
             const float *r = residual + (size_t)n * C;
             float *s = sum_out + (size_t)n * C;
             for (int c = 0; c < C; c++) s[c] = x[c] + r[c];
             x = s;
         }
-        float m = 0.0f;
-#pragma omp simd reduction(+ : m)
-        for (int c = 0; c < C; c++) m += x[c];
-        m /= (float)C;
-        float v = 0.0f;  /* two-pass variance: no cancellation */
-#pragma omp simd reduction(+ : v)
-        for (int c = 0; c < C; c++) v += (x[c] - m) * (x[c] - m);
-        v /= (float)C;
-        float rs = 1.0f / sqrtf(v + eps);
-        for (int c = 0; c < C; c++) y[c] = (x[c] - m) * rs * w[c] + b[c];
-        mean[n] = m;
-        rstd[n] = rs;
+        layernorm_row(out + (size_t)n * C, mean + n, rstd + n, x, w, b, C, eps);
     }
 }
+
 
 void k_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *mean,
                           const float *rstd, const float *w, int N, int C) {
@@ -725,21 +728,48 @@ static size_t attention_scratch_floats(const AttentionArgs *a) {
     return (size_t)2 * a->T * a->T + (a->half ? (attention_half_scratch(a->T, a->d) + 1) / 2 : 0);
 }
 
+static void attention_forward_block(float *ctx, float *probs, const float *qkv, const AttentionArgs *a, int b, int h,
+                                    float *scratch) {
+    const int T = a->T, H = a->A * a->d;
+    AttnBlock x = attention_block(a, qkv, b, h);
+    float *out = ctx + sequence_row(a, b) * H + (size_t)h * a->d, *p = probs ? probs + x.block * T * T : NULL;
+    if (a->half) attention_block_forward_half(&x, out, p, scratch, (uint16_t *)(scratch + 2 * T * T), a);
+    else attention_block_forward(&x, out, p, scratch, a);
+}
+
+/* Sequence b's rows of ctx quantized (int8 inference), on this thread. */
+static void quantize_sequence(const float *ctx, const AttentionArgs *a, int b) {
+    const int H = a->A * a->d;
+    for (size_t row = sequence_row(a, b), end = row + (size_t)sequence_rows(a, b); row < end; row++)
+        a->ctx_q8_scale[row] = gemm_int8_quantize_row(a->ctx_q8 + row * H, ctx + row * H, H, 127);
+}
+
 void k_attention_forward(float *ctx, float *probs, const float *qkv, const AttentionArgs *a) {
-    const int B = a->B, T = a->T, A = a->A, H = A * a->d, nthreads = omp_get_max_threads();
+    const int B = a->B, T = a->T, A = a->A, nthreads = omp_get_max_threads();
     const bool parallel = (long)B * A * T * T * a->d >= PARALLEL_MIN_WORK;
     if (!probs && a->dropout_p > 0.0f) die("k_attention_forward: dropout needs the probabilities kept");
     const size_t per_thread = attention_scratch_floats(a);
     float *scratch_all = xmalloc(sizeof(float) * per_thread * nthreads);
-#pragma omp parallel for collapse(2) schedule(dynamic, 1) num_threads(nthreads) if (parallel)
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < A; h++) {
-            AttnBlock x = attention_block(a, qkv, b, h);
+    /* quantizing ctx: by whole sequences where there are enough to share out, each quantized by
+     * the thread that computed it, right after its heads */
+    const bool by_sequence = a->ctx_q8 && B >= 2 * nthreads;
+    if (by_sequence) {
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads) if (parallel)
+        for (int b = 0; b < B; b++) {
             float *scratch = scratch_all + (size_t)omp_get_thread_num() * per_thread;
-            float *out = ctx + sequence_row(a, b) * H + (size_t)h * a->d, *p = probs ? probs + x.block * T * T : NULL;
-            if (a->half) attention_block_forward_half(&x, out, p, scratch, (uint16_t *)(scratch + 2 * T * T), a);
-            else attention_block_forward(&x, out, p, scratch, a);
+            for (int h = 0; h < A; h++) attention_forward_block(ctx, probs, qkv, a, b, h, scratch);
+            quantize_sequence(ctx, a, b);
         }
+    } else {
+#pragma omp parallel for collapse(2) schedule(dynamic, 1) num_threads(nthreads) if (parallel)
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < A; h++)
+                attention_forward_block(ctx, probs, qkv, a, b, h, scratch_all + (size_t)omp_get_thread_num() * per_thread);
+        if (a->ctx_q8 && B > 0) {   /* the sequences' rows are consecutive */
+            const int rows = (int)(sequence_row(a, B - 1) + (size_t)sequence_rows(a, B - 1)), H = A * a->d;
+            quantize_rows_s8(a->ctx_q8, a->ctx_q8_scale, ctx, rows, H, H, 127);
+        }
+    }
     free(scratch_all);
 }
 

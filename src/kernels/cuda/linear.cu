@@ -190,6 +190,15 @@ extern "C" void k_matmul_forward_int8(float *out, const float *inp, const void *
     fprintf(stderr, "bert: int8 products are not supported on the CUDA backend\n");
     exit(1);
 }
+extern "C" void k_quantize_rows_int8(int8_t *q, float *scale, const float *x, int N, int C) {
+    fprintf(stderr, "bert: int8 activations are not supported on the CUDA backend\n");
+    exit(1);
+}
+extern "C" void k_matmul_forward_int8_rows(const KInt8Output *o, const int8_t *q, const float *scale,
+                                           const void *packed, const float *bias, int N, int C, int OC) {
+    fprintf(stderr, "bert: int8 products are not supported on the CUDA backend\n");
+    exit(1);
+}
 
 extern "C" bool k_matmul_forward_half(float *out, const float *inp, uint16_t *inp16, const uint16_t *weight,
                                       const void *packed, const float *bias, int N, int C, int OC, HalfMode mode) {
