@@ -34,6 +34,11 @@ static int take_rows(ServeBatcher *b, ServeRow *rows, ServeJob **jobs, long *tok
     return n;
 }
 
+/* Whether another request may join the batch soon: one being read or parsed now. */
+static bool more_coming(const ServeBatcher *b) {
+    return !b->o.incoming || atomic_load(b->o.incoming) > 0;
+}
+
 static void *worker_main(void *arg) {
     ServeBatcher *b = arg;
     ServeRow *rows = xmalloc(sizeof(ServeRow) * (size_t)b->o.max_rows);
@@ -42,9 +47,9 @@ static void *worker_main(void *arg) {
     for (;;) {
         while (!b->head && !b->stopping) pthread_cond_wait(&b->work, &b->mu);
         if (!b->head) break;   /* stopping, and nothing left to do */
-        /* more may be on its way: wait a little for a fuller batch */
+        /* more on its way: wait a little for a fuller batch (each submit wakes us to look again) */
         const struct timespec until = deadline_after(b->o.max_wait_s);
-        while (!b->stopping && b->queued_tokens < b->o.max_tokens &&
+        while (!b->stopping && b->queued_tokens < b->o.max_tokens && more_coming(b) &&
                pthread_cond_timedwait(&b->work, &b->mu, &until) != ETIMEDOUT) {}
         long tokens;
         const int n = take_rows(b, rows, jobs, &tokens);

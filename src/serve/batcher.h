@@ -1,6 +1,6 @@
 /* Dynamic batching for bert serve: request threads submit jobs (a request's encoded texts) to
  * a bounded queue; ONE compute worker takes what is queued, up to a token budget and a row
- * count, waiting up to max_wait for more after the first arrives, runs one forward over the
+ * count, waiting up to max_wait for more after the first arrives (while more are on their way), runs one forward over the
  * rows of several requests (the task's run function: one packed batch) and wakes each
  * request when all its rows are done. A request larger than the budget is run over several
  * forwards. The model is only ever touched by the worker. */
@@ -8,6 +8,7 @@
 #define BERT_SERVE_BATCHER_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -44,6 +45,10 @@ typedef struct {
     int max_rows;                 /* rows per forward: the model's max_batch */
     long max_tokens;              /* tokens per forward (a longer single row still runs alone) */
     double max_wait_s;            /* how long the worker waits for more work after the first */
+    const atomic_int *incoming;   /* requests being read or parsed, not yet submitted: the worker waits
+                                   * (up to max_wait_s) only while some are on their way, so a lone
+                                   * request never waits for company that cannot come; NULL: it
+                                   * always waits */
 } ServeBatchOptions;
 
 typedef struct {
