@@ -126,14 +126,16 @@ static long post(int port, const char *path, const char *json, char **answer) {
     return http(port, NULL, path, json, strlen(json), NULL, answer);
 }
 
-/* JSON numbers (%.9g: float32 exactly) equal to the reference vector bit for bit. */
-static bool vector_is(const cJSON *v, int sentence) {
+/* JSON numbers (%.9g: float32 exactly) equal to want[0..H) bit for bit. */
+static bool vector_equals(const cJSON *v, const float *want) {
     if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != H) return false;
     int h = 0;
     for (const cJSON *x = v->child; x; x = x->next, h++)
-        if (!cJSON_IsNumber(x) || (float)x->valuedouble != reference[sentence][h]) return false;
+        if (!cJSON_IsNumber(x) || (float)x->valuedouble != want[h]) return false;
     return true;
 }
+
+static bool vector_is(const cJSON *v, int sentence) { return vector_equals(v, reference[sentence]); }
 
 static int b64_value(char c) {
     const char *a = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -199,6 +201,80 @@ static bool load_reference(void) {
     if (ok) memcpy(reference, data + header, sizeof(float) * H * (size_t)nsent);
     free(data), unlink(npy), unlink(log), unlink(txt);
     return ok && reference_tokens > 0 && nsent >= 4;
+}
+
+/* bert embed FLAGS on sentences[]: its vectors into out. 1, 0 on failure, -1 when FLAGS
+ * asks for what this machine lacks (the log says "this backend has no"). */
+static int bert_embed_vectors(const char *flags, float (*out)[H]) {
+    const char *txt = "/tmp/bert_test_serve_ref2.txt", *npy = "/tmp/bert_test_serve_ref2.npy",
+               *log = "/tmp/bert_test_serve_ref2.log";
+    FILE *f = fopen(txt, "w");
+    for (int i = 0; i < nsent; i++) fprintf(f, "%s\n", sentences[i]);
+    fclose(f);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s embed --init_checkpoint %s --threads 1 %s --output %s < %s 2> %s", bert_bin, DIR,
+             flags, npy, txt, log);
+    const int st = system(cmd);
+    char *text = read_text(log), *data = NULL;
+    const bool lacking = strstr(text, "this backend has no") != NULL;
+    size_t len = 0;
+    BertError err;
+    int ok = st == 0 && read_file(npy, &data, &len, &err) == 0;
+    if (ok) {
+        const size_t header = 10 + (size_t)(unsigned char)data[8] + 256 * (size_t)(unsigned char)data[9];
+        ok = len == header + sizeof(float) * H * (size_t)nsent;
+        if (ok) memcpy(out, data + header, sizeof(float) * H * (size_t)nsent);
+    }
+    if (!ok && !lacking) fprintf(stderr, "failed: %s\n%s", cmd, text);
+    free(text), free(data), unlink(npy), unlink(log), unlink(txt);
+    return ok ? 1 : lacking ? -1 : 0;
+}
+
+/* --int8: /v1/embeddings answers bert embed --int8's vectors bit for bit, whatever the batch
+ * (rows are quantized one by one, so packing several requests' rows changes nothing), and
+ * /info says int8. */
+static void test_int8_equals_bert_embed_int8(void) {
+    static float want[MAXSENT][H];
+    const int got = bert_embed_vectors("--int8", want);
+    if (got < 0) {
+        printf("  (skipped: this machine has no int8 products)\n");
+        return;
+    }
+    CHECK(got == 1);
+    if (got != 1) return;
+    int differ = 0;   /* the int8 vectors are not the fp32 ones: the test tells them apart */
+    for (int i = 0; i < nsent; i++) differ += memcmp(want[i], reference[i], sizeof want[i]) != 0;
+    CHECK(differ > 0);
+    Server s;
+    const char *const flags[] = {"--int8", NULL};
+    if (!start_server(&s, flags)) return;
+    int all[MAXSENT];
+    for (int i = 0; i < nsent; i++) all[i] = i;
+    char *body = request_json("input", all, nsent, NULL), *answer;
+    const long status = post(s.port, "/v1/embeddings", body, &answer);
+    cJSON *root = cJSON_Parse(answer);
+    const cJSON *list = cJSON_GetObjectItem(root, "data");
+    CHECKF(status == 200 && cJSON_GetArraySize(list) == nsent, "%ld %s", status, answer);
+    for (int i = 0; i < nsent && i < cJSON_GetArraySize(list); i++)
+        CHECKF(vector_equals(cJSON_GetObjectItem(cJSON_GetArrayItem(list, i), "embedding"), want[i]),
+               "sentence %d in a list differs from bert embed --int8", i);
+    cJSON_Delete(root), free(answer), free(body);
+    for (int i = 0; i < nsent; i++) {   /* each alone: a batch of one */
+        body = request_json("input", &i, 1, NULL);
+        const long st = post(s.port, "/v1/embeddings", body, &answer);
+        root = cJSON_Parse(answer);
+        const cJSON *v = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(root, "data"), 0), "embedding");
+        CHECKF(st == 200 && vector_equals(v, want[i]), "sentence %d alone differs from bert embed --int8: %s", i, answer);
+        cJSON_Delete(root), free(answer), free(body);
+    }
+    CHECK(http(s.port, NULL, "/info", NULL, 0, NULL, &answer) == 200 && strstr(answer, "\"precision\":\"int8\""));
+    free(answer);
+    CHECK(stop_server(&s) == 0);
+    /* one precision at a time */
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s serve --init_checkpoint %s --int8 --bf16 2>&1 | grep -q 'at most one of --bf16 and --int8'",
+             bert_bin, DIR);
+    CHECK(system(cmd) == 0);
 }
 
 /* Every endpoint's answer, in every form, is bert embed's. */
@@ -852,6 +928,7 @@ int main(int argc, char **argv) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     if (!load_reference()) return fprintf(stderr, "bert embed failed on %s\n", DIR), 1;
     RUN_TEST(test_answers_equal_bert_embed);
+    RUN_TEST(test_int8_equals_bert_embed_int8);
     RUN_TEST(test_concurrent_clients);
     RUN_TEST(test_bad_requests);
     RUN_TEST(test_api_key);

@@ -549,6 +549,7 @@ static int listen_address(const ServeOptions *o, struct sockaddr_storage *a, boo
 }
 
 static int check_options(const ServeOptions *o, BertError *err) {
+    if (o->bf16 && o->int8) return bert_fail(err, "give at most one of --bf16 and --int8");
     if (strcmp(o->task, "embed") && strcmp(o->task, "classify") && strcmp(o->task, "qa"))
         return bert_fail(err, "--task %s: embed, classify or qa", o->task);
     if (!strcmp(o->task, "qa") && (o->doc_stride < 1 || o->max_query_length < 1 || o->n_best_size < 1 ||
@@ -587,6 +588,7 @@ static int server_open(Server *s, const ServeOptions *o, BertError *err) {
     if (s->qa && o->max_batch_tokens / qa_seq < rows) rows = o->max_batch_tokens / qa_seq > 1 ? o->max_batch_tokens / qa_seq : 1;
     const InferModelOptions mo = {.init_checkpoint = o->init_checkpoint, .config_file = o->config_file,
                                   .vocab_file = o->vocab_file, .do_lower_case = o->do_lower_case, .bf16 = o->bf16,
+                                  .int8 = o->int8,
                                   .max_seq_length = s->qa ? qa_seq : o->max_seq_length};
     if (s->classify && classifier_labels(s, err) != 0) return -1;
     const BertHeads heads = {s->classify ? BERT_HEADS_CLASSIFIER : s->qa ? BERT_HEADS_QA : BERT_HEADS_NONE,
