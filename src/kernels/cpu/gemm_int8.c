@@ -228,12 +228,33 @@ void gemm_int8_s32(int M, int N, int K, const int8_t *A, const void *packed, int
     dnnl_memory_destroy(a), dnnl_memory_destroy(b), dnnl_memory_destroy(c);
 }
 
-/* The activations' int8 copy: per-thread scratch, grown as needed (inference only). */
-static _Thread_local struct {
+/* The activations' int8 copy: per-thread scratch, grown as needed (inference only), freed
+ * when its thread ends (a server's compute worker is a thread that ends before the process). */
+typedef struct {
     int8_t *q;
     float *scale;
     size_t q_cap, rows_cap;
-} t8;
+} Int8Scratch;
+static _Thread_local Int8Scratch t8;
+static pthread_key_t t8_key;
+static pthread_once_t t8_key_once = PTHREAD_ONCE_INIT;
+
+static void t8_release(void *scratch) {
+    Int8Scratch *s = scratch;
+    free(s->q), free(s->scale);
+    memset(s, 0, sizeof *s);
+}
+
+static void t8_key_create(void) {
+    if (pthread_key_create(&t8_key, t8_release) != 0) die("gemm_int8: cannot create the scratch's thread key");
+}
+
+/* The first allocation of a thread: its scratch is freed when the thread ends. */
+static void t8_register(void) {
+    if (t8.q || t8.scale) return;
+    pthread_once(&t8_key_once, t8_key_create);
+    pthread_setspecific(t8_key, &t8);
+}
 
 /* libmvec's vector erff (as kernels/cpu/layers.c declares it), so the GELU loop vectorizes. */
 float erff(float) __attribute__((simd("notinbranch")));
@@ -265,6 +286,7 @@ static void dequantize(float *C, const float *row_scale, const float *col_scale,
 void gemm_int8_forward(int M, int N, int K, const float *A, const void *packed, const float *bias, int gelu,
                        float *C) {
     if (M <= 0 || N <= 0) return;
+    t8_register();
     if ((size_t)M * K > t8.q_cap) {
         free(t8.q);
         t8.q_cap = (size_t)M * K;
