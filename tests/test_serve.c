@@ -495,6 +495,35 @@ static void send_together(Sent *q, int n, int port, int sigterm_pid) {
     for (int i = 0; i < n; i++) pthread_join(t[i], NULL);
 }
 
+/* The worker waits --max_wait_ms for company only while an open connection may send it: a
+ * lone client's requests are answered at once, and four clients sent together run as soon as
+ * all four are in (one forward, or a few when they connect apart), far sooner than the 3 s
+ * wait. Before, every forward waited the whole max_wait_ms. */
+static void test_batching_waits_only_for_senders(void) {
+    Server s;
+    if (!start_server(&s, (const char *[]){"--max_wait_ms", "3000", NULL})) return;
+    for (int i = 0; i < 3; i++) {
+        const double t0 = now_seconds();
+        Sent q = {.port = s.port, .sentence = i};
+        send_one(&q);
+        CHECKF(q.status == 200 && q.right && now_seconds() - t0 < 1.5, "a lone request: %ld after %.2f s", q.status,
+               now_seconds() - t0);
+    }
+    Sent q[4];
+    const double t0 = now_seconds();
+    send_together(q, 4, s.port, 0);
+    const double took = now_seconds() - t0;
+    for (int i = 0; i < 4; i++) CHECKF(q[i].status == 200 && q[i].right, "request %d: %ld", i, q[i].status);
+    CHECKF(took < 1.5, "4 requests together took %.2f s: the worker waited for a fifth", took);
+    char *answer;
+    CHECK(http(s.port, NULL, "/metrics", NULL, 0, NULL, &answer) == 200);
+    const char *count = strstr(answer, "bert_serve_batch_rows_count ");
+    const long forwards = count ? atol(count + strlen("bert_serve_batch_rows_count ")) : -1;
+    CHECKF(forwards >= 4 && forwards <= 7, "%ld forwards for 3 lone requests and 4 together", forwards);
+    free(answer);
+    CHECK(stop_server(&s) == 0);
+}
+
 /* One request waiting fills a queue of one: the others are told 429 and later served. */
 static void test_queue_full(void) {
     Server s;
@@ -932,6 +961,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_concurrent_clients);
     RUN_TEST(test_bad_requests);
     RUN_TEST(test_api_key);
+    RUN_TEST(test_batching_waits_only_for_senders);
     RUN_TEST(test_queue_full);
     RUN_TEST(test_sigterm_drains);
     RUN_TEST(test_slow_client);

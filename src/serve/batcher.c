@@ -34,9 +34,9 @@ static int take_rows(ServeBatcher *b, ServeRow *rows, ServeJob **jobs, long *tok
     return n;
 }
 
-/* Whether another request may join the batch soon: one being read or parsed now. */
+/* Under the lock: whether another request may join the batch: a connection without a queued job. */
 static bool more_coming(const ServeBatcher *b) {
-    return !b->o.incoming || atomic_load(b->o.incoming) > 0;
+    return !b->o.senders || b->queued < atomic_load(b->o.senders);
 }
 
 static void *worker_main(void *arg) {
@@ -102,6 +102,12 @@ int serve_batcher_wait(ServeBatcher *b, ServeJob *job) {
     while (job->finished < job->n) pthread_cond_wait(&b->done, &b->mu);
     pthread_mutex_unlock(&b->mu);
     return job->status;
+}
+
+void serve_batcher_recheck(ServeBatcher *b) {
+    pthread_mutex_lock(&b->mu);
+    pthread_cond_signal(&b->work);
+    pthread_mutex_unlock(&b->mu);
 }
 
 void serve_batcher_stop(ServeBatcher *b) {

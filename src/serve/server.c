@@ -41,7 +41,7 @@ typedef struct {
     ServeBatcher batcher;
     ServeMetrics metrics;
     atomic_int active;            /* requests between their first byte and their answer */
-    atomic_int incoming;          /* POSTs being read or parsed, not yet handed to the batcher */
+    atomic_int connections;       /* open now (the batcher waits for company only while one may send) */
 } Server;
 
 typedef struct {                  /* one request on a connection */
@@ -49,7 +49,6 @@ typedef struct {                  /* one request on a connection */
     size_t len, cap;
     double t0;
     bool answered;                /* refused early (413): the rest of the body is discarded */
-    bool incoming;                /* counted in Server.incoming */
 } Request;
 
 ServeOptions serve_default_options(void) {
@@ -62,11 +61,6 @@ ServeOptions serve_default_options(void) {
 
 /* ---- answers ---- */
 
-/* The request no longer on its way to the batcher (submitted, or answered without it). */
-static void request_settled(Server *s, Request *r) {
-    if (r->incoming) r->incoming = false, atomic_fetch_sub(&s->incoming, 1);
-}
-
 static enum MHD_Result answer(Server *s, struct MHD_Connection *c, Request *r, int status, const char *type,
                               TextBuf *body) {
     struct MHD_Response *resp = MHD_create_response_from_buffer(body->len, body->p, MHD_RESPMEM_MUST_FREE);
@@ -74,7 +68,6 @@ static enum MHD_Result answer(Server *s, struct MHD_Connection *c, Request *r, i
     if (status == 401) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     const enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, resp);
     r->answered = true;
-    request_settled(s, r);
     MHD_destroy_response(resp);
     serve_metrics_answer(&s->metrics, status, now_seconds() - r->t0);
     return rc;
@@ -94,9 +87,8 @@ static enum MHD_Result answer_error(Server *s, struct MHD_Connection *c, Request
 }
 
 /* The submit-and-wait every model endpoint does: 0, or the status with msg. */
-static int run_job(Server *s, Request *r, ServeRow *rows, int n, char *msg, size_t size) {
+static int run_job(Server *s, ServeRow *rows, int n, char *msg, size_t size) {
     ServeJob job = {.rows = rows, .n = n};
-    request_settled(s, r);   /* before the submit: the worker must not wait for this one */
     int status = serve_batcher_submit(&s->batcher, &job);
     if (status) snprintf(msg, size, status == 429 ? "the queue is full (%d requests): try again later"
                                                   : "the server is shutting down", s->o.max_queue);
@@ -175,7 +167,7 @@ static enum MHD_Result handle_embeddings(Server *s, struct MHD_Connection *c, Re
     Encoded e;
     char msg[1100] = "";
     status = encode_request(s, &q, &e, msg, sizeof msg);
-    if (!status) status = run_job(s, r, e.rows, q.n, msg, sizeof msg);
+    if (!status) status = run_job(s, e.rows, q.n, msg, sizeof msg);
     enum MHD_Result rc;
     if (status) rc = answer_error(s, c, r, status, msg);
     else {
@@ -224,8 +216,7 @@ static void put_scores(Server *s, const float *logits, bool raw, TextBuf *t) {
 
 /* The logits (n * num_labels) of texts or pairs, as bert glue's features (the same
  * tokenization, [SEP]s and pair truncation): 0, or the status with msg. */
-static int classify_texts(Server *s, Request *r, const GlueExamples *e, int truncate, float *logits, char *msg,
-                          size_t size) {
+static int classify_texts(Server *s, const GlueExamples *e, int truncate, float *logits, char *msg, size_t size) {
     GlueFeatures f;
     BertError err;
     if (glue_features(e, s->em.tok, s->em.max_seq, &f, &err) != 0) return snprintf(msg, size, "%s", err.msg), 500;
@@ -237,7 +228,7 @@ static int classify_texts(Server *s, Request *r, const GlueExamples *e, int trun
     for (int i = 0; !status && i < e->n; i++)
         rows[i] = (ServeRow){.ids = f.input_ids + (size_t)i * T, .types = f.segment_ids + (size_t)i * T,
                              .length = f.length[i], .out = logits + (size_t)i * NL};
-    if (!status) status = run_job(s, r, rows, e->n, msg, size);
+    if (!status) status = run_job(s, rows, e->n, msg, size);
     glue_features_free(&f), free(rows);
     return status;
 }
@@ -252,7 +243,7 @@ static enum MHD_Result handle_predict(Server *s, struct MHD_Connection *c, Reque
     const int NL = s->num_labels;
     float *logits = xmalloc(sizeof(float) * (size_t)q.n * NL);
     char msg[1100] = "";
-    status = classify_texts(s, r, &e, q.truncate, logits, msg, sizeof msg);
+    status = classify_texts(s, &e, q.truncate, logits, msg, sizeof msg);
     enum MHD_Result rc;
     if (status) rc = answer_error(s, c, r, status, msg);
     else {
@@ -300,7 +291,7 @@ static enum MHD_Result handle_rerank(Server *s, struct MHD_Connection *c, Reques
     double *score = xmalloc(sizeof(double) * (size_t)q.n);
     int *order = xmalloc(sizeof(int) * (size_t)q.n);
     char msg[1100] = "";
-    status = classify_texts(s, r, &e, q.truncate, logits, msg, sizeof msg);
+    status = classify_texts(s, &e, q.truncate, logits, msg, sizeof msg);
     enum MHD_Result rc;
     if (status) rc = answer_error(s, c, r, status, msg);
     else {
@@ -354,7 +345,7 @@ static enum MHD_Result handle_qa(Server *s, struct MHD_Connection *c, Request *r
         rows[i] = (ServeRow){.ids = ids + at, .types = types + at, .length = len, .padded = T,
                              .out = sq.start_logits + at, .out2 = sq.end_logits + at};
     }
-    if (!status && n > 0) status = run_job(s, r, rows, n, msg, sizeof msg);   /* no document tokens: no window */
+    if (!status && n > 0) status = run_job(s, rows, n, msg, sizeof msg);   /* no document tokens: no window */
     SquadResults res = {0};
     if (!status && squad_query_answer(&sq, s->qa_tok, &s->qa_opt, &res, &err) != 0)
         status = 500, snprintf(msg, sizeof msg, "%s", err.msg);
@@ -457,7 +448,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *state = r = xcalloc(1, sizeof *r);
         r->t0 = now_seconds();
         atomic_fetch_add(&s->active, 1);
-        if (!strcmp(method, "POST")) r->incoming = true, atomic_fetch_add(&s->incoming, 1);
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl && strtoll(cl, NULL, 10) > s->o.max_body_bytes) {
             char msg[128];
@@ -489,10 +479,16 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **state, enum
     Server *s = cls;
     Request *r = *state;
     if (!r) return;
-    request_settled(s, r);
     free(r->body), free(r);
     *state = NULL;
     atomic_fetch_sub(&s->active, 1);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+    Server *s = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) atomic_fetch_add(&s->connections, 1);
+    else atomic_fetch_sub(&s->connections, 1), serve_batcher_recheck(&s->batcher);   /* one sender fewer */
 }
 
 /* The worker's forward: the rows' embeddings. */
@@ -623,7 +619,7 @@ static int server_open(Server *s, const ServeOptions *o, BertError *err) {
     serve_metrics_init(&s->metrics);
     const ServeBatchOptions bo = {.max_queue = o->max_queue, .max_rows = rows,
                                   .max_tokens = o->max_batch_tokens, .max_wait_s = o->max_wait_ms / 1000.0,
-                                  .incoming = &s->incoming};
+                                  .senders = &s->connections};
     serve_batcher_start(&s->batcher, &bo, s->classify ? run_classify : s->qa ? run_qa : run_embed, s, &s->metrics);
     return 0;
 }
@@ -669,7 +665,8 @@ int serve_run(const ServeOptions *o, BertError *err) {
     struct MHD_Daemon *d = MHD_start_daemon(
         flags, (uint16_t)o->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->timeout_s, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)o->max_connections, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
+        (unsigned)o->max_connections, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_END);
     if (!d) {
         server_close(s), free(s);
         return bert_fail(err, "cannot listen on %s port %d (in use, or not this machine's address?)", o->host, o->port);
