@@ -17,7 +17,9 @@
 # Batch 1 (embed): `bert bench_infer --text_file` times the packed forward alone at batch 1 over
 # the first BATCH1_TEXTS sentences (same model, threads, precision, OMP settings), and
 # bench/serve_seq_client.py sends the same sentences to the server one at a time (one client,
-# kept-alive connection): their p50s and the ratio, the server's cost over the forward.
+# kept-alive connection): their p50s and the ratio, the server's cost over the forward. The two
+# alternate BATCH1_ROUNDS times (the server idle, its threads asleep, while bench_infer runs),
+# so that a machine whose load changes weighs on both alike; the medians are compared.
 # wrk runs on the same machine (one thread): on a small one it takes CPU from the servers,
 # equally for each side; keep the machine otherwise quiet (`uptime`).
 #
@@ -25,7 +27,7 @@
 #   bench/run_serve_bench.sh
 #   THREADS=2 DURATION=10 WARMUP=3 CONCURRENCY="1 8 64"     (defaults shown)
 #   WORKLOADS="embed predict qa"  SIDES="bertc-fp32 bertc-bf16 peer"  MAX_WAIT_MS=2
-#   BATCH1_TEXTS=400 (0: no batch-1 comparison)  QA_QUESTIONS=2000
+#   BATCH1_TEXTS=400 (0: no batch-1 comparison)  BATCH1_ROUNDS=3  QA_QUESTIONS=2000
 #   MODEL=dir (default: bench/setup_minilm.sh's)  PEER_PYTHON=.venv/bin/python
 #   MRPC_DIR=../shared/data/glue/MRPC  SQUAD_FILE=../shared/data/squad/v1.1/dev-v1.1.json
 #   RESULTS=file (default out/serve_bench_<time>.jsonl)
@@ -41,7 +43,8 @@ export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 cd "$(dirname "$0")/.."
 THREADS=${THREADS:-2}; DURATION=${DURATION:-10}; WARMUP=${WARMUP:-3}; CONCURRENCY=${CONCURRENCY:-1 8 64}
 MAX_WAIT_MS=${MAX_WAIT_MS:-2}; PEER_PYTHON=${PEER_PYTHON:-.venv/bin/python}; PORT=${PORT:-18600}
-WORKLOADS=${WORKLOADS:-embed predict qa}; BATCH1_TEXTS=${BATCH1_TEXTS:-400}; QA_QUESTIONS=${QA_QUESTIONS:-2000}
+WORKLOADS=${WORKLOADS:-embed predict qa}; BATCH1_TEXTS=${BATCH1_TEXTS:-400}; BATCH1_ROUNDS=${BATCH1_ROUNDS:-3}
+QA_QUESTIONS=${QA_QUESTIONS:-2000}
 shared=$(cd .. && pwd)/shared
 [ -d "$shared" ] || shared=/work/shared
 MRPC_DIR=${MRPC_DIR:-$shared/data/glue/MRPC}
@@ -118,21 +121,24 @@ bench_infer_batch1() {
 for w in $WORKLOADS; do
   bodies=$cache/${w}_bodies.jsonl path=$(workload_path "$w")
   for side in $SIDES; do
-    b1=""
-    if [ "$w" = embed ] && [ "$BATCH1_TEXTS" -gt 0 ] && [ "$side" != peer ]; then b1=$(bench_infer_batch1 "$side"); fi
     pid=$(start_side "$side" "$w")
     # warm-up: the first shapes of a server's products cost more (oneDNN's primitives, PyTorch's
     # allocator), so every side gets the same WARMUP seconds of load before it is measured
     BODIES=$bodies URL_PATH=$path wrk -t1 -c8 -d"${WARMUP}s" --timeout 60s -s bench/serve_wrk.lua "http://127.0.0.1:$PORT" > /dev/null
-    if [ -n "$b1" ]; then
-      seq=$(python3 bench/serve_seq_client.py "$PORT" /embed "$cache/batch1_bodies.jsonl" "$BATCH1_TEXTS" 16)
-      python3 - "$b1" "$seq" "$side" <<PY | tee -a "$RESULTS" >&2
-import json, sys
-b, s = json.loads(sys.argv[1]), json.loads(sys.argv[2])
-print(json.dumps({"batch1": True, "workload": "embed", "side": sys.argv[3], "texts": s["requests"],
-                  "bench_infer_p50_ms": b["p50_ms"], "bench_infer_avg_ms": b["avg_ms"], "server_p50_ms": s["p50_ms"],
-                  "server_mean_ms": s["mean_ms"], "server_p99_ms": s["p99_ms"], "ratio_p50": round(s["p50_ms"] / b["p50_ms"], 3),
-                  $common}))
+    if [ "$w" = embed ] && [ "$BATCH1_TEXTS" -gt 0 ] && [ "$side" != peer ]; then
+      rounds=()
+      for _ in $(seq "$BATCH1_ROUNDS"); do
+        rounds+=("$(bench_infer_batch1 "$side")" "$(python3 bench/serve_seq_client.py "$PORT" /embed "$cache/batch1_bodies.jsonl" "$BATCH1_TEXTS" 16)")
+      done
+      python3 - "$side" "${rounds[@]}" <<PY | tee -a "$RESULTS" >&2
+import json, statistics, sys
+side, runs = sys.argv[1], [json.loads(a) for a in sys.argv[2:]]
+b, s = runs[0::2], runs[1::2]
+bp, sp = statistics.median(r["p50_ms"] for r in b), statistics.median(r["p50_ms"] for r in s)
+print(json.dumps({"batch1": True, "workload": "embed", "side": side, "texts": s[0]["requests"], "rounds": len(s),
+                  "bench_infer_p50_ms": bp, "server_p50_ms": sp, "ratio_p50": round(sp / bp, 3),
+                  "bench_infer_p50s": [r["p50_ms"] for r in b], "server_p50s": [r["p50_ms"] for r in s],
+                  "server_p99s": [r["p99_ms"] for r in s], $common}))
 PY
     fi
     for c in $CONCURRENCY; do
@@ -173,8 +179,10 @@ for w in dict.fromkeys(r["workload"] for r in load):
 b1 = [r for r in rows if r.get("batch1")]
 if b1:
     print(f"\nbatch 1: {b1[0]['texts']} MRPC sentences one at a time, bench_infer's packed forward alone vs the server's answer "
-          f"(one client, sequential)\n{'side':<11} {'bench_infer p50':>16} {'server p50':>11} {'ratio':>6}  (target <= 1.10)")
+          f"(one client, sequential), median of {b1[0]['rounds']} alternating rounds\n"
+          f"{'side':<11} {'bench_infer p50':>16} {'server p50':>11} {'ratio':>6}  (target <= 1.10)   rounds: bench_infer / server p50 ms")
     for r in b1:
-        print(f"{r['side']:<11} {r['bench_infer_p50_ms']:13.2f} ms {r['server_p50_ms']:8.2f} ms {r['ratio_p50']:6.3f}")
+        each = ", ".join(f"{x:.2f}/{y:.2f}" for x, y in zip(r["bench_infer_p50s"], r["server_p50s"]))
+        print(f"{r['side']:<11} {r['bench_infer_p50_ms']:13.2f} ms {r['server_p50_ms']:8.2f} ms {r['ratio_p50']:6.3f}   {each}")
 print(f"\n(JSON lines: {sys.argv[1]})")
 PY
