@@ -11,7 +11,8 @@
 # predict and qa run the same MiniLM with a classifier / span head added by transformers
 # (bench/serve_heads.py, freshly initialised, not fine-tuned: speed does not depend on the
 # weights; both servers load the same folder).
-# Sides: bert serve fp32 and --bf16 (where the CPU has avx512_bf16), and bench/serve_peer.py
+# Sides: bert serve fp32 and --bf16 (where the CPU has avx512_bf16; bertc-int8, --int8, on
+# request), and bench/serve_peer.py
 # (FastAPI + uvicorn over PyTorch fp32: sentence-transformers for embed, transformers'
 # AutoModelFor... for predict and qa, with its own dynamic batching).
 # Batch 1 (embed): `bert bench_infer --text_file` times the packed forward alone at batch 1 over
@@ -96,6 +97,7 @@ start_side() {   # side workload; prints the server's pid once it answers /healt
   case $side in
     bertc-fp32) ./bert serve --init_checkpoint "$model" $(workload_flags "$w") --port "$PORT" --threads "$THREADS" --max_wait_ms "$MAX_WAIT_MS" > /dev/null 2> "$log" & ;;
     bertc-bf16) ./bert serve --init_checkpoint "$model" $(workload_flags "$w") --port "$PORT" --threads "$THREADS" --max_wait_ms "$MAX_WAIT_MS" --bf16 > /dev/null 2> "$log" & ;;
+    bertc-int8) ./bert serve --init_checkpoint "$model" $(workload_flags "$w") --port "$PORT" --threads "$THREADS" --max_wait_ms "$MAX_WAIT_MS" --int8 > /dev/null 2> "$log" & ;;
     peer) "$PEER_PYTHON" bench/serve_peer.py "$model" "$PORT" "$THREADS" "$MAX_WAIT_MS" 128 "$(workload_peer_task "$w")" > "$log" 2>&1 & ;;
     *) echo "run_serve_bench: unknown side $side" >&2; exit 1 ;;
   esac
@@ -112,6 +114,7 @@ start_side() {   # side workload; prints the server's pid once it answers /healt
 bench_infer_batch1() {
   local flags=""
   [ "$1" = bertc-bf16 ] && flags=--bf16
+  [ "$1" = bertc-int8 ] && flags=--int8
   # shellcheck disable=SC2086
   ./bert bench_infer --init_checkpoint "$MODEL" --text_file "$cache/batch1_texts.txt" --max_seq_length 256 \
     --batch_sizes 1 --latency_sequences "$BATCH1_TEXTS" --warmup 16 --threads "$THREADS" --json $flags \
