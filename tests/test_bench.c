@@ -378,8 +378,8 @@ static void test_bench_infer_sweep(void) {
     free(out);
 }
 
-/* bench_infer --text_file: a server load's texts, one a line (empty lines skipped, CRLF read as
- * LF alike), at the lengths bert embed encodes them ([CLS] text [SEP], cut to max_seq_length): the
+/* bench_infer --text_file: a server load's texts, one a line (empty lines skipped, CRLF as
+ * LF), at the lengths bert embed encodes them ([CLS] text [SEP], cut to max_seq_length): the
  * batch-1 measurement runs that many sequences of those tokens. */
 static void test_bench_infer_text_file(void) {
     const char *dir = "tests/data/embed", *path = "/tmp/bert_test_bench_texts.txt";
