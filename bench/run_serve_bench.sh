@@ -20,7 +20,10 @@
 # bench/serve_seq_client.py sends the same sentences to the server one at a time (one client,
 # kept-alive connection): their p50s and the ratio, the server's cost over the forward. The two
 # alternate BATCH1_ROUNDS times (the server idle, its threads asleep, while bench_infer runs),
-# so that a machine whose load changes weighs on both alike; the medians are compared.
+# and the medians are compared. On a machine whose load changes from second to second that
+# ratio still swings, so the client also reads each answer's Server-Timing header (the
+# forward's own time in the server) and reports the p50 of latency less forward, request by
+# request: what the server (HTTP, JSON, queue, hand-offs) and the client add, paired.
 # wrk runs on the same machine (one thread): on a small one it takes CPU from the servers,
 # equally for each side; keep the machine otherwise quiet (`uptime`).
 #
@@ -138,8 +141,10 @@ import json, statistics, sys
 side, runs = sys.argv[1], [json.loads(a) for a in sys.argv[2:]]
 b, s = runs[0::2], runs[1::2]
 bp, sp = statistics.median(r["p50_ms"] for r in b), statistics.median(r["p50_ms"] for r in s)
+med = lambda key: statistics.median(r[key] for r in s) if all(key in r for r in s) else None
 print(json.dumps({"batch1": True, "workload": "embed", "side": side, "texts": s[0]["requests"], "rounds": len(s),
                   "bench_infer_p50_ms": bp, "server_p50_ms": sp, "ratio_p50": round(sp / bp, 3),
+                  "server_forward_p50_ms": med("forward_p50_ms"), "added_p50_ms": med("added_p50_ms"),
                   "bench_infer_p50s": [r["p50_ms"] for r in b], "server_p50s": [r["p50_ms"] for r in s],
                   "server_p99s": [r["p99_ms"] for r in s], $common}))
 PY
@@ -183,9 +188,15 @@ b1 = [r for r in rows if r.get("batch1")]
 if b1:
     print(f"\nbatch 1: {b1[0]['texts']} MRPC sentences one at a time, bench_infer's packed forward alone vs the server's answer "
           f"(one client, sequential), median of {b1[0]['rounds']} alternating rounds\n"
-          f"{'side':<11} {'bench_infer p50':>16} {'server p50':>11} {'ratio':>6}  (target <= 1.10)   rounds: bench_infer / server p50 ms")
+          f"{'side':<11} {'bench_infer p50':>16} {'server p50':>11} {'ratio':>6}  (target <= 1.10) {'forward p50':>12} "
+          f"{'added p50':>10}  rounds: bench_infer / server p50 ms")
     for r in b1:
         each = ", ".join(f"{x:.2f}/{y:.2f}" for x, y in zip(r["bench_infer_p50s"], r["server_p50s"]))
-        print(f"{r['side']:<11} {r['bench_infer_p50_ms']:13.2f} ms {r['server_p50_ms']:8.2f} ms {r['ratio_p50']:6.3f}   {each}")
+        fw = f"{r['server_forward_p50_ms']:9.2f} ms" if r.get("server_forward_p50_ms") is not None else f"{'-':>12}"
+        add = f"{r['added_p50_ms']:7.2f} ms" if r.get("added_p50_ms") is not None else f"{'-':>10}"
+        print(f"{r['side']:<11} {r['bench_infer_p50_ms']:13.2f} ms {r['server_p50_ms']:8.2f} ms {r['ratio_p50']:6.3f} "
+              f"{'':16} {fw} {add}  {each}")
+    print("(forward p50: the server's own forward per request, its Server-Timing header; added p50: each request's "
+          "latency less its forward, paired)")
 print(f"\n(JSON lines: {sys.argv[1]})")
 PY

@@ -11,6 +11,7 @@
 #include <curl/curl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -93,6 +94,25 @@ static size_t collect(char *data, size_t size, size_t n, void *ctx) {
     return size * n;
 }
 
+/* The last answer's Server-Timing header on this thread ("" if none). */
+static _Thread_local char last_timing[256];
+
+static size_t take_header(char *data, size_t size, size_t n, void *ctx) {
+    (void)ctx;
+    const size_t len = size * n;
+    if (len > 14 && !strncasecmp(data, "Server-Timing:", 14))
+        snprintf(last_timing, sizeof last_timing, "%.*s", (int)(len - 14), data + 14);
+    return len;
+}
+
+/* A Server-Timing metric's duration (ms), or -1. */
+static double timing_ms(const char *name) {
+    char key[64];
+    snprintf(key, sizeof key, "%s;dur=", name);
+    const char *at = strstr(last_timing, key);
+    return at ? atof(at + strlen(key)) : -1;
+}
+
 /* One request (POST when body is non-NULL); returns the status, *answer the body (caller
  * frees; may be NULL). auth: an Authorization header value or NULL. */
 static long http(int port, const char *method, const char *path, const char *body, size_t len, const char *auth,
@@ -107,6 +127,8 @@ static long http(int port, const char *method, const char *path, const char *bod
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, take_header);
+    last_timing[0] = '\0';
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
     if (body) {
@@ -508,6 +530,10 @@ static void test_batching_waits_only_for_senders(void) {
         send_one(&q);
         CHECKF(q.status == 200 && q.right && now_seconds() - t0 < 1.5, "a lone request: %ld after %.2f s", q.status,
                now_seconds() - t0);
+        /* its Server-Timing: no time queued for company, a forward within the whole */
+        const double queued = timing_ms("queue"), forward = timing_ms("forward"), total = timing_ms("total");
+        CHECKF(queued >= 0 && queued < 1000 && forward > 0 && forward <= total && total < 1500,
+               "Server-Timing: %s", last_timing);
     }
     Sent q[4];
     const double t0 = now_seconds();

@@ -53,13 +53,18 @@ static void *worker_main(void *arg) {
                pthread_cond_timedwait(&b->work, &b->mu, &until) != ETIMEDOUT) {}
         long tokens;
         const int n = take_rows(b, rows, jobs, &tokens);
+        const double t0 = now_seconds();
+        for (int i = 0; i < n; i++)
+            if (jobs[i]->started == 0) jobs[i]->started = t0;
         serve_metrics_queue(b->metrics, b->queued);
         pthread_mutex_unlock(&b->mu);
         BertError err = {""};
         const int rc = b->run(b->ctx, rows, n, &err);
+        const double took = now_seconds() - t0;
         serve_metrics_batch(b->metrics, n, tokens);
         pthread_mutex_lock(&b->mu);
         for (int i = 0; i < n; i++) {
+            if (i == 0 || jobs[i] != jobs[i - 1]) jobs[i]->forward_s += took;   /* a job's rows are consecutive */
             if (rc != 0 && !jobs[i]->status)
                 jobs[i]->status = 500, snprintf(jobs[i]->msg, sizeof jobs[i]->msg, "%.255s", err.msg);
             jobs[i]->finished++;
@@ -82,6 +87,7 @@ void serve_batcher_start(ServeBatcher *b, const ServeBatchOptions *o, ServeRunFn
 
 int serve_batcher_submit(ServeBatcher *b, ServeJob *job) {
     job->taken = job->finished = job->status = 0, job->next = NULL, job->msg[0] = '\0';
+    job->submitted = now_seconds(), job->started = 0, job->forward_s = 0;
     job->tokens = 0;
     for (int i = 0; i < job->n; i++) job->tokens += serve_row_cost(&job->rows[i]);
     pthread_mutex_lock(&b->mu);

@@ -37,6 +37,8 @@ typedef struct ServeJob {
     int taken, finished;          /* rows handed to the worker, rows done (under the lock) */
     int status;                   /* 0, or 500 with msg: the forward failed */
     char msg[256];
+    double submitted, started;    /* now_seconds() at the submit and when its first row was taken */
+    double forward_s;             /* seconds of the forwards its rows ran in (their whole time: shared) */
     struct ServeJob *next;
 } ServeJob;
 

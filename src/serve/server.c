@@ -49,6 +49,8 @@ typedef struct {                  /* one request on a connection */
     size_t len, cap;
     double t0;
     bool answered;                /* refused early (413): the rest of the body is discarded */
+    bool timed;                   /* ran in the worker: queue_s and forward_s hold its times */
+    double queue_s, forward_s;
 } Request;
 
 ServeOptions serve_default_options(void) {
@@ -65,6 +67,12 @@ static enum MHD_Result answer(Server *s, struct MHD_Connection *c, Request *r, i
                               TextBuf *body) {
     struct MHD_Response *resp = MHD_create_response_from_buffer(body->len, body->p, MHD_RESPMEM_MUST_FREE);
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    if (r->timed) {   /* W3C Server-Timing: what a client can subtract from its latency, request by request */
+        char timing[160];
+        snprintf(timing, sizeof timing, "queue;dur=%.3f, forward;dur=%.3f, total;dur=%.3f", 1e3 * r->queue_s,
+                 1e3 * r->forward_s, 1e3 * (now_seconds() - r->t0));
+        MHD_add_response_header(resp, "Server-Timing", timing);
+    }
     if (status == 401) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     const enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, resp);
     r->answered = true;
@@ -86,13 +94,15 @@ static enum MHD_Result answer_error(Server *s, struct MHD_Connection *c, Request
     return answer(s, c, r, status, "application/json", &t);
 }
 
-/* The submit-and-wait every model endpoint does: 0, or the status with msg. */
-static int run_job(Server *s, ServeRow *rows, int n, char *msg, size_t size) {
+/* The submit-and-wait every model endpoint does: 0, or the status with msg; r gets the job's
+ * times (the answer's Server-Timing header). */
+static int run_job(Server *s, Request *r, ServeRow *rows, int n, char *msg, size_t size) {
     ServeJob job = {.rows = rows, .n = n};
     int status = serve_batcher_submit(&s->batcher, &job);
     if (status) snprintf(msg, size, status == 429 ? "the queue is full (%d requests): try again later"
                                                   : "the server is shutting down", s->o.max_queue);
     else if ((status = serve_batcher_wait(&s->batcher, &job)) != 0) snprintf(msg, size, "%s", job.msg);
+    else r->timed = true, r->queue_s = job.started - job.submitted, r->forward_s = job.forward_s;
     return status;
 }
 
@@ -167,7 +177,7 @@ static enum MHD_Result handle_embeddings(Server *s, struct MHD_Connection *c, Re
     Encoded e;
     char msg[1100] = "";
     status = encode_request(s, &q, &e, msg, sizeof msg);
-    if (!status) status = run_job(s, e.rows, q.n, msg, sizeof msg);
+    if (!status) status = run_job(s, r, e.rows, q.n, msg, sizeof msg);
     enum MHD_Result rc;
     if (status) rc = answer_error(s, c, r, status, msg);
     else {
@@ -216,7 +226,8 @@ static void put_scores(Server *s, const float *logits, bool raw, TextBuf *t) {
 
 /* The logits (n * num_labels) of texts or pairs, as bert glue's features (the same
  * tokenization, [SEP]s and pair truncation): 0, or the status with msg. */
-static int classify_texts(Server *s, const GlueExamples *e, int truncate, float *logits, char *msg, size_t size) {
+static int classify_texts(Server *s, Request *r, const GlueExamples *e, int truncate, float *logits, char *msg,
+                          size_t size) {
     GlueFeatures f;
     BertError err;
     if (glue_features(e, s->em.tok, s->em.max_seq, &f, &err) != 0) return snprintf(msg, size, "%s", err.msg), 500;
@@ -228,7 +239,7 @@ static int classify_texts(Server *s, const GlueExamples *e, int truncate, float 
     for (int i = 0; !status && i < e->n; i++)
         rows[i] = (ServeRow){.ids = f.input_ids + (size_t)i * T, .types = f.segment_ids + (size_t)i * T,
                              .length = f.length[i], .out = logits + (size_t)i * NL};
-    if (!status) status = run_job(s, rows, e->n, msg, size);
+    if (!status) status = run_job(s, r, rows, e->n, msg, size);
     glue_features_free(&f), free(rows);
     return status;
 }
@@ -243,7 +254,7 @@ static enum MHD_Result handle_predict(Server *s, struct MHD_Connection *c, Reque
     const int NL = s->num_labels;
     float *logits = xmalloc(sizeof(float) * (size_t)q.n * NL);
     char msg[1100] = "";
-    status = classify_texts(s, &e, q.truncate, logits, msg, sizeof msg);
+    status = classify_texts(s, r, &e, q.truncate, logits, msg, sizeof msg);
     enum MHD_Result rc;
     if (status) rc = answer_error(s, c, r, status, msg);
     else {
@@ -291,7 +302,7 @@ static enum MHD_Result handle_rerank(Server *s, struct MHD_Connection *c, Reques
     double *score = xmalloc(sizeof(double) * (size_t)q.n);
     int *order = xmalloc(sizeof(int) * (size_t)q.n);
     char msg[1100] = "";
-    status = classify_texts(s, &e, q.truncate, logits, msg, sizeof msg);
+    status = classify_texts(s, r, &e, q.truncate, logits, msg, sizeof msg);
     enum MHD_Result rc;
     if (status) rc = answer_error(s, c, r, status, msg);
     else {
@@ -345,7 +356,7 @@ static enum MHD_Result handle_qa(Server *s, struct MHD_Connection *c, Request *r
         rows[i] = (ServeRow){.ids = ids + at, .types = types + at, .length = len, .padded = T,
                              .out = sq.start_logits + at, .out2 = sq.end_logits + at};
     }
-    if (!status && n > 0) status = run_job(s, rows, n, msg, sizeof msg);   /* no document tokens: no window */
+    if (!status && n > 0) status = run_job(s, r, rows, n, msg, sizeof msg);   /* no document tokens: no window */
     SquadResults res = {0};
     if (!status && squad_query_answer(&sq, s->qa_tok, &s->qa_opt, &res, &err) != 0)
         status = 500, snprintf(msg, sizeof msg, "%s", err.msg);
