@@ -130,7 +130,7 @@ for w in $WORKLOADS; do
     pid=$(start_side "$side" "$w")
     # warm-up: the first shapes of a server's products cost more (oneDNN's primitives, PyTorch's
     # allocator), so every side gets the same WARMUP seconds of load before it is measured
-    BODIES=$bodies URL_PATH=$path wrk -t1 -c8 -d"${WARMUP}s" --timeout 60s -s bench/serve_wrk.lua "http://127.0.0.1:$PORT" > /dev/null
+    BODIES=$bodies URL_PATH=$path wrk -t1 -c8 -d"${WARMUP}s" --timeout 60s -s bench/serve_wrk.lua "http://127.0.0.1:$PORT" > /dev/null || true
     if [ "$w" = embed ] && [ "$BATCH1_TEXTS" -gt 0 ] && [ "$side" != peer ]; then
       rounds=()
       for _ in $(seq "$BATCH1_ROUNDS"); do
@@ -156,7 +156,10 @@ PY
       [ -n "$line" ] || line='{"requests": 0, "seconds": 0, "rps": 0, "mean_ms": 0, "p50_ms": 0, "p90_ms": 0, "p99_ms": 0, "max_ms": 0, "non2xx": 0, "socket_errors": 0}'
       echo "${line%\}}, \"workload\": \"$w\", \"side\": \"$side\", \"concurrency\": $c, $common}" | tee -a "$RESULTS" >&2
     done
-    kill -TERM "$pid"; wait "$pid" 2> /dev/null || true
+    # the server is no child of this shell (start_side ran in $(...)): wait for it to be gone, so
+    # that the next side's /health is not answered by this one while it shuts down
+    kill -TERM "$pid"
+    for _ in $(seq 300); do kill -0 "$pid" 2> /dev/null || break; sleep 0.1; done
   done
 done
 echo "run_serve_bench: load average at the end $(cut -d' ' -f1-3 /proc/loadavg)" >&2
