@@ -145,6 +145,7 @@ med = lambda key: statistics.median(r[key] for r in s) if all(key in r for r in 
 print(json.dumps({"batch1": True, "workload": "embed", "side": side, "texts": s[0]["requests"], "rounds": len(s),
                   "bench_infer_p50_ms": bp, "server_p50_ms": sp, "ratio_p50": round(sp / bp, 3),
                   "server_forward_p50_ms": med("forward_p50_ms"), "added_p50_ms": med("added_p50_ms"),
+                  "server_added_p50_ms": med("server_added_p50_ms"), "outside_p50_ms": med("outside_p50_ms"),
                   "bench_infer_p50s": [r["p50_ms"] for r in b], "server_p50s": [r["p50_ms"] for r in s],
                   "server_p99s": [r["p99_ms"] for r in s], $common}))
 PY
@@ -201,5 +202,9 @@ if b1:
               f"{'':16} {fw} {add}  {each}")
     print("(forward p50: the server's own forward per request, its Server-Timing header; added p50: each request's "
           "latency less its forward, paired)")
+    for r in b1:
+        if r.get("server_added_p50_ms") is not None:
+            print(f"{r['side']}: of the added, inside the server (parse, queue, hand-offs, JSON) p50 "
+                  f"{r['server_added_p50_ms']:.3f} ms; outside it (TCP, HTTP I/O, the Python client) p50 {r['outside_p50_ms']:.3f} ms")
 print(f"\n(JSON lines: {sys.argv[1]})")
 PY

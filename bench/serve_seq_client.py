@@ -21,7 +21,7 @@ headers = {"Content-Type": "application/json"}
 
 
 def send(body):
-    """(latency ms, the forward's ms from Server-Timing or None)"""
+    """(latency ms, the forward's and the server's total ms from Server-Timing, or None)"""
     t0 = time.perf_counter()
     conn.request("POST", path, body, headers)
     resp = conn.getresponse()
@@ -31,7 +31,9 @@ def send(body):
         sys.exit(f"serve_seq_client: {path} answered {resp.status}: {resp_data[:200]!r}")
     timing = dict(part.strip().split(";dur=") for part in (resp.getheader("Server-Timing") or "").split(",")
                   if ";dur=" in part)
-    return took, float(timing["forward"]) if "forward" in timing else None
+    if "forward" not in timing or "total" not in timing:
+        return took, None, None
+    return took, float(timing["forward"]), float(timing["total"])
 
 
 def pct(values, p):   # nearest rank, as bench_infer's percentiles
@@ -42,11 +44,13 @@ def pct(values, p):   # nearest rank, as bench_infer's percentiles
 for b in bodies[:warmup]:
     send(b)
 runs = [send(b) for b in bodies]
-ms = [t for t, _ in runs]
+ms = [t for t, _, _ in runs]
 out = {"requests": len(ms), "mean_ms": round(sum(ms) / len(ms), 3), "p50_ms": pct(ms, 50), "p90_ms": pct(ms, 90),
        "p99_ms": pct(ms, 99), "max_ms": round(max(ms), 3)}
-if all(f is not None for _, f in runs):
-    out["forward_p50_ms"] = pct([f for _, f in runs], 50)
-    out["added_p50_ms"] = pct([t - f for t, f in runs], 50)   # latency less its own forward, request by request
-    out["added_p90_ms"] = pct([t - f for t, f in runs], 90)
+if all(f is not None for _, f, _ in runs):
+    out["forward_p50_ms"] = pct([f for _, f, _ in runs], 50)
+    out["added_p50_ms"] = pct([t - f for t, f, _ in runs], 50)   # latency less its own forward, request by request
+    out["added_p90_ms"] = pct([t - f for t, f, _ in runs], 90)
+    out["server_added_p50_ms"] = pct([a - f for _, f, a in runs], 50)   # inside the server: parse, queue, JSON
+    out["outside_p50_ms"] = pct([t - a for t, _, a in runs], 50)   # TCP, libmicrohttpd's I/O, this client
 print(json.dumps(out))
