@@ -14,6 +14,9 @@
 #include "core/common.h"
 #include "model/config.h"
 #include "model/bert.h"
+#include "tasks/embed.h"
+#include "text/tokenizer.h"
+#include "text/vocab.h"
 
 #define MICRO_CONFIG "tests/data/bench/micro_config.json"
 
@@ -382,6 +385,60 @@ static void test_bench_infer_sweep(void) {
     free(out);
 }
 
+/* bench_infer --text_file: a server load's texts, one a line (empty lines skipped, CRLF as
+ * LF), at the lengths bert embed encodes them ([CLS] text [SEP], cut to max_seq_length): the
+ * batch-1 measurement runs that many sequences of those tokens. */
+static void test_bench_infer_text_file(void) {
+    const char *dir = "tests/data/embed", *path = "/tmp/bert_test_bench_texts.txt";
+    char *text = NULL;
+    size_t len = 0;
+    BertError err;
+    CHECK(read_file("tests/data/embed/sentences.txt", &text, &len, &err) == 0);
+    FILE *f = fopen(path, "wb");   /* the fixture's lines, the first ones ending in CRLF */
+    int lines = 0;
+    for (char *p = text; p && *p; lines++) {
+        char *nl = strchr(p, '\n');
+        fprintf(f, "%.*s%s", (int)(nl ? nl - p : (long)strlen(p)), p, lines < 3 ? "\r\n" : "\n");
+        p = nl ? nl + 1 : NULL;
+    }
+    fclose(f);
+    Vocab *v = NULL;
+    CHECK(vocab_load(&v, "tests/data/embed/vocab.txt", &err) == 0);
+    TokenizerOptions to = tokenizer_default_options();
+    Tokenizer *tok = tokenizer_new(v, &to);
+    TokenList scratch;
+    token_list_init(&scratch);
+    int32_t ids[16];
+    long want_tokens = 0;
+    int want_texts = 0;
+    for (char *p = text; p && *p;) {   /* the reference: each non-empty line through bert embed's encoder */
+        char *nl = strchr(p, '\n');
+        const size_t n = nl ? (size_t)(nl - p) : strlen(p);
+        if (n) want_tokens += embed_encode(tok, &scratch, p, n, 16, ids, NULL, &err), want_texts++;
+        p = nl ? nl + 1 : NULL;
+    }
+    const char *argv[] = {"--init_checkpoint", dir, "--text_file", path, "--max_seq_length", "16", "--batch_sizes", "1",
+                          "--latency_sequences", "100", "--warmup", "0", "--threads", "1", "--json"};
+    char *out = NULL;
+    CHECK(run_command(cmd_bench_infer, &out, (int)(sizeof argv / sizeof argv[0]), argv) == 0);
+    const char *packed = out ? strstr(out, "\"mode\": \"packed\"") : NULL;
+    const char *line = packed ? packed : "";
+    while (line > out && line[-1] != '\n') line--;
+    cJSON *j = cJSON_Parse(line);
+    CHECKF(j && json_number(j, "sequences") == want_texts && json_number(j, "real_tokens") == want_tokens,
+           "%d texts of %ld tokens expected: %s", want_texts, want_tokens, out ? out : "");
+    CHECK(want_texts >= 2 && want_texts < lines);   /* the fixture has an empty line, skipped */
+    cJSON_Delete(j), free(out);
+    FILE *empty = fopen(path, "w");
+    fputs("\n\n", empty), fclose(empty);
+    CHECK(run_command(cmd_bench_infer, &out, (int)(sizeof argv / sizeof argv[0]), argv) == 1);
+    free(out);
+    const char *both[] = {"--init_checkpoint", dir, "--text_file", path, "--squad_file", path};
+    CHECK(run_command(cmd_bench_infer, &out, 6, both) == 2);
+    free(out), unlink(path);
+    token_list_free(&scratch), tokenizer_free(tok), vocab_free(v), free(text);
+}
+
 int main(void) {
     RUN_TEST(test_train_flops_match_published_figures);
     RUN_TEST(test_flops_equal_explicit_product_list);
@@ -389,6 +446,7 @@ int main(void) {
     RUN_TEST(test_sgemm_peak_reports_every_shape);
     RUN_TEST(test_bench_json_report);
     RUN_TEST(test_bench_infer_sweep);
+    RUN_TEST(test_bench_infer_text_file);
     RUN_TEST(test_bench_rejects_bad_flags);
     RUN_TEST(test_bench_small_vocabulary);
     RUN_TEST(test_bench_row_flags);

@@ -11,6 +11,7 @@
 #include <curl/curl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -93,6 +94,25 @@ static size_t collect(char *data, size_t size, size_t n, void *ctx) {
     return size * n;
 }
 
+/* The last answer's Server-Timing header on this thread ("" if none). */
+static _Thread_local char last_timing[256];
+
+static size_t take_header(char *data, size_t size, size_t n, void *ctx) {
+    (void)ctx;
+    const size_t len = size * n;
+    if (len > 14 && !strncasecmp(data, "Server-Timing:", 14))
+        snprintf(last_timing, sizeof last_timing, "%.*s", (int)(len - 14), data + 14);
+    return len;
+}
+
+/* A Server-Timing metric's duration (ms), or -1. */
+static double timing_ms(const char *name) {
+    char key[64];
+    snprintf(key, sizeof key, "%s;dur=", name);
+    const char *at = strstr(last_timing, key);
+    return at ? atof(at + strlen(key)) : -1;
+}
+
 /* One request (POST when body is non-NULL); returns the status, *answer the body (caller
  * frees; may be NULL). auth: an Authorization header value or NULL. */
 static long http(int port, const char *method, const char *path, const char *body, size_t len, const char *auth,
@@ -107,6 +127,8 @@ static long http(int port, const char *method, const char *path, const char *bod
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, take_header);
+    last_timing[0] = '\0';
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
     if (body) {
@@ -126,14 +148,16 @@ static long post(int port, const char *path, const char *json, char **answer) {
     return http(port, NULL, path, json, strlen(json), NULL, answer);
 }
 
-/* JSON numbers (%.9g: float32 exactly) equal to the reference vector bit for bit. */
-static bool vector_is(const cJSON *v, int sentence) {
+/* JSON numbers (%.9g: float32 exactly) equal to want[0..H) bit for bit. */
+static bool vector_equals(const cJSON *v, const float *want) {
     if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != H) return false;
     int h = 0;
     for (const cJSON *x = v->child; x; x = x->next, h++)
-        if (!cJSON_IsNumber(x) || (float)x->valuedouble != reference[sentence][h]) return false;
+        if (!cJSON_IsNumber(x) || (float)x->valuedouble != want[h]) return false;
     return true;
 }
+
+static bool vector_is(const cJSON *v, int sentence) { return vector_equals(v, reference[sentence]); }
 
 static int b64_value(char c) {
     const char *a = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -199,6 +223,80 @@ static bool load_reference(void) {
     if (ok) memcpy(reference, data + header, sizeof(float) * H * (size_t)nsent);
     free(data), unlink(npy), unlink(log), unlink(txt);
     return ok && reference_tokens > 0 && nsent >= 4;
+}
+
+/* bert embed FLAGS on sentences[]: its vectors into out. 1, 0 on failure, -1 when FLAGS
+ * asks for what this machine lacks (the log says "this backend has no"). */
+static int bert_embed_vectors(const char *flags, float (*out)[H]) {
+    const char *txt = "/tmp/bert_test_serve_ref2.txt", *npy = "/tmp/bert_test_serve_ref2.npy",
+               *log = "/tmp/bert_test_serve_ref2.log";
+    FILE *f = fopen(txt, "w");
+    for (int i = 0; i < nsent; i++) fprintf(f, "%s\n", sentences[i]);
+    fclose(f);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s embed --init_checkpoint %s --threads 1 %s --output %s < %s 2> %s", bert_bin, DIR,
+             flags, npy, txt, log);
+    const int st = system(cmd);
+    char *text = read_text(log), *data = NULL;
+    const bool lacking = strstr(text, "this backend has no") != NULL;
+    size_t len = 0;
+    BertError err;
+    int ok = st == 0 && read_file(npy, &data, &len, &err) == 0;
+    if (ok) {
+        const size_t header = 10 + (size_t)(unsigned char)data[8] + 256 * (size_t)(unsigned char)data[9];
+        ok = len == header + sizeof(float) * H * (size_t)nsent;
+        if (ok) memcpy(out, data + header, sizeof(float) * H * (size_t)nsent);
+    }
+    if (!ok && !lacking) fprintf(stderr, "failed: %s\n%s", cmd, text);
+    free(text), free(data), unlink(npy), unlink(log), unlink(txt);
+    return ok ? 1 : lacking ? -1 : 0;
+}
+
+/* --int8: /v1/embeddings answers bert embed --int8's vectors bit for bit, whatever the batch
+ * (rows are quantized one by one, so packing several requests' rows changes nothing), and
+ * /info says int8. */
+static void test_int8_equals_bert_embed_int8(void) {
+    static float want[MAXSENT][H];
+    const int got = bert_embed_vectors("--int8", want);
+    if (got < 0) {
+        printf("  (skipped: this machine has no int8 products)\n");
+        return;
+    }
+    CHECK(got == 1);
+    if (got != 1) return;
+    int differ = 0;   /* the int8 vectors are not the fp32 ones: the test tells them apart */
+    for (int i = 0; i < nsent; i++) differ += memcmp(want[i], reference[i], sizeof want[i]) != 0;
+    CHECK(differ > 0);
+    Server s;
+    const char *const flags[] = {"--int8", NULL};
+    if (!start_server(&s, flags)) return;
+    int all[MAXSENT];
+    for (int i = 0; i < nsent; i++) all[i] = i;
+    char *body = request_json("input", all, nsent, NULL), *answer;
+    const long status = post(s.port, "/v1/embeddings", body, &answer);
+    cJSON *root = cJSON_Parse(answer);
+    const cJSON *list = cJSON_GetObjectItem(root, "data");
+    CHECKF(status == 200 && cJSON_GetArraySize(list) == nsent, "%ld %s", status, answer);
+    for (int i = 0; i < nsent && i < cJSON_GetArraySize(list); i++)
+        CHECKF(vector_equals(cJSON_GetObjectItem(cJSON_GetArrayItem(list, i), "embedding"), want[i]),
+               "sentence %d in a list differs from bert embed --int8", i);
+    cJSON_Delete(root), free(answer), free(body);
+    for (int i = 0; i < nsent; i++) {   /* each alone: a batch of one */
+        body = request_json("input", &i, 1, NULL);
+        const long st = post(s.port, "/v1/embeddings", body, &answer);
+        root = cJSON_Parse(answer);
+        const cJSON *v = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(root, "data"), 0), "embedding");
+        CHECKF(st == 200 && vector_equals(v, want[i]), "sentence %d alone differs from bert embed --int8: %s", i, answer);
+        cJSON_Delete(root), free(answer), free(body);
+    }
+    CHECK(http(s.port, NULL, "/info", NULL, 0, NULL, &answer) == 200 && strstr(answer, "\"precision\":\"int8\""));
+    free(answer);
+    CHECK(stop_server(&s) == 0);
+    /* one precision at a time */
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s serve --init_checkpoint %s --int8 --bf16 2>&1 | grep -q 'at most one of --bf16 and --int8'",
+             bert_bin, DIR);
+    CHECK(system(cmd) == 0);
 }
 
 /* Every endpoint's answer, in every form, is bert embed's. */
@@ -417,6 +515,39 @@ static void send_together(Sent *q, int n, int port, int sigterm_pid) {
     }
     if (sigterm_pid) sleep_ms(300), kill(sigterm_pid, SIGTERM);
     for (int i = 0; i < n; i++) pthread_join(t[i], NULL);
+}
+
+/* The worker waits --max_wait_ms for company only while an open connection may send it: a
+ * lone client's requests are answered at once, and four clients sent together run as soon as
+ * all four are in (one forward, or a few when they connect apart), far sooner than the 3 s
+ * wait. Before, every forward waited the whole max_wait_ms. */
+static void test_batching_waits_only_for_senders(void) {
+    Server s;
+    if (!start_server(&s, (const char *[]){"--max_wait_ms", "3000", NULL})) return;
+    for (int i = 0; i < 3; i++) {
+        const double t0 = now_seconds();
+        Sent q = {.port = s.port, .sentence = i};
+        send_one(&q);
+        CHECKF(q.status == 200 && q.right && now_seconds() - t0 < 1.5, "a lone request: %ld after %.2f s", q.status,
+               now_seconds() - t0);
+        /* its Server-Timing: no time queued for company, a forward within the whole */
+        const double queued = timing_ms("queue"), forward = timing_ms("forward"), total = timing_ms("total");
+        CHECKF(queued >= 0 && queued < 1000 && forward > 0 && forward <= total && total < 1500,
+               "Server-Timing: %s", last_timing);
+    }
+    Sent q[4];
+    const double t0 = now_seconds();
+    send_together(q, 4, s.port, 0);
+    const double took = now_seconds() - t0;
+    for (int i = 0; i < 4; i++) CHECKF(q[i].status == 200 && q[i].right, "request %d: %ld", i, q[i].status);
+    CHECKF(took < 1.5, "4 requests together took %.2f s: the worker waited for a fifth", took);
+    char *answer;
+    CHECK(http(s.port, NULL, "/metrics", NULL, 0, NULL, &answer) == 200);
+    const char *count = strstr(answer, "bert_serve_batch_rows_count ");
+    const long forwards = count ? atol(count + strlen("bert_serve_batch_rows_count ")) : -1;
+    CHECKF(forwards >= 4 && forwards <= 7, "%ld forwards for 3 lone requests and 4 together", forwards);
+    free(answer);
+    CHECK(stop_server(&s) == 0);
 }
 
 /* One request waiting fills a queue of one: the others are told 429 and later served. */
@@ -852,9 +983,11 @@ int main(int argc, char **argv) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     if (!load_reference()) return fprintf(stderr, "bert embed failed on %s\n", DIR), 1;
     RUN_TEST(test_answers_equal_bert_embed);
+    RUN_TEST(test_int8_equals_bert_embed_int8);
     RUN_TEST(test_concurrent_clients);
     RUN_TEST(test_bad_requests);
     RUN_TEST(test_api_key);
+    RUN_TEST(test_batching_waits_only_for_senders);
     RUN_TEST(test_queue_full);
     RUN_TEST(test_sigterm_drains);
     RUN_TEST(test_slow_client);

@@ -79,7 +79,7 @@ static int parse_sizes(const char *flag, const char *text, int *out, int *n) {
 }
 
 typedef struct {
-    const char *glue, *data_dir, *squad;
+    const char *glue, *data_dir, *squad, *text_file;
     const Tokenizer *tok;
     int latency_sequences;
 } LengthSource;
@@ -87,6 +87,7 @@ typedef struct {
 /* The sequences' token counts at max_seq: the task's (cut to it), else all max_seq long. */
 static int task_lengths(const LengthSource *src, int max_seq, int max_batch, int32_t **lengths, int *n,
                         BertError *err) {
+    if (src->text_file) return text_file_lengths(src->text_file, src->tok, max_seq, lengths, n, err);
     if (src->squad) return squad_feature_lengths(src->squad, src->tok, max_seq, lengths, n, err);
     if (src->glue) return glue_dev_lengths(src->glue, src->data_dir, src->tok, max_seq, lengths, n, err);
     *n = src->latency_sequences > 4 * max_batch ? src->latency_sequences : 4 * max_batch;
@@ -97,6 +98,7 @@ static int task_lengths(const LengthSource *src, int max_seq, int max_batch, int
 
 int cmd_bench_infer(int argc, char **argv) {
     const char *preset = NULL, *config = NULL, *glue = NULL, *data_dir = NULL, *squad = NULL, *vocab_file = NULL;
+    const char *text_file = NULL;
     const char *init = NULL, *batch_list = NULL, *seq_list = NULL, *device = NULL;
     int max_seq = 0, batch = 32, threads = 0, latency_sequences = 256, warmup = 2;
     bool lower = true, bf16 = false, int8 = false, json = false, plain_weights = false, unfused = false;
@@ -110,6 +112,8 @@ int cmd_bench_infer(int argc, char **argv) {
         {"data_dir", FLAG_STRING, &data_dir, "the GLUE task's folder"},
         {"squad_file", FLAG_STRING, &squad, "or the lengths of a SQuAD file's features (384 / 128 / 64); "
                                             "neither: fixed shapes, every sequence max_seq_length long"},
+        {"text_file", FLAG_STRING, &text_file, "or the lengths of a file's texts, one a line, as bert embed and bert "
+                                               "serve encode them (a server load's texts)"},
         {"vocab_file", FLAG_STRING, &vocab_file, "the vocabulary that tokenizes the task (default a model folder's)"},
         {"do_lower_case", FLAG_BOOL, &lower, "uncased (default true)"},
         {"max_seq_length", FLAG_INT, &max_seq, "default 128 (GLUE, fixed shapes) or 384 (SQuAD)"},
@@ -129,7 +133,7 @@ int cmd_bench_infer(int argc, char **argv) {
         {"device", FLAG_STRING, &device, FLAGS_DEVICE_HELP},
         {"json", FLAG_BOOL, &json, "one JSON line per measurement"},
     };
-    const FlagSpec spec = {"bench_infer", "bench_infer [--glue_task T --data_dir D | --squad_file F] [--vocab_file V] "
+    const FlagSpec spec = {"bench_infer", "bench_infer [--glue_task T --data_dir D | --squad_file F | --text_file F] [--vocab_file V] "
                                           "[--preset bert-base] [--batch_sizes 1,8,32] [--seq_lengths 128,384] [flags]",
                            flags, (int)(sizeof flags / sizeof flags[0]), 0, 0};
     int rc = flags_parse(&spec, argc, argv, NULL, NULL);
@@ -141,10 +145,10 @@ int cmd_bench_infer(int argc, char **argv) {
         tokenizer_folder_read(init, &folder);
         if (folder.vocab_file[0]) vocab_file = folder.vocab_file;
     }
-    const bool task = glue || squad;
-    if ((glue && squad) || (glue && !data_dir) || (task && !vocab_file)) {
-        fprintf(stderr, "bert bench_infer: give at most one of --glue_task (with --data_dir) and --squad_file, and "
-                        "--vocab_file with either\n");
+    const bool task = glue || squad || text_file;
+    if ((glue != NULL) + (squad != NULL) + (text_file != NULL) > 1 || (glue && !data_dir) || (task && !vocab_file)) {
+        fprintf(stderr, "bert bench_infer: give at most one of --glue_task (with --data_dir), --squad_file and "
+                        "--text_file, and --vocab_file with any\n");
         return 2;
     }
     if (batch < 1 || latency_sequences < 1 || warmup < 0) {
@@ -192,8 +196,8 @@ int cmd_bench_infer(int argc, char **argv) {
         bert_set_packed_weights(m, !plain_weights);
         bert_set_mode(m, unfused ? BERT_MODE_FULL : BERT_MODE_FORWARD_ONLY);
     }
-    const char *name = squad ? squad : glue ? glue : "fixed";
-    const LengthSource src = {glue, data_dir, squad, tok, latency_sequences};
+    const char *name = squad ? squad : glue ? glue : text_file ? text_file : "fixed";
+    const LengthSource src = {glue, data_dir, squad, text_file, tok, latency_sequences};
     for (int si = 0; rc == 0 && si < n_seqs; si++) {
         int32_t *lengths = NULL;
         int n = 0;

@@ -33,6 +33,8 @@ int cmd_serve(int argc, char **argv) {
         {"host", FLAG_STRING, &o.host, "address to listen on; default 127.0.0.1 (loopback only)"},
         {"port", FLAG_INT, &o.port, "default 8080; 0: any free port (printed)"},
         {"bf16", FLAG_BOOL, &o.bf16, "matrix products in bf16 (needs avx512_bf16)"},
+        {"int8", FLAG_BOOL, &o.int8, "the encoder's linear layers in int8, as bert embed --int8 (weights per channel, "
+                                     "inputs per row, quantized on the fly; VNNI/AMX where the CPU has them)"},
         {"max_seq_length", FLAG_INT, &o.max_seq_length, "tokens per text, [CLS] and [SEP] included; default as bert embed "
          "(qa: 384, as bert squad)"},
         {"doc_stride", FLAG_INT, &o.doc_stride, "qa: between the context's windows; default 128"},
@@ -65,6 +67,8 @@ int cmd_serve(int argc, char **argv) {
     if (parse_truthy(truncate, &o.truncate) != 0)
         return fprintf(stderr, "bert serve: --truncate %s: true or false\n", truncate), 2;
     if (flags_use_device("serve", device) != 0) return 2;
+    if (o.bf16 && o.int8) return fprintf(stderr, "bert serve: give at most one of --bf16 and --int8\n"), 2;
+    if (o.int8 && flags_int8("serve") != 0) return 2;
     if (threads > 0) omp_set_num_threads(threads);
     o.max_body_bytes = max_body;
     if (!o.api_key && getenv("BERT_API_KEY") && getenv("BERT_API_KEY")[0]) o.api_key = getenv("BERT_API_KEY");

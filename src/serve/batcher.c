@@ -34,6 +34,11 @@ static int take_rows(ServeBatcher *b, ServeRow *rows, ServeJob **jobs, long *tok
     return n;
 }
 
+/* Under the lock: whether another request may join the batch: a connection without a queued job. */
+static bool more_coming(const ServeBatcher *b) {
+    return !b->o.senders || b->queued < atomic_load(b->o.senders);
+}
+
 static void *worker_main(void *arg) {
     ServeBatcher *b = arg;
     ServeRow *rows = xmalloc(sizeof(ServeRow) * (size_t)b->o.max_rows);
@@ -42,19 +47,24 @@ static void *worker_main(void *arg) {
     for (;;) {
         while (!b->head && !b->stopping) pthread_cond_wait(&b->work, &b->mu);
         if (!b->head) break;   /* stopping, and nothing left to do */
-        /* more may be on its way: wait a little for a fuller batch */
+        /* more on its way: wait a little for a fuller batch (each submit wakes us to look again) */
         const struct timespec until = deadline_after(b->o.max_wait_s);
-        while (!b->stopping && b->queued_tokens < b->o.max_tokens &&
+        while (!b->stopping && b->queued_tokens < b->o.max_tokens && more_coming(b) &&
                pthread_cond_timedwait(&b->work, &b->mu, &until) != ETIMEDOUT) {}
         long tokens;
         const int n = take_rows(b, rows, jobs, &tokens);
+        const double t0 = now_seconds();
+        for (int i = 0; i < n; i++)
+            if (jobs[i]->started == 0) jobs[i]->started = t0;
         serve_metrics_queue(b->metrics, b->queued);
         pthread_mutex_unlock(&b->mu);
         BertError err = {""};
         const int rc = b->run(b->ctx, rows, n, &err);
+        const double took = now_seconds() - t0;
         serve_metrics_batch(b->metrics, n, tokens);
         pthread_mutex_lock(&b->mu);
         for (int i = 0; i < n; i++) {
+            if (i == 0 || jobs[i] != jobs[i - 1]) jobs[i]->forward_s += took;   /* a job's rows are consecutive */
             if (rc != 0 && !jobs[i]->status)
                 jobs[i]->status = 500, snprintf(jobs[i]->msg, sizeof jobs[i]->msg, "%.255s", err.msg);
             jobs[i]->finished++;
@@ -77,6 +87,7 @@ void serve_batcher_start(ServeBatcher *b, const ServeBatchOptions *o, ServeRunFn
 
 int serve_batcher_submit(ServeBatcher *b, ServeJob *job) {
     job->taken = job->finished = job->status = 0, job->next = NULL, job->msg[0] = '\0';
+    job->submitted = now_seconds(), job->started = 0, job->forward_s = 0;
     job->tokens = 0;
     for (int i = 0; i < job->n; i++) job->tokens += serve_row_cost(&job->rows[i]);
     pthread_mutex_lock(&b->mu);
@@ -97,6 +108,12 @@ int serve_batcher_wait(ServeBatcher *b, ServeJob *job) {
     while (job->finished < job->n) pthread_cond_wait(&b->done, &b->mu);
     pthread_mutex_unlock(&b->mu);
     return job->status;
+}
+
+void serve_batcher_recheck(ServeBatcher *b) {
+    pthread_mutex_lock(&b->mu);
+    pthread_cond_signal(&b->work);
+    pthread_mutex_unlock(&b->mu);
 }
 
 void serve_batcher_stop(ServeBatcher *b) {

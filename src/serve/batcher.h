@@ -1,6 +1,6 @@
 /* Dynamic batching for bert serve: request threads submit jobs (a request's encoded texts) to
  * a bounded queue; ONE compute worker takes what is queued, up to a token budget and a row
- * count, waiting up to max_wait for more after the first arrives, runs one forward over the
+ * count, waiting up to max_wait for more after the first arrives (while more can come), runs one forward over the
  * rows of several requests (the task's run function: one packed batch) and wakes each
  * request when all its rows are done. A request larger than the budget is run over several
  * forwards. The model is only ever touched by the worker. */
@@ -8,6 +8,7 @@
 #define BERT_SERVE_BATCHER_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -36,6 +37,8 @@ typedef struct ServeJob {
     int taken, finished;          /* rows handed to the worker, rows done (under the lock) */
     int status;                   /* 0, or 500 with msg: the forward failed */
     char msg[256];
+    double submitted, started;    /* now_seconds() at the submit and when its first row was taken */
+    double forward_s;             /* seconds of the forwards its rows ran in (their whole time: shared) */
     struct ServeJob *next;
 } ServeJob;
 
@@ -44,6 +47,11 @@ typedef struct {
     int max_rows;                 /* rows per forward: the model's max_batch */
     long max_tokens;              /* tokens per forward (a longer single row still runs alone) */
     double max_wait_s;            /* how long the worker waits for more work after the first */
+    const atomic_int *senders;    /* the connections open now, each of which may send a request (HTTP/1.1:
+                                   * one at a time): the worker waits (up to max_wait_s) only while fewer
+                                   * jobs are queued than that, so a lone client's request never waits
+                                   * for company that cannot come, and a full round of c clients runs
+                                   * as soon as all c are in; NULL: it always waits */
 } ServeBatchOptions;
 
 typedef struct {
@@ -65,6 +73,8 @@ void serve_batcher_start(ServeBatcher *b, const ServeBatchOptions *o, ServeRunFn
 int serve_batcher_submit(ServeBatcher *b, ServeJob *job);
 /* Blocks until every row of a submitted job is done; returns job->status. */
 int serve_batcher_wait(ServeBatcher *b, ServeJob *job);
+/* The senders' count went down (a connection closed): a worker waiting for company looks again. */
+void serve_batcher_recheck(ServeBatcher *b);
 /* Refuses new jobs, finishes the queued ones, joins the worker. */
 void serve_batcher_stop(ServeBatcher *b);
 

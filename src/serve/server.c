@@ -41,6 +41,7 @@ typedef struct {
     ServeBatcher batcher;
     ServeMetrics metrics;
     atomic_int active;            /* requests between their first byte and their answer */
+    atomic_int connections;       /* open now (the batcher waits for company only while one may send) */
 } Server;
 
 typedef struct {                  /* one request on a connection */
@@ -48,6 +49,8 @@ typedef struct {                  /* one request on a connection */
     size_t len, cap;
     double t0;
     bool answered;                /* refused early (413): the rest of the body is discarded */
+    bool timed;                   /* ran in the worker: queue_s and forward_s hold its times */
+    double queue_s, forward_s;
 } Request;
 
 ServeOptions serve_default_options(void) {
@@ -64,6 +67,12 @@ static enum MHD_Result answer(Server *s, struct MHD_Connection *c, Request *r, i
                               TextBuf *body) {
     struct MHD_Response *resp = MHD_create_response_from_buffer(body->len, body->p, MHD_RESPMEM_MUST_FREE);
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    if (r->timed) {   /* W3C Server-Timing: what a client can subtract from its latency, request by request */
+        char timing[160];
+        snprintf(timing, sizeof timing, "queue;dur=%.3f, forward;dur=%.3f, total;dur=%.3f", 1e3 * r->queue_s,
+                 1e3 * r->forward_s, 1e3 * (now_seconds() - r->t0));
+        MHD_add_response_header(resp, "Server-Timing", timing);
+    }
     if (status == 401) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     const enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, resp);
     r->answered = true;
@@ -83,6 +92,18 @@ static enum MHD_Result answer_error(Server *s, struct MHD_Connection *c, Request
     textbuf_json_string(&t, msg);
     textbuf_printf(&t, ",\"type\":\"%s\",\"code\":%d},\"error_type\":\"%s\"}\n", type, status, type);
     return answer(s, c, r, status, "application/json", &t);
+}
+
+/* The submit-and-wait every model endpoint does: 0, or the status with msg; r gets the job's
+ * times (the answer's Server-Timing header). */
+static int run_job(Server *s, Request *r, ServeRow *rows, int n, char *msg, size_t size) {
+    ServeJob job = {.rows = rows, .n = n};
+    int status = serve_batcher_submit(&s->batcher, &job);
+    if (status) snprintf(msg, size, status == 429 ? "the queue is full (%d requests): try again later"
+                                                  : "the server is shutting down", s->o.max_queue);
+    else if ((status = serve_batcher_wait(&s->batcher, &job)) != 0) snprintf(msg, size, "%s", job.msg);
+    else r->timed = true, r->queue_s = job.started - job.submitted, r->forward_s = job.forward_s;
+    return status;
 }
 
 /* ---- embeddings ---- */
@@ -156,11 +177,7 @@ static enum MHD_Result handle_embeddings(Server *s, struct MHD_Connection *c, Re
     Encoded e;
     char msg[1100] = "";
     status = encode_request(s, &q, &e, msg, sizeof msg);
-    ServeJob job = {.rows = e.rows, .n = q.n};
-    if (!status && (status = serve_batcher_submit(&s->batcher, &job)) != 0)
-        snprintf(msg, sizeof msg, status == 429 ? "the queue is full (%d requests): try again later"
-                                                : "the server is shutting down", s->o.max_queue);
-    if (!status && (status = serve_batcher_wait(&s->batcher, &job)) != 0) snprintf(msg, sizeof msg, "%s", job.msg);
+    if (!status) status = run_job(s, r, e.rows, q.n, msg, sizeof msg);
     enum MHD_Result rc;
     if (status) rc = answer_error(s, c, r, status, msg);
     else {
@@ -207,19 +224,10 @@ static void put_scores(Server *s, const float *logits, bool raw, TextBuf *t) {
     free(p), free(order);
 }
 
-/* The submit-and-wait every model endpoint does: 0, or the status with msg. */
-static int run_job(Server *s, ServeRow *rows, int n, char *msg, size_t size) {
-    ServeJob job = {.rows = rows, .n = n};
-    int status = serve_batcher_submit(&s->batcher, &job);
-    if (status) snprintf(msg, size, status == 429 ? "the queue is full (%d requests): try again later"
-                                                  : "the server is shutting down", s->o.max_queue);
-    else if ((status = serve_batcher_wait(&s->batcher, &job)) != 0) snprintf(msg, size, "%s", job.msg);
-    return status;
-}
-
 /* The logits (n * num_labels) of texts or pairs, as bert glue's features (the same
  * tokenization, [SEP]s and pair truncation): 0, or the status with msg. */
-static int classify_texts(Server *s, const GlueExamples *e, int truncate, float *logits, char *msg, size_t size) {
+static int classify_texts(Server *s, Request *r, const GlueExamples *e, int truncate, float *logits, char *msg,
+                          size_t size) {
     GlueFeatures f;
     BertError err;
     if (glue_features(e, s->em.tok, s->em.max_seq, &f, &err) != 0) return snprintf(msg, size, "%s", err.msg), 500;
@@ -231,7 +239,7 @@ static int classify_texts(Server *s, const GlueExamples *e, int truncate, float 
     for (int i = 0; !status && i < e->n; i++)
         rows[i] = (ServeRow){.ids = f.input_ids + (size_t)i * T, .types = f.segment_ids + (size_t)i * T,
                              .length = f.length[i], .out = logits + (size_t)i * NL};
-    if (!status) status = run_job(s, rows, e->n, msg, size);
+    if (!status) status = run_job(s, r, rows, e->n, msg, size);
     glue_features_free(&f), free(rows);
     return status;
 }
@@ -246,7 +254,7 @@ static enum MHD_Result handle_predict(Server *s, struct MHD_Connection *c, Reque
     const int NL = s->num_labels;
     float *logits = xmalloc(sizeof(float) * (size_t)q.n * NL);
     char msg[1100] = "";
-    status = classify_texts(s, &e, q.truncate, logits, msg, sizeof msg);
+    status = classify_texts(s, r, &e, q.truncate, logits, msg, sizeof msg);
     enum MHD_Result rc;
     if (status) rc = answer_error(s, c, r, status, msg);
     else {
@@ -294,7 +302,7 @@ static enum MHD_Result handle_rerank(Server *s, struct MHD_Connection *c, Reques
     double *score = xmalloc(sizeof(double) * (size_t)q.n);
     int *order = xmalloc(sizeof(int) * (size_t)q.n);
     char msg[1100] = "";
-    status = classify_texts(s, &e, q.truncate, logits, msg, sizeof msg);
+    status = classify_texts(s, r, &e, q.truncate, logits, msg, sizeof msg);
     enum MHD_Result rc;
     if (status) rc = answer_error(s, c, r, status, msg);
     else {
@@ -348,7 +356,7 @@ static enum MHD_Result handle_qa(Server *s, struct MHD_Connection *c, Request *r
         rows[i] = (ServeRow){.ids = ids + at, .types = types + at, .length = len, .padded = T,
                              .out = sq.start_logits + at, .out2 = sq.end_logits + at};
     }
-    if (!status && n > 0) status = run_job(s, rows, n, msg, sizeof msg);   /* no document tokens: no window */
+    if (!status && n > 0) status = run_job(s, r, rows, n, msg, sizeof msg);   /* no document tokens: no window */
     SquadResults res = {0};
     if (!status && squad_query_answer(&sq, s->qa_tok, &s->qa_opt, &res, &err) != 0)
         status = 500, snprintf(msg, sizeof msg, "%s", err.msg);
@@ -487,6 +495,13 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **state, enum
     atomic_fetch_sub(&s->active, 1);
 }
 
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+    Server *s = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) atomic_fetch_add(&s->connections, 1);
+    else atomic_fetch_sub(&s->connections, 1), serve_batcher_recheck(&s->batcher);   /* one sender fewer */
+}
+
 /* The worker's forward: the rows' embeddings. */
 static int run_embed(void *ctx, const ServeRow *rows, int n, BertError *err) {
     Server *s = ctx;
@@ -541,6 +556,7 @@ static int listen_address(const ServeOptions *o, struct sockaddr_storage *a, boo
 }
 
 static int check_options(const ServeOptions *o, BertError *err) {
+    if (o->bf16 && o->int8) return bert_fail(err, "give at most one of --bf16 and --int8");
     if (strcmp(o->task, "embed") && strcmp(o->task, "classify") && strcmp(o->task, "qa"))
         return bert_fail(err, "--task %s: embed, classify or qa", o->task);
     if (!strcmp(o->task, "qa") && (o->doc_stride < 1 || o->max_query_length < 1 || o->n_best_size < 1 ||
@@ -579,6 +595,7 @@ static int server_open(Server *s, const ServeOptions *o, BertError *err) {
     if (s->qa && o->max_batch_tokens / qa_seq < rows) rows = o->max_batch_tokens / qa_seq > 1 ? o->max_batch_tokens / qa_seq : 1;
     const InferModelOptions mo = {.init_checkpoint = o->init_checkpoint, .config_file = o->config_file,
                                   .vocab_file = o->vocab_file, .do_lower_case = o->do_lower_case, .bf16 = o->bf16,
+                                  .int8 = o->int8,
                                   .max_seq_length = s->qa ? qa_seq : o->max_seq_length};
     if (s->classify && classifier_labels(s, err) != 0) return -1;
     const BertHeads heads = {s->classify ? BERT_HEADS_CLASSIFIER : s->qa ? BERT_HEADS_QA : BERT_HEADS_NONE,
@@ -612,7 +629,8 @@ static int server_open(Server *s, const ServeOptions *o, BertError *err) {
     }
     serve_metrics_init(&s->metrics);
     const ServeBatchOptions bo = {.max_queue = o->max_queue, .max_rows = rows,
-                                  .max_tokens = o->max_batch_tokens, .max_wait_s = o->max_wait_ms / 1000.0};
+                                  .max_tokens = o->max_batch_tokens, .max_wait_s = o->max_wait_ms / 1000.0,
+                                  .senders = &s->connections};
     serve_batcher_start(&s->batcher, &bo, s->classify ? run_classify : s->qa ? run_qa : run_embed, s, &s->metrics);
     return 0;
 }
@@ -658,7 +676,8 @@ int serve_run(const ServeOptions *o, BertError *err) {
     struct MHD_Daemon *d = MHD_start_daemon(
         flags, (uint16_t)o->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->timeout_s, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)o->max_connections, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
+        (unsigned)o->max_connections, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_END);
     if (!d) {
         server_close(s), free(s);
         return bert_fail(err, "cannot listen on %s port %d (in use, or not this machine's address?)", o->host, o->port);

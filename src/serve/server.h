@@ -13,7 +13,7 @@
 
 typedef struct {
     const char *init_checkpoint, *config_file, *vocab_file;
-    bool do_lower_case, bf16;
+    bool do_lower_case, bf16, int8;   /* int8: the encoder's linear layers in int8, as bert embed --int8 */
     int max_seq_length;           /* <= 0: bert embed's default */
     const char *task;             /* "embed", "classify" or "qa" */
     const char *model_name;       /* /info's and OpenAI's "model"; NULL: the checkpoint's folder name */

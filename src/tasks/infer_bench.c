@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tasks/embed.h"
 #include "tasks/glue.h"
 #include "tasks/squad.h"
 
@@ -22,6 +23,36 @@ int glue_dev_lengths(const char *task, const char *data_dir, const Tokenizer *to
         glue_features_free(&f);
     }
     glue_examples_free(&e);
+    return rc;
+}
+
+int text_file_lengths(const char *path, const Tokenizer *tok, int max_seq_length, int32_t **lengths, int *n,
+                      BertError *err) {
+    char *data;
+    size_t len;
+    if (read_file(path, &data, &len, err) != 0) return -1;
+    int32_t *ids = xmalloc(sizeof(int32_t) * (size_t)max_seq_length);
+    TokenList scratch;
+    token_list_init(&scratch);
+    size_t cap = 0;
+    *n = 0, *lengths = NULL;
+    int rc = 0;
+    for (char *p = data, *end = data + len; rc == 0 && p < end;) {
+        char *nl = memchr(p, '\n', (size_t)(end - p));
+        const size_t line = (size_t)((nl ? nl : end) - p) - (nl && nl > p && nl[-1] == '\r');
+        if (line > 0) {
+            const int got = embed_encode(tok, &scratch, p, line, max_seq_length, ids, NULL, err);
+            if (got < 0) rc = -1;
+            else {
+                ARRAY_RESERVE(*lengths, cap, (size_t)*n + 1, 256);
+                (*lengths)[(*n)++] = got;
+            }
+        }
+        p = nl ? nl + 1 : end;
+    }
+    if (rc == 0 && *n == 0) rc = bert_fail(err, "%s: no texts (one a line)", path);
+    if (rc != 0) free(*lengths), *lengths = NULL, *n = 0;
+    token_list_free(&scratch), free(ids), free(data);
     return rc;
 }
 

@@ -18,6 +18,11 @@
 /* [CLS] a [SEP] b [SEP] lengths of a GLUE task's dev rows (cut to max_seq_length). */
 int glue_dev_lengths(const char *task, const char *data_dir, const Tokenizer *tok, int max_seq_length,
                      int32_t **lengths, int *n, BertError *err);
+/* [CLS] text [SEP] lengths of a file's lines (cut to max_seq_length) as bert embed and
+ * bert serve's embedding endpoints encode them, one text a line, empty lines skipped: the
+ * texts a server's load sends, for its batch-1 latency next to bench_infer's. */
+int text_file_lengths(const char *path, const Tokenizer *tok, int max_seq_length, int32_t **lengths, int *n,
+                      BertError *err);
 /* n_tokens of every SQuAD feature of a file (doc_stride 128, max_query_length 64). */
 int squad_feature_lengths(const char *path, const Tokenizer *tok, int max_seq_length, int32_t **lengths, int *n,
                           BertError *err);

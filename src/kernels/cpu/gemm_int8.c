@@ -231,8 +231,10 @@ void gemm_int8_pack(void *packed, const float *W, int K, int N) {
 /* ---- products ---- */
 
 /* Each thread's own: the stream it executes on, the primitives' scratchpad, the int32 sums of
- * its block of rows and one row of results (the epilogue's), grown as needed (inference only). */
-static _Thread_local struct {
+ * its block of rows and one row of results (the epilogue's), the activations' int8 copy, grown
+ * as needed (inference only), freed when its thread ends (a server's compute worker is a
+ * thread that ends before the process). */
+typedef struct {
     dnnl_stream_t stream;
     void *scratch;
     size_t scratch_cap;
@@ -243,7 +245,30 @@ static _Thread_local struct {
     int8_t *q;
     float *scale;
     size_t q_cap, rows_cap;
-} t8;
+    bool registered;   /* with t8_key: released when the thread ends */
+} Int8Scratch;
+static _Thread_local Int8Scratch t8;
+static pthread_key_t t8_key;
+static pthread_once_t t8_key_once = PTHREAD_ONCE_INIT;
+
+static void t8_release(void *scratch) {
+    Int8Scratch *s = scratch;
+    if (s->stream) dnnl_stream_destroy(s->stream);
+    free(s->scratch), free(s->acc), free(s->row), free(s->q), free(s->scale);
+    memset(s, 0, sizeof *s);
+}
+
+static void t8_key_create(void) {
+    if (pthread_key_create(&t8_key, t8_release) != 0) die("gemm_int8: cannot create the scratch's thread key");
+}
+
+/* Before a thread's first allocation: its scratch is freed when the thread ends. */
+static void t8_register(void) {
+    if (t8.registered) return;
+    pthread_once(&t8_key_once, t8_key_create);
+    pthread_setspecific(t8_key, &t8);
+    t8.registered = true;
+}
 
 static void *grow(void *p, size_t *cap, size_t bytes) {
     if (bytes <= *cap) return p;
@@ -256,6 +281,7 @@ static void *grow(void *p, size_t *cap, size_t bytes) {
  * OpenMP worker oneDNN runs it on that thread alone). */
 static void run_gemm(const Int8Gemm *e, const Int8Layout *l, const int8_t *A, const void *packed, int32_t *C) {
     const int M = e->M, N = e->N, K = e->K;
+    t8_register();
     if (!t8.stream) check(dnnl_stream_create(&t8.stream, g8.engine, dnnl_stream_default_flags), "stream", M, N, K);
     t8.scratch = grow(t8.scratch, &t8.scratch_cap, e->scratch_bytes);
     dnnl_memory_desc_t scratch_md;
@@ -381,6 +407,7 @@ static void epilogue_row(const Int8Epilogue *e, size_t i, const int32_t *restric
 static void rows_block(const Int8Gemm *g, const Int8Layout *l, int m0, const int8_t *A, const float *row_scale,
                        const void *packed, const float *bias, const Int8Epilogue *e) {
     const int M = g->M, N = g->N, K = g->K;
+    t8_register();
     t8.acc = grow(t8.acc, &t8.acc_cap, sizeof(int32_t) * (size_t)M * N);
     t8.row = grow(t8.row, &t8.row_cap, sizeof(float) * (size_t)N);
     run_gemm(g, l, A + (size_t)m0 * K, packed, t8.acc);
@@ -426,6 +453,7 @@ void gemm_int8_rows(int M, int N, int K, const int8_t *A, const float *row_scale
 void gemm_int8_forward(int M, int N, int K, const float *A, const void *packed, const float *bias, int gelu,
                        float *C) {
     if (M <= 0 || N <= 0) return;
+    t8_register();
     t8.q = grow(t8.q, &t8.q_cap, (size_t)M * K);
     t8.scale = grow(t8.scale, &t8.rows_cap, sizeof(float) * (size_t)M);
     quantize_rows_s8(t8.q, t8.scale, A, M, K, K, 127);
