@@ -1,4 +1,5 @@
 /* Core utilities: atomic file output keeps the old file whole until commit. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -268,6 +269,32 @@ static void test_strmap(void) {
     strmap_free(&m);
 }
 
+/* thread_at_exit: a thread's callbacks run when it ends, the last registered first, each
+ * with its argument; another thread's are not run by this one's end. */
+static int exit_order[4], exit_count;
+
+static void record_exit(void *arg) { exit_order[exit_count++] = *(int *)arg; }
+
+static void *register_two(void *arg) {
+    static int one = 1, two = 2;
+    (void)arg;
+    const int before = exit_count;
+    thread_at_exit(record_exit, &one);
+    thread_at_exit(record_exit, &two);
+    CHECK(exit_count == before);   /* not yet: when the thread ends */
+    return NULL;
+}
+
+static void test_thread_at_exit(void) {
+    pthread_t t;
+    exit_count = 0;
+    CHECK(pthread_create(&t, NULL, register_two, NULL) == 0 && pthread_join(t, NULL) == 0);
+    CHECKF(exit_count == 2 && exit_order[0] == 2 && exit_order[1] == 1, "%d calls: %d, %d", exit_count, exit_order[0],
+           exit_order[1]);
+    CHECK(pthread_create(&t, NULL, register_two, NULL) == 0 && pthread_join(t, NULL) == 0);   /* a second thread: its own list */
+    CHECK(exit_count == 4 && exit_order[2] == 2 && exit_order[3] == 1);
+}
+
 int main(void) {
     RUN_TEST(test_atomic_file_replaces_only_on_commit);
     RUN_TEST(test_unwritable_output_is_an_error);
@@ -279,5 +306,6 @@ int main(void) {
     RUN_TEST(test_special_outputs);
     RUN_TEST(test_strmap);
     RUN_TEST(test_created_dirs_and_inputs);
+    RUN_TEST(test_thread_at_exit);
     return test_summary();
 }

@@ -613,3 +613,33 @@ int suggest_names(const char *word, size_t len, const char *const *names, int n,
     if (used < outn) snprintf(out + used, outn - used, "?");
     return npicked;
 }
+
+/* ---- thread_at_exit: one pthread key whose value is the thread's list of callbacks ---- */
+
+typedef struct ThreadExitCall {
+    void (*fn)(void *);
+    void *arg;
+    struct ThreadExitCall *next;
+} ThreadExitCall;
+
+static pthread_key_t thread_exit_key;
+static pthread_once_t thread_exit_once = PTHREAD_ONCE_INIT;
+
+static void thread_exit_run(void *list) {
+    for (ThreadExitCall *c = list, *next; c; c = next) {
+        next = c->next;
+        c->fn(c->arg);
+        free(c);
+    }
+}
+
+static void thread_exit_key_create(void) {
+    if (pthread_key_create(&thread_exit_key, thread_exit_run) != 0) die("thread_at_exit: cannot create a thread key");
+}
+
+void thread_at_exit(void (*fn)(void *), void *arg) {
+    pthread_once(&thread_exit_once, thread_exit_key_create);
+    ThreadExitCall *c = xmalloc(sizeof *c);
+    *c = (ThreadExitCall){fn, arg, pthread_getspecific(thread_exit_key)};
+    pthread_setspecific(thread_exit_key, c);
+}

@@ -19,6 +19,11 @@ int bert_fail(BertError *err, const char *fmt, ...) __attribute__((format(printf
 
 /* Allocation that never returns NULL: out of memory is reported and the process exits,
  * since no caller could do anything better. */
+/* fn(arg) when the calling thread ends (its start routine returns or it calls pthread_exit;
+ * not the main thread at the process's exit, whose memory goes with the process): for the
+ * per-thread scratch a kernel keeps in _Thread_local storage, which a server's worker threads
+ * would otherwise leave behind each time one ends. */
+void thread_at_exit(void (*fn)(void *), void *arg);
 void *xmalloc(size_t n);
 void *xcalloc(size_t count, size_t size);
 void *xrealloc(void *p, size_t n);

@@ -345,18 +345,12 @@ typedef struct {
     size_t capacity;
 } SerialScratch;
 static _Thread_local SerialScratch t_serial;
-static pthread_key_t t_serial_key;
-static pthread_once_t t_serial_once = PTHREAD_ONCE_INIT;
 
 static void t_serial_release(void *scratch) {
     SerialScratch *s = scratch;
     if (s->stream) dnnl_stream_destroy(s->stream);
     free(s->scratch);
     memset(s, 0, sizeof *s);
-}
-
-static void t_serial_key_create(void) {
-    if (pthread_key_create(&t_serial_key, t_serial_release) != 0) die("gemm_half: cannot create a thread key");
 }
 
 static dnnl_primitive_t serial_primitive(const GemmShape *k, size_t *scratch_bytes) {
@@ -409,8 +403,7 @@ void gemm_half_serial(HalfMode mode, bool trans_a, bool trans_b, int M, int N, i
     size_t scratch_bytes;
     dnnl_primitive_t p = serial_primitive(&k, &scratch_bytes);
     if (!t_serial.stream) {   /* the thread's first serial product */
-        pthread_once(&t_serial_once, t_serial_key_create);
-        pthread_setspecific(t_serial_key, &t_serial);
+        thread_at_exit(t_serial_release, &t_serial);
         check(dnnl_stream_create(&t_serial.stream, g_bf16.engine, dnnl_stream_default_flags), "stream", &k);
     }
     if (t_serial.capacity < scratch_bytes) {

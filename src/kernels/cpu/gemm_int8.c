@@ -248,8 +248,6 @@ typedef struct {
     bool registered;   /* with t8_key: released when the thread ends */
 } Int8Scratch;
 static _Thread_local Int8Scratch t8;
-static pthread_key_t t8_key;
-static pthread_once_t t8_key_once = PTHREAD_ONCE_INIT;
 
 static void t8_release(void *scratch) {
     Int8Scratch *s = scratch;
@@ -258,15 +256,10 @@ static void t8_release(void *scratch) {
     memset(s, 0, sizeof *s);
 }
 
-static void t8_key_create(void) {
-    if (pthread_key_create(&t8_key, t8_release) != 0) die("gemm_int8: cannot create the scratch's thread key");
-}
-
 /* Before a thread's first allocation: its scratch is freed when the thread ends. */
 static void t8_register(void) {
     if (t8.registered) return;
-    pthread_once(&t8_key_once, t8_key_create);
-    pthread_setspecific(t8_key, &t8);
+    thread_at_exit(t8_release, &t8);
     t8.registered = true;
 }
 
