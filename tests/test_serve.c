@@ -688,7 +688,7 @@ static void test_rerank(int port, const GlueExamples *e, const float *logits) {
  * --do_predict's, its raw scores the logits of an independent forward (to float rounding),
  * its scores their softmax, and a pair alone gets the bits it gets in a batch. */
 static void test_predict_equals_bert_glue(void) {
-    char dir[128], cmd[2048];
+    char dir[128], cmd[4096];
     snprintf(dir, sizeof dir, "/tmp/bert_test_serve_ft_%d", (int)getpid());
     snprintf(cmd, sizeof cmd, "%s glue --task_name rte --data_dir tests/data/glue/RTE --init_checkpoint %s "
                               "--output_dir %s --do_train --do_predict --max_steps 2 --train_batch_size 4 "
@@ -783,6 +783,23 @@ static void test_predict_equals_bert_glue(void) {
     char *streamed = system(cmd) == 0 ? read_text(out) : xstrdup("(failed)");
     CHECKF(!strcmp(streamed, predicted), "stdin's predictions:\n%s\nbert glue's:\n%s", streamed, predicted);
     free(streamed);
+    /* and with --int8: stdin's predictions are bert glue --do_predict --int8's (the stream took
+     * --int8 and dropped it once) */
+    snprintf(cmd, sizeof cmd, "%s glue --task_name rte --data_dir tests/data/glue/RTE --init_checkpoint %s --output_dir "
+                              "%s/int8 --do_predict --int8 --max_seq_length 48 --threads 1 > /dev/null 2>&1 && %s glue "
+                              "--task_name rte --init_checkpoint %s --do_predict --predict_file - --int8 --max_seq_length "
+                              "48 --threads 1 < %s > %s 2> %s.log", bert_bin, dir, dir, bert_bin, dir, in, out, out);
+    char int8_file[200];
+    snprintf(int8_file, sizeof int8_file, "%s/int8/RTE.tsv", dir);
+    streamed = system(cmd) == 0 ? read_text(out) : xstrdup("(failed)");
+    char *predicted8 = read_text(int8_file);
+    CHECKF(*predicted8 && !strcmp(streamed, predicted8), "stdin's --int8 predictions:\n%s\nbert glue --int8's:\n%s",
+           streamed, predicted8);
+    free(streamed), free(predicted8);
+    snprintf(int8_file, sizeof int8_file, "%s.log", out);   /* the model ran in int8 (equal labels alone can't tell) */
+    char *said = read_text(int8_file);
+    CHECKF(strstr(said, "lines predicted (int8)") != NULL, "stdin --int8: %s", said);
+    free(said);
     snprintf(cmd, sizeof cmd, "printf 'a\\tb\\nno pair\\n' | %s glue --task_name rte --init_checkpoint %s --do_predict "
                               "--predict_file - --max_seq_length 48 2>&1 >/dev/null | grep -q 'line 2: rte takes a pair'",
              bert_bin, dir);

@@ -18,13 +18,15 @@ static int predict_stdin(const GlueOptions *o) {
     if (finetune_flags_tokenizer("glue", &o->ft, vocab, sizeof vocab, &lower) != 0) return 1;
     const GlueStreamOptions so = {.model = {.init_checkpoint = o->ft.init_checkpoint, .config_file = o->ft.config_file,
                                             .vocab_file = vocab, .do_lower_case = lower,
-                                            .bf16 = o->ft.precision == BERT_BF16, .max_seq_length = o->ft.max_seq_length},
+                                            .bf16 = o->ft.precision == BERT_BF16, .int8 = o->ft.precision == BERT_INT8,
+                                            .max_seq_length = o->ft.max_seq_length},
                                   .task = t, .batch = o->ft.eval_batch_size};
     BertError err;
     long lines;
-    if (glue_predict_stream(&so, stdin, stdout, &lines, &err) != 0)
+    const char *precision;
+    if (glue_predict_stream(&so, stdin, stdout, &lines, &precision, &err) != 0)
         return fprintf(stderr, "bert glue: stdin: %s\n", err.msg), 1;
-    fprintf(stderr, "bert glue: %s: %ld lines predicted\n", t->name, lines);
+    fprintf(stderr, "bert glue: %s: %ld lines predicted (%s)\n", t->name, lines, precision);
     return 0;
 }
 

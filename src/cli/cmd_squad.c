@@ -17,6 +17,7 @@ static int ask(const SquadOptions *o, const char *question, const char *context)
     BertError err;
     SquadAskOptions a = {.model = {.init_checkpoint = o->ft.init_checkpoint, .config_file = o->ft.config_file,
                                    .vocab_file = vocab, .do_lower_case = lower, .bf16 = o->ft.precision == BERT_BF16,
+                                   .int8 = o->ft.precision == BERT_INT8,
                                    .max_seq_length = o->ft.max_seq_length},
                          .squad = squad_infer_default_options(), .max_batch = o->ft.eval_batch_size};
     a.squad.features = (SquadFeatureOptions){o->ft.max_seq_length, o->doc_stride, o->max_query_length};

@@ -53,11 +53,14 @@ static int predict_block(InferModel *m, const GlueStreamOptions *o, GlueExamples
     return rc;
 }
 
-int glue_predict_stream(const GlueStreamOptions *o, FILE *in, FILE *out, long *lines, BertError *err) {
+int glue_predict_stream(const GlueStreamOptions *o, FILE *in, FILE *out, long *lines, const char **precision,
+                        BertError *err) {
     *lines = 0;
+    *precision = "";
     InferModel m;
     const BertHeads heads = {BERT_HEADS_CLASSIFIER, o->task->num_labels};
     if (infer_model_open(&o->model, heads, o->batch, &m, err) != 0) return -1;
+    *precision = bert_precision_name(bert_precision(m.model));
     if (m.heads_initialised) {
         infer_model_close(&m);
         return bert_fail(err, "%s has no classifier weights: not a model bert glue fine-tuned", o->model.init_checkpoint);

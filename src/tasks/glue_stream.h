@@ -21,7 +21,9 @@ typedef struct {
 
 /* Reads `in` to its end. Errors (-1, err names the line): a line that is empty, not UTF-8, or
  * without the task's one TAB (pair tasks) / with one (single-text tasks); a model without the
- * task's classifier weights. *lines: the examples predicted. */
-int glue_predict_stream(const GlueStreamOptions *o, FILE *in, FILE *out, long *lines, BertError *err);
+ * task's classifier weights. *lines: the examples predicted; *precision: the model's
+ * (bert_precision_name), "" if it did not open. */
+int glue_predict_stream(const GlueStreamOptions *o, FILE *in, FILE *out, long *lines, const char **precision,
+                        BertError *err);
 
 #endif
