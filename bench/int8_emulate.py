@@ -4,7 +4,7 @@ PyTorch (transformers' BertModel, float64 products of the integer values, so the
 exact up to the fp32 rounding of everything else), with chosen products left in fp32.
 
   .venv-bf16peer/bin/python bench/int8_emulate.py --model MINILM --sentences S \
-      --bertc_fp32 embed.fp32.npy --bertc_int8 embed.int8.npy [--max_seq_length 256]
+      --bertc_fp32 embed.fp32.npy --bertc_int8 embed.int8.npy [--max_seq_length 256] [--worst N]
 
 bert.c's int8 (src/kernels/cpu/gemm_int8.h): in every encoder layer the four linear layers
 (query/key/value, attention output, FFN in, FFN out) multiply int8 weights, symmetric per
@@ -110,14 +110,20 @@ def main():
     ap.add_argument("--bertc_int8", required=True)
     ap.add_argument("--max_seq_length", type=int, default=256)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--worst", type=int, default=0,
+                    help="only the N sentences whose bert.c int8 embedding is furthest from fp32 (0: all)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     from int8_peers_eval import embed_rows
     from transformers import BertModel
     rows = embed_rows(a.sentences, os.path.join(a.model, "vocab.txt"), a.max_seq_length)
     model = BertModel.from_pretrained(a.model, attn_implementation="eager").eval()
-    fp32 = embeddings(model, rows)
     bertc32, bertc8 = np.load(a.bertc_fp32).astype(np.float64), np.load(a.bertc_int8).astype(np.float64)
+    if a.worst > 0:
+        keep = np.argsort(cosines(bertc8, bertc32))[:a.worst]
+        rows, bertc32, bertc8 = [rows[i] for i in keep], bertc32[keep], bertc8[keep]
+        print(json.dumps({"sentences": f"the {len(rows)} with the lowest bert.c int8 cosine"}))
+    fp32 = embeddings(model, rows)
     print(json.dumps({"variant": "fp32 (emulation) against bert.c fp32", "cosine": summary(cosines(fp32, bertc32))}))
     variants = [("all four kinds int8 (bert.c --int8)", KINDS, False)]
     variants += [(f"only {k} int8", [k], False) for k in KINDS]

@@ -191,7 +191,7 @@ def cmd_glue(a):
     rows, y = glue_rows(a.task, os.path.join(a.data_dir, "dev.tsv"), a.vocab, a.max_seq_length)
     train, _ = glue_rows(a.task, os.path.join(a.data_dir, "train.tsv"), a.vocab, a.max_seq_length)
     calib = [padded([train[i]]) for i in spread(len(train), a.calibration)]
-    bertc = [labels.index(l.split("\t")[1].strip()) for l in open(a.bertc_predictions) if l.strip()]
+    bertc = [labels.index(l.split("\t")[1].strip()) for l in open(a.bertc_predictions) if l[:1].isdigit()]
     assert len(bertc) == len(rows), f"{len(bertc)} bert.c predictions for {len(rows)} dev rows"
     bertc = np.asarray(bertc)
     model, outs = wrapped("glue", a.model)

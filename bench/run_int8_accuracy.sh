@@ -9,6 +9,7 @@
 #
 #   bench/run_int8_accuracy.sh
 #   STAGES="train bertc peers embed table"   (default: all, in this order; each skips what exists)
+#   TRAIN_TASKS="mrpc sst-2 squad"          the fine-tunings the train stage runs
 #   SST2_EXAMPLES=8000      SST-2 trains on its first N rows (dev: all 872)
 #   SEED=1 THREADS=2 CALIBRATION=300
 #   GLUE_DIR=/work/shared/data/glue   SQUAD_FILE=/work/shared/data/squad/v1.1/dev-v1.1.json
@@ -27,6 +28,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STAGES=${STAGES:-train bertc peers embed table}
+TRAIN_TASKS=${TRAIN_TASKS:-mrpc sst-2 squad}
 SST2_EXAMPLES=${SST2_EXAMPLES:-8000}; SEED=${SEED:-1}; THREADS=${THREADS:-2}; CALIBRATION=${CALIBRATION:-300}
 GLUE_DIR=${GLUE_DIR:-/work/shared/data/glue}
 SQUAD_FILE=${SQUAD_FILE:-/work/shared/data/squad/v1.1/dev-v1.1.json}
@@ -77,9 +79,13 @@ PY
     >"$OUT/squad.train.log" 2>&1 || { tail "$OUT/squad.train.log" >&2; exit 1; }
 }
 if has train; then
-  train_glue mrpc MRPC
-  train_glue sst-2 SST-2 --train_examples "$SST2_EXAMPLES"
-  train_squad
+  for task in $TRAIN_TASKS; do
+    case $task in
+      mrpc) train_glue mrpc MRPC ;;
+      sst-2) train_glue sst-2 SST-2 --train_examples "$SST2_EXAMPLES" ;;
+      squad) train_squad ;;
+    esac
+  done
 fi
 
 # ---- the data the evaluations share ----
@@ -118,22 +124,26 @@ PY
 record_glue() {  # task precision
   local task=$1 p=$2 d=$OUT/$1.eval.$2
   local dir; dir=$([ "$task" = mrpc ] && echo MRPC || echo SST-2)
-  mkdir -p "$d"
-  # the official numbers (--do_eval) and the per-example predictions (stdin), both in precision p
-  "$BERT" glue --task_name "$task" --data_dir "$GLUE_DIR/$dir" --output_dir "$d" --init_checkpoint "$OUT/$task" \
-    --do_lower_case --do_eval --max_seq_length 128 --threads "$THREADS" --overwrite_output_dir $(flag_of "$p") \
-    >"$d/eval.log" 2>&1 || { tail "$d/eval.log" >&2; exit 1; }
-  texts_of "$task" | "$BERT" glue --task_name "$task" --init_checkpoint "$OUT/$task" --do_lower_case --do_predict \
-    --predict_file - --max_seq_length 128 --threads "$THREADS" $(flag_of "$p") >"$d/predictions.tsv" 2>"$d/predict.log" \
-    || { tail "$d/predict.log" >&2; exit 1; }
+  # the per-example predictions: --do_predict over a test.tsv that holds dev.tsv's rows (not
+  # `--predict_file -`: its stdin path leaves --int8 off, cli/cmd_glue.c's predict_stdin)
+  local data=$OUT/dev_as_test/$dir
+  mkdir -p "$d" "$data"
+  cp "$GLUE_DIR/$dir/dev.tsv" "$data/dev.tsv"
+  if [ "$task" = mrpc ]; then cp "$data/dev.tsv" "$data/test.tsv"   # the same columns, header included
+  else { printf 'index\tsentence\n'; tail -n +2 "$data/dev.tsv" | sed '/^$/d' | cut -f1 | awk '{print NR-1 "\t" $0}'; } >"$data/test.tsv"
+  fi
+  "$BERT" glue --task_name "$task" --data_dir "$data" --output_dir "$d" --init_checkpoint "$OUT/$task" \
+    --do_lower_case --do_eval --do_predict --max_seq_length 128 --threads "$THREADS" --overwrite_output_dir \
+    $(flag_of "$p") >"$d/eval.log" 2>&1 || { tail "$d/eval.log" >&2; exit 1; }
+  cp "$d/$dir.tsv" "$d/predictions.tsv"
   /usr/bin/python3 - "$task" "$p" "$d" "$OUT/$task.eval.fp32/predictions.tsv" "$GLUE_DIR/$dir/dev.tsv" <<'PY' | tee -a "$jsonl" >&2
 import csv, json, sys
 task, p, d, fp32, dev = sys.argv[1:]
 col = 0 if task == "mrpc" else 1
 rows = [r for r in csv.reader(open(dev, encoding="utf-8-sig"), delimiter="\t", quotechar=None)][1:]
 y = [int(r[col]) for r in rows if r]
-pred = [int(l.split("\t")[1]) for l in open(f"{d}/predictions.tsv") if l.strip()]
-ref = [int(l.split("\t")[1]) for l in open(fp32) if l.strip()]
+labels = lambda path: [int(l.split("\t")[1]) for l in open(path) if l[:1].isdigit()]   # no header line
+pred, ref = labels(f"{d}/predictions.tsv"), labels(fp32)
 ev = {k: v for k, v in json.load(open(f"{d}/eval_results.json")).items() if k in ("acc", "f1")}
 acc = sum(a == b for a, b in zip(pred, y)) / len(y)
 assert len(pred) == len(y) and abs(acc - ev["acc"]) < 1e-9, (len(pred), len(y), acc, ev)
@@ -195,7 +205,7 @@ if has peers || has embed; then
     "$PEER_PYTHON" -m pip install -q onnxruntime openvino onnx nncf six
   fi
   peer() { OMP_NUM_THREADS=$THREADS "$PEER_PYTHON" -W ignore bench/int8_peers_eval.py "$@" --threads "$THREADS" \
-             --calibration "$CALIBRATION" | tee -a "$jsonl" >&2; }
+             --calibration "$CALIBRATION" | grep --line-buffered '^{' | tee -a "$jsonl" >&2; }
 fi
 if has peers; then
   for task in mrpc sst-2; do
