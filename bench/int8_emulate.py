@@ -15,8 +15,11 @@ else (embeddings, attention's own products, softmax, LayerNorm, GELU, pooling) s
 Printed per variant (one JSON line each): the cosine of each sentence's mean-pooled embedding
 to fp32 (min, mean, sentences below 0.99). Variants: all four kinds quantized (whose
 cosine to bert.c's own --int8 output checks the emulation), each kind alone, all but one kind,
-and "ffn_out asymmetric": FFN out's input (GELU's output, >= -0.17) quantized per row to
-uint8 with a zero point instead of symmetric int8.
+"ffn_out asymmetric": FFN out's input (GELU's output, >= -0.17) quantized per row to
+uint8 with a zero point instead of symmetric int8, and "smoothed": SmoothQuant's migration
+(alpha 0.5) on the products whose input is a LayerNorm's output (query/key/value, FFN in),
+without calibration: channel c's range taken from that LayerNorm's |gamma_c| + |beta_c|, the
+factor folded into the weight's column c (foldable into gamma/beta, so free at inference).
 """
 import argparse
 import json
@@ -59,18 +62,40 @@ def quant_rows(x, asym):
 
 
 class FakeInt8(torch.nn.Module):
-    def __init__(self, lin, asym=False):
+    """smooth: per input channel factors t (x / t, W * t: the same product) or None."""
+
+    def __init__(self, lin, asym=False, smooth=None):
         super().__init__()
-        self.q, self.s = quant_weight(lin.weight.detach().double())
+        w = lin.weight.detach().double()
+        self.t = smooth if smooth is not None else torch.ones(w.shape[1], dtype=torch.float64)
+        self.q, self.s = quant_weight(w * self.t)
         self.b = lin.bias.detach().double()
         self.asym = asym
 
     def forward(self, x):
-        p, r = quant_rows(x.double(), self.asym)
+        p, r = quant_rows(x.double() / self.t, self.asym)
         return ((p @ self.q.T) * r * self.s.T + self.b).float()
 
 
-def quantized(model, kinds, asym_ffn_out=False):
+def layernorm_before(m, full):
+    """The LayerNorm whose output is this linear layer's input (query/key/value, FFN in)."""
+    parts = full.split(".")
+    layer = int(parts[parts.index("layer") + 1])
+    if kind_of(full) == "ffn_in":
+        return m.encoder.layer[layer].attention.output.LayerNorm
+    return m.embeddings.LayerNorm if layer == 0 else m.encoder.layer[layer - 1].output.LayerNorm
+
+
+def smoothing(ln, lin):
+    """SmoothQuant's factors (alpha 0.5) without calibration: a channel's activation range
+    taken as |gamma| + |beta| of the LayerNorm that makes it (the normalised value is O(1))."""
+    act = (ln.weight.detach().abs() + ln.bias.detach().abs()).double()
+    wmax = lin.weight.detach().abs().amax(0).double()
+    t = torch.sqrt(act.clamp(min=1e-5) / wmax.clamp(min=1e-5))
+    return t / t.mean()
+
+
+def quantized(model, kinds, asym_ffn_out=False, smooth=False):
     import copy
     m = copy.deepcopy(model)
     for name, mod in list(m.named_modules()):
@@ -78,7 +103,8 @@ def quantized(model, kinds, asym_ffn_out=False):
             full = f"{name}.{cname}" if name else cname
             k = kind_of(full)
             if isinstance(child, torch.nn.Linear) and k in kinds:
-                setattr(mod, cname, FakeInt8(child, asym_ffn_out and k == "ffn_out"))
+                t = smoothing(layernorm_before(model, full), child) if smooth and k in ("qkv", "ffn_in") else None
+                setattr(mod, cname, FakeInt8(child, asym_ffn_out and k == "ffn_out", t))
     return m
 
 
@@ -110,6 +136,7 @@ def main():
     ap.add_argument("--bertc_int8", required=True)
     ap.add_argument("--max_seq_length", type=int, default=256)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--variants", default="", help="only the variants whose label holds one of these words (comma-separated)")
     ap.add_argument("--worst", type=int, default=0,
                     help="only the N sentences whose bert.c int8 embedding is furthest from fp32 (0: all)")
     a = ap.parse_args()
@@ -125,17 +152,18 @@ def main():
         print(json.dumps({"sentences": f"the {len(rows)} with the lowest bert.c int8 cosine"}))
     fp32 = embeddings(model, rows)
     print(json.dumps({"variant": "fp32 (emulation) against bert.c fp32", "cosine": summary(cosines(fp32, bertc32))}))
-    variants = [("all four kinds int8 (bert.c --int8)", KINDS, False)]
-    variants += [(f"only {k} int8", [k], False) for k in KINDS]
-    variants += [(f"all but {k} int8 ({k} fp32)", [j for j in KINDS if j != k], False) for k in KINDS]
-    variants += [("all four int8, ffn_out's input asymmetric uint8 per row", KINDS, True)]
-    for label, kinds, asym in variants:
-        e = embeddings(quantized(model, kinds, asym), rows)
+    variants = [("all four kinds int8 (bert.c --int8)", KINDS, False, False)]
+    variants += [(f"only {k} int8", [k], False, False) for k in KINDS]
+    variants += [(f"all but {k} int8 ({k} fp32)", [j for j in KINDS if j != k], False, False) for k in KINDS]
+    variants += [("all four int8, ffn_out's input asymmetric uint8 per row", KINDS, True, False)]
+    variants += [("all four int8, qkv and ffn_in smoothed from the LayerNorms' gamma/beta", KINDS, False, True)]
+    if a.variants:
+        variants = [v for v in variants if any(w in v[0] for w in a.variants.split(","))]
+    for label, kinds, asym, smooth in variants:
+        e = embeddings(quantized(model, kinds, asym, smooth), rows)
         line = {"variant": label, "cosine": summary(cosines(e, fp32))}
         if label.startswith("all four kinds"):
             line["cosine_to_bertc_int8"] = summary(cosines(e, bertc8))
-            worst = np.argsort(cosines(e, fp32))[:3].tolist()
-            line["worst_sentences"] = worst
         print(json.dumps(line), flush=True)
 
 

@@ -11,6 +11,8 @@
 #   STAGES="train bertc peers embed table"   (default: all, in this order; each skips what exists)
 #   TRAIN_TASKS="mrpc sst-2 squad"          the fine-tunings the train stage runs
 #   SST2_EXAMPLES=8000      SST-2 trains on its first N rows (dev: all 872)
+#   SQUAD_TRAIN=8 SQUAD_EPOCHS=2 SQUAD_PREDICT=8   the split: train on dev-v1.1's first articles,
+#                           predict the ones after them (a smaller split where time is short)
 #   SEED=1 THREADS=2 CALIBRATION=300
 #   GLUE_DIR=/work/shared/data/glue   SQUAD_FILE=/work/shared/data/squad/v1.1/dev-v1.1.json
 #   GOOGLE_BERT=out/google_bert   Google's run_squad.py + tokenization.py (github:google-research/bert,
@@ -29,6 +31,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 STAGES=${STAGES:-train bertc peers embed table}
 TRAIN_TASKS=${TRAIN_TASKS:-mrpc sst-2 squad}
+SQUAD_TRAIN=${SQUAD_TRAIN:-8}; SQUAD_PREDICT=${SQUAD_PREDICT:-8}; SQUAD_EPOCHS=${SQUAD_EPOCHS:-2}
 SST2_EXAMPLES=${SST2_EXAMPLES:-8000}; SEED=${SEED:-1}; THREADS=${THREADS:-2}; CALIBRATION=${CALIBRATION:-300}
 GLUE_DIR=${GLUE_DIR:-/work/shared/data/glue}
 SQUAD_FILE=${SQUAD_FILE:-/work/shared/data/squad/v1.1/dev-v1.1.json}
@@ -71,10 +74,10 @@ c = json.load(open(sys.argv[1]))
 c["hidden_dropout_prob"] = c["attention_probs_dropout_prob"] = 0.0
 json.dump(c, open(sys.argv[2], "w"), indent=2)
 PY
-  log "squad: fine-tuning on the first 8 articles"
+  log "squad: fine-tuning on the first $SQUAD_TRAIN articles, $SQUAD_EPOCHS epochs"
   /usr/bin/time -f 'TIME %e' -o "$OUT/squad.train.time" \
   "$BERT" squad --init_checkpoint "$start" --vocab_file "$start/vocab.txt" --do_lower_case --do_train \
-    --train_file "$SQUAD_FILE" --train_articles 8 --num_train_epochs 2 --learning_rate 1e-4 \
+    --train_file "$SQUAD_FILE" --train_articles "$SQUAD_TRAIN" --num_train_epochs "$SQUAD_EPOCHS" --learning_rate 1e-4 \
     --train_batch_size 32 --seed "$SEED" --threads "$THREADS" --output_dir "$OUT/squad" --log_freq 10 \
     >"$OUT/squad.train.log" 2>&1 || { tail "$OUT/squad.train.log" >&2; exit 1; }
 }
@@ -102,12 +105,12 @@ texts_of() {  # task: dev.tsv's texts, one example a line (text, or text_a TAB t
     sst-2) tail -n +2 "$GLUE_DIR/SST-2/dev.tsv" | cut -f1 ;;
   esac | sed '/^$/d'
 }
-squad_slice=$OUT/first_16_articles.json
-squad_train=$OUT/first_8_articles.json
-/usr/bin/python3 - "$SQUAD_FILE" "$squad_slice" "$squad_train" <<'PY'
+squad_slice=$OUT/first_$((SQUAD_TRAIN + SQUAD_PREDICT))_articles.json
+squad_train=$OUT/first_${SQUAD_TRAIN}_articles.json
+/usr/bin/python3 - "$SQUAD_FILE" "$squad_slice" "$squad_train" "$((SQUAD_TRAIN + SQUAD_PREDICT))" "$SQUAD_TRAIN" <<'PY'
 import json, sys
 root = json.load(open(sys.argv[1], encoding="utf-8"))
-for path, n in ((sys.argv[2], 16), (sys.argv[3], 8)):
+for path, n in ((sys.argv[2], int(sys.argv[4])), (sys.argv[3], int(sys.argv[5]))):
     json.dump(dict(root, data=root["data"][:n]), open(path, "w", encoding="utf-8"))
 PY
 # the embedding set: STS-B dev's sentences (both columns, each distinct sentence once);
@@ -154,15 +157,16 @@ PY
 record_squad() {  # precision
   local p=$1 d=$OUT/squad.eval.$1
   "$BERT" squad --init_checkpoint "$OUT/squad" --do_lower_case --do_predict --predict_file "$squad_slice" \
-    --predict_skip_articles 8 --threads "$THREADS" --output_dir "$d" --overwrite_output_dir $(flag_of "$p") \
+    --predict_skip_articles "$SQUAD_TRAIN" --threads "$THREADS" --output_dir "$d" --overwrite_output_dir $(flag_of "$p") \
     >"$d.log" 2>&1 || { tail "$d.log" >&2; exit 1; }
   "$BERT" squad_eval "$d/predict_articles.json" "$d/predictions.json" >"$d/eval.json"
-  /usr/bin/python3 - "$p" "$d" "$OUT/squad.eval.fp32/predictions.json" <<'PY' | tee -a "$jsonl" >&2
+  /usr/bin/python3 - "$p" "$d" "$OUT/squad.eval.fp32/predictions.json" \
+    "train on articles 0..$((SQUAD_TRAIN - 1)) for $SQUAD_EPOCHS epochs, predict the next $SQUAD_PREDICT" <<'PY' | tee -a "$jsonl" >&2
 import json, sys
-p, d, fp32 = sys.argv[1:]
+p, d, fp32, split = sys.argv[1:]
 ev = json.load(open(f"{d}/eval.json"))
 pred, ref = json.load(open(f"{d}/predictions.json")), json.load(open(fp32))
-print(json.dumps({"task": "squad", "side": f"bert.c-{p}", "examples": len(pred),
+print(json.dumps({"task": "squad", "side": f"bert.c-{p}", "split": split, "examples": len(pred),
                   "dev": {"exact_match": ev["exact_match"], "f1": ev["f1"]},
                   "same_as_bertc_fp32": sum(pred[k] == v for k, v in ref.items()) / len(ref)}))
 PY
