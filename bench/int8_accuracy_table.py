@@ -54,6 +54,9 @@ def main():
             c = r["cosine_to_bertc_fp32"]
             cells.append(f"min {c['min']:.4f}, mean {c['mean']:.5f}, {c['below_0.99']} < 0.99")
     print("| STS-B dev sentence embeddings, cosine to fp32 | " + " | ".join(cells) + " |")
+    sq = by.get(("squad", "bert.c-fp32"))
+    if sq and "split" in sq:
+        print(f"\nSQuAD split (dev-v1.1.json's articles): {sq['split']}; {sq['examples']} questions predicted.")
 
     print("\nSanity: the peers in fp32 on the same inputs, and how many predictions equal bert.c fp32's "
           "(GLUE: labels; SQuAD: answer texts; embeddings: cosine to bert.c fp32)\n")

@@ -212,6 +212,8 @@ def load_google(folder):
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
     from make_squad_fixtures import load_reference
     rs, tokenization, flags, _ = load_reference(folder)
+    for stub in ("tensorflow", "modeling", "optimization"):   # the modules keep theirs; others (torch's
+        sys.modules.pop(stub, None)                          # dynamo, nncf) must not find a fake tensorflow
     flags.version_2_with_negative = False
     flags.verbose_logging = False
     return rs, tokenization
