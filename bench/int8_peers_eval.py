@@ -231,8 +231,11 @@ def cmd_squad(a):
     rs, tokenization = load_google(a.google_bert)
     examples, feats = squad_features(rs, tokenization, a.predict_file, a.vocab)
     _, cfeats = squad_features(rs, tokenization, a.calibration_file, a.vocab)
-    rows = [(f.input_ids, f.segment_ids) for f in feats]
-    calib = [padded([(cfeats[i].input_ids, cfeats[i].segment_ids)], 384) for i in spread(len(cfeats), a.calibration)]
+    def real(f):   # Google's features come padded to 384: the real tokens, which padded() masks in
+        n = sum(f.input_mask)
+        return f.input_ids[:n], f.segment_ids[:n]
+    rows = [real(f) for f in feats]
+    calib = [padded([real(cfeats[i])], 384) for i in spread(len(cfeats), a.calibration)]
     bertc = json.load(open(a.bertc_predictions, encoding="utf-8"))
     model, outs = wrapped("squad", a.model)
     path = export(model, outs, os.path.join(a.work, "model.onnx"))
