@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """The inference peers of `bert bench_infer`, on the same batches in the same order:
 PyTorch 2.x + transformers BertModel (fp32, and bf16 under torch.autocast("cpu")), ONNX
-Runtime (fp32) and OpenVINO (fp32, and bf16 through INFERENCE_PRECISION_HINT).
+Runtime (fp32, and int8 by its dynamic quantization) and OpenVINO (fp32, and bf16 through
+INFERENCE_PRECISION_HINT, and int8 by NNCF's post-training quantization).
 
     .venv-bf16peer/bin/python bench/infer_peers.py --glue_task mrpc --data_dir D --vocab_file V
     .venv-bf16peer/bin/python bench/infer_peers.py --squad_file F --vocab_file V --batch 32 \
         --latency_sequences 128 --impls pytorch-fp32,ort-fp32 --max_batches 3     (a smoke run)
 
-Lengths: bench/infer_lengths.py (identical to bert.c's: checked by bench/infer_table.py on
+Lengths: --fixed_shapes (every sequence --max_seq_length long, as many as bert.c's fixed
+shapes: max(--latency_sequences, 4 x --batch); only padded: dynamic is the same there), or
+bench/infer_lengths.py (identical to bert.c's: checked by bench/infer_table.py on
 real_tokens and the dynamic mode's computed_rows). Measurements, as bert.c's: batch 1 over
 the first --latency_sequences sequences, then --batch over all of them; batches in arrival
 order; --warmup untimed batches first (replaying the first ones); latency per batch
@@ -32,7 +35,18 @@ How each peer runs (its best plain CPU setup, not tuned per shape):
             NUM_STREAMS=1, PERFORMANCE_HINT=LATENCY, INFERENCE_PRECISION_HINT f32 / bf16;
             padded batches run a model reshaped to their static shape (compiled before the
             timing), dynamic ones the dynamic-shape model.
-The exports are cached in --cache_dir (bench/.cache).
+  ort-int8  onnxruntime.quantization.quantize_dynamic of the fused model above (ORT's advice
+            for transformers: optimize, then quantize): int8 weights per output channel
+            (QInt8, per_channel=True), uint8 activations quantized per tensor at run time
+            (DynamicQuantizeLinear, MatMulInteger / QAttention); the rest in fp32.
+  openvino-int8  nncf.quantize (post-training, ModelType.TRANSFORMER, weights and
+            activations int8: not compress_weights, which is weight-only) of the plain export,
+            calibrated on CALIBRATION_SEQUENCES random-id sequences of lengths 16..max_seq
+            (random weights: real text would calibrate nothing better); then run as
+            openvino above but with OpenVINO's default INFERENCE_PRECISION_HINT for the layers
+            left unquantized (bf16 on CPUs with AMX / avx512_bf16, as bert.c int8 keeps its
+            attention in bf16 there).
+The exports and quantized models are cached in --cache_dir (bench/.cache).
 
 Output: one JSON line per measurement on stdout, bert.c's --json fields plus "precision"
 and "variant"; a readable line on stderr.
@@ -53,7 +67,8 @@ PRESETS = {  # as bert.c's (src/io/config.c): layers, hidden, heads; intermediat
     "bert-tiny": (2, 128, 2), "bert-mini": (4, 256, 4), "bert-small": (4, 512, 8),
     "bert-medium": (8, 512, 8), "bert-base": (12, 768, 12), "bert-large": (24, 1024, 16),
 }
-IMPLS = ["pytorch-fp32", "pytorch-bf16", "ort-fp32", "openvino-fp32", "openvino-bf16"]
+IMPLS = ["pytorch-fp32", "pytorch-bf16", "ort-fp32", "ort-int8", "openvino-fp32", "openvino-bf16", "openvino-int8"]
+CALIBRATION_SEQUENCES = 64
 
 
 def bert_config(preset, attn="sdpa"):
@@ -210,27 +225,93 @@ def check_export(args, path):
         raise RuntimeError(f"the fused model differs from BertModel by {diff}")
 
 
-def ort_peer(args, precision):
+def ort_int8(args, fused, kind):
+    """quantize_dynamic of the (fused) model: int8 weights per output channel, cached."""
+    path = fused.replace(".onnx", "_int8_per_channel.onnx")
+    if not os.path.exists(path):
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+        tmp = path + ".tmp.onnx"
+        import onnx  # shape inference does not type the fused contrib ops' outputs: they are all fp32
+        quantize_dynamic(fused, tmp, per_channel=True, weight_type=QuantType.QInt8,
+                         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+        os.replace(tmp, path)
+    check_quantized(args, lambda inputs: ort_session(args, path).run(["last_hidden_state"], inputs)[0],
+                    os.path.basename(path))
+    return path, kind + " export, quantize_dynamic int8 per channel"
+
+
+def check_quantized(args, run, name):
+    """An int8 model still computes BertModel: the cosine of every real token's output to fp32's
+    (random weights, so no accuracy to check; this catches a broken quantization)."""
+    import torch
+    inputs, _ = Batches([11, 5], 2, 16, "padded", 30522).get(0)
+    got = run(inputs)
+    with torch.inference_mode():
+        want = bert_model(args.preset)(**{k: torch.from_numpy(v) for k, v in inputs.items()}).last_hidden_state.numpy()
+    real = inputs["attention_mask"].astype(bool)
+    g, w = got[real], want[real]
+    cos = (g * w).sum(-1) / (np.linalg.norm(g, axis=-1) * np.linalg.norm(w, axis=-1))
+    print(f"infer_peers: {name} against BertModel fp32: min cosine over real tokens {cos.min():.4f}", file=sys.stderr)
+    if not cos.min() > 0.9:
+        raise RuntimeError(f"{name} is not BertModel (cosine {cos.min():.4f} to fp32)")
+
+
+def ort_session(args, path):
     import onnxruntime as ort
-    path, kind = ort_optimized(args, onnx_export(args))
     so = ort.SessionOptions()
     so.intra_op_num_threads, so.inter_op_num_threads = args.threads, 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+
+
+def ort_peer(args, precision):
+    import onnxruntime as ort
+    path, kind = ort_optimized(args, onnx_export(args))
+    if precision == "int8":
+        path, kind = ort_int8(args, path, kind)
+    else:
+        kind += " export"
+    sess = ort_session(args, path)
     out = ["last_hidden_state"]
 
     def infer_for(batch, mode, shapes):
         return lambda inputs: sess.run(out, inputs)
-    return f"onnxruntime {ort.__version__}, {kind} export", infer_for
+    return f"onnxruntime {ort.__version__}, {kind}", infer_for
+
+
+def calibration_inputs(max_seq, vocab=30522):
+    """NNCF's calibration set: CALIBRATION_SEQUENCES single sequences of lengths 16..max_seq,
+    random ids (seeded; not the timed batches' ids), the inputs the timed batches have."""
+    rng = np.random.default_rng(1)
+    for T in np.linspace(16, max_seq, CALIBRATION_SEQUENCES).astype(int):
+        yield {"input_ids": rng.integers(5, vocab, (1, T), dtype=np.int64),
+               "attention_mask": np.ones((1, T), np.int64), "token_type_ids": np.zeros((1, T), np.int64)}
+
+
+def openvino_int8(args, core):
+    """nncf.quantize of the plain export (weights and activations int8), saved as IR, cached."""
+    path = os.path.join(args.cache_dir, f"{args.preset}_eager_nncf_int8_{CALIBRATION_SEQUENCES}x{args.max_seq_length}.xml")
+    if not os.path.exists(path):
+        import nncf
+        import openvino as ov
+        data = list(calibration_inputs(args.max_seq_length))
+        q = nncf.quantize(core.read_model(onnx_export(args)), nncf.Dataset(data), model_type=nncf.ModelType.TRANSFORMER,
+                          subset_size=len(data))
+        tmp = path[:-4] + ".tmp.xml"
+        ov.save_model(q, tmp, compress_to_fp16=False)
+        os.replace(tmp[:-4] + ".bin", path[:-4] + ".bin")
+        os.replace(tmp, path)
+    return path
 
 
 def openvino_peer(args, precision):
     import openvino as ov
     core = ov.Core()
-    path = onnx_export(args)
-    config = {"INFERENCE_NUM_THREADS": args.threads, "NUM_STREAMS": 1, "PERFORMANCE_HINT": "LATENCY",
-              "INFERENCE_PRECISION_HINT": "bf16" if precision == "bf16" else "f32"}
+    path = openvino_int8(args, core) if precision == "int8" else onnx_export(args)
+    config = {"INFERENCE_NUM_THREADS": args.threads, "NUM_STREAMS": 1, "PERFORMANCE_HINT": "LATENCY"}
+    if precision != "int8":  # int8: the default for the unquantized layers (bf16 where the CPU has it)
+        config["INFERENCE_PRECISION_HINT"] = "bf16" if precision == "bf16" else "f32"
     dynamic = core.compile_model(core.read_model(path), "CPU", config)
     names = ["input_ids", "attention_mask", "token_type_ids"]
 
@@ -247,7 +328,13 @@ def openvino_peer(args, precision):
             return infer
         req = dynamic.create_infer_request()
         return lambda inputs: req.infer(inputs, share_inputs=True, share_outputs=True)
-    return f"openvino {ov.__version__.split('-')[0]}, {config['INFERENCE_PRECISION_HINT']}", infer_for
+    hint = dynamic.get_property("INFERENCE_PRECISION_HINT")  # what the CPU plugin chose
+    hint = hint.get_type_name() if hasattr(hint, "get_type_name") else str(hint)
+    if precision == "int8":
+        req = dynamic.create_infer_request()
+        check_quantized(args, lambda inputs: req.infer(inputs)["last_hidden_state"].copy(), os.path.basename(path))
+        return f"openvino {ov.__version__.split('-')[0]}, nncf int8 ({CALIBRATION_SEQUENCES} sequences), rest {hint}", infer_for
+    return f"openvino {ov.__version__.split('-')[0]}, {hint}", infer_for
 
 
 PEERS = {"pytorch": pytorch_peer, "ort": ort_peer, "openvino": openvino_peer}
@@ -266,6 +353,7 @@ def main():
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--max_batches", type=int, default=0, help="time only the first N batches (smoke runs)")
     p.add_argument("--lengths_name", help="the 'lengths' field (default: the task or file, as bert.c)")
+    p.add_argument("--fixed_shapes", action="store_true", help="every sequence --max_seq_length long (as bert.c's fixed shapes)")
     p.add_argument("--cache_dir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".cache"))
     args = p.parse_args()
     impls = args.impls.split(",")
@@ -276,8 +364,14 @@ def main():
     for m in modes:
         if m not in ("padded", "dynamic"):
             raise SystemExit(f"infer_peers: unknown mode '{m}' (padded, dynamic; no runtime here packs)")
-    name, lengths, max_seq = lengths_from_args(args)
+    if args.fixed_shapes:  # bert.c's task_lengths (cli/cmd_bench_infer.c): every row full
+        max_seq = args.max_seq_length or 128
+        name, lengths = "fixed", [max_seq] * max(args.latency_sequences, 4 * args.batch)
+        modes = ["padded"]
+    else:
+        name, lengths, max_seq = lengths_from_args(args)
     name = args.lengths_name or name
+    args.max_seq_length = max_seq  # (the int8 calibration's longest sequence)
     vocab = 30522
     os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
     for impl in impls:

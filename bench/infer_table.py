@@ -7,7 +7,10 @@
    precision);
 2. per peer, its best mode against bert.c packed (the packing target, >= 1.5x) and its
    padded mode against bert.c padded (every sequence at max_seq: the full-length target,
-   >= 1.0x).
+   >= 1.0x);
+3. where bert.c ran int8: its best mode against bert.c bf16's best and every int8 peer's best
+   (issue 33's targets: >= 1.5x bert.c bf16 at batch 32; >= 1.2x the best int8 peer at fixed
+   shapes, >= 1.5x on real length mixes).
 
 Checks that every implementation ran the same batches: equal real_tokens per dataset and
 batch, and equal computed_rows per dataset, batch and mode (padded, dynamic).
@@ -76,12 +79,38 @@ def main(path):
             return f"{a['sequences_per_second'] / b['sequences_per_second']:.2f}x" if a and b else "-"
         print(f"| {ds} | {batch} | {prec} | {impl} | {cell(best)} ({best['mode']}) | {cell(packed)} "
               f"| {ratio(packed, best)} | {cell(padded)} | {cell(our_padded)} | {ratio(our_padded, padded)} |")
+    int8_table(rows)
     variants = dict.fromkeys(r["variant"] for r in rows if r.get("variant"))
     if variants:
         print("\npeers: " + "; ".join(variants))
     for p in problems:
         print(f"\nWARNING (not the same batches): {p}")
     return 1 if problems else 0
+
+
+def int8_table(rows):
+    """bert.c int8's best mode against bert.c bf16's and each int8 peer's best, per dataset and batch."""
+    def best(impl, prec, ds, batch):
+        mine = [r for r in rows if (r["impl"], r["precision"], r["dataset"], r["batch"]) == (impl, prec, ds, batch)]
+        return max(mine, key=lambda r: r["sequences_per_second"]) if mine else None
+
+    keys = dict.fromkeys((r["dataset"], r["batch"]) for r in rows if r["impl"] == "bert.c" and r["precision"] == "int8")
+    if not keys:
+        return
+    peers = list(dict.fromkeys(r["impl"] for r in rows if r["impl"] != "bert.c" and r["precision"] == "int8"))
+    print("\nbert.c int8 (best mode) against bert.c bf16 and the int8 peers (best mode each; seq/s, p50 ms per batch, "
+          "bert.c int8's speed-up):\n")
+    print("| dataset | batch | bert.c int8 | bert.c bf16 | int8 / bf16 | " + " | ".join(f"{p} int8 | int8 / {p}" for p in peers) + " |")
+    print("|---|---:|---:|---:|---:|" + "---:|---:|" * len(peers))
+    for ds, batch in keys:
+        ours = best("bert.c", "int8", ds, batch)
+        others = [best("bert.c", "bf16", ds, batch)] + [best(p, "int8", ds, batch) for p in peers]
+
+        def cell(r):
+            return f"{r['sequences_per_second']:.1f} ({r['mode']}, {r['p50_ms']:.1f} ms)" if r else "-"
+        cells = [f"{cell(r)} | " + (f"{ours['sequences_per_second'] / r['sequences_per_second']:.2f}x" if r else "-")
+                 for r in others]
+        print(f"| {ds} | {batch} | {cell(ours)} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Inference on real length distributions, bert.c and its peers side by side in one run:
-# `bert bench_infer` (fp32, and --bf16 where the CPU has avx512_bf16: padded / dynamic /
-# packed) and bench/infer_peers.py (PyTorch 2.x + transformers fp32 and bf16 autocast, ONNX
-# Runtime fp32, OpenVINO fp32 and bf16: padded / dynamic; none of them packs), on the same
+# `bert bench_infer` (fp32, --bf16 where the CPU has avx512_bf16, --int8 where it has VNNI
+# or AMX: padded / dynamic / packed) and bench/infer_peers.py (PyTorch 2.x + transformers fp32
+# and bf16 autocast, ONNX Runtime fp32 and int8 (quantize_dynamic), OpenVINO fp32, bf16 and
+# int8 (NNCF): padded / dynamic; none of them packs), on the same
 # batches in the same order (lengths: bench/infer_lengths.py, equal to bert.c's; the table
 # checks it), batch 1 and batch 32, bert-base with random weights, 2 threads each:
 #   MRPC dev (GLUE, max_seq 128): 408 rows; batch 1 on the first GLUE_LATENCY of them
+#   fixed shapes (DATASETS=fixed): every sequence FIXED_SEQ (128) long, max(GLUE_LATENCY,
+#     4 x BATCH) of them (bert.c's fixed shapes); padded only (dynamic and packed are the same)
 #   SQuAD v1.1 dev (max_seq 384): a subset of SQUAD_FEATURES features, written to
 #     bench/.cache/ and read by both sides (bert.c has no limit on the large batch's count):
 #     runs of SQUAD_BLOCK consecutive questions spread evenly over the file (its lengths
@@ -25,8 +28,11 @@
 #   bench/run_infer_bench.sh
 #   PRESET=bert-base THREADS=2 BATCH=32           (defaults shown)
 #   GLUE_LATENCY=256 SQUAD_FEATURES=512 SQUAD_LATENCY=128 SQUAD_BLOCK=32
-#   DATASETS="glue squad"                         which datasets
+#   DATASETS="glue squad"                         which datasets (of fixed glue squad)
+#   FIXED_SEQ=128                                 the fixed shapes' sequence length
 #   PEERS="pytorch-fp32 pytorch-bf16 ort-fp32 openvino-fp32 openvino-bf16"
+#                                                 (also ort-int8 openvino-int8: int8 peers)
+#   BERTC_PRECISIONS="fp32 bf16 int8"             bert.c's, of those the CPU has
 #   NO_BERTC=1                                    peers only
 #   GLUE_TASK=mrpc GLUE_DIR=../shared/data/glue/MRPC SQUAD_FILE=../shared/data/squad/v1.1/dev-v1.1.json
 #   VOCAB=data/vocab/bert-base-uncased-vocab.txt
@@ -43,7 +49,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PRESET=${PRESET:-bert-base}; THREADS=${THREADS:-2}; BATCH=${BATCH:-32}
-GLUE_LATENCY=${GLUE_LATENCY:-256}; SQUAD_FEATURES=${SQUAD_FEATURES:-512}; SQUAD_LATENCY=${SQUAD_LATENCY:-128}
+GLUE_LATENCY=${GLUE_LATENCY:-256}; FIXED_SEQ=${FIXED_SEQ:-128}; SQUAD_FEATURES=${SQUAD_FEATURES:-512}; SQUAD_LATENCY=${SQUAD_LATENCY:-128}
 SQUAD_BLOCK=${SQUAD_BLOCK:-32}; WARMUP=${WARMUP:-2}
 DATASETS=${DATASETS:-glue squad}
 PEERS=${PEERS:-pytorch-fp32 pytorch-bf16 ort-fp32 openvino-fp32 openvino-bf16}
@@ -64,6 +70,12 @@ if grep -q avx512_bf16 /proc/cpuinfo; then precisions+=(bf16); else
   echo "run_infer_bench: no avx512_bf16 here: bert.c fp32 only (the peers' bf16 rows run emulated or not at all)" >&2
   PEERS=$(echo "$PEERS" | tr ' ' '\n' | grep -v bf16 | xargs)
 fi
+if grep -qwE 'avx512_vnni|avx_vnni|amx_int8' /proc/cpuinfo; then precisions+=(int8); else
+  echo "run_infer_bench: no VNNI / AMX here: no bert.c int8 (it would run, slowly); the int8 peers still run" >&2
+fi
+if [ -n "${BERTC_PRECISIONS:-}" ]; then  # the asked ones, of those the CPU has
+  precisions=($(for p in "${precisions[@]}"; do [[ " $BERTC_PRECISIONS " == *" $p "* ]] && echo "$p"; done))
+fi
 mkdir -p out bench/.cache
 results=${RESULTS:-out/infer_bench_$(date -u +%Y%m%d_%H%M%S).jsonl}
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -78,19 +90,20 @@ for line in sys.stdin:
         print(json.dumps(d), flush=True)' "$1" "$THREADS" "$PRESET"
 }
 
+peer_extra=()   # the peers' flags beyond bert.c's length source (fixed shapes)
 run_dataset() {  # latency_sequences, then the length source's flags
   local latency=$1; shift
   local src=("$@" --vocab_file "$VOCAB")
   if [ "${NO_BERTC:-0}" != 1 ]; then
     for prec in "${precisions[@]}"; do
       echo "== bert.c $prec: ${src[*]}" >&2
-      local extra=(); [ "$prec" = bf16 ] && extra=(--bf16)
+      local extra=(); [ "$prec" = fp32 ] || extra=(--"$prec")
       ./bert bench_infer "${src[@]}" --preset "$PRESET" --batch "$BATCH" --latency_sequences "$latency" \
         --threads "$THREADS" --warmup "$WARMUP" --json "${extra[@]}" | tag "$prec" | tee -a "$results" >&2
     done
   fi
   for impl in $PEERS; do
-    "$PEER_PYTHON" bench/infer_peers.py "${src[@]}" --preset "$PRESET" --batch "$BATCH" --latency_sequences "$latency" \
+    "$PEER_PYTHON" bench/infer_peers.py "${src[@]}" ${peer_extra[@]+"${peer_extra[@]}"} --preset "$PRESET" --batch "$BATCH" --latency_sequences "$latency" \
       --threads "$THREADS" --warmup "$WARMUP" --impls "$impl" --max_batches "${MAX_BATCHES:-0}" | tee -a "$results" >&2
   done
 }
@@ -98,6 +111,11 @@ run_dataset() {  # latency_sequences, then the length source's flags
 lengths_info=()
 for ds in $DATASETS; do
   case $ds in
+    fixed)
+      lengths_info+=("fixed: every sequence $FIXED_SEQ tokens long")
+      peer_extra=(--fixed_shapes)
+      run_dataset "$GLUE_LATENCY" --max_seq_length "$FIXED_SEQ"
+      peer_extra=() ;;
     glue)
       lengths_info+=("$("$PEER_PYTHON" bench/infer_lengths.py --glue_task "$GLUE_TASK" --data_dir "$GLUE_DIR" \
                         --vocab_file "$VOCAB" --batch "$BATCH")")
@@ -110,7 +128,7 @@ for ds in $DATASETS; do
         lengths_info+=("$("$PEER_PYTHON" bench/infer_lengths.py --squad_file "$f" --vocab_file "$VOCAB" --batch "$BATCH")")
       done
       run_dataset "$SQUAD_LATENCY" --squad_file "$subset" ;;
-    *) echo "run_infer_bench: unknown dataset '$ds' (glue, squad)" >&2; exit 2 ;;
+    *) echo "run_infer_bench: unknown dataset '$ds' (fixed, glue, squad)" >&2; exit 2 ;;
   esac
 done
 
