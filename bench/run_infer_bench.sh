@@ -39,6 +39,9 @@
 #   PEER_PYTHON=.venv-bf16peer/bin/python         torch 2.x + transformers (bench/setup_bf16_peer_env.sh),
 #                                                 plus onnxruntime, openvino, onnx (installed if missing)
 #   RESULTS=file                                  JSON lines (default out/infer_bench_<time>.jsonl)
+#   OMP_WAIT_POLICY=passive                       on a shared, loaded machine: libgomp's spin-wait cost
+#                                                 bert.c up to 14x at batch 1 at load 6 on 2 cores
+#                                                 (bench/results/int8_speed/noise_check_*.jsonl)
 #   WARMUP=2                                      untimed batches first, every side (the first ones
 #                                                 replayed); WARMUP=GLUE_LATENCY at batch 1 has every
 #                                                 length seen once first (a server's steady state)
