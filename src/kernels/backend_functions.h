@@ -123,6 +123,13 @@
         m, v, n, ratio, a)) \
     KV(k_adamw_update, (float *w, float *m, float *v, const float *g, size_t n, const AdamWArgs *a), (w, m, v, \
         g, n, a)) \
+    KV(k_sum_squares_each, (double *out, const float *const *x, const size_t *n, int count), (out, x, n, count)) \
+    KV(k_lamb_moments_each, (double *out, float *const *m, float *const *v, const float *const *g, const float \
+        *const *w, const size_t *n, const LambArgs *args, int count), (out, m, v, g, w, n, args, count)) \
+    KV(k_lamb_update_each, (float *const *w, const float *const *m, const float *const *v, const size_t *n, \
+        const float *ratio, const LambArgs *args, int count), (w, m, v, n, ratio, args, count)) \
+    KV(k_adamw_update_each, (float *const *w, float *const *m, float *const *v, const float *const *g, const \
+        size_t *n, const AdamWArgs *args, int count), (w, m, v, g, n, args, count)) \
     KV(k_fill, (float *x, size_t n, float value), (x, n, value)) \
     KV(k_truncated_normal, (float *x, size_t n, float std, uint64_t key), (x, n, std, key)) \
     KR(long, k_count_argmax_matches, (const float *logits, const int32_t *labels, int M, int V, long *labelled), \

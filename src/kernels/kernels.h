@@ -340,6 +340,20 @@ void k_lamb_update(float *w, const float *m, const float *v, size_t n, float rat
  * v = b2 v + (1 - b2) g'^2; w = w decay_factor - step_size m / (sqrt(v) / bc2_sqrt + eps). */
 typedef struct { float beta1, beta2, eps, clip_scale, step_size, bc2_sqrt, decay_factor; } AdamWArgs;
 void k_adamw_update(float *w, float *m, float *v, const float *g, size_t n, const AdamWArgs *a);
+/* The same over `count` tensors in one call (an optimizer step over every parameter tensor: one
+ * launch and at most one synchronisation instead of one per tensor). Tensor i is x[i] (m[i], v[i],
+ * g[i], w[i]) of n[i] floats (0 allowed: a zero sum, no update) with args[i] and ratio[i]. The
+ * pointer arrays, n, args, ratio and out are HOST arrays of count entries; the pointers in them are
+ * backend memory, and the tensors a call writes must not overlap. out[i] gets exactly what the
+ * one-tensor function returns for tensor i (the same chunks, the same order: the same bits); the
+ * sums synchronise once per call, the updates not at all. */
+void k_sum_squares_each(double *out, const float *const *x, const size_t *n, int count);
+void k_lamb_moments_each(double *out, float *const *m, float *const *v, const float *const *g, const float *const *w,
+                         const size_t *n, const LambArgs *args, int count);
+void k_lamb_update_each(float *const *w, const float *const *m, const float *const *v, const size_t *n,
+                        const float *ratio, const LambArgs *args, int count);
+void k_adamw_update_each(float *const *w, float *const *m, float *const *v, const float *const *g, const size_t *n,
+                         const AdamWArgs *args, int count);
 
 /* ---- initialisation ---- */
 void k_fill(float *x, size_t n, float value);

@@ -23,6 +23,15 @@ struct Optimizer {
     float *state;        /* m then v: 2 * (hi - lo) floats, one allocation */
     float *full;         /* sharded: the gathered state (2 * numel) on the writer, until saved */
     long steps;
+    /* the step's host tables for the kernels' many-tensor calls (k_*_each), n entries each:
+     * tensor i's own part of the weights, moments and gradient, its length, its arguments */
+    float **w, **m, **v;
+    const float **g;
+    size_t *len;
+    double *sq;          /* 4 n: ||w||^2, ||u||^2 of tensor i at 2 i, 2 i + 1; then the kernels' outputs */
+    float *ratio;
+    LambArgs *lamb;
+    AdamWArgs *adamw;
 };
 
 OptimizerConfig optimizer_defaults(OptimizerKind kind) {
@@ -66,6 +75,13 @@ static int create(Optimizer **out, const OptimizerConfig *c, const BertParamInfo
         state += o->own_end[i] - o->own_begin[i], flat += len;
     }
     o->state = k_alloc(sizeof(float) * (2 * (hi - lo) + 1));   /* the moments start at 0 */
+    o->w = xmalloc(sizeof(float *) * 3 * (size_t)n), o->m = o->w + n, o->v = o->w + 2 * n;
+    o->g = xmalloc(sizeof(const float *) * (size_t)n);
+    o->len = xmalloc(sizeof(size_t) * (size_t)n);
+    o->sq = xmalloc(sizeof(double) * 4 * (size_t)n);
+    o->ratio = xmalloc(sizeof(float) * (size_t)n);
+    o->lamb = xmalloc(sizeof(LambArgs) * (size_t)n);
+    o->adamw = xmalloc(sizeof(AdamWArgs) * (size_t)n);
     *out = o;
     return 0;
 }
@@ -81,16 +97,29 @@ int optimizer_create_sharded(Optimizer **out, const OptimizerConfig *c, const Be
 
 void optimizer_free(Optimizer *o) {
     if (!o) return;
-    free(o->offset), k_free(o->state), free(o->full), free(o);
+    free(o->offset), k_free(o->state), free(o->full);
+    free(o->w), free(o->g), free(o->len), free(o->sq), free(o->ratio), free(o->lamb), free(o->adamw), free(o);
 }
 
 long optimizer_step_count(const Optimizer *o) { return o->steps; }
 void optimizer_set_step_count(Optimizer *o, long steps) { o->steps = steps; }
 size_t optimizer_state_bytes(const Optimizer *o) { return 2 * (o->hi - o->lo) * sizeof(float); }
 
+/* The sum of the n tensors' sums of squares, in tensor order (one kernel call for them all). */
+static double sum_of_squares(const float *const *x, const size_t *len, int n) {
+    double *each = xmalloc(sizeof(double) * ((size_t)n + 1)), total = 0;
+    k_sum_squares_each(each, x, len, n);
+    for (int i = 0; i < n; i++) total += each[i];
+    free(each);
+    return total;
+}
+
 double tensors_grad_norm(const BertParamInfo *tensors, int n) {
-    double total = 0;
-    for (int i = 0; i < n; i++) total += k_sum_squares(tensors[i].grad, tensors[i].numel);
+    const float **x = xmalloc(sizeof(const float *) * ((size_t)n + 1));
+    size_t *len = xmalloc(sizeof(size_t) * ((size_t)n + 1));
+    for (int i = 0; i < n; i++) x[i] = tensors[i].grad, len[i] = tensors[i].numel;
+    const double total = sum_of_squares(x, len, n);
+    free(x), free(len);
     return sqrt(total);
 }
 
@@ -103,36 +132,48 @@ static void sum_across(Optimizer *o, double *x, int n) {
     if (o->sharded && o->shard.sum) o->shard.sum(o->shard.ctx, x, n);
 }
 
+/* The step's tables: tensor i's own part of the weights, gradient and moments, and its length. */
+static void fill_tables(Optimizer *o) {
+    const size_t own = o->hi - o->lo;
+    for (int i = 0; i < o->n; i++) {
+        const BertParamInfo *t = &o->tensors[i];
+        const size_t begin = o->own_begin[i];
+        o->w[i] = t->data + begin, o->g[i] = t->grad + begin;
+        o->m[i] = o->state + o->offset[i], o->v[i] = o->state + own + o->offset[i];
+        o->len[i] = o->own_end[i] - begin;
+    }
+}
+
+/* A table of writable tensors passed where the kernel only reads them (C converts float ** to
+ * const float *const * only with a cast; the same pointers). */
+static const float *const *reading(float *const *x) { return (const float *const *)x; }
+
 /* LAMB in two passes: the moments and each tensor's ||w||^2, ||u||^2 over this process's
- * part, then (once summed across the processes) the trust ratios and the update. */
+ * part, then (once summed across the processes) the trust ratios and the update. Each pass is
+ * one kernel call over every tensor. */
 static void lamb_step(Optimizer *o, double lr, double grad_norm) {
     const OptimizerConfig *c = &o->cfg;
     const float clip = grad_norm > c->max_grad_norm && c->max_grad_norm > 0 ? (float)(grad_norm / c->max_grad_norm)
                                                                             : 1.0f;
     const float bc1 = (float)(1.0 - pow(c->beta1, (double)o->steps)), bc2 = (float)(1.0 - pow(c->beta2, (double)o->steps));
-    const size_t own = o->hi - o->lo;
-    double *sq = xcalloc(2 * (size_t)o->n, sizeof(double));   /* ||w||^2 (before the update), ||u||^2 */
-    LambArgs *args = xmalloc(sizeof(LambArgs) * (size_t)o->n);
-    for (int i = 0; i < o->n; i++) {
-        const BertParamInfo *t = &o->tensors[i];
-        const size_t begin = o->own_begin[i], len = o->own_end[i] - begin;
-        float *m = o->state + o->offset[i], *v = o->state + own + o->offset[i];
-        args[i] = (LambArgs){.beta1 = c->beta1, .beta2 = c->beta2, .eps = c->eps,
-                             .weight_decay = t->decay ? c->weight_decay : 0.0f, .clip = clip, .bc1 = bc1, .bc2 = bc2};
-        sq[2 * i] = k_sum_squares(t->data + begin, len);
-        sq[2 * i + 1] = k_lamb_moments(m, v, t->grad + begin, t->data + begin, len, &args[i]);
-    }
-    sum_across(o, sq, 2 * o->n);
-    for (int i = 0; i < o->n; i++) {
-        const BertParamInfo *t = &o->tensors[i];
+    const int n = o->n;
+    fill_tables(o);
+    for (int i = 0; i < n; i++)
+        o->lamb[i] = (LambArgs){.beta1 = c->beta1, .beta2 = c->beta2, .eps = c->eps,
+                                .weight_decay = o->tensors[i].decay ? c->weight_decay : 0.0f, .clip = clip, .bc1 = bc1,
+                                .bc2 = bc2};
+    double *sq = o->sq, *w_sq = sq + 2 * n, *u_sq = sq + 3 * n;
+    k_sum_squares_each(w_sq, reading(o->w), o->len, n);   /* before the update (the moments leave w as it is) */
+    k_lamb_moments_each(u_sq, o->m, o->v, o->g, reading(o->w), o->len, o->lamb, n);
+    for (int i = 0; i < n; i++) sq[2 * i] = w_sq[i], sq[2 * i + 1] = u_sq[i];   /* one all-reduce, as before */
+    sum_across(o, sq, 2 * n);
+    for (int i = 0; i < n; i++) {
         const double w_norm = sqrt(sq[2 * i]), u_norm = sqrt(sq[2 * i + 1]);
-        float ratio = (float)lr;
-        if (t->decay && c->weight_decay != 0 && w_norm != 0 && u_norm != 0)   /* apex: only where decay != 0 */
-            ratio = (float)(lr * (w_norm / u_norm));
-        const size_t begin = o->own_begin[i], len = o->own_end[i] - begin;
-        k_lamb_update(t->data + begin, o->state + o->offset[i], o->state + own + o->offset[i], len, ratio, &args[i]);
+        o->ratio[i] = (float)lr;
+        if (o->tensors[i].decay && c->weight_decay != 0 && w_norm != 0 && u_norm != 0)   /* apex: only where decay != 0 */
+            o->ratio[i] = (float)(lr * (w_norm / u_norm));
     }
-    free(args), free(sq);
+    k_lamb_update_each(o->w, reading(o->m), reading(o->v), o->len, o->ratio, o->lamb, n);
 }
 
 static void adamw_step(Optimizer *o, double lr, double grad_norm) {
@@ -144,24 +185,19 @@ static void adamw_step(Optimizer *o, double lr, double grad_norm) {
     const double bc1 = 1.0 - pow(c->beta1, (double)o->steps), bc2 = 1.0 - pow(c->beta2, (double)o->steps);
     const float step_size = (float)(lr / bc1), bc2_sqrt = (float)sqrt(bc2), b1 = c->beta1, b2 = c->beta2,
                 eps = c->eps;
-    const size_t own = o->hi - o->lo;
-    for (int i = 0; i < o->n; i++) {
-        const BertParamInfo *t = &o->tensors[i];
-        const size_t begin = o->own_begin[i], len = o->own_end[i] - begin;
-        const AdamWArgs args = {.beta1 = b1, .beta2 = b2, .eps = eps, .clip_scale = clip_scale, .step_size = step_size,
-                                .bc2_sqrt = bc2_sqrt,
-                                .decay_factor = t->decay ? (float)(1.0 - lr * c->weight_decay) : 1.0f};
-        k_adamw_update(t->data + begin, o->state + o->offset[i], o->state + own + o->offset[i], t->grad + begin, len,
-                       &args);
-    }
+    fill_tables(o);
+    for (int i = 0; i < o->n; i++)
+        o->adamw[i] = (AdamWArgs){.beta1 = b1, .beta2 = b2, .eps = eps, .clip_scale = clip_scale,
+                                  .step_size = step_size, .bc2_sqrt = bc2_sqrt,
+                                  .decay_factor = o->tensors[i].decay ? (float)(1.0 - lr * c->weight_decay) : 1.0f};
+    k_adamw_update_each(o->w, o->m, o->v, o->g, o->len, o->adamw, o->n);
 }
 
 double optimizer_step(Optimizer *o, double lr) {
     double norm;
     if (o->sharded) {   /* this process's part of every tensor, summed across the processes */
-        double sq = 0;
-        for (int i = 0; i < o->n; i++)
-            sq += k_sum_squares(o->tensors[i].grad + o->own_begin[i], o->own_end[i] - o->own_begin[i]);
+        fill_tables(o);
+        double sq = sum_of_squares(o->g, o->len, o->n);
         sum_across(o, &sq, 1);
         norm = sqrt(sq);
     } else {

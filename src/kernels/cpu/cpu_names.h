@@ -72,6 +72,10 @@
 #define k_lamb_moments                    cpu_k_lamb_moments
 #define k_lamb_update                     cpu_k_lamb_update
 #define k_adamw_update                    cpu_k_adamw_update
+#define k_sum_squares_each                cpu_k_sum_squares_each
+#define k_lamb_moments_each               cpu_k_lamb_moments_each
+#define k_lamb_update_each                cpu_k_lamb_update_each
+#define k_adamw_update_each               cpu_k_adamw_update_each
 #define k_fill                            cpu_k_fill
 #define k_truncated_normal                cpu_k_truncated_normal
 #define k_count_argmax_matches            cpu_k_count_argmax_matches

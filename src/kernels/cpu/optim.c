@@ -113,6 +113,27 @@ void k_adamw_update(float *restrict w, float *restrict m, float *restrict v, con
     }
 }
 
+/* The many-tensor forms: the one-tensor functions in turn (the same bits by construction; each
+ * one already spreads a large tensor over the threads). */
+void k_sum_squares_each(double *out, const float *const *x, const size_t *n, int count) {
+    for (int i = 0; i < count; i++) out[i] = k_sum_squares(x[i], n[i]);
+}
+
+void k_lamb_moments_each(double *out, float *const *m, float *const *v, const float *const *g, const float *const *w,
+                         const size_t *n, const LambArgs *args, int count) {
+    for (int i = 0; i < count; i++) out[i] = k_lamb_moments(m[i], v[i], g[i], w[i], n[i], &args[i]);
+}
+
+void k_lamb_update_each(float *const *w, const float *const *m, const float *const *v, const size_t *n,
+                        const float *ratio, const LambArgs *args, int count) {
+    for (int i = 0; i < count; i++) k_lamb_update(w[i], m[i], v[i], n[i], ratio[i], &args[i]);
+}
+
+void k_adamw_update_each(float *const *w, float *const *m, float *const *v, const float *const *g, const size_t *n,
+                         const AdamWArgs *args, int count) {
+    for (int i = 0; i < count; i++) k_adamw_update(w[i], m[i], v[i], g[i], n[i], &args[i]);
+}
+
 void k_fill(float *x, size_t n, float value) {
     for (size_t i = 0; i < n; i++) x[i] = value;
 }

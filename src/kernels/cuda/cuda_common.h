@@ -29,8 +29,10 @@ static inline unsigned cuda_blocks(size_t n) {
 
 /* Host arrays that describe a batch (kernels.h: ids, masks, row maps, labels, lengths are host
  * memory) copied to device memory for a kernel: slot s (0 .. CUDA_STAGE_SLOTS-1; one per array
- * a call needs at once) keeps its buffer between calls, grown as needed. The copy is ordered
- * before later launches on the default stream. */
+ * a call needs at once) keeps its buffer between calls, grown as needed. The copy is
+ * asynchronous (through pinned memory: the host array may be reused as soon as this returns)
+ * and ordered before later launches on the default stream; the device array is valid for the
+ * kernels launched before the slot's next cuda_stage, which must only read it. NULL gives NULL. */
 enum { CUDA_STAGE_SLOTS = 8 };
 const void *cuda_stage(int slot, const void *host, size_t bytes);
 /* Device scratch for a kernel's intermediate values: slot s (0 .. CUDA_SCRATCH_SLOTS-1) keeps its

@@ -102,7 +102,7 @@ static RowLists stage_row_lists(int slot, const int32_t *keys, int n) {
     }
     start[count] = offset;
     for (int i = 0; i < n; i++) member[next[keys[i]]++] = i;
-    /* cuda_stage's copy is synchronous (cudaMemcpy): the host buffers may be reused at once */
+    /* cuda_stage copies the host array before it returns: the host buffers may be reused at once */
     RowLists r = {count, (const int32_t *)cuda_stage(slot, lists, sizeof(int32_t) * words)};
     return r;
 }

@@ -61,12 +61,52 @@ static void *grow(void **p, size_t *cap, size_t bytes) {
     return *p;
 }
 
+/* cuda_stage: each slot keeps a device buffer and a ring of STAGE_RING pinned host buffers. The
+ * host array is copied into the next pinned buffer and from there to the device buffer with
+ * cudaMemcpyAsync on the default stream: the host goes on at once (a copy from pageable memory
+ * would wait for the GPU to go idle). Stream order keeps the device buffer safe (the next copy
+ * into it runs after the kernels queued before it); a pinned buffer is reused only after its
+ * event says its last copy is done, so the host waits only when it is STAGE_RING stagings of a
+ * slot ahead of the GPU. An array the same as the slot's last one is not copied again: the
+ * device buffer holds it at that point of the stream (kernels only read staged arrays). */
+enum { STAGE_RING = 8 };
+typedef struct {
+    void *device;
+    size_t device_cap;
+    void *pinned[STAGE_RING];
+    size_t pinned_cap[STAGE_RING];
+    cudaEvent_t copied[STAGE_RING];   /* recorded after the copy out of pinned[r] */
+    int next;                         /* the ring buffer to use next */
+    int last;                         /* the ring buffer of the last copy, -1 before any */
+    size_t last_bytes;
+} StageSlot;
+
 const void *cuda_stage(int slot, const void *host, size_t bytes) {
-    static void *buffer[CUDA_STAGE_SLOTS];
-    static size_t capacity[CUDA_STAGE_SLOTS];
+    static StageSlot slots[CUDA_STAGE_SLOTS];
+    static bool ready = false;
+    if (!ready) {
+        for (int s = 0; s < CUDA_STAGE_SLOTS; s++) slots[s].last = -1;
+        ready = true;
+    }
     if (!host) return NULL;
-    void *d = grow(&buffer[slot], &capacity[slot], bytes);
-    k_upload(d, host, bytes);
+    StageSlot *s = &slots[slot];
+    if (bytes > s->device_cap) s->last = -1;   /* a new device buffer holds nothing yet */
+    void *d = grow(&s->device, &s->device_cap, bytes ? bytes : 1);   /* cudaFree waits for its readers */
+    if (!bytes) return d;
+    if (s->last >= 0 && s->last_bytes == bytes && memcmp(s->pinned[s->last], host, bytes) == 0) return d;
+    const int r = s->next;
+    s->next = (r + 1) % STAGE_RING;
+    if (!s->copied[r]) CUDA_CHECK(cudaEventCreateWithFlags(&s->copied[r], cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventSynchronize(s->copied[r]));   /* the last copy out of pinned[r] is done */
+    if (bytes > s->pinned_cap[r]) {
+        if (s->pinned[r]) CUDA_CHECK(cudaFreeHost(s->pinned[r]));
+        s->pinned_cap[r] = bytes + bytes / 2 + 256;
+        CUDA_CHECK(cudaMallocHost(&s->pinned[r], s->pinned_cap[r]));
+    }
+    memcpy(s->pinned[r], host, bytes);   /* the caller may reuse its array at once */
+    CUDA_CHECK(cudaMemcpyAsync(d, s->pinned[r], bytes, cudaMemcpyHostToDevice, 0));
+    CUDA_CHECK(cudaEventRecord(s->copied[r], 0));
+    s->last = r, s->last_bytes = bytes;
     return d;
 }
 

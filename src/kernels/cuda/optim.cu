@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kernels/cuda/cuda_common.h"
 
@@ -16,8 +17,34 @@ extern "C" {
 
 enum { LANES = 16 };
 
-/* The chunk's sum of squares, or (with m and v) LAMB's moments advanced and sum(u^2): one block
- * of LANES threads per chunk, lane j summing elements j, j + 16, ... as the CPU's lane j does. */
+/* ---- the sums and updates over many tensors (kernels.h's k_*_each) ----
+ * The host builds a table of the call's tensors (the empty ones left out) and stages it to the
+ * device in one asynchronous copy (cuda_stage); each tensor is cut into chunks, numbered on
+ * through the table, and one launch covers every chunk: a block finds its chunk's tensor by a
+ * binary search of the tensors' first chunk numbers. */
+struct TensorJob {
+    float *w, *m, *v;   /* w: the x of a sum of squares, and LAMB's w (both only read) */
+    const float *g;
+    size_t n;           /* floats, > 0 */
+    size_t first;       /* the tensor's first chunk among the call's */
+    float ratio;        /* LAMB's update: lr times the trust ratio */
+    LambArgs lamb;
+    AdamWArgs adamw;
+};
+
+/* The tensor that holds chunk number `chunk`: the last whose first chunk is <= chunk (the first
+ * chunks strictly increase: every tensor in the table has at least one chunk). */
+__device__ static const TensorJob *job_of(const TensorJob *jobs, int count, size_t chunk) {
+    int lo = 0, hi = count - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (jobs[mid].first <= chunk) lo = mid;
+        else hi = mid - 1;
+    }
+    return &jobs[lo];
+}
+
+/* LAMB's update direction u of one element, m and v advanced (the CPU's lamb_element). */
 __device__ static float lamb_element(float g, float w, float *m, float *v, const LambArgs a) {
     const float grad = g / a.clip;
     *m = a.beta1 * *m + (1.0f - a.beta1) * grad;
@@ -25,32 +52,71 @@ __device__ static float lamb_element(float g, float w, float *m, float *v, const
     return (*m / a.bc1) / (sqrtf(*v / a.bc2) + a.eps) + a.weight_decay * w;
 }
 
-__global__ static void chunk_sums(double *partial, const float *x, float *m, float *v, const float *g, size_t n,
-                                  LambArgs a, bool lamb) {
-    __shared__ double lane[LANES];
-    const size_t begin = (size_t)blockIdx.x * K_SUM_CHUNK;
-    const size_t end = begin + K_SUM_CHUNK < n ? begin + K_SUM_CHUNK : n;
-    const size_t full = begin + (end - begin) / LANES * LANES;   /* the lanes' part; the rest is the tail */
-    const int j = threadIdx.x;
-    double s = 0;
-    for (size_t k = begin + j; k < full; k += LANES) {
-        const double u = lamb ? (double)lamb_element(g[k], x[k], &m[k], &v[k], a) : (double)x[k];
-        s += u * u;
-    }
-    lane[j] = s;
-    __syncthreads();
-    if (j != 0) return;
-    double total = 0;
-    for (int l = 0; l < LANES; l++) total += lane[l];
-    for (size_t k = full; k < end; k++) {
-        const double u = lamb ? (double)lamb_element(g[k], x[k], &m[k], &v[k], a) : (double)x[k];
-        total += u * u;
-    }
-    partial[blockIdx.x] = total;
+/* One element's operands, loaded before any is used: a batch of loads in flight per thread
+ * (LAMB's stores to m and v could alias later loads as far as the compiler knows, so it would
+ * not hoist them itself). */
+struct Operands { float x, g, m, v; };
+template <bool LAMB> __device__ static Operands load(const TensorJob &t, size_t k) {
+    Operands o;
+    o.x = t.w[k];
+    if (LAMB) o.g = t.g[k], o.m = t.m[k], o.v = t.v[k];
+    return o;
+}
+/* The value whose square is summed: x, or LAMB's u with m and v advanced and stored. */
+template <bool LAMB> __device__ static float squared_value(const TensorJob &t, size_t k, Operands o) {
+    if (!LAMB) return o.x;
+    const float u = lamb_element(o.g, o.x, &o.m, &o.v, t.lamb);
+    t.m[k] = o.m, t.v[k] = o.v;
+    return u;
 }
 
-/* Device scratch kept between calls and grown as needed (the step calls these once per tensor:
- * no cudaMalloc, which synchronises, inside that loop). Calls come from one host thread. */
+/* partial[c] = chunk c's sum of squares (of x, or of LAMB's u) in the CPU's order: a block of
+ * LANES threads per chunk of K_SUM_CHUNK floats, lane j summing elements j, j + 16, ... in order
+ * as the CPU's lane j does; then thread 0 adds the lanes in order and the tail (the last
+ * len % 16 elements) after them, as block_sum_squares does. */
+enum { BATCH = 8 };
+template <bool LAMB>
+__global__ static void chunk_sums(double *partial, const TensorJob *jobs, int count, size_t chunks) {
+    __shared__ double lane[LANES];
+    const int j = threadIdx.x;
+    for (size_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
+        const TensorJob t = *job_of(jobs, count, chunk);   /* a copy: LAMB's stores cannot alias it */
+        const size_t begin = (chunk - t.first) * K_SUM_CHUNK;
+        const size_t end = begin + K_SUM_CHUNK < t.n ? begin + K_SUM_CHUNK : t.n;
+        const size_t full = begin + (end - begin) / LANES * LANES;   /* the lanes' part; the rest is the tail */
+        double s = 0;
+        size_t k = begin + j;
+        for (; k + (BATCH - 1) * LANES < full; k += BATCH * LANES) {
+            Operands o[BATCH];
+#pragma unroll
+            for (int b = 0; b < BATCH; b++) o[b] = load<LAMB>(t, k + b * LANES);
+#pragma unroll
+            for (int b = 0; b < BATCH; b++) {
+                const float u = squared_value<LAMB>(t, k + b * LANES, o[b]);
+                s += (double)u * u;
+            }
+        }
+        for (; k < full; k += LANES) {
+            const float u = squared_value<LAMB>(t, k, load<LAMB>(t, k));
+            s += (double)u * u;
+        }
+        lane[j] = s;
+        __syncthreads();
+        if (j == 0) {
+            double total = 0;
+            for (int l = 0; l < LANES; l++) total += lane[l];
+            for (size_t e = full; e < end; e++) {
+                const float u = squared_value<LAMB>(t, e, load<LAMB>(t, e));
+                total += (double)u * u;
+            }
+            partial[chunk] = total;
+        }
+        __syncthreads();   /* lane[] is the next chunk's */
+    }
+}
+
+/* Device scratch kept between calls and grown as needed (no cudaMalloc, which synchronises,
+ * on every call). Calls come from one host thread; the default stream orders the uses. */
 static void *scratch(size_t bytes) {
     static void *p = NULL;
     static size_t cap = 0;
@@ -62,25 +128,173 @@ static void *scratch(size_t bytes) {
     return p;
 }
 
-/* The chunks' sums, added on the host in order. */
-static double chunked(const float *x, float *m, float *v, const float *g, size_t n, const LambArgs *a, bool lamb) {
-    const size_t chunks = (n + K_SUM_CHUNK - 1) / K_SUM_CHUNK;
-    if (chunks == 0) return 0;
-    double *partial = (double *)scratch(sizeof(double) * chunks), total = 0;
-    const LambArgs none = {0, 0, 0, 0, 0, 0, 0};
-    chunk_sums<<<(unsigned)chunks, LANES>>>(partial, x, m, v, g, n, a ? *a : none, lamb);
-    CUDA_LAUNCHED();
-    double *host = (double *)malloc(sizeof(double) * chunks);
-    CUDA_CHECK(cudaMemcpy(host, partial, sizeof(double) * chunks, cudaMemcpyDeviceToHost));
-    for (size_t c = 0; c < chunks; c++) total += host[c];
-    free(host);
-    return total;
+/* The table of the call's nonempty tensors on the host (kept between calls) with n and first
+ * set; *jobs: how many, *chunks: how many chunks of chunk_len floats they make. The caller fills
+ * in the pointers and arguments: job t is the t-th tensor with n > 0. */
+static TensorJob *job_table(const size_t *n, int count, size_t chunk_len, int *jobs, size_t *chunks) {
+    static TensorJob *table = NULL;
+    static int cap = 0;
+    if (count > cap) {
+        free(table);
+        cap = count;
+        table = (TensorJob *)malloc(sizeof(TensorJob) * (size_t)cap);
+        if (!table) { fprintf(stderr, "bert: out of host memory\n"); exit(1); }
+    }
+    *jobs = 0, *chunks = 0;
+    for (int i = 0; i < count; i++) {
+        if (!n[i]) continue;
+        TensorJob *t = &table[(*jobs)++];
+        memset(t, 0, sizeof *t);
+        t->n = n[i], t->first = *chunks;
+        *chunks += (n[i] + chunk_len - 1) / chunk_len;
+    }
+    return table;
 }
 
-extern "C" double k_sum_squares(const float *x, size_t n) { return chunked(x, NULL, NULL, NULL, n, NULL, false); }
+/* A grid for a grid-stride loop over `chunks` blocks' worth of work. */
+static unsigned chunk_grid(size_t chunks) { return (unsigned)(chunks < (1u << 20) ? chunks : (1u << 20)); }
+
+/* The chunks' partial sums copied to a pinned host buffer (kept between calls: no allocation
+ * per call, and the copy goes at the bus's speed); waits for the kernels before it. */
+static const double *download_partials(const double *partial, size_t chunks) {
+    static double *host = NULL;
+    static size_t cap = 0;
+    if (chunks > cap) {
+        if (host) CUDA_CHECK(cudaFreeHost(host));
+        cap = chunks * 2;
+        CUDA_CHECK(cudaMallocHost(&host, sizeof(double) * cap));
+    }
+    CUDA_CHECK(cudaMemcpy(host, partial, sizeof(double) * chunks, cudaMemcpyDeviceToHost));
+    return host;
+}
+
+/* Launches the sums over the table's chunks (of K_SUM_CHUNK floats) and sets out[i] to tensor
+ * i's sum: its chunks' partial sums added on the host in order, from 0, as the CPU does; 0 for an
+ * empty tensor. One download, which waits for the launch. */
+template <bool LAMB>
+static void sums_each(double *out, const size_t *n, int count, const TensorJob *table, int jobs, size_t chunks) {
+    for (int i = 0; i < count; i++) out[i] = 0;
+    if (chunks == 0) return;
+    const TensorJob *device_jobs = (const TensorJob *)cuda_stage(0, table, sizeof(TensorJob) * (size_t)jobs);
+    double *partial = (double *)scratch(sizeof(double) * chunks);
+    chunk_sums<LAMB><<<chunk_grid(chunks), LANES>>>(partial, device_jobs, jobs, chunks);
+    CUDA_LAUNCHED();
+    const double *host = download_partials(partial, chunks);
+    size_t c = 0;
+    for (int i = 0; i < count; i++) {
+        if (!n[i]) continue;
+        const size_t end = c + (n[i] + K_SUM_CHUNK - 1) / K_SUM_CHUNK;
+        double total = 0;
+        for (; c < end; c++) total += host[c];
+        out[i] = total;
+    }
+}
+
+extern "C" void k_sum_squares_each(double *out, const float *const *x, const size_t *n, int count) {
+    int jobs;
+    size_t chunks;
+    TensorJob *table = job_table(n, count, K_SUM_CHUNK, &jobs, &chunks);
+    for (int i = 0, t = 0; i < count; i++)
+        if (n[i]) table[t++].w = const_cast<float *>(x[i]);   /* only read */
+    sums_each<false>(out, n, count, table, jobs, chunks);
+}
+
+extern "C" void k_lamb_moments_each(double *out, float *const *m, float *const *v, const float *const *g,
+                                    const float *const *w, const size_t *n, const LambArgs *args, int count) {
+    int jobs;
+    size_t chunks;
+    TensorJob *table = job_table(n, count, K_SUM_CHUNK, &jobs, &chunks);
+    for (int i = 0, t = 0; i < count; i++) {
+        if (!n[i]) continue;
+        TensorJob *j = &table[t++];
+        j->w = const_cast<float *>(w[i]), j->m = m[i], j->v = v[i], j->g = g[i], j->lamb = args[i];   /* w only read */
+    }
+    sums_each<true>(out, n, count, table, jobs, chunks);
+}
+
+extern "C" double k_sum_squares(const float *x, size_t n) {
+    double out;
+    k_sum_squares_each(&out, &x, &n, 1);
+    return out;
+}
 
 extern "C" double k_lamb_moments(float *m, float *v, const float *g, const float *w, size_t n, const LambArgs *a) {
-    return chunked(w, m, v, g, n, a, true);
+    double out;
+    k_lamb_moments_each(&out, &m, &v, &g, &w, &n, a, 1);
+    return out;
+}
+
+/* The updates: a block of CUDA_THREADS per chunk of UPDATE_CHUNK floats (element-wise, so any
+ * chunking gives the same bits; small chunks spread the large tensors over every SM). The
+ * element's float operations are the CPU's, in its order. */
+enum { UPDATE_CHUNK = 1 << 13 };
+template <bool LAMB>
+__global__ static void chunk_updates(const TensorJob *jobs, int count, size_t chunks) {
+    for (size_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
+        const TensorJob t = *job_of(jobs, count, chunk);   /* a copy: the stores cannot alias it */
+        const size_t begin = (chunk - t.first) * UPDATE_CHUNK;
+        const size_t end = begin + UPDATE_CHUNK < t.n ? begin + UPDATE_CHUNK : t.n;
+        float *w = t.w, *m = t.m, *v = t.v;
+        const float *g = t.g;
+        if (LAMB) {
+            const LambArgs a = t.lamb;
+            const float ratio = t.ratio;
+            for (size_t k = begin + threadIdx.x; k < end; k += blockDim.x) {
+                const float u = (m[k] / a.bc1) / (sqrtf(v[k] / a.bc2) + a.eps) + a.weight_decay * w[k];
+                w[k] -= ratio * u;
+            }
+        } else {
+            const AdamWArgs a = t.adamw;
+            for (size_t k = begin + threadIdx.x; k < end; k += blockDim.x) {
+                const float grad = g[k] * a.clip_scale;
+                m[k] = m[k] * a.beta1 + grad * (1.0f - a.beta1);
+                v[k] = v[k] * a.beta2 + grad * grad * (1.0f - a.beta2);
+                w[k] = w[k] * a.decay_factor - a.step_size * (m[k] / (sqrtf(v[k]) / a.bc2_sqrt + a.eps));
+            }
+        }
+    }
+}
+
+template <bool LAMB> static void updates_each(const TensorJob *table, int jobs, size_t chunks) {
+    if (chunks == 0) return;
+    const TensorJob *device_jobs = (const TensorJob *)cuda_stage(0, table, sizeof(TensorJob) * (size_t)jobs);
+    chunk_updates<LAMB><<<chunk_grid(chunks), CUDA_THREADS>>>(device_jobs, jobs, chunks);
+    CUDA_LAUNCHED();
+}
+
+extern "C" void k_lamb_update_each(float *const *w, const float *const *m, const float *const *v, const size_t *n,
+                                   const float *ratio, const LambArgs *args, int count) {
+    int jobs;
+    size_t chunks;
+    TensorJob *table = job_table(n, count, UPDATE_CHUNK, &jobs, &chunks);
+    for (int i = 0, t = 0; i < count; i++) {
+        if (!n[i]) continue;
+        TensorJob *j = &table[t++];   /* m and v only read */
+        j->w = w[i], j->m = const_cast<float *>(m[i]), j->v = const_cast<float *>(v[i]), j->ratio = ratio[i];
+        j->lamb = args[i];
+    }
+    updates_each<true>(table, jobs, chunks);
+}
+
+extern "C" void k_adamw_update_each(float *const *w, float *const *m, float *const *v, const float *const *g,
+                                    const size_t *n, const AdamWArgs *args, int count) {
+    int jobs;
+    size_t chunks;
+    TensorJob *table = job_table(n, count, UPDATE_CHUNK, &jobs, &chunks);
+    for (int i = 0, t = 0; i < count; i++) {
+        if (!n[i]) continue;
+        TensorJob *j = &table[t++];
+        j->w = w[i], j->m = m[i], j->v = v[i], j->g = g[i], j->adamw = args[i];
+    }
+    updates_each<false>(table, jobs, chunks);
+}
+
+extern "C" void k_lamb_update(float *w, const float *m, const float *v, size_t n, float ratio, const LambArgs *a) {
+    k_lamb_update_each(&w, &m, &v, &n, &ratio, a, 1);
+}
+
+extern "C" void k_adamw_update(float *w, float *m, float *v, const float *g, size_t n, const AdamWArgs *a) {
+    k_adamw_update_each(&w, &m, &v, &g, &n, a, 1);
 }
 
 __global__ static void scale(float *x, size_t n, float s) {
@@ -106,32 +320,6 @@ extern "C" size_t k_count_nonfinite(const float *x, size_t n) {
     CUDA_LAUNCHED();
     CUDA_CHECK(cudaMemcpy(&host, count, sizeof host, cudaMemcpyDeviceToHost));
     return (size_t)host;
-}
-
-__global__ static void lamb_update(float *w, const float *m, const float *v, size_t n, float ratio, LambArgs a) {
-    for (size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x; k < n; k += (size_t)gridDim.x * blockDim.x) {
-        const float u = (m[k] / a.bc1) / (sqrtf(v[k] / a.bc2) + a.eps) + a.weight_decay * w[k];
-        w[k] -= ratio * u;
-    }
-}
-extern "C" void k_lamb_update(float *w, const float *m, const float *v, size_t n, float ratio, const LambArgs *a) {
-    if (!n) return;
-    lamb_update<<<cuda_blocks(n), CUDA_THREADS>>>(w, m, v, n, ratio, *a);
-    CUDA_LAUNCHED();
-}
-
-__global__ static void adamw_update(float *w, float *m, float *v, const float *g, size_t n, AdamWArgs a) {
-    for (size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x; k < n; k += (size_t)gridDim.x * blockDim.x) {
-        const float grad = g[k] * a.clip_scale;
-        m[k] = m[k] * a.beta1 + grad * (1.0f - a.beta1);
-        v[k] = v[k] * a.beta2 + grad * grad * (1.0f - a.beta2);
-        w[k] = w[k] * a.decay_factor - a.step_size * (m[k] / (sqrtf(v[k]) / a.bc2_sqrt + a.eps));
-    }
-}
-extern "C" void k_adamw_update(float *w, float *m, float *v, const float *g, size_t n, const AdamWArgs *a) {
-    if (!n) return;
-    adamw_update<<<cuda_blocks(n), CUDA_THREADS>>>(w, m, v, g, n, *a);
-    CUDA_LAUNCHED();
 }
 
 __global__ static void fill(float *x, size_t n, float value) {
