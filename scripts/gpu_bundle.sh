@@ -33,4 +33,14 @@ for task in MRPC STS-B; do
   [ -f "$src/train.tsv" ] || src=/work/shared/data/glue/$task
   if [ -f "$src/train.tsv" ]; then mkdir -p .devbundle/glue/$task && cp "$src/train.tsv" "$src/dev.tsv" .devbundle/glue/$task/; fi
 done
+# the baseline for gpu_check.sh's A/B line: the CUDA library of another commit (BASELINE=<rev>;
+# it must export every kernel of this ./bert's kernels.h), built in a temporary worktree
+if [ -n "${BASELINE:-}" ]; then
+  base=$(mktemp -d /tmp/bertc-baseline.XXXXXX)
+  git worktree add --detach "$base" "$BASELINE" >/dev/null
+  ln -s "$PWD/.cuda-toolchain" "$base/.cuda-toolchain"
+  make -C "$base" -j"$J" BUILD=build-device MARCH=x86-64-v3 GPU=cuda build-cuda/libbert_cuda.so >/dev/null
+  mkdir -p .devbundle/v1 && cp "$base/build-cuda/libbert_cuda.so" .devbundle/v1/ && git rev-parse "$BASELINE" > .devbundle/v1/REV
+  git worktree remove --force "$base"
+fi
 du -sh .devbundle

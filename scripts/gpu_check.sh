@@ -93,16 +93,19 @@ if want speed; then
       done
     done
     if [ -f .devbundle/v1/libbert_cuda.so ] && [ "$BERT_CUDA_LIB" != "$PWD/.devbundle/v1/libbert_cuda.so" ]; then
-      echo "== bench bert-base --bf16 --device cuda with .devbundle/v1's library, batch 64, seq 128"
+      echo "== bench bert-base --bf16 --device cuda with .devbundle/v1's library (the baseline), batch 64, seq 128"
       BERT_CUDA_LIB=$PWD/.devbundle/v1/libbert_cuda.so timeout 150 $BERT bench --preset bert-base --batch 64 \
-        --seq 128 --steps 10 --warmup 2 --device cuda --sgemm_peak 989000 --bf16 2>&1 | grep -E '^(train|inference)'
+        --seq 128 --steps 10 --warmup 2 --device cuda --sgemm_peak 989000 --bf16 2>&1 | grep -E '^(train|inference)|error|lacks|bert bench'
     fi
     echo "== bench bert-base --bf16 --device cuda, batch 16, seq 512 (phase 2's shape)"
     timeout 150 $BERT bench --preset bert-base --batch 16 --seq 512 --preds 80 --steps 10 --warmup 2 --device cuda \
       --sgemm_peak 989000 --bf16 2>&1 | grep -E '^(train|inference)'
     echo "== kernel profile: bench bert-base --bf16 --device cuda, batch 64, seq 128"
     timeout 150 $BERT bench --preset bert-base --batch 64 --seq 128 --steps 3 --warmup 1 --mode train --device cuda \
-      --sgemm_peak 989000 --bf16 --kernel_profile 2>&1 | grep -E '^kernels'
+      --sgemm_peak 989000 --bf16 --kernel_profile 2>&1 | grep -E '^(kernels|train)|error|bert bench'
+    echo "== kernel profile: bench bert-base --bf16 --device cuda, inference, batch 64, seq 128"
+    timeout 150 $BERT bench --preset bert-base --batch 64 --seq 128 --steps 3 --warmup 1 --mode infer --device cuda \
+      --sgemm_peak 989000 --bf16 --kernel_profile 2>&1 | grep -E '^(kernels|inference)|error|bert bench'
   } > "$OUT/speed.log" 2>&1
   cat "$OUT/speed.log"
 fi

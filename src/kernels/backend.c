@@ -43,9 +43,14 @@ static const KernelTable *active = &CPU_TABLE;
 static const char *active_name = "cpu";
 static void (*cuda_describe)(char *, size_t);
 static void (*cuda_sync)(void);
+/* the CUDA library's event profile (optional: a library without it is timed by synchronising) */
+static void (*cuda_profile_begin)(int id);
+static void (*cuda_profile_end)(void);
+static void (*cuda_profile_collect)(double *seconds, int count);
 
-/* The kernel profile (k_profile_*): per kernel, calls and seconds, each call timed up to the
- * end of its work (the backend synchronised after it). */
+/* The kernel profile (k_profile_*): per kernel, calls and seconds. On the CPU each call is timed
+ * to its return (its work is done then); on the GPU by events around it on the stream (the
+ * library's k_cuda_profile_*), without waiting, else by synchronising after each call. */
 enum {
 #define K_ID_R(ret, name, params, args) K_ID_##name,
 #define K_ID_V(name, params, args) K_ID_##name,
@@ -62,6 +67,9 @@ static const char *const K_NAMES[K_COUNT] = {
 #undef K_NAME_V
 };
 static bool profiling;
+/* calls under way: a kernel can call back into the model (KWeight's 16-bit copy), which calls
+ * kernels; those count in the outer call's time, and the event pairs stay paired */
+static int profile_depth;
 static long profile_calls[K_COUNT];
 static double profile_seconds[K_COUNT];
 
@@ -70,25 +78,39 @@ static double profile_now(void) {
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
+static bool profile_by_events(void) { return active == &cuda_table && cuda_profile_begin; }
+static double profile_begin(int id) {
+    if (profile_by_events()) cuda_profile_begin(id);
+    return profile_now();
+}
 static void profile_end(int id, double start) {
+    profile_calls[id]++;
+    if (profile_by_events()) {
+        cuda_profile_end();   /* its time is added when collected */
+        return;
+    }
     if (active == &cuda_table && cuda_sync) cuda_sync();
-    profile_calls[id]++, profile_seconds[id] += profile_now() - start;
+    profile_seconds[id] += profile_now() - start;
 }
 
 #define K_FORWARD_R(ret, name, params, args)                        \
     ret name params {                                               \
-        if (!profiling) return active->name args;                   \
-        const double start = profile_now();                         \
+        if (!profiling || profile_depth) return active->name args;  \
+        profile_depth++;                                            \
+        const double start = profile_begin(K_ID_##name);            \
         ret result = active->name args;                             \
         profile_end(K_ID_##name, start);                            \
+        profile_depth--;                                            \
         return result;                                              \
     }
 #define K_FORWARD_V(name, params, args)                             \
     void name params {                                              \
-        if (!profiling) { active->name args; return; }              \
-        const double start = profile_now();                         \
+        if (!profiling || profile_depth) { active->name args; return; } \
+        profile_depth++;                                            \
+        const double start = profile_begin(K_ID_##name);            \
         active->name args;                                          \
         profile_end(K_ID_##name, start);                            \
+        profile_depth--;                                            \
     }
 K_FUNCTIONS(K_FORWARD_R, K_FORWARD_V)
 #undef K_FORWARD_R
@@ -99,7 +121,10 @@ void k_profile_start(void) {
     profiling = true;
 }
 
-void k_profile_stop(void) { profiling = false; }
+void k_profile_stop(void) {
+    if (profiling && profile_by_events()) cuda_profile_collect(profile_seconds, K_COUNT);
+    profiling = false;
+}
 
 void k_profile_print(FILE *out, int per) {
     int order[K_COUNT], n = 0;
@@ -112,8 +137,9 @@ void k_profile_print(FILE *out, int per) {
             order[j] = order[j - 1], order[j - 1] = t;
         }
     if (per < 1) per = 1;
-    fprintf(out, "kernels   %-34s %8s %10s %7s  (per step; each call timed to the end of its work)\n", "kernel",
-            "calls", "ms", "share");
+    fprintf(out, "kernels   %-34s %8s %10s %7s  (per step; %s)\n", "kernel", "calls", "ms", "share",
+            profile_by_events() ? "GPU time between events around each call, not synchronised"
+                                : "each call timed to the end of its work");
     for (int k = 0; k < n; k++) {
         const int i = order[k];
         fprintf(out, "kernels   %-34s %8.1f %10.3f %6.1f%%\n", K_NAMES[i], (double)profile_calls[i] / per,
@@ -169,6 +195,10 @@ static bool load_cuda(char *err, size_t errlen) {
     *(void **)&devices = dlsym(lib, "k_cuda_devices");
     *(void **)&cuda_describe = dlsym(lib, "k_cuda_describe");
     *(void **)&cuda_sync = dlsym(lib, "k_cuda_sync");
+    *(void **)&cuda_profile_begin = dlsym(lib, "k_cuda_profile_begin");
+    *(void **)&cuda_profile_end = dlsym(lib, "k_cuda_profile_end");
+    *(void **)&cuda_profile_collect = dlsym(lib, "k_cuda_profile_collect");
+    if (!cuda_profile_begin || !cuda_profile_end || !cuda_profile_collect) cuda_profile_begin = NULL;
     if (!devices || devices() < 1) {
         snprintf(err, errlen, "--device cuda: %s", devices ? "no CUDA GPU is visible to this process (nvidia-smi?)"
                                                            : "the CUDA backend library lacks k_cuda_devices");

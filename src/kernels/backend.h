@@ -20,9 +20,11 @@ const char *k_backend_name(void);
 /* One line on what runs the kernels: the CPU's products (k_bf16_describe), or the GPU's name. */
 void k_backend_describe(char *out, size_t n);
 
-/* The kernel profile: from k_profile_start on, every kernels.h call is timed to the end of its
- * work (the backend synchronised after each call, which slows a GPU's pipeline: the timings
- * of a profiled run are the kernels', not the run's), until k_profile_stop. k_profile_print
+/* The kernel profile: from k_profile_start on, every kernels.h call is timed, until
+ * k_profile_stop. On the CPU a call's time is to its return. On the GPU, events recorded on the
+ * stream around each call give its time on the GPU without stopping the pipeline (the CUDA
+ * library's k_cuda_profile_*; a library without them is timed by synchronising after each call,
+ * which slows the run: then the timings are the kernels', not the run's). k_profile_print
  * writes the table, per kernel, divided by per (e.g. the steps profiled), largest first. */
 void k_profile_start(void);
 void k_profile_stop(void);

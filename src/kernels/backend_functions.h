@@ -108,6 +108,7 @@
     KV(k_zero, (float *x, long n), (x, n)) \
     KV(k_add, (float *dst, const float *src, long n), (dst, src, n)) \
     KR(float, k_read_scalar, (const float *x), (x)) \
+    KV(k_wait, (void), ()) \
     KR(void *, k_alloc, (size_t bytes), (bytes)) \
     KV(k_free, (void *p), (p)) \
     KV(k_upload, (void *dst, const void *host_src, size_t bytes), (dst, host_src, bytes)) \

@@ -304,6 +304,10 @@ void k_zero(float *x, long n);
 void k_add(float *dst, const float *src, long n);   /* dst += src */
 /* One value of activation memory, for the host (a loss). */
 float k_read_scalar(const float *x);
+/* Returns once every kernel and copy asked of the backend so far is done: for timings of work
+ * a device queues (a step's phases, an inference batch). The CPU's kernels are done when they
+ * return: nothing to wait for. */
+void k_wait(void);
 
 /* ---- backend memory ----
  * Everything the model and the optimizer compute on (parameters, gradients, optimizer state,

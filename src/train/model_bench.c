@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "kernels/backend.h"
+#include "kernels/kernels.h"
 #include "train/synthetic.h"
 #include "train/trainer.h"
 
@@ -74,6 +75,7 @@ static int bench_infer(BertModel *m, const SyntheticBatch *s, const ModelBenchOp
         double t0 = now_seconds(), c0 = cpu_seconds();
         float r = bert_forward(m, &s->infer, false, 0);
         if (isnan(r)) return bert_fail(err, "%s", bert_last_error(m));
+        k_wait();   /* a device's batch is timed to the end of its work, not of its launches */
         double dt = now_seconds() - t0;
         timing_add(t, dt, cpu_seconds() - c0, step > o->warmup);
         t->forward_s += step > o->warmup ? dt : 0;

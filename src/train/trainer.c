@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/kernels.h"
+
 struct Trainer {
     TrainerOptions o;
     BertModel *model;
@@ -77,6 +79,7 @@ static int accumulate(Trainer *t, const TrainerHooks *h, TrainerStep *s, BertErr
         if (h->before_backward) h->before_backward(h->ctx, micro);
         if (bert_backward(t->model, &b) != 0) return bert_fail(err, "%s", bert_last_error(t->model));
         if (h->after_backward) h->after_backward(h->ctx, micro);
+        k_wait();   /* a device's queued backward counts here, not in the update's time */
         s->forward_seconds += t1 - t0, s->backward_seconds += now_seconds() - t2;
         s->loss += loss / t->o.accumulation, s->sequences += b.batch, s->micro_batches++;
     }
@@ -118,6 +121,7 @@ int trainer_step(Trainer *t, const TrainerHooks *h, TrainerStep *s, BertError *e
     s->grad_norm = norm >= 0 ? optimizer_step_with_norm(t->opt, s->lr, norm) : optimizer_step(t->opt, s->lr);
     if (h->after_update) h->after_update(h->ctx);
     bert_params_changed(t->model);   /* 16-bit and packed copies are remade at the next forward */
+    k_wait();
     s->update_seconds = now_seconds() - t0;
     if (!isfinite(s->grad_norm)) return bert_fail(err, "the gradient is not finite");
     return 0;

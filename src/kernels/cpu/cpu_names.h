@@ -60,6 +60,7 @@
 #define k_zero                            cpu_k_zero
 #define k_add                             cpu_k_add
 #define k_read_scalar                     cpu_k_read_scalar
+#define k_wait                            cpu_k_wait
 #define k_alloc                           cpu_k_alloc
 #define k_free                            cpu_k_free
 #define k_upload                          cpu_k_upload

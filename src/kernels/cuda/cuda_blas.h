@@ -22,4 +22,10 @@
  * split-K partial sums stay in fp32 whatever the operand type. */
 cublasHandle_t cuda_cublas(void);
 
+/* out [N, OC] = inp [N, C] @ weight [OC, C]^T (+ bias [OC], fp32, in the epilogue), row-major,
+ * operands of in_type, out of out_type (fp32 or in_type), through cuBLASLt (lt_matmul.cu).
+ * false, nothing written, where cuBLASLt has no algorithm for it: run the plain product. */
+bool cuda_lt_forward(void *out, cudaDataType out_type, const void *inp, const void *weight, const float *bias, int N,
+                     int C, int OC, cudaDataType in_type);
+
 #endif

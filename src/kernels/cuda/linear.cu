@@ -7,8 +7,10 @@
  *
  * fp32 products are true fp32 (cublasSgemm, default math mode: no TF32), so they differ from
  * the CPU's only by the order of their sums. 16-bit products take bf16 (both bf16 modes: the GPU
- * has bf16 instructions) or fp16 operands and accumulate and store in fp32 (cublasGemmEx,
- * CUBLAS_COMPUTE_32F). There are no packed weights on the GPU (k_packed_weight_bytes* return 0):
+ * has bf16 instructions) or fp16 operands and accumulate in fp32 (cublasGemmEx,
+ * CUBLAS_COMPUTE_32F). The forward products run on cuBLASLt where it has an algorithm
+ * (lt_matmul.cu): the bias in the epilogue, and a 16-bit result stored rounded by the product
+ * itself, not through an fp32 copy. There are no packed weights on the GPU (k_packed_weight_bytes* return 0):
  * the packed entry points run the plain products, and the fused product + GELU reports "not
  * here" so that the caller runs the two kernels. */
 #include <stdint.h>
@@ -73,9 +75,11 @@ __global__ static void broadcast_rows(float *out, const float *bias, size_t tota
         out[i] = bias[i % OC];
 }
 
-/* The forward with the bias as the product's initial value (beta 1), or none (beta 0: out not read). */
+/* The forward: through cuBLASLt with the bias in the epilogue (lt_matmul.cu), else the plain
+ * product with the bias as its initial value (beta 1), or none (beta 0: out not read). */
 static void forward(float *out, const void *inp, const void *weight, const float *bias, int N, int C, int OC,
                     cudaDataType type) {
+    if (cuda_lt_forward(out, CUDA_R_32F, inp, weight, bias, N, C, OC, type)) return;
     if (bias && N > 0) {
         const size_t total = (size_t)N * OC;
         broadcast_rows<<<cuda_blocks(total), CUDA_THREADS>>>(out, bias, total, OC);
@@ -211,8 +215,12 @@ extern "C" bool k_matmul_forward_half(float *out, const float *inp, uint16_t *in
 extern "C" bool k_matmul_forward_half_out16(uint16_t *out16, float *out, const float *inp, uint16_t *inp16,
                                             const uint16_t *weight, const void *packed, const float *bias, int N,
                                             int C, int OC, HalfMode mode) {
-    /* the product in fp32 into out (scratch), then rounded: as the CPU does without a packed weight */
-    if (!k_matmul_forward_half(out, inp, inp16, weight, packed, bias, N, C, OC, mode)) return false;
+    /* stored rounded by the product's epilogue (fp32 sums and bias, then one rounding: the value
+     * the CPU rounds), else the product in fp32 into out (scratch) and then rounded */
+    if (inp) k_to_half(mode, inp16, inp, (long)N * C);
+    if (!weight) return false;   /* packed is never made here: the plain weight is needed */
+    if (cuda_lt_forward(out16, half_type(mode), inp16, weight, bias, N, C, OC, half_type(mode))) return true;
+    forward(out, inp16, weight, bias, N, C, OC, half_type(mode));
     k_to_half(mode, out16, out, (long)N * OC);
     return true;
 }

@@ -128,5 +128,54 @@ extern "C" void k_cuda_describe(char *out, size_t n) {
              driver / 1000, driver % 1000 / 10);
 }
 
+extern "C" void k_wait(void) { CUDA_CHECK(cudaDeviceSynchronize()); }
+
 /* Waits for every queued kernel and copy (the kernel profile, kernels/backend.h). */
 extern "C" void k_cuda_sync(void) { CUDA_CHECK(cudaDeviceSynchronize()); }
+
+/* The kernel profile on the GPU (kernels/backend.h): a pair of events around each profiled
+ * call, recorded on the default stream without waiting, so the pipeline runs as it does
+ * unprofiled; k_cuda_profile_collect waits once and adds each pair's elapsed time to its
+ * kernel's total. A pair's time is its kernels' time on the GPU plus any gap in which the GPU
+ * waited for the host to launch them (a host-bound stretch shows up in the calls it delays). */
+typedef struct {
+    cudaEvent_t begin, end;
+    int id;
+} ProfilePair;
+static ProfilePair *profile_pairs;
+static int profile_used, profile_cap;
+
+extern "C" void k_cuda_profile_collect(double *seconds, int count) {
+    if (profile_used) CUDA_CHECK(cudaEventSynchronize(profile_pairs[profile_used - 1].end));
+    for (int i = 0; i < profile_used; i++) {
+        float ms = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, profile_pairs[i].begin, profile_pairs[i].end));
+        if (profile_pairs[i].id >= 0 && profile_pairs[i].id < count) seconds[profile_pairs[i].id] += 1e-3 * ms;
+    }
+    profile_used = 0;
+}
+
+/* Before a profiled call: its begin event (the pool grows; events are made once and reused). */
+extern "C" void k_cuda_profile_begin(int id) {
+    if (profile_used == profile_cap) {
+        const int cap = profile_cap ? 2 * profile_cap : 1024;
+        ProfilePair *p = (ProfilePair *)realloc(profile_pairs, sizeof *p * (size_t)cap);
+        if (!p) {
+            fprintf(stderr, "bert: out of host memory for the kernel profile\n");
+            exit(1);
+        }
+        for (int i = profile_cap; i < cap; i++) {
+            CUDA_CHECK(cudaEventCreate(&p[i].begin));
+            CUDA_CHECK(cudaEventCreate(&p[i].end));
+        }
+        profile_pairs = p, profile_cap = cap;
+    }
+    profile_pairs[profile_used].id = id;
+    CUDA_CHECK(cudaEventRecord(profile_pairs[profile_used].begin, 0));
+}
+
+/* After it: its end event. */
+extern "C" void k_cuda_profile_end(void) {
+    CUDA_CHECK(cudaEventRecord(profile_pairs[profile_used].end, 0));
+    profile_used++;
+}

@@ -1,0 +1,121 @@
+/* The forward products through cuBLASLt (linear.cu): out = inp @ W^T + bias with the bias added
+ * in the product's epilogue, in fp32, before the result is stored, and the result stored in
+ * fp32 or directly in the 16-bit format the next kernel reads. cuBLAS's plain GEMM would need
+ * the bias broadcast into out first (a pass over out), read back (beta 1), and a rounding pass
+ * for the 16-bit copy; here out is written once.
+ *
+ * Sums: fp32 accumulation; split-K partial sums only in fp32 (the preference's reduction mask
+ * leaves out the schemes that add partials in the output's 16-bit type), as cuBLAS's math
+ * mode asks of the plain path. fp32 operands take CUBLAS_COMPUTE_32F: true fp32, no TF32.
+ * A shape, type and bias combination cuBLASLt has no algorithm for returns false: the caller
+ * runs the plain path. */
+#include <cublasLt.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/cuda/cuda_blas.h"
+#include "kernels/cuda/cuda_common.h"
+
+#define LT_CHECK(call) CUBLAS_CHECK(call)
+
+static cublasLtHandle_t lt_handle(void) {
+    static cublasLtHandle_t handle = NULL;
+    if (!handle) LT_CHECK(cublasLtCreate(&handle));
+    return handle;
+}
+
+/* Hopper's kernels want up to 32 MiB of workspace; one buffer, used in stream order. */
+enum { LT_WORKSPACE = 32 << 20 };
+static void *lt_workspace(void) {
+    static void *w = NULL;
+    if (!w) CUDA_CHECK(cudaMalloc(&w, LT_WORKSPACE));
+    return w;
+}
+
+/* A planned product: descriptors and the heuristic's algorithm, kept per shape and types (a
+ * run multiplies a handful of shapes over and over). */
+typedef struct {
+    int N, C, OC;
+    cudaDataType in_type, out_type;
+    bool bias;
+    bool usable;   /* false: cuBLASLt found no algorithm (the caller's plain path runs) */
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t a, b, d;
+    cublasLtMatmulAlgo_t algo;
+} LtPlan;
+enum { LT_PLANS = 96 };
+
+static bool make_plan(LtPlan *p) {
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    LT_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    if (p->bias) {
+        const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+        const int32_t bias_type = CUDA_R_32F;   /* the model's fp32 bias, added before rounding */
+        LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+        if (cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                           sizeof bias_type) != CUBLAS_STATUS_SUCCESS)
+            return false;
+    }
+    /* column-major: W^T [C, OC] (ld C) transposed, inp^T [C, N] (ld C), out^T [OC, N] (ld OC) */
+    LT_CHECK(cublasLtMatrixLayoutCreate(&p->a, p->in_type, p->C, p->OC, p->C));
+    LT_CHECK(cublasLtMatrixLayoutCreate(&p->b, p->in_type, p->C, p->N, p->C));
+    LT_CHECK(cublasLtMatrixLayoutCreate(&p->d, p->out_type, p->OC, p->N, p->OC));
+    cublasLtMatmulPreference_t pref;
+    LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    const size_t workspace = LT_WORKSPACE;
+    const uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;   /* (and none) */
+    LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+                                                  sizeof workspace));
+    LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions,
+                                                  sizeof reductions));
+    cublasLtMatmulHeuristicResult_t result;
+    int found = 0;
+    const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(lt_handle(), p->desc, p->a, p->b, p->d, p->d, pref, 1,
+                                                            &result, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (s != CUBLAS_STATUS_SUCCESS || found < 1 || result.state != CUBLAS_STATUS_SUCCESS) return false;
+    p->algo = result.algo;
+    return true;
+}
+
+static LtPlan *plan_for(int N, int C, int OC, cudaDataType in_type, cudaDataType out_type, bool bias) {
+    static LtPlan plans[LT_PLANS];
+    static int count = 0, next_evicted = 0;
+    for (int i = 0; i < count; i++) {
+        LtPlan *p = &plans[i];
+        if (p->N == N && p->C == C && p->OC == OC && p->in_type == in_type && p->out_type == out_type && p->bias == bias)
+            return p;
+    }
+    LtPlan *p;
+    if (count < LT_PLANS) {
+        p = &plans[count++];
+    } else {   /* full (many row counts: packed batches): replace the oldest */
+        p = &plans[next_evicted];
+        next_evicted = (next_evicted + 1) % LT_PLANS;
+        if (p->desc) cublasLtMatmulDescDestroy(p->desc);
+        if (p->a) cublasLtMatrixLayoutDestroy(p->a);
+        if (p->b) cublasLtMatrixLayoutDestroy(p->b);
+        if (p->d) cublasLtMatrixLayoutDestroy(p->d);
+    }
+    memset(p, 0, sizeof *p);
+    p->N = N, p->C = C, p->OC = OC, p->in_type = in_type, p->out_type = out_type, p->bias = bias;
+    p->usable = make_plan(p);
+    return p;
+}
+
+/* out [N, OC] (out_type: fp32 or the 16-bit in_type) = inp [N, C] @ weight [OC, C]^T (+ bias
+ * [OC], fp32), operands of in_type. false where cuBLASLt has no algorithm: nothing written. */
+bool cuda_lt_forward(void *out, cudaDataType out_type, const void *inp, const void *weight, const float *bias, int N,
+                     int C, int OC, cudaDataType in_type) {
+    if (N <= 0 || C <= 0 || OC <= 0) return false;
+    if (((uintptr_t)out | (uintptr_t)inp | (uintptr_t)weight | (uintptr_t)bias) % 16) return false;
+    LtPlan *p = plan_for(N, C, OC, in_type, out_type, bias != NULL);
+    if (!p->usable) return false;
+    if (bias) LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    const float one = 1.0f, zero = 0.0f;
+    LT_CHECK(cublasLtMatmul(lt_handle(), p->desc, &one, weight, p->a, inp, p->b, &zero, out, p->d, out, p->d, &p->algo,
+                            lt_workspace(), LT_WORKSPACE, 0));
+    return true;
+}
