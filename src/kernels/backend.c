@@ -47,6 +47,7 @@ static void (*cuda_sync)(void);
 static void (*cuda_profile_begin)(int id);
 static void (*cuda_profile_end)(void);
 static void (*cuda_profile_collect)(double *seconds, int count);
+static void (*cuda_notes)(char *out, size_t n);   /* optional: which paths the products took */
 
 /* The kernel profile (k_profile_*): per kernel, calls and seconds. On the CPU each call is timed
  * to its return (its work is done then); on the GPU by events around it on the stream (the
@@ -146,6 +147,11 @@ void k_profile_print(FILE *out, int per) {
                 1e3 * profile_seconds[i] / per, total > 0 ? 100 * profile_seconds[i] / total : 0);
     }
     fprintf(out, "kernels   %-34s %8s %10.3f\n", "all", "", 1e3 * total / per);
+    if (active == &cuda_table && cuda_notes) {
+        char note[512];
+        cuda_notes(note, sizeof note);
+        fprintf(out, "kernels   note: %s\n", note);
+    }
 }
 
 /* The CUDA library to load: $BERT_CUDA_LIB, else beside the executable, else the build's. */
@@ -198,6 +204,7 @@ static bool load_cuda(char *err, size_t errlen) {
     *(void **)&cuda_profile_begin = dlsym(lib, "k_cuda_profile_begin");
     *(void **)&cuda_profile_end = dlsym(lib, "k_cuda_profile_end");
     *(void **)&cuda_profile_collect = dlsym(lib, "k_cuda_profile_collect");
+    *(void **)&cuda_notes = dlsym(lib, "k_cuda_notes");
     if (!cuda_profile_begin || !cuda_profile_end || !cuda_profile_collect) cuda_profile_begin = NULL;
     if (!devices || devices() < 1) {
         snprintf(err, errlen, "--device cuda: %s", devices ? "no CUDA GPU is visible to this process (nvidia-smi?)"

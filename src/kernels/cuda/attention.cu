@@ -139,18 +139,31 @@ __device__ static float warp_max(float x) {
 
 /* ---------------------------------------------------------------- gather and scatter */
 
+/* The dense-block kernels below run on a grid of (block (b A + h), chunk of the block's n d
+ * elements, part): the sequence is looked up once per thread block, and the element's row and
+ * column within its block come from 32-bit arithmetic (a 64-bit division per element costs
+ * more than the copy). Element t of block k of part p is at (p B A + k) n d + t. */
+enum { DENSE_THREADS = 256, DENSE_PER_THREAD = 4 };
+static dim3 dense_grid(const Attn &x, int parts) {
+    const int per_block = x.n * x.d, per_chunk = DENSE_THREADS * DENSE_PER_THREAD;
+    const int chunks = (per_block + per_chunk - 1) / per_chunk;
+    return dim3((unsigned)(x.B * x.A), (unsigned)(chunks < 65535 ? chunks : 65535), (unsigned)parts);
+}
+#define DENSE_ELEMENTS(t, a)                                                                  \
+    for (int t = blockIdx.y * blockDim.x + threadIdx.x; t < (a).n * (a).d; t += gridDim.y * blockDim.x)
+
 /* Dense operands, `parts` of them one after the other, each [B A][n][d] (block b A + h, row i,
  * column c at ((b A + h) n + i) d + c): part 0 Q, 1 K, 2 V of the QKV activation (the 16-bit
  * copy's bits when given, else qkv as an operand), 3 dctx. Rows from the sequence's end (Q,
  * dctx) or from kv_len (K, V) on are 0 (+0 in every format). */
-__global__ static void gather_operands(void *op, const float *qkv, const float *dctx, Attn a, int parts) {
-    const size_t per = (size_t)a.B * a.A * a.n * a.d, total = per * parts;
-    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < total; e += (size_t)gridDim.x * blockDim.x) {
-        const int part = (int)(e / per);
-        const size_t r = e % per, row = r / a.d;   /* row: (b A + h) n + i */
-        const int c = (int)(r % a.d), i = (int)(row % a.n), block = (int)(row / a.n), b = block / a.A, h = block % a.A;
-        const Seq s = sequence(a, b);
-        const int count = part == 1 || part == 2 ? s.L : s.rows;
+__global__ static void gather_operands(void *op, const float *qkv, const float *dctx, Attn a) {
+    const int block = blockIdx.x, part = blockIdx.z, b = block / a.A, h = block % a.A;
+    const Seq s = sequence(a, b);
+    const int count = part == 1 || part == 2 ? s.L : s.rows;
+    const size_t base = ((size_t)part * a.B * a.A + block) * (size_t)(a.n * a.d);
+    DENSE_ELEMENTS(t, a) {
+        const int i = t / a.d, c = t - i * a.d;
+        const size_t e = base + (size_t)t;
         if (i >= count) {
             store_operand(a, op, e, 0.0f);
         } else if (part == 3) {
@@ -166,12 +179,12 @@ __global__ static void gather_operands(void *op, const float *qkv, const float *
 /* ctx rows of each sequence from the dense [B A][n][d] product (rows past the sequence are
  * not there). */
 __global__ static void scatter_ctx(float *ctx, const float *dense, Attn a) {
-    const size_t total = (size_t)a.B * a.A * a.n * a.d;
-    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < total; e += (size_t)gridDim.x * blockDim.x) {
-        const size_t row = e / a.d;
-        const int c = (int)(e % a.d), i = (int)(row % a.n), block = (int)(row / a.n), b = block / a.A, h = block % a.A;
-        const Seq s = sequence(a, b);
-        if (i < s.rows) ctx[(s.row0 + i) * a.H + (size_t)h * a.d + c] = dense[e];
+    const int block = blockIdx.x, b = block / a.A, h = block % a.A;
+    const Seq s = sequence(a, b);
+    const float *src = dense + (size_t)block * (size_t)(a.n * a.d);
+    DENSE_ELEMENTS(t, a) {
+        const int i = t / a.d, c = t - i * a.d;
+        if (i < s.rows) ctx[(s.row0 + i) * a.H + (size_t)h * a.d + c] = src[t];
     }
 }
 
@@ -179,15 +192,14 @@ __global__ static void scatter_ctx(float *ctx, const float *dense, Attn a) {
  * and dV of keys from kv_len on are 0 (they got no attention). Every row of every sequence is
  * written: dqkv is overwritten. */
 __global__ static void scatter_dqkv(float *dqkv, const float *dense, Attn a) {
-    const size_t per = (size_t)a.B * a.A * a.n * a.d, total = 3 * per;
-    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < total; e += (size_t)gridDim.x * blockDim.x) {
-        const int part = (int)(e / per);
-        const size_t r = e % per, row = r / a.d;
-        const int c = (int)(r % a.d), i = (int)(row % a.n), block = (int)(row / a.n), b = block / a.A, h = block % a.A;
-        const Seq s = sequence(a, b);
+    const int block = blockIdx.x, part = blockIdx.z, b = block / a.A, h = block % a.A;
+    const Seq s = sequence(a, b);
+    const float *src = dense + ((size_t)part * a.B * a.A + block) * (size_t)(a.n * a.d);
+    DENSE_ELEMENTS(t, a) {
+        const int i = t / a.d, c = t - i * a.d;
         if (i < s.rows)
             dqkv[(s.row0 + i) * 3 * a.H + (size_t)part * a.H + (size_t)h * a.d + c] =
-                part == 0 || i < s.L ? dense[e] : 0.0f;
+                part == 0 || i < s.L ? src[t] : 0.0f;
     }
 }
 
@@ -376,13 +388,13 @@ extern "C" void k_attention_forward(float *ctx, float *probs, const float *qkv, 
     float *scores = (float *)cuda_scratch(2, sizeof(float) * score_elems(x));
     void *pd = cuda_scratch(3, score_elems(x) * operand_bytes(x));
 
-    gather_operands<<<cuda_blocks(3 * operand_elems(x)), CUDA_THREADS>>>(ops, qkv, NULL, x, 3);
+    gather_operands<<<dense_grid(x, 3), DENSE_THREADS>>>(ops, qkv, NULL, x);
     CUDA_LAUNCHED();
     rows_by_rows(x, scores, operand_part(x, ops, 0), operand_part(x, ops, 1));   /* S = Q K^T */
     softmax_rows<<<row_blocks(x), ROWS * WARP>>>(probs, pd, scores, x);
     CUDA_LAUNCHED();
     weights_rows(x, ctx_dense, pd, operand_part(x, ops, 2));   /* ctx = P_dropped V */
-    scatter_ctx<<<cuda_blocks(operand_elems(x)), CUDA_THREADS>>>(ctx, ctx_dense, x);
+    scatter_ctx<<<dense_grid(x, 1), DENSE_THREADS>>>(ctx, ctx_dense, x);
     CUDA_LAUNCHED();
 }
 
@@ -403,7 +415,7 @@ extern "C" void k_attention_backward(float *dqkv, const float *dctx, const float
     void *q = operand_part(x, ops, 0), *k = operand_part(x, ops, 1), *v = operand_part(x, ops, 2);
     void *g = operand_part(x, ops, 3);
 
-    gather_operands<<<cuda_blocks(4 * operand_elems(x)), CUDA_THREADS>>>(ops, qkv, dctx, x, 4);
+    gather_operands<<<dense_grid(x, 4), DENSE_THREADS>>>(ops, qkv, dctx, x);
     CUDA_LAUNCHED();
     rows_by_rows(x, dp, g, v);   /* dP = dctx V^T */
     softmax_backward_rows<<<row_blocks(x), ROWS * WARP>>>(pd, ds, dp, probs, x);
@@ -411,6 +423,6 @@ extern "C" void k_attention_backward(float *dqkv, const float *dctx, const float
     weightsT_rows(x, dv, pd, g);   /* dV = P_dropped^T dctx */
     weights_rows(x, dq, ds, k);    /* dQ = dS K */
     weightsT_rows(x, dk, ds, q);   /* dK = dS^T Q */
-    scatter_dqkv<<<cuda_blocks(3 * operand_elems(x)), CUDA_THREADS>>>(dqkv, dq, x);
+    scatter_dqkv<<<dense_grid(x, 3), DENSE_THREADS>>>(dqkv, dq, x);
     CUDA_LAUNCHED();
 }

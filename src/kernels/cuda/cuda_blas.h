@@ -27,5 +27,7 @@ cublasHandle_t cuda_cublas(void);
  * false, nothing written, where cuBLASLt has no algorithm for it: run the plain product. */
 bool cuda_lt_forward(void *out, cudaDataType out_type, const void *inp, const void *weight, const float *bias, int N,
                      int C, int OC, cudaDataType in_type);
+/* One line on how the cuBLASLt plans went (shapes planned, shapes left to plain cuBLAS). */
+void cuda_lt_notes(char *out, size_t n);
 
 #endif

@@ -11,6 +11,7 @@
  * runs the plain path. */
 #include <cublasLt.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "kernels/cuda/cuda_blas.h"
@@ -80,6 +81,19 @@ static bool make_plan(LtPlan *p) {
     return true;
 }
 
+/* What the plans came to, for the kernel profile's notes (k_cuda_notes, memory.cu). */
+static int plans_made, plans_unusable;
+static char last_unusable[160];
+
+static const char *type_name(cudaDataType t) {
+    return t == CUDA_R_32F ? "fp32" : t == CUDA_R_16BF ? "bf16" : t == CUDA_R_16F ? "fp16" : "?";
+}
+
+void cuda_lt_notes(char *out, size_t n) {
+    snprintf(out, n, "cuBLASLt forward products: %d shapes planned, %d without an algorithm (plain cuBLAS)%s%s",
+             plans_made, plans_unusable, plans_unusable ? ", the last: " : "", plans_unusable ? last_unusable : "");
+}
+
 static LtPlan *plan_for(int N, int C, int OC, cudaDataType in_type, cudaDataType out_type, bool bias) {
     static LtPlan plans[LT_PLANS];
     static int count = 0, next_evicted = 0;
@@ -102,6 +116,12 @@ static LtPlan *plan_for(int N, int C, int OC, cudaDataType in_type, cudaDataType
     memset(p, 0, sizeof *p);
     p->N = N, p->C = C, p->OC = OC, p->in_type = in_type, p->out_type = out_type, p->bias = bias;
     p->usable = make_plan(p);
+    plans_made++;
+    if (!p->usable) {
+        plans_unusable++;
+        snprintf(last_unusable, sizeof last_unusable, "%d x %d -> %d, %s operands, %s out%s", N, C, OC,
+                 type_name(in_type), type_name(out_type), bias ? ", fp32 bias" : "");
+    }
     return p;
 }
 

@@ -2,6 +2,7 @@
  * host staging for k_map. */
 #include <string.h>
 
+#include "kernels/cuda/cuda_blas.h"
 #include "kernels/cuda/cuda_common.h"
 
 extern "C" {
@@ -127,6 +128,9 @@ extern "C" void k_cuda_describe(char *out, size_t n) {
              p.multiProcessorCount, p.totalGlobalMem / 1073741824.0, runtime / 1000, runtime % 1000 / 10,
              driver / 1000, driver % 1000 / 10);
 }
+
+/* Notes for the kernel profile (kernels/backend.h): which paths the products took. */
+extern "C" void k_cuda_notes(char *out, size_t n) { cuda_lt_notes(out, n); }
 
 extern "C" void k_wait(void) { CUDA_CHECK(cudaDeviceSynchronize()); }
 
