@@ -35,10 +35,14 @@
  * fp16_from_float) and the products accumulate in fp32 (CUBLAS_COMPUTE_32F, fp32 outputs), as on
  * the CPU: products of two 16-bit values are exact in fp32, so only the order of the sums
  * differs. cuBLAS GEMMs are deterministic; everything runs on the default stream. */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <math.h>
+#include <mma.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kernels/cuda/cuda_blas.h"
 #include "kernels/cuda/cuda_common.h"
@@ -334,6 +338,167 @@ static void weightsT_rows(const Attn &x, float *O, const void *W, const void *Y)
     batched_gemm(x, CUBLAS_OP_N, CUBLAS_OP_T, x.d, x.n, x.n, Y, x.d, nd, W, x.n, nn, O, x.d, nd);
 }
 
+/* ---------------------------------------------------------------- fused forward (16-bit)
+ *
+ * The forward in one kernel per (block (b, h), tile of FUSED_ROWS query rows), with the same
+ * arithmetic as the path above: S = Q K^T on tensor cores (wmma, 16-bit operands, fp32 sums)
+ * into shared memory, the softmax of softmax_rows on those rows (the same float operations in
+ * the same order: its masks, probabilities, dropout counters and rounding of the dropped
+ * probabilities), then ctx = P_dropped V on tensor cores, written to ctx's rows. No dense
+ * operands, score or probability blocks in device memory, and one launch instead of five.
+ * Runs in half mode with the 16-bit QKV activation given, d a multiple of 16 up to 128, T up to
+ * 512 (the score rows of a tile fit in shared memory); otherwise the path above runs.
+ *
+ * Not yet verified on a GPU (written after the last device run): it runs only with
+ * BERT_CUDA_ATTENTION=fused in the environment until tests/cuda/test_cuda_attention.c has
+ * passed with it (scripts/gpu_check.sh runs that test both ways). */
+enum { FUSED_ROWS = 32, FUSED_WARPS = FUSED_ROWS / 16, FUSED_KEYS = 64, FUSED_MAX_T = 512, FUSED_MAX_D = 128 };
+
+template <typename T16> struct Wmma16;
+template <> struct Wmma16<__nv_bfloat16> { static bool ok(HalfMode m) { return m != HALF_FP16; } };
+template <> struct Wmma16<__half> { static bool ok(HalfMode m) { return m == HALF_FP16; } };
+
+/* Shared memory of one tile: scores [FUSED_ROWS][stride] fp32 (later ctx's staging), dropped
+ * probabilities [FUSED_ROWS][stride] 16-bit, Q [FUSED_ROWS][d], a K or V tile [FUSED_KEYS][d]. */
+__host__ __device__ static size_t fused_scores_floats(int max_lp, int d) { return (size_t)FUSED_ROWS * (max_lp > d ? max_lp : d); }
+static size_t fused_smem_bytes(int max_lp, int d) {
+    return sizeof(float) * fused_scores_floats(max_lp, d) + sizeof(uint16_t) * FUSED_ROWS * (size_t)max_lp +
+           sizeof(uint16_t) * (FUSED_ROWS + FUSED_KEYS) * (size_t)d;
+}
+
+/* rows [r0, r0 + count) of part (0 Q, 1 K, 2 V) of head h into dst [count][d] (16-bit bits),
+ * rows from `valid` on zero (past the sequence or kv_len: zero operands add nothing). */
+__device__ static void load_rows16(uint16_t *dst, const Attn &a, const Seq &s, int h, int part, int r0, int count,
+                                   int valid) {
+    for (int e = threadIdx.x; e < count * a.d; e += blockDim.x) {
+        const int r = e / a.d, c = e - r * a.d, i = r0 + r;
+        dst[e] = i < valid ? a.qkv16[(s.row0 + i) * 3 * a.H + (size_t)part * a.H + (size_t)h * a.d + c] : 0;
+    }
+}
+
+/* softmax_rows' arithmetic on one score row in shared memory (L keys), the dropped
+ * probabilities into prow (16-bit, zero from L to lp). */
+__device__ static void fused_softmax_row(float *srow, uint16_t *prow, float *probs, const Attn &a, const Seq &s,
+                                         int block, int i, int lp) {
+    const int lane = threadIdx.x % WARP, L = i < s.rows ? s.L : 0;
+    if (L > 0) {
+        float mx = -INFINITY;
+        for (int j = lane; j < L; j += WARP) {
+            const float x = s.mask && !s.mask[j] ? -INFINITY : srow[j];
+            mx = x > mx ? x : mx;
+        }
+        mx = warp_max(mx) * a.scale;
+        float sum = 0.0f;
+        for (int j = lane; j < L; j += WARP) {
+            const float x = s.mask && !s.mask[j] ? -INFINITY : srow[j];
+            const float e = expf(x * a.scale - mx);
+            srow[j] = e;
+            sum += e;
+        }
+        const float inv = 1.0f / warp_sum(sum);
+        float *p_out = probs ? probs + (size_t)block * a.T * a.T + (size_t)i * L : NULL;
+        for (int j = lane; j < L; j += WARP) {
+            const float p = srow[j] * inv;
+            if (p_out) p_out[j] = p;
+            float pd = p;
+            if (a.dropout) pd = kept(a, block, i, j) ? p * a.keep_scale : 0.0f;
+            prow[j] = half_bits(a.mode, pd);
+        }
+    }
+    for (int j = L + lane; j < lp; j += WARP) prow[j] = 0;
+}
+
+template <typename T16>
+__global__ static void __launch_bounds__(FUSED_WARPS *WARP) fused_forward(float *ctx, float *probs, Attn a,
+                                                                          int max_lp) {
+    using namespace nvcuda;
+    extern __shared__ __align__(128) unsigned char smem[];
+    const int block = blockIdx.x, b = block / a.A, h = block % a.A, r0 = blockIdx.y * FUSED_ROWS;
+    const Seq s = sequence(a, b);
+    if (r0 >= s.rows) return;   /* no rows of this sequence here */
+    const int warp = threadIdx.x / WARP, d = a.d, lp = (s.L + FUSED_KEYS - 1) / FUSED_KEYS * FUSED_KEYS;
+    float *scores = (float *)smem;   /* [FUSED_ROWS][lp], later [FUSED_ROWS][d] */
+    uint16_t *pd = (uint16_t *)(scores + fused_scores_floats(max_lp, d));   /* [FUSED_ROWS][lp] */
+    uint16_t *q = pd + (size_t)FUSED_ROWS * max_lp, *kv = q + (size_t)FUSED_ROWS * d;
+    const T16 *q16 = (const T16 *)q, *kv16 = (const T16 *)kv;
+
+    load_rows16(q, a, s, h, 0, r0, FUSED_ROWS, s.rows);
+    for (int k0 = 0; k0 < lp; k0 += FUSED_KEYS) {   /* S = Q K^T, a tile of keys at a time */
+        __syncthreads();
+        load_rows16(kv, a, s, h, 1, k0, FUSED_KEYS, s.L);
+        __syncthreads();
+        for (int n = 0; n < FUSED_KEYS / 16; n++) {
+            wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+            wmma::fill_fragment(acc, 0.0f);
+            for (int k = 0; k < d; k += 16) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, T16, wmma::row_major> qa;
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, T16, wmma::col_major> kb;   /* K^T */
+                wmma::load_matrix_sync(qa, q16 + warp * 16 * d + k, d);
+                wmma::load_matrix_sync(kb, kv16 + n * 16 * d + k, d);
+                wmma::mma_sync(acc, qa, kb, acc);
+            }
+            wmma::store_matrix_sync(scores + warp * 16 * lp + k0 + n * 16, acc, lp, wmma::mem_row_major);
+        }
+    }
+    __syncwarp();
+    for (int r = warp * 16; r < warp * 16 + 16; r++)   /* each warp its own 16 rows */
+        fused_softmax_row(scores + r * lp, pd + r * lp, probs, a, s, block, r0 + r, lp);
+
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> out[FUSED_MAX_D / 16];
+    for (int n = 0; n < d / 16; n++) wmma::fill_fragment(out[n], 0.0f);
+    for (int k0 = 0; k0 < lp; k0 += FUSED_KEYS) {   /* ctx = P_dropped V */
+        __syncthreads();
+        load_rows16(kv, a, s, h, 2, k0, FUSED_KEYS, s.L);
+        __syncthreads();
+        for (int k = 0; k < FUSED_KEYS; k += 16) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, T16, wmma::row_major> pa;
+            wmma::load_matrix_sync(pa, (const T16 *)pd + warp * 16 * lp + k0 + k, lp);
+            for (int n = 0; n < d / 16; n++) {
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, T16, wmma::row_major> vb;
+                wmma::load_matrix_sync(vb, kv16 + k * d + n * 16, d);
+                wmma::mma_sync(out[n], pa, vb, out[n]);
+            }
+        }
+    }
+    float *stage = scores + warp * 16 * d;   /* this warp's rows only: its score rows are done */
+    for (int n = 0; n < d / 16; n++) wmma::store_matrix_sync(stage + n * 16, out[n], d, wmma::mem_row_major);
+    __syncwarp();
+    for (int e = threadIdx.x % WARP; e < 16 * d; e += WARP) {
+        const int r = e / d, c = e - r * d, i = r0 + warp * 16 + r;
+        if (i < s.rows) ctx[(s.row0 + i) * a.H + (size_t)h * d + c] = stage[e];
+    }
+}
+
+/* Whether the fused forward takes this call (see above), and its launch. */
+static bool fused_wanted(void) {
+    static int wanted = -1;
+    if (wanted < 0) {
+        const char *v = getenv("BERT_CUDA_ATTENTION");
+        wanted = v && !strcmp(v, "fused");
+    }
+    return wanted;
+}
+
+template <typename T16> static void launch_fused(float *ctx, float *probs, const Attn &x) {
+    const int max_lp = (x.T + FUSED_KEYS - 1) / FUSED_KEYS * FUSED_KEYS;
+    const size_t bytes = fused_smem_bytes(max_lp, x.d);
+    static size_t allowed = 48 << 10;
+    if (bytes > allowed) {
+        CUDA_CHECK(cudaFuncSetAttribute(fused_forward<T16>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+        allowed = bytes;
+    }
+    const dim3 grid((unsigned)(x.B * x.A), (unsigned)((x.T + FUSED_ROWS - 1) / FUSED_ROWS));
+    fused_forward<T16><<<grid, FUSED_WARPS * WARP, bytes>>>(ctx, probs, x, max_lp);
+    CUDA_LAUNCHED();
+}
+
+static bool fused_forward_ran(float *ctx, float *probs, const Attn &x) {
+    if (!fused_wanted() || !x.half || !x.qkv16 || x.d % 16 || x.d > FUSED_MAX_D || x.T > FUSED_MAX_T) return false;
+    if (Wmma16<__half>::ok(x.mode)) launch_fused<__half>(ctx, probs, x);
+    else launch_fused<__nv_bfloat16>(ctx, probs, x);
+    return true;
+}
+
 /* ---------------------------------------------------------------- launches */
 
 static Attn attn_from(const AttentionArgs *a) {
@@ -380,6 +545,7 @@ extern "C" void k_attention_forward(float *ctx, float *probs, const float *qkv, 
     }
     if (attention_empty(a)) return;
     const Attn x = attn_from(a);
+    if (fused_forward_ran(ctx, probs, x)) return;
     /* device scratch: slot 4 Q, K, V operands then the dense ctx; slot 2 scores; slot 3 P_dropped */
     const size_t ops_bytes = aligned(3 * operand_elems(x) * operand_bytes(x));
     char *work = (char *)cuda_scratch(4, ops_bytes + sizeof(float) * operand_elems(x));
