@@ -359,6 +359,37 @@ static void t_serial_release(void *scratch) {
 static void serial_execute(dnnl_primitive_t p, size_t scratch_bytes, const GemmShape *shape, const void *A,
                            const void *B, float *C);
 
+/* A serial product's primitive for k's transposes and accumulate flag, on the shape's sizes and
+ * strides or, with runtime, on sizes and strides given at each call; the user's scratchpad
+ * (each thread brings its own). */
+static dnnl_primitive_t make_serial_primitive(const GemmShape *k, bool runtime, size_t *scratch_bytes) {
+    const dnnl_dim_t any = DNNL_RUNTIME_DIM_VAL;
+    dnnl_memory_desc_t a, b, c;
+    matrix_md(&a, runtime ? any : k->M, runtime ? any : k->K, runtime ? any : k->lda, k->ta, dnnl_bf16, k);
+    matrix_md(&b, runtime ? any : k->K, runtime ? any : k->N, runtime ? any : k->ldb, k->tb, dnnl_bf16, k);
+    matrix_md(&c, runtime ? any : k->M, runtime ? any : k->N, runtime ? any : k->ldc, false, dnnl_f32, k);
+    dnnl_matmul_desc_t desc;
+    check(dnnl_matmul_desc_init(&desc, &a, &b, NULL, &c), "serial matmul descriptor", k);
+    dnnl_primitive_attr_t attr;
+    check(dnnl_primitive_attr_create(&attr), "attributes", k);
+    check(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user), "scratchpad mode", k);
+    dnnl_post_ops_t post_ops = NULL;
+    if (k->accumulate) {
+        check(dnnl_post_ops_create(&post_ops), "post-ops", k);
+        check(dnnl_post_ops_append_sum(post_ops, 1.0f), "sum post-op", k);
+        check(dnnl_primitive_attr_set_post_ops(attr, post_ops), "set post-ops", k);
+    }
+    dnnl_primitive_desc_t pd;
+    check(dnnl_primitive_desc_create(&pd, &desc, attr, g_bf16.engine, NULL), "serial primitive", k);
+    *scratch_bytes = dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0));
+    dnnl_primitive_t p;
+    check(dnnl_primitive_create(&p, pd), "primitive", k);
+    dnnl_primitive_desc_destroy(pd);
+    if (post_ops) dnnl_post_ops_destroy(post_ops);
+    dnnl_primitive_attr_destroy(attr);
+    return p;
+}
+
 static dnnl_primitive_t serial_primitive(const GemmShape *k, size_t *scratch_bytes) {
     const int kind = k->ta + 2 * k->tb + 4 * k->accumulate;
     pthread_mutex_lock(&g_serial.lock);
@@ -366,29 +397,7 @@ static dnnl_primitive_t serial_primitive(const GemmShape *k, size_t *scratch_byt
         pthread_mutex_lock(&g_bf16.lock);
         ensure_engine(k);
         pthread_mutex_unlock(&g_bf16.lock);
-        const dnnl_dim_t any = DNNL_RUNTIME_DIM_VAL;
-        dnnl_memory_desc_t a, b, c;
-        matrix_md(&a, any, any, any, k->ta, dnnl_bf16, k);
-        matrix_md(&b, any, any, any, k->tb, dnnl_bf16, k);
-        matrix_md(&c, any, any, any, false, dnnl_f32, k);
-        dnnl_matmul_desc_t desc;
-        check(dnnl_matmul_desc_init(&desc, &a, &b, NULL, &c), "runtime-size matmul descriptor", k);
-        dnnl_primitive_attr_t attr;
-        check(dnnl_primitive_attr_create(&attr), "attributes", k);
-        check(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user), "scratchpad mode", k);
-        dnnl_post_ops_t post_ops = NULL;
-        if (k->accumulate) {
-            check(dnnl_post_ops_create(&post_ops), "post-ops", k);
-            check(dnnl_post_ops_append_sum(post_ops, 1.0f), "sum post-op", k);
-            check(dnnl_primitive_attr_set_post_ops(attr, post_ops), "set post-ops", k);
-        }
-        dnnl_primitive_desc_t pd;
-        check(dnnl_primitive_desc_create(&pd, &desc, attr, g_bf16.engine, NULL), "runtime-size primitive", k);
-        g_serial.scratch_bytes[kind] = dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0));
-        check(dnnl_primitive_create(&g_serial.primitive[kind], pd), "primitive", k);
-        dnnl_primitive_desc_destroy(pd);
-        if (post_ops) dnnl_post_ops_destroy(post_ops);
-        dnnl_primitive_attr_destroy(attr);
+        g_serial.primitive[kind] = make_serial_primitive(k, true, &g_serial.scratch_bytes[kind]);
     }
     *scratch_bytes = g_serial.scratch_bytes[kind];
     dnnl_primitive_t p = g_serial.primitive[kind];
@@ -419,33 +428,6 @@ static struct {
 
 static int serial_bucket(int n) { return n <= 16 ? 16 : (n + 31) / 32 * 32; }
 
-static dnnl_primitive_t create_serial_fixed(const GemmShape *k, size_t *scratch_bytes) {
-    dnnl_memory_desc_t a, b, c;
-    matrix_md(&a, k->M, k->K, k->lda, k->ta, dnnl_bf16, k);
-    matrix_md(&b, k->K, k->N, k->ldb, k->tb, dnnl_bf16, k);
-    matrix_md(&c, k->M, k->N, k->ldc, false, dnnl_f32, k);
-    dnnl_matmul_desc_t desc;
-    check(dnnl_matmul_desc_init(&desc, &a, &b, NULL, &c), "fixed-size matmul descriptor", k);
-    dnnl_primitive_attr_t attr;
-    check(dnnl_primitive_attr_create(&attr), "attributes", k);
-    check(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user), "scratchpad mode", k);
-    dnnl_post_ops_t post_ops = NULL;
-    if (k->accumulate) {
-        check(dnnl_post_ops_create(&post_ops), "post-ops", k);
-        check(dnnl_post_ops_append_sum(post_ops, 1.0f), "sum post-op", k);
-        check(dnnl_primitive_attr_set_post_ops(attr, post_ops), "set post-ops", k);
-    }
-    dnnl_primitive_desc_t pd;
-    check(dnnl_primitive_desc_create(&pd, &desc, attr, g_bf16.engine, NULL), "fixed-size primitive", k);
-    *scratch_bytes = dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0));
-    dnnl_primitive_t p;
-    check(dnnl_primitive_create(&p, pd), "primitive", k);
-    dnnl_primitive_desc_destroy(pd);
-    if (post_ops) dnnl_post_ops_destroy(post_ops);
-    dnnl_primitive_attr_destroy(attr);
-    return p;
-}
-
 /* The fixed-shape primitive of a padded plain-layout shape, made on first use (NULL past
  * SERIAL_FIXED_SHAPES shapes). */
 static dnnl_primitive_t serial_fixed_primitive(const GemmShape *k, size_t *scratch_bytes) {
@@ -463,7 +445,7 @@ static dnnl_primitive_t serial_fixed_primitive(const GemmShape *k, size_t *scrat
         pthread_mutex_unlock(&g_bf16.lock);
         i = g_serial_fixed.count++;
         g_serial_fixed.shapes[i] = *k;
-        g_serial_fixed.primitive[i] = create_serial_fixed(k, &g_serial_fixed.scratch_bytes[i]);
+        g_serial_fixed.primitive[i] = make_serial_primitive(k, false, &g_serial_fixed.scratch_bytes[i]);
         strmap_intern(&g_serial_fixed.table, (const char *)&g_serial_fixed.shapes[i], sizeof *k, NULL)->value = i;
     }
     dnnl_primitive_t p = g_serial_fixed.primitive[i];

@@ -209,12 +209,43 @@ __global__ static void scatter_dqkv(float *dqkv, const float *dense, Attn a) {
 
 /* ---------------------------------------------------------------- row kernels */
 
-/* One warp per dense score row (block, i): the CPU's softmax_rows_scaled on keys < kv_len
- * (masked keys -inf before the maximum, so probability exactly 0; the maximum of the scaled
- * scores is the scaled maximum, as there), the probabilities kept in probs (block (b, h) at
- * (b A + h) T T, row stride kv_len[b]; NULL: not kept), the CPU's dropout, and the dropped
- * probabilities as the operand of ctx = P V (0 for keys from kv_len on and for rows past the
- * sequence). The row's exponentials are kept in the scores between the passes. */
+/* One warp's score row srow (query i of block `block`, keys < L; L = 0 for rows past the
+ * sequence): the CPU's softmax_rows_scaled (masked keys -inf before the maximum, so
+ * probability exactly 0; the maximum of the scaled scores is the scaled maximum, as there),
+ * the probabilities kept in probs (block (b, h) at (b A + h) T T, row stride L; NULL: not
+ * kept), the CPU's dropout, and each dropped probability handed to store(j, value). The
+ * exponentials are kept in srow between the passes. */
+template <typename Store>
+__device__ static void softmax_row(float *srow, float *probs, const Attn &a, const Seq &s, int block, int i, int L,
+                                   Store store) {
+    const int lane = threadIdx.x % WARP;
+    if (L <= 0) return;
+    float mx = -INFINITY;
+    for (int j = lane; j < L; j += WARP) {
+        const float x = s.mask && !s.mask[j] ? -INFINITY : srow[j];
+        mx = x > mx ? x : mx;
+    }
+    mx = warp_max(mx) * a.scale;
+    float sum = 0.0f;
+    for (int j = lane; j < L; j += WARP) {
+        const float x = s.mask && !s.mask[j] ? -INFINITY : srow[j];
+        const float e = expf(x * a.scale - mx);
+        srow[j] = e;
+        sum += e;
+    }
+    const float inv = 1.0f / warp_sum(sum);
+    float *p_out = probs ? probs + (size_t)block * a.T * a.T + (size_t)i * L : NULL;
+    for (int j = lane; j < L; j += WARP) {
+        const float p = srow[j] * inv;
+        if (p_out) p_out[j] = p;
+        float pd = p;
+        if (a.dropout) pd = kept(a, block, i, j) ? p * a.keep_scale : 0.0f;
+        store(j, pd);
+    }
+}
+
+/* One warp per dense score row (block, i): softmax_row, the dropped probabilities as the
+ * operand of ctx = P V (0 for keys from kv_len on and for rows past the sequence). */
 __global__ static void softmax_rows(float *probs, void *pd_op, float *scores, Attn a) {
     const size_t row = (size_t)blockIdx.x * ROWS + threadIdx.x / WARP;
     const int lane = threadIdx.x % WARP, n = a.n;
@@ -222,32 +253,9 @@ __global__ static void softmax_rows(float *probs, void *pd_op, float *scores, At
     const int i = (int)(row % n), block = (int)(row / n), b = block / a.A;
     const Seq s = sequence(a, b);
     const int L = i < s.rows ? s.L : 0;   /* rows past the sequence: only zeros */
-    float *srow = scores + row * n;
     const size_t orow = row * n;
-    if (L > 0) {
-        float mx = -INFINITY;
-        for (int j = lane; j < L; j += WARP) {
-            const float x = s.mask && !s.mask[j] ? -INFINITY : srow[j];
-            mx = x > mx ? x : mx;
-        }
-        mx = warp_max(mx) * a.scale;
-        float sum = 0.0f;
-        for (int j = lane; j < L; j += WARP) {
-            const float x = s.mask && !s.mask[j] ? -INFINITY : srow[j];
-            const float e = expf(x * a.scale - mx);
-            srow[j] = e;
-            sum += e;
-        }
-        const float inv = 1.0f / warp_sum(sum);
-        float *p_out = probs ? probs + (size_t)block * a.T * a.T + (size_t)i * L : NULL;
-        for (int j = lane; j < L; j += WARP) {
-            const float p = srow[j] * inv;
-            if (p_out) p_out[j] = p;
-            float pd = p;
-            if (a.dropout) pd = kept(a, block, i, j) ? p * a.keep_scale : 0.0f;
-            store_operand(a, pd_op, orow + j, pd);
-        }
-    }
+    softmax_row(scores + row * n, probs, a, s, block, i, L,
+                [&](int j, float pd) { store_operand(a, pd_op, orow + j, pd); });
     for (int j = L + lane; j < n; j += WARP) store_operand(a, pd_op, orow + j, 0.0f);
 }
 
@@ -376,35 +384,12 @@ __device__ static void load_rows16(uint16_t *dst, const Attn &a, const Seq &s, i
     }
 }
 
-/* softmax_rows' arithmetic on one score row in shared memory (L keys), the dropped
- * probabilities into prow (16-bit, zero from L to lp). */
+/* softmax_row on one score row in shared memory, the dropped probabilities into prow (16-bit,
+ * zero from L to lp). */
 __device__ static void fused_softmax_row(float *srow, uint16_t *prow, float *probs, const Attn &a, const Seq &s,
                                          int block, int i, int lp) {
     const int lane = threadIdx.x % WARP, L = i < s.rows ? s.L : 0;
-    if (L > 0) {
-        float mx = -INFINITY;
-        for (int j = lane; j < L; j += WARP) {
-            const float x = s.mask && !s.mask[j] ? -INFINITY : srow[j];
-            mx = x > mx ? x : mx;
-        }
-        mx = warp_max(mx) * a.scale;
-        float sum = 0.0f;
-        for (int j = lane; j < L; j += WARP) {
-            const float x = s.mask && !s.mask[j] ? -INFINITY : srow[j];
-            const float e = expf(x * a.scale - mx);
-            srow[j] = e;
-            sum += e;
-        }
-        const float inv = 1.0f / warp_sum(sum);
-        float *p_out = probs ? probs + (size_t)block * a.T * a.T + (size_t)i * L : NULL;
-        for (int j = lane; j < L; j += WARP) {
-            const float p = srow[j] * inv;
-            if (p_out) p_out[j] = p;
-            float pd = p;
-            if (a.dropout) pd = kept(a, block, i, j) ? p * a.keep_scale : 0.0f;
-            prow[j] = half_bits(a.mode, pd);
-        }
-    }
+    softmax_row(srow, probs, a, s, block, i, L, [&](int j, float pd) { prow[j] = half_bits(a.mode, pd); });
     for (int j = L + lane; j < lp; j += WARP) prow[j] = 0;
 }
 
