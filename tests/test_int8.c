@@ -27,7 +27,7 @@ static void *packed_weight(const float *W, int K, int N) {
     size_t bytes = gemm_int8_packed_bytes(K, N);
     CHECKF(bytes >= (size_t)N * K + (size_t)N * sizeof(float), "packed int8 weight of %zu bytes for %dx%d", bytes, N, K);
     void *p = k_alloc(bytes);
-    gemm_int8_pack(p, W, K, N);
+    gemm_int8_pack(p, W, K, N, NULL);
     return p;
 }
 
@@ -179,7 +179,7 @@ static void test_rows_independent(void) {
     fill(W, (size_t)N * K, 21, 0.1f), fill(X, (size_t)M * K, 22, 1.0f), fill(b, N, 23, 0.2f);
     const size_t bytes = k_packed_weight_bytes_int8(K, N);
     void *packed = k_alloc(bytes);
-    k_pack_weight_int8(packed, W, K, N);
+    k_pack_weight_int8(packed, W, NULL, K, N);
     k_matmul_forward_int8(all, X, packed, b, M, K, N, false, ACT_GELU);
     for (int i = 0; i < M; i += 6) {
         k_matmul_forward_int8(one, X + (size_t)i * K, packed, b, 1, K, N, false, ACT_GELU);
@@ -240,8 +240,8 @@ static void check_epilogues(int M, int N, int K, Activation act, uint64_t seed) 
     fill(W, (size_t)N * K, seed, 0.1f), fill(X, (size_t)M * K, seed + 1, 2.0f), fill(b, N, seed + 2, 0.5f);
     fill(res, (size_t)M * N, seed + 3, 3.0f), fill(lw, N, seed + 4, 1.0f), fill(lb, N, seed + 5, 0.2f);
     void *packed = k_alloc(k_packed_weight_bytes_int8(K, N));
-    k_pack_weight_int8(packed, W, K, N);
-    k_quantize_rows_int8(qx, xs, X, M, K);
+    k_pack_weight_int8(packed, W, NULL, K, N);
+    k_quantize_rows_int8(qx, xs, X, NULL, M, K);
     /* bf16, no activation (QKV for attention) */
     k_matmul_forward_int8(ref, X, packed, b, M, K, N, false, act);
     k_to_half(HALF_BF16, h_ref, ref, (long)M * N);
@@ -249,7 +249,7 @@ static void check_epilogues(int M, int N, int K, Activation act, uint64_t seed) 
     CHECKF(!bits_differ(h, h_ref, sizeof(uint16_t) * M * N), "M=%d N=%d K=%d: bf16 output differs", M, N, K);
     /* the activation, quantized (the feed-forward's first product) */
     k_matmul_forward_int8(ref, X, packed, b, M, K, N, true, act);
-    k_quantize_rows_int8(q_ref, qs_ref, ref, M, N);
+    k_quantize_rows_int8(q_ref, qs_ref, ref, NULL, M, N);
     k_matmul_forward_int8_rows(&(KInt8Output){.q8 = q, .q8_scale = qs, .act_on = true, .act = act}, qx, xs, packed, b, M,
                                K, N);
     CHECKF(!bits_differ(q, q_ref, (size_t)M * N) && !bits_differ(qs, qs_ref, sizeof(float) * M),
@@ -261,7 +261,7 @@ static void check_epilogues(int M, int N, int K, Activation act, uint64_t seed) 
     CHECKF(!bits_differ(out, sum, sizeof(float) * M * N), "M=%d N=%d K=%d: output + residual differs", M, N, K);
     /* + residual, LayerNorm, quantized (the attention output and second feed-forward products) */
     k_layernorm_forward(ln_ref, NULL, mean_ref, rstd_ref, sum, NULL, lw, lb, M, N, 1e-12f);
-    k_quantize_rows_int8(q_ref, qs_ref, ln_ref, M, N);
+    k_quantize_rows_int8(q_ref, qs_ref, ln_ref, NULL, M, N);
     const KInt8Output ln = {.out = out, .residual = res, .q8 = q, .q8_scale = qs, .ln_w = lw, .ln_b = lb,
                             .ln_eps = 1e-12f, .ln_mean = mean, .ln_rstd = rstd};
     k_matmul_forward_int8_rows(&ln, qx, xs, packed, b, M, K, N);
@@ -317,7 +317,7 @@ static void check_attention_ctx(int B, bool packed, bool half) {
                        .seq_row = packed ? seq_row : NULL, .seq_rows = packed ? seq_rows : NULL, .half = half,
                        .half_mode = HALF_BF16, .qkv16 = half ? qkv16 : NULL};
     k_attention_forward(ctx_ref, NULL, qkv, &a);
-    k_quantize_rows_int8(q_ref, scale_ref, ctx_ref, rows, H);
+    k_quantize_rows_int8(q_ref, scale_ref, ctx_ref, NULL, rows, H);
     a.ctx_q8 = q, a.ctx_q8_scale = scale;
     k_attention_forward(ctx, NULL, qkv, &a);
     CHECKF(!bits_differ(ctx, ctx_ref, sizeof(float) * rows * H), "B=%d packed %d half %d: ctx differs", B, packed, half);
