@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/rng.h"
+#include "core/test_hooks.h"
 #include "kernels/kernels.h"
 #include "model/bert_internal.h"
 
@@ -218,6 +219,7 @@ static void layer_forward_int8(BertModel *m, int l, const float *x, const int32_
     AttentionArgs args;
     bert_attention_args(m, &args, mask, l);
     const KInt8Output qkv = {.out = args.half ? NULL : a->qkv, .out16 = args.half ? a->qkv16 : NULL};
+    TEST_HOOK_INT8_INPUT(p->qkv_w, x, a->x8.q, a->x8.scale, N, H);
     bert_linear_int8(m, &qkv, a->x8, p->qkv_w, p->qkv_b, N, H, 3 * H);
     if (!prune) args.ctx_q8 = a->ctx8.q, args.ctx_q8_scale = a->ctx8.scale;   /* pruned: the kept rows, below */
     k_attention_forward(a->ctx, bert_lean_forward(m) ? NULL : a->probs, a->qkv, &args);
@@ -233,14 +235,17 @@ static void layer_forward_int8(BertModel *m, int l, const float *x, const int32_
     const KInt8Output ln1 = {.out = a->h1, .residual = residual, .q8 = a->h1_8.q, .q8_scale = a->h1_8.scale,
                              .q8_smooth = bert_int8_smoothing(m, p->ffn_in_w), .ln_w = p->ln1_w, .ln_b = p->ln1_b, .ln_eps = c->layer_norm_eps, .ln_mean = a->ln1_mean,
                              .ln_rstd = a->ln1_rstd};
+    TEST_HOOK_INT8_INPUT(p->attn_out_w, a->ctx, a->ctx8.q, a->ctx8.scale, R, H);
     bert_linear_int8(m, &ln1, a->ctx8, p->attn_out_w, p->attn_out_b, R, H, H);
     const KInt8Output act = {.q8 = a->act8.q, .q8_scale = a->act8.scale, .act_on = true, .act = c->hidden_act};
+    TEST_HOOK_INT8_INPUT(p->ffn_in_w, a->h1, a->h1_8.q, a->h1_8.scale, R, H);
     bert_linear_int8(m, &act, a->h1_8, p->ffn_in_w, p->ffn_in_b, R, H, I);
     const Rows8 next = quantize_out ? m->act.layers[l + 1].x8 : (Rows8){0};
     const float *next_smooth = quantize_out ? bert_int8_smoothing(m, m->p.layers[l + 1].qkv_w) : NULL;
     const KInt8Output ln2 = {.out = a->out, .residual = a->h1, .q8 = next.q, .q8_scale = next.scale,
                              .q8_smooth = next_smooth, .ln_w = p->ln2_w, .ln_b = p->ln2_b, .ln_eps = c->layer_norm_eps, .ln_mean = a->ln2_mean,
                              .ln_rstd = a->ln2_rstd};
+    TEST_HOOK_INT8_INPUT(p->ffn_out_w, NULL, a->act8.q, a->act8.scale, R, I);
     bert_linear_int8(m, &ln2, a->act8, p->ffn_out_w, p->ffn_out_b, R, I, H);
 }
 

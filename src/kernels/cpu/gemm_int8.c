@@ -272,6 +272,26 @@ void gemm_int8_pack(void *packed, const float *W, int K, int N, const float *smo
     free(q), free(scaled);
 }
 
+void gemm_int8_unpack(int8_t *q, const void *packed, int K, int N) {
+    pthread_mutex_lock(&g8.lock);
+    const Int8Layout *l = find_layout(K, N);
+    pthread_mutex_unlock(&g8.lock);
+    dnnl_memory_desc_t plain;
+    plain_md(&plain, K, N, dnnl_s8, true);
+    dnnl_primitive_desc_t pd;
+    dnnl_primitive_t reorder;
+    check(dnnl_reorder_primitive_desc_create(&pd, &l->md, g8.engine, &plain, g8.engine, NULL), "unpacking reorder", 0, N, K);
+    check(dnnl_primitive_create(&reorder, pd), "unpacking reorder", 0, N, K);
+    dnnl_primitive_desc_destroy(pd);
+    dnnl_memory_t from, to;
+    check(dnnl_memory_create(&from, &l->md, g8.engine, (char *)packed + q_offset(K, N)), "memory", 0, N, K);
+    check(dnnl_memory_create(&to, &plain, g8.engine, q), "memory", 0, N, K);
+    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+    check(dnnl_primitive_execute(reorder, g8.stream, 2, args), "unpacking reorder", 0, N, K);
+    check(dnnl_stream_wait(g8.stream), "stream wait", 0, N, K);
+    dnnl_memory_destroy(from), dnnl_memory_destroy(to), dnnl_primitive_destroy(reorder);
+}
+
 /* ---- products ---- */
 
 /* Each thread's own: the stream it executes on, the primitives' scratchpad, the int32 sums of
