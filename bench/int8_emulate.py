@@ -19,7 +19,11 @@ cosine to bert.c's own --int8 output checks the emulation), each kind alone, all
 uint8 with a zero point instead of symmetric int8, and "smoothed": SmoothQuant's migration
 (alpha 0.5) on the products whose input is a LayerNorm's output (query/key/value, FFN in),
 without calibration: channel c's range taken from that LayerNorm's |gamma_c| + |beta_c|, the
-factor folded into the weight's column c (foldable into gamma/beta, so free at inference).
+factor folded into the weight's column c (the input divided by it before its quantization).
+Each of query, key and value its own factors (and its own quantized input), or, as bert.c's
+fused QKV product needs, one set for the three: "fused" (from the three weights' largest),
+"fused geometric" (the geometric mean of their own factors), "fused v" (from the value
+projection's weights alone: what bert.c does); "qkv only" / "ffn_in only": one kind smoothed.
 """
 import argparse
 import json
@@ -163,7 +167,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--variants", default="", help="only the variants whose label holds one of these words (comma-separated)")
     ap.add_argument("--alphas", type=float, nargs="*", default=[],
-                    help="also the fused smoothing with these migration strengths (0.5: the default's)")
+                    help="also bert.c's smoothing (QKV's factors from V's rows) with these migration strengths "
+                         "(the others: 0.5)")
     ap.add_argument("--worst", type=int, default=0,
                     help="only the N sentences whose bert.c int8 embedding is furthest from fp32 (0: all)")
     a = ap.parse_args()
@@ -184,18 +189,18 @@ def main():
     variants += [(f"all but {k} int8 ({k} fp32)", [j for j in KINDS if j != k], False, False) for k in KINDS]
     variants += [("all four int8, ffn_out's input asymmetric uint8 per row", KINDS, True, False)]
     variants += [("all four int8, qkv and ffn_in smoothed from the LayerNorms' gamma/beta", KINDS, False, True)]
-    variants += [("all four int8, smoothed, query/key/value sharing one set of factors (bert.c's fused product)",
+    variants += [("all four int8, smoothed: fused (query/key/value one set of factors, from their largest weights)",
                   KINDS, False, "fused")]
-    variants += [(f"all four int8, smoothed (fused qkv), alpha {al}", KINDS, False, ("fused", al)) for al in a.alphas]
     variants += [(f"all four int8, smoothed: {mode}", KINDS, False, mode)
-                 for mode in ("fused geometric", "fused v", "qkv only", "ffn_in only")]
+                 for mode in ("fused geometric", "fused v", "qkv only", "ffn_in only")]   # fused v: bert.c's
+    variants += [(f"all four int8, smoothed: fused v, alpha {al}", KINDS, False, ("fused v", al)) for al in a.alphas]
     if a.variants:
         variants = [v for v in variants if any(w in v[0] for w in a.variants.split(","))]
     for label, kinds, asym, smooth in variants:
         smooth, alpha = smooth if isinstance(smooth, tuple) else (smooth, 0.5)
         e = embeddings(quantized(model, kinds, asym, smooth, alpha), rows)
         line = {"variant": label, "cosine": summary(cosines(e, fp32))}
-        if label.startswith("all four kinds") or "bert.c's fused" in label:
+        if label.startswith("all four kinds"):
             line["cosine_to_bertc_int8"] = summary(cosines(e, bertc8))
         print(json.dumps(line), flush=True)
 
