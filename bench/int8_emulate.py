@@ -19,7 +19,11 @@ cosine to bert.c's own --int8 output checks the emulation), each kind alone, all
 uint8 with a zero point instead of symmetric int8, and "smoothed": SmoothQuant's migration
 (alpha 0.5) on the products whose input is a LayerNorm's output (query/key/value, FFN in),
 without calibration: channel c's range taken from that LayerNorm's |gamma_c| + |beta_c|, the
-factor folded into the weight's column c (foldable into gamma/beta, so free at inference).
+factor folded into the weight's column c (the input divided by it before its quantization).
+Each of query, key and value its own factors (and its own quantized input), or, as bert.c's
+fused QKV product needs, one set for the three: "fused" (from the three weights' largest),
+"fused geometric" (the geometric mean of their own factors), "fused v" (from the value
+projection's weights alone: what bert.c does); "qkv only" / "ffn_in only": one kind smoothed.
 """
 import argparse
 import json
@@ -86,16 +90,29 @@ def layernorm_before(m, full):
     return m.embeddings.LayerNorm if layer == 0 else m.encoder.layer[layer - 1].output.LayerNorm
 
 
-def smoothing(ln, lin):
+def smoothing(ln, lin, alpha=0.5):
     """SmoothQuant's factors (alpha 0.5) without calibration: a channel's activation range
-    taken as |gamma| + |beta| of the LayerNorm that makes it (the normalised value is O(1))."""
+    taken as |gamma| + |beta| of the LayerNorm that makes it (the normalised value is O(1)).
+    lin: one linear layer, or several that share the input (bert.c's fused query/key/value
+    product: one input quantization, so one set of factors, from their largest weights)."""
     act = (ln.weight.detach().abs() + ln.bias.detach().abs()).double()
-    wmax = lin.weight.detach().abs().amax(0).double()
-    t = torch.sqrt(act.clamp(min=1e-5) / wmax.clamp(min=1e-5))
+    lins = lin if isinstance(lin, (list, tuple)) else [lin]
+    wmax = torch.stack([m.weight.detach().abs().amax(0).double() for m in lins]).amax(0)
+    t = act.clamp(min=1e-5) ** alpha / wmax.clamp(min=1e-5) ** (1 - alpha)
     return t / t.mean()
 
 
-def quantized(model, kinds, asym_ffn_out=False, smooth=False):
+def qkv_of(model, full):
+    """The query, key and value layers beside this one (the same attention)."""
+    parts = full.split(".")
+    layer = int(parts[parts.index("layer") + 1])
+    s = model.encoder.layer[layer].attention.self
+    return [s.query, s.key, s.value]
+
+
+def quantized(model, kinds, asym_ffn_out=False, smooth=False, alpha=0.5):
+    """smooth: False, True (each linear layer its own factors) or "fused" (query, key and
+    value one set, as bert.c's fused product smooths them)."""
     import copy
     m = copy.deepcopy(model)
     for name, mod in list(m.named_modules()):
@@ -103,7 +120,19 @@ def quantized(model, kinds, asym_ffn_out=False, smooth=False):
             full = f"{name}.{cname}" if name else cname
             k = kind_of(full)
             if isinstance(child, torch.nn.Linear) and k in kinds:
-                t = smoothing(layernorm_before(model, full), child) if smooth and k in ("qkv", "ffn_in") else None
+                ln, qkv = layernorm_before(model, full), qkv_of(model, full) if k == "qkv" else None
+                if not smooth or k not in ("qkv", "ffn_in") or (smooth == "qkv only" and k != "qkv") \
+                        or (smooth == "ffn_in only" and k != "ffn_in"):
+                    t = None
+                elif smooth == "fused" and k == "qkv":
+                    t = smoothing(ln, qkv, alpha)
+                elif smooth == "fused geometric" and k == "qkv":   # the three layers' own factors' geometric mean
+                    t = torch.exp(torch.stack([smoothing(ln, x, alpha).log() for x in qkv]).mean(0))
+                    t = t / t.mean()
+                elif smooth == "fused v" and k == "qkv":
+                    t = smoothing(ln, qkv[2], alpha)
+                else:
+                    t = smoothing(ln, child, alpha)
                 setattr(mod, cname, FakeInt8(child, asym_ffn_out and k == "ffn_out", t))
     return m
 
@@ -137,6 +166,9 @@ def main():
     ap.add_argument("--max_seq_length", type=int, default=256)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--variants", default="", help="only the variants whose label holds one of these words (comma-separated)")
+    ap.add_argument("--alphas", type=float, nargs="*", default=[],
+                    help="also bert.c's smoothing (QKV's factors from V's rows) with these migration strengths "
+                         "(the others: 0.5)")
     ap.add_argument("--worst", type=int, default=0,
                     help="only the N sentences whose bert.c int8 embedding is furthest from fp32 (0: all)")
     a = ap.parse_args()
@@ -157,10 +189,16 @@ def main():
     variants += [(f"all but {k} int8 ({k} fp32)", [j for j in KINDS if j != k], False, False) for k in KINDS]
     variants += [("all four int8, ffn_out's input asymmetric uint8 per row", KINDS, True, False)]
     variants += [("all four int8, qkv and ffn_in smoothed from the LayerNorms' gamma/beta", KINDS, False, True)]
+    variants += [("all four int8, smoothed: fused (query/key/value one set of factors, from their largest weights)",
+                  KINDS, False, "fused")]
+    variants += [(f"all four int8, smoothed: {mode}", KINDS, False, mode)
+                 for mode in ("fused geometric", "fused v", "qkv only", "ffn_in only")]   # fused v: bert.c's
+    variants += [(f"all four int8, smoothed: fused v, alpha {al}", KINDS, False, ("fused v", al)) for al in a.alphas]
     if a.variants:
         variants = [v for v in variants if any(w in v[0] for w in a.variants.split(","))]
     for label, kinds, asym, smooth in variants:
-        e = embeddings(quantized(model, kinds, asym, smooth), rows)
+        smooth, alpha = smooth if isinstance(smooth, tuple) else (smooth, 0.5)
+        e = embeddings(quantized(model, kinds, asym, smooth, alpha), rows)
         line = {"variant": label, "cosine": summary(cosines(e, fp32))}
         if label.startswith("all four kinds"):
             line["cosine_to_bertc_int8"] = summary(cosines(e, bertc8))

@@ -14,6 +14,7 @@
 #include "kernels/kernels.h"
 #include "model/bert.h"
 #include "tasks/embed.h"
+#include "test_int8_util.h"
 
 #define DIR "tests/data/embed"
 
@@ -97,7 +98,8 @@ static void test_command_writes_npy(void) {
 /* `bert embed --int8`: each normalised vector within the int8 model's bound of the reference
  * (tests/test_int8.c's derivation: each product's two operands perturbed by at most sqrt(K)/2L
  * relative, L = 127 for the inputs and at worst 63 for the weights, adding along the chain of 2
- * layers x (QKV, attention output, feed-forward in: K = H; feed-forward out: K = I); mean
+ * layers x (QKV, attention output, feed-forward in: K = H; feed-forward out: K = I), the
+ * smoothed QKV and feed-forward in times the spread of their factors (test_int8_util.h); mean
  * pooling and normalisation do not add to it to first order), and not equal to it (int8 ran);
  * --int8 with --bf16 is refused. */
 static void test_command_int8(void) {
@@ -114,7 +116,16 @@ static void test_command_int8(void) {
     if (read_file(path, &data, &len, &err) != 0) { CHECKF(0, "%s", err.msg); return; }
     const size_t header = 10 + (size_t)(unsigned char)data[8] + 256 * (size_t)(unsigned char)data[9];
     CHECK(len == header + 8 * 32 * sizeof(float));
-    const double step = 1.0 / 254 + 1.0 / 126, tol = 2 * (3 * sqrt(32.0) + sqrt(64.0)) * step;
+    BertModel *m;
+    int init;
+    if (bert_open_checkpoint(&m, DIR, NULL, (BertHeads){BERT_HEADS_NONE, 0}, 1, 8, 0, &init, &err) != 0) {
+        CHECKF(0, "%s", err.msg);
+        free(data);
+        return;
+    }
+    const double spread = smoothing_spread(m);
+    bert_model_free(m);
+    const double step = 1.0 / 254 + 1.0 / 126, tol = 2 * ((2 * spread + 1) * sqrt(32.0) + sqrt(64.0)) * step;
     const cJSON *rows = cJSON_GetObjectItem(expected, "normalized");
     double worst = 0, least = INFINITY;
     for (int i = 0; len == header + 8 * 32 * sizeof(float) && i < 8; i++) {
@@ -125,7 +136,7 @@ static void test_command_int8(void) {
     }
     CHECKF(worst <= tol && least > 1e-6, "int8 vectors: %.3g to %.3g relative to fp32's (tolerance %.3g)", least, worst,
            tol);
-    printf("    int8: vectors within %.2g of fp32's (tolerance %.2g)\n", worst, tol);
+    printf("    int8: vectors within %.2g of fp32's (tolerance %.2g; factors' spread %.2f)\n", worst, tol, spread);
     free(data);
     unlink(path);
     snprintf(cmd, sizeof cmd, "%s embed --init_checkpoint %s --int8 --bf16 < /dev/null 2>/dev/null", bert_bin, DIR);

@@ -11,12 +11,14 @@
 
 #include "core/common.h"
 #include "core/rng.h"
+#include "core/test_hooks.h"
 #include "kernels/cpu/gemm_int8.h"
 #include "kernels/kernels.h"
 #include "model/bert.h"
 #include "model/bert_views.h"
 #include "model/config.h"
 #include "test.h"
+#include "test_int8_util.h"
 #include "train/synthetic.h"
 
 static void fill(float *x, size_t n, uint64_t seed, float scale) {
@@ -27,7 +29,7 @@ static void *packed_weight(const float *W, int K, int N) {
     size_t bytes = gemm_int8_packed_bytes(K, N);
     CHECKF(bytes >= (size_t)N * K + (size_t)N * sizeof(float), "packed int8 weight of %zu bytes for %dx%d", bytes, N, K);
     void *p = k_alloc(bytes);
-    gemm_int8_pack(p, W, K, N);
+    gemm_int8_pack(p, W, K, N, NULL);
     return p;
 }
 
@@ -179,7 +181,7 @@ static void test_rows_independent(void) {
     fill(W, (size_t)N * K, 21, 0.1f), fill(X, (size_t)M * K, 22, 1.0f), fill(b, N, 23, 0.2f);
     const size_t bytes = k_packed_weight_bytes_int8(K, N);
     void *packed = k_alloc(bytes);
-    k_pack_weight_int8(packed, W, K, N);
+    k_pack_weight_int8(packed, W, NULL, K, N);
     k_matmul_forward_int8(all, X, packed, b, M, K, N, false, ACT_GELU);
     for (int i = 0; i < M; i += 6) {
         k_matmul_forward_int8(one, X + (size_t)i * K, packed, b, 1, K, N, false, ACT_GELU);
@@ -218,6 +220,157 @@ static void test_against_fp32(void) {
     k_free(packed), free(W), free(X), free(o8), free(ws), free(xs), free(qw), free(qx);
 }
 
+/* ---- smoothing (SmoothQuant without calibration: the products whose input is a LayerNorm's) ---- */
+
+/* A LayerNorm's output as a product's input: x = z gamma + beta, z uniform in [-1.7, 1.7],
+ * gamma in [0.5, 1.5] but 25 on every 37th channel (the outlier channels of real models,
+ * which make the per-row input scale large for every other channel), beta in [-0.1, 0.1]
+ * but -3 there. */
+static void layernorm_like(float *x, float *lw, float *lb, int M, int K, uint64_t seed) {
+    fill(lw, K, seed, 0.5f), fill(lb, K, seed + 1, 0.1f), fill(x, (size_t)M * K, seed + 2, 1.7f);
+    for (int k = 0; k < K; k++) {
+        lw[k] += 1.0f;
+        if (k % 37 == 3) lw[k] = 25.0f, lb[k] = -3.0f;
+    }
+    for (int i = 0; i < M; i++)
+        for (int k = 0; k < K; k++) x[(size_t)i * K + k] = x[(size_t)i * K + k] * lw[k] + lb[k];
+}
+
+/* The factors against their formula in double: t_k = sqrt(max(|g_k| + |b_k|, 1e-5) /
+ * max(max_j |W_jk|, 1e-5)) over their mean (two fp32 roundings and a sum: within 4u of it);
+ * a zero column takes the clamp. The packed weight keeps them (k_int8_smoothing, bit for
+ * bit), its scales and integers are W t's (the product W[j,k] t_k in fp32, then quantized per
+ * row); the factors from a block of rows (KInt8Smoothing.row0, rows) are that block's; an
+ * unsmoothed weight has none. */
+static void test_smoothing_factors(void) {
+    enum { K = 200, N = 96 };
+    float *W = malloc(sizeof(float) * N * K), *Wt = malloc(sizeof(float) * N * K), lw[K], lb[K], t[K], x[K];
+    float *ws = malloc(sizeof(float) * N);
+    int8_t *q = malloc((size_t)N * K), *q_ref = malloc((size_t)N * K);
+    fill(W, (size_t)N * K, 61, 0.1f);
+    layernorm_like(x, lw, lb, 1, K, 62);
+    for (int j = 0; j < N; j++) W[(size_t)j * K + 5] = 0.0f, W[(size_t)j * K + 7] *= 10.0f;   /* a dead and a large column */
+    for (int block = 0; block < 2; block++) {
+        const int row0 = block ? 32 : 0, rows = block ? 32 : N;   /* all rows; one block (the value projection's) */
+        gemm_int8_smoothing(t, lw, lb, W + (size_t)row0 * K, K, rows);
+        double raw[K], mean = 0;
+        for (int k = 0; k < K; k++) {
+            double wmax = 0;
+            for (int j = row0; j < row0 + rows; j++) wmax = fmax(wmax, fabs(W[(size_t)j * K + k]));
+            raw[k] = sqrt(fmax(fabs(lw[k]) + fabs(lb[k]), 1e-5) / fmax(wmax, 1e-5)), mean += raw[k] / K;
+        }
+        double worst = 0;
+        for (int k = 0; k < K; k++) worst = fmax(worst, fabs(t[k] - raw[k] / mean) / (raw[k] / mean));
+        CHECKF(worst <= 4 * F32_UNIT_ROUNDOFF, "block %d: factors %.3g relative from the formula", block, worst);
+        void *packed = k_alloc(k_packed_weight_bytes_int8(K, N));
+        k_pack_weight_int8(packed, W, &(KInt8Smoothing){.ln_w = lw, .ln_b = lb, .row0 = row0, .rows = block ? rows : 0},
+                           K, N);
+        const float *kept = k_int8_smoothing(packed);
+        CHECKF(kept && !memcmp(kept, t, sizeof t), "block %d: the packed weight's factors differ", block);
+        for (int j = 0; j < N; j++)
+            for (int k = 0; k < K; k++) Wt[(size_t)j * K + k] = W[(size_t)j * K + k] * t[k];
+        quantize_rows_s8(q_ref, ws, Wt, N, K, K, gemm_int8_weight_levels());
+        gemm_int8_unpack(q, packed, K, N);
+        CHECKF(!memcmp(ws, gemm_int8_weight_scales(packed), sizeof(float) * N) && !memcmp(q, q_ref, (size_t)N * K),
+               "block %d: the packed weight is not W t quantized", block);
+        k_pack_weight_int8(packed, W, NULL, K, N);
+        CHECK(k_int8_smoothing(packed) == NULL);
+        k_free(packed);
+    }
+    free(W), free(Wt), free(ws), free(q), free(q_ref);
+}
+
+/* k_quantize_rows_int8 with factors against the exact reference: y = x / t in double,
+ * scale = max |y| / 127, q = round(y / scale). The fp32 y and scale are within u and 2u of
+ * theirs, so q is the reference's integer but where y / scale is within 4u |y / scale| (+ the
+ * scale's 2u of 127) of a half: there +-1 (counted; a handful at most). A zero row: scale 0;
+ * a NaN: scale NaN. 130 rows of 301: the threaded path. */
+static void test_smoothed_quantization(void) {
+    enum { M = 130, K = 301 };
+    float *x = malloc(sizeof(float) * M * K), lw[K], lb[K], t[K], *W = malloc(sizeof(float) * 64 * K);
+    float *scale = malloc(sizeof(float) * M);
+    int8_t *q = malloc((size_t)M * K);
+    layernorm_like(x, lw, lb, M, K, 71);
+    fill(W, (size_t)64 * K, 72, 0.1f);
+    gemm_int8_smoothing(t, lw, lb, W, K, 64);
+    for (int k = 0; k < K; k++) x[2 * K + k] = 0.0f;
+    x[4 * K + 9] = NAN;
+    k_quantize_rows_int8(q, scale, x, t, M, K);
+    int ties = 0;
+    for (int i = 0; i < M; i++) {
+        if (i == 4) {
+            CHECKF(isnan(scale[i]), "row with a NaN: scale %g", scale[i]);
+            continue;
+        }
+        double amax = 0;
+        for (int k = 0; k < K; k++) amax = fmax(amax, fabs((double)x[i * K + k] / t[k]));
+        const double s = amax / 127;
+        CHECKF(fabs(scale[i] - s) <= 2 * F32_UNIT_ROUNDOFF * s, "row %d: scale %.9g, exact %.9g", i, scale[i], s);
+        for (int k = 0; k < K && s > 0; k++) {
+            const double v = (double)x[i * K + k] / t[k] / s, r = nearbyint(v);
+            const double slack = 4 * F32_UNIT_ROUNDOFF * (fabs(v) + 127);
+            const bool near_half = fabs(fabs(v - trunc(v)) - 0.5) <= slack;
+            if (q[i * K + k] != r) {
+                ties++;
+                CHECKF(near_half && fabs(q[i * K + k] - r) == 1, "row %d col %d: q %d, exact round(%.9g) = %.0f", i, k,
+                       q[i * K + k], v, r);
+            }
+        }
+        if (s == 0)
+            for (int k = 0; k < K; k++) CHECK(q[i * K + k] == 0);
+    }
+    CHECKF(ties <= 5, "%d values off the exact reference at halves", ties);
+    free(x), free(W), free(scale), free(q);
+}
+
+/* The smoothed product against the unsmoothed math, x.w in double: the quantized operands
+ * are y = x / t (row scale r) and w' = w t (channel scale s'), whose product is x.w's in exact
+ * arithmetic, so the bound is test_against_fp32's for them,
+ *   (s'/2) sum|y| + (r/2) sum|w'| + K r s' / 4,
+ * plus y's and w''s fp32 roundings (2u sum|x w|) and the sums' (2 gamma_K sum|x w|). Through
+ * k_matmul_forward_int8, which divides its fp32 input itself; on a LayerNorm-like input with
+ * outlier channels, where smoothing is for: its error norm-wise is printed beside the
+ * unsmoothed one's and must be smaller. */
+static void test_smoothed_against_fp32(void) {
+    enum { M = 29, N = 72, K = 200 };
+    float *W = malloc(sizeof(float) * N * K), *X = malloc(sizeof(float) * M * K), lw[K], lb[K];
+    float *o8 = malloc(sizeof(float) * M * N), *o_plain = malloc(sizeof(float) * M * N), *xs = malloc(sizeof(float) * M);
+    int8_t *qx = malloc((size_t)M * K);
+    fill(W, (size_t)N * K, 81, 0.1f);
+    layernorm_like(X, lw, lb, M, K, 82);
+    void *packed = k_alloc(k_packed_weight_bytes_int8(K, N)), *plain = k_alloc(k_packed_weight_bytes_int8(K, N));
+    k_pack_weight_int8(packed, W, &(KInt8Smoothing){.ln_w = lw, .ln_b = lb}, K, N);
+    k_pack_weight_int8(plain, W, NULL, K, N);
+    const float *t = k_int8_smoothing(packed), *ws = gemm_int8_weight_scales(packed);
+    k_matmul_forward_int8(o8, X, packed, NULL, M, K, N, false, ACT_GELU);
+    k_matmul_forward_int8(o_plain, X, plain, NULL, M, K, N, false, ACT_GELU);
+    k_quantize_rows_int8(qx, xs, X, t, M, K);
+    double worst = 0, err2 = 0, plain2 = 0, ref2 = 0;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double exact = 0, sy = 0, sw = 0, sxw = 0;
+            for (int k = 0; k < K; k++) {
+                const double x = X[(size_t)i * K + k], w = W[(size_t)j * K + k];
+                exact += x * w, sy += fabs(x / t[k]), sw += fabs(w * t[k]), sxw += fabs(x * w);
+            }
+            const double u = F32_UNIT_ROUNDOFF;
+            const double bound = ws[j] / 2 * sy * (1 + u) + xs[i] / 2 * sw * (1 + u) + K * (double)xs[i] * ws[j] / 4 +
+                                 (2 * u + 2 * gamma_k(K)) * sxw;
+            const double d = fabs(o8[(size_t)i * N + j] - exact), dp = o_plain[(size_t)i * N + j] - exact;
+            worst = fmax(worst, d / bound), err2 += d * d, plain2 += dp * dp, ref2 += exact * exact;
+        }
+    CHECKF(worst <= 1, "smoothed int8 against fp32: %.3g of the quantization bound", worst);
+    CHECKF(err2 < plain2, "smoothing did not help on outlier channels: %.3g vs %.3g", sqrt(err2 / ref2),
+           sqrt(plain2 / ref2));
+    printf("    smoothed int8 vs exact: worst %.2f of the bound, %.2g norm-wise (unsmoothed %.2g)\n", worst,
+           sqrt(err2 / ref2), sqrt(plain2 / ref2));
+    /* the same numbers from rows quantized first (the producers' way) */
+    k_matmul_forward_int8_rows(&(KInt8Output){.out = o_plain}, qx, xs, packed, NULL, M, K, N);
+    CHECKF(!memcmp(o8, o_plain, sizeof(float) * M * N), "smoothed: quantized rows' product differs from the fp32 input's");
+    k_free(packed), k_free(plain);
+    free(W), free(X), free(o8), free(o_plain), free(xs), free(qx);
+}
+
 /* ---- the products on rows already quantized, and their epilogues ----
  * k_matmul_forward_int8_rows computes v = float(sum) (r s) + bias (+ residual) with the same
  * fp32 operations as the plain product (k_matmul_forward_int8, whose numbers the tests above
@@ -237,11 +390,14 @@ static void check_epilogues(int M, int N, int K, Activation act, uint64_t seed) 
     float *rstd_ref = malloc(sizeof(float) * M), *ln_ref = malloc(sizeof(float) * M * N);
     int8_t *qx = malloc((size_t)M * K), *q = malloc((size_t)M * N), *q_ref = malloc((size_t)M * N);
     uint16_t *h = malloc(sizeof(uint16_t) * M * N), *h_ref = malloc(sizeof(uint16_t) * M * N);
+    float *sm = malloc(sizeof(float) * N);   /* a next product's smoothing factors, in [0.2, 3.8] */
+    fill(sm, N, seed + 6, 1.8f);
+    for (int j = 0; j < N; j++) sm[j] += 2.0f;
     fill(W, (size_t)N * K, seed, 0.1f), fill(X, (size_t)M * K, seed + 1, 2.0f), fill(b, N, seed + 2, 0.5f);
     fill(res, (size_t)M * N, seed + 3, 3.0f), fill(lw, N, seed + 4, 1.0f), fill(lb, N, seed + 5, 0.2f);
     void *packed = k_alloc(k_packed_weight_bytes_int8(K, N));
-    k_pack_weight_int8(packed, W, K, N);
-    k_quantize_rows_int8(qx, xs, X, M, K);
+    k_pack_weight_int8(packed, W, NULL, K, N);
+    k_quantize_rows_int8(qx, xs, X, NULL, M, K);
     /* bf16, no activation (QKV for attention) */
     k_matmul_forward_int8(ref, X, packed, b, M, K, N, false, act);
     k_to_half(HALF_BF16, h_ref, ref, (long)M * N);
@@ -249,11 +405,17 @@ static void check_epilogues(int M, int N, int K, Activation act, uint64_t seed) 
     CHECKF(!bits_differ(h, h_ref, sizeof(uint16_t) * M * N), "M=%d N=%d K=%d: bf16 output differs", M, N, K);
     /* the activation, quantized (the feed-forward's first product) */
     k_matmul_forward_int8(ref, X, packed, b, M, K, N, true, act);
-    k_quantize_rows_int8(q_ref, qs_ref, ref, M, N);
+    k_quantize_rows_int8(q_ref, qs_ref, ref, NULL, M, N);
     k_matmul_forward_int8_rows(&(KInt8Output){.q8 = q, .q8_scale = qs, .act_on = true, .act = act}, qx, xs, packed, b, M,
                                K, N);
     CHECKF(!bits_differ(q, q_ref, (size_t)M * N) && !bits_differ(qs, qs_ref, sizeof(float) * M),
            "M=%d N=%d K=%d act %d: quantized activation differs", M, N, K, (int)act);
+    /* ... divided by the next product's smoothing factors first */
+    k_quantize_rows_int8(q_ref, qs_ref, ref, sm, M, N);
+    k_matmul_forward_int8_rows(&(KInt8Output){.q8 = q, .q8_scale = qs, .q8_smooth = sm, .act_on = true, .act = act},
+                               qx, xs, packed, b, M, K, N);
+    CHECKF(!bits_differ(q, q_ref, (size_t)M * N) && !bits_differ(qs, qs_ref, sizeof(float) * M),
+           "M=%d N=%d K=%d act %d: smoothed quantized activation differs", M, N, K, (int)act);
     /* + residual in fp32 */
     k_matmul_forward_int8(ref, X, packed, b, M, K, N, false, act);
     for (size_t i = 0; i < (size_t)M * N; i++) sum[i] = ref[i] + res[i];
@@ -261,7 +423,7 @@ static void check_epilogues(int M, int N, int K, Activation act, uint64_t seed) 
     CHECKF(!bits_differ(out, sum, sizeof(float) * M * N), "M=%d N=%d K=%d: output + residual differs", M, N, K);
     /* + residual, LayerNorm, quantized (the attention output and second feed-forward products) */
     k_layernorm_forward(ln_ref, NULL, mean_ref, rstd_ref, sum, NULL, lw, lb, M, N, 1e-12f);
-    k_quantize_rows_int8(q_ref, qs_ref, ln_ref, M, N);
+    k_quantize_rows_int8(q_ref, qs_ref, ln_ref, NULL, M, N);
     const KInt8Output ln = {.out = out, .residual = res, .q8 = q, .q8_scale = qs, .ln_w = lw, .ln_b = lb,
                             .ln_eps = 1e-12f, .ln_mean = mean, .ln_rstd = rstd};
     k_matmul_forward_int8_rows(&ln, qx, xs, packed, b, M, K, N);
@@ -270,6 +432,15 @@ static void check_epilogues(int M, int N, int K, Activation act, uint64_t seed) 
            "M=%d N=%d K=%d: LayerNorm in the epilogue differs from k_layernorm_forward", M, N, K);
     CHECKF(!bits_differ(q, q_ref, (size_t)M * N) && !bits_differ(qs, qs_ref, sizeof(float) * M),
            "M=%d N=%d K=%d: LayerNorm's output quantized differs", M, N, K);
+    /* the LayerNorm's output divided by the next product's factors, then quantized (the
+     * smoothed QKV and FFN in products' inputs); the output itself (the residual) unchanged */
+    k_quantize_rows_int8(q_ref, qs_ref, ln_ref, sm, M, N);
+    KInt8Output ln_sm = ln;
+    ln_sm.q8_smooth = sm;
+    k_matmul_forward_int8_rows(&ln_sm, qx, xs, packed, b, M, K, N);
+    CHECKF(!bits_differ(out, ln_ref, sizeof(float) * M * N) && !bits_differ(q, q_ref, (size_t)M * N) &&
+               !bits_differ(qs, qs_ref, sizeof(float) * M),
+           "M=%d N=%d K=%d: LayerNorm's output, smoothed and quantized, differs", M, N, K);
     /* no bias, the LayerNorm output without quantizing it */
     k_matmul_forward_int8(ref, X, packed, NULL, M, K, N, false, act);
     for (size_t i = 0; i < (size_t)M * N; i++) sum[i] = ref[i] + res[i];
@@ -281,7 +452,7 @@ static void check_epilogues(int M, int N, int K, Activation act, uint64_t seed) 
     k_free(packed);
     free(W), free(X), free(b), free(res), free(ref), free(out), free(xs), free(qs), free(qs_ref), free(lw), free(lb);
     free(sum), free(mean), free(rstd), free(mean_ref), free(rstd_ref), free(ln_ref), free(qx), free(q), free(q_ref);
-    free(h), free(h_ref);
+    free(h), free(h_ref), free(sm);
 }
 
 static void test_epilogues(void) {
@@ -317,7 +488,7 @@ static void check_attention_ctx(int B, bool packed, bool half) {
                        .seq_row = packed ? seq_row : NULL, .seq_rows = packed ? seq_rows : NULL, .half = half,
                        .half_mode = HALF_BF16, .qkv16 = half ? qkv16 : NULL};
     k_attention_forward(ctx_ref, NULL, qkv, &a);
-    k_quantize_rows_int8(q_ref, scale_ref, ctx_ref, rows, H);
+    k_quantize_rows_int8(q_ref, scale_ref, ctx_ref, NULL, rows, H);
     a.ctx_q8 = q, a.ctx_q8_scale = scale;
     k_attention_forward(ctx, NULL, qkv, &a);
     CHECKF(!bits_differ(ctx, ctx_ref, sizeof(float) * rows * H), "B=%d packed %d half %d: ctx differs", B, packed, half);
@@ -362,11 +533,49 @@ static BertModel *small_model(BertPrecision precision) {
  * by the QKV product, the probabilities rounded): 2u per product on the chain (u = 2^-8, as
  * test_bf16.c bounds them); else in fp32. The decoder stays fp32 (its fp32 reordering,
  * chain_reorder_tolerance, is far below). */
-static double int8_chain_tolerance(const BertConfig *c) {
+static double int8_chain_tolerance(const BertConfig *c, double spread) {
     const double per_step = 1.0 / 254 + 1.0 / (2 * gemm_int8_weight_levels());   /* input's + weight's */
     const double h = sqrt((double)c->hidden_size) * per_step, i = sqrt((double)c->intermediate_size) * per_step;
     const double attention = k_bf16_native_available() ? 2 * (2 * 0x1p-8) : 0;
-    return c->num_hidden_layers * (3 * h + i + attention) + h + chain_reorder_tolerance(2000);
+    /* QKV and FFN in are smoothed: their two terms times the factors' spread (test_int8_util.h) */
+    return c->num_hidden_layers * ((2 * spread + 1) * h + i + attention) + h + chain_reorder_tolerance(2000);
+}
+
+/* Every producer's quantization of an int8 product's input, seen through the model's test
+ * hook (TEST_HOOK_INT8_INPUT): the rows are k_quantize_rows_int8 of the fp32 rows they were
+ * made from, divided by the factors the product's weight was smoothed with (QKV: the
+ * embeddings' LayerNorm for layer 0, the previous layer's second for the others; FFN in: the
+ * layer's first LayerNorm), or by none (attention output), bit for bit. */
+static struct {
+    const float *weight[16];
+    float *t[16];
+    int n, checked, wrong, unsmoothed;
+} hook8;
+
+static void check_int8_input(const float *weight, const float *x, const int8_t *q, const float *scale, int rows, int cols) {
+    if (!x) return;   /* the feed-forward's activation: no fp32 copy (its epilogue is test_epilogues') */
+    const float *t = NULL;
+    for (int i = 0; i < hook8.n; i++)
+        if (hook8.weight[i] == weight) t = hook8.t[i];
+    int8_t *q_ref = malloc((size_t)rows * cols);
+    float *s_ref = malloc(sizeof(float) * rows);
+    k_quantize_rows_int8(q_ref, s_ref, x, t, rows, cols);
+    hook8.checked++, hook8.unsmoothed += t == NULL;
+    hook8.wrong += memcmp(q, q_ref, (size_t)rows * cols) != 0 || memcmp(scale, s_ref, sizeof(float) * rows) != 0;
+    free(q_ref), free(s_ref);
+}
+
+static void watch_int8_inputs(const BertModel *m) {
+    const BertConfig *c = bert_model_config(m);
+    for (int i = 0; i < hook8.n; i++) free(hook8.t[i]);
+    memset(&hook8, 0, sizeof hook8);
+    for (int l = 0; l < c->num_hidden_layers && hook8.n + 2 <= 16; l++)
+        for (int ffn = 0; ffn < 2; ffn++) {
+            hook8.t[hook8.n] = malloc(sizeof(float) * c->hidden_size);
+            if (expected_factors(m, l, ffn, hook8.t[hook8.n], &hook8.weight[hook8.n])) hook8.n++;
+            else free(hook8.t[hook8.n]);
+        }
+    test_hook_int8_input = check_int8_input;
 }
 
 static void test_model_against_fp32(void) {
@@ -378,14 +587,15 @@ static void test_model_against_fp32(void) {
     const BertConfig *c = bert_model_config(m);
     const size_t nl = (size_t)MB * MP * MV;
     float l32 = bert_forward(ref, &s.train, false, 0), l8 = bert_forward(m, &s.train, false, 0);
-    const double tol = int8_chain_tolerance(c);
+    const double spread = smoothing_spread(m), tol = int8_chain_tolerance(c, spread);
     float *logits = malloc(sizeof(float) * nl);
     memcpy(logits, bert_mlm_logits(m), sizeof(float) * nl);
     const double e = rel_norm_error(logits, bert_mlm_logits(ref), nl);
     CHECKF(e <= tol, "MLM logits: %.3g relative to fp32 (tolerance %.3g)", e, tol);
     CHECKF(fabs(l8 - l32) <= tol * fabs(l32), "loss %.6f vs fp32 %.6f (tolerance %.3g relative)", l8, l32, tol);
     CHECKF(e > 1e-5, "int8 logits equal fp32's to %.3g: no quantization happened", e);
-    printf("    loss %.6f vs %.6f, MLM logits %.2g relative (tolerance %.2g)\n", l8, l32, e, tol);
+    printf("    loss %.6f vs %.6f, MLM logits %.2g relative (tolerance %.2g; factors' spread %.2f)\n", l8, l32, e, tol,
+           spread);
     /* packed rows (unpadding) and every row (padded): the real tokens' outputs agree up to fp32
      * reordering outside the products (each row is quantized on its own) */
     const int H = c->hidden_size;
@@ -416,6 +626,51 @@ static void test_model_against_fp32(void) {
     free(logits), free(a), free(b);
     synthetic_batch_free(&s);
     bert_model_free(ref), bert_model_free(m), bert_model_free(padded);
+}
+
+/* The same bound with outlier channels in every LayerNorm (gamma 25, beta -3 on every 37th
+ * channel, as real models have them: what smoothing is for), set through the parameter table
+ * in both models: the factors' spread is then large, and a producer that quantized its rows
+ * without dividing them by the next product's factors (or the wrong product's) would be off
+ * by that spread on the outlier channels. */
+static void test_model_outlier_layernorms(void) {
+    BertModel *ref = small_model(BERT_FP32), *m = small_model(BERT_INT8);
+    if (!ref || !m) return;
+    BertModel *models[2] = {ref, m};
+    for (int i = 0; i < 2; i++) {
+        for (int p = 0; p < bert_num_param_tensors(models[i]); p++) {
+            const BertParamInfo *t = bert_param_info(models[i], p);
+            const bool gamma = strstr(t->name, "LayerNorm.weight") != NULL, beta = strstr(t->name, "LayerNorm.bias") != NULL;
+            if (!gamma && !beta) continue;
+            for (size_t k = 3; k < t->numel; k += 37) t->data[k] = gamma ? 25.0f : -3.0f;
+        }
+        bert_params_changed(models[i]);
+    }
+    SyntheticBatch s;
+    synthetic_batch_alloc(&s, MB, MT, MP);
+    synthetic_batch_random(&s, MV, 0.2, 29);
+    const int L = bert_model_config(m)->num_hidden_layers;
+    watch_int8_inputs(m);
+    bert_forward(ref, &s.train, false, 0), bert_forward(m, &s.train, false, 0);
+    CHECKF(hook8.checked == 3 * L && hook8.unsmoothed == L && !hook8.wrong,
+           "int8 inputs: %d of %d checked (%d unsmoothed, %d expected), %d quantized otherwise than expected",
+           hook8.checked, 3 * L, hook8.unsmoothed, L, hook8.wrong);
+    const size_t nl = (size_t)MB * MP * MV;
+    const double spread = smoothing_spread(m), tol = int8_chain_tolerance(bert_model_config(m), spread);
+    const double e = rel_norm_error(bert_mlm_logits(m), bert_mlm_logits(ref), nl);
+    CHECKF(e <= tol, "outlier LayerNorms: MLM logits %.3g relative to fp32 (tolerance %.3g)", e, tol);
+    printf("    outlier LayerNorms: MLM logits %.2g relative (tolerance %.2g; factors' spread %.2f)\n", e, tol, spread);
+    /* the pruned last layer (its attention output quantized apart) and packed rows */
+    bert_set_last_layer_pruning(m, true), bert_set_unpadding(m, true);
+    hook8.checked = hook8.unsmoothed = hook8.wrong = 0;
+    bert_forward(m, &s.train, false, 0);
+    CHECKF(hook8.checked == 3 * L && !hook8.wrong, "int8 inputs, pruned and packed: %d of %d checked, %d wrong",
+           hook8.checked, 3 * L, hook8.wrong);
+    test_hook_int8_input = NULL;
+    for (int i = 0; i < hook8.n; i++) free(hook8.t[i]);
+    hook8.n = 0;
+    synthetic_batch_free(&s);
+    bert_model_free(ref), bert_model_free(m);
 }
 
 /* The last layer on the heads' rows only (pre-training's pruning): every row is quantized and
@@ -473,9 +728,13 @@ int main(void) {
     RUN_TEST(test_forward_formula);
     RUN_TEST(test_rows_independent);
     RUN_TEST(test_against_fp32);
+    RUN_TEST(test_smoothing_factors);
+    RUN_TEST(test_smoothed_quantization);
+    RUN_TEST(test_smoothed_against_fp32);
     RUN_TEST(test_epilogues);
     RUN_TEST(test_attention_quantized_ctx);
     RUN_TEST(test_model_against_fp32);
+    RUN_TEST(test_model_outlier_layernorms);
     RUN_TEST(test_model_pruned);
     RUN_TEST(test_model_lean);
     return test_summary();

@@ -244,7 +244,7 @@ void int8_gemm_peak_measure(Int8GemmPeak *out, int m, double budget_seconds) {
         r->m = m, r->n = n, r->k = k;
         void *packed = xmalloc(gemm_int8_packed_bytes(k, n) + 64);
         void *aligned = (void *)(((uintptr_t)packed + 63) & ~(uintptr_t)63);
-        gemm_int8_pack(aligned, w, k, n);
+        gemm_int8_pack(aligned, w, k, n, NULL);
         run_int8_product(m, n, k, a, aligned, c);   /* warm-up: pages, threads, primitive */
         const double ops = 2.0 * m * n * k, start = now_seconds();
         double best = 0, total = 0;

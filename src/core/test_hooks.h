@@ -10,6 +10,8 @@
 #ifndef BERT_CORE_TEST_HOOKS_H
 #define BERT_CORE_TEST_HOOKS_H
 
+#include <stdint.h>
+
 #ifdef BERT_TEST_HOOKS
 extern _Thread_local long long test_hook_work;
 #define TEST_COUNT_WORK(n) ((void)(test_hook_work += (long long)(n)))
@@ -19,9 +21,18 @@ long long test_work(void);
  * checkpoint.c): a test stops the process there to see what a kill leaves. */
 extern void (*test_hook_before_delete)(const char *path);
 #define TEST_HOOK_BEFORE_DELETE(path) (test_hook_before_delete ? test_hook_before_delete(path) : (void)0)
+/* Called before each int8 product of the encoder (model/bert_forward.c) with its weight, the
+ * fp32 rows its input was quantized from (NULL where they are not kept: the feed-forward's
+ * activation) and the quantized rows (q [rows, cols], scale [rows]): a test checks each
+ * producer's quantization, the smoothing factors it divided by included. */
+extern void (*test_hook_int8_input)(const float *weight, const float *x, const int8_t *q, const float *scale, int rows,
+                                    int cols);
+#define TEST_HOOK_INT8_INPUT(w, x, q, s, rows, cols) \
+    (test_hook_int8_input ? test_hook_int8_input(w, x, q, s, rows, cols) : (void)0)
 #else
 #define TEST_COUNT_WORK(n) ((void)0)
 #define TEST_HOOK_BEFORE_DELETE(path) ((void)0)
+#define TEST_HOOK_INT8_INPUT(w, x, q, s, rows, cols) ((void)0)
 #endif
 
 #endif

@@ -40,8 +40,11 @@
     KR(int, k_int8_support, (void), ()) \
     KV(k_int8_describe, (char *out, size_t n), (out, n)) \
     KR(size_t, k_packed_weight_bytes_int8, (int C, int OC), (C, OC)) \
-    KV(k_pack_weight_int8, (void *packed, const float *weight, int C, int OC), (packed, weight, C, OC)) \
-    KV(k_quantize_rows_int8, (int8_t *q, float *scale, const float *x, int N, int C), (q, scale, x, N, C)) \
+    KV(k_pack_weight_int8, (void *packed, const float *weight, const KInt8Smoothing *smooth, int C, int OC), \
+        (packed, weight, smooth, C, OC)) \
+    KR(const float *, k_int8_smoothing, (const void *packed), (packed)) \
+    KV(k_quantize_rows_int8, (int8_t *q, float *scale, const float *x, const float *smooth, int N, int C), \
+        (q, scale, x, smooth, N, C)) \
     KV(k_matmul_forward_int8_rows, (const KInt8Output *o, const int8_t *q, const float *scale, const void *packed, \
         const float *bias, int N, int C, int OC), (o, q, scale, packed, bias, N, C, OC)) \
     KV(k_matmul_forward_int8, (float *out, const float *inp, const void *packed, const float *bias, int N, int C, \

@@ -226,13 +226,22 @@ static void allocate_packed_weights(BertModel *m) {
     int n = 0;
     for (int l = 0; l < L; l++) {
         const LayerParams *p = &m->p.layers[l];
-        m->packed[n++] = (PackedWeight){p->qkv_w, NULL, H, 3 * H};
-        m->packed[n++] = (PackedWeight){p->attn_out_w, NULL, H, H};
-        m->packed[n++] = (PackedWeight){p->ffn_in_w, NULL, H, I};
-        m->packed[n++] = (PackedWeight){p->ffn_out_w, NULL, I, H};
+        /* int8 smooths the products whose input is a LayerNorm's output: QKV (the embeddings'
+         * LayerNorm, or the previous layer's second) with factors from the value projection's
+         * rows alone (one quantized input for the three projections: bench/int8_emulate.py
+         * measured V's ranges as good as each projection its own factors and input, the
+         * three's largest worse), and FFN in (this layer's first) */
+        const KInt8Smoothing qkv_smooth = {.ln_w = l == 0 ? m->p.emb_ln_w : m->p.layers[l - 1].ln2_w,
+                                           .ln_b = l == 0 ? m->p.emb_ln_b : m->p.layers[l - 1].ln2_b,
+                                           .row0 = 2 * H, .rows = H};
+        const KInt8Smoothing ffn_smooth = {.ln_w = p->ln1_w, .ln_b = p->ln1_b};
+        m->packed[n++] = (PackedWeight){p->qkv_w, NULL, H, 3 * H, int8, qkv_smooth};
+        m->packed[n++] = (PackedWeight){p->attn_out_w, NULL, H, H, false, {0}};
+        m->packed[n++] = (PackedWeight){p->ffn_in_w, NULL, H, I, int8, ffn_smooth};
+        m->packed[n++] = (PackedWeight){p->ffn_out_w, NULL, I, H, false, {0}};
     }
-    if (m->p.pool_w) m->packed[n++] = (PackedWeight){m->p.pool_w, NULL, H, H};
-    if (m->p.mlm_dense_w) m->packed[n++] = (PackedWeight){m->p.mlm_dense_w, NULL, H, H};
+    if (m->p.pool_w) m->packed[n++] = (PackedWeight){m->p.pool_w, NULL, H, H, false, {0}};
+    if (m->p.mlm_dense_w) m->packed[n++] = (PackedWeight){m->p.mlm_dense_w, NULL, H, H, false, {0}};
     size_t total = 0, offset[n > 0 ? n : 1], bytes[n > 0 ? n : 1];
     for (int i = 0; i < n; i++) {
         offset[i] = total;
@@ -604,8 +613,8 @@ void bert_refresh_weights(BertModel *m) {
     for (int i = 0; i < m->packed_count; i++) {
         const PackedWeight *w = &m->packed[i];
         if (!w->packed) continue;
-        if (m->precision == BERT_INT8) {   /* quantized from the fp32 master copy */
-            k_pack_weight_int8(w->packed, w->weight, w->C, w->OC);
+        if (m->precision == BERT_INT8) {   /* quantized from the fp32 master copy (smoothed from its LayerNorm's) */
+            k_pack_weight_int8(w->packed, w->weight, w->smoothed ? &w->smooth : NULL, w->C, w->OC);
         } else if (m->precision == BERT_FP32) {
             k_pack_weight_f32(w->packed, w->weight, w->C, w->OC);
         } else if (m->mode == BERT_MODE_FORWARD_ONLY) {
@@ -669,6 +678,10 @@ void bert_linear_forward_to(BertModel *m, float *out, uint16_t *out16, const flo
     const KPrecision p = precision_of(m);
     const KWeight w = weight_of(m, weight, C, OC);
     k_linear_forward_to(&p, out, out16, inp, inp16, &w, bias, N);
+}
+
+const float *bert_int8_smoothing(const BertModel *m, const float *weight) {
+    return k_int8_smoothing(packed_weight(m, weight));
 }
 
 void bert_linear_int8(BertModel *m, const KInt8Output *out, Rows8 inp, const float *weight, const float *bias, int N,

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/rng.h"
+#include "core/test_hooks.h"
 #include "kernels/kernels.h"
 #include "model/bert_internal.h"
 
@@ -218,6 +219,7 @@ static void layer_forward_int8(BertModel *m, int l, const float *x, const int32_
     AttentionArgs args;
     bert_attention_args(m, &args, mask, l);
     const KInt8Output qkv = {.out = args.half ? NULL : a->qkv, .out16 = args.half ? a->qkv16 : NULL};
+    TEST_HOOK_INT8_INPUT(p->qkv_w, x, a->x8.q, a->x8.scale, N, H);
     bert_linear_int8(m, &qkv, a->x8, p->qkv_w, p->qkv_b, N, H, 3 * H);
     if (!prune) args.ctx_q8 = a->ctx8.q, args.ctx_q8_scale = a->ctx8.scale;   /* pruned: the kept rows, below */
     k_attention_forward(a->ctx, bert_lean_forward(m) ? NULL : a->probs, a->qkv, &args);
@@ -227,19 +229,23 @@ static void layer_forward_int8(BertModel *m, int l, const float *x, const int32_
         k_gather_rows(a->ctx, a->ctx, m->kept_row, R, H);
         k_gather_rows(m->act.kept_x, x, m->kept_row, R, H);
         residual = m->act.kept_x;
-        k_quantize_rows_int8(a->ctx8.q, a->ctx8.scale, a->ctx, R, H);
+        k_quantize_rows_int8(a->ctx8.q, a->ctx8.scale, a->ctx, NULL, R, H);   /* attention output: not smoothed */
     }
     /* + residual, LayerNorm 1, quantized for the feed-forward, in the product's pass */
     const KInt8Output ln1 = {.out = a->h1, .residual = residual, .q8 = a->h1_8.q, .q8_scale = a->h1_8.scale,
-                             .ln_w = p->ln1_w, .ln_b = p->ln1_b, .ln_eps = c->layer_norm_eps, .ln_mean = a->ln1_mean,
+                             .q8_smooth = bert_int8_smoothing(m, p->ffn_in_w), .ln_w = p->ln1_w, .ln_b = p->ln1_b, .ln_eps = c->layer_norm_eps, .ln_mean = a->ln1_mean,
                              .ln_rstd = a->ln1_rstd};
+    TEST_HOOK_INT8_INPUT(p->attn_out_w, a->ctx, a->ctx8.q, a->ctx8.scale, R, H);
     bert_linear_int8(m, &ln1, a->ctx8, p->attn_out_w, p->attn_out_b, R, H, H);
     const KInt8Output act = {.q8 = a->act8.q, .q8_scale = a->act8.scale, .act_on = true, .act = c->hidden_act};
+    TEST_HOOK_INT8_INPUT(p->ffn_in_w, a->h1, a->h1_8.q, a->h1_8.scale, R, H);
     bert_linear_int8(m, &act, a->h1_8, p->ffn_in_w, p->ffn_in_b, R, H, I);
     const Rows8 next = quantize_out ? m->act.layers[l + 1].x8 : (Rows8){0};
+    const float *next_smooth = quantize_out ? bert_int8_smoothing(m, m->p.layers[l + 1].qkv_w) : NULL;
     const KInt8Output ln2 = {.out = a->out, .residual = a->h1, .q8 = next.q, .q8_scale = next.scale,
-                             .ln_w = p->ln2_w, .ln_b = p->ln2_b, .ln_eps = c->layer_norm_eps, .ln_mean = a->ln2_mean,
+                             .q8_smooth = next_smooth, .ln_w = p->ln2_w, .ln_b = p->ln2_b, .ln_eps = c->layer_norm_eps, .ln_mean = a->ln2_mean,
                              .ln_rstd = a->ln2_rstd};
+    TEST_HOOK_INT8_INPUT(p->ffn_out_w, NULL, a->act8.q, a->act8.scale, R, I);
     bert_linear_int8(m, &ln2, a->act8, p->ffn_out_w, p->ffn_out_b, R, I, H);
 }
 
@@ -380,7 +386,9 @@ float bert_forward(BertModel *m, const BertBatch *b, bool training, uint64_t dro
     const float *x = m->act.emb_out;
     const int L = m->cfg.num_hidden_layers;
     const bool int8 = m->precision == BERT_INT8;
-    if (int8 && L > 0) k_quantize_rows_int8(m->act.layers[0].x8.q, m->act.layers[0].x8.scale, x, m->rows, m->cfg.hidden_size);
+    if (int8 && L > 0)   /* layer 0's input, the embeddings' LayerNorm output, divided by its QKV's factors */
+        k_quantize_rows_int8(m->act.layers[0].x8.q, m->act.layers[0].x8.scale, x,
+                             bert_int8_smoothing(m, m->p.layers[0].qkv_w), m->rows, m->cfg.hidden_size);
     for (int l = 0; l < L; l++) {
         const bool prune = m->pruned && l == L - 1;
         if (int8) layer_forward_int8(m, l, x, b->attention_mask, prune, l + 1 < L);

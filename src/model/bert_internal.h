@@ -88,11 +88,15 @@ typedef struct {
 
 enum { LOSS_NSP, LOSS_MLM, LOSS_QA_START, LOSS_QA_END, LOSS_CLASSIFIER, LOSS_TOKEN, LOSS_SLOTS };
 
-/* One weight of params and where its packed copy lives in packed_memory. */
+/* One weight of params and where its packed copy lives in packed_memory; int8: smooth (where
+ * smoothed) the LayerNorm whose output is the product's input (QKV, FFN in) and the rows that
+ * set the factors (k_pack_weight_int8). */
 typedef struct {
     const float *weight;
     void *packed;
     int C, OC;
+    bool smoothed;
+    KInt8Smoothing smooth;
 } PackedWeight;
 
 struct BertModel {
@@ -217,6 +221,9 @@ void bert_gelu_linear_backward(BertModel *m, float *dinp, float *dweight, float 
                                int N, int C, int OC);
 /* int8 (BERT_INT8): the product of rows already quantized with the weight's packed int8 copy,
  * stored as out says (k_matmul_forward_int8_rows). */
+/* The smoothing factors of weight's int8 copy (k_int8_smoothing): what the kernel producing
+ * its input divides the rows by before quantizing them; NULL where it is not smoothed. */
+const float *bert_int8_smoothing(const BertModel *m, const float *weight);
 void bert_linear_int8(BertModel *m, const KInt8Output *out, Rows8 inp, const float *weight, const float *bias, int N,
                       int C, int OC);
 /* If the weights changed: repacks the packed copies and marks every plain 16-bit copy stale

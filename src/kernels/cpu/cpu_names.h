@@ -24,6 +24,7 @@
 #define k_int8_describe                   cpu_k_int8_describe
 #define k_packed_weight_bytes_int8        cpu_k_packed_weight_bytes_int8
 #define k_pack_weight_int8                cpu_k_pack_weight_int8
+#define k_int8_smoothing                  cpu_k_int8_smoothing
 #define k_matmul_forward_int8             cpu_k_matmul_forward_int8
 #define k_quantize_rows_int8              cpu_k_quantize_rows_int8
 #define k_matmul_forward_int8_rows        cpu_k_matmul_forward_int8_rows

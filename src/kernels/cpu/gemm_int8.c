@@ -196,36 +196,100 @@ void quantize_rows_s8(int8_t *q, float *scale, const float *x, int rows, int col
         scale[i] = quantize_row(q + (size_t)i * cols, x + (size_t)i * ld, cols, (float)levels);
 }
 
-/* ---- packed weights: [N scales, padded to 64 bytes][oneDNN's packed q] ---- */
+/* One row of x / t (into y, cols floats of scratch) quantized with 127 levels. */
+static float quantize_row_smoothed(int8_t *restrict q, const float *restrict x, const float *restrict t,
+                                   float *restrict y, int cols) {
+    for (int k = 0; k < cols; k++) y[k] = x[k] / t[k];
+    return quantize_row(q, y, cols, 127.0f);
+}
 
-static size_t scales_bytes(int N) { return ((size_t)N * sizeof(float) + 63) / 64 * 64; }
+/* ---- packed weights: [header][N scales][K smoothing factors][oneDNN's packed q], each part
+ * padded to 64 bytes ---- */
+
+typedef struct {
+    int32_t smoothed, K, N;
+} PackHeader;
+enum { HEADER_BYTES = 64 };
+
+static size_t floats_bytes(int n) { return ((size_t)n * sizeof(float) + 63) / 64 * 64; }
+static size_t q_offset(int K, int N) { return HEADER_BYTES + floats_bytes(N) + floats_bytes(K); }
+static float *weight_scales(void *packed) { return (float *)((char *)packed + HEADER_BYTES); }
+static float *weight_factors(void *packed, int N) { return (float *)((char *)packed + HEADER_BYTES + floats_bytes(N)); }
 
 size_t gemm_int8_packed_bytes(int K, int N) {
     if (K <= 0 || N <= 0 || !gemm_int8_support()) return 0;
     pthread_mutex_lock(&g8.lock);
     const size_t bytes = dnnl_memory_desc_get_size(&find_layout(K, N)->md);
     pthread_mutex_unlock(&g8.lock);
-    return scales_bytes(N) + bytes;
+    return q_offset(K, N) + bytes;
 }
 
-const float *gemm_int8_weight_scales(const void *packed) { return packed; }
+const float *gemm_int8_weight_scales(const void *packed) { return weight_scales((void *)packed); }
 
-void gemm_int8_pack(void *packed, const float *W, int K, int N) {
+const float *gemm_int8_weight_smoothing(const void *packed) {
+    const PackHeader *h = packed;
+    return h->smoothed ? weight_factors((void *)packed, h->N) : NULL;
+}
+
+void gemm_int8_smoothing(float *t, const float *ln_w, const float *ln_b, const float *W, int K, int N) {
+    if (K <= 0) return;
+    for (int k = 0; k < K; k++) t[k] = 0.0f;
+    for (int j = 0; j < N; j++)   /* the columns' largest magnitudes, row by row (W's layout) */
+        for (int k = 0; k < K; k++) t[k] = fmaxf(t[k], fabsf(W[(size_t)j * K + k]));
+    double sum = 0;
+    for (int k = 0; k < K; k++) {
+        const double act = fabs((double)ln_w[k]) + (ln_b ? fabs((double)ln_b[k]) : 0.0);
+        t[k] = (float)sqrt(fmax(act, 1e-5) / fmax((double)t[k], 1e-5));
+        sum += t[k];
+    }
+    const double mean = sum / K;
+    for (int k = 0; k < K; k++) t[k] = (float)(t[k] / mean);
+}
+
+void gemm_int8_pack(void *packed, const float *W, int K, int N, const float *smooth) {
     pthread_mutex_lock(&g8.lock);
     const Int8Layout *l = find_layout(K, N);
     pthread_mutex_unlock(&g8.lock);
+    *(PackHeader *)packed = (PackHeader){.smoothed = smooth != NULL, .K = K, .N = N};
+    float *scaled = NULL;
+    if (smooth) {   /* W t: column k times t_k, then quantized per output channel like any weight */
+        memcpy(weight_factors(packed, N), smooth, sizeof(float) * (size_t)K);
+        scaled = xmalloc(sizeof(float) * (size_t)N * K);
+        for (int j = 0; j < N; j++)
+            for (int k = 0; k < K; k++) scaled[(size_t)j * K + k] = W[(size_t)j * K + k] * smooth[k];
+    }
     int8_t *q = xmalloc((size_t)N * K);
-    quantize_rows_s8(q, packed, W, N, K, K, gemm_int8_weight_levels());   /* per output channel: W's rows */
+    quantize_rows_s8(q, weight_scales(packed), smooth ? scaled : W, N, K, K, gemm_int8_weight_levels());   /* per output channel: W's rows */
     dnnl_memory_desc_t plain;
     plain_md(&plain, K, N, dnnl_s8, true);
     dnnl_memory_t from, to;
     check(dnnl_memory_create(&from, &plain, g8.engine, q), "memory", 0, N, K);
-    check(dnnl_memory_create(&to, &l->md, g8.engine, (char *)packed + scales_bytes(N)), "memory", 0, N, K);
+    check(dnnl_memory_create(&to, &l->md, g8.engine, (char *)packed + q_offset(K, N)), "memory", 0, N, K);
     dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
     check(dnnl_primitive_execute(l->reorder, g8.stream, 2, args), "packing reorder", 0, N, K);
     check(dnnl_stream_wait(g8.stream), "stream wait", 0, N, K);
     dnnl_memory_destroy(from), dnnl_memory_destroy(to);
-    free(q);
+    free(q), free(scaled);
+}
+
+void gemm_int8_unpack(int8_t *q, const void *packed, int K, int N) {
+    pthread_mutex_lock(&g8.lock);
+    const Int8Layout *l = find_layout(K, N);
+    pthread_mutex_unlock(&g8.lock);
+    dnnl_memory_desc_t plain;
+    plain_md(&plain, K, N, dnnl_s8, true);
+    dnnl_primitive_desc_t pd;
+    dnnl_primitive_t reorder;
+    check(dnnl_reorder_primitive_desc_create(&pd, &l->md, g8.engine, &plain, g8.engine, NULL), "unpacking reorder", 0, N, K);
+    check(dnnl_primitive_create(&reorder, pd), "unpacking reorder", 0, N, K);
+    dnnl_primitive_desc_destroy(pd);
+    dnnl_memory_t from, to;
+    check(dnnl_memory_create(&from, &l->md, g8.engine, (char *)packed + q_offset(K, N)), "memory", 0, N, K);
+    check(dnnl_memory_create(&to, &plain, g8.engine, q), "memory", 0, N, K);
+    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+    check(dnnl_primitive_execute(reorder, g8.stream, 2, args), "unpacking reorder", 0, N, K);
+    check(dnnl_stream_wait(g8.stream), "stream wait", 0, N, K);
+    dnnl_memory_destroy(from), dnnl_memory_destroy(to), dnnl_primitive_destroy(reorder);
 }
 
 /* ---- products ---- */
@@ -245,6 +309,8 @@ typedef struct {
     int8_t *q;
     float *scale;
     size_t q_cap, rows_cap;
+    float *div;   /* a row divided by smoothing factors, before it is quantized */
+    size_t div_cap;
     bool registered;   /* with t8_key: released when the thread ends */
 } Int8Scratch;
 static _Thread_local Int8Scratch t8;
@@ -252,7 +318,7 @@ static _Thread_local Int8Scratch t8;
 static void t8_release(void *scratch) {
     Int8Scratch *s = scratch;
     if (s->stream) dnnl_stream_destroy(s->stream);
-    free(s->scratch), free(s->acc), free(s->row), free(s->q), free(s->scale);
+    free(s->scratch), free(s->acc), free(s->row), free(s->q), free(s->scale), free(s->div);
     memset(s, 0, sizeof *s);
 }
 
@@ -283,7 +349,7 @@ static void run_gemm(const Int8Gemm *e, const Int8Layout *l, const int8_t *A, co
     dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, NULL}, {DNNL_ARG_WEIGHTS, NULL}, {DNNL_ARG_DST, NULL},
                                {DNNL_ARG_SCRATCHPAD, NULL}};
     check(dnnl_memory_create(&args[0].memory, &e->a, g8.engine, (void *)A), "memory", M, N, K);
-    check(dnnl_memory_create(&args[1].memory, &l->md, g8.engine, (char *)packed + scales_bytes(N)), "memory", M, N, K);
+    check(dnnl_memory_create(&args[1].memory, &l->md, g8.engine, (char *)packed + q_offset(K, N)), "memory", M, N, K);
     check(dnnl_memory_create(&args[2].memory, &e->c, g8.engine, C), "memory", M, N, K);
     const int nargs = e->scratch_bytes ? 4 : 3;
     if (e->scratch_bytes) check(dnnl_memory_create(&args[3].memory, &scratch_md, g8.engine, t8.scratch), "memory", M, N, K);
@@ -392,7 +458,9 @@ static void epilogue_row(const Int8Epilogue *e, size_t i, const int32_t *restric
         layernorm_row(e->out + i * N, e->ln_mean + i, e->ln_rstd + i, v, e->ln_w, e->ln_b, N, e->ln_eps);
         v = e->out + i * N;
     }
-    if (e->q) e->q_scale[i] = gemm_int8_quantize_row(e->q + i * N, v, N, 127);
+    if (e->q)
+        e->q_scale[i] = e->q_smooth ? quantize_row_smoothed(e->q + i * N, v, e->q_smooth, t8.div, N)
+                                    : gemm_int8_quantize_row(e->q + i * N, v, N, 127);
 }
 
 /* Rows m0 .. m0 + e->M - 1: their sums into this thread's block, then the epilogue while the
@@ -403,6 +471,7 @@ static void rows_block(const Int8Gemm *g, const Int8Layout *l, int m0, const int
     t8_register();
     t8.acc = grow(t8.acc, &t8.acc_cap, sizeof(int32_t) * (size_t)M * N);
     t8.row = grow(t8.row, &t8.row_cap, sizeof(float) * (size_t)N);
+    if (e->q_smooth) t8.div = grow(t8.div, &t8.div_cap, sizeof(float) * (size_t)N);
     run_gemm(g, l, A + (size_t)m0 * K, packed, t8.acc);
     const float *col_scale = gemm_int8_weight_scales(packed);
     for (int i = 0; i < M; i++)
@@ -443,13 +512,28 @@ void gemm_int8_rows(int M, int N, int K, const int8_t *A, const float *row_scale
         rows_block(b < blocks ? g : g_tail, l, b * rows, A, row_scale, packed, bias, e);
 }
 
+/* Each thread's row of x / t in its own scratch. */
+void quantize_rows_s8_smoothed(int8_t *q, float *scale, const float *x, const float *smooth, int rows, int cols) {
+    if (!smooth) {
+        quantize_rows_s8(q, scale, x, rows, cols, cols, 127);
+        return;
+    }
+    if (rows <= 0 || cols <= 0) return;
+#pragma omp parallel for schedule(static) if ((long)rows * cols >= (1L << 15))
+    for (int i = 0; i < rows; i++) {
+        t8_register();
+        t8.div = grow(t8.div, &t8.div_cap, sizeof(float) * (size_t)cols);
+        scale[i] = quantize_row_smoothed(q + (size_t)i * cols, x + (size_t)i * cols, smooth, t8.div, cols);
+    }
+}
+
 void gemm_int8_forward(int M, int N, int K, const float *A, const void *packed, const float *bias, int gelu,
                        float *C) {
     if (M <= 0 || N <= 0) return;
     t8_register();
     t8.q = grow(t8.q, &t8.q_cap, (size_t)M * K);
     t8.scale = grow(t8.scale, &t8.rows_cap, sizeof(float) * (size_t)M);
-    quantize_rows_s8(t8.q, t8.scale, A, M, K, K, 127);
+    quantize_rows_s8_smoothed(t8.q, t8.scale, A, gemm_int8_weight_smoothing(packed), M, K);
     const Int8Epilogue e = {.out = C, .gelu = gelu};
     gemm_int8_rows(M, N, K, t8.q, t8.scale, packed, bias, &e);
 }

@@ -41,11 +41,24 @@ void quantize_rows_s8(int8_t *q, float *scale, const float *x, int rows, int col
 int gemm_int8_weight_levels(void);
 
 /* A packed weight: W [N, K] fp32 (nn.Linear's layout) quantized per row of W (output channel)
- * and packed. gemm_int8_packed_bytes is its size (scales included); gemm_int8_pack fills it. */
+ * and packed. gemm_int8_packed_bytes is its size (scales and room for K smoothing factors
+ * included); gemm_int8_pack fills it. With smooth [K] (NULL: none) the weight is smoothed
+ * (SmoothQuant): W's column k multiplied by t_k before the per-channel quantization, and t
+ * kept in the packed weight, so that the product's input is quantized as x / t: the same
+ * product in exact arithmetic, x t^-1 . t w, with the input's outlier channels moved into the
+ * weight, whose per-channel scales absorb them far better than the input's per-row ones. */
 size_t gemm_int8_packed_bytes(int K, int N);
-void gemm_int8_pack(void *packed, const float *W, int K, int N);
+void gemm_int8_pack(void *packed, const float *W, int K, int N, const float *smooth);
 /* The weight's per-channel scales s_j (N floats) inside a packed weight. */
 const float *gemm_int8_weight_scales(const void *packed);
+/* The smoothing factors t [K] a packed weight was made with, or NULL where it has none. */
+const float *gemm_int8_weight_smoothing(const void *packed);
+/* SmoothQuant's factors (migration strength 1/2) for a product whose input is a LayerNorm's
+ * output, without calibration: channel k's activation range taken as |ln_w_k| + |ln_b_k| (the
+ * normalised value is O(1), so gamma and beta bound the channel's typical size), the weight's
+ * as max_j |W_jk|: t_k = sqrt(act_k / wmax_k) (each clamped below at 1e-5), divided by their
+ * mean (t ~ 1: the factors move range between operands without scaling the whole input). */
+void gemm_int8_smoothing(float *t, const float *ln_w, const float *ln_b, const float *W, int K, int N);
 /* The quantized weight q [N, K] a packed weight holds, unpacked (for tests). */
 void gemm_int8_unpack(int8_t *q, const void *packed, int K, int N);
 
@@ -55,19 +68,26 @@ void gemm_int8_s32(int M, int N, int K, const int8_t *A, const void *packed, int
 /* One row quantized as quantize_rows_s8 quantizes each row; returns its scale. For the kernels
  * that quantize the rows they produce while the row is in cache (LayerNorm, the epilogue). */
 float gemm_int8_quantize_row(int8_t *q, const float *x, int cols, int levels);
+/* Rows of x / t quantized with 127 levels (a smoothed weight's input: smooth = the weight's
+ * t [cols]; NULL: x itself, as quantize_rows_s8): y_k = x_k / t_k rounded to fp32, then y's
+ * row quantized as quantize_rows_s8 quantizes it, scale = max |y| / 127. */
+void quantize_rows_s8_smoothed(int8_t *q, float *scale, const float *x, const float *smooth, int rows, int cols);
 
 /* Where the product's rows go, and what is done to them first: v_ij = float(sum_ij) (r_i s_j)
  * + bias_j, + residual_ij where residual is given, then GELU (gelu 1: erf, 2: tanh; 0 none);
  * then exactly one destination: out [M, N] fp32, out16 [M, N] v rounded to bf16, or q [M, N]
  * with q_scale [M]: v quantized per row (quantize_rows_s8, 127 levels: the next product's
- * input). With ln_w: out = LayerNorm(v) (ln_w, ln_b, ln_eps; the row's mean and 1/std into
- * ln_mean, ln_rstd, as k_layernorm_forward), and with q also that quantized. */
+ * input; with q_smooth [N], v / q_smooth quantized, as quantize_rows_s8_smoothed: the next
+ * product's weight is smoothed by those factors). With ln_w: out = LayerNorm(v) (ln_w, ln_b,
+ * ln_eps; the row's mean and 1/std into ln_mean, ln_rstd, as k_layernorm_forward), and with q
+ * also that quantized. */
 typedef struct {
     float *out;
     const float *residual;
     uint16_t *out16;
     int8_t *q;
     float *q_scale;
+    const float *q_smooth;
     int gelu;
     const float *ln_w, *ln_b;
     float ln_eps;
@@ -79,8 +99,9 @@ typedef struct {
 void gemm_int8_rows(int M, int N, int K, const int8_t *A, const float *row_scale, const void *packed, const float *bias,
                     const Int8Epilogue *e);
 
-/* The whole product: A [M, K] fp32 quantized per row, multiplied, dequantized, + bias (may
- * be NULL), then GELU (gelu 1: erf, 2: tanh; 0 none), into C [M, N] fp32. */
+/* The whole product: A [M, K] fp32 quantized per row (A / t where the weight is smoothed),
+ * multiplied, dequantized, + bias (may be NULL), then GELU (gelu 1: erf, 2: tanh; 0 none),
+ * into C [M, N] fp32. */
 void gemm_int8_forward(int M, int N, int K, const float *A, const void *packed, const float *bias, int gelu,
                        float *C);
 

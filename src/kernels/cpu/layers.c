@@ -157,21 +157,31 @@ bool k_matmul_gelu_forward_half_packed(uint16_t *out16, const float *inp, uint16
 int k_int8_support(void) { return gemm_int8_support(); }
 void k_int8_describe(char *out, size_t n) { gemm_int8_describe(out, n); }
 size_t k_packed_weight_bytes_int8(int C, int OC) { return gemm_int8_packed_bytes(C, OC); }
-void k_pack_weight_int8(void *packed, const float *weight, int C, int OC) { gemm_int8_pack(packed, weight, C, OC); }
+void k_pack_weight_int8(void *packed, const float *weight, const KInt8Smoothing *smooth, int C, int OC) {
+    float *t = smooth ? xmalloc(sizeof(float) * (size_t)C) : NULL;
+    if (smooth) {
+        const int row0 = smooth->rows ? smooth->row0 : 0, rows = smooth->rows ? smooth->rows : OC;
+        if (row0 < 0 || rows < 0 || row0 + rows > OC) die("k_pack_weight_int8: rows %d..%d of %d", row0, row0 + rows, OC);
+        gemm_int8_smoothing(t, smooth->ln_w, smooth->ln_b, weight + (size_t)row0 * C, C, rows);
+    }
+    gemm_int8_pack(packed, weight, C, OC, t);
+    free(t);
+}
+const float *k_int8_smoothing(const void *packed) { return packed ? gemm_int8_weight_smoothing(packed) : NULL; }
 
 void k_matmul_forward_int8(float *out, const float *inp, const void *packed, const float *bias, int N, int C, int OC,
                            bool gelu, Activation act) {
     gemm_int8_forward(N, OC, C, inp, packed, bias, !gelu ? 0 : act == ACT_GELU ? 1 : 2, out);
 }
 
-void k_quantize_rows_int8(int8_t *q, float *scale, const float *x, int N, int C) {
-    quantize_rows_s8(q, scale, x, N, C, C, 127);
+void k_quantize_rows_int8(int8_t *q, float *scale, const float *x, const float *smooth, int N, int C) {
+    quantize_rows_s8_smoothed(q, scale, x, smooth, N, C);
 }
 
 void k_matmul_forward_int8_rows(const KInt8Output *o, const int8_t *q, const float *scale, const void *packed,
                                 const float *bias, int N, int C, int OC) {
     const Int8Epilogue e = {.out = o->out, .residual = o->residual, .out16 = o->out16, .q = o->q8,
-                            .q_scale = o->q8_scale, .gelu = !o->act_on ? 0 : o->act == ACT_GELU ? 1 : 2,
+                            .q_scale = o->q8_scale, .q_smooth = o->q8_smooth, .gelu = !o->act_on ? 0 : o->act == ACT_GELU ? 1 : 2,
                             .ln_w = o->ln_w, .ln_b = o->ln_b, .ln_eps = o->ln_eps, .ln_mean = o->ln_mean,
                             .ln_rstd = o->ln_rstd};
     gemm_int8_rows(N, OC, C, q, scale, packed, bias, &e);

@@ -185,16 +185,17 @@ extern "C" void k_bf16_describe(char *out, size_t n) {
 extern "C" int k_int8_support(void) { return 0; }
 extern "C" void k_int8_describe(char *out, size_t n) { snprintf(out, n, "no int8 products on the CUDA backend"); }
 extern "C" size_t k_packed_weight_bytes_int8(int C, int OC) { return 0; }
-extern "C" void k_pack_weight_int8(void *packed, const float *weight, int C, int OC) {
+extern "C" void k_pack_weight_int8(void *packed, const float *weight, const KInt8Smoothing *smooth, int C, int OC) {
     fprintf(stderr, "bert: int8 weights are not supported on the CUDA backend\n");
     exit(1);
 }
+extern "C" const float *k_int8_smoothing(const void *packed) { return NULL; }
 extern "C" void k_matmul_forward_int8(float *out, const float *inp, const void *packed, const float *bias, int N,
                                       int C, int OC, bool gelu, Activation act) {
     fprintf(stderr, "bert: int8 products are not supported on the CUDA backend\n");
     exit(1);
 }
-extern "C" void k_quantize_rows_int8(int8_t *q, float *scale, const float *x, int N, int C) {
+extern "C" void k_quantize_rows_int8(int8_t *q, float *scale, const float *x, const float *smooth, int N, int C) {
     fprintf(stderr, "bert: int8 activations are not supported on the CUDA backend\n");
     exit(1);
 }
