@@ -31,7 +31,7 @@
 #   bench/run_serve_bench.sh
 #   THREADS=2 DURATION=10 WARMUP=3 CONCURRENCY="1 8 64"     (defaults shown)
 #   WORKLOADS="embed predict qa"  SIDES="bertc-fp32 bertc-bf16 peer"  MAX_WAIT_MS=2
-#   BATCH1_TEXTS=400 (0: no batch-1 comparison)  BATCH1_ROUNDS=3  QA_QUESTIONS=2000
+#   BATCH1_TEXTS=400 (0: no batch-1 comparison)  BATCH1_ROUNDS=3  BATCH1_WRK_S=4  QA_QUESTIONS=2000
 #   MODEL=dir (default: bench/setup_minilm.sh's)  PEER_PYTHON=.venv/bin/python
 #   MRPC_DIR=../shared/data/glue/MRPC  SQUAD_FILE=../shared/data/squad/v1.1/dev-v1.1.json
 #   RESULTS=file (default out/serve_bench_<time>.jsonl)
@@ -48,6 +48,7 @@ cd "$(dirname "$0")/.."
 THREADS=${THREADS:-2}; DURATION=${DURATION:-10}; WARMUP=${WARMUP:-3}; CONCURRENCY=${CONCURRENCY:-1 8 64}
 MAX_WAIT_MS=${MAX_WAIT_MS:-2}; PEER_PYTHON=${PEER_PYTHON:-.venv/bin/python}; PORT=${PORT:-18600}
 WORKLOADS=${WORKLOADS:-embed predict qa}; BATCH1_TEXTS=${BATCH1_TEXTS:-400}; BATCH1_ROUNDS=${BATCH1_ROUNDS:-3}
+BATCH1_WRK_S=${BATCH1_WRK_S:-4}
 QA_QUESTIONS=${QA_QUESTIONS:-2000}
 shared=$(cd .. && pwd)/shared
 [ -d "$shared" ] || shared=/work/shared
@@ -132,18 +133,24 @@ for w in $WORKLOADS; do
     # allocator), so every side gets the same WARMUP seconds of load before it is measured
     BODIES=$bodies URL_PATH=$path wrk -t1 -c8 -d"${WARMUP}s" --timeout 60s -s bench/serve_wrk.lua "http://127.0.0.1:$PORT" > /dev/null || true
     if [ "$w" = embed ] && [ "$BATCH1_TEXTS" -gt 0 ] && [ "$side" != peer ]; then
-      rounds=()
+      rounds=() wrk1=()
       for _ in $(seq "$BATCH1_ROUNDS"); do
         rounds+=("$(bench_infer_batch1 "$side")" "$(python3 bench/serve_seq_client.py "$PORT" /embed "$cache/batch1_bodies.jsonl" "$BATCH1_TEXTS" 16)")
+        # the same texts from wrk at concurrency 1 (a C client: less of its own time in the latency)
+        wrk1+=("$(BODIES=$cache/batch1_bodies.jsonl URL_PATH=/embed wrk -t1 -c1 -d"$BATCH1_WRK_S"s --timeout 60s \
+                 -s bench/serve_wrk.lua "http://127.0.0.1:$PORT" | grep '^{"requests"')")
       done
-      python3 - "$side" "${rounds[@]}" <<PY | tee -a "$RESULTS" >&2
+      python3 - "$side" "$(printf '%s\n' "${wrk1[@]}")" "${rounds[@]}" <<PY | tee -a "$RESULTS" >&2
 import json, statistics, sys
-side, runs = sys.argv[1], [json.loads(a) for a in sys.argv[2:]]
+side, runs = sys.argv[1], [json.loads(a) for a in sys.argv[3:]]
+w = [json.loads(l) for l in sys.argv[2].splitlines() if l.strip()]   # wrk's lines, one a round
 b, s = runs[0::2], runs[1::2]
+wp = statistics.median(r["p50_ms"] for r in w)
 bp, sp = statistics.median(r["p50_ms"] for r in b), statistics.median(r["p50_ms"] for r in s)
 med = lambda key: statistics.median(r[key] for r in s) if all(key in r for r in s) else None
 print(json.dumps({"batch1": True, "workload": "embed", "side": side, "texts": s[0]["requests"], "rounds": len(s),
                   "bench_infer_p50_ms": bp, "server_p50_ms": sp, "ratio_p50": round(sp / bp, 3),
+                  "wrk_p50_ms": wp, "ratio_wrk_p50": round(wp / bp, 3), "wrk_p50s": [r["p50_ms"] for r in w],
                   "server_forward_p50_ms": med("forward_p50_ms"), "added_p50_ms": med("added_p50_ms"),
                   "server_added_p50_ms": med("server_added_p50_ms"), "outside_p50_ms": med("outside_p50_ms"),
                   "bench_infer_p50s": [r["p50_ms"] for r in b], "server_p50s": [r["p50_ms"] for r in s],
@@ -202,6 +209,10 @@ if b1:
               f"{'':16} {fw} {add}  {each}")
     print("(forward p50: the server's own forward per request, its Server-Timing header; added p50: each request's "
           "latency less its forward, paired)")
+    for r in b1:
+        if r.get("wrk_p50_ms") is not None:
+            print(f"{r['side']}: the same texts from wrk at concurrency 1 (a C client), p50 {r['wrk_p50_ms']:.2f} ms: "
+                  f"ratio {r['ratio_wrk_p50']:.3f} to bench_infer's (rounds {', '.join(f'{x:.2f}' for x in r['wrk_p50s'])})")
     for r in b1:
         if r.get("server_added_p50_ms") is not None:
             print(f"{r['side']}: of the added, inside the server (parse, queue, hand-offs, JSON) p50 "

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "model/bert.h"
+#include "serve/textbuf.h"
 #include "tasks/glue.h"
 #include "test.h"
 #include "test_util.h"
@@ -300,6 +301,40 @@ static void test_int8_equals_bert_embed_int8(void) {
 }
 
 /* Every endpoint's answer, in every form, is bert embed's. */
+/* textbuf_float: every float reads back as itself, in %.9g's notation; the text differs from
+ * printf's only where the 9th digit is a hair from a rounding midpoint (rare). */
+static void test_float_text(void) {
+    const float special[] = {0.0f, -0.0f, 1.0f, -1.0f, 0.1f, 1e-4f, 1e-5f, 9.99999944e-5f, 123456789.0f, 1e9f,
+                             999999999.0f, 3.40282347e38f, 1.17549435e-38f, 1.4e-45f, -2.5e-7f, 0.5f, 65504.0f};
+    uint64_t state = 12345;
+    long differ = 0, total = 0, bad = 0;
+    for (int i = 0; i < 1000000 + (int)(sizeof special / sizeof *special); i++) {
+        float v;
+        if (i < (int)(sizeof special / sizeof *special)) {
+            v = special[i];
+        } else {
+            state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+            uint32_t bits = (uint32_t)(state >> 32);
+            if (i % 2) bits = (bits & 0x807fffffu) | ((0x70u + (bits >> 24) % 0x18u) << 23);   /* |v| ~ 1e-4 .. 1e3 */
+            memcpy(&v, &bits, sizeof v);
+            if (!isfinite(v)) continue;
+        }
+        TextBuf t;
+        textbuf_init(&t);
+        textbuf_float(&t, v);
+        char ref[64];
+        snprintf(ref, sizeof ref, "%.9g", (double)v);
+        const float back = strtof(t.p, NULL);
+        if (memcmp(&back, &v, sizeof v) != 0 && bad++ < 5) printf("    %s reads back as %.9g, not %s\n", t.p, back, ref);
+        if (strcmp(t.p, ref) != 0 && differ++ < 3) printf("    (text %s, printf %s: the same float)\n", t.p, ref);
+        total++;
+        free(t.p);
+    }
+    CHECKF(bad == 0, "%ld of %ld floats do not read back", bad, total);
+    CHECKF(differ * 10000 <= total, "%ld of %ld texts differ from printf's", differ, total);
+    printf("    %ld floats: all read back; %ld texts differ from printf's %%.9g in the 9th digit\n", total, differ);
+}
+
 static void test_answers_equal_bert_embed(void) {
     Server s;
     if (!start_server(&s, NULL)) return;
@@ -999,6 +1034,7 @@ int main(int argc, char **argv) {
     if (test_bert_binary(argv[0], bert_bin, sizeof bert_bin) != 0) return 1;
     curl_global_init(CURL_GLOBAL_DEFAULT);
     if (!load_reference()) return fprintf(stderr, "bert embed failed on %s\n", DIR), 1;
+    RUN_TEST(test_float_text);
     RUN_TEST(test_answers_equal_bert_embed);
     RUN_TEST(test_int8_equals_bert_embed_int8);
     RUN_TEST(test_concurrent_clients);

@@ -152,7 +152,10 @@ static void put_vector(TextBuf *t, const float *v, int H, bool base64) {
         return;
     }
     textbuf_printf(t, "[");
-    for (int h = 0; h < H; h++) textbuf_printf(t, "%.9g%s", v[h], h + 1 < H ? "," : "");   /* float32 exactly */
+    for (int h = 0; h < H; h++) {   /* float32 exactly: 9 significant digits */
+        if (h) textbuf_char(t, ',');
+        textbuf_float(t, v[h]);
+    }
     textbuf_printf(t, "]");
 }
 
