@@ -454,30 +454,16 @@ static dnnl_primitive_t serial_fixed_primitive(const GemmShape *k, size_t *scrat
     return p;
 }
 
-/* rows x cols values stored with row length ld, into a plain [prows, pcols] array, zero past
- * them. Element loops, not memcpy: attention's rows are 64-256 bytes, where a call per row
- * cost more than the copy. */
-static void padded_rows16(uint16_t *restrict dst, const uint16_t *restrict src, int rows, int cols, int ld, int prows,
-                          int pcols) {
+/* rows x cols values of elem bytes stored with row length ld, into a plain [prows, pcols]
+ * array, zero past them. */
+static void padded_rows(void *dst, const void *src, int rows, int cols, int ld, int prows, int pcols, size_t elem) {
+    char *d = dst;
+    const char *s = src;
     for (int r = 0; r < rows; r++) {
-        uint16_t *restrict d = dst + (size_t)r * pcols;
-        const uint16_t *restrict s = src + (size_t)r * ld;
-#pragma omp simd
-        for (int c = 0; c < cols; c++) d[c] = s[c];
-        for (int c = cols; c < pcols; c++) d[c] = 0;
+        memcpy(d + (size_t)r * pcols * elem, s + (size_t)r * ld * elem, (size_t)cols * elem);
+        memset(d + ((size_t)r * pcols + cols) * elem, 0, (size_t)(pcols - cols) * elem);
     }
-    memset(dst + (size_t)rows * pcols, 0, sizeof *dst * (size_t)(prows - rows) * pcols);
-}
-static void padded_rows32(float *restrict dst, const float *restrict src, int rows, int cols, int ld, int prows,
-                          int pcols) {
-    for (int r = 0; r < rows; r++) {
-        float *restrict d = dst + (size_t)r * pcols;
-        const float *restrict s = src + (size_t)r * ld;
-#pragma omp simd
-        for (int c = 0; c < cols; c++) d[c] = s[c];
-        for (int c = cols; c < pcols; c++) d[c] = 0;
-    }
-    memset(dst + (size_t)rows * pcols, 0, sizeof *dst * (size_t)(prows - rows) * pcols);
+    memset(d + (size_t)rows * pcols * elem, 0, (size_t)(prows - rows) * pcols * elem);
 }
 
 static void *thread_dense(size_t bytes) {
@@ -512,20 +498,13 @@ static bool serial_fixed(const GemmShape *shape, const uint16_t *A, const uint16
     char *dense = thread_dense(a_bytes + b_bytes + (c_copy ? (size_t)k.M * k.N * sizeof(float) : 0) + 1);
     const uint16_t *a = A, *b = B;
     float *c = c_copy ? (float *)(dense + a_bytes + b_bytes) : C;
-    if (a_copy) padded_rows16((uint16_t *)dense, A, ar, ac, shape->lda, arp, acp), a = (const uint16_t *)dense;
-    if (b_copy) {
-        padded_rows16((uint16_t *)(dense + a_bytes), B, br, bc, shape->ldb, brp, bcp);
-        b = (const uint16_t *)(dense + a_bytes);
-    }
-    if (c_copy && shape->accumulate) padded_rows32(c, C, shape->M, shape->N, shape->ldc, k.M, k.N);
+    if (a_copy) padded_rows(dense, A, ar, ac, shape->lda, arp, acp, 2), a = (const uint16_t *)dense;
+    if (b_copy) padded_rows(dense + a_bytes, B, br, bc, shape->ldb, brp, bcp, 2), b = (const uint16_t *)(dense + a_bytes);
+    if (c_copy && shape->accumulate) padded_rows(c, C, shape->M, shape->N, shape->ldc, k.M, k.N, sizeof(float));
     serial_execute(p, scratch_bytes, &k, a, b, c);
     if (c_copy)
-        for (int r = 0; r < shape->M; r++) {
-            float *restrict d = C + (size_t)r * shape->ldc;
-            const float *restrict from = c + (size_t)r * k.N;
-#pragma omp simd
-            for (int j = 0; j < shape->N; j++) d[j] = from[j];
-        }
+        for (int r = 0; r < shape->M; r++)
+            memcpy(C + (size_t)r * shape->ldc, c + (size_t)r * k.N, sizeof(float) * (size_t)shape->N);
     return true;
 }
 
