@@ -88,14 +88,15 @@ def schedule(n, batch, accum, total_steps, seed):
 
 # ---- the features ----
 
-def glue_features(task, data_dir, vocab_file, do_lower_case, max_seq):
-    """(features, info): one (ids, types, label) per train.tsv row."""
+def glue_features(task, data_dir, vocab_file, do_lower_case, max_seq, split="train"):
+    """(features, info): one (ids, types, label) per row of <split>.tsv (bench/int8_peers_eval.py
+    reads dev.tsv too)."""
     from hf_glue_finetune import TASKS, read_rows
     from infer_lengths import FullTokenizer
     if task not in TASKS:
         sys.exit(f"finetune_peers: GLUE task '{task}' not supported here ({', '.join(TASKS)})")
     tok = FullTokenizer(vocab_file, do_lower_case, 100)   # bert.c: 100 characters per word for GLUE, as HF
-    ta, tb, y = read_rows(os.path.join(data_dir, "train.tsv"), task)
+    ta, tb, y = read_rows(os.path.join(data_dir, split + ".tsv"), task)
     cls, sep = tok.vocab["[CLS]"], tok.vocab["[SEP]"]
     feats, truncated = [], 0
     for i in range(len(ta)):

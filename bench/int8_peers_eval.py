@@ -149,27 +149,11 @@ def run_all(infer, rows, batch, L=None):
 
 # ---- GLUE ----
 
-def glue_rows(task, path, vocab, max_seq, limit=0):
-    from hf_glue_finetune import read_rows
-    from infer_lengths import FullTokenizer
-    tok = FullTokenizer(vocab, True, 100)
-    ta, tb, y = read_rows(path, task, limit)
-    cls, sep = tok.vocab["[CLS]"], tok.vocab["[SEP]"]
-    rows = []
-    for i in range(len(ta)):
-        a = tok.tokenize(ta[i])
-        b = tok.tokenize(tb[i]) if tb is not None else []
-        if tb is None:
-            a = a[:max_seq - 2]
-        while len(a) + len(b) > max_seq - 3 and tb is not None:   # Google's _truncate_seq_pair
-            (a if len(a) > len(b) else b).pop()
-        ids = [cls] + [tok.vocab[t] for t in a] + [sep]
-        types = [0] * len(ids)
-        if tb is not None:
-            ids += [tok.vocab[t] for t in b] + [sep]
-            types += [1] * (len(b) + 1)
-        rows.append((ids, types))
-    return rows, np.asarray(y)
+def glue_rows(task, data_dir, split, vocab, max_seq):
+    """The split's rows as bert.c encodes them (finetune_peers.py's features): (ids, types) each, labels."""
+    from finetune_peers import glue_features
+    feats, _ = glue_features(task, data_dir, vocab, True, max_seq, split)
+    return [(ids, types) for ids, types, _ in feats], np.asarray([label for _, _, label in feats])
 
 
 def glue_metrics(task, pred, y):
@@ -188,8 +172,8 @@ def spread(n, k):
 
 def cmd_glue(a):
     labels = ["0", "1"]
-    rows, y = glue_rows(a.task, os.path.join(a.data_dir, "dev.tsv"), a.vocab, a.max_seq_length)
-    train, _ = glue_rows(a.task, os.path.join(a.data_dir, "train.tsv"), a.vocab, a.max_seq_length)
+    rows, y = glue_rows(a.task, a.data_dir, "dev", a.vocab, a.max_seq_length)
+    train, _ = glue_rows(a.task, a.data_dir, "train", a.vocab, a.max_seq_length)
     calib = [padded([train[i]]) for i in spread(len(train), a.calibration)]
     bertc = [labels.index(l.split("\t")[1].strip()) for l in open(a.bertc_predictions) if l[:1].isdigit()]
     assert len(bertc) == len(rows), f"{len(bertc)} bert.c predictions for {len(rows)} dev rows"
