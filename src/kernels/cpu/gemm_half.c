@@ -356,8 +356,33 @@ static void t_serial_release(void *scratch) {
     memset(s, 0, sizeof *s);
 }
 
-static void serial_execute(dnnl_primitive_t p, size_t scratch_bytes, const GemmShape *shape, const void *A,
-                           const void *B, float *C);
+/* Runs a serial product's primitive (runtime-size or fixed: the shape's descriptors either
+ * way) on this thread's stream and scratchpad. */
+static void serial_execute(dnnl_primitive_t p, size_t scratch_bytes, const GemmShape *k, const void *A,
+                           const void *B, float *C) {
+    if (!t_serial.stream) {   /* the thread's first serial product */
+        thread_at_exit(t_serial_release, &t_serial);
+        check(dnnl_stream_create(&t_serial.stream, g_bf16.engine, dnnl_stream_default_flags), "stream", k);
+    }
+    if (t_serial.capacity < scratch_bytes) {
+        free(t_serial.scratch);
+        t_serial.scratch = xmalloc(scratch_bytes);
+        t_serial.capacity = scratch_bytes;
+    }
+    dnnl_memory_desc_t a, b, c, scratch_md;
+    matrix_md(&a, k->M, k->K, k->lda, k->ta, dnnl_bf16, k);
+    matrix_md(&b, k->K, k->N, k->ldb, k->tb, dnnl_bf16, k);
+    matrix_md(&c, k->M, k->N, k->ldc, false, dnnl_f32, k);
+    dnnl_dims_t scratch_dims = {(dnnl_dim_t)scratch_bytes};
+    check(dnnl_memory_desc_init_by_tag(&scratch_md, 1, scratch_dims, dnnl_u8, dnnl_a), "scratchpad descriptor", k);
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, wrap(&a, A, k)}, {DNNL_ARG_WEIGHTS, wrap(&b, B, k)},
+                               {DNNL_ARG_DST, wrap(&c, C, k)}, {DNNL_ARG_SCRATCHPAD, NULL}};
+    int nargs = 3;
+    if (scratch_bytes) args[nargs++].memory = wrap(&scratch_md, t_serial.scratch, k);
+    check(dnnl_primitive_execute(p, t_serial.stream, nargs, args), "execute", k);
+    check(dnnl_stream_wait(t_serial.stream), "stream wait", k);
+    for (int i = 0; i < nargs; i++) dnnl_memory_destroy(args[i].memory);
+}
 
 /* A serial product's primitive for k's transposes and accumulate flag, on the shape's sizes and
  * strides or, with runtime, on sizes and strides given at each call; the user's scratchpad
@@ -408,7 +433,7 @@ static dnnl_primitive_t serial_primitive(const GemmShape *k, size_t *scratch_byt
 /* Fixed-shape serial products: for a known shape on plain (dense) operands oneDNN picks its
  * fastest kernel (AMX's brgemm where the CPU has it: 2-3x the runtime-size primitive on
  * attention's 128 x 128 x 64 blocks, measured on one core; bert-base int8 inference at batch
- * 32 x 128 on one thread: attention 273 -> 227 ms), where the runtime-size primitive runs a
+ * 32 x 128 on one thread: attention 264-275 -> 234-243 ms), where the runtime-size primitive runs a
  * generic one. A primitive costs ~0.4 ms and ~130 KB (oneDNN's JIT code) to make, so sizes
  * are rounded up to buckets (16, then multiples of 32 up to 512: at most 17 per dimension)
  * and the operands zero-padded to them: a few primitives serve every length, and
@@ -524,36 +549,6 @@ void gemm_half_serial(HalfMode mode, bool trans_a, bool trans_b, int M, int N, i
     serial_execute(p, scratch_bytes, &k, A, B, C);
 }
 
-/* Runs a serial product's primitive (runtime-size or fixed: the shape's descriptors either
- * way) on this thread's stream and scratchpad. */
-static void serial_execute(dnnl_primitive_t p, size_t scratch_bytes, const GemmShape *shape, const void *A,
-                           const void *B, float *C) {
-    const GemmShape k = *shape;
-    const int M = k.M, N = k.N, K = k.K, lda = k.lda, ldb = k.ldb, ldc = k.ldc;
-    const bool trans_a = k.ta, trans_b = k.tb;
-    if (!t_serial.stream) {   /* the thread's first serial product */
-        thread_at_exit(t_serial_release, &t_serial);
-        check(dnnl_stream_create(&t_serial.stream, g_bf16.engine, dnnl_stream_default_flags), "stream", &k);
-    }
-    if (t_serial.capacity < scratch_bytes) {
-        free(t_serial.scratch);
-        t_serial.scratch = xmalloc(scratch_bytes);
-        t_serial.capacity = scratch_bytes;
-    }
-    dnnl_memory_desc_t a, b, c, scratch_md;
-    matrix_md(&a, M, K, lda, trans_a, dnnl_bf16, &k);
-    matrix_md(&b, K, N, ldb, trans_b, dnnl_bf16, &k);
-    matrix_md(&c, M, N, ldc, false, dnnl_f32, &k);
-    dnnl_dims_t scratch_dims = {(dnnl_dim_t)scratch_bytes};
-    check(dnnl_memory_desc_init_by_tag(&scratch_md, 1, scratch_dims, dnnl_u8, dnnl_a), "scratchpad descriptor", &k);
-    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, wrap(&a, A, &k)}, {DNNL_ARG_WEIGHTS, wrap(&b, B, &k)},
-                               {DNNL_ARG_DST, wrap(&c, C, &k)}, {DNNL_ARG_SCRATCHPAD, NULL}};
-    int nargs = 3;
-    if (scratch_bytes) args[nargs++].memory = wrap(&scratch_md, t_serial.scratch, &k);
-    check(dnnl_primitive_execute(p, t_serial.stream, nargs, args), "execute", &k);
-    check(dnnl_stream_wait(t_serial.stream), "stream wait", &k);
-    for (int i = 0; i < nargs; i++) dnnl_memory_destroy(args[i].memory);
-}
 
 /* ---- packed weights ---- */
 

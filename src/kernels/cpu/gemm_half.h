@@ -54,8 +54,9 @@ void gemm_half(HalfMode mode, bool trans_a, bool trans_b, int M, int N, int K, c
                const uint16_t *B, int ldb, const float *bias, float beta, float *C, int ldc);
 
 /* gemm_half without bias, for products too small to split, called from inside OpenMP workers
- * (attention's per-sequence, per-head products): runs on the calling thread; any sizes, with
- * no primitive made per shape. */
+ * (attention's per-sequence, per-head products): runs on the calling thread; any sizes. Sizes
+ * up to 512 run on one primitive per size bucket (zero-padded plain copies where needed: the
+ * bits depend on the product's own sizes only), larger ones on a runtime-size primitive. */
 void gemm_half_serial(HalfMode mode, bool trans_a, bool trans_b, int M, int N, int K, const uint16_t *A, int lda,
                       const uint16_t *B, int ldb, float beta, float *C, int ldc);
 
