@@ -74,8 +74,7 @@ static long long nine_digits(double x, int *e) {
     *e = (int)floor(log10(x));
     for (;;) {
         const int k = 8 - *e;
-        const double scaled = k >= 0 ? (k <= 22 ? x * power_of_ten(k) : x * power_of_ten(22) * power_of_ten(k - 22))
-                                     : x / power_of_ten(-k);
+        const double scaled = k >= 0 ? x * power_of_ten(k) : x / power_of_ten(-k);
         const long long m = llrint(scaled);
         if (m >= 1000000000LL) (*e)++;        /* log10 was low, or rounding carried into a 10th digit */
         else if (m < 100000000LL) (*e)--;     /* log10 was high */

@@ -516,15 +516,14 @@ static float softmax_row(float *dst, const float *src, int n) {
 
 /* ---------------------------------------------------------------- attention */
 
-/* Row-wise softmax(s * scale) of scores [T, L]; keys with mask 0 (mask non-NULL only when
- * the sequence has padding before its last real token) get probability 0. One pass over the
- * scores for the maximum, one for the exponentials (kept in s) and one that writes the
- * probabilities: to p (fp32, may be s; NULL: not kept, as in inference) and rounded to p16
- * for a 16-bit product (NULL: not made; fp32 runs, or dropout comes first). The same values
- * as scaling s, a softmax and rounding in passes of their own: fl(s * scale) is recomputed
- * identically, and rounding is monotonic, so the maximum of the scaled scores is the scaled
- * maximum. */
+/* The softmax row in AVX-512 where the build has it (below); the portable loop otherwise. */
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#define SOFTMAX_AVX512 1
+#else
+#define SOFTMAX_AVX512 0
+#endif
+
+#if SOFTMAX_AVX512
 /* e^x for 16 floats: x = n ln2 + r (n = round(x log2 e), Cody-Waite's two-part ln2, |r| <=
  * ln2/2), e^r by its Taylor polynomial to r^7 (truncation below 1e-8 relative), times 2^n by
  * scalef: within 0.93 ulp of e^x over [-87, 5] (all 2^24 points of a sweep against double exp;
@@ -556,24 +555,27 @@ static inline __m256i bf16x16(__m512 x) {
     return _mm512_cvtepi32_epi16(h);
 }
 
+/* The lanes of a 16-wide step with `left` values to go: all, or the tail's. */
+static inline __mmask16 lanes(int left) { return left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1); }
+
 /* softmax_rows_scaled's row (below) 16 lanes at a time, a masked vector for the tail. */
 static void softmax_row_avx512(float *row, float *out, uint16_t *out16, HalfMode mode, int L, float scale) {
     __m512 vmx = _mm512_set1_ps(-INFINITY);
     for (int j = 0; j < L; j += 16) {
-        const __mmask16 m = L - j >= 16 ? 0xffff : (__mmask16)((1u << (L - j)) - 1);
+        const __mmask16 m = lanes(L - j);
         vmx = _mm512_max_ps(vmx, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), m, row + j));
     }
     const __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(vmx) * scale), vs = _mm512_set1_ps(scale);
     __m512 vsum = _mm512_setzero_ps();
     for (int j = 0; j < L; j += 16) {
-        const __mmask16 m = L - j >= 16 ? 0xffff : (__mmask16)((1u << (L - j)) - 1);
+        const __mmask16 m = lanes(L - j);
         const __m512 e = exp16(_mm512_sub_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, row + j), vs), mx));
         _mm512_mask_storeu_ps(row + j, m, e);
         vsum = _mm512_add_ps(vsum, _mm512_maskz_mov_ps(m, e));
     }
     const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(vsum));
     for (int j = 0; j < L; j += 16) {
-        const __mmask16 m = L - j >= 16 ? 0xffff : (__mmask16)((1u << (L - j)) - 1);
+        const __mmask16 m = lanes(L - j);
         const __m512 pj = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, row + j), inv);
         if (out) _mm512_mask_storeu_ps(out + j, m, pj);
         if (out16 && mode != HALF_FP16) _mm256_mask_storeu_epi16(out16 + j, m, bf16x16(pj));
@@ -583,6 +585,14 @@ static void softmax_row_avx512(float *row, float *out, uint16_t *out16, HalfMode
 }
 #endif
 
+/* Row-wise softmax(s * scale) of scores [T, L]; keys with mask 0 (mask non-NULL only when
+ * the sequence has padding before its last real token) get probability 0. One pass over the
+ * scores for the maximum, one for the exponentials (kept in s) and one that writes the
+ * probabilities: to p (fp32, may be s; NULL: not kept, as in inference) and rounded to p16
+ * for a 16-bit product (NULL: not made; fp32 runs, or dropout comes first). The same values
+ * as scaling s, a softmax and rounding in passes of their own: fl(s * scale) is recomputed
+ * identically, and rounding is monotonic, so the maximum of the scaled scores is the scaled
+ * maximum. */
 static void softmax_rows_scaled(float *s, float *p, uint16_t *restrict p16, HalfMode mode, int T, int L, float scale,
                                 const int32_t *mask) {
     for (int i = 0; i < T; i++) {
@@ -590,7 +600,7 @@ static void softmax_rows_scaled(float *s, float *p, uint16_t *restrict p16, Half
         if (mask)
             for (int j = 0; j < L; j++)
                 if (!mask[j]) row[j] = -INFINITY;
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#if SOFTMAX_AVX512
         softmax_row_avx512(row, p ? p + (size_t)i * L : NULL, p16 ? p16 + (size_t)i * L : NULL, mode, L, scale);
         continue;
 #endif
