@@ -122,12 +122,12 @@ test-fast:
 	@$(MAKE) --no-print-directory all
 	@bash tests/run.sh build
 
-# The model, layer and bench tests of both GEMM builds under every OpenBLAS / OpenMP / oneDNN
+# The model, layer, bench and bf16 tests (tests/matrix.sh's list) of both GEMM builds under every OpenBLAS / OpenMP / oneDNN
 # environment machines of this kind have (one line each); minutes, so not part of `make test`.
 test-matrix:
-	@$(MAKE) --no-print-directory $(addprefix build/tests/,test_layers test_model test_bench)
+	@$(MAKE) --no-print-directory $(addprefix build/tests/,test_layers test_model test_bench test_bf16)
 	@$(MAKE) --no-print-directory BUILD=build-openblas GEMM=openblas \
-		$(addprefix build-openblas/tests/,test_layers test_model test_bench)
+		$(addprefix build-openblas/tests/,test_layers test_model test_bench test_bf16)
 	@bash tests/matrix.sh
 
 # `make install PREFIX=/opt/bert`: the program in PREFIX/bin, the bundled vocabularies and
