@@ -131,8 +131,8 @@ static void test_product_exact(void) {
  * scale product once, the product once and the bias addition once: within
  * 3u |sum r s| + u |out| of the double value (u = 2^-24), u |out| covering the last
  * rounding. With GELU, that error times GELU's slope (< 1.13) plus the activation's own:
- * erf as Abramowitz and Stegun's 7.1.26 in AVX-512 (measured within 2.7e-7 |v| of GELU over
- * [-30, 30]; gemm_int8.c), or erff / tanhf, within 0.5e-6 |v|; and 3 fp32 roundings of the
+ * erf as a rational function in AVX-512 (measured within 2.4e-7 |v| of GELU over [-30, 30];
+ * gemm_int8.c), or erff / tanhf, within 0.5e-6 |v|; and 3 fp32 roundings of the
  * result. */
 static void check_forward(int M, int N, int K, uint64_t seed, int gelu) {
     float *W = malloc(sizeof(float) * N * K), *X = malloc(sizeof(float) * M * K), *b = malloc(sizeof(float) * N);

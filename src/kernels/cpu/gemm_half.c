@@ -12,6 +12,7 @@
 #include "core/common.h"
 #include "core/strmap.h"
 #include "kernels/cpu/sgemm.h"
+#include "kernels/cpu/vec16.h"
 
 void bf16_from_floats(bf16 *restrict dst, const float *restrict src, long n) {
 #pragma omp parallel for schedule(static) if (n >= (1L << 16))
@@ -337,6 +338,15 @@ static struct {
     dnnl_primitive_t primitive[SERIAL_KINDS];
     size_t scratch_bytes[SERIAL_KINDS];
 } g_serial = {.lock = PTHREAD_MUTEX_INITIALIZER};
+/* A fixed-shape primitive's memory objects on this thread (its shape's descriptors; the data
+ * pointers set at each call): making and freeing four per product was a tenth of attention's
+ * time on 128-token blocks. */
+enum { SERIAL_BOUND = 8 };
+typedef struct {
+    dnnl_primitive_t primitive;   /* NULL: empty */
+    dnnl_memory_t a, b, c, scratch;   /* scratch NULL where the primitive needs none */
+    void *scratch_at;   /* the scratchpad it was made on (the thread's may have grown since) */
+} SerialBound;
 /* Each thread's stream and scratchpad for the serial products, released when the thread ends
  * (a server's compute worker is a thread that ends before the process). */
 typedef struct {
@@ -345,21 +355,29 @@ typedef struct {
     size_t capacity;
     void *dense;            /* plain copies of strided operands for the fixed-shape products */
     size_t dense_capacity;
+    SerialBound bound[SERIAL_BOUND];
+    int next_bound;         /* the slot replaced next when none matches */
 } SerialScratch;
 static _Thread_local SerialScratch t_serial;
 
+static void bound_release(SerialBound *b) {
+    if (!b->primitive) return;
+    dnnl_memory_destroy(b->a), dnnl_memory_destroy(b->b), dnnl_memory_destroy(b->c);
+    if (b->scratch) dnnl_memory_destroy(b->scratch);
+    memset(b, 0, sizeof *b);
+}
+
 static void t_serial_release(void *scratch) {
     SerialScratch *s = scratch;
+    for (int i = 0; i < SERIAL_BOUND; i++) bound_release(&s->bound[i]);
     if (s->stream) dnnl_stream_destroy(s->stream);
     free(s->scratch);
     free(s->dense);
     memset(s, 0, sizeof *s);
 }
 
-/* Runs a serial product's primitive (runtime-size or fixed: the shape's descriptors either
- * way) on this thread's stream and scratchpad. */
-static void serial_execute(dnnl_primitive_t p, size_t scratch_bytes, const GemmShape *k, const void *A,
-                           const void *B, float *C) {
+/* This thread's stream, and its scratchpad of at least scratch_bytes. */
+static void serial_thread_ready(size_t scratch_bytes, const GemmShape *k) {
     if (!t_serial.stream) {   /* the thread's first serial product */
         thread_at_exit(t_serial_release, &t_serial);
         check(dnnl_stream_create(&t_serial.stream, g_bf16.engine, dnnl_stream_default_flags), "stream", k);
@@ -369,19 +387,62 @@ static void serial_execute(dnnl_primitive_t p, size_t scratch_bytes, const GemmS
         t_serial.scratch = xmalloc(scratch_bytes);
         t_serial.capacity = scratch_bytes;
     }
+}
+
+/* The memory objects of k's shape: A, B, C and the thread's scratchpad (NULL without one). */
+static void serial_memories(dnnl_memory_t mem[4], size_t scratch_bytes, const GemmShape *k, const void *A,
+                            const void *B, float *C) {
     dnnl_memory_desc_t a, b, c, scratch_md;
     matrix_md(&a, k->M, k->K, k->lda, k->ta, dnnl_bf16, k);
     matrix_md(&b, k->K, k->N, k->ldb, k->tb, dnnl_bf16, k);
     matrix_md(&c, k->M, k->N, k->ldc, false, dnnl_f32, k);
+    mem[0] = wrap(&a, A, k), mem[1] = wrap(&b, B, k), mem[2] = wrap(&c, C, k), mem[3] = NULL;
+    if (!scratch_bytes) return;
     dnnl_dims_t scratch_dims = {(dnnl_dim_t)scratch_bytes};
     check(dnnl_memory_desc_init_by_tag(&scratch_md, 1, scratch_dims, dnnl_u8, dnnl_a), "scratchpad descriptor", k);
-    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, wrap(&a, A, k)}, {DNNL_ARG_WEIGHTS, wrap(&b, B, k)},
-                               {DNNL_ARG_DST, wrap(&c, C, k)}, {DNNL_ARG_SCRATCHPAD, NULL}};
-    int nargs = 3;
-    if (scratch_bytes) args[nargs++].memory = wrap(&scratch_md, t_serial.scratch, k);
-    check(dnnl_primitive_execute(p, t_serial.stream, nargs, args), "execute", k);
+    mem[3] = wrap(&scratch_md, t_serial.scratch, k);
+}
+
+static void serial_run(dnnl_primitive_t p, dnnl_memory_t mem[4], const GemmShape *k) {
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, mem[0]}, {DNNL_ARG_WEIGHTS, mem[1]}, {DNNL_ARG_DST, mem[2]},
+                               {DNNL_ARG_SCRATCHPAD, mem[3]}};
+    check(dnnl_primitive_execute(p, t_serial.stream, mem[3] ? 4 : 3, args), "execute", k);
     check(dnnl_stream_wait(t_serial.stream), "stream wait", k);
-    for (int i = 0; i < nargs; i++) dnnl_memory_destroy(args[i].memory);
+}
+
+/* Runs a runtime-size serial product's primitive (the call's descriptors) on this thread's
+ * stream and scratchpad. */
+static void serial_execute(dnnl_primitive_t p, size_t scratch_bytes, const GemmShape *k, const void *A,
+                           const void *B, float *C) {
+    serial_thread_ready(scratch_bytes, k);
+    dnnl_memory_t mem[4];
+    serial_memories(mem, scratch_bytes, k, A, B, C);
+    serial_run(p, mem, k);
+    for (int i = 0; i < 4; i++)
+        if (mem[i]) dnnl_memory_destroy(mem[i]);
+}
+
+/* The same for a fixed-shape primitive, on memory objects kept for it (see SerialBound). */
+static void serial_execute_fixed(dnnl_primitive_t p, size_t scratch_bytes, const GemmShape *k, const void *A,
+                                 const void *B, float *C) {
+    serial_thread_ready(scratch_bytes, k);
+    SerialBound *b = NULL;
+    for (int i = 0; i < SERIAL_BOUND && !b; i++)
+        if (t_serial.bound[i].primitive == p && t_serial.bound[i].scratch_at == t_serial.scratch) b = &t_serial.bound[i];
+    if (b) {
+        check(dnnl_memory_set_data_handle(b->a, (void *)A), "memory handle", k);
+        check(dnnl_memory_set_data_handle(b->b, (void *)B), "memory handle", k);
+        check(dnnl_memory_set_data_handle(b->c, C), "memory handle", k);
+    } else {
+        b = &t_serial.bound[t_serial.next_bound];
+        t_serial.next_bound = (t_serial.next_bound + 1) % SERIAL_BOUND;
+        bound_release(b);
+        dnnl_memory_t mem[4];
+        serial_memories(mem, scratch_bytes, k, A, B, C);
+        *b = (SerialBound){.primitive = p, .a = mem[0], .b = mem[1], .c = mem[2], .scratch = mem[3],
+                           .scratch_at = t_serial.scratch};
+    }
+    serial_run(p, (dnnl_memory_t[4]){b->a, b->b, b->c, b->scratch}, k);
 }
 
 /* A serial product's primitive for k's transposes and accumulate flag, on the shape's sizes and
@@ -479,14 +540,28 @@ static dnnl_primitive_t serial_fixed_primitive(const GemmShape *k, size_t *scrat
     return p;
 }
 
+/* `bytes` bytes from s to d, both short (a row of an attention block: 128 or 256 bytes): libc's
+ * memcpy call per row was a quarter of attention's time at these sizes. */
+static inline void copy_short(char *d, const char *s, size_t bytes) {
+#if VEC16
+    for (size_t o = 0; o < bytes; o += 64) {
+        const __mmask64 m = bytes - o >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << (bytes - o)) - 1;
+        _mm512_mask_storeu_epi8(d + o, m, _mm512_maskz_loadu_epi8(m, s + o));
+    }
+#else
+    memcpy(d, s, bytes);
+#endif
+}
+
 /* rows x cols values of elem bytes stored with row length ld, into a plain [prows, pcols]
  * array, zero past them. */
 static void padded_rows(void *dst, const void *src, int rows, int cols, int ld, int prows, int pcols, size_t elem) {
     char *d = dst;
     const char *s = src;
+    const size_t row_bytes = (size_t)cols * elem, pad_bytes = (size_t)(pcols - cols) * elem;
     for (int r = 0; r < rows; r++) {
-        memcpy(d + (size_t)r * pcols * elem, s + (size_t)r * ld * elem, (size_t)cols * elem);
-        memset(d + ((size_t)r * pcols + cols) * elem, 0, (size_t)(pcols - cols) * elem);
+        copy_short(d + (size_t)r * pcols * elem, s + (size_t)r * ld * elem, row_bytes);
+        if (pad_bytes) memset(d + (size_t)r * pcols * elem + row_bytes, 0, pad_bytes);
     }
     memset(d + (size_t)rows * pcols * elem, 0, (size_t)(prows - rows) * pcols * elem);
 }
@@ -526,10 +601,10 @@ static bool serial_fixed(const GemmShape *shape, const uint16_t *A, const uint16
     if (a_copy) padded_rows(dense, A, ar, ac, shape->lda, arp, acp, 2), a = (const uint16_t *)dense;
     if (b_copy) padded_rows(dense + a_bytes, B, br, bc, shape->ldb, brp, bcp, 2), b = (const uint16_t *)(dense + a_bytes);
     if (c_copy && shape->accumulate) padded_rows(c, C, shape->M, shape->N, shape->ldc, k.M, k.N, sizeof(float));
-    serial_execute(p, scratch_bytes, &k, a, b, c);
+    serial_execute_fixed(p, scratch_bytes, &k, a, b, c);
     if (c_copy)
         for (int r = 0; r < shape->M; r++)
-            memcpy(C + (size_t)r * shape->ldc, c + (size_t)r * k.N, sizeof(float) * (size_t)shape->N);
+            copy_short((char *)(C + (size_t)r * shape->ldc), (const char *)(c + (size_t)r * k.N), sizeof(float) * (size_t)shape->N);
     return true;
 }
 

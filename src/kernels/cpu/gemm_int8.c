@@ -12,6 +12,7 @@
 #include "core/common.h"
 #include "kernels/cpu/gemm_half.h"   /* bf16_from_float */
 #include "kernels/cpu/layernorm_row.h"
+#include "kernels/cpu/vec16.h"
 
 /* The layout a weight is packed in: the one oneDNN's int8 matmul picks for B [K, N] s8 when
  * free to choose, for a product of PACK_ROWS s8 rows (on VNNI CPUs it carries oneDNN's s8 x s8
@@ -146,40 +147,77 @@ static inline float round_even(float v) {
     return (v + magic) - magic;
 }
 
-/* One row: its largest magnitude (NaN if a value is not finite), then the rounded multiples. */
-static float quantize_row(int8_t *restrict q, const float *restrict x, int cols, float levels) {
+/* A row's largest magnitude, and whether every value is finite (a max is exact in any order:
+ * the compiler does not vectorize this reduction itself). */
+static float row_amax(const float *restrict x, int cols, int *finite) {
     float amax = 0.0f;
-    int finite = 1, k = 0;
-#ifdef __AVX2__   /* the compiler does not vectorize this reduction itself (a max is exact in any order) */
+    int ok = 1, k = 0;
+#if VEC16
+    const __m512 big = _mm512_set1_ps(3.402823466e38f);
+    __m512 m = _mm512_setzero_ps();
+    __mmask16 bad = 0;
+    for (; k < cols; k += 16) {
+        const __mmask16 l = lanes(cols - k);
+        const __m512 a = _mm512_abs_ps(_mm512_maskz_loadu_ps(l, x + k));
+        m = _mm512_max_ps(a, m);   /* a NaN in a: m kept (the second operand) */
+        bad |= _mm512_mask_cmp_ps_mask(l, a, big, _CMP_NLE_UQ);
+    }
+    amax = _mm512_reduce_max_ps(m);
+    ok = !bad;
+#elif defined(__AVX2__)
     const __m256 sign = _mm256_set1_ps(-0.0f), big = _mm256_set1_ps(3.402823466e38f);
-    __m256 m0 = _mm256_setzero_ps(), m1 = _mm256_setzero_ps(), ok = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
+    __m256 m0 = _mm256_setzero_ps(), m1 = _mm256_setzero_ps(), all = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
     for (; k + 16 <= cols; k += 16) {
         const __m256 a0 = _mm256_andnot_ps(sign, _mm256_loadu_ps(x + k)), a1 = _mm256_andnot_ps(sign, _mm256_loadu_ps(x + k + 8));
-        m0 = _mm256_max_ps(a0, m0), m1 = _mm256_max_ps(a1, m1);   /* a NaN in a: m kept (the second operand) */
-        ok = _mm256_and_ps(ok, _mm256_and_ps(_mm256_cmp_ps(a0, big, _CMP_LE_OQ), _mm256_cmp_ps(a1, big, _CMP_LE_OQ)));
+        m0 = _mm256_max_ps(a0, m0), m1 = _mm256_max_ps(a1, m1);
+        all = _mm256_and_ps(all, _mm256_and_ps(_mm256_cmp_ps(a0, big, _CMP_LE_OQ), _mm256_cmp_ps(a1, big, _CMP_LE_OQ)));
     }
-    float lanes[8];
-    _mm256_storeu_ps(lanes, _mm256_max_ps(m0, m1));
-    for (int l = 0; l < 8; l++) amax = lanes[l] > amax ? lanes[l] : amax;
-    finite = _mm256_movemask_ps(ok) == 0xff;
+    float lane[8];
+    _mm256_storeu_ps(lane, _mm256_max_ps(m0, m1));
+    for (int l = 0; l < 8; l++) amax = lane[l] > amax ? lane[l] : amax;
+    ok = _mm256_movemask_ps(all) == 0xff;
 #endif
     for (; k < cols; k++) {
         const float a = fabsf(x[k]);
         amax = a > amax ? a : amax;
-        finite &= a <= 3.402823466e38f;   /* 0 for an infinity or NaN */
+        ok &= a <= 3.402823466e38f;   /* 0 for an infinity or NaN */
     }
+    *finite = ok;
+    return amax;
+}
+
+/* The row's rounded multiples of amax / levels, given its largest magnitude; returns the scale. */
+static float quantize_with(int8_t *restrict q, const float *restrict x, int cols, float levels, float amax, int finite) {
     if (!finite || amax == 0.0f) {   /* NaN scale: the row's results are NaN, not a quiet 0 */
-        for (int j = 0; j < cols; j++) q[j] = 0;
+        memset(q, 0, (size_t)cols);
         return finite ? 0.0f : NAN;
     }
     const float inv = levels / amax;
-    for (k = 0; k < cols; k++) {
+    int k = 0;
+#if VEC16   /* round_even's two additions, the clamps as minimum and maximum: the same values */
+    const __m512 vinv = _mm512_set1_ps(inv), hi = _mm512_set1_ps(levels), lo = _mm512_set1_ps(-levels),
+                 magic = _mm512_set1_ps(12582912.0f);
+    for (; k < cols; k += 16) {
+        const __mmask16 l = lanes(cols - k);
+        __m512 v = _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(l, x + k), vinv), magic), magic);
+        v = _mm512_max_ps(_mm512_min_ps(v, hi), lo);
+        _mm_mask_storeu_epi8(q + k, l, _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(v)));
+    }
+#endif
+    for (; k < cols; k++) {
         float v = round_even(x[k] * inv);
         v = v > levels ? levels : v;
         v = v < -levels ? -levels : v;
         q[k] = (int8_t)(int)v;
     }
     return amax / levels;
+}
+
+/* One row: its largest magnitude (NaN if a value is not finite), then the rounded multiples. */
+static float quantize_row(int8_t *restrict q, const float *restrict x, int cols, float levels) {
+    int finite;
+    const float amax = row_amax(x, cols, &finite);
+    return quantize_with(q, x, cols, levels, amax, finite);
 }
 
 float gemm_int8_quantize_row(int8_t *q, const float *x, int cols, int levels) {
@@ -379,41 +417,29 @@ void gemm_int8_s32(int M, int N, int K, const int8_t *A, const void *packed, int
 /* libmvec's vector erff (as kernels/cpu/layers.c declares it), so the GELU loop vectorizes. */
 float erff(float) __attribute__((simd("notinbranch")));
 
-#ifdef __AVX512F__
-/* e^y for y <= 0 (Cody and Waite's reduction by n ln 2 in two parts, Cephes' expf polynomial
- * on |r| <= ln2/2: within 2 ulp), 0 below -104. */
-static inline __m512 exp_nonpositive(__m512 y) {
-    y = _mm512_max_ps(y, _mm512_set1_ps(-104.0f));
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(y, _mm512_set1_ps(1.44269504088896341f)),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), y);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    return _mm512_scalef_ps(p, n);
-}
-
-/* GELU (erf) of 16 values: erf(z) = 1 - t P(t) e^{-z^2}, t = 1 / (1 + p z), for z >= 0
- * (Abramowitz and Stegun 7.1.26: within 1.5e-7 of erf), odd in z. Measured against erf in
- * double over [-30, 30] every 3e-5: within 2.7e-7 |x| (oneDNN's GELU post-op, the bf16 path's,
- * uses the same formula). 1.4x faster than libmvec's erff here, which the feed-forward's
- * epilogue spent most of its time in. */
+#if VEC16
+/* GELU (erf) of 16 values: 0.5 x (1 + erf(x / sqrt 2)), erf(z) = z P(z^2) / Q(z^2) for
+ * |z| <= 4 (a rational fit of degrees 5 and 5 in z^2, tools/fit_erf.py: within 3.2e-7 of erf
+ * in float32 over [0, 5]), at most 1, odd in z; 1 beyond 4 (erf(4) is 1 - 1.5e-8). Measured
+ * against GELU in double over [-30, 30] every 3e-5: within 2.4e-7 |x|, the result's own
+ * rounding included. 1/Q by the reciprocal instruction and one Newton step (28 bits). Half the
+ * operations of Abramowitz and Stegun's 7.1.26 with its exponential and division (what oneDNN's
+ * GELU post-op evaluates), which the first feed-forward product's epilogue spent most of its
+ * time in; libmvec's erff before that was slower still. */
 static inline __m512 gelu_erf16(__m512 x) {
-    const __m512 z = _mm512_mul_ps(x, _mm512_set1_ps(0.70710678118654752f)), a = _mm512_abs_ps(z);
-    const __m512 t = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_fmadd_ps(a, _mm512_set1_ps(0.3275911f), _mm512_set1_ps(1.0f)));
-    __m512 p = _mm512_set1_ps(1.061405429f);
-    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-1.453152027f));
-    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.421413741f));
-    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-0.284496736f));
-    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.254829592f));
-    p = _mm512_mul_ps(p, t);
-    const __m512 e = exp_nonpositive(_mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), a), a));
-    __m512 erf = _mm512_fnmadd_ps(p, e, _mm512_set1_ps(1.0f));
+    static const float P[6] = {1.9748238174e-06f, 2.8804450994e-04f, 4.0037459694e-03f,
+                               5.3467791528e-02f, 1.9625118375e-01f, 1.1283789873e+00f};
+    static const float Q[6] = {3.7480960600e-05f, 1.2163857464e-03f, 1.5444621444e-02f,
+                               1.1647735536e-01f, 5.0725424290e-01f, 1.0f};
+    const __m512 z = _mm512_mul_ps(x, _mm512_set1_ps(0.70710678118654752f));
+    const __m512 a = _mm512_min_ps(_mm512_abs_ps(z), _mm512_set1_ps(4.0f)), u = _mm512_mul_ps(a, a);
+    __m512 p = _mm512_set1_ps(P[0]), q = _mm512_set1_ps(Q[0]);
+    for (int k = 1; k < 6; k++) {
+        p = _mm512_fmadd_ps(p, u, _mm512_set1_ps(P[k]));
+        q = _mm512_fmadd_ps(q, u, _mm512_set1_ps(Q[k]));
+    }
+    const __m512 r0 = _mm512_rcp14_ps(q), r = _mm512_mul_ps(r0, _mm512_fnmadd_ps(q, r0, _mm512_set1_ps(2.0f)));
+    __m512 erf = _mm512_min_ps(_mm512_mul_ps(_mm512_mul_ps(a, p), r), _mm512_set1_ps(1.0f));
     erf = _mm512_mask_sub_ps(erf, _mm512_cmp_ps_mask(z, _mm512_setzero_ps(), _CMP_LT_OQ), _mm512_setzero_ps(), erf);
     return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), x), _mm512_add_ps(_mm512_set1_ps(1.0f), erf));
 }
@@ -421,7 +447,7 @@ static inline __m512 gelu_erf16(__m512 x) {
 
 static void gelu_row(float *restrict v, int N, int gelu) {
     int j = 0;
-#ifdef __AVX512F__
+#if VEC16
     if (gelu == 1)
         for (; j + 16 <= N; j += 16) _mm512_storeu_ps(v + j, gelu_erf16(_mm512_loadu_ps(v + j)));
 #endif
@@ -434,10 +460,71 @@ static void gelu_row(float *restrict v, int N, int gelu) {
         }
 }
 
+/* The quantized row of v, 127 levels (v / q_smooth where the next weight is smoothed). */
+static float quantize_output(const Int8Epilogue *e, size_t i, const float *v, int N) {
+    int8_t *q = e->q + i * N;
+    return e->q_smooth ? quantize_row_smoothed(q, v, e->q_smooth, t8.div, N) : gemm_int8_quantize_row(q, v, N, 127);
+}
+
+#if VEC16
+/* 16 sums dequantized: float(sum) (r s_j) + bias_j (+ residual_j), the scalar loop's operations
+ * in its order (no contraction into FMAs in this build). */
+static inline __m512 dequant16(const int32_t *acc, const float *col_scale, const float *bias, const float *res,
+                               __m512 r, __mmask16 m) {
+    const __m512 s = _mm512_mul_ps(r, _mm512_maskz_loadu_ps(m, col_scale));
+    __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_maskz_loadu_epi32(m, acc)), s);
+    if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias));
+    if (res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, res));
+    return v;
+}
+
+/* epilogue_row's row in one pass over the sums: dequantized, GELU, then stored in bf16 or
+ * kept (with its largest magnitude, when it is quantized next as it is), 16 values at a time;
+ * then LayerNorm and the quantization as the scalar row does them. The same values. */
+static void epilogue_row16(const Int8Epilogue *e, size_t i, const int32_t *acc, const float *col_scale,
+                           const float *bias, float r, int N) {
+    const float *res = e->residual ? e->residual + i * N : NULL;
+    float *v = e->out && !e->ln_w ? e->out + i * N : t8.row;
+    uint16_t *o16 = e->out16 ? e->out16 + i * N : NULL;   /* never with LayerNorm or q */
+    const bool amax_here = e->q && !e->ln_w && !e->q_smooth;
+    const __m512 vr = _mm512_set1_ps(r), big = _mm512_set1_ps(3.402823466e38f);
+    __m512 amax = _mm512_setzero_ps();
+    __mmask16 bad = 0;
+    for (int j = 0; j < N; j += 16) {
+        const __mmask16 m = lanes(N - j);
+        __m512 x = dequant16(acc + j, col_scale + j, bias ? bias + j : NULL, res ? res + j : NULL, vr, m);
+        if (e->gelu) x = gelu_erf16(x);
+        if (o16) {
+            _mm256_mask_storeu_epi16(o16 + j, m, bf16x16(x));
+            continue;
+        }
+        _mm512_mask_storeu_ps(v + j, m, x);
+        if (amax_here) {   /* as row_amax */
+            const __m512 a = _mm512_abs_ps(x);
+            amax = _mm512_mask_max_ps(amax, m, a, amax);
+            bad |= _mm512_mask_cmp_ps_mask(m, a, big, _CMP_NLE_UQ);
+        }
+    }
+    if (o16) return;
+    if (e->ln_w) {
+        layernorm_row(e->out + i * N, e->ln_mean + i, e->ln_rstd + i, v, e->ln_w, e->ln_b, N, e->ln_eps);
+        v = e->out + i * N;
+    }
+    if (amax_here) e->q_scale[i] = quantize_with(e->q + i * N, v, N, 127.0f, _mm512_reduce_max_ps(amax), !bad);
+    else if (e->q) e->q_scale[i] = quantize_output(e, i, v, N);
+}
+#endif
+
 /* One row of int32 sums -> float(sum) (r s_j) + bias_j (+ residual_j), GELU, stored as e says.
  * The same float operations, in the same order, whatever the destination. */
 static void epilogue_row(const Int8Epilogue *e, size_t i, const int32_t *restrict acc, const float *restrict col_scale,
                          const float *restrict bias, float r, int N) {
+#if VEC16
+    if (e->gelu != 2) {   /* the tanh GELU has no vector form here */
+        epilogue_row16(e, i, acc, col_scale, bias, r, N);
+        return;
+    }
+#endif
     float *restrict v = e->out && !e->ln_w ? e->out + i * N : t8.row;
     const float *restrict res = e->residual ? e->residual + i * N : NULL;
     /* one pass each way (no contraction into FMAs in this build: the same roundings) */
@@ -458,9 +545,7 @@ static void epilogue_row(const Int8Epilogue *e, size_t i, const int32_t *restric
         layernorm_row(e->out + i * N, e->ln_mean + i, e->ln_rstd + i, v, e->ln_w, e->ln_b, N, e->ln_eps);
         v = e->out + i * N;
     }
-    if (e->q)
-        e->q_scale[i] = e->q_smooth ? quantize_row_smoothed(e->q + i * N, v, e->q_smooth, t8.div, N)
-                                    : gemm_int8_quantize_row(e->q + i * N, v, N, 127);
+    if (e->q) e->q_scale[i] = quantize_output(e, i, v, N);
 }
 
 /* Rows m0 .. m0 + e->M - 1: their sums into this thread's block, then the epilogue while the
@@ -478,14 +563,16 @@ static void rows_block(const Int8Gemm *g, const Int8Layout *l, int m0, const int
         epilogue_row(e, (size_t)m0 + i, t8.acc + (size_t)i * N, col_scale, bias, row_scale[m0 + i], N);
 }
 
-/* Blocks of BLOCK_BYTES of int32 sums, but at least BLOCK_MIN_ROWS rows, each thread its own
- * blocks: a block's product and its epilogue run on one core while the sums are in its cache,
- * and the threads meet once per product, not once per block. (One thread, bert-base's products
- * at 4096 rows, a loaded machine: the old epilogue over sums written in place into the whole
- * fp32 output cost up to as much as the product; from a block in cache, a third of that. Each
- * block reads the whole weight again: 16-row blocks made the 3072-wide product 1.5x slower
- * than 64-row ones, and 64 to 256 rows ran alike.) */
-enum { BLOCK_BYTES = 256 << 10, BLOCK_MIN_ROWS = 64 };
+/* Blocks of rows, each thread its own: a block's product and its epilogue run on one core
+ * while the sums are in its cache, and the threads meet once per product, not once per block.
+ * (One thread, bert-base's products at 4096 rows, a loaded machine: the old epilogue over sums
+ * written in place into the whole fp32 output cost up to as much as the product; from a block
+ * in cache, a third of that.) Each block reads the whole weight again, so the rows per block
+ * grow with K: bert-base's products (4096 rows, 2 threads, AMX, oneDNN's 16-row tiles) ran
+ * fastest with 64 rows where K is 768 (32 to 256 within 15%; 80 rows, what the earlier rule of
+ * 256 KiB of sums gave for N = 768, up to 10% slower) and with 256 rows where K is 3072 (64
+ * rows 8% and 80 rows 25% slower: the weight, 2.4 MB, does not stay in a 2 MiB L2). */
+static int block_rows(int K) { return K > 1536 ? 256 : 64; }
 
 void gemm_int8_rows(int M, int N, int K, const int8_t *A, const float *row_scale, const void *packed, const float *bias,
                     const Int8Epilogue *e) {
@@ -494,8 +581,7 @@ void gemm_int8_rows(int M, int N, int K, const int8_t *A, const float *row_scale
     if (e->ln_w ? !e->out || e->out16 : (e->out != NULL) + (e->out16 != NULL) + (e->q != NULL) != 1)
         die("gemm_int8_rows: give one destination (out, out16 or q; out, and q or not, with LayerNorm)");
     const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-    int rows = (int)(BLOCK_BYTES / (sizeof(int32_t) * (size_t)N)) / 16 * 16;
-    if (rows < BLOCK_MIN_ROWS) rows = BLOCK_MIN_ROWS;
+    int rows = block_rows(K);
     const int per_thread = (M + threads - 1) / threads;   /* every thread gets work where there is some */
     if (rows > per_thread) rows = (per_thread + 15) / 16 * 16;
     if (rows > M) rows = M;
