@@ -281,9 +281,9 @@ static void test_smoothing_factors(void) {
 }
 
 /* k_quantize_rows_int8 with factors against the exact reference: y = x / t in double,
- * scale = max |y| / 127, q = round(y / scale). The fp32 y and scale are within u and 2u of
- * theirs, so q is the reference's integer but where y / scale is within 4u |y / scale| (+ the
- * scale's 2u of 127) of a half: there +-1 (counted; a handful at most). A zero row: scale 0;
+ * scale = max |y| / 127, q = round(y / scale). The fp32 y = x fl(1/t) and scale are within 2u
+ * and 3u of theirs, so q is the reference's integer but where y / scale is within 6u |y / scale|
+ * (+ the scale's 3u of 127) of a half: there +-1 (counted; a handful at most). A zero row: scale 0;
  * a NaN: scale NaN. 130 rows of 301: the threaded path. */
 static void test_smoothed_quantization(void) {
     enum { M = 130, K = 301 };
@@ -305,10 +305,10 @@ static void test_smoothed_quantization(void) {
         double amax = 0;
         for (int k = 0; k < K; k++) amax = fmax(amax, fabs((double)x[i * K + k] / t[k]));
         const double s = amax / 127;
-        CHECKF(fabs(scale[i] - s) <= 2 * F32_UNIT_ROUNDOFF * s, "row %d: scale %.9g, exact %.9g", i, scale[i], s);
+        CHECKF(fabs(scale[i] - s) <= 3 * F32_UNIT_ROUNDOFF * s, "row %d: scale %.9g, exact %.9g", i, scale[i], s);
         for (int k = 0; k < K && s > 0; k++) {
             const double v = (double)x[i * K + k] / t[k] / s, r = nearbyint(v);
-            const double slack = 4 * F32_UNIT_ROUNDOFF * (fabs(v) + 127);
+            const double slack = 6 * F32_UNIT_ROUNDOFF * (fabs(v) + 127);
             const bool near_half = fabs(fabs(v - trunc(v)) - 0.5) <= slack;
             if (q[i * K + k] != r) {
                 ties++;
@@ -327,8 +327,8 @@ static void test_smoothed_quantization(void) {
  * are y = x / t (row scale r) and w' = w t (channel scale s'), whose product is x.w's in exact
  * arithmetic, so the bound is test_against_fp32's for them,
  *   (s'/2) sum|y| + (r/2) sum|w'| + K r s' / 4,
- * plus y's and w''s fp32 roundings (2u sum|x w|) and the sums' (2 gamma_K sum|x w|). Through
- * k_matmul_forward_int8, which divides its fp32 input itself; on a LayerNorm-like input with
+ * plus y's two fp32 roundings (x fl(1/t)) and w''s one (3u sum|x w|) and the sums' (2 gamma_K
+ * sum|x w|). Through k_matmul_forward_int8, which smooths its fp32 input itself; on a LayerNorm-like input with
  * outlier channels, where smoothing is for: its error norm-wise is printed beside the
  * unsmoothed one's and must be smaller. */
 static void test_smoothed_against_fp32(void) {
@@ -355,7 +355,7 @@ static void test_smoothed_against_fp32(void) {
             }
             const double u = F32_UNIT_ROUNDOFF;
             const double bound = ws[j] / 2 * sy * (1 + u) + xs[i] / 2 * sw * (1 + u) + K * (double)xs[i] * ws[j] / 4 +
-                                 (2 * u + 2 * gamma_k(K)) * sxw;
+                                 (3 * u + 2 * gamma_k(K)) * sxw;
             const double d = fabs(o8[(size_t)i * N + j] - exact), dp = o_plain[(size_t)i * N + j] - exact;
             worst = fmax(worst, d / bound), err2 += d * d, plain2 += dp * dp, ref2 += exact * exact;
         }
@@ -410,7 +410,7 @@ static void check_epilogues(int M, int N, int K, Activation act, uint64_t seed) 
                                K, N);
     CHECKF(!bits_differ(q, q_ref, (size_t)M * N) && !bits_differ(qs, qs_ref, sizeof(float) * M),
            "M=%d N=%d K=%d act %d: quantized activation differs", M, N, K, (int)act);
-    /* ... divided by the next product's smoothing factors first */
+    /* ... smoothed by the next product's factors first (times their reciprocals) */
     k_quantize_rows_int8(q_ref, qs_ref, ref, sm, M, N);
     k_matmul_forward_int8_rows(&(KInt8Output){.q8 = q, .q8_scale = qs, .q8_smooth = sm, .act_on = true, .act = act},
                                qx, xs, packed, b, M, K, N);
@@ -432,7 +432,7 @@ static void check_epilogues(int M, int N, int K, Activation act, uint64_t seed) 
            "M=%d N=%d K=%d: LayerNorm in the epilogue differs from k_layernorm_forward", M, N, K);
     CHECKF(!bits_differ(q, q_ref, (size_t)M * N) && !bits_differ(qs, qs_ref, sizeof(float) * M),
            "M=%d N=%d K=%d: LayerNorm's output quantized differs", M, N, K);
-    /* the LayerNorm's output divided by the next product's factors, then quantized (the
+    /* the LayerNorm's output smoothed by the next product's factors, then quantized (the
      * smoothed QKV and FFN in products' inputs); the output itself (the residual) unchanged */
     k_quantize_rows_int8(q_ref, qs_ref, ln_ref, sm, M, N);
     KInt8Output ln_sm = ln;

@@ -115,9 +115,9 @@ size_t k_packed_weight_bytes_int8(int C, int OC);
  * NULL), and the weight is smoothed (SmoothQuant without calibration: gemm_int8.h,
  * gemm_int8_smoothing): factors t [C] from gamma, beta and the largest magnitudes of the
  * columns of the weight's rows [row0, row0 + rows) (rows 0: all OC), the weight packed as
- * W t, and the input quantized as x / t (k_int8_smoothing gives t to the kernel that produces
- * x: its KInt8Output.q8_smooth, or k_quantize_rows_int8's smooth; k_matmul_forward_int8
- * divides its fp32 input itself). smooth NULL: not smoothed, k_int8_smoothing NULL. */
+ * W t, and the input quantized as x / t, computed as x fl(1/t) (k_int8_smoothing gives t to the
+ * kernel that produces x: its KInt8Output.q8_smooth, or k_quantize_rows_int8's smooth;
+ * k_matmul_forward_int8 smooths its fp32 input itself). smooth NULL: not smoothed, k_int8_smoothing NULL. */
 typedef struct {
     const float *ln_w, *ln_b;
     int row0, rows;
@@ -129,7 +129,7 @@ void k_matmul_forward_int8(float *out, const float *inp, const void *packed, con
 /* The int8 encoder's activations (BERT_INT8's layers, which quantize each product's input in
  * the pass that produces it, not in a pass of their own): rows of C values quantized as
  * k_matmul_forward_int8 quantizes its input, q [N, C] int8 and scale [N] in backend memory,
- * q = round(y / scale), scale = max |y_n.| / 127, y = x, or y = x / t (fp32) for a smoothed
+ * q = round(y / scale), scale = max |y_n.| / 127, y = x, or y = x fl(1/t) (fp32) for a smoothed
  * weight's input (smooth: its k_int8_smoothing t [C]; NULL: none). k_quantize_rows_int8
  * quantizes x. */
 void k_quantize_rows_int8(int8_t *q, float *scale, const float *x, const float *smooth, int N, int C);
@@ -137,9 +137,9 @@ void k_quantize_rows_int8(int8_t *q, float *scale, const float *x, const float *
  * v = sum (r_n s_j) + bias (+ residual [N, OC] where given; then act(v) with act_on) stored
  * in exactly one form: out fp32 [N, OC], out16 rounded to bf16 [N, OC], or q8 [N, OC] with
  * q8_scale [N] quantized per row as above (the next int8 product's input; q8_smooth: that
- * product's k_int8_smoothing, the row divided by it before it is quantized). With ln_w: out =
- * LayerNorm(v) as k_layernorm_forward computes it (ln_mean, ln_rstd kept), and with q8 also
- * quantized: the post-LN sublayer's end in the product's pass over its rows. */
+ * product's k_int8_smoothing, the row smoothed by it as above before it is quantized). With
+ * ln_w: out = LayerNorm(v) as k_layernorm_forward computes it (ln_mean, ln_rstd kept), and
+ * with q8 also quantized: the post-LN sublayer's end in the product's pass over its rows. */
 typedef struct {
     float *out;
     const float *residual;

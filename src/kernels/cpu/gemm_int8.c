@@ -147,6 +147,14 @@ static inline float round_even(float v) {
     return (v + magic) - magic;
 }
 
+#if VEC16
+/* The largest lane of four accumulators (a maximum is exact in any order; four accumulators
+ * keep each chain of dependent maxima short). */
+static inline float max_of4(const __m512 m[4]) {
+    return _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m[0], m[1]), _mm512_max_ps(m[2], m[3])));
+}
+#endif
+
 /* A row's largest magnitude, and whether every value is finite (a max is exact in any order:
  * the compiler does not vectorize this reduction itself). */
 static float row_amax(const float *restrict x, int cols, int *finite) {
@@ -154,15 +162,20 @@ static float row_amax(const float *restrict x, int cols, int *finite) {
     int ok = 1, k = 0;
 #if VEC16
     const __m512 big = _mm512_set1_ps(3.402823466e38f);
-    __m512 m = _mm512_setzero_ps();
+    __m512 m[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
     __mmask16 bad = 0;
-    for (; k < cols; k += 16) {
-        const __mmask16 l = lanes(cols - k);
-        const __m512 a = _mm512_abs_ps(_mm512_maskz_loadu_ps(l, x + k));
-        m = _mm512_max_ps(a, m);   /* a NaN in a: m kept (the second operand) */
-        bad |= _mm512_mask_cmp_ps_mask(l, a, big, _CMP_NLE_UQ);
-    }
-    amax = _mm512_reduce_max_ps(m);
+    for (int k0 = 0; k0 < cols; k0 += 64)
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; g++) {   /* unrolled: the accumulators stay in registers */
+            const int c = k0 + 16 * g;
+            if (c >= cols) break;
+            const __mmask16 l = lanes(cols - c);
+            const __m512 a = _mm512_abs_ps(_mm512_maskz_loadu_ps(l, x + c));
+            m[g] = _mm512_max_ps(a, m[g]);   /* a NaN in a: m kept (the second operand) */
+            bad |= _mm512_mask_cmp_ps_mask(l, a, big, _CMP_NLE_UQ);
+        }
+    k = cols;
+    amax = max_of4(m);
     ok = !bad;
 #elif defined(__AVX2__)
     const __m256 sign = _mm256_set1_ps(-0.0f), big = _mm256_set1_ps(3.402823466e38f);
@@ -194,14 +207,16 @@ static float quantize_with(int8_t *restrict q, const float *restrict x, int cols
     }
     const float inv = levels / amax;
     int k = 0;
-#if VEC16   /* round_even's two additions, the clamps as minimum and maximum: the same values */
-    const __m512 vinv = _mm512_set1_ps(inv), hi = _mm512_set1_ps(levels), lo = _mm512_set1_ps(-levels),
-                 magic = _mm512_set1_ps(12582912.0f);
+#if VEC16
+    /* The conversion rounds to nearest even as round_even does (the default rounding mode), and
+     * the clamps cannot act: |x| <= amax, so |x inv| <= 127 (1 + 2^-24)^2 < 127.5 rounds to at
+     * most 127 (the saturating conversion would cap it anyway). The same values, in 3 operations
+     * where the loop below takes 7. */
+    const __m512 vinv = _mm512_set1_ps(inv);
     for (; k < cols; k += 16) {
         const __mmask16 l = lanes(cols - k);
-        __m512 v = _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(l, x + k), vinv), magic), magic);
-        v = _mm512_max_ps(_mm512_min_ps(v, hi), lo);
-        _mm_mask_storeu_epi8(q + k, l, _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(v)));
+        const __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(l, x + k), vinv));
+        _mm_mask_storeu_epi8(q + k, l, _mm512_cvtsepi32_epi8(v));
     }
 #endif
     for (; k < cols; k++) {
@@ -234,11 +249,40 @@ void quantize_rows_s8(int8_t *q, float *scale, const float *x, int rows, int col
         scale[i] = quantize_row(q + (size_t)i * cols, x + (size_t)i * ld, cols, (float)levels);
 }
 
-/* One row of x / t (into y, cols floats of scratch) quantized with 127 levels. */
-static float quantize_row_smoothed(int8_t *restrict q, const float *restrict x, const float *restrict t,
+/* 1 / t_k rounded to fp32, n of them, in a new array: a smoothed input is multiplied by them
+ * (one division per factor and product call; a division per value cost more than the rest of
+ * the LayerNorm epilogue's row together). */
+static float *reciprocals(const float *t, int n) {
+    float *u = xmalloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    for (int k = 0; k < n; k++) u[k] = 1.0f / t[k];
+    return u;
+}
+
+/* One row of x u (u: reciprocals of the smoothing factors; into y, cols floats of scratch)
+ * quantized with 127 levels; in AVX-512 the product and the maximum in one pass. */
+static float quantize_row_smoothed(int8_t *restrict q, const float *restrict x, const float *restrict u,
                                    float *restrict y, int cols) {
-    for (int k = 0; k < cols; k++) y[k] = x[k] / t[k];
+#if VEC16
+    const __m512 big = _mm512_set1_ps(3.402823466e38f);
+    __m512 amax[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    __mmask16 bad = 0;
+    for (int k0 = 0; k0 < cols; k0 += 64)
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; g++) {   /* unrolled: the accumulators stay in registers */
+            const int k = k0 + 16 * g;
+            if (k >= cols) break;
+            const __mmask16 m = lanes(cols - k);
+            const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + k), _mm512_maskz_loadu_ps(m, u + k));
+            _mm512_mask_storeu_ps(y + k, m, v);
+            const __m512 a = _mm512_abs_ps(v);
+            amax[g] = _mm512_max_ps(a, amax[g]);   /* as row_amax */
+            bad |= _mm512_mask_cmp_ps_mask(m, a, big, _CMP_NLE_UQ);
+        }
+    return quantize_with(q, y, cols, 127.0f, max_of4(amax), !bad);
+#else
+    for (int k = 0; k < cols; k++) y[k] = x[k] * u[k];
     return quantize_row(q, y, cols, 127.0f);
+#endif
 }
 
 /* ---- packed weights: [header][N scales][K smoothing factors][oneDNN's packed q], each part
@@ -460,10 +504,11 @@ static void gelu_row(float *restrict v, int N, int gelu) {
         }
 }
 
-/* The quantized row of v, 127 levels (v / q_smooth where the next weight is smoothed). */
-static float quantize_output(const Int8Epilogue *e, size_t i, const float *v, int N) {
+/* The quantized row of v, 127 levels (v times the reciprocals u of e->q_smooth where the next
+ * weight is smoothed). */
+static float quantize_output(const Int8Epilogue *e, size_t i, const float *v, const float *u, int N) {
     int8_t *q = e->q + i * N;
-    return e->q_smooth ? quantize_row_smoothed(q, v, e->q_smooth, t8.div, N) : gemm_int8_quantize_row(q, v, N, 127);
+    return e->q_smooth ? quantize_row_smoothed(q, v, u, t8.div, N) : gemm_int8_quantize_row(q, v, N, 127);
 }
 
 #if VEC16
@@ -482,46 +527,55 @@ static inline __m512 dequant16(const int32_t *acc, const float *col_scale, const
  * kept (with its largest magnitude, when it is quantized next as it is), 16 values at a time;
  * then LayerNorm and the quantization as the scalar row does them. The same values. */
 static void epilogue_row16(const Int8Epilogue *e, size_t i, const int32_t *acc, const float *col_scale,
-                           const float *bias, float r, int N) {
+                           const float *bias, float r, const float *smooth_inv, int N) {
     const float *res = e->residual ? e->residual + i * N : NULL;
     float *v = e->out && !e->ln_w ? e->out + i * N : t8.row;
     uint16_t *o16 = e->out16 ? e->out16 + i * N : NULL;   /* never with LayerNorm or q */
     const bool amax_here = e->q && !e->ln_w && !e->q_smooth;
     const __m512 vr = _mm512_set1_ps(r), big = _mm512_set1_ps(3.402823466e38f);
-    __m512 amax = _mm512_setzero_ps();
+    /* four accumulators each (short chains of dependent operations): the row's maximum, and
+     * ln_sum's lanes of v (value j into accumulator (j / 16) mod 4, as ln_sum) */
+    __m512 amax[4], ln_acc[4];
+    for (int g = 0; g < 4; g++) amax[g] = ln_acc[g] = _mm512_setzero_ps();
     __mmask16 bad = 0;
-    for (int j = 0; j < N; j += 16) {
-        const __mmask16 m = lanes(N - j);
-        __m512 x = dequant16(acc + j, col_scale + j, bias ? bias + j : NULL, res ? res + j : NULL, vr, m);
-        if (e->gelu) x = gelu_erf16(x);
-        if (o16) {
-            _mm256_mask_storeu_epi16(o16 + j, m, bf16x16(x));
-            continue;
+    for (int j0 = 0; j0 < N; j0 += 64)
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; g++) {   /* unrolled: the accumulators stay in registers */
+            const int j = j0 + 16 * g;
+            if (j >= N) break;
+            const __mmask16 m = lanes(N - j);
+            __m512 x = dequant16(acc + j, col_scale + j, bias ? bias + j : NULL, res ? res + j : NULL, vr, m);
+            if (e->gelu) x = gelu_erf16(x);
+            if (o16) {
+                _mm256_mask_storeu_epi16(o16 + j, m, bf16x16(x));
+                continue;
+            }
+            _mm512_mask_storeu_ps(v + j, m, x);
+            if (e->ln_w) ln_acc[g] = _mm512_add_ps(ln_acc[g], x);   /* the tail's other lanes are +0 */
+            if (amax_here) {   /* as row_amax */
+                const __m512 a = _mm512_abs_ps(x);
+                amax[g] = _mm512_mask_max_ps(amax[g], m, a, amax[g]);
+                bad |= _mm512_mask_cmp_ps_mask(m, a, big, _CMP_NLE_UQ);
+            }
         }
-        _mm512_mask_storeu_ps(v + j, m, x);
-        if (amax_here) {   /* as row_amax */
-            const __m512 a = _mm512_abs_ps(x);
-            amax = _mm512_mask_max_ps(amax, m, a, amax);
-            bad |= _mm512_mask_cmp_ps_mask(m, a, big, _CMP_NLE_UQ);
-        }
-    }
     if (o16) return;
     if (e->ln_w) {
-        layernorm_row(e->out + i * N, e->ln_mean + i, e->ln_rstd + i, v, e->ln_w, e->ln_b, N, e->ln_eps);
+        layernorm_row_summed(e->out + i * N, e->ln_mean + i, e->ln_rstd + i, v, ln_lanes_total(ln_acc), e->ln_w,
+                             e->ln_b, N, e->ln_eps);
         v = e->out + i * N;
     }
-    if (amax_here) e->q_scale[i] = quantize_with(e->q + i * N, v, N, 127.0f, _mm512_reduce_max_ps(amax), !bad);
-    else if (e->q) e->q_scale[i] = quantize_output(e, i, v, N);
+    if (amax_here) e->q_scale[i] = quantize_with(e->q + i * N, v, N, 127.0f, max_of4(amax), !bad);
+    else if (e->q) e->q_scale[i] = quantize_output(e, i, v, smooth_inv, N);
 }
 #endif
 
 /* One row of int32 sums -> float(sum) (r s_j) + bias_j (+ residual_j), GELU, stored as e says.
  * The same float operations, in the same order, whatever the destination. */
 static void epilogue_row(const Int8Epilogue *e, size_t i, const int32_t *restrict acc, const float *restrict col_scale,
-                         const float *restrict bias, float r, int N) {
+                         const float *restrict bias, float r, const float *smooth_inv, int N) {
 #if VEC16
     if (e->gelu != 2) {   /* the tanh GELU has no vector form here */
-        epilogue_row16(e, i, acc, col_scale, bias, r, N);
+        epilogue_row16(e, i, acc, col_scale, bias, r, smooth_inv, N);
         return;
     }
 #endif
@@ -545,13 +599,13 @@ static void epilogue_row(const Int8Epilogue *e, size_t i, const int32_t *restric
         layernorm_row(e->out + i * N, e->ln_mean + i, e->ln_rstd + i, v, e->ln_w, e->ln_b, N, e->ln_eps);
         v = e->out + i * N;
     }
-    if (e->q) e->q_scale[i] = quantize_output(e, i, v, N);
+    if (e->q) e->q_scale[i] = quantize_output(e, i, v, smooth_inv, N);
 }
 
 /* Rows m0 .. m0 + e->M - 1: their sums into this thread's block, then the epilogue while the
- * block is in cache. */
+ * block is in cache (smooth_inv: the reciprocals of e->q_smooth, or NULL). */
 static void rows_block(const Int8Gemm *g, const Int8Layout *l, int m0, const int8_t *A, const float *row_scale,
-                       const void *packed, const float *bias, const Int8Epilogue *e) {
+                       const void *packed, const float *bias, const Int8Epilogue *e, const float *smooth_inv) {
     const int M = g->M, N = g->N, K = g->K;
     t8_register();
     t8.acc = grow(t8.acc, &t8.acc_cap, sizeof(int32_t) * (size_t)M * N);
@@ -560,7 +614,7 @@ static void rows_block(const Int8Gemm *g, const Int8Layout *l, int m0, const int
     run_gemm(g, l, A + (size_t)m0 * K, packed, t8.acc);
     const float *col_scale = gemm_int8_weight_scales(packed);
     for (int i = 0; i < M; i++)
-        epilogue_row(e, (size_t)m0 + i, t8.acc + (size_t)i * N, col_scale, bias, row_scale[m0 + i], N);
+        epilogue_row(e, (size_t)m0 + i, t8.acc + (size_t)i * N, col_scale, bias, row_scale[m0 + i], smooth_inv, N);
 }
 
 /* Blocks of rows, each thread its own: a block's product and its epilogue run on one core
@@ -593,24 +647,28 @@ void gemm_int8_rows(int M, int N, int K, const int8_t *A, const float *row_scale
     lookup(rows, N, K, &g, &l);
     if (tail) lookup(tail, N, K, &g_tail, &l);
     pthread_mutex_unlock(&g8.lock);
+    float *smooth_inv = e->q_smooth ? reciprocals(e->q_smooth, N) : NULL;
 #pragma omp parallel for schedule(dynamic, 1) if (blocks + (tail > 0) > 1)
     for (int b = 0; b < blocks + (tail > 0); b++)
-        rows_block(b < blocks ? g : g_tail, l, b * rows, A, row_scale, packed, bias, e);
+        rows_block(b < blocks ? g : g_tail, l, b * rows, A, row_scale, packed, bias, e, smooth_inv);
+    free(smooth_inv);
 }
 
-/* Each thread's row of x / t in its own scratch. */
+/* Each thread's row of x (1/t) in its own scratch. */
 void quantize_rows_s8_smoothed(int8_t *q, float *scale, const float *x, const float *smooth, int rows, int cols) {
     if (!smooth) {
         quantize_rows_s8(q, scale, x, rows, cols, cols, 127);
         return;
     }
     if (rows <= 0 || cols <= 0) return;
+    float *u = reciprocals(smooth, cols);
 #pragma omp parallel for schedule(static) if ((long)rows * cols >= (1L << 15))
     for (int i = 0; i < rows; i++) {
         t8_register();
         t8.div = grow(t8.div, &t8.div_cap, sizeof(float) * (size_t)cols);
-        scale[i] = quantize_row_smoothed(q + (size_t)i * cols, x + (size_t)i * cols, smooth, t8.div, cols);
+        scale[i] = quantize_row_smoothed(q + (size_t)i * cols, x + (size_t)i * cols, u, t8.div, cols);
     }
+    free(u);
 }
 
 void gemm_int8_forward(int M, int N, int K, const float *A, const void *packed, const float *bias, int gelu,

@@ -69,15 +69,16 @@ void gemm_int8_s32(int M, int N, int K, const int8_t *A, const void *packed, int
  * that quantize the rows they produce while the row is in cache (LayerNorm, the epilogue). */
 float gemm_int8_quantize_row(int8_t *q, const float *x, int cols, int levels);
 /* Rows of x / t quantized with 127 levels (a smoothed weight's input: smooth = the weight's
- * t [cols]; NULL: x itself, as quantize_rows_s8): y_k = x_k / t_k rounded to fp32, then y's
- * row quantized as quantize_rows_s8 quantizes it, scale = max |y| / 127. */
+ * t [cols]; NULL: x itself, as quantize_rows_s8): y_k = x_k u_k rounded to fp32, u_k = 1 / t_k
+ * rounded to fp32 (a multiplication per value, not a division: within 2 roundings of x / t),
+ * then y's row quantized as quantize_rows_s8 quantizes it, scale = max |y| / 127. */
 void quantize_rows_s8_smoothed(int8_t *q, float *scale, const float *x, const float *smooth, int rows, int cols);
 
 /* Where the product's rows go, and what is done to them first: v_ij = float(sum_ij) (r_i s_j)
  * + bias_j, + residual_ij where residual is given, then GELU (gelu 1: erf, 2: tanh; 0 none);
  * then exactly one destination: out [M, N] fp32, out16 [M, N] v rounded to bf16, or q [M, N]
  * with q_scale [M]: v quantized per row (quantize_rows_s8, 127 levels: the next product's
- * input; with q_smooth [N], v / q_smooth quantized, as quantize_rows_s8_smoothed: the next
+ * input; with q_smooth [N], v / q_smooth quantized as quantize_rows_s8_smoothed does: the next
  * product's weight is smoothed by those factors). With ln_w: out = LayerNorm(v) (ln_w, ln_b,
  * ln_eps; the row's mean and 1/std into ln_mean, ln_rstd, as k_layernorm_forward), and with q
  * also that quantized. */

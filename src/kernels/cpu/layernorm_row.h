@@ -7,17 +7,63 @@
 #include <math.h>
 #include <stdbool.h>
 
+#include "kernels/cpu/vec16.h"
+
 /* The sum of n values in LN_LANES interleaved partial sums (value c into lane c mod LN_LANES,
- * each lane in order), the lanes then added in order: one order of additions, written out, so
- * that every call site computes the same bits however the compiler vectorises it (a
- * `#pragma omp simd reduction` leaves the order to the compiler, which chose differently for
- * the two call sites of an x86-64-v3 build: the epilogue's LayerNorm then differed from
- * k_layernorm_forward's). The lanes' loop vectorises without reordering anything. */
-enum { LN_LANES = 16 };
+ * each lane in order), the lanes then added as a tree (ln_lanes_tree): one order of additions,
+ * written out, so that every call site computes the same bits however the compiler vectorises
+ * it (a `#pragma omp simd reduction` leaves the order to the compiler, which chose differently
+ * for the two call sites of an x86-64-v3 build: the epilogue's LayerNorm then differed from
+ * k_layernorm_forward's). 64 lanes, four AVX-512 accumulators: one accumulator's chain of
+ * dependent additions (n / 16 of them, then 16 lanes in order) was most of the time of
+ * LayerNorm's row at 768 values. */
+enum { LN_LANES = 64 };
+
+/* The 64 lanes' total: the four groups of 16 as (g0 + g1) + (g2 + g3), then the 16 halved
+ * three times (lane j + lane j + 8, + 4, + 2) and the last two added. */
+static inline float ln_lanes_tree(const float *lane) {
+    float t[16];
+    for (int j = 0; j < 16; j++) t[j] = (lane[j] + lane[16 + j]) + (lane[32 + j] + lane[48 + j]);
+    for (int w = 8; w >= 2; w /= 2)
+        for (int j = 0; j < w; j++) t[j] = t[j] + t[j + w];
+    return t[0] + t[1];
+}
+
+#if VEC16
+/* ln_lanes_tree of four accumulators (lane j of acc[g] is lane 16 g + j), in vectors. */
+static inline float ln_lanes_total(const __m512 acc[4]) {
+    const __m512 v = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
+    const __m256 h8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    const __m128 h4 = _mm_add_ps(_mm256_castps256_ps128(h8), _mm256_extractf128_ps(h8, 1));
+    const __m128 h2 = _mm_add_ps(h4, _mm_movehl_ps(h4, h4));
+    return _mm_cvtss_f32(_mm_add_ss(h2, _mm_shuffle_ps(h2, h2, 1)));
+}
+#endif
+
 static inline float ln_sum(const float *restrict x, float mean, bool squares, int n) {
+#if VEC16   /* value c into accumulator (c / 16) mod 4, lane c mod 16; a masked tail adds exact
+             * zeros to the other lanes (a lane is never -0) */
+    const __m512 vm = _mm512_set1_ps(mean);
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (int c0 = 0; c0 < n; c0 += 64)
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; g++) {   /* unrolled: the accumulators stay in registers */
+            const int c = c0 + 16 * g;
+            if (c >= n) break;
+            const __mmask16 m = lanes(n - c);
+            const __m512 v = _mm512_maskz_loadu_ps(m, x + c);
+            if (squares) {
+                const __m512 d = _mm512_sub_ps(v, vm);
+                acc[g] = _mm512_add_ps(acc[g], _mm512_maskz_mul_ps(m, d, d));
+            } else {
+                acc[g] = _mm512_add_ps(acc[g], v);
+            }
+        }
+    return ln_lanes_total(acc);
+#else
     float lane[LN_LANES] = {0};
     int c = 0;
-    for (; c + LN_LANES <= n; c += LN_LANES)
+    for (; c + LN_LANES <= n; c += LN_LANES)   /* vectorises without reordering anything */
         for (int j = 0; j < LN_LANES; j++) {
             const float d = x[c + j] - mean;
             lane[j] += squares ? d * d : x[c + j];
@@ -26,22 +72,37 @@ static inline float ln_sum(const float *restrict x, float mean, bool squares, in
         const float d = x[c] - mean;
         lane[j] += squares ? d * d : x[c];
     }
-    float sum = 0.0f;
-    for (int j = 0; j < LN_LANES; j++) sum += lane[j];
-    return sum;
+    return ln_lanes_tree(lane);
+#endif
 }
 
 /* y = (x - mean) / sqrt(var + eps) * w + b over C values (two-pass variance: no
  * cancellation); *mean_out and *rstd_out keep the mean and 1/std for the backward. y may not
- * alias x. */
-static inline void layernorm_row(float *restrict y, float *mean_out, float *rstd_out, const float *restrict x,
-                                 const float *restrict w, const float *restrict b, int C, float eps) {
-    const float m = ln_sum(x, 0.0f, false, C) / (float)C;
+ * alias x. sum: ln_sum(x, 0, false, C), or the same lanes added by the kernel that made x (the
+ * int8 epilogue adds them as it dequantizes the row). */
+static inline void layernorm_row_summed(float *restrict y, float *mean_out, float *rstd_out, const float *restrict x,
+                                        float sum, const float *restrict w, const float *restrict b, int C, float eps) {
+    const float m = sum / (float)C;
     const float v = ln_sum(x, m, true, C) / (float)C;
     const float rs = 1.0f / sqrtf(v + eps);
-    for (int c = 0; c < C; c++) y[c] = (x[c] - m) * rs * w[c] + b[c];
+    int c = 0;
+#if VEC16
+    const __m512 vm = _mm512_set1_ps(m), vrs = _mm512_set1_ps(rs);
+    for (; c < C; c += 16) {
+        const __mmask16 k = lanes(C - c);
+        const __m512 d = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + c), vm), vrs);
+        _mm512_mask_storeu_ps(y + c, k, _mm512_add_ps(_mm512_mul_ps(d, _mm512_maskz_loadu_ps(k, w + c)),
+                                                      _mm512_maskz_loadu_ps(k, b + c)));
+    }
+#endif
+    for (; c < C; c++) y[c] = (x[c] - m) * rs * w[c] + b[c];
     *mean_out = m;
     *rstd_out = rs;
+}
+
+static inline void layernorm_row(float *restrict y, float *mean_out, float *rstd_out, const float *restrict x,
+                                 const float *restrict w, const float *restrict b, int C, float eps) {
+    layernorm_row_summed(y, mean_out, rstd_out, x, ln_sum(x, 0.0f, false, C), w, b, C, eps);
 }
 
 #endif
