@@ -393,6 +393,8 @@ typedef struct {
     size_t q_cap, rows_cap;
     float *div;   /* a row divided by smoothing factors, before it is quantized */
     size_t div_cap;
+    int8_t *apad;   /* a block's rows padded to a multiple of 16 (rows_block) */
+    size_t apad_cap;
     bool registered;   /* with t8_key: released when the thread ends */
 } Int8Scratch;
 static _Thread_local Int8Scratch t8;
@@ -400,7 +402,7 @@ static _Thread_local Int8Scratch t8;
 static void t8_release(void *scratch) {
     Int8Scratch *s = scratch;
     if (s->stream) dnnl_stream_destroy(s->stream);
-    free(s->scratch), free(s->acc), free(s->row), free(s->q), free(s->scale), free(s->div);
+    free(s->scratch), free(s->acc), free(s->row), free(s->q), free(s->scale), free(s->div), free(s->apad);
     memset(s, 0, sizeof *s);
 }
 
@@ -602,16 +604,25 @@ static void epilogue_row(const Int8Epilogue *e, size_t i, const int32_t *restric
     if (e->q) e->q_scale[i] = quantize_output(e, i, v, smooth_inv, N);
 }
 
-/* Rows m0 .. m0 + e->M - 1: their sums into this thread's block, then the epilogue while the
- * block is in cache (smooth_inv: the reciprocals of e->q_smooth, or NULL). */
-static void rows_block(const Int8Gemm *g, const Int8Layout *l, int m0, const int8_t *A, const float *row_scale,
+/* Rows m0 .. m0 + M - 1: their sums into this thread's block, then the epilogue while the
+ * block is in cache (smooth_inv: the reciprocals of e->q_smooth, or NULL). g's product has M
+ * rows rounded up to a multiple of 16 (see gemm_int8_rows): the rows are then copied into
+ * this thread's scratch with zero rows after them, whose sums are not used. */
+static void rows_block(const Int8Gemm *g, const Int8Layout *l, int m0, int M, const int8_t *A, const float *row_scale,
                        const void *packed, const float *bias, const Int8Epilogue *e, const float *smooth_inv) {
-    const int M = g->M, N = g->N, K = g->K;
+    const int N = g->N, K = g->K;
     t8_register();
-    t8.acc = grow(t8.acc, &t8.acc_cap, sizeof(int32_t) * (size_t)M * N);
+    t8.acc = grow(t8.acc, &t8.acc_cap, sizeof(int32_t) * (size_t)g->M * N);
     t8.row = grow(t8.row, &t8.row_cap, sizeof(float) * (size_t)N);
     if (e->q_smooth) t8.div = grow(t8.div, &t8.div_cap, sizeof(float) * (size_t)N);
-    run_gemm(g, l, A + (size_t)m0 * K, packed, t8.acc);
+    const int8_t *a = A + (size_t)m0 * K;
+    if (g->M != M) {
+        t8.apad = grow(t8.apad, &t8.apad_cap, (size_t)g->M * K);
+        memcpy(t8.apad, a, (size_t)M * K);
+        memset(t8.apad + (size_t)M * K, 0, (size_t)(g->M - M) * K);
+        a = t8.apad;
+    }
+    run_gemm(g, l, a, packed, t8.acc);
     const float *col_scale = gemm_int8_weight_scales(packed);
     for (int i = 0; i < M; i++)
         epilogue_row(e, (size_t)m0 + i, t8.acc + (size_t)i * N, col_scale, bias, row_scale[m0 + i], smooth_inv, N);
@@ -627,6 +638,11 @@ static void rows_block(const Int8Gemm *g, const Int8Layout *l, int m0, const int
  * 256 KiB of sums gave for N = 768, up to 10% slower) and with 256 rows where K is 3072 (64
  * rows 8% and 80 rows 25% slower: the weight, 2.4 MB, does not stay in a 2 MiB L2). */
 static int block_rows(int K) { return K > 1536 ? 256 : 64; }
+/* The rows a product is made for: a multiple of 16. oneDNN 2.6's AMX int8 kernel ran some row
+ * counts 2-5x slower than the next multiple of 16 (K 768, N 3072, one thread: 53 rows 687 us,
+ * 64 rows 164 us; 51, 57-59, 61, 62, 115, 117, 121-126 alike; multiples of 16 all 1.0-2.1
+ * TOP/s), which a sequence's rows at batch 1 hit; and a few products serve every row count. */
+static int padded_rows16(int M) { return (M + 15) / 16 * 16; }
 
 void gemm_int8_rows(int M, int N, int K, const int8_t *A, const float *row_scale, const void *packed, const float *bias,
                     const Int8Epilogue *e) {
@@ -644,13 +660,14 @@ void gemm_int8_rows(int M, int N, int K, const int8_t *A, const float *row_scale
     const Int8Layout *l;
     pthread_mutex_lock(&g8.lock);   /* both primitives before the workers run them */
     room_for(2);
-    lookup(rows, N, K, &g, &l);
-    if (tail) lookup(tail, N, K, &g_tail, &l);
+    lookup(padded_rows16(rows), N, K, &g, &l);
+    if (tail) lookup(padded_rows16(tail), N, K, &g_tail, &l);
     pthread_mutex_unlock(&g8.lock);
     float *smooth_inv = e->q_smooth ? reciprocals(e->q_smooth, N) : NULL;
 #pragma omp parallel for schedule(dynamic, 1) if (blocks + (tail > 0) > 1)
     for (int b = 0; b < blocks + (tail > 0); b++)
-        rows_block(b < blocks ? g : g_tail, l, b * rows, A, row_scale, packed, bias, e, smooth_inv);
+        rows_block(b < blocks ? g : g_tail, l, b * rows, b < blocks ? rows : tail, A, row_scale, packed, bias, e,
+                   smooth_inv);
     free(smooth_inv);
 }
 
