@@ -355,6 +355,9 @@ typedef struct {
     size_t capacity;
     void *dense;            /* plain copies of strided operands for the fixed-shape products */
     size_t dense_capacity;
+    void *padded;           /* row-padded copies of a packed product's A and C (gemm_packed_post) */
+    size_t padded_capacity;
+    bool registered;        /* with thread_at_exit: released when the thread ends */
     SerialBound bound[SERIAL_BOUND];
     int next_bound;         /* the slot replaced next when none matches */
 } SerialScratch;
@@ -373,13 +376,21 @@ static void t_serial_release(void *scratch) {
     if (s->stream) dnnl_stream_destroy(s->stream);
     free(s->scratch);
     free(s->dense);
+    free(s->padded);
     memset(s, 0, sizeof *s);
+}
+
+/* Before a thread's first allocation in t_serial. */
+static void t_serial_register(void) {
+    if (t_serial.registered) return;
+    thread_at_exit(t_serial_release, &t_serial);
+    t_serial.registered = true;
 }
 
 /* This thread's stream, and its scratchpad of at least scratch_bytes. */
 static void serial_thread_ready(size_t scratch_bytes, const GemmShape *k) {
+    t_serial_register();
     if (!t_serial.stream) {   /* the thread's first serial product */
-        thread_at_exit(t_serial_release, &t_serial);
         check(dnnl_stream_create(&t_serial.stream, g_bf16.engine, dnnl_stream_default_flags), "stream", k);
     }
     if (t_serial.capacity < scratch_bytes) {
@@ -575,6 +586,16 @@ static void *thread_dense(size_t bytes) {
     return t_serial.dense;
 }
 
+static void *thread_padded(size_t bytes) {
+    t_serial_register();
+    if (t_serial.padded_capacity < bytes) {
+        free(t_serial.padded);
+        t_serial.padded = xmalloc(bytes);
+        t_serial.padded_capacity = bytes;
+    }
+    return t_serial.padded;
+}
+
 /* gemm_half_serial on the fixed-shape primitive of its padded sizes: A, B (and C when
  * accumulating) copied into zero-padded plain arrays, C's real part copied out. false where a
  * size is past SERIAL_FIXED_MAX. */
@@ -649,14 +670,48 @@ void gemm_pack(bool f32, void *packed, const void *W, int K, int N) {
     for (int i = 0; i < 2; i++) dnnl_memory_destroy(args[i].memory);
 }
 
+/* A packed product of M rows, M not a multiple of 16, through row-padded copies of A and C.
+ * oneDNN 2.6's brgemm matmul ran some row counts 2-5x slower than their neighbours (bf16,
+ * K 768, N 3072, one thread: 53 rows 184 GFLOP/s, 52 rows 866, 64 rows 958; 51, 57-59, 61,
+ * 62, 115, 117, 121-126 alike; multiples of 16 and counts under 16 never), which a sequence's
+ * rows at batch 1 hit. Up to PAD_ROWS_MAX rows the product runs on M rounded up to a multiple
+ * of 16, zero rows added (copying A and C costs little next to the weight's pass); above, on
+ * the rows down to a multiple of 16 in place, then the rest (one more pass over the weight,
+ * small next to the first). Each row's result is its own row times the weight either way. */
+enum { PAD_ROWS_MAX = 256 };
+
+static const CachedGemm *packed_gemm(bool f32, int M, int N, int K, bool bias, GemmPost post, bool c_bf16, int lda,
+                                     int ldc, GemmShape *k) {
+    *k = (GemmShape){.bias = bias, .packed = 1, .f32 = f32, .post = post, .c16 = c_bf16, .M = M, .N = N, .K = K,
+                     .lda = lda, .ldc = ldc};
+    return find_gemm(k);
+}
+
 bool gemm_packed_post(bool f32, int M, int N, int K, const void *A, int lda, const void *packed, const float *bias,
                       GemmPost post, void *C, bool c_bf16, int ldc) {
     if (M <= 0) return true;
-    GemmShape k = {.bias = bias != NULL, .packed = 1, .f32 = f32, .post = post, .c16 = c_bf16, .M = M, .N = N, .K = K,
-                   .lda = lda, .ldc = ldc};
-    const CachedGemm *e = find_gemm(&k);
-    if (!e->primitive) return false;
-    run_gemm(e, &k, A, packed, bias, C);
+    const size_t a_elem = f32 ? 4 : 2, c_elem = c_bf16 ? 2 : 4;
+    GemmShape k;
+    if (M % 16 && M > 16 && M <= PAD_ROWS_MAX) {
+        const int mp = (M + 15) / 16 * 16;
+        const CachedGemm *e = packed_gemm(f32, mp, N, K, bias != NULL, post, c_bf16, K, N, &k);
+        if (!e->primitive) return false;
+        const size_t a_bytes = (size_t)mp * K * a_elem;
+        char *pad = thread_padded(a_bytes + (size_t)mp * N * c_elem);
+        for (int r = 0; r < M; r++) memcpy(pad + (size_t)r * K * a_elem, (const char *)A + (size_t)r * lda * a_elem, K * a_elem);
+        memset(pad + (size_t)M * K * a_elem, 0, (size_t)(mp - M) * K * a_elem);
+        run_gemm(e, &k, pad, packed, bias, pad + a_bytes);
+        for (int r = 0; r < M; r++)
+            memcpy((char *)C + (size_t)r * ldc * c_elem, pad + a_bytes + (size_t)r * N * c_elem, N * c_elem);
+        return true;
+    }
+    const int head = M > 16 ? M / 16 * 16 : M, tail = M - head;
+    for (int part = 0; part < 1 + (tail > 0); part++) {
+        const CachedGemm *e = packed_gemm(f32, part ? tail : head, N, K, bias != NULL, post, c_bf16, lda, ldc, &k);
+        if (!e->primitive) return false;   /* the caller recomputes every row with the plain weight */
+        run_gemm(e, &k, (const char *)A + (part ? (size_t)head * lda * a_elem : 0), packed, bias,
+                 (char *)C + (part ? (size_t)head * ldc * c_elem : 0));
+    }
     return true;
 }
 
