@@ -551,18 +551,6 @@ static dnnl_primitive_t serial_fixed_primitive(const GemmShape *k, size_t *scrat
     return p;
 }
 
-/* `bytes` bytes from s to d, both short (a row of an attention block: 128 or 256 bytes): libc's
- * memcpy call per row was a quarter of attention's time at these sizes. */
-static inline void copy_short(char *d, const char *s, size_t bytes) {
-#if VEC16
-    for (size_t o = 0; o < bytes; o += 64) {
-        const __mmask64 m = bytes - o >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << (bytes - o)) - 1;
-        _mm512_mask_storeu_epi8(d + o, m, _mm512_maskz_loadu_epi8(m, s + o));
-    }
-#else
-    memcpy(d, s, bytes);
-#endif
-}
 
 /* rows x cols values of elem bytes stored with row length ld, into a plain [prows, pcols]
  * array, zero past them. */
@@ -625,7 +613,7 @@ static bool serial_fixed(const GemmShape *shape, const uint16_t *A, const uint16
     serial_execute_fixed(p, scratch_bytes, &k, a, b, c);
     if (c_copy)
         for (int r = 0; r < shape->M; r++)
-            copy_short((char *)(C + (size_t)r * shape->ldc), (const char *)(c + (size_t)r * k.N), sizeof(float) * (size_t)shape->N);
+            copy_short(C + (size_t)r * shape->ldc, c + (size_t)r * k.N, sizeof(float) * (size_t)shape->N);
     return true;
 }
 

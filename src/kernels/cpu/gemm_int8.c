@@ -148,10 +148,25 @@ static inline float round_even(float v) {
 }
 
 #if VEC16
-/* The largest lane of four accumulators (a maximum is exact in any order; four accumulators
- * keep each chain of dependent maxima short). */
-static inline float max_of4(const __m512 m[4]) {
-    return _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m[0], m[1]), _mm512_max_ps(m[2], m[3])));
+/* A row's largest magnitude so far, 16 values at a time into four accumulators (a maximum is
+ * exact in any order; four keep each chain of dependent maxima short), and whether a value was
+ * not finite. */
+typedef struct {
+    __m512 m[4];
+    __mmask16 bad;
+} RowMax16;
+static inline RowMax16 rowmax16_start(void) {
+    return (RowMax16){{_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()}, 0};
+}
+/* v's lanes l (the others 0) into accumulator g. */
+static inline void rowmax16_add(RowMax16 *r, int g, __m512 v, __mmask16 l) {
+    const __m512 a = _mm512_abs_ps(v);
+    r->m[g] = _mm512_max_ps(a, r->m[g]);   /* a NaN in a: the accumulator kept (the second operand) */
+    r->bad |= _mm512_mask_cmp_ps_mask(l, a, _mm512_set1_ps(3.402823466e38f), _CMP_NLE_UQ);
+}
+static inline float rowmax16_value(const RowMax16 *r, int *finite) {
+    *finite = !r->bad;
+    return _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(r->m[0], r->m[1]), _mm512_max_ps(r->m[2], r->m[3])));
 }
 #endif
 
@@ -161,22 +176,17 @@ static float row_amax(const float *restrict x, int cols, int *finite) {
     float amax = 0.0f;
     int ok = 1, k = 0;
 #if VEC16
-    const __m512 big = _mm512_set1_ps(3.402823466e38f);
-    __m512 m[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    __mmask16 bad = 0;
+    RowMax16 r = rowmax16_start();
     for (int k0 = 0; k0 < cols; k0 += 64)
 #pragma GCC unroll 4
         for (int g = 0; g < 4; g++) {   /* unrolled: the accumulators stay in registers */
             const int c = k0 + 16 * g;
             if (c >= cols) break;
             const __mmask16 l = lanes(cols - c);
-            const __m512 a = _mm512_abs_ps(_mm512_maskz_loadu_ps(l, x + c));
-            m[g] = _mm512_max_ps(a, m[g]);   /* a NaN in a: m kept (the second operand) */
-            bad |= _mm512_mask_cmp_ps_mask(l, a, big, _CMP_NLE_UQ);
+            rowmax16_add(&r, g, _mm512_maskz_loadu_ps(l, x + c), l);
         }
     k = cols;
-    amax = max_of4(m);
-    ok = !bad;
+    amax = rowmax16_value(&r, &ok);
 #elif defined(__AVX2__)
     const __m256 sign = _mm256_set1_ps(-0.0f), big = _mm256_set1_ps(3.402823466e38f);
     __m256 m0 = _mm256_setzero_ps(), m1 = _mm256_setzero_ps(), all = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
@@ -209,9 +219,8 @@ static float quantize_with(int8_t *restrict q, const float *restrict x, int cols
     int k = 0;
 #if VEC16
     /* The conversion rounds to nearest even as round_even does (the default rounding mode), and
-     * the clamps cannot act: |x| <= amax, so |x inv| <= 127 (1 + 2^-24)^2 < 127.5 rounds to at
-     * most 127 (the saturating conversion would cap it anyway). The same values, in 3 operations
-     * where the loop below takes 7. */
+     * the clamps cannot act: |x| <= amax, so |x inv| <= levels (1 + 2^-24)^2 < levels + 1/2
+     * rounds to at most levels. The same values, in 3 operations where the loop below takes 7. */
     const __m512 vinv = _mm512_set1_ps(inv);
     for (; k < cols; k += 16) {
         const __mmask16 l = lanes(cols - k);
@@ -263,9 +272,7 @@ static float *reciprocals(const float *t, int n) {
 static float quantize_row_smoothed(int8_t *restrict q, const float *restrict x, const float *restrict u,
                                    float *restrict y, int cols) {
 #if VEC16
-    const __m512 big = _mm512_set1_ps(3.402823466e38f);
-    __m512 amax[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    __mmask16 bad = 0;
+    RowMax16 r = rowmax16_start();
     for (int k0 = 0; k0 < cols; k0 += 64)
 #pragma GCC unroll 4
         for (int g = 0; g < 4; g++) {   /* unrolled: the accumulators stay in registers */
@@ -274,11 +281,11 @@ static float quantize_row_smoothed(int8_t *restrict q, const float *restrict x, 
             const __mmask16 m = lanes(cols - k);
             const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + k), _mm512_maskz_loadu_ps(m, u + k));
             _mm512_mask_storeu_ps(y + k, m, v);
-            const __m512 a = _mm512_abs_ps(v);
-            amax[g] = _mm512_max_ps(a, amax[g]);   /* as row_amax */
-            bad |= _mm512_mask_cmp_ps_mask(m, a, big, _CMP_NLE_UQ);
+            rowmax16_add(&r, g, v, m);
         }
-    return quantize_with(q, y, cols, 127.0f, max_of4(amax), !bad);
+    int finite;
+    const float amax = rowmax16_value(&r, &finite);
+    return quantize_with(q, y, cols, 127.0f, amax, finite);
 #else
     for (int k = 0; k < cols; k++) y[k] = x[k] * u[k];
     return quantize_row(q, y, cols, 127.0f);
@@ -534,12 +541,10 @@ static void epilogue_row16(const Int8Epilogue *e, size_t i, const int32_t *acc, 
     float *v = e->out && !e->ln_w ? e->out + i * N : t8.row;
     uint16_t *o16 = e->out16 ? e->out16 + i * N : NULL;   /* never with LayerNorm or q */
     const bool amax_here = e->q && !e->ln_w && !e->q_smooth;
-    const __m512 vr = _mm512_set1_ps(r), big = _mm512_set1_ps(3.402823466e38f);
-    /* four accumulators each (short chains of dependent operations): the row's maximum, and
-     * ln_sum's lanes of v (value j into accumulator (j / 16) mod 4, as ln_sum) */
-    __m512 amax[4], ln_acc[4];
-    for (int g = 0; g < 4; g++) amax[g] = ln_acc[g] = _mm512_setzero_ps();
-    __mmask16 bad = 0;
+    const __m512 vr = _mm512_set1_ps(r);
+    RowMax16 amax = rowmax16_start();
+    /* ln_sum's lanes of v, value j into accumulator (j / 16) mod 4 as there */
+    __m512 ln_acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
     for (int j0 = 0; j0 < N; j0 += 64)
 #pragma GCC unroll 4
         for (int g = 0; g < 4; g++) {   /* unrolled: the accumulators stay in registers */
@@ -554,11 +559,7 @@ static void epilogue_row16(const Int8Epilogue *e, size_t i, const int32_t *acc, 
             }
             _mm512_mask_storeu_ps(v + j, m, x);
             if (e->ln_w) ln_acc[g] = _mm512_add_ps(ln_acc[g], x);   /* the tail's other lanes are +0 */
-            if (amax_here) {   /* as row_amax */
-                const __m512 a = _mm512_abs_ps(x);
-                amax[g] = _mm512_mask_max_ps(amax[g], m, a, amax[g]);
-                bad |= _mm512_mask_cmp_ps_mask(m, a, big, _CMP_NLE_UQ);
-            }
+            if (amax_here) rowmax16_add(&amax, g, x, m);   /* the tail's other lanes are 0 */
         }
     if (o16) return;
     if (e->ln_w) {
@@ -566,7 +567,11 @@ static void epilogue_row16(const Int8Epilogue *e, size_t i, const int32_t *acc, 
                              e->ln_b, N, e->ln_eps);
         v = e->out + i * N;
     }
-    if (amax_here) e->q_scale[i] = quantize_with(e->q + i * N, v, N, 127.0f, max_of4(amax), !bad);
+    if (amax_here) {
+        int finite;
+        const float a = rowmax16_value(&amax, &finite);
+        e->q_scale[i] = quantize_with(e->q + i * N, v, N, 127.0f, a, finite);
+    }
     else if (e->q) e->q_scale[i] = quantize_output(e, i, v, smooth_inv, N);
 }
 #endif

@@ -626,7 +626,8 @@ static void dropout_probs_pair(float *restrict pd, const float *restrict p, floa
  * scratch holds 2*grid*grid floats of this thread's. */
 typedef struct {
     const float *q, *k, *v;
-    const uint16_t *q16, *k16, *v16;   /* the same in 16 bits (AttentionArgs.qkv16), or NULL */
+    const uint16_t *q16, *k16, *v16;   /* the same in 16 bits (AttentionArgs.qkv16, or its staged copy), or NULL */
+    int ld16;                          /* their row length: 3H in qkv16, d staged */
     int T, grid, L, d, H;
     size_t block;
     const int32_t *mask;  /* the sequence's mask when it has holes, else NULL */
@@ -654,7 +655,7 @@ static void qkv_half(const AttnBlock *x, uint16_t *h16, HalfMode mode, const uin
                      const uint16_t **v16, int *ld) {
     const int T = x->T, L = x->L, d = x->d;
     if (x->q16) {
-        *q16 = x->q16, *k16 = x->k16, *v16 = x->v16, *ld = 3 * x->H;
+        *q16 = x->q16, *k16 = x->k16, *v16 = x->v16, *ld = x->ld16;
         return;
     }
     uint16_t *q = h16, *k = q + (size_t)T * d, *v = k + (size_t)L * d;
@@ -760,7 +761,7 @@ static AttnBlock attention_block(const AttentionArgs *a, const float *qkv, int b
     const size_t first = sequence_row(a, b) * 3 * H + (size_t)h * a->d;
     const float *q = qkv + first;
     const uint16_t *q16 = a->half && a->qkv16 ? a->qkv16 + first : NULL;
-    return (AttnBlock){.q = q, .k = q + H, .v = q + 2 * H, .q16 = q16, .k16 = q16 ? q16 + H : NULL,
+    return (AttnBlock){.q = q, .k = q + H, .v = q + 2 * H, .q16 = q16, .k16 = q16 ? q16 + H : NULL, .ld16 = 3 * H,
                        .v16 = q16 ? q16 + 2 * H : NULL, .T = sequence_rows(a, b), .grid = a->T, .L = a->kv_len[b],
                        .d = a->d, .H = H, .block = (size_t)b * a->A + h,
                        .mask = a->has_holes[b] ? a->mask + (size_t)b * a->T : NULL};
@@ -772,10 +773,26 @@ static size_t attention_scratch_floats(const AttentionArgs *a) {
     return (size_t)2 * a->T * a->T + (a->half ? (attention_half_scratch(a->T, a->d) + 1) / 2 : 0);
 }
 
+/* Sequence b's 16-bit Q, K and V copied head by head into dense [3][A][rows][d] (stage: this
+ * thread's, 3 T H values): its rows read in order, once, where each head's product would
+ * otherwise gather its operand's rows 3H apart (a cache miss each, most of the copies' time in
+ * a batch of 32 x 128). The same values; the products then read them in place. */
+static void stage_sequence(uint16_t *stage, const AttentionArgs *a, int b) {
+    const int A = a->A, d = a->d, H = A * d, rows = sequence_rows(a, b);
+    const uint16_t *src = a->qkv16 + sequence_row(a, b) * 3 * H;
+    for (int r = 0; r < rows; r++, src += 3 * H)
+        for (int part = 0; part < 3 * A; part++)   /* Q's heads, then K's, then V's */
+            copy_short(stage + ((size_t)part * rows + r) * d, src + (size_t)part * d, sizeof(uint16_t) * d);
+}
+
 static void attention_forward_block(float *ctx, float *probs, const float *qkv, const AttentionArgs *a, int b, int h,
-                                    float *scratch) {
+                                    float *scratch, const uint16_t *stage) {
     const int T = a->T, H = a->A * a->d;
     AttnBlock x = attention_block(a, qkv, b, h);
+    if (stage) {   /* stage_sequence's copy of sequence b */
+        const size_t head = (size_t)x.T * a->d, part = head * a->A;
+        x.q16 = stage + h * head, x.k16 = x.q16 + part, x.v16 = x.q16 + 2 * part, x.ld16 = a->d;
+    }
     float *out = ctx + sequence_row(a, b) * H + (size_t)h * a->d, *p = probs ? probs + x.block * T * T : NULL;
     if (a->half) attention_block_forward_half(&x, out, p, scratch, (uint16_t *)(scratch + 2 * T * T), a);
     else attention_block_forward(&x, out, p, scratch, a);
@@ -796,25 +813,33 @@ void k_attention_forward(float *ctx, float *probs, const float *qkv, const Atten
     float *scratch_all = xmalloc(sizeof(float) * per_thread * nthreads);
     /* quantizing ctx: by whole sequences where there are enough to share out, each quantized by
      * the thread that computed it, right after its heads */
-    const bool by_sequence = a->ctx_q8 && B >= 2 * nthreads;
+    const bool by_sequence = (a->ctx_q8 || (a->half && a->qkv16)) && B >= 2 * nthreads;
+    /* by whole sequences, their 16-bit Q, K, V staged (stage_sequence) */
+    const bool staged = by_sequence && a->half && a->qkv16;
+    const size_t stage_halves = staged ? (size_t)3 * T * A * a->d : 0;
+    uint16_t *stage_all = staged ? xmalloc(sizeof(uint16_t) * stage_halves * nthreads) : NULL;
     if (by_sequence) {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads) if (parallel)
         for (int b = 0; b < B; b++) {
             float *scratch = scratch_all + (size_t)omp_get_thread_num() * per_thread;
-            for (int h = 0; h < A; h++) attention_forward_block(ctx, probs, qkv, a, b, h, scratch);
-            quantize_sequence(ctx, a, b);
+            uint16_t *stage = staged ? stage_all + (size_t)omp_get_thread_num() * stage_halves : NULL;
+            if (stage) stage_sequence(stage, a, b);
+            for (int h = 0; h < A; h++) attention_forward_block(ctx, probs, qkv, a, b, h, scratch, stage);
+            if (a->ctx_q8) quantize_sequence(ctx, a, b);
         }
     } else {
 #pragma omp parallel for collapse(2) schedule(dynamic, 1) num_threads(nthreads) if (parallel)
         for (int b = 0; b < B; b++)
             for (int h = 0; h < A; h++)
-                attention_forward_block(ctx, probs, qkv, a, b, h, scratch_all + (size_t)omp_get_thread_num() * per_thread);
+                attention_forward_block(ctx, probs, qkv, a, b, h, scratch_all + (size_t)omp_get_thread_num() * per_thread,
+                                        NULL);
         if (a->ctx_q8 && B > 0) {   /* the sequences' rows are consecutive */
             const int rows = (int)(sequence_row(a, B - 1) + (size_t)sequence_rows(a, B - 1)), H = A * a->d;
             quantize_rows_s8(a->ctx_q8, a->ctx_q8_scale, ctx, rows, H, H, 127);
         }
     }
     free(scratch_all);
+    free(stage_all);
 }
 
 void k_attention_backward(float *dqkv, const float *dctx, const float *qkv, const float *probs, const AttentionArgs *a) {
