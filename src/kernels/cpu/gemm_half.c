@@ -127,6 +127,7 @@ typedef struct {   /* all int: no padding, compared with memcmp */
     int post;     /* GemmPost: an element-wise function of each result (only packed products) */
     int c16;      /* C stored in bf16 (only packed products) */
     int M, N, K, lda, ldb, ldc;
+    int batch;    /* above 1: that many independent products, each operand dense after the other (serial fixed-shape products) */
 } GemmShape;
 
 typedef struct {
@@ -173,6 +174,12 @@ static void check(dnnl_status_t s, const char *what, const GemmShape *k) {
 
 static void matrix_md(dnnl_memory_desc_t *md, dnnl_dim_t rows, dnnl_dim_t cols, dnnl_dim_t ld, bool stored_transposed, dnnl_data_type_t t,
                       const GemmShape *k) {
+    if (k->batch > 1) {   /* k->batch matrices, each stored right after the one before */
+        dnnl_dims_t dims = {k->batch, rows, cols};
+        dnnl_dims_t strides = {(stored_transposed ? cols : rows) * ld, stored_transposed ? 1 : ld, stored_transposed ? ld : 1};
+        check(dnnl_memory_desc_init_by_strides(md, 3, dims, t, strides), "memory descriptor", k);
+        return;
+    }
     dnnl_dims_t dims = {rows, cols};
     dnnl_dims_t strides = {stored_transposed ? 1 : ld, stored_transposed ? ld : 1};
     check(dnnl_memory_desc_init_by_strides(md, 2, dims, t, strides), "memory descriptor", k);
@@ -614,6 +621,22 @@ static bool serial_fixed(const GemmShape *shape, const uint16_t *A, const uint16
     if (c_copy)
         for (int r = 0; r < shape->M; r++)
             copy_short(C + (size_t)r * shape->ldc, c + (size_t)r * k.N, sizeof(float) * (size_t)shape->N);
+    return true;
+}
+
+int gemm_half_serial_bucket(int n) { return n > SERIAL_FIXED_MAX ? n : serial_bucket(n); }
+
+bool gemm_half_serial_batched(int batch, bool trans_b, int M, int N, int K, const uint16_t *A, const uint16_t *B,
+                              float *C) {
+    if (batch < 1 || M > SERIAL_FIXED_MAX || N > SERIAL_FIXED_MAX || K > SERIAL_FIXED_MAX || !gemm_bf16_native_available())
+        return false;
+    if (M != serial_bucket(M) || N != serial_bucket(N) || K != serial_bucket(K))
+        die("gemm_half_serial_batched: sizes %d x %d x %d are not the buckets' (gemm_half_serial_bucket)", M, N, K);
+    GemmShape k = {.tb = trans_b, .M = M, .N = N, .K = K, .lda = K, .ldb = trans_b ? K : N, .ldc = N, .batch = batch};
+    size_t scratch_bytes = 0;
+    dnnl_primitive_t p = serial_fixed_primitive(&k, &scratch_bytes);
+    if (!p) return false;
+    serial_execute_fixed(p, scratch_bytes, &k, A, B, C);
     return true;
 }
 

@@ -60,6 +60,16 @@ void gemm_half(HalfMode mode, bool trans_a, bool trans_b, int M, int N, int K, c
 void gemm_half_serial(HalfMode mode, bool trans_a, bool trans_b, int M, int N, int K, const uint16_t *A, int lda,
                       const uint16_t *B, int ldb, float beta, float *C, int ldc);
 
+/* The size a serial product's dimension of n is padded to (n itself past the largest bucket). */
+int gemm_half_serial_bucket(int n);
+/* batch independent bf16 products on the calling thread, C_i = A_i op(B_i), every operand
+ * dense and each of the batch right after the one before: A [batch][M][K], B [batch][N][K]
+ * (trans_b) or [batch][K][N], C [batch][M][N] fp32; M, N, K bucket sizes (gemm_half_serial_bucket).
+ * One fixed-shape primitive for the batch (attention's heads of a sequence). false, computing
+ * nothing, where there is none: sizes past the buckets, or no native bf16. */
+bool gemm_half_serial_batched(int batch, bool trans_b, int M, int N, int K, const uint16_t *A, const uint16_t *B,
+                              float *C);
+
 /* Weights packed once: C[M, N] = A[M, K] W^T + bias for a weight W [N, K] (nn.Linear's layout)
  * that is multiplied many times, stored in the blocked layout oneDNN's matmul reads fastest
  * (as ONNX Runtime and OpenVINO keep their constant weights); A and W in bf16 or (f32) fp32.

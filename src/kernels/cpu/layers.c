@@ -626,8 +626,7 @@ static void dropout_probs_pair(float *restrict pd, const float *restrict p, floa
  * scratch holds 2*grid*grid floats of this thread's. */
 typedef struct {
     const float *q, *k, *v;
-    const uint16_t *q16, *k16, *v16;   /* the same in 16 bits (AttentionArgs.qkv16, or its staged copy), or NULL */
-    int ld16;                          /* their row length: 3H in qkv16, d staged */
+    const uint16_t *q16, *k16, *v16;   /* the same in 16 bits (AttentionArgs.qkv16), or NULL */
     int T, grid, L, d, H;
     size_t block;
     const int32_t *mask;  /* the sequence's mask when it has holes, else NULL */
@@ -655,7 +654,7 @@ static void qkv_half(const AttnBlock *x, uint16_t *h16, HalfMode mode, const uin
                      const uint16_t **v16, int *ld) {
     const int T = x->T, L = x->L, d = x->d;
     if (x->q16) {
-        *q16 = x->q16, *k16 = x->k16, *v16 = x->v16, *ld = x->ld16;
+        *q16 = x->q16, *k16 = x->k16, *v16 = x->v16, *ld = 3 * x->H;
         return;
     }
     uint16_t *q = h16, *k = q + (size_t)T * d, *v = k + (size_t)L * d;
@@ -761,7 +760,7 @@ static AttnBlock attention_block(const AttentionArgs *a, const float *qkv, int b
     const size_t first = sequence_row(a, b) * 3 * H + (size_t)h * a->d;
     const float *q = qkv + first;
     const uint16_t *q16 = a->half && a->qkv16 ? a->qkv16 + first : NULL;
-    return (AttnBlock){.q = q, .k = q + H, .v = q + 2 * H, .q16 = q16, .k16 = q16 ? q16 + H : NULL, .ld16 = 3 * H,
+    return (AttnBlock){.q = q, .k = q + H, .v = q + 2 * H, .q16 = q16, .k16 = q16 ? q16 + H : NULL,
                        .v16 = q16 ? q16 + 2 * H : NULL, .T = sequence_rows(a, b), .grid = a->T, .L = a->kv_len[b],
                        .d = a->d, .H = H, .block = (size_t)b * a->A + h,
                        .mask = a->has_holes[b] ? a->mask + (size_t)b * a->T : NULL};
@@ -773,26 +772,10 @@ static size_t attention_scratch_floats(const AttentionArgs *a) {
     return (size_t)2 * a->T * a->T + (a->half ? (attention_half_scratch(a->T, a->d) + 1) / 2 : 0);
 }
 
-/* Sequence b's 16-bit Q, K and V copied head by head into dense [3][A][rows][d] (stage: this
- * thread's, 3 T H values): its rows read in order, once, where each head's product would
- * otherwise gather its operand's rows 3H apart (a cache miss each, most of the copies' time in
- * a batch of 32 x 128). The same values; the products then read them in place. */
-static void stage_sequence(uint16_t *stage, const AttentionArgs *a, int b) {
-    const int A = a->A, d = a->d, H = A * d, rows = sequence_rows(a, b);
-    const uint16_t *src = a->qkv16 + sequence_row(a, b) * 3 * H;
-    for (int r = 0; r < rows; r++, src += 3 * H)
-        for (int part = 0; part < 3 * A; part++)   /* Q's heads, then K's, then V's */
-            copy_short(stage + ((size_t)part * rows + r) * d, src + (size_t)part * d, sizeof(uint16_t) * d);
-}
-
 static void attention_forward_block(float *ctx, float *probs, const float *qkv, const AttentionArgs *a, int b, int h,
-                                    float *scratch, const uint16_t *stage) {
+                                    float *scratch) {
     const int T = a->T, H = a->A * a->d;
     AttnBlock x = attention_block(a, qkv, b, h);
-    if (stage) {   /* stage_sequence's copy of sequence b */
-        const size_t head = (size_t)x.T * a->d, part = head * a->A;
-        x.q16 = stage + h * head, x.k16 = x.q16 + part, x.v16 = x.q16 + 2 * part, x.ld16 = a->d;
-    }
     float *out = ctx + sequence_row(a, b) * H + (size_t)h * a->d, *p = probs ? probs + x.block * T * T : NULL;
     if (a->half) attention_block_forward_half(&x, out, p, scratch, (uint16_t *)(scratch + 2 * T * T), a);
     else attention_block_forward(&x, out, p, scratch, a);
@@ -805,41 +788,139 @@ static void quantize_sequence(const float *ctx, const AttentionArgs *a, int b) {
         a->ctx_q8_scale[row] = gemm_int8_quantize_row(a->ctx_q8 + row * H, ctx + row * H, H, 127);
 }
 
-void k_attention_forward(float *ctx, float *probs, const float *qkv, const AttentionArgs *a) {
-    const int B = a->B, T = a->T, A = a->A, nthreads = omp_get_max_threads();
-    const bool parallel = (long)B * A * T * T * a->d >= PARALLEL_MIN_WORK;
-    if (!probs && a->dropout_p > 0.0f) die("k_attention_forward: dropout needs the probabilities kept");
-    const size_t per_thread = attention_scratch_floats(a);
-    float *scratch_all = xmalloc(sizeof(float) * per_thread * nthreads);
-    /* quantizing ctx: by whole sequences where there are enough to share out, each quantized by
-     * the thread that computed it, right after its heads */
-    const bool by_sequence = (a->ctx_q8 || (a->half && a->qkv16)) && B >= 2 * nthreads;
-    /* by whole sequences, their 16-bit Q, K, V staged (stage_sequence) */
-    const bool staged = by_sequence && a->half && a->qkv16;
-    const size_t stage_halves = staged ? (size_t)3 * T * A * a->d : 0;
-    uint16_t *stage_all = staged ? xmalloc(sizeof(uint16_t) * stage_halves * nthreads) : NULL;
+/* ---- inference in bf16: a sequence's heads in groups ----
+ * Without probabilities to keep or dropout, on the QKV product's bf16 rows: each group of G
+ * heads of a sequence copies its Q, K and V rows, read in order, into dense arrays padded with
+ * zero rows to gemm_half_serial's buckets (Tp, Lp), then runs QK^T for the G heads as one
+ * batched product, the softmax rows, PV as another, and copies the context rows out. Per head
+ * (attention_forward_block) each product gathered its operand's rows 3H apart (a cache miss
+ * each), copied them, and was one oneDNN call of its own. G: the largest divisor of A whose
+ * scores fit 256 KiB, from the sequence's own sizes, so a sequence's numbers do not depend on
+ * the batch around it. */
+static int head_group(int A, int Tp, int Lp) {
+    int g = (int)((256 << 10) / (sizeof(float) * (size_t)Tp * Lp));
+    g = g < 1 ? 1 : g > A ? A : g;
+    while (A % g) g--;
+    return g;
+}
+
+static bool attention_grouped(const AttentionArgs *a, const float *probs) {
+    return a->half && a->half_mode == HALF_BF16 && a->qkv16 && !probs && a->dropout_p == 0.0f && a->T <= 512 &&
+           gemm_half_serial_bucket(a->d) == a->d && gemm_bf16_native_available();
+}
+
+/* A thread's arrays for head groups: halves (Q, K, V, P) and floats (scores, contexts). */
+static size_t group_scores(const AttentionArgs *a) {
+    const size_t tp = (size_t)gemm_half_serial_bucket(a->T);
+    return tp * tp > 65536 ? tp * tp : 65536;
+}
+static size_t group_halves(const AttentionArgs *a) {
+    return (size_t)3 * a->A * gemm_half_serial_bucket(a->T) * a->d + group_scores(a);
+}
+static size_t group_floats(const AttentionArgs *a) {
+    return group_scores(a) + (size_t)a->A * gemm_half_serial_bucket(a->T) * a->d;
+}
+
+/* rows of d values from src (row length ld) into dst [pad][d], zero rows after them. */
+static void stage_rows(uint16_t *dst, const uint16_t *src, size_t ld, int rows, int pad, int d) {
+    for (int r = 0; r < rows; r++) copy_short(dst + (size_t)r * d, src + r * ld, sizeof(uint16_t) * d);
+    memset(dst + (size_t)rows * d, 0, sizeof(uint16_t) * (size_t)(pad - rows) * d);
+}
+
+/* Heads h0 .. h0 + G - 1 of sequence b. */
+static void attention_group(float *ctx, const AttentionArgs *a, int b, int h0, int G, uint16_t *halves, float *floats) {
+    const int d = a->d, H = a->A * d, T = sequence_rows(a, b), L = a->kv_len[b];
+    const int Tp = gemm_half_serial_bucket(T), Lp = gemm_half_serial_bucket(L);
+    uint16_t *q = halves, *k = q + (size_t)G * Tp * d, *v = k + (size_t)G * Lp * d, *p16 = v + (size_t)G * Lp * d;
+    float *s = floats, *c = s + (size_t)G * Tp * Lp;
+    const uint16_t *rows = a->qkv16 + sequence_row(a, b) * 3 * H + (size_t)h0 * d;
+    for (int g = 0; g < G; g++) {
+        stage_rows(q + (size_t)g * Tp * d, rows + (size_t)g * d, 3 * (size_t)H, T, Tp, d);
+        stage_rows(k + (size_t)g * Lp * d, rows + H + (size_t)g * d, 3 * (size_t)H, L, Lp, d);
+        stage_rows(v + (size_t)g * Lp * d, rows + 2 * H + (size_t)g * d, 3 * (size_t)H, L, Lp, d);
+    }
+    if (!gemm_half_serial_batched(G, true, Tp, Lp, d, q, k, s)) die("attention: no batched bf16 product");
+    const int32_t *mask = a->has_holes[b] ? a->mask + (size_t)b * a->T : NULL;
+    for (int g = 0; g < G; g++) {   /* the scores' padding columns and rows get probability 0 */
+        for (int i = 0; i < T; i++) {
+            uint16_t *p = p16 + ((size_t)g * Tp + i) * Lp;
+            softmax_rows_scaled(s + ((size_t)g * Tp + i) * Lp, NULL, p, HALF_BF16, 1, L, 1.0f / sqrtf((float)d), mask);
+            memset(p + L, 0, sizeof(uint16_t) * (size_t)(Lp - L));
+        }
+        memset(p16 + ((size_t)g * Tp + T) * Lp, 0, sizeof(uint16_t) * (size_t)(Tp - T) * Lp);
+    }
+    if (!gemm_half_serial_batched(G, false, Tp, d, Lp, p16, v, c)) die("attention: no batched bf16 product");
+    float *out = ctx + sequence_row(a, b) * H + (size_t)h0 * d;
+    for (int i = 0; i < T; i++)
+        for (int g = 0; g < G; g++) copy_short(out + (size_t)i * H + (size_t)g * d, c + ((size_t)g * Tp + i) * d, sizeof(float) * d);
+}
+
+/* Every sequence's rows of ctx quantized (int8 inference; the sequences' rows are consecutive). */
+static void quantize_all(const float *ctx, const AttentionArgs *a) {
+    if (!a->ctx_q8 || a->B <= 0) return;
+    const int rows = (int)(sequence_row(a, a->B - 1) + (size_t)sequence_rows(a, a->B - 1)), H = a->A * a->d;
+    quantize_rows_s8(a->ctx_q8, a->ctx_q8_scale, ctx, rows, H, H, 127);
+}
+
+static int sequence_group(const AttentionArgs *a, int b) {
+    return head_group(a->A, gemm_half_serial_bucket(sequence_rows(a, b)), gemm_half_serial_bucket(a->kv_len[b]));
+}
+
+/* ctx quantized by whole sequences (each by the thread that computed it, right after its heads,
+ * in cache) where there are enough to share out, else as a whole afterwards. */
+static void attention_forward_grouped(float *ctx, const AttentionArgs *a, bool by_sequence, bool parallel, int nthreads) {
+    const int B = a->B, A = a->A;
+    const size_t nh = group_halves(a), nf = group_floats(a);
+    uint16_t *halves_all = xmalloc(sizeof(uint16_t) * nh * nthreads);
+    float *floats_all = xmalloc(sizeof(float) * nf * nthreads);
     if (by_sequence) {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads) if (parallel)
         for (int b = 0; b < B; b++) {
-            float *scratch = scratch_all + (size_t)omp_get_thread_num() * per_thread;
-            uint16_t *stage = staged ? stage_all + (size_t)omp_get_thread_num() * stage_halves : NULL;
-            if (stage) stage_sequence(stage, a, b);
-            for (int h = 0; h < A; h++) attention_forward_block(ctx, probs, qkv, a, b, h, scratch, stage);
+            const int t = omp_get_thread_num(), G = sequence_group(a, b);
+            for (int h0 = 0; h0 < A; h0 += G) attention_group(ctx, a, b, h0, G, halves_all + t * nh, floats_all + t * nf);
             if (a->ctx_q8) quantize_sequence(ctx, a, b);
         }
     } else {
 #pragma omp parallel for collapse(2) schedule(dynamic, 1) num_threads(nthreads) if (parallel)
         for (int b = 0; b < B; b++)
-            for (int h = 0; h < A; h++)
-                attention_forward_block(ctx, probs, qkv, a, b, h, scratch_all + (size_t)omp_get_thread_num() * per_thread,
-                                        NULL);
-        if (a->ctx_q8 && B > 0) {   /* the sequences' rows are consecutive */
-            const int rows = (int)(sequence_row(a, B - 1) + (size_t)sequence_rows(a, B - 1)), H = A * a->d;
-            quantize_rows_s8(a->ctx_q8, a->ctx_q8_scale, ctx, rows, H, H, 127);
+            for (int h0 = 0; h0 < A; h0++) {   /* a group's first head runs the group */
+                const int t = omp_get_thread_num(), G = sequence_group(a, b);
+                if (h0 % G == 0) attention_group(ctx, a, b, h0, G, halves_all + t * nh, floats_all + t * nf);
+            }
+        quantize_all(ctx, a);
+    }
+    free(halves_all);
+    free(floats_all);
+}
+
+void k_attention_forward(float *ctx, float *probs, const float *qkv, const AttentionArgs *a) {
+    const int B = a->B, T = a->T, A = a->A, nthreads = omp_get_max_threads();
+    const bool parallel = (long)B * A * T * T * a->d >= PARALLEL_MIN_WORK;
+    if (!probs && a->dropout_p > 0.0f) die("k_attention_forward: dropout needs the probabilities kept");
+    /* quantizing ctx: by whole sequences where there are enough to share out, each quantized by
+     * the thread that computed it, right after its heads */
+    const bool by_sequence = a->ctx_q8 && B >= 2 * nthreads;
+    if (attention_grouped(a, probs)) {
+        attention_forward_grouped(ctx, a, by_sequence || B >= 2 * nthreads, parallel, nthreads);
+        return;
+    }
+    const size_t per_thread = attention_scratch_floats(a);
+    float *scratch_all = xmalloc(sizeof(float) * per_thread * nthreads);
+    if (by_sequence) {
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads) if (parallel)
+        for (int b = 0; b < B; b++) {
+            float *scratch = scratch_all + (size_t)omp_get_thread_num() * per_thread;
+            for (int h = 0; h < A; h++) attention_forward_block(ctx, probs, qkv, a, b, h, scratch);
+            quantize_sequence(ctx, a, b);
         }
+    } else {
+#pragma omp parallel for collapse(2) schedule(dynamic, 1) num_threads(nthreads) if (parallel)
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < A; h++)
+                attention_forward_block(ctx, probs, qkv, a, b, h, scratch_all + (size_t)omp_get_thread_num() * per_thread);
+        quantize_all(ctx, a);
     }
     free(scratch_all);
-    free(stage_all);
 }
 
 void k_attention_backward(float *dqkv, const float *dctx, const float *qkv, const float *probs, const AttentionArgs *a) {
