@@ -795,11 +795,17 @@ static void quantize_sequence(const float *ctx, const AttentionArgs *a, int b) {
  * batched product, the softmax rows, PV as another, and copies the context rows out. Per head
  * (attention_forward_block) each product gathered its operand's rows 3H apart (a cache miss
  * each), copied them, and was one oneDNN call of its own. G: the largest divisor of A whose
- * scores fit 256 KiB, from the sequence's own sizes, so a sequence's numbers do not depend on
- * the batch around it. */
-static int head_group(int A, int Tp, int Lp) {
-    int g = (int)((256 << 10) / (sizeof(float) * (size_t)Tp * Lp));
-    g = g < 1 ? 1 : g > A ? A : g;
+ * scores fit 256 KiB and, with fewer sequences than twice the threads, that leaves a multiple
+ * of the threads' count of groups where there is one (one sequence on 2 threads: 6 groups of
+ * 2, not 3 of 4). A head's numbers do not depend on G (the batched product runs each head
+ * alone: the same bits for G 1 to 6, bert-base, checked), so a sequence's answer does not
+ * depend on the batch around it. */
+static int head_group(int A, int Tp, int Lp, int spread) {
+    int cap = (int)((256 << 10) / (sizeof(float) * (size_t)Tp * Lp));
+    cap = cap < 1 ? 1 : cap > A ? A : cap;
+    for (int g = cap; g >= 1; g--)
+        if (A % g == 0 && (A / g) % spread == 0) return g;
+    int g = cap;
     while (A % g) g--;
     return g;
 }
@@ -862,8 +868,8 @@ static void quantize_all(const float *ctx, const AttentionArgs *a) {
     quantize_rows_s8(a->ctx_q8, a->ctx_q8_scale, ctx, rows, H, H, 127);
 }
 
-static int sequence_group(const AttentionArgs *a, int b) {
-    return head_group(a->A, gemm_half_serial_bucket(sequence_rows(a, b)), gemm_half_serial_bucket(a->kv_len[b]));
+static int sequence_group(const AttentionArgs *a, int b, int spread) {
+    return head_group(a->A, gemm_half_serial_bucket(sequence_rows(a, b)), gemm_half_serial_bucket(a->kv_len[b]), spread);
 }
 
 /* ctx quantized by whole sequences (each by the thread that computed it, right after its heads,
@@ -876,7 +882,7 @@ static void attention_forward_grouped(float *ctx, const AttentionArgs *a, bool b
     if (by_sequence) {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads) if (parallel)
         for (int b = 0; b < B; b++) {
-            const int t = omp_get_thread_num(), G = sequence_group(a, b);
+            const int t = omp_get_thread_num(), G = sequence_group(a, b, 1);
             for (int h0 = 0; h0 < A; h0 += G) attention_group(ctx, a, b, h0, G, halves_all + t * nh, floats_all + t * nf);
             if (a->ctx_q8) quantize_sequence(ctx, a, b);
         }
@@ -884,7 +890,7 @@ static void attention_forward_grouped(float *ctx, const AttentionArgs *a, bool b
 #pragma omp parallel for collapse(2) schedule(dynamic, 1) num_threads(nthreads) if (parallel)
         for (int b = 0; b < B; b++)
             for (int h0 = 0; h0 < A; h0++) {   /* a group's first head runs the group */
-                const int t = omp_get_thread_num(), G = sequence_group(a, b);
+                const int t = omp_get_thread_num(), G = sequence_group(a, b, nthreads);
                 if (h0 % G == 0) attention_group(ctx, a, b, h0, G, halves_all + t * nh, floats_all + t * nf);
             }
         quantize_all(ctx, a);
