@@ -278,7 +278,9 @@ static void test_linear_native(void) {
 /* Packed weights (native bf16): the forward with the packed copy sums the same exact terms
  * as with the plain weight, so the two agree within fp32 reordering for every row count
  * (oneDNN's kernels for 1 row and for hundreds differ), with a bias as one more term of the
- * sums. Packing again follows a changed weight. */
+ * sums. 53 rows run on a row-padded copy (64 rows), 300 as 288 rows then 12
+ * (gemm_packed_post): their first rows the same bits as a 64-row product's (a 1-row product
+ * runs another kernel: not compared). Packing again follows a changed weight. */
 static void test_packed_weights_native(void) {
     if (!gemm_bf16_native_available()) {
         CHECK(k_packed_weight_bytes(HALF_BF16_EMULATED, 64, 64) == 0);
@@ -286,7 +288,7 @@ static void test_packed_weights_native(void) {
         return;
     }
     CHECK(k_packed_weight_bytes(HALF_BF16_EMULATED, 64, 64) == 0 && k_packed_weight_bytes(HALF_FP16, 64, 64) == 0);
-    const int shapes[][2] = {{72, 56}, {256, 768}}, rows[] = {1, 5, 64, 300};
+    const int shapes[][2] = {{72, 56}, {256, 768}}, rows[] = {1, 5, 53, 64, 300};
     for (int s = 0; s < 2; s++) {
         const int C = shapes[s][0], OC = shapes[s][1], N = 300;
         size_t bytes = k_packed_weight_bytes(HALF_BF16, C, OC);
@@ -299,7 +301,9 @@ static void test_packed_weights_native(void) {
         bf16_from_floats(w16, w, (long)OC * C);
         k_pack_weight(HALF_BF16, packed, w16, C, OC);
         floats_from_bf16(w, w16, (long)OC * C);
-        for (int r = 0; r < 4; r++) {
+        float *rows64 = malloc(sizeof(float) * 64 * OC);
+        k_matmul_forward_half(rows64, x, x16, w16, packed, NULL, 64, C, OC, HALF_BF16);
+        for (int r = 0; r < 5; r++) {
             const int M = rows[r];
             k_matmul_forward_half(plain, x, x16, w16, NULL, NULL, M, C, OC, HALF_BF16);
             k_matmul_forward_half(packed_out, x, x16, w16, packed, NULL, M, C, OC, HALF_BF16);
@@ -307,6 +311,8 @@ static void test_packed_weights_native(void) {
             floats_from_bf16(xr, x16, (long)M * C);   /* the rounded operands */
             double ratio = gemm_reorder_ratio(packed_out, plain, xr, w, M, OC, C);
             CHECKF(ratio <= 1, "%d rows of %d x %d: packed vs plain %.3g of the reordering bound", M, OC, C, ratio);
+            CHECKF(M < 16 || !memcmp(packed_out, rows64, sizeof(float) * (M < 64 ? M : 64) * OC),
+                   "%d rows of %d x %d: not the 64-row product's bits", M, OC, C);
             k_matmul_forward_half(packed_out, x, x16, w16, packed, b, M, C, OC, HALF_BF16);
             /* + bias: one more term of each sum */
             k_matmul_forward_half(plain, x, x16, w16, NULL, b, M, C, OC, HALF_BF16);
@@ -339,7 +345,7 @@ static void test_packed_weights_native(void) {
         floats_from_bf16(xr, x16, 64L * C);
         double ratio = gemm_reorder_ratio(packed_out, plain, xr, w, 64, OC, C);
         CHECKF(ratio <= 1, "after repacking a changed weight: %.3g of the bound", ratio);
-        free(x), free(w), free(b), free(plain), free(packed_out), free(x16), free(w16), free(packed), free(xr);
+        free(x), free(w), free(b), free(plain), free(packed_out), free(x16), free(w16), free(packed), free(xr), free(rows64);
     }
 }
 
@@ -562,6 +568,54 @@ static void check_attention_qkv16(HalfMode mode) {
     CHECKF(ec <= tol && ed <= tol, "%s attention on 16-bit QKV: ctx %.3g, dqkv %.3g (tolerance %.3g)", mode_name(mode),
            ec, ed, tol);
     free(qkv), free(nan_qkv), free(dctx), free(c1), free(c2), free(p1), free(p2), free(d1), free(d2), free(qkv16);
+}
+
+/* Inference (no probabilities kept, Q, K, V in bf16 as the QKV product stores them): a
+ * sequence's heads run in groups on batched products (kernels/cpu/layers.c,
+ * attention_forward_grouped), against the per-head path the training forward takes
+ * (probabilities kept, no dropout) on the same 16-bit QKV: the same products of the same
+ * rounded values, summed in another order, so within a few u (a flipped bf16 rounding of a
+ * probability at most). Padded and packed layouts, a hole in a mask, lengths off the product
+ * buckets (16, then multiples of 32), the batch (whole sequences per thread) and each sequence
+ * alone (its head groups shared by the threads), which gives the same bits as in the batch. */
+static void test_attention_grouped(void) {
+    if (!gemm_bf16_native_available()) return;
+    enum { B = 5, T = 37, A = 4, d = 16, H = A * d };
+    int32_t kv_len[B], mask[B * T], seq_row[B], seq_rows[B];
+    uint8_t holes[B];
+    float *qkv = malloc(sizeof(float) * B * T * 3 * H), *nan_qkv = malloc(sizeof(float) * B * T * 3 * H);
+    float *grouped = malloc(sizeof(float) * B * T * H), *per_head = malloc(sizeof(float) * B * T * H);
+    float *one = malloc(sizeof(float) * T * H), *probs = malloc(sizeof(float) * B * A * T * T);
+    uint16_t *qkv16 = malloc(sizeof(uint16_t) * B * T * 3 * H);
+    fill(qkv, (size_t)B * T * 3 * H, 71, 1.5f);
+    for (size_t i = 0; i < (size_t)B * T * 3 * H; i++) nan_qkv[i] = NAN;   /* the fp32 QKV is not read */
+    for (int packed = 0; packed < 2; packed++) {
+        int rows = 0;
+        for (int b = 0; b < B; b++) {
+            kv_len[b] = T - (b * 9) % 25, holes[b] = b == 2;
+            for (int t = 0; t < T; t++) mask[b * T + t] = t < kv_len[b] && !(holes[b] && t == 5);
+            seq_row[b] = rows, seq_rows[b] = packed ? kv_len[b] : T, rows += seq_rows[b];
+        }
+        k_to_half(HALF_BF16, qkv16, qkv, (long)rows * 3 * H);
+        AttentionArgs a = {.B = B, .T = T, .A = A, .d = d, .kv_len = kv_len, .mask = mask, .has_holes = holes,
+                           .seq_row = packed ? seq_row : NULL, .seq_rows = packed ? seq_rows : NULL, .half = true,
+                           .half_mode = HALF_BF16, .qkv16 = qkv16};
+        k_attention_forward(grouped, NULL, nan_qkv, &a);
+        k_attention_forward(per_head, probs, nan_qkv, &a);
+        const double err = rel_norm_error(grouped, per_head, (size_t)rows * H), tol = 4 * unit_roundoff(HALF_BF16);
+        CHECKF(err <= tol, "packed %d: grouped attention %.3g from the per-head path (tolerance %.3g)", packed, err, tol);
+        for (int b = 0; b < B; b++) {   /* each sequence alone */
+            AttentionArgs alone = a;
+            int32_t r0 = 0, n = seq_rows[b];
+            alone.B = 1, alone.kv_len = kv_len + b, alone.mask = mask + b * T, alone.has_holes = holes + b;
+            alone.seq_row = packed ? &r0 : NULL, alone.seq_rows = packed ? &n : NULL;
+            alone.qkv16 = qkv16 + (size_t)seq_row[b] * 3 * H;
+            k_attention_forward(one, NULL, nan_qkv, &alone);
+            CHECKF(!memcmp(one, grouped + (size_t)seq_row[b] * H, sizeof(float) * seq_rows[b] * H),
+                   "packed %d: sequence %d alone differs from the batch's", packed, b);
+        }
+    }
+    free(qkv), free(nan_qkv), free(grouped), free(per_head), free(one), free(probs), free(qkv16);
 }
 
 static void test_attention_half(void) {
@@ -858,6 +912,7 @@ int main(void) {
     RUN_TEST(test_gelu_half);
     RUN_TEST(test_matmul_gelu_native);
     RUN_TEST(test_attention_half);
+    RUN_TEST(test_attention_grouped);
     RUN_TEST(test_model_against_fp32);
     RUN_TEST(test_model_fp16);
     RUN_TEST(test_weights_follow_master);
