@@ -160,6 +160,7 @@ static void test_command_reports_a_failed_stdout(void) {
     unlink(err_path);
 }
 
+#if !defined(__SANITIZE_ADDRESS__)   /* used only there (test_command_streams) */
 /* The peak resident memory (KiB) of `bert embed` over n empty lines (each [CLS] [SEP]), or -1. */
 static long embed_peak_kib(long n) {
     char input[128];
@@ -180,6 +181,7 @@ static long embed_peak_kib(long n) {
     unlink(input);
     return ok ? ru.ru_maxrss : -1;
 }
+#endif
 
 /* Issue 35, D16: embed streams its input a chunk of lines at a time, so 10 times the lines
  * takes no more memory (it took ~1.6 GB for 1 MB of empty lines when every vector was kept:
