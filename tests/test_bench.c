@@ -389,7 +389,9 @@ static void test_bench_infer_sweep(void) {
  * LF), at the lengths bert embed encodes them ([CLS] text [SEP], cut to max_seq_length): the
  * batch-1 measurement runs that many sequences of those tokens. */
 static void test_bench_infer_text_file(void) {
-    const char *dir = "tests/data/embed", *path = "/tmp/bert_test_bench_texts.txt";
+    const char *dir = "tests/data/embed";
+    char path[64];   /* this process's own: two suites running at once (the matrix and CI) emptied each other's */
+    snprintf(path, sizeof path, "/tmp/bert_test_bench_texts_%d.txt", (int)getpid());
     char *text = NULL;
     size_t len = 0;
     BertError err;
