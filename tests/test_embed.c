@@ -73,8 +73,8 @@ static void test_embeddings_equal_reference(void) {
 }
 
 static void test_command_writes_npy(void) {
-    const char *path = "/tmp/bert_test_embed.npy";
-    char cmd[2048];
+    char path[64], cmd[2048];   /* this process's own file: suites may run side by side */
+    snprintf(path, sizeof path, "/tmp/bert_test_embed_%d.npy", (int)getpid());
     snprintf(cmd, sizeof cmd, "%s embed --init_checkpoint %s --max_seq_length %d --batch_size 2 --threads 1 "
                               "--output %s < %s/sentences.txt 2>/dev/null", bert_bin, DIR,
              cJSON_GetObjectItem(expected, "max_seq_length")->valueint, path, DIR);

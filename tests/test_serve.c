@@ -197,8 +197,10 @@ static char *request_json(const char *key, const int *idx, int n, const char *ex
 /* bert embed on the fixture's non-empty sentences (an empty text is a 400 here, as in
  * OpenAI's and TEI's servers): the vectors every answer must equal, and its token count. */
 static bool load_reference(void) {
-    const char *txt = "/tmp/bert_test_serve_ref.txt", *npy = "/tmp/bert_test_serve_ref.npy",
-               *log = "/tmp/bert_test_serve_ref.log";
+    char txt[64], npy[64], log[64];   /* this process's own files: suites may run side by side */
+    snprintf(txt, sizeof txt, "/tmp/bert_test_serve_ref_%d.txt", (int)getpid());
+    snprintf(npy, sizeof npy, "/tmp/bert_test_serve_ref_%d.npy", (int)getpid());
+    snprintf(log, sizeof log, "/tmp/bert_test_serve_ref_%d.log", (int)getpid());
     char *all = read_text(DIR "/sentences.txt"), *p = all;
     FILE *f = fopen(txt, "w");
     while (*p && nsent < MAXSENT) {
