@@ -906,8 +906,8 @@ void k_attention_forward(float *ctx, float *probs, const float *qkv, const Atten
     /* quantizing ctx: by whole sequences where there are enough to share out, each quantized by
      * the thread that computed it, right after its heads */
     const bool by_sequence = a->ctx_q8 && B >= 2 * nthreads;
-    if (attention_grouped(a, probs)) {
-        attention_forward_grouped(ctx, a, by_sequence || B >= 2 * nthreads, parallel, nthreads);
+    if (attention_grouped(a, probs)) {   /* by whole sequences wherever there are enough, int8 or not */
+        attention_forward_grouped(ctx, a, B >= 2 * nthreads, parallel, nthreads);
         return;
     }
     const size_t per_thread = attention_scratch_floats(a);
