@@ -4,6 +4,7 @@
  * with ONEDNN_MAX_CPU_ISA=AVX2 (no VNNI: oneDNN's other int8 kernels) and
  * ONEDNN_MAX_CPU_ISA=AVX512_CORE_VNNI (VNNI without AMX): every check is the same. */
 #include <math.h>
+#include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -463,6 +464,85 @@ static void test_epilogues(void) {
     check_epilogues(150, 1000, 64, ACT_GELU, 45);     /* wide rows */
 }
 
+/* gemm_int8_rows shares a product between threads in two ways: by rows (always, with one
+ * thread) and, where gemm_int8_column_panels says so, by the weight's columns (each thread its
+ * panel; the rows' maxima combined before quantizing). Every epilogue gives the same bits both ways: bf16, the activation
+ * quantized (plain and smoothed), fp32 + residual, LayerNorm and its output quantized, over
+ * blocks of 64 rows with a tail and one short block. */
+static void check_column_panels(int M, int N, int K, Activation act, uint64_t seed) {
+    float *W = malloc(sizeof(float) * N * K), *X = malloc(sizeof(float) * M * K), *b = malloc(sizeof(float) * N);
+    float *res = malloc(sizeof(float) * M * N), *sm = malloc(sizeof(float) * N), *xs = malloc(sizeof(float) * M);
+    float *out[2], *qs[2];
+    int8_t *qx = malloc((size_t)M * K), *q[2];
+    uint16_t *h[2];
+    fill(W, (size_t)N * K, seed, 0.1f), fill(X, (size_t)M * K, seed + 1, 2.0f), fill(b, N, seed + 2, 0.5f);
+    fill(res, (size_t)M * N, seed + 3, 3.0f), fill(sm, N, seed + 4, 1.8f);
+    for (int j = 0; j < N; j++) sm[j] += 2.0f;
+    X[(M / 2) * K + 3] = 40.0f;   /* one row's input far from the others: its maximum in one panel */
+    for (int k = 0; k < 2; k++) {
+        out[k] = malloc(sizeof(float) * M * N), qs[k] = malloc(sizeof(float) * M);
+        q[k] = malloc((size_t)M * N), h[k] = malloc(sizeof(uint16_t) * M * N);
+    }
+    void *packed = k_alloc(k_packed_weight_bytes_int8(K, N));
+    k_pack_weight_int8(packed, W, NULL, K, N);
+    k_quantize_rows_int8(qx, xs, X, NULL, M, K);
+    const int threads = omp_get_max_threads();
+    for (int k = 0; k < 2; k++) {   /* k 0: one thread (rows); 1: all (panels) */
+        omp_set_num_threads(k ? threads : 1);
+        k_matmul_forward_int8_rows(&(KInt8Output){.out16 = h[k]}, qx, xs, packed, b, M, K, N);
+    }
+    CHECKF(!bits_differ(h[0], h[1], sizeof(uint16_t) * M * N), "M=%d N=%d K=%d: bf16 output differs", M, N, K);
+    for (int smooth = 0; smooth < 2; smooth++) {
+        for (int k = 0; k < 2; k++) {
+            omp_set_num_threads(k ? threads : 1);
+            k_matmul_forward_int8_rows(&(KInt8Output){.q8 = q[k], .q8_scale = qs[k], .q8_smooth = smooth ? sm : NULL,
+                                                      .act_on = true, .act = act},
+                                       qx, xs, packed, b, M, K, N);
+        }
+        CHECKF(!bits_differ(q[0], q[1], (size_t)M * N) && !bits_differ(qs[0], qs[1], sizeof(float) * M),
+               "M=%d N=%d K=%d act %d smoothed %d: quantized activation differs", M, N, K, (int)act, smooth);
+    }
+    for (int k = 0; k < 2; k++) {
+        omp_set_num_threads(k ? threads : 1);
+        k_matmul_forward_int8_rows(&(KInt8Output){.out = out[k], .residual = res}, qx, xs, packed, NULL, M, K, N);
+    }
+    CHECKF(!bits_differ(out[0], out[1], sizeof(float) * M * N), "M=%d N=%d K=%d: output + residual differs", M, N, K);
+    /* + residual, LayerNorm, quantized: the rows' split both ways (panels never take LayerNorm) */
+    float *lw = malloc(sizeof(float) * N), *lb = malloc(sizeof(float) * N), *stats = malloc(sizeof(float) * 4 * M);
+    fill(lw, N, seed + 5, 1.0f), fill(lb, N, seed + 6, 0.2f);
+    for (int smooth = 0; smooth < 2; smooth++) {
+        for (int k = 0; k < 2; k++) {
+            omp_set_num_threads(k ? threads : 1);
+            const KInt8Output ln = {.out = out[k], .residual = res, .q8 = q[k], .q8_scale = qs[k],
+                                    .q8_smooth = smooth ? sm : NULL, .ln_w = lw, .ln_b = lb, .ln_eps = 1e-12f,
+                                    .ln_mean = stats + 2 * k * M, .ln_rstd = stats + (2 * k + 1) * M};
+            k_matmul_forward_int8_rows(&ln, qx, xs, packed, b, M, K, N);
+        }
+        CHECKF(!bits_differ(out[0], out[1], sizeof(float) * M * N) &&
+                   !bits_differ(stats, stats + 2 * M, sizeof(float) * 2 * M),
+               "M=%d N=%d K=%d smoothed %d: LayerNorm differs", M, N, K, smooth);
+        CHECKF(!bits_differ(q[0], q[1], (size_t)M * N) && !bits_differ(qs[0], qs[1], sizeof(float) * M),
+               "M=%d N=%d K=%d smoothed %d: LayerNorm's output quantized differs", M, N, K, smooth);
+    }
+    free(lw), free(lb), free(stats);
+    omp_set_num_threads(threads);
+    k_free(packed);
+    for (int k = 0; k < 2; k++) free(out[k]), free(qs[k]), free(q[k]), free(h[k]);
+    free(W), free(X), free(b), free(res), free(sm), free(xs), free(qx);
+}
+
+static void test_column_panels(void) {
+    const int threads = omp_get_max_threads();
+    if (!gemm_int8_column_panels(96, 64 * threads, threads)) {
+        printf("  (column panels: not on this CPU or with %d thread%s; the rows' split is tested above)\n", threads,
+               threads == 1 ? "" : "s");
+        return;
+    }
+    check_column_panels(300, 128 * threads, 96, ACT_GELU, 61);       /* 4 blocks and a tail of 44 */
+    check_column_panels(5, 64 * threads, 3072 / 8, ACT_GELU_NEW, 62); /* one short block; the tanh GELU */
+    check_column_panels(70, 192 * threads, 200, ACT_GELU, 63);   /* K not a multiple of 64 */
+}
+
 /* Attention's context quantized in attention (AttentionArgs.ctx_q8) is k_quantize_rows_int8 of
  * the context it writes, which is the context written without it: by whole sequences (batch
  * of at least twice the threads) and after the (sequence, head) blocks (batch 1), padded and
@@ -732,6 +812,7 @@ int main(void) {
     RUN_TEST(test_smoothed_quantization);
     RUN_TEST(test_smoothed_against_fp32);
     RUN_TEST(test_epilogues);
+    RUN_TEST(test_column_panels);
     RUN_TEST(test_attention_quantized_ctx);
     RUN_TEST(test_model_against_fp32);
     RUN_TEST(test_model_outlier_layernorms);

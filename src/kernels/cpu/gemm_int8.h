@@ -99,6 +99,11 @@ typedef struct {
  * that stay in cache for the epilogue. Same numbers as gemm_int8_s32 then the formula above. */
 void gemm_int8_rows(int M, int N, int K, const int8_t *A, const float *row_scale, const void *packed, const float *bias,
                     const Int8Epilogue *e);
+/* Whether `threads` threads split a (K, N) weight's columns between them in gemm_int8_rows
+ * (each keeps its part of the weight in its cache; the rows' results are the same bits either
+ * way) where the epilogue has no LayerNorm: on CPUs where oneDNN packs for AMX, N a multiple of
+ * 64 threads. Otherwise the threads split the rows. */
+bool gemm_int8_column_panels(int K, int N, int threads);
 
 /* The whole product: A [M, K] fp32 quantized per row (A / t where the weight is smoothed),
  * multiplied, dequantized, + bias (may be NULL), then GELU (gelu 1: erf, 2: tanh; 0 none),
