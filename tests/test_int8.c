@@ -534,8 +534,8 @@ static void check_column_panels(int M, int N, int K, Activation act, uint64_t se
 static void test_column_panels(void) {
     const int threads = omp_get_max_threads();
     if (!gemm_int8_column_panels(96, 64 * threads, threads)) {
-        printf("  (column panels: not on this CPU or with %d thread%s; the rows' split is tested above)\n", threads,
-               threads == 1 ? "" : "s");
+        printf("  (column panels: not with oneDNN's packing on this CPU (AMX's only) or %d thread%s; the rows' split "
+               "is tested above)\n", threads, threads == 1 ? "" : "s");
         return;
     }
     check_column_panels(300, 128 * threads, 96, ACT_GELU, 61);       /* 4 blocks and a tail of 44 */

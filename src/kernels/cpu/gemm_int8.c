@@ -899,4 +899,9 @@ void gemm_int8_describe(char *out, size_t n) {
              support == 1 ? " (no VNNI here: 7-bit weights, slower)" : "");
     dnnl_primitive_desc_destroy(pd);
     pthread_mutex_unlock(&g8.lock);
+    const int threads = omp_get_max_threads();
+    if (threads > 1 && gemm_int8_column_panels(768, 3072, threads)) {
+        const size_t len = strlen(out);
+        snprintf(out + len, n - len, "; threads split the weight's columns where no LayerNorm follows");
+    }
 }
