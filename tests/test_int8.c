@@ -14,6 +14,7 @@
 #include "core/rng.h"
 #include "core/test_hooks.h"
 #include "kernels/cpu/gemm_int8.h"
+#include "kernels/cpu/team.h"
 #include "kernels/kernels.h"
 #include "model/bert.h"
 #include "model/bert_views.h"
@@ -543,6 +544,44 @@ static void test_column_panels(void) {
     check_column_panels(70, 192 * threads, 200, ACT_GELU, 63);   /* K not a multiple of 64 */
 }
 
+/* kernels/cpu/team.h: inside a region of ours, active or made inactive by its if clause (where
+ * omp_in_parallel() is 0 and oneDNN would start a nested team), a library's product sees one
+ * thread; outside, the library's own count; the caller's count comes back after. Then a
+ * one-block product (the rows' split runs it in an inactive region) inside and outside such a
+ * region: the same bits. */
+static void test_library_team(void) {
+    const int threads = omp_get_max_threads();
+    const int outside = library_team_begin();
+    CHECK(outside == 0 && omp_get_max_threads() == threads);
+    library_team_end(outside);
+    for (int active = 0; active < 2; active++) {
+        int saw = -1, saved = -1, after = -1;
+#pragma omp parallel num_threads(2) if (active)
+        if (omp_get_thread_num() == 0) {
+            const int before = omp_get_max_threads();
+            saved = library_team_begin();
+            saw = omp_get_max_threads();
+            library_team_end(saved);
+            after = omp_get_max_threads() == before;
+        }
+        CHECKF(saw == 1 && after == 1 && (threads == 1 || saved > 1), "active %d: a library saw %d threads", active, saw);
+    }
+    enum { M = 8, N = 128, K = 96 };
+    float *W = malloc(sizeof(float) * N * K), *X = malloc(sizeof(float) * M * K), *xs = malloc(sizeof(float) * M);
+    float *out = malloc(sizeof(float) * M * N), *ref = malloc(sizeof(float) * M * N);
+    int8_t *qx = malloc((size_t)M * K);
+    fill(W, (size_t)N * K, 71, 0.1f), fill(X, (size_t)M * K, 72, 1.0f);
+    void *packed = k_alloc(k_packed_weight_bytes_int8(K, N));
+    k_pack_weight_int8(packed, W, NULL, K, N);
+    k_quantize_rows_int8(qx, xs, X, NULL, M, K);
+    k_matmul_forward_int8_rows(&(KInt8Output){.out = ref}, qx, xs, packed, NULL, M, K, N);
+#pragma omp parallel num_threads(2) if (0)
+    k_matmul_forward_int8_rows(&(KInt8Output){.out = out}, qx, xs, packed, NULL, M, K, N);
+    CHECK(!bits_differ(out, ref, sizeof(float) * M * N));
+    CHECK(omp_get_max_threads() == threads);
+    k_free(packed), free(W), free(X), free(xs), free(out), free(ref), free(qx);
+}
+
 /* Attention's context quantized in attention (AttentionArgs.ctx_q8) is k_quantize_rows_int8 of
  * the context it writes, which is the context written without it: by whole sequences (batch
  * of at least twice the threads) and after the (sequence, head) blocks (batch 1), padded and
@@ -813,6 +852,7 @@ int main(void) {
     RUN_TEST(test_smoothed_against_fp32);
     RUN_TEST(test_epilogues);
     RUN_TEST(test_column_panels);
+    RUN_TEST(test_library_team);
     RUN_TEST(test_attention_quantized_ctx);
     RUN_TEST(test_model_against_fp32);
     RUN_TEST(test_model_outlier_layernorms);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "kernels/cpu/team.h"
 #include "core/strmap.h"
 #include "kernels/cpu/sgemm.h"
 #include "kernels/cpu/vec16.h"
@@ -305,7 +306,9 @@ static void run_gemm(const CachedGemm *e, const GemmShape *k, const void *A, con
                                {DNNL_ARG_DST, wrap(&e->c, C, k)}, {DNNL_ARG_BIAS, NULL}};
     int nargs = 3;
     if (bias) args[nargs++].memory = wrap(&e->bias, bias, k);
+    const int team = library_team_begin();
     check(dnnl_primitive_execute(e->primitive, g_bf16.stream, nargs, args), "execute", k);
+    library_team_end(team);
     check(dnnl_stream_wait(g_bf16.stream), "stream wait", k);
     for (int i = 0; i < nargs; i++) dnnl_memory_destroy(args[i].memory);
 }
@@ -424,7 +427,9 @@ static void serial_memories(dnnl_memory_t mem[4], size_t scratch_bytes, const Ge
 static void serial_run(dnnl_primitive_t p, dnnl_memory_t mem[4], const GemmShape *k) {
     dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, mem[0]}, {DNNL_ARG_WEIGHTS, mem[1]}, {DNNL_ARG_DST, mem[2]},
                                {DNNL_ARG_SCRATCHPAD, mem[3]}};
+    const int team = library_team_begin();
     check(dnnl_primitive_execute(p, t_serial.stream, mem[3] ? 4 : 3, args), "execute", k);
+    library_team_end(team);
     check(dnnl_stream_wait(t_serial.stream), "stream wait", k);
 }
 

@@ -12,6 +12,7 @@
 #include "core/common.h"
 #include "kernels/cpu/gemm_half.h"   /* bf16_from_float */
 #include "kernels/cpu/layernorm_row.h"
+#include "kernels/cpu/team.h"
 #include "kernels/cpu/vec16.h"
 
 /* The layout a weight is packed in: the one oneDNN's int8 matmul picks for B [K, N] s8 when
@@ -446,7 +447,9 @@ static void run_gemm(const Int8Gemm *e, const Int8Layout *l, const int8_t *A, co
     check(dnnl_memory_create(&args[2].memory, &e->c, g8.engine, C), "memory", M, N, K);
     const int nargs = e->scratch_bytes ? 4 : 3;
     if (e->scratch_bytes) check(dnnl_memory_create(&args[3].memory, &scratch_md, g8.engine, t8.scratch), "memory", M, N, K);
+    const int team = library_team_begin();
     check(dnnl_primitive_execute(e->primitive, t8.stream, nargs, args), "execute", M, N, K);
+    library_team_end(team);
     check(dnnl_stream_wait(t8.stream), "stream wait", M, N, K);
     for (int i = 0; i < nargs; i++) dnnl_memory_destroy(args[i].memory);
 }

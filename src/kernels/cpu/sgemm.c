@@ -1,12 +1,16 @@
 #include "kernels/cpu/sgemm.h"
 
+#include "kernels/cpu/team.h"
+
 #if defined(BERT_GEMM_OPENBLAS)
 #include <cblas.h>
 
 void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
            int ldb, float beta, float *C, int ldc) {
+    const int team = library_team_begin();
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, K,
                 alpha, A, lda, B, ldb, beta, C, ldc);
+    library_team_end(team);
 }
 
 const char *sgemm_library(void) { return "openblas"; }
@@ -25,13 +29,15 @@ const char *sgemm_library(void) { return "openblas"; }
 void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
            int ldb, float beta, float *C, int ldc) {
     /* dnnl_sgemm is row-major, like cblas with CblasRowMajor, and runs on omp_get_max_threads()
-     * threads (one inside a parallel region). */
-    int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-    bool one_thread = threads > 1 && (long)M * N * K < THREADED_MIN_MULTIPLY_ADDS;
+     * threads (one inside a parallel region of ours: team.h). */
+    const int team = library_team_begin();
+    const int threads = omp_get_max_threads();
+    const bool one_thread = threads > 1 && (long)M * N * K < THREADED_MIN_MULTIPLY_ADDS;
     if (one_thread) omp_set_num_threads(1);
     dnnl_status_t status =
         dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     if (one_thread) omp_set_num_threads(threads);
+    library_team_end(team);
     /* It only fails on arguments no caller passes (negative sizes, short leading
      * dimensions): a bug, not bad input. */
     if (status != dnnl_success)
