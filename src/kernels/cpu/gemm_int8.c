@@ -614,6 +614,17 @@ static void epilogue_row(const Int8Epilogue *e, size_t i, const int32_t *restric
     if (e->q) e->q_scale[i] = quantize_output(e, i, v, smooth_inv, N);
 }
 
+/* The M rows at a as g's product takes them: in place, or where g is made for more rows (a
+ * multiple of 16, see gemm_int8_rows), copied into this thread's scratch with zero rows after
+ * them, whose sums are not used. */
+static const int8_t *rows_for(const Int8Gemm *g, const int8_t *a, int M) {
+    if (g->M == M) return a;
+    t8.apad = grow(t8.apad, &t8.apad_cap, (size_t)g->M * g->K);
+    memcpy(t8.apad, a, (size_t)M * g->K);
+    memset(t8.apad + (size_t)M * g->K, 0, (size_t)(g->M - M) * g->K);
+    return t8.apad;
+}
+
 /* ---- column panels (gemm_int8_panels) ---- */
 
 /* Columns c0 .. c0 + W - 1 of row i (acc: their sums), epilogue_row's operations where there is
@@ -678,8 +689,7 @@ static void panel_quantize(const Int8Epilogue *e, size_t i, int c0, int W, int N
 
 /* Rows m0 .. m0 + M - 1: their sums into this thread's block, then the epilogue while the
  * block is in cache (smooth_inv: the reciprocals of e->q_smooth, or NULL). g's product has M
- * rows rounded up to a multiple of 16 (see gemm_int8_rows): the rows are then copied into
- * this thread's scratch with zero rows after them, whose sums are not used. */
+ * rows rounded up to a multiple of 16 (rows_for). */
 static void rows_block(const Int8Gemm *g, const Int8Layout *l, int m0, int M, const int8_t *A, const float *row_scale,
                        const void *packed, const float *bias, const Int8Epilogue *e, const float *smooth_inv) {
     const int N = g->N, K = g->K;
@@ -687,13 +697,7 @@ static void rows_block(const Int8Gemm *g, const Int8Layout *l, int m0, int M, co
     t8.acc = grow(t8.acc, &t8.acc_cap, sizeof(int32_t) * (size_t)g->M * N);
     t8.row = grow(t8.row, &t8.row_cap, sizeof(float) * (size_t)N);
     if (e->q_smooth) t8.div = grow(t8.div, &t8.div_cap, sizeof(float) * (size_t)N);
-    const int8_t *a = A + (size_t)m0 * K;
-    if (g->M != M) {
-        t8.apad = grow(t8.apad, &t8.apad_cap, (size_t)g->M * K);
-        memcpy(t8.apad, a, (size_t)M * K);
-        memset(t8.apad + (size_t)M * K, 0, (size_t)(g->M - M) * K);
-        a = t8.apad;
-    }
+    const int8_t *a = rows_for(g, A + (size_t)m0 * K, M);
     run_gemm(g, l, a, (const char *)packed + q_offset(K, N), t8.acc);
     const float *col_scale = gemm_int8_weight_scales(packed);
     for (int i = 0; i < M; i++)
@@ -766,13 +770,7 @@ static void gemm_int8_panels(int M, int N, int K, const int8_t *A, const float *
         for (int b = 0; b < blocks; b++) {
             const int m0 = b * R, rows = b + 1 < blocks ? R : tail;
             const Int8Gemm *gb = b + 1 < blocks ? g : g_tail;
-            const int8_t *a = A + (size_t)m0 * K;
-            if (gb->M != rows) {   /* rows up to a multiple of 16, zero rows after them (rows_block) */
-                t8.apad = grow(t8.apad, &t8.apad_cap, (size_t)gb->M * K);
-                memcpy(t8.apad, a, (size_t)rows * K);
-                memset(t8.apad + (size_t)rows * K, 0, (size_t)(gb->M - rows) * K);
-                a = t8.apad;
-            }
+            const int8_t *a = rows_for(gb, A + (size_t)m0 * K, rows);
             const size_t half = (size_t)(b % 2) * T * R;
             for (int p = t; p < T; p += threads) {   /* all T panels, whatever the team's size */
                 int32_t *panel = sums + p * panel_sums;
