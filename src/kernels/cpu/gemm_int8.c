@@ -581,6 +581,25 @@ static void epilogue_row16(const Int8Epilogue *e, size_t i, const int32_t *acc, 
 }
 #endif
 
+/* n sums -> v_j = float(sum_j) (r s_j) + bias_j (+ residual_j), then GELU as e says, and v in
+ * bf16 into o16 where given: the scalar rows' operations (epilogue_row, panel_values), one
+ * pass each way (no contraction into FMAs in this build: the same roundings). */
+static void values_row(float *restrict v, const Int8Epilogue *e, const int32_t *restrict acc,
+                       const float *restrict col_scale, const float *restrict bias, const float *restrict res, float r,
+                       uint16_t *restrict o16, int n) {
+    if (bias && res)
+        for (int j = 0; j < n; j++) v[j] = (float)acc[j] * (r * col_scale[j]) + bias[j] + res[j];
+    else if (bias)
+        for (int j = 0; j < n; j++) v[j] = (float)acc[j] * (r * col_scale[j]) + bias[j];
+    else if (res)
+        for (int j = 0; j < n; j++) v[j] = (float)acc[j] * (r * col_scale[j]) + res[j];
+    else
+        for (int j = 0; j < n; j++) v[j] = (float)acc[j] * (r * col_scale[j]);
+    gelu_row(v, n, e->gelu);
+    if (o16)   /* here, not bf16_from_floats: that one forks threads, and this runs inside a worker */
+        for (int j = 0; j < n; j++) o16[j] = bf16_from_float(v[j]);
+}
+
 /* One row of int32 sums -> float(sum) (r s_j) + bias_j (+ residual_j), GELU, stored as e says.
  * The same float operations, in the same order, whatever the destination. */
 static void epilogue_row(const Int8Epilogue *e, size_t i, const int32_t *restrict acc, const float *restrict col_scale,
@@ -591,22 +610,9 @@ static void epilogue_row(const Int8Epilogue *e, size_t i, const int32_t *restric
         return;
     }
 #endif
-    float *restrict v = e->out && !e->ln_w ? e->out + i * N : t8.row;
-    const float *restrict res = e->residual ? e->residual + i * N : NULL;
-    /* one pass each way (no contraction into FMAs in this build: the same roundings) */
-    if (bias && res)
-        for (int j = 0; j < N; j++) v[j] = (float)acc[j] * (r * col_scale[j]) + bias[j] + res[j];
-    else if (bias)
-        for (int j = 0; j < N; j++) v[j] = (float)acc[j] * (r * col_scale[j]) + bias[j];
-    else if (res)
-        for (int j = 0; j < N; j++) v[j] = (float)acc[j] * (r * col_scale[j]) + res[j];
-    else
-        for (int j = 0; j < N; j++) v[j] = (float)acc[j] * (r * col_scale[j]);
-    gelu_row(v, N, e->gelu);
-    if (e->out16) {   /* here, not bf16_from_floats: that one forks threads, and this runs inside a worker */
-        uint16_t *restrict o = e->out16 + i * N;
-        for (int j = 0; j < N; j++) o[j] = bf16_from_float(v[j]);
-    }
+    float *v = e->out && !e->ln_w ? e->out + i * N : t8.row;
+    values_row(v, e, acc, col_scale, bias, e->residual ? e->residual + i * N : NULL, r,
+               e->out16 ? e->out16 + i * N : NULL, N);
     if (e->ln_w) {
         layernorm_row(e->out + i * N, e->ln_mean + i, e->ln_rstd + i, v, e->ln_w, e->ln_b, N, e->ln_eps);
         v = e->out + i * N;
@@ -661,15 +667,9 @@ static void panel_values(const Int8Epilogue *e, size_t i, int c0, int W, int N, 
     }
 #endif
     float *v = t8.row;
-    for (int j = 0; j < W; j++) {   /* epilogue_row's operations in its order */
-        v[j] = (float)acc[j] * (r * col_scale[c0 + j]);
-        if (bias) v[j] += bias[c0 + j];
-        if (res) v[j] += res[j];
-    }
-    gelu_row(v, W, e->gelu);
-    if (e->out16)
-        for (int j = 0; j < W; j++) e->out16[i * N + c0 + j] = bf16_from_float(v[j]);
-    else if (e->out)
+    values_row(v, e, acc, col_scale + c0, bias ? bias + c0 : NULL, res, r, e->out16 ? e->out16 + i * N + c0 : NULL, W);
+    if (e->out16) return;
+    if (e->out)
         memcpy(e->out + i * N + c0, v, sizeof(float) * (size_t)W);
     else {
         if (u)
@@ -752,8 +752,15 @@ static int panel_width(int K, int N, int T, size_t *offset) {
 enum { PANEL_ROWS = 64 };   /* 32 and 128 measured no faster */
 static void gemm_int8_panels(int M, int N, int K, const int8_t *A, const float *row_scale, const void *packed,
                              const float *bias, const Int8Epilogue *e, const float *u, int T, int W,
-                             size_t panel_bytes, int R, const Int8Gemm *g, const Int8Gemm *g_tail, const Int8Layout *l) {
-    const int blocks = (M + R - 1) / R, tail = M - (blocks - 1) * R;
+                             size_t panel_bytes) {
+    const int R = M < PANEL_ROWS ? M : PANEL_ROWS, blocks = (M + R - 1) / R, tail = M - (blocks - 1) * R;
+    const Int8Gemm *g, *g_tail;
+    const Int8Layout *l;
+    pthread_mutex_lock(&g8.lock);   /* both primitives before the workers run them */
+    room_for(2);
+    lookup(padded_rows16(R), W, K, &g, &l);
+    lookup(padded_rows16(tail), W, K, &g_tail, &l);
+    pthread_mutex_unlock(&g8.lock);
     const size_t panel_sums = (size_t)g->M * W;
     t8_register();
     t8.panels = grow(t8.panels, &t8.panels_cap, sizeof(int32_t) * T * panel_sums + 2 * (size_t)T * R * 2 * sizeof(float));
@@ -796,6 +803,27 @@ static void gemm_int8_panels(int M, int N, int K, const int8_t *A, const float *
     }
 }
 
+/* gemm_int8_rows with the threads splitting the rows (rows_block). */
+static void gemm_int8_row_blocks(int M, int N, int K, const int8_t *A, const float *row_scale, const void *packed,
+                                 const float *bias, const Int8Epilogue *e, const float *smooth_inv, int threads) {
+    int rows = block_rows(K);
+    const int per_thread = (M + threads - 1) / threads;   /* every thread gets work where there is some */
+    if (rows > per_thread) rows = (per_thread + 15) / 16 * 16;
+    if (rows > M) rows = M;
+    const int blocks = M / rows, tail = M - blocks * rows;
+    const Int8Gemm *g, *g_tail = NULL;
+    const Int8Layout *l;
+    pthread_mutex_lock(&g8.lock);   /* both primitives before the workers run them */
+    room_for(2);
+    lookup(padded_rows16(rows), N, K, &g, &l);
+    if (tail) lookup(padded_rows16(tail), N, K, &g_tail, &l);
+    pthread_mutex_unlock(&g8.lock);
+#pragma omp parallel for schedule(dynamic, 1) if (blocks + (tail > 0) > 1)
+    for (int b = 0; b < blocks + (tail > 0); b++)
+        rows_block(b < blocks ? g : g_tail, l, b * rows, b < blocks ? rows : tail, A, row_scale, packed, bias, e,
+                   smooth_inv);
+}
+
 bool gemm_int8_column_panels(int K, int N, int threads) {
     size_t offset;
     pthread_mutex_lock(&g8.lock);
@@ -817,39 +845,12 @@ void gemm_int8_rows(int M, int N, int K, const int8_t *A, const float *row_scale
      * the panels into one thread (two meetings per block) ran batch 1 (MRPC) 10% slower. */
     const int W = e->ln_w ? 0 : panel_width(K, N, threads, &panel_bytes);
     pthread_mutex_unlock(&g8.lock);
-    if (W) {
-        const int pr = M < PANEL_ROWS ? M : PANEL_ROWS, tail = M - (M + pr - 1) / pr * pr + pr;
-        const Int8Gemm *g, *g_tail;
-        const Int8Layout *l;
-        pthread_mutex_lock(&g8.lock);
-        room_for(2);
-        lookup(padded_rows16(pr), W, K, &g, &l);
-        lookup(padded_rows16(tail), W, K, &g_tail, &l);
-        pthread_mutex_unlock(&g8.lock);
-        float *u = e->q_smooth ? reciprocals(e->q_smooth, N) : NULL;
-        gemm_int8_panels(M, N, K, A, row_scale, packed, bias, e, u, threads, W, panel_bytes, pr, g, g_tail, l);
-        free(u);
-        return;
-    }
-    int rows = block_rows(K);
-    const int per_thread = (M + threads - 1) / threads;   /* every thread gets work where there is some */
-    if (rows > per_thread) rows = (per_thread + 15) / 16 * 16;
-    if (rows > M) rows = M;
-    const int blocks = M / rows, tail = M - blocks * rows;
-    const Int8Gemm *g, *g_tail = NULL;
-    const Int8Layout *l;
-    pthread_mutex_lock(&g8.lock);   /* both primitives before the workers run them */
-    room_for(2);
-    lookup(padded_rows16(rows), N, K, &g, &l);
-    if (tail) lookup(padded_rows16(tail), N, K, &g_tail, &l);
-    pthread_mutex_unlock(&g8.lock);
     float *smooth_inv = e->q_smooth ? reciprocals(e->q_smooth, N) : NULL;
-#pragma omp parallel for schedule(dynamic, 1) if (blocks + (tail > 0) > 1)
-    for (int b = 0; b < blocks + (tail > 0); b++)
-        rows_block(b < blocks ? g : g_tail, l, b * rows, b < blocks ? rows : tail, A, row_scale, packed, bias, e,
-                   smooth_inv);
+    if (W) gemm_int8_panels(M, N, K, A, row_scale, packed, bias, e, smooth_inv, threads, W, panel_bytes);
+    else gemm_int8_row_blocks(M, N, K, A, row_scale, packed, bias, e, smooth_inv, threads);
     free(smooth_inv);
 }
+
 
 /* Each thread's row of x (1/t) in its own scratch. */
 void quantize_rows_s8_smoothed(int8_t *q, float *scale, const float *x, const float *smooth, int rows, int cols) {

@@ -29,14 +29,10 @@ const char *sgemm_library(void) { return "openblas"; }
 void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
            int ldb, float beta, float *C, int ldc) {
     /* dnnl_sgemm is row-major, like cblas with CblasRowMajor, and runs on omp_get_max_threads()
-     * threads (one inside a parallel region of ours: team.h). */
-    const int team = library_team_begin();
-    const int threads = omp_get_max_threads();
-    const bool one_thread = threads > 1 && (long)M * N * K < THREADED_MIN_MULTIPLY_ADDS;
-    if (one_thread) omp_set_num_threads(1);
+     * threads: one inside a parallel region of ours (team.h) and for a small product. */
+    const int team = library_team_begin_for((long)M * N * K < THREADED_MIN_MULTIPLY_ADDS);
     dnnl_status_t status =
         dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    if (one_thread) omp_set_num_threads(threads);
     library_team_end(team);
     /* It only fails on arguments no caller passes (negative sizes, short leading
      * dimensions): a bug, not bad input. */

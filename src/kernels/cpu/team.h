@@ -11,16 +11,20 @@
 #define BERT_KERNELS_CPU_TEAM_H
 
 #include <omp.h>
+#include <stdbool.h>
 
-/* Before a library's product: inside any region of ours (active or not), one thread. Returns what
- * library_team_end restores (0: nothing changed). */
-static inline int library_team_begin(void) {
-    if (omp_get_level() == 0) return 0;   /* outside: the library's own team, as it chooses */
+/* Before a library's product: one thread inside any region of ours (active or not), and where
+ * the caller asks (small: a product too small to share); outside, the library's own team.
+ * Returns what library_team_end restores (0: nothing changed). */
+static inline int library_team_begin_for(bool small) {
+    if (omp_get_level() == 0 && !small) return 0;
     const int threads = omp_get_max_threads();
     if (threads <= 1) return 0;
     omp_set_num_threads(1);
     return threads;
 }
+
+static inline int library_team_begin(void) { return library_team_begin_for(false); }
 
 static inline void library_team_end(int saved) {
     if (saved) omp_set_num_threads(saved);
