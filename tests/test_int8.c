@@ -585,9 +585,11 @@ static void test_library_team(void) {
 /* Attention's context quantized in attention (AttentionArgs.ctx_q8) is k_quantize_rows_int8 of
  * the context it writes, which is the context written without it: by whole sequences (batch
  * of at least twice the threads) and after the (sequence, head) blocks (batch 1), padded and
- * packed, fp32 and bf16 products. */
+ * packed, fp32 and bf16 products (d 16: bf16 runs the heads in groups, attention_group); and
+ * the same int8 rows where ctx need not be written (ctx_q8_only: by whole sequences, each row
+ * gathered from the heads' contexts and quantized, ctx left as it was). */
 static void check_attention_ctx(int B, bool packed, bool half) {
-    enum { T = 12, A = 2, d = 8, H = A * d };
+    enum { T = 12, A = 2, d = 16, H = A * d };
     int32_t kv_len[8], mask[8 * T], seq_row[8], seq_rows[8];
     uint8_t holes[8];
     int rows = 0;
@@ -613,6 +615,14 @@ static void check_attention_ctx(int B, bool packed, bool half) {
     CHECKF(!bits_differ(ctx, ctx_ref, sizeof(float) * rows * H), "B=%d packed %d half %d: ctx differs", B, packed, half);
     CHECKF(!bits_differ(q, q_ref, (size_t)rows * H) && !bits_differ(scale, scale_ref, sizeof(float) * rows),
            "B=%d packed %d half %d: ctx quantized in attention differs from k_quantize_rows_int8", B, packed, half);
+    memset(q, 0, (size_t)rows * H), memset(scale, 0, sizeof(float) * rows);
+    for (int i = 0; i < rows * H; i++) ctx[i] = -7.0f;
+    a.ctx_q8_only = true;
+    k_attention_forward(ctx, NULL, qkv, &a);
+    CHECKF(!bits_differ(q, q_ref, (size_t)rows * H) && !bits_differ(scale, scale_ref, sizeof(float) * rows),
+           "B=%d packed %d half %d: ctx_q8_only: the int8 rows differ", B, packed, half);
+    if (B >= 2 * omp_get_max_threads() && half && k_bf16_native_available())
+        CHECKF(ctx[0] == -7.0f && ctx[rows * H - 1] == -7.0f, "B=%d packed %d: ctx_q8_only: ctx written", B, packed);
     free(qkv), free(ctx), free(ctx_ref), free(scale), free(scale_ref), free(q), free(q_ref), free(qkv16);
 }
 

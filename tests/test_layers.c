@@ -363,7 +363,7 @@ static void check_attention(float dropout_p, const char *what) {
     const uint8_t holes[B] = {0, 0, 1};
     static float qkv[B * T * 3 * H], ctx[B * T * H], probs[B * A * T * T], r[B * T * H], dqkv[B * T * 3 * H];
     fill(qkv, B * T * 3 * H, 18, 1, 0), fill(r, B * T * H, 19, 1, 0);
-    AttentionArgs a = {B, T, A, d, kv_len, mask, holes, dropout_p, rng_key(3, 4), NULL, NULL, false, HALF_BF16, NULL, NULL, NULL};
+    AttentionArgs a = {B, T, A, d, kv_len, mask, holes, dropout_p, rng_key(3, 4), NULL, NULL, false, HALF_BF16, NULL, NULL, NULL, false};
     AttnCtx c = {ctx, probs, qkv, r, &a};
     attn_loss(&c);
     k_attention_backward(dqkv, r, qkv, probs, &a);
@@ -404,7 +404,7 @@ static void check_attention_packed(bool half, HalfMode mode) {
         }
     for (int j = 0; j < H; j++) pctx[ROWS * H + j] = 7.0f;
     for (int j = 0; j < 3 * H; j++) pdqkv[ROWS * 3 * H + j] = 7.0f;
-    AttentionArgs full = {B, T, A, d, kv_len, mask, holes, 0.3f, rng_key(3, 5), NULL, NULL, half, mode, NULL, NULL, NULL};
+    AttentionArgs full = {B, T, A, d, kv_len, mask, holes, 0.3f, rng_key(3, 5), NULL, NULL, half, mode, NULL, NULL, NULL, false};
     AttentionArgs pack = full;
     pack.seq_row = seq_row, pack.seq_rows = seq_rows;
     k_attention_forward(ctx, probs, qkv, &full);

@@ -29,10 +29,13 @@ extern void (*test_hook_int8_input)(const float *weight, const float *x, const i
                                     int cols);
 #define TEST_HOOK_INT8_INPUT(w, x, q, s, rows, cols) \
     (test_hook_int8_input ? test_hook_int8_input(w, x, q, s, rows, cols) : (void)0)
+/* Whether that hook is set (the fp32 rows it reads must then be kept). */
+#define TEST_HOOK_INT8_SET() (test_hook_int8_input != NULL)
 #else
 #define TEST_COUNT_WORK(n) ((void)0)
 #define TEST_HOOK_BEFORE_DELETE(path) ((void)0)
 #define TEST_HOOK_INT8_INPUT(w, x, q, s, rows, cols) ((void)0)
+#define TEST_HOOK_INT8_SET() 0
 #endif
 
 #endif

@@ -278,6 +278,9 @@ typedef struct {
      * sequence's rows once its heads are done, while they are in cache */
     int8_t *ctx_q8;
     float *ctx_q8_scale;
+    /* with ctx_q8: ctx's rows are not read afterwards (only the int8 rows are), so they may be
+     * left unwritten (by whole sequences they are; otherwise they are written) */
+    bool ctx_q8_only;
 } AttentionArgs;
 /* probs: [B, A, T, T] blocks (row stride kv_len[b]) of softmax probabilities before dropout,
  * kept for the backward; NULL (inference, no dropout): not kept, each block's scores stay in

@@ -222,6 +222,7 @@ static void layer_forward_int8(BertModel *m, int l, const float *x, const int32_
     TEST_HOOK_INT8_INPUT(p->qkv_w, x, a->x8.q, a->x8.scale, N, H);
     bert_linear_int8(m, &qkv, a->x8, p->qkv_w, p->qkv_b, N, H, 3 * H);
     if (!prune) args.ctx_q8 = a->ctx8.q, args.ctx_q8_scale = a->ctx8.scale;   /* pruned: the kept rows, below */
+    args.ctx_q8_only = !prune && !TEST_HOOK_INT8_SET();   /* the fp32 context: the pruned rows' gather, a test's check */
     k_attention_forward(a->ctx, bert_lean_forward(m) ? NULL : a->probs, a->qkv, &args);
     const int R = prune ? m->kept_count : N;
     const float *residual = x;

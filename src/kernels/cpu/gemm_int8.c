@@ -537,12 +537,76 @@ static inline __m512 dequant16(const int32_t *acc, const float *col_scale, const
     return v;
 }
 
+/* The row v's LayerNorm (sum: its values' sum, in ln_sum's lanes) into e->out, and quantized
+ * (times the reciprocals u of e->q_smooth where given) in the same pass over the normalised
+ * values: what layernorm_row_summed and then quantize_output compute, the same values (the
+ * maximum of the quantized values is the same in any order). Returns the row's scale. */
+static float layernorm_quantize16(const Int8Epilogue *e, size_t i, const float *restrict v, float sum,
+                                  const float *restrict u, int N) {
+    float m, rs;
+    ln_stats(v, sum, N, e->ln_eps, &m, &rs);
+    e->ln_mean[i] = m, e->ln_rstd[i] = rs;
+    float *restrict out = e->out + i * N, *restrict y = u ? t8.div : out;
+    const float *restrict w = e->ln_w, *restrict b = e->ln_b;
+    const __m512 vm = _mm512_set1_ps(m), vrs = _mm512_set1_ps(rs);
+    RowMax16 mx = rowmax16_start();
+    for (int j0 = 0; j0 < N; j0 += 64)
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; g++) {   /* unrolled: the accumulators stay in registers */
+            const int j = j0 + 16 * g;
+            if (j >= N) break;
+            const __mmask16 k = lanes(N - j);
+            __m512 o = ln_apply16(_mm512_maskz_loadu_ps(k, v + j), vm, vrs, _mm512_maskz_loadu_ps(k, w + j),
+                                  _mm512_maskz_loadu_ps(k, b + j));
+            _mm512_mask_storeu_ps(out + j, k, o);
+            if (u) {   /* as quantize_row_smoothed */
+                o = _mm512_mul_ps(o, _mm512_maskz_loadu_ps(k, u + j));
+                _mm512_mask_storeu_ps(y + j, k, o);
+            }
+            rowmax16_add(&mx, g, o, k);   /* the tail's other lanes are 0 */
+        }
+    int finite;
+    const float amax = rowmax16_value(&mx, &finite);
+    return quantize_with(e->q + i * N, y, N, 127.0f, amax, finite);
+}
+
+/* The LayerNorm row's first pass: n sums dequantized, + bias, + residual, into v, and their sum
+ * in ln_sum's lanes (value j into accumulator (j / 16) mod 4). Inlined with constants for the
+ * model's case (bias and residual both given). */
+static inline __attribute__((always_inline)) float ln_values16(float *restrict v, const int32_t *acc, const float *cs,
+                                                               const float *bias, const float *res, float r, int N) {
+    const __m512 vr = _mm512_set1_ps(r);
+    __m512 ln_acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (int j0 = 0; j0 < N; j0 += 64)
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; g++) {   /* unrolled: the accumulators stay in registers */
+            const int j = j0 + 16 * g;
+            if (j >= N) break;
+            const __mmask16 m = lanes(N - j);
+            const __m512 x = dequant16(acc + j, cs + j, bias ? bias + j : NULL, res ? res + j : NULL, vr, m);
+            _mm512_mask_storeu_ps(v + j, m, x);
+            ln_acc[g] = _mm512_add_ps(ln_acc[g], x);   /* the tail's other lanes are +0 */
+        }
+    return ln_lanes_total(ln_acc);
+}
+
 /* epilogue_row's row in one pass over the sums: dequantized, GELU, then stored in bf16 or
  * kept (with its largest magnitude, when it is quantized next as it is), 16 values at a time;
  * then LayerNorm and the quantization as the scalar row does them. The same values. */
 static void epilogue_row16(const Int8Epilogue *e, size_t i, const int32_t *acc, const float *col_scale,
                            const float *bias, float r, const float *smooth_inv, int N) {
     const float *res = e->residual ? e->residual + i * N : NULL;
+    if (e->ln_w && !e->gelu) {   /* the attention output's and second feed-forward's products */
+        float *v = t8.row;
+        const float sum = bias && res ? ln_values16(v, acc, col_scale, bias, res, r, N)
+                                      : ln_values16(v, acc, col_scale, bias, res, r, N);
+        if (e->q)
+            e->q_scale[i] = layernorm_quantize16(e, i, v, sum, e->q_smooth ? smooth_inv : NULL, N);
+        else
+            layernorm_row_summed(e->out + i * N, e->ln_mean + i, e->ln_rstd + i, v, sum, e->ln_w, e->ln_b, N,
+                                 e->ln_eps);
+        return;
+    }
     float *v = e->out && !e->ln_w ? e->out + i * N : t8.row;
     uint16_t *o16 = e->out16 ? e->out16 + i * N : NULL;   /* never with LayerNorm or q */
     const bool amax_here = e->q && !e->ln_w && !e->q_smooth;
@@ -633,6 +697,44 @@ static const int8_t *rows_for(const Int8Gemm *g, const int8_t *a, int M) {
 
 /* ---- column panels (gemm_int8_panels) ---- */
 
+#if VEC16
+/* One vector of panel_row16: 16 sums dequantized (GELU), then stored in bf16 (o16), fp32 (out)
+ * or, times u where given, in place of their sums (keep) with their maximum into mx's g. */
+static inline __attribute__((always_inline)) void panel_step16(int j, __mmask16 m, int g, const int32_t *acc,
+                                                               const float *cs, const float *bias, const float *res,
+                                                               __m512 vr, bool gelu, uint16_t *o16, float *out,
+                                                               float *keep, const float *u, RowMax16 *mx) {
+    __m512 x = dequant16(acc + j, cs + j, bias ? bias + j : NULL, res ? res + j : NULL, vr, m);
+    if (gelu) x = gelu_erf16(x);
+    if (o16)
+        _mm256_mask_storeu_epi16(o16 + j, m, bf16x16(x));
+    else if (out)
+        _mm512_mask_storeu_ps(out + j, m, x);
+    else {
+        if (u) x = _mm512_mul_ps(x, _mm512_maskz_loadu_ps(m, u + j));   /* as quantize_row_smoothed */
+        _mm512_mask_storeu_ps(keep + j, m, x);
+        rowmax16_add(mx, g, x, m);   /* the tail's other lanes are 0 */
+    }
+}
+
+/* panel_values's row in vectors, the epilogue's choices as arguments: inlined into calls with
+ * constants for the common cases (QKV: bias, bf16 out; the first feed-forward product: bias,
+ * GELU, quantized), so their loops carry no test of them and no reload of the epilogue. Whole
+ * 64-value steps unmasked, then the tail 16 at a time. */
+static inline __attribute__((always_inline)) void panel_row16(const int32_t *acc, const float *cs, const float *bias,
+                                                              const float *res, float r, bool gelu, uint16_t *o16,
+                                                              float *out, const float *u, RowMax16 *mx, int W) {
+    const __m512 vr = _mm512_set1_ps(r);
+    float *keep = (float *)acc;
+    int j = 0;
+    for (; j + 64 <= W; j += 64)
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; g++)   /* unrolled: the accumulators stay in registers */
+            panel_step16(j + 16 * g, 0xffff, g, acc, cs, bias, res, vr, gelu, o16, out, keep, u, mx);
+    for (; j < W; j += 16) panel_step16(j, lanes(W - j), 0, acc, cs, bias, res, vr, gelu, o16, out, keep, u, mx);
+}
+#endif
+
 /* Columns c0 .. c0 + W - 1 of row i (acc: their sums), epilogue_row's operations where there is
  * no LayerNorm: dequantized, GELU, then into out16 or out; or, where the row is quantized, the
  * values (times the reciprocals u of the smoothing factors, if any) kept in place of their sums
@@ -642,26 +744,16 @@ static void panel_values(const Int8Epilogue *e, size_t i, int c0, int W, int N, 
     const float *res = e->residual ? e->residual + i * N + c0 : NULL;
 #if VEC16
     if (e->gelu != 2) {   /* the tanh GELU has no vector form here */
-        const __m512 vr = _mm512_set1_ps(r);
+        const float *cs = col_scale + c0, *b = bias ? bias + c0 : NULL, *uc = u ? u + c0 : NULL;
+        uint16_t *o16 = e->out16 ? e->out16 + i * N + c0 : NULL;
+        float *out = e->out ? e->out + i * N + c0 : NULL;
         RowMax16 mx = rowmax16_start();
-        for (int j0 = 0; j0 < W; j0 += 64)
-#pragma GCC unroll 4
-            for (int g = 0; g < 4; g++) {   /* unrolled: the accumulators stay in registers */
-                const int j = j0 + 16 * g;
-                if (j >= W) break;
-                const __mmask16 m = lanes(W - j);
-                __m512 x = dequant16(acc + j, col_scale + c0 + j, bias ? bias + c0 + j : NULL, res ? res + j : NULL, vr, m);
-                if (e->gelu) x = gelu_erf16(x);
-                if (e->out16)
-                    _mm256_mask_storeu_epi16(e->out16 + i * N + c0 + j, m, bf16x16(x));
-                else if (e->out)
-                    _mm512_mask_storeu_ps(e->out + i * N + c0 + j, m, x);
-                else {
-                    if (u) x = _mm512_mul_ps(x, _mm512_maskz_loadu_ps(m, u + c0 + j));   /* as quantize_row_smoothed */
-                    _mm512_mask_storeu_ps(acc + j, m, x);
-                    rowmax16_add(&mx, g, x, m);   /* the tail's other lanes are 0 */
-                }
-            }
+        if (o16 && b && !res && !e->gelu)   /* QKV */
+            panel_row16(acc, cs, b, NULL, r, false, o16, NULL, NULL, NULL, W);
+        else if (!o16 && !out && b && !res && e->gelu && !uc)   /* the first feed-forward product */
+            panel_row16(acc, cs, b, NULL, r, true, NULL, NULL, NULL, &mx, W);
+        else
+            panel_row16(acc, cs, b, res, r, e->gelu, o16, out, uc, &mx, W);
         if (e->q) *amax = rowmax16_value(&mx, finite);
         return;
     }

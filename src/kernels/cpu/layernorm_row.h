@@ -76,23 +76,38 @@ static inline float ln_sum(const float *restrict x, float mean, bool squares, in
 #endif
 }
 
-/* y = (x - mean) / sqrt(var + eps) * w + b over C values (two-pass variance: no
- * cancellation); *mean_out and *rstd_out keep the mean and 1/std for the backward. y may not
- * alias x. sum: ln_sum(x, 0, false, C), or the same lanes added by the kernel that made x (the
- * int8 epilogue adds them as it dequantizes the row). */
-static inline void layernorm_row_summed(float *restrict y, float *mean_out, float *rstd_out, const float *restrict x,
-                                        float sum, const float *restrict w, const float *restrict b, int C, float eps) {
+/* The row's mean and 1 / sqrt(var + eps) from the sum of its C values (two-pass variance: no
+ * cancellation). */
+static inline void ln_stats(const float *restrict x, float sum, int C, float eps, float *mean, float *rstd) {
     const float m = sum / (float)C;
     const float v = ln_sum(x, m, true, C) / (float)C;
-    const float rs = 1.0f / sqrtf(v + eps);
+    *mean = m;
+    *rstd = 1.0f / sqrtf(v + eps);
+}
+
+#if VEC16
+/* 16 values of y = ((x - mean) rstd) w + b, the scalar loop's operations in its order. */
+static inline __m512 ln_apply16(__m512 x, __m512 mean, __m512 rstd, __m512 w, __m512 b) {
+    const __m512 d = _mm512_mul_ps(_mm512_sub_ps(x, mean), rstd);
+    return _mm512_add_ps(_mm512_mul_ps(d, w), b);
+}
+#endif
+
+/* y = (x - mean) / sqrt(var + eps) * w + b over C values; *mean_out and *rstd_out keep the mean
+ * and 1/std for the backward. y may not alias x. sum: ln_sum(x, 0, false, C), or the same
+ * lanes added by the kernel that made x (the int8 epilogue adds them as it dequantizes the
+ * row). */
+static inline void layernorm_row_summed(float *restrict y, float *mean_out, float *rstd_out, const float *restrict x,
+                                        float sum, const float *restrict w, const float *restrict b, int C, float eps) {
+    float m, rs;
+    ln_stats(x, sum, C, eps, &m, &rs);
     int c = 0;
 #if VEC16
     const __m512 vm = _mm512_set1_ps(m), vrs = _mm512_set1_ps(rs);
     for (; c < C; c += 16) {
         const __mmask16 k = lanes(C - c);
-        const __m512 d = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + c), vm), vrs);
-        _mm512_mask_storeu_ps(y + c, k, _mm512_add_ps(_mm512_mul_ps(d, _mm512_maskz_loadu_ps(k, w + c)),
-                                                      _mm512_maskz_loadu_ps(k, b + c)));
+        _mm512_mask_storeu_ps(y + c, k, ln_apply16(_mm512_maskz_loadu_ps(k, x + c), vm, vrs,
+                                                   _mm512_maskz_loadu_ps(k, w + c), _mm512_maskz_loadu_ps(k, b + c)));
     }
 #endif
     for (; c < C; c++) y[c] = (x[c] - m) * rs * w[c] + b[c];

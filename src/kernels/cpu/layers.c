@@ -543,6 +543,38 @@ static void softmax_row_avx512(float *row, float *out, uint16_t *out16, HalfMode
             for (int k = 0; k < 16 && j + k < L; k++) out16[j + k] = fp16_from_float(pj[k]);
     }
 }
+/* softmax_row_avx512 on two rows at once (their probabilities in bf16 only, as attention's
+ * groups take them), the same operations on each: each row alone is a chain of dependent
+ * steps (maximum, exponentials, sum, scaling) that left the vector units idle between them;
+ * two rows' chains interleave. */
+static void softmax_row_pair_bf16(float *r0, float *r1, uint16_t *o0, uint16_t *o1, int L, float scale) {
+    float *row[2] = {r0, r1};
+    uint16_t *out[2] = {o0, o1};
+    __m512 vmx[2] = {_mm512_set1_ps(-INFINITY), _mm512_set1_ps(-INFINITY)};
+    for (int j = 0; j < L; j += 16) {
+        const __mmask16 m = lanes(L - j);
+        for (int r = 0; r < 2; r++)
+            vmx[r] = _mm512_max_ps(vmx[r], _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), m, row[r] + j));
+    }
+    const __m512 vs = _mm512_set1_ps(scale);
+    __m512 mx[2], vsum[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (int r = 0; r < 2; r++) mx[r] = _mm512_set1_ps(_mm512_reduce_max_ps(vmx[r]) * scale);
+    for (int j = 0; j < L; j += 16) {
+        const __mmask16 m = lanes(L - j);
+        for (int r = 0; r < 2; r++) {
+            const __m512 e = exp16(_mm512_sub_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, row[r] + j), vs), mx[r]));
+            _mm512_mask_storeu_ps(row[r] + j, m, e);
+            vsum[r] = _mm512_add_ps(vsum[r], _mm512_maskz_mov_ps(m, e));
+        }
+    }
+    __m512 inv[2];
+    for (int r = 0; r < 2; r++) inv[r] = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(vsum[r]));
+    for (int j = 0; j < L; j += 16) {
+        const __mmask16 m = lanes(L - j);
+        for (int r = 0; r < 2; r++)
+            _mm256_mask_storeu_epi16(out[r] + j, m, bf16x16(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, row[r] + j), inv[r])));
+    }
+}
 #endif
 
 /* Row-wise softmax(s * scale) of scores [T, L]; keys with mask 0 (mask non-NULL only when
@@ -823,8 +855,8 @@ static size_t group_scores(const AttentionArgs *a) {
 static size_t group_halves(const AttentionArgs *a) {
     return (size_t)3 * a->A * gemm_half_serial_bucket(a->T) * a->d + group_scores(a);
 }
-static size_t group_floats(const AttentionArgs *a) {
-    return group_scores(a) + (size_t)a->A * gemm_half_serial_bucket(a->T) * a->d;
+static size_t group_floats(const AttentionArgs *a) {   /* scores, every head's contexts, one context row */
+    return group_scores(a) + (size_t)a->A * gemm_half_serial_bucket(a->T) * a->d + (size_t)a->A * a->d;
 }
 
 /* rows of d values from src (row length ld) into dst [pad][d], zero rows after them. */
@@ -833,12 +865,14 @@ static void stage_rows(uint16_t *dst, const uint16_t *src, size_t ld, int rows, 
     memset(dst + (size_t)rows * d, 0, sizeof(uint16_t) * (size_t)(pad - rows) * d);
 }
 
-/* Heads h0 .. h0 + G - 1 of sequence b. */
-static void attention_group(float *ctx, const AttentionArgs *a, int b, int h0, int G, uint16_t *halves, float *floats) {
+/* Heads h0 .. h0 + G - 1 of sequence b: their contexts into c [G][Tp][d], then into ctx's rows
+ * where ctx is given (floats: the thread's scores). */
+static void attention_group(float *ctx, const AttentionArgs *a, int b, int h0, int G, uint16_t *halves, float *floats,
+                            float *c) {
     const int d = a->d, H = a->A * d, T = sequence_rows(a, b), L = a->kv_len[b];
     const int Tp = gemm_half_serial_bucket(T), Lp = gemm_half_serial_bucket(L);
     uint16_t *q = halves, *k = q + (size_t)G * Tp * d, *v = k + (size_t)G * Lp * d, *p16 = v + (size_t)G * Lp * d;
-    float *s = floats, *c = s + (size_t)G * Tp * Lp;
+    float *s = floats;
     const uint16_t *rows = a->qkv16 + sequence_row(a, b) * 3 * H + (size_t)h0 * d;
     for (int g = 0; g < G; g++) {
         stage_rows(q + (size_t)g * Tp * d, rows + (size_t)g * d, 3 * (size_t)H, T, Tp, d);
@@ -847,18 +881,42 @@ static void attention_group(float *ctx, const AttentionArgs *a, int b, int h0, i
     }
     if (!gemm_half_serial_batched(G, true, Tp, Lp, d, q, k, s)) die("attention: no batched bf16 product");
     const int32_t *mask = a->has_holes[b] ? a->mask + (size_t)b * a->T : NULL;
+    const float scale = 1.0f / sqrtf((float)d);
     for (int g = 0; g < G; g++) {   /* the scores' padding columns and rows get probability 0 */
-        for (int i = 0; i < T; i++) {
-            uint16_t *p = p16 + ((size_t)g * Tp + i) * Lp;
-            softmax_rows_scaled(s + ((size_t)g * Tp + i) * Lp, NULL, p, HALF_BF16, 1, L, 1.0f / sqrtf((float)d), mask);
-            memset(p + L, 0, sizeof(uint16_t) * (size_t)(Lp - L));
+        int i = 0;
+#if VEC16
+        for (; !mask && i + 2 <= T; i += 2) {
+            const size_t r = (size_t)g * Tp + i;
+            softmax_row_pair_bf16(s + r * Lp, s + (r + 1) * Lp, p16 + r * Lp, p16 + (r + 1) * Lp, L, scale);
         }
+#endif
+        for (; i < T; i++)
+            softmax_rows_scaled(s + ((size_t)g * Tp + i) * Lp, NULL, p16 + ((size_t)g * Tp + i) * Lp, HALF_BF16, 1, L,
+                                scale, mask);
+        if (Lp > L)
+            for (i = 0; i < T; i++) memset(p16 + ((size_t)g * Tp + i) * Lp + L, 0, sizeof(uint16_t) * (size_t)(Lp - L));
         memset(p16 + ((size_t)g * Tp + T) * Lp, 0, sizeof(uint16_t) * (size_t)(Tp - T) * Lp);
     }
     if (!gemm_half_serial_batched(G, false, Tp, d, Lp, p16, v, c)) die("attention: no batched bf16 product");
+    if (!ctx) return;
     float *out = ctx + sequence_row(a, b) * H + (size_t)h0 * d;
     for (int i = 0; i < T; i++)
         for (int g = 0; g < G; g++) copy_short(out + (size_t)i * H + (size_t)g * d, c + ((size_t)g * Tp + i) * d, sizeof(float) * d);
+}
+
+/* Sequence b's context rows from its heads' contexts c [A][Tp][d], quantized into ctx_q8 and,
+ * unless a->ctx_q8_only, into ctx's rows: each row gathered (into ctx's row, or into row [H] of
+ * this thread's) and quantized from there while it is in cache. The same values as copying
+ * every head out and quantizing ctx's rows (quantize_sequence), without ctx's pass through
+ * memory where only the int8 rows are read. */
+static void sequence_context(float *ctx, const AttentionArgs *a, int b, const float *c, int Tp, float *row) {
+    const int d = a->d, H = a->A * d, T = sequence_rows(a, b);
+    for (int i = 0; i < T; i++) {
+        const size_t r = sequence_row(a, b) + (size_t)i;
+        float *x = a->ctx_q8_only ? row : ctx + r * H;
+        for (int h = 0; h < a->A; h++) copy_short(x + (size_t)h * d, c + ((size_t)h * Tp + i) * d, sizeof(float) * d);
+        a->ctx_q8_scale[r] = gemm_int8_quantize_row(a->ctx_q8 + r * H, x, H, 127);
+    }
 }
 
 /* Every sequence's rows of ctx quantized (int8 inference; the sequences' rows are consecutive). */
@@ -879,19 +937,27 @@ static void attention_forward_grouped(float *ctx, const AttentionArgs *a, bool b
     const size_t nh = group_halves(a), nf = group_floats(a);
     uint16_t *halves_all = xmalloc(sizeof(uint16_t) * nh * nthreads);
     float *floats_all = xmalloc(sizeof(float) * nf * nthreads);
-    if (by_sequence) {
+    const size_t contexts = group_scores(a), row = contexts + (size_t)A * gemm_half_serial_bucket(a->T) * a->d;
+    if (by_sequence) {   /* int8: all the heads' contexts kept, then each row gathered and quantized */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads) if (parallel)
         for (int b = 0; b < B; b++) {
             const int t = omp_get_thread_num(), G = sequence_group(a, b, 1);
-            for (int h0 = 0; h0 < A; h0 += G) attention_group(ctx, a, b, h0, G, halves_all + t * nh, floats_all + t * nf);
-            if (a->ctx_q8) quantize_sequence(ctx, a, b);
+            float *f = floats_all + t * nf;
+            const size_t head = (size_t)gemm_half_serial_bucket(sequence_rows(a, b)) * a->d;
+            for (int h0 = 0; h0 < A; h0 += G)
+                attention_group(a->ctx_q8 ? NULL : ctx, a, b, h0, G, halves_all + t * nh, f,
+                                f + contexts + (a->ctx_q8 ? h0 * head : 0));
+            if (a->ctx_q8)
+                sequence_context(ctx, a, b, f + contexts, gemm_half_serial_bucket(sequence_rows(a, b)), f + row);
         }
     } else {
 #pragma omp parallel for collapse(2) schedule(dynamic, 1) num_threads(nthreads) if (parallel)
         for (int b = 0; b < B; b++)
             for (int h0 = 0; h0 < A; h0++) {   /* a group's first head runs the group */
                 const int t = omp_get_thread_num(), G = sequence_group(a, b, nthreads);
-                if (h0 % G == 0) attention_group(ctx, a, b, h0, G, halves_all + t * nh, floats_all + t * nf);
+                if (h0 % G == 0)
+                    attention_group(ctx, a, b, h0, G, halves_all + t * nh, floats_all + t * nf,
+                                    floats_all + t * nf + contexts);
             }
         quantize_all(ctx, a);
     }
