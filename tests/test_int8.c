@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/common.h"
 #include "core/rng.h"
@@ -385,13 +386,15 @@ static int bits_differ(const void *a, const void *b, size_t bytes) { return memc
 
 static void check_epilogues(int M, int N, int K, Activation act, uint64_t seed) {
     float *W = malloc(sizeof(float) * N * K), *X = malloc(sizeof(float) * M * K), *b = malloc(sizeof(float) * N);
-    float *res = malloc(sizeof(float) * M * N), *ref = malloc(sizeof(float) * M * N), *out = malloc(sizeof(float) * M * N);
+    /* the outputs in backend memory (64-byte aligned, as the model's activations): what is
+     * streamed past the caches must be aligned */
+    float *res = malloc(sizeof(float) * M * N), *ref = malloc(sizeof(float) * M * N), *out = k_alloc(sizeof(float) * M * N);
     float *xs = malloc(sizeof(float) * M), *qs = malloc(sizeof(float) * M), *qs_ref = malloc(sizeof(float) * M);
     float *lw = malloc(sizeof(float) * N), *lb = malloc(sizeof(float) * N), *sum = malloc(sizeof(float) * M * N);
     float *mean = malloc(sizeof(float) * M), *rstd = malloc(sizeof(float) * M), *mean_ref = malloc(sizeof(float) * M);
     float *rstd_ref = malloc(sizeof(float) * M), *ln_ref = malloc(sizeof(float) * M * N);
     int8_t *qx = malloc((size_t)M * K), *q = malloc((size_t)M * N), *q_ref = malloc((size_t)M * N);
-    uint16_t *h = malloc(sizeof(uint16_t) * M * N), *h_ref = malloc(sizeof(uint16_t) * M * N);
+    uint16_t *h = k_alloc(sizeof(uint16_t) * M * N), *h_ref = malloc(sizeof(uint16_t) * M * N);
     float *sm = malloc(sizeof(float) * N);   /* a next product's smoothing factors, in [0.2, 3.8] */
     fill(sm, N, seed + 6, 1.8f);
     for (int j = 0; j < N; j++) sm[j] += 2.0f;
@@ -452,9 +455,9 @@ static void check_epilogues(int M, int N, int K, Activation act, uint64_t seed) 
                                qx, xs, packed, NULL, M, K, N);
     CHECKF(!bits_differ(out, ln_ref, sizeof(float) * M * N), "M=%d N=%d K=%d: LayerNorm without bias differs", M, N, K);
     k_free(packed);
-    free(W), free(X), free(b), free(res), free(ref), free(out), free(xs), free(qs), free(qs_ref), free(lw), free(lb);
+    free(W), free(X), free(b), free(res), free(ref), k_free(out), free(xs), free(qs), free(qs_ref), free(lw), free(lb);
     free(sum), free(mean), free(rstd), free(mean_ref), free(rstd_ref), free(ln_ref), free(qx), free(q), free(q_ref);
-    free(h), free(h_ref), free(sm);
+    k_free(h), free(h_ref), free(sm);
 }
 
 static void test_epilogues(void) {
@@ -463,6 +466,10 @@ static void test_epilogues(void) {
     check_epilogues(1, 768, 64, ACT_GELU, 43);        /* one row */
     check_epilogues(520, 96, 3072 / 8, ACT_GELU, 44); /* rows in blocks of 64 and more */
     check_epilogues(150, 1000, 64, ACT_GELU, 45);     /* wide rows */
+    /* outputs larger than the threads' L2 caches together, even in bf16: stored past the caches
+     * (Int8Epilogue.stream), the same bits */
+    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE) > 0 ? sysconf(_SC_LEVEL2_CACHE_SIZE) : 1L << 20;
+    check_epilogues((int)(l2 * omp_get_max_threads() / (2 * 1024)) + 40, 1024, 64, ACT_GELU, 46);
 }
 
 /* gemm_int8_rows shares a product between threads in two ways: by rows (always, with one

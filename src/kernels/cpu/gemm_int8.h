@@ -93,6 +93,9 @@ typedef struct {
     const float *ln_w, *ln_b;
     float ln_eps;
     float *ln_mean, *ln_rstd;
+    /* set by gemm_int8_rows (a caller's value is not read): out or out16 is larger than the
+     * threads' L2 caches together, so its whole vectors are stored past the caches */
+    bool stream;
 } Int8Epilogue;
 /* The product of rows already quantized (A [M, K] s8 and its row scales r [M], as
  * quantize_rows_s8 leaves them) with a packed weight, the int32 sums taken in blocks of rows
