@@ -852,33 +852,46 @@ static size_t group_scores(const AttentionArgs *a) {
     const size_t tp = (size_t)gemm_half_serial_bucket(a->T);
     return tp * tp > 65536 ? tp * tp : 65536;
 }
-static size_t group_halves(const AttentionArgs *a) {
+static size_t group_halves(const AttentionArgs *a) {   /* every head's Q, K, V, then probabilities */
     return (size_t)3 * a->A * gemm_half_serial_bucket(a->T) * a->d + group_scores(a);
 }
 static size_t group_floats(const AttentionArgs *a) {   /* scores, every head's contexts, one context row */
     return group_scores(a) + (size_t)a->A * gemm_half_serial_bucket(a->T) * a->d + (size_t)a->A * a->d;
 }
 
-/* rows of d values from src (row length ld) into dst [pad][d], zero rows after them. */
-static void stage_rows(uint16_t *dst, const uint16_t *src, size_t ld, int rows, int pad, int d) {
-    for (int r = 0; r < rows; r++) copy_short(dst + (size_t)r * d, src + r * ld, sizeof(uint16_t) * d);
-    memset(dst + (size_t)rows * d, 0, sizeof(uint16_t) * (size_t)(pad - rows) * d);
-}
-
-/* Heads h0 .. h0 + G - 1 of sequence b: their contexts into c [G][Tp][d], then into ctx's rows
- * where ctx is given (floats: the thread's scores). */
-static void attention_group(float *ctx, const AttentionArgs *a, int b, int h0, int G, uint16_t *halves, float *floats,
-                            float *c) {
+/* Heads h0 .. h0 + G - 1 of sequence b staged from the QKV rows into dense arrays padded with
+ * zero rows: q [G][Tp][d], k and v [G][Lp][d]. Row after row, each row's heads in order: with
+ * all the heads (a sequence by one thread) that reads the sequence's rows front to back, which
+ * the hardware's prefetchers follow (the QKV product's output comes from memory: it is stored
+ * past the caches at batch sizes that do not fit them); head by head the reads jumped between
+ * rows 3H apart. */
+static void stage_heads(uint16_t *q, uint16_t *k, uint16_t *v, const AttentionArgs *a, int b, int h0, int G) {
     const int d = a->d, H = a->A * d, T = sequence_rows(a, b), L = a->kv_len[b];
     const int Tp = gemm_half_serial_bucket(T), Lp = gemm_half_serial_bucket(L);
-    uint16_t *q = halves, *k = q + (size_t)G * Tp * d, *v = k + (size_t)G * Lp * d, *p16 = v + (size_t)G * Lp * d;
-    float *s = floats;
+    const size_t bytes = sizeof(uint16_t) * (size_t)d;
     const uint16_t *rows = a->qkv16 + sequence_row(a, b) * 3 * H + (size_t)h0 * d;
-    for (int g = 0; g < G; g++) {
-        stage_rows(q + (size_t)g * Tp * d, rows + (size_t)g * d, 3 * (size_t)H, T, Tp, d);
-        stage_rows(k + (size_t)g * Lp * d, rows + H + (size_t)g * d, 3 * (size_t)H, L, Lp, d);
-        stage_rows(v + (size_t)g * Lp * d, rows + 2 * H + (size_t)g * d, 3 * (size_t)H, L, Lp, d);
+    for (int r = 0; r < T; r++) {
+        const uint16_t *row = rows + (size_t)r * 3 * H;
+        for (int g = 0; g < G; g++) copy_short(q + ((size_t)g * Tp + r) * d, row + (size_t)g * d, bytes);
+        if (r >= L) continue;
+        for (int g = 0; g < G; g++) copy_short(k + ((size_t)g * Lp + r) * d, row + H + (size_t)g * d, bytes);
+        for (int g = 0; g < G; g++) copy_short(v + ((size_t)g * Lp + r) * d, row + 2 * H + (size_t)g * d, bytes);
     }
+    for (int g = 0; g < G; g++) {
+        memset(q + ((size_t)g * Tp + T) * d, 0, bytes * (size_t)(Tp - T));
+        memset(k + ((size_t)g * Lp + L) * d, 0, bytes * (size_t)(Lp - L));
+        memset(v + ((size_t)g * Lp + L) * d, 0, bytes * (size_t)(Lp - L));
+    }
+}
+
+/* Heads h0 .. h0 + G - 1 of sequence b, staged (stage_heads) in q, k, v: their contexts into c
+ * [G][Tp][d], then into ctx's rows where ctx is given (floats: the thread's scores; p16: its
+ * probabilities). */
+static void attention_group(float *ctx, const AttentionArgs *a, int b, int h0, int G, const uint16_t *q,
+                            const uint16_t *k, const uint16_t *v, uint16_t *p16, float *floats, float *c) {
+    const int d = a->d, H = a->A * d, T = sequence_rows(a, b), L = a->kv_len[b];
+    const int Tp = gemm_half_serial_bucket(T), Lp = gemm_half_serial_bucket(L);
+    float *s = floats;
     if (!gemm_half_serial_batched(G, true, Tp, Lp, d, q, k, s)) die("attention: no batched bf16 product");
     const int32_t *mask = a->has_holes[b] ? a->mask + (size_t)b * a->T : NULL;
     const float scale = 1.0f / sqrtf((float)d);
@@ -944,9 +957,12 @@ static void attention_forward_grouped(float *ctx, const AttentionArgs *a, bool b
             const int t = omp_get_thread_num(), G = sequence_group(a, b, 1);
             float *f = floats_all + t * nf;
             const size_t head = (size_t)gemm_half_serial_bucket(sequence_rows(a, b)) * a->d;
+            const size_t kv_head = (size_t)gemm_half_serial_bucket(a->kv_len[b]) * a->d;
+            uint16_t *q = halves_all + t * nh, *k = q + A * head, *v = k + A * kv_head, *p16 = v + A * kv_head;
+            stage_heads(q, k, v, a, b, 0, A);   /* the whole sequence, its rows in order */
             for (int h0 = 0; h0 < A; h0 += G)
-                attention_group(a->ctx_q8 ? NULL : ctx, a, b, h0, G, halves_all + t * nh, f,
-                                f + contexts + (a->ctx_q8 ? h0 * head : 0));
+                attention_group(a->ctx_q8 ? NULL : ctx, a, b, h0, G, q + h0 * head, k + h0 * kv_head,
+                                v + h0 * kv_head, p16, f, f + contexts + (a->ctx_q8 ? h0 * head : 0));
             if (a->ctx_q8)
                 sequence_context(ctx, a, b, f + contexts, gemm_half_serial_bucket(sequence_rows(a, b)), f + row);
         }
@@ -955,9 +971,12 @@ static void attention_forward_grouped(float *ctx, const AttentionArgs *a, bool b
         for (int b = 0; b < B; b++)
             for (int h0 = 0; h0 < A; h0++) {   /* a group's first head runs the group */
                 const int t = omp_get_thread_num(), G = sequence_group(a, b, nthreads);
-                if (h0 % G == 0)
-                    attention_group(ctx, a, b, h0, G, halves_all + t * nh, floats_all + t * nf,
-                                    floats_all + t * nf + contexts);
+                if (h0 % G) continue;
+                const size_t head = (size_t)gemm_half_serial_bucket(sequence_rows(a, b)) * a->d;
+                const size_t kv_head = (size_t)gemm_half_serial_bucket(a->kv_len[b]) * a->d;
+                uint16_t *q = halves_all + t * nh, *k = q + G * head, *v = k + G * kv_head, *p16 = v + G * kv_head;
+                stage_heads(q, k, v, a, b, h0, G);
+                attention_group(ctx, a, b, h0, G, q, k, v, p16, floats_all + t * nf, floats_all + t * nf + contexts);
             }
         quantize_all(ctx, a);
     }
