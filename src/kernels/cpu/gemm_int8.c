@@ -584,11 +584,12 @@ static float layernorm_quantize16(const Int8Epilogue *e, size_t i, const float *
     return quantize_with(e->q + i * N, y, N, 127.0f, amax, finite);
 }
 
-/* The LayerNorm row's first pass: n sums dequantized, + bias, + residual, into v, and their sum
- * in ln_sum's lanes (value j into accumulator (j / 16) mod 4). Inlined with constants for the
- * model's case (bias and residual both given). */
+/* The LayerNorm row's first pass: n sums dequantized, + bias, + residual (GELU), into v, and
+ * their sum in ln_sum's lanes (value j into accumulator (j / 16) mod 4). Inlined with constants
+ * for the model's case (bias and residual both given, no GELU). */
 static inline __attribute__((always_inline)) float ln_values16(float *restrict v, const int32_t *acc, const float *cs,
-                                                               const float *bias, const float *res, float r, int N) {
+                                                               const float *bias, const float *res, float r, bool gelu,
+                                                               int N) {
     const __m512 vr = _mm512_set1_ps(r);
     __m512 ln_acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
     for (int j0 = 0; j0 < N; j0 += 64)
@@ -597,7 +598,8 @@ static inline __attribute__((always_inline)) float ln_values16(float *restrict v
             const int j = j0 + 16 * g;
             if (j >= N) break;
             const __mmask16 m = lanes(N - j);
-            const __m512 x = dequant16(acc + j, cs + j, bias ? bias + j : NULL, res ? res + j : NULL, vr, m);
+            __m512 x = dequant16(acc + j, cs + j, bias ? bias + j : NULL, res ? res + j : NULL, vr, m);
+            if (gelu) x = gelu_erf16(x);
             _mm512_mask_storeu_ps(v + j, m, x);
             ln_acc[g] = _mm512_add_ps(ln_acc[g], x);   /* the tail's other lanes are +0 */
         }
@@ -610,10 +612,10 @@ static inline __attribute__((always_inline)) float ln_values16(float *restrict v
 static void epilogue_row16(const Int8Epilogue *e, size_t i, const int32_t *acc, const float *col_scale,
                            const float *bias, float r, const float *smooth_inv, int N) {
     const float *res = e->residual ? e->residual + i * N : NULL;
-    if (e->ln_w && !e->gelu) {   /* the attention output's and second feed-forward's products */
+    if (e->ln_w) {   /* the attention output's and second feed-forward's products */
         float *v = t8.row;
-        const float sum = bias && res ? ln_values16(v, acc, col_scale, bias, res, r, N)
-                                      : ln_values16(v, acc, col_scale, bias, res, r, N);
+        const float sum = bias && res && !e->gelu ? ln_values16(v, acc, col_scale, bias, res, r, false, N)
+                                                  : ln_values16(v, acc, col_scale, bias, res, r, e->gelu, N);
         if (e->q)
             e->q_scale[i] = layernorm_quantize16(e, i, v, sum, e->q_smooth ? smooth_inv : NULL, N);
         else
@@ -621,13 +623,11 @@ static void epilogue_row16(const Int8Epilogue *e, size_t i, const int32_t *acc, 
                                  e->ln_eps);
         return;
     }
-    float *v = e->out && !e->ln_w ? e->out + i * N : t8.row;
-    uint16_t *o16 = e->out16 ? e->out16 + i * N : NULL;   /* never with LayerNorm or q */
-    const bool amax_here = e->q && !e->ln_w && !e->q_smooth;
+    float *v = e->out ? e->out + i * N : t8.row;
+    uint16_t *o16 = e->out16 ? e->out16 + i * N : NULL;   /* never with q */
+    const bool amax_here = e->q && !e->q_smooth;
     const __m512 vr = _mm512_set1_ps(r);
     RowMax16 amax = rowmax16_start();
-    /* ln_sum's lanes of v, value j into accumulator (j / 16) mod 4 as there */
-    __m512 ln_acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
     for (int j0 = 0; j0 < N; j0 += 64)
 #pragma GCC unroll 4
         for (int g = 0; g < 4; g++) {   /* unrolled: the accumulators stay in registers */
@@ -641,15 +641,9 @@ static void epilogue_row16(const Int8Epilogue *e, size_t i, const int32_t *acc, 
                 continue;
             }
             store_floats16(v + j, m, x, e->stream && v != t8.row);
-            if (e->ln_w) ln_acc[g] = _mm512_add_ps(ln_acc[g], x);   /* the tail's other lanes are +0 */
             if (amax_here) rowmax16_add(&amax, g, x, m);   /* the tail's other lanes are 0 */
         }
     if (o16) return;
-    if (e->ln_w) {
-        layernorm_row_summed(e->out + i * N, e->ln_mean + i, e->ln_rstd + i, v, ln_lanes_total(ln_acc), e->ln_w,
-                             e->ln_b, N, e->ln_eps);
-        v = e->out + i * N;
-    }
     if (amax_here) {
         int finite;
         const float a = rowmax16_value(&amax, &finite);
