@@ -939,6 +939,32 @@ static void quantize_all(const float *ctx, const AttentionArgs *a) {
     quantize_rows_s8(a->ctx_q8, a->ctx_q8_scale, ctx, rows, H, H, 127);
 }
 
+/* A thread's arrays for head groups (group_halves, group_floats), kept from call to call and
+ * freed when the thread ends: allocated per call (~1.4 MB a thread for bert-base), they were
+ * returned to the system and faulted in again whenever malloc's thresholds said so (a loop of
+ * attention calls alone spent 30% of its time in page faults). */
+typedef struct {
+    uint16_t *halves;
+    float *floats;
+    size_t halves_cap, floats_cap;
+    bool registered;
+} GroupScratch;
+static _Thread_local GroupScratch t_group;
+
+static void group_scratch_release(void *p) {
+    GroupScratch *g = p;
+    free(g->halves), free(g->floats);
+    memset(g, 0, sizeof *g);
+}
+
+/* This thread's arrays, of at least nh halves and nf floats. */
+static void group_scratch(size_t nh, size_t nf, uint16_t **halves, float **floats) {
+    if (!t_group.registered) thread_at_exit(group_scratch_release, &t_group), t_group.registered = true;
+    if (t_group.halves_cap < nh) free(t_group.halves), t_group.halves = xmalloc(sizeof(uint16_t) * nh), t_group.halves_cap = nh;
+    if (t_group.floats_cap < nf) free(t_group.floats), t_group.floats = xmalloc(sizeof(float) * nf), t_group.floats_cap = nf;
+    *halves = t_group.halves, *floats = t_group.floats;
+}
+
 static int sequence_group(const AttentionArgs *a, int b, int spread) {
     return head_group(a->A, gemm_half_serial_bucket(sequence_rows(a, b)), gemm_half_serial_bucket(a->kv_len[b]), spread);
 }
@@ -948,17 +974,17 @@ static int sequence_group(const AttentionArgs *a, int b, int spread) {
 static void attention_forward_grouped(float *ctx, const AttentionArgs *a, bool by_sequence, bool parallel, int nthreads) {
     const int B = a->B, A = a->A;
     const size_t nh = group_halves(a), nf = group_floats(a);
-    uint16_t *halves_all = xmalloc(sizeof(uint16_t) * nh * nthreads);
-    float *floats_all = xmalloc(sizeof(float) * nf * nthreads);
     const size_t contexts = group_scores(a), row = contexts + (size_t)A * gemm_half_serial_bucket(a->T) * a->d;
     if (by_sequence) {   /* int8: all the heads' contexts kept, then each row gathered and quantized */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads) if (parallel)
         for (int b = 0; b < B; b++) {
-            const int t = omp_get_thread_num(), G = sequence_group(a, b, 1);
-            float *f = floats_all + t * nf;
+            const int G = sequence_group(a, b, 1);
+            uint16_t *q;
+            float *f;
+            group_scratch(nh, nf, &q, &f);
             const size_t head = (size_t)gemm_half_serial_bucket(sequence_rows(a, b)) * a->d;
             const size_t kv_head = (size_t)gemm_half_serial_bucket(a->kv_len[b]) * a->d;
-            uint16_t *q = halves_all + t * nh, *k = q + A * head, *v = k + A * kv_head, *p16 = v + A * kv_head;
+            uint16_t *k = q + A * head, *v = k + A * kv_head, *p16 = v + A * kv_head;
             stage_heads(q, k, v, a, b, 0, A);   /* the whole sequence, its rows in order */
             for (int h0 = 0; h0 < A; h0 += G)
                 attention_group(a->ctx_q8 ? NULL : ctx, a, b, h0, G, q + h0 * head, k + h0 * kv_head,
@@ -970,18 +996,19 @@ static void attention_forward_grouped(float *ctx, const AttentionArgs *a, bool b
 #pragma omp parallel for collapse(2) schedule(dynamic, 1) num_threads(nthreads) if (parallel)
         for (int b = 0; b < B; b++)
             for (int h0 = 0; h0 < A; h0++) {   /* a group's first head runs the group */
-                const int t = omp_get_thread_num(), G = sequence_group(a, b, nthreads);
+                const int G = sequence_group(a, b, nthreads);
                 if (h0 % G) continue;
                 const size_t head = (size_t)gemm_half_serial_bucket(sequence_rows(a, b)) * a->d;
                 const size_t kv_head = (size_t)gemm_half_serial_bucket(a->kv_len[b]) * a->d;
-                uint16_t *q = halves_all + t * nh, *k = q + G * head, *v = k + G * kv_head, *p16 = v + G * kv_head;
+                uint16_t *q;
+                float *f;
+                group_scratch(nh, nf, &q, &f);
+                uint16_t *k = q + G * head, *v = k + G * kv_head, *p16 = v + G * kv_head;
                 stage_heads(q, k, v, a, b, h0, G);
-                attention_group(ctx, a, b, h0, G, q, k, v, p16, floats_all + t * nf, floats_all + t * nf + contexts);
+                attention_group(ctx, a, b, h0, G, q, k, v, p16, f, f + contexts);
             }
         quantize_all(ctx, a);
     }
-    free(halves_all);
-    free(floats_all);
 }
 
 void k_attention_forward(float *ctx, float *probs, const float *qkv, const AttentionArgs *a) {
