@@ -10,9 +10,9 @@
 #include <string.h>
 
 #include "core/common.h"
-#include "kernels/cpu/team.h"
 #include "core/strmap.h"
 #include "kernels/cpu/sgemm.h"
+#include "kernels/cpu/team.h"
 #include "kernels/cpu/vec16.h"
 
 void bf16_from_floats(bf16 *restrict dst, const float *restrict src, long n) {

@@ -640,7 +640,7 @@ static void epilogue_row16(const Int8Epilogue *e, size_t i, const int32_t *acc, 
                 store_bf16x16(o16 + j, m, x, e->stream);
                 continue;
             }
-            store_floats16(v + j, m, x, e->stream && v != t8.row);
+            store_floats16(v + j, m, x, e->stream);   /* stream: v is e->out (a q-only output never streams) */
             if (amax_here) rowmax16_add(&amax, g, x, m);   /* the tail's other lanes are 0 */
         }
     if (o16) return;
@@ -944,7 +944,7 @@ bool gemm_int8_column_panels(int K, int N, int threads) {
 /* Outputs above this many bytes are stored past the caches (Int8Epilogue.stream): the threads'
  * L2 caches together (2 MiB a core here), which such an output cannot stay in. bert-base at 32 x
  * 128 (2 threads): the QKV output (19 MB bf16) and the two LayerNorms' fp32 rows (13 MB each)
- * streamed, the forward 3-5% faster in alternating runs; at batch 1 (0.4-0.6 MB) none is. */
+ * streamed, the forward 350 -> 323 ms (five alternating pairs); at batch 1 (0.4-0.6 MB) none is. */
 static size_t stream_min_bytes(int threads) {   /* under g8.lock */
     static long l2;
     if (!l2) {
@@ -975,7 +975,6 @@ void gemm_int8_rows(int M, int N, int K, const int8_t *A, const float *row_scale
     else gemm_int8_row_blocks(M, N, K, A, row_scale, packed, bias, &ep, smooth_inv, threads);
     free(smooth_inv);
 }
-
 
 /* Each thread's row of x (1/t) in its own scratch. */
 void quantize_rows_s8_smoothed(int8_t *q, float *scale, const float *x, const float *smooth, int rows, int cols) {

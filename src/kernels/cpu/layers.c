@@ -518,62 +518,52 @@ static float softmax_row(float *dst, const float *src, int n) {
 /* ---------------------------------------------------------------- attention */
 
 #if VEC16
-/* softmax_rows_scaled's row (below) 16 lanes at a time, a masked vector for the tail. */
-static void softmax_row_avx512(float *row, float *out, uint16_t *out16, HalfMode mode, int L, float scale) {
-    __m512 vmx = _mm512_set1_ps(-INFINITY);
+/* softmax_rows_scaled's row (below) 16 lanes at a time, a masked vector for the tail, on R rows
+ * at once with the same operations on each (inlined with R a constant): a row alone is a chain
+ * of dependent steps (maximum, exponentials, sum, scaling) that left the vector units idle
+ * between them; attention's head groups run two rows, whose chains interleave. */
+static inline __attribute__((always_inline)) void softmax_rows_avx512(int R, float *const row[], float *const out[],
+                                                                      uint16_t *const out16[], HalfMode mode, int L,
+                                                                      float scale) {
+    __m512 vmx[2], mx[2], vsum[2], inv[2];
+    for (int r = 0; r < R; r++) vmx[r] = _mm512_set1_ps(-INFINITY), vsum[r] = _mm512_setzero_ps();
     for (int j = 0; j < L; j += 16) {
         const __mmask16 m = lanes(L - j);
-        vmx = _mm512_max_ps(vmx, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), m, row + j));
-    }
-    const __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(vmx) * scale), vs = _mm512_set1_ps(scale);
-    __m512 vsum = _mm512_setzero_ps();
-    for (int j = 0; j < L; j += 16) {
-        const __mmask16 m = lanes(L - j);
-        const __m512 e = exp16(_mm512_sub_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, row + j), vs), mx));
-        _mm512_mask_storeu_ps(row + j, m, e);
-        vsum = _mm512_add_ps(vsum, _mm512_maskz_mov_ps(m, e));
-    }
-    const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(vsum));
-    for (int j = 0; j < L; j += 16) {
-        const __mmask16 m = lanes(L - j);
-        const __m512 pj = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, row + j), inv);
-        if (out) _mm512_mask_storeu_ps(out + j, m, pj);
-        if (out16 && mode != HALF_FP16) _mm256_mask_storeu_epi16(out16 + j, m, bf16x16(pj));
-        else if (out16)
-            for (int k = 0; k < 16 && j + k < L; k++) out16[j + k] = fp16_from_float(pj[k]);
-    }
-}
-/* softmax_row_avx512 on two rows at once (their probabilities in bf16 only, as attention's
- * groups take them), the same operations on each: each row alone is a chain of dependent
- * steps (maximum, exponentials, sum, scaling) that left the vector units idle between them;
- * two rows' chains interleave. */
-static void softmax_row_pair_bf16(float *r0, float *r1, uint16_t *o0, uint16_t *o1, int L, float scale) {
-    float *row[2] = {r0, r1};
-    uint16_t *out[2] = {o0, o1};
-    __m512 vmx[2] = {_mm512_set1_ps(-INFINITY), _mm512_set1_ps(-INFINITY)};
-    for (int j = 0; j < L; j += 16) {
-        const __mmask16 m = lanes(L - j);
-        for (int r = 0; r < 2; r++)
+        for (int r = 0; r < R; r++)
             vmx[r] = _mm512_max_ps(vmx[r], _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), m, row[r] + j));
     }
     const __m512 vs = _mm512_set1_ps(scale);
-    __m512 mx[2], vsum[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
-    for (int r = 0; r < 2; r++) mx[r] = _mm512_set1_ps(_mm512_reduce_max_ps(vmx[r]) * scale);
+    for (int r = 0; r < R; r++) mx[r] = _mm512_set1_ps(_mm512_reduce_max_ps(vmx[r]) * scale);
     for (int j = 0; j < L; j += 16) {
         const __mmask16 m = lanes(L - j);
-        for (int r = 0; r < 2; r++) {
+        for (int r = 0; r < R; r++) {
             const __m512 e = exp16(_mm512_sub_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, row[r] + j), vs), mx[r]));
             _mm512_mask_storeu_ps(row[r] + j, m, e);
             vsum[r] = _mm512_add_ps(vsum[r], _mm512_maskz_mov_ps(m, e));
         }
     }
-    __m512 inv[2];
-    for (int r = 0; r < 2; r++) inv[r] = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(vsum[r]));
+    for (int r = 0; r < R; r++) inv[r] = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(vsum[r]));
     for (int j = 0; j < L; j += 16) {
         const __mmask16 m = lanes(L - j);
-        for (int r = 0; r < 2; r++)
-            _mm256_mask_storeu_epi16(out[r] + j, m, bf16x16(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, row[r] + j), inv[r])));
+        for (int r = 0; r < R; r++) {
+            const __m512 pj = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, row[r] + j), inv[r]);
+            if (out[r]) _mm512_mask_storeu_ps(out[r] + j, m, pj);
+            if (out16[r] && mode != HALF_FP16) _mm256_mask_storeu_epi16(out16[r] + j, m, bf16x16(pj));
+            else if (out16[r])
+                for (int k = 0; k < 16 && j + k < L; k++) out16[r][j + k] = fp16_from_float(pj[k]);
+        }
     }
+}
+
+/* One row (softmax_rows_scaled's). */
+static void softmax_row_avx512(float *row, float *out, uint16_t *out16, HalfMode mode, int L, float scale) {
+    softmax_rows_avx512(1, &row, &out, &out16, mode, L, scale);
+}
+
+/* Two rows, their probabilities in bf16 only (attention's head groups). */
+static void softmax_row_pair_bf16(float *r0, float *r1, uint16_t *o0, uint16_t *o1, int L, float scale) {
+    softmax_rows_avx512(2, (float *[2]){r0, r1}, (float *[2]){NULL, NULL}, (uint16_t *[2]){o0, o1}, HALF_BF16, L,
+                        scale);
 }
 #endif
 
