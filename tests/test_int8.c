@@ -2,7 +2,9 @@
  * against an exact integer reference, the dequantized product against the same formula in
  * double, and the model against fp32 within a bound from the quantization step. Run it also
  * with ONEDNN_MAX_CPU_ISA=AVX2 (no VNNI: oneDNN's other int8 kernels) and
- * ONEDNN_MAX_CPU_ISA=AVX512_CORE_VNNI (VNNI without AMX): every check is the same. */
+ * ONEDNN_MAX_CPU_ISA=AVX512_CORE_VNNI (VNNI without AMX): every check is the same. On AMX
+ * CPUs the products run on bert.c's own tile loop (kernels/cpu/amx_int8.h): the exact products
+ * are checked on it and on oneDNN's kernels, and the epilogues' bits compared between them. */
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
@@ -118,7 +120,7 @@ static void check_s32(int M, int N, int K, uint64_t seed, bool extremes) {
     k_free(packed), free(W), free(ws), free(qw), free(A), free(C);
 }
 
-static void test_product_exact(void) {
+static void products_exact(void) {
     check_s32(1, 64, 64, 1, false);
     check_s32(5, 96, 37, 2, false);
     check_s32(64, 384, 128, 3, false);
@@ -126,6 +128,25 @@ static void test_product_exact(void) {
     check_s32(33, 64, 3072, 5, true);   /* the largest sums: 3072 x 127^2 */
     check_s32(4, 48, 770, 6, true);
     check_s32(40, 1600, 96, 7, false);   /* wide */
+    /* the shapes bert.c's AMX loop takes (M a multiple of 16, N of 64, K of 64): a single row
+     * tile (16), a pair and a single one (48), the threads splitting the rows (96 x 256 x 256),
+     * a weight larger than 3/4 of L2 (its strips outermost: 1024 x 2048, 2 MiB) */
+    check_s32(16, 64, 64, 8, false);
+    check_s32(48, 128, 192, 9, true);
+    check_s32(96, 256, 256, 10, false);
+    check_s32(48, 1024, 2048, 11, false);
+}
+
+/* Every product exact on oneDNN's kernels, and where this CPU has AMX also on bert.c's own loop
+ * (kernels/cpu/amx_int8.h). */
+static void test_product_exact(void) {
+    const bool own = gemm_int8_own_amx();
+    printf("  products on %s\n", own ? "bert.c's AMX loop, then oneDNN's kernels" : "oneDNN's kernels (bert.c's AMX loop: not on this CPU, or BERT_INT8_AMX=0)");
+    products_exact();
+    if (!own) return;
+    gemm_int8_set_own_amx(false);
+    products_exact();
+    gemm_int8_set_own_amx(true);
 }
 
 /* ---- dequantized: the formula's fp32 evaluation ---- */
@@ -470,6 +491,53 @@ static void test_epilogues(void) {
      * (Int8Epilogue.stream), the same bits */
     const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE) > 0 ? sysconf(_SC_LEVEL2_CACHE_SIZE) : 1L << 20;
     check_epilogues((int)(l2 * omp_get_max_threads() / (2 * 1024)) + 40, 1024, 64, ACT_GELU, 46);
+}
+
+/* The model's int8 products on bert.c's AMX loop and on oneDNN's kernels give the same bits
+ * through every epilogue (the int32 sums are exact both ways): bf16, GELU quantized (the column
+ * panels where the threads split them), + residual, LayerNorm quantized (the rows' blocks, with
+ * a tail of 16 rows: the loop's single row tile). */
+static void test_own_amx_same_bits(void) {
+    if (!gemm_int8_own_amx()) {
+        printf("  (no AMX loop on this CPU: oneDNN runs every product)\n");
+        return;
+    }
+    enum { M = 144, K = 192, N = 256 };
+    float *W = malloc(sizeof(float) * N * K), *X = malloc(sizeof(float) * M * K), *b = malloc(sizeof(float) * N);
+    float *res = malloc(sizeof(float) * M * N), *lw = malloc(sizeof(float) * N), *xs = malloc(sizeof(float) * M);
+    int8_t *qx = malloc((size_t)M * K);
+    float *out[2], *qs[2], *stats[2];
+    int8_t *q[2];
+    uint16_t *h[2];
+    for (int k = 0; k < 2; k++) {
+        out[k] = malloc(sizeof(float) * M * N), qs[k] = malloc(sizeof(float) * M), stats[k] = malloc(sizeof(float) * 2 * M);
+        q[k] = malloc((size_t)M * N), h[k] = malloc(sizeof(uint16_t) * M * N);
+    }
+    fill(W, (size_t)N * K, 81, 0.1f), fill(X, (size_t)M * K, 82, 2.0f), fill(b, N, 83, 0.5f);
+    fill(res, (size_t)M * N, 84, 3.0f), fill(lw, N, 85, 1.0f);
+    void *packed = k_alloc(k_packed_weight_bytes_int8(K, N));
+    k_pack_weight_int8(packed, W, NULL, K, N);
+    k_quantize_rows_int8(qx, xs, X, NULL, M, K);
+    for (int k = 0; k < 2; k++) {   /* k 0: oneDNN's kernels; 1: the AMX loop */
+        gemm_int8_set_own_amx(k);
+        k_matmul_forward_int8_rows(&(KInt8Output){.out16 = h[k]}, qx, xs, packed, b, M, K, N);
+        k_matmul_forward_int8_rows(&(KInt8Output){.q8 = q[k], .q8_scale = qs[k], .act_on = true, .act = ACT_GELU}, qx,
+                                   xs, packed, b, M, K, N);
+    }
+    CHECK(!bits_differ(h[0], h[1], sizeof(uint16_t) * M * N));
+    CHECK(!bits_differ(q[0], q[1], (size_t)M * N) && !bits_differ(qs[0], qs[1], sizeof(float) * M));
+    for (int k = 0; k < 2; k++) {
+        gemm_int8_set_own_amx(k);
+        const KInt8Output ln = {.out = out[k], .residual = res, .q8 = q[k], .q8_scale = qs[k], .ln_w = lw,
+                                .ln_b = b, .ln_eps = 1e-12f, .ln_mean = stats[k], .ln_rstd = stats[k] + M};
+        k_matmul_forward_int8_rows(&ln, qx, xs, packed, b, M, K, N);
+    }
+    CHECK(!bits_differ(out[0], out[1], sizeof(float) * M * N) && !bits_differ(stats[0], stats[1], sizeof(float) * 2 * M));
+    CHECK(!bits_differ(q[0], q[1], (size_t)M * N) && !bits_differ(qs[0], qs[1], sizeof(float) * M));
+    gemm_int8_set_own_amx(true);
+    k_free(packed);
+    for (int k = 0; k < 2; k++) free(out[k]), free(qs[k]), free(stats[k]), free(q[k]), free(h[k]);
+    free(W), free(X), free(b), free(res), free(lw), free(xs), free(qx);
 }
 
 /* gemm_int8_rows shares a product between threads in two ways: by rows (always, with one
@@ -861,6 +929,7 @@ int main(void) {
     }
     RUN_TEST(test_quantize_rows);
     RUN_TEST(test_product_exact);
+    RUN_TEST(test_own_amx_same_bits);
     RUN_TEST(test_forward_formula);
     RUN_TEST(test_rows_independent);
     RUN_TEST(test_against_fp32);

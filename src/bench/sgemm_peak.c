@@ -9,6 +9,7 @@
 
 #include "core/common.h"
 #include "kernels/cpu/gemm_half.h"
+#include "kernels/cpu/amx_int8.h"
 #include "kernels/cpu/gemm_int8.h"
 #include "kernels/cpu/sgemm.h"
 
@@ -217,6 +218,27 @@ static double vpdpbusd_peak(bool zmm) {
     return best;
 }
 
+/* The AMX tile instruction's peak: every thread its own tiles, best of 3 timings, in GOP/s. */
+static double amx_peak(void) {
+    const long iters = 200000;
+    const double ops = 4 * 2.0 * 16 * 16 * 64 * (double)iters;
+    double best = 0;
+    volatile int sink = 0;
+    for (int rep = 0; rep < 4; rep++) {
+        int threads = 1;
+        const double t0 = now_seconds();
+#pragma omp parallel reduction(+ : sink)
+        {
+#pragma omp single
+            threads = omp_get_num_threads();
+            sink += amx_int8_instruction_loop(iters);
+        }
+        const double gops = ops * threads / (now_seconds() - t0) * 1e-9;
+        if (rep > 0 && gops > best) best = gops;
+    }
+    return best;
+}
+
 static void run_int8_product(int m, int n, int k, const int8_t *a, const void *packed, int32_t *c) {
     gemm_int8_s32(m, n, k, a, packed, c);
 }
@@ -228,6 +250,7 @@ void int8_gemm_peak_measure(Int8GemmPeak *out, int m, double budget_seconds) {
                         : __builtin_cpu_supports("avxvnni")  ? "avx_vnni"
                                                              : "none";
     if (strcmp(out->vpdpbusd_isa, "none")) out->vpdpbusd_gops = vpdpbusd_peak(!strcmp(out->vpdpbusd_isa, "avx512_vnni"));
+    if (amx_int8_available()) out->amx_gops = amx_peak();
     if (!gemm_int8_support()) return;
     if (m <= 0) m = 4096;
     const int hidden = 768, inter = 3072;

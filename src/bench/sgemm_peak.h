@@ -47,13 +47,17 @@ void bf16_gemm_peak_measure(Bf16GemmPeak *out, int m, double budget_seconds);
  * int32 output, in GOP/s (2 m n k per product, as FLOPs count). peak 0 where there are no
  * int8 products. And the int8 dot-product instruction's own peak: every thread running
  * independent vpdpbusd (AVX-512 VNNI, 128 ops per zmm instruction; else AVX-VNNI, 64 per ymm)
- * back to back, no memory: 0 where the CPU has neither. On CPUs with AMX the library's
- * products (AMX tiles) pass it; the fractions are reported against the GEMM peak. */
+ * back to back, no memory: 0 where the CPU has neither. On CPUs with AMX, the tile
+ * instruction's (tdpbssd: 2 x 16 x 16 x 64 ops, the products' instruction there) the same way,
+ * every thread on its own tiles: 0 without AMX. The fractions are reported against the GEMM
+ * peak (whose int32 output, 13-38 MB, goes to memory: the model's products keep their sums in
+ * cache and can pass it) and, with AMX, against the tile instruction's. */
 typedef struct {
     SgemmShapeResult shapes[SGEMM_PEAK_SHAPES];
     double peak_gops;
     double vpdpbusd_gops;
     const char *vpdpbusd_isa;   /* "avx512_vnni", "avx_vnni" or "none" */
+    double amx_gops;            /* tdpbssd; 0 where the CPU (or the kernel) gives no AMX */
 } Int8GemmPeak;
 void int8_gemm_peak_measure(Int8GemmPeak *out, int m, double budget_seconds);
 

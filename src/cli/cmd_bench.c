@@ -114,8 +114,10 @@ static void print_text(const BenchReport *r, const BenchOptions *o) {
                "softmax, the heads in fp32 (%s)\n", int8_kernel, k_bf16_native_available() ? "bf16" : "fp32 (no bf16 "
                "instructions here)", kernel);
         printf("int8 gemm peak %.1f GOP/s (measured now; best of 4096x768x768, x3072x768, x768x3072: %.1f/%.1f/%.1f); "
-               "vpdpbusd instruction peak %.1f GOP/s (%s)\n", p->peak_gops, p->shapes[0].best_gflops,
+               "vpdpbusd instruction peak %.1f GOP/s (%s)", p->peak_gops, p->shapes[0].best_gflops,
                p->shapes[1].best_gflops, p->shapes[2].best_gflops, p->vpdpbusd_gops, p->vpdpbusd_isa);
+        if (p->amx_gops > 0) printf("; AMX tdpbssd instruction peak %.1f GOP/s", p->amx_gops);
+        printf("\n");
     } else {
         char bf16_kernel[256];
         k_bf16_describe(bf16_kernel, sizeof bf16_kernel);
@@ -145,9 +147,12 @@ static void print_text(const BenchReport *r, const BenchOptions *o) {
     }
     if (r->run.infer.steps) {
         const ModelBenchRates *g = &r->infer;
-        printf("inference %.2f seq/s, %.1f ms/batch (best %.1f), %.1f GFLOP/s = %.0f%% of %s, "
+        char amx[64] = "";
+        if (r->precision == BERT_INT8 && r->int8_peak.amx_gops > 0)
+            snprintf(amx, sizeof amx, " (%.0f%% of the AMX instruction's)", 100 * g->gflops / r->int8_peak.amx_gops);
+        printf("inference %.2f seq/s, %.1f ms/batch (best %.1f), %.1f GFLOP/s = %.0f%% of %s%s, "
                "CPU %.1f ms/batch [%.2f GFLOP/seq, %d batches]\n", g->seq_per_s, g->ms_per_step, g->best_ms, g->gflops,
-               g->percent_of_peak, reference_peak_name(r), g->cpu_ms, g->gflop_per_seq, r->run.infer.steps);
+               g->percent_of_peak, reference_peak_name(r), amx, g->cpu_ms, g->gflop_per_seq, r->run.infer.steps);
     }
     printf("memory    peak RSS %.1f MiB (model and optimizer buffers %.1f MiB)\n", r->run.peak_rss / 1048576.0,
            r->run.model_bytes / 1048576.0);
@@ -183,8 +188,8 @@ static void print_json(const BenchReport *r, const BenchOptions *o) {
     print_json_string("optimizer", o->optimizer);
     const bool packs = r->precision == BERT_INT8 ||
                        ((r->precision == BERT_BF16 || r->precision == BERT_FP32) && !o->plain_weights);
-    printf("\"int8_peak_gops\": %.2f, \"vpdpbusd_peak_gops\": %.2f, ", r->int8_peak.peak_gops,
-           r->int8_peak.vpdpbusd_gops);
+    printf("\"int8_peak_gops\": %.2f, \"vpdpbusd_peak_gops\": %.2f, \"amx_peak_gops\": %.2f, ", r->int8_peak.peak_gops,
+           r->int8_peak.vpdpbusd_gops, r->int8_peak.amx_gops);
     printf("\"bf16_peak_gflops\": %.2f, \"packed_weights\": %s, \"fused_gelu\": %s, ", r->bf16_peak.peak_gflops,
            packs ? "true" : "false", packs && !o->unfused ? "true" : "false");
     const ModelBenchRates *gt = &r->train, *gi = &r->infer;

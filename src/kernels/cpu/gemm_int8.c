@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "core/common.h"
+#include "kernels/cpu/amx_int8.h"
 #include "kernels/cpu/gemm_half.h"   /* bf16_from_float */
 #include "kernels/cpu/layernorm_row.h"
 #include "kernels/cpu/team.h"
@@ -24,10 +25,11 @@ typedef struct {
     int K, N;
     dnnl_memory_desc_t md;
     dnnl_primitive_t reorder;   /* plain q [N, K] -> packed */
+    bool amx;   /* packed as amx_int8_product reads it (BA16a64b4a, nothing after the blocks) */
 } Int8Layout;
 typedef struct {
     int M, N, K;   /* M 0: empty slot */
-    dnnl_primitive_t primitive;
+    dnnl_primitive_t primitive;   /* NULL: amx_int8_product runs it */
     dnnl_memory_desc_t a, c;
     size_t scratch_bytes;   /* its scratchpad, the caller's (see t8) */
 } Int8Gemm;
@@ -40,7 +42,8 @@ static struct {
     int layout_count;
     Int8Gemm slots[CACHE_SLOTS];   /* open addressing on (M, N, K); emptied when 3/4 full */
     int used;
-} g8 = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    int own_amx;   /* 1: amx_int8_product where it can; 0: oneDNN's always; -1: not decided yet */
+} g8 = {.lock = PTHREAD_MUTEX_INITIALIZER, .own_amx = -1};
 
 static void check(dnnl_status_t s, const char *what, int M, int N, int K) {
     if (s != dnnl_success) die("oneDNN int8 matmul: %s failed (status %d) for M=%d N=%d K=%d", what, (int)s, M, N, K);
@@ -98,17 +101,52 @@ static const Int8Layout *find_layout(int K, int N) {
     check(dnnl_primitive_create(&l->reorder, reorder_pd), "reorder", 0, N, K);
     dnnl_primitive_desc_destroy(reorder_pd);
     l->K = K, l->N = N;
+    dnnl_memory_desc_t amx_md;
+    l->amx = dnnl_memory_desc_init_by_tag(&amx_md, 2, dims, dnnl_s8, dnnl_BA16a64b4a) == dnnl_success &&
+             dnnl_memory_desc_equal(&l->md, &amx_md) && dnnl_memory_desc_get_size(&l->md) == (size_t)K * N;
     g8.layout_count++;
     return l;
+}
+
+/* Under g8.lock. */
+static void empty_cache(void) {
+    for (int i = 0; i < CACHE_SLOTS; i++) {
+        if (g8.slots[i].M && g8.slots[i].primitive) dnnl_primitive_destroy(g8.slots[i].primitive);
+        g8.slots[i].M = 0;
+    }
+    g8.used = 0;
+}
+
+/* Under g8.lock: whether products on layout l of M rows run on amx_int8_product. BERT_INT8_AMX=0
+ * in the environment keeps oneDNN's kernel for every product (to compare the two). */
+static bool own_amx(const Int8Layout *l, int M) {
+    if (g8.own_amx < 0) {
+        const char *env = getenv("BERT_INT8_AMX");
+        g8.own_amx = !(env && !strcmp(env, "0"));
+    }
+    return g8.own_amx && l->amx && amx_int8_shape_ok(M, l->N, l->K) && amx_int8_available();
+}
+
+void gemm_int8_set_own_amx(bool on) {
+    pthread_mutex_lock(&g8.lock);
+    g8.own_amx = on;
+    empty_cache();
+    pthread_mutex_unlock(&g8.lock);
+}
+
+bool gemm_int8_own_amx(void) {
+    pthread_mutex_lock(&g8.lock);
+    ensure_engine();
+    const bool yes = own_amx(find_layout(768, 768), 64);
+    pthread_mutex_unlock(&g8.lock);
+    return yes;
 }
 
 /* Under g8.lock: makes room for `entries` more cached products, emptying the cache where it
  * is 3/4 full (each entry holds JIT code). A product found before is invalid after this. */
 static void room_for(int entries) {
     if (g8.used + entries < CACHE_SLOTS / 4 * 3) return;
-    for (int i = 0; i < CACHE_SLOTS; i++)
-        if (g8.slots[i].M) dnnl_primitive_destroy(g8.slots[i].primitive), g8.slots[i].M = 0;
-    g8.used = 0;
+    empty_cache();
 }
 
 /* Under g8.lock, after room_for: the cached M-row product on the weight layout of (K, N). */
@@ -120,6 +158,11 @@ static const Int8Gemm *find_gemm(int M, int N, int K) {
         if (e->M) continue;
         if (g8.used >= CACHE_SLOTS / 4 * 3) die("gemm_int8: the product cache is full (room_for missed)");
         const Int8Layout *l = find_layout(K, N);
+        if (own_amx(l, M)) {
+            *e = (Int8Gemm){.M = M, .N = N, .K = K};
+            g8.used++;
+            return e;
+        }
         dnnl_matmul_desc_t desc;
         int8_desc(&desc, &e->a, &l->md, &e->c, M, N, K);
         /* the scratchpad is the calling thread's, so that products run concurrently on
@@ -435,6 +478,16 @@ static void *grow(void *p, size_t *cap, size_t bytes) {
  * OpenMP worker oneDNN runs it on that thread alone). */
 static void run_gemm(const Int8Gemm *e, const Int8Layout *l, const int8_t *A, const void *weights, int32_t *C) {
     const int M = e->M, N = e->N, K = e->K;
+    if (!e->primitive) {   /* outside the kernels' regions (gemm_int8_s32) the threads split its row tiles */
+        const bool split = omp_get_level() == 0 && omp_get_max_threads() > 1 && (double)M * N * K >= 1 << 22;
+#pragma omp parallel if (split)
+        {
+            const int t = omp_get_thread_num(), T = omp_get_num_threads(), tiles = M / 16;
+            const int m0 = 16 * (tiles * t / T), m1 = 16 * (tiles * (t + 1) / T);
+            if (m1 > m0) amx_int8_product(m1 - m0, N, K, A + (size_t)m0 * K, K, weights, C + (size_t)m0 * N, N);
+        }
+        return;
+    }
     t8_register();
     if (!t8.stream) check(dnnl_stream_create(&t8.stream, g8.engine, dnnl_stream_default_flags), "stream", M, N, K);
     t8.scratch = grow(t8.scratch, &t8.scratch_cap, e->scratch_bytes);
@@ -1021,8 +1074,13 @@ void gemm_int8_describe(char *out, size_t n) {
     check(dnnl_primitive_desc_create(&pd, &desc, NULL, g8.engine, NULL), "primitive descriptor", PACK_ROWS, 3072, 768);
     const char *impl = "?";
     dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
-    snprintf(out, n, "oneDNN %d.%d.%d int8 matmul %s%s", v->major, v->minor, v->patch, impl,
-             support == 1 ? " (no VNNI here: 7-bit weights, slower)" : "");
+    const bool own = own_amx(l, 64);
+    if (own)
+        snprintf(out, n, "bert.c's AMX tile loop (tdpbssd) on weights in oneDNN %d.%d.%d's AMX packing; oneDNN's %s "
+                 "where a shape does not suit it", v->major, v->minor, v->patch, impl);
+    else
+        snprintf(out, n, "oneDNN %d.%d.%d int8 matmul %s%s", v->major, v->minor, v->patch, impl,
+                 support == 1 ? " (no VNNI here: 7-bit weights, slower)" : "");
     dnnl_primitive_desc_destroy(pd);
     pthread_mutex_unlock(&g8.lock);
     const int threads = omp_get_max_threads();
