@@ -39,7 +39,7 @@ PRIVATE='
 kernels/cpu/sgemm.h      bench cli
 kernels/cpu/gemm_half.h  bench
 kernels/cpu/gemm_int8.h  bench
-kernels/cpu/amx_int8.h   bench
+kernels/cpu/amx.h   bench
 kernels/cpu/cpu_names.h  -
 kernels/backend_functions.h -
 model/bert_views.h       -

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "core/rng.h"
+#include "kernels/cpu/amx.h"
 #include "kernels/cpu/gemm_half.h"
 #include "model/config.h"
 #include "kernels/kernels.h"
@@ -578,9 +579,9 @@ static void check_attention_qkv16(HalfMode mode) {
  * probability at most). Padded and packed layouts, a hole in a mask, lengths off the product
  * buckets (16, then multiples of 32), the batch (whole sequences per thread) and each sequence
  * alone (its head groups shared by the threads), which gives the same bits as in the batch. */
-static void test_attention_grouped(void) {
-    if (!gemm_bf16_native_available()) return;
-    enum { B = 5, T = 37, A = 4, d = 16, H = A * d };
+static void check_attention_grouped(int d) {
+    enum { B = 5, T = 37, A = 4 };
+    const int H = A * d;
     int32_t kv_len[B], mask[B * T], seq_row[B], seq_rows[B];
     uint8_t holes[B];
     float *qkv = malloc(sizeof(float) * B * T * 3 * H), *nan_qkv = malloc(sizeof(float) * B * T * 3 * H);
@@ -601,9 +602,17 @@ static void test_attention_grouped(void) {
                            .seq_row = packed ? seq_row : NULL, .seq_rows = packed ? seq_rows : NULL, .half = true,
                            .half_mode = HALF_BF16, .qkv16 = qkv16};
         k_attention_forward(grouped, NULL, nan_qkv, &a);
+        if (amx_enabled() && amx_attention_ok(T, d)) {   /* bert.c's tile loop: oneDNN's bits */
+            amx_set_enabled(false);
+            k_attention_forward(per_head, NULL, nan_qkv, &a);
+            amx_set_enabled(true);
+            CHECKF(!memcmp(grouped, per_head, sizeof(float) * rows * H), "d %d packed %d: AMX loop differs from oneDNN's",
+                   d, packed);
+        }
         k_attention_forward(per_head, probs, nan_qkv, &a);
         const double err = rel_norm_error(grouped, per_head, (size_t)rows * H), tol = 4 * unit_roundoff(HALF_BF16);
-        CHECKF(err <= tol, "packed %d: grouped attention %.3g from the per-head path (tolerance %.3g)", packed, err, tol);
+        CHECKF(err <= tol, "d %d packed %d: grouped attention %.3g from the per-head path (tolerance %.3g)", d, packed,
+               err, tol);
         for (int b = 0; b < B; b++) {   /* each sequence alone */
             AttentionArgs alone = a;
             int32_t r0 = 0, n = seq_rows[b];
@@ -612,10 +621,17 @@ static void test_attention_grouped(void) {
             alone.qkv16 = qkv16 + (size_t)seq_row[b] * 3 * H;
             k_attention_forward(one, NULL, nan_qkv, &alone);
             CHECKF(!memcmp(one, grouped + (size_t)seq_row[b] * H, sizeof(float) * seq_rows[b] * H),
-                   "packed %d: sequence %d alone differs from the batch's", packed, b);
+                   "d %d packed %d: sequence %d alone differs from the batch's", d, packed, b);
         }
     }
     free(qkv), free(nan_qkv), free(grouped), free(per_head), free(one), free(probs), free(qkv16);
+}
+
+/* Head sizes 16 (oneDNN's batched products) and 32, 64 (on AMX CPUs bert.c's own tile loop,
+ * kernels/cpu/amx.h, checked also to give the bits of oneDNN's products; elsewhere oneDNN's). */
+static void test_attention_grouped(void) {
+    if (!gemm_bf16_native_available()) return;
+    check_attention_grouped(16), check_attention_grouped(32), check_attention_grouped(64);
 }
 
 static void test_attention_half(void) {

@@ -3,7 +3,7 @@
  * double, and the model against fp32 within a bound from the quantization step. Run it also
  * with ONEDNN_MAX_CPU_ISA=AVX2 (no VNNI: oneDNN's other int8 kernels) and
  * ONEDNN_MAX_CPU_ISA=AVX512_CORE_VNNI (VNNI without AMX): every check is the same. On AMX
- * CPUs the products run on bert.c's own tile loop (kernels/cpu/amx_int8.h): the exact products
+ * CPUs the products run on bert.c's own tile loop (kernels/cpu/amx.h): the exact products
  * are checked on it and on oneDNN's kernels, and the epilogues' bits compared between them. */
 #include <math.h>
 #include <omp.h>
@@ -16,6 +16,7 @@
 #include "core/common.h"
 #include "core/rng.h"
 #include "core/test_hooks.h"
+#include "kernels/cpu/amx.h"
 #include "kernels/cpu/gemm_int8.h"
 #include "kernels/cpu/team.h"
 #include "kernels/kernels.h"
@@ -138,15 +139,15 @@ static void products_exact(void) {
 }
 
 /* Every product exact on oneDNN's kernels, and where this CPU has AMX also on bert.c's own loop
- * (kernels/cpu/amx_int8.h). */
+ * (kernels/cpu/amx.h). */
 static void test_product_exact(void) {
     const bool own = gemm_int8_own_amx();
-    printf("  products on %s\n", own ? "bert.c's AMX loop, then oneDNN's kernels" : "oneDNN's kernels (bert.c's AMX loop: not on this CPU, or BERT_INT8_AMX=0)");
+    printf("  products on %s\n", own ? "bert.c's AMX loop, then oneDNN's kernels" : "oneDNN's kernels (bert.c's AMX loop: not on this CPU, or BERT_AMX=0)");
     products_exact();
     if (!own) return;
-    gemm_int8_set_own_amx(false);
+    amx_set_enabled(false);
     products_exact();
-    gemm_int8_set_own_amx(true);
+    amx_set_enabled(true);
 }
 
 /* ---- dequantized: the formula's fp32 evaluation ---- */
@@ -519,7 +520,7 @@ static void test_own_amx_same_bits(void) {
     k_pack_weight_int8(packed, W, NULL, K, N);
     k_quantize_rows_int8(qx, xs, X, NULL, M, K);
     for (int k = 0; k < 2; k++) {   /* k 0: oneDNN's kernels; 1: the AMX loop */
-        gemm_int8_set_own_amx(k);
+        amx_set_enabled(k);
         k_matmul_forward_int8_rows(&(KInt8Output){.out16 = h[k]}, qx, xs, packed, b, M, K, N);
         k_matmul_forward_int8_rows(&(KInt8Output){.q8 = q[k], .q8_scale = qs[k], .act_on = true, .act = ACT_GELU}, qx,
                                    xs, packed, b, M, K, N);
@@ -527,14 +528,14 @@ static void test_own_amx_same_bits(void) {
     CHECK(!bits_differ(h[0], h[1], sizeof(uint16_t) * M * N));
     CHECK(!bits_differ(q[0], q[1], (size_t)M * N) && !bits_differ(qs[0], qs[1], sizeof(float) * M));
     for (int k = 0; k < 2; k++) {
-        gemm_int8_set_own_amx(k);
+        amx_set_enabled(k);
         const KInt8Output ln = {.out = out[k], .residual = res, .q8 = q[k], .q8_scale = qs[k], .ln_w = lw,
                                 .ln_b = b, .ln_eps = 1e-12f, .ln_mean = stats[k], .ln_rstd = stats[k] + M};
         k_matmul_forward_int8_rows(&ln, qx, xs, packed, b, M, K, N);
     }
     CHECK(!bits_differ(out[0], out[1], sizeof(float) * M * N) && !bits_differ(stats[0], stats[1], sizeof(float) * 2 * M));
     CHECK(!bits_differ(q[0], q[1], (size_t)M * N) && !bits_differ(qs[0], qs[1], sizeof(float) * M));
-    gemm_int8_set_own_amx(true);
+    amx_set_enabled(true);
     k_free(packed);
     for (int k = 0; k < 2; k++) free(out[k]), free(qs[k]), free(stats[k]), free(q[k]), free(h[k]);
     free(W), free(X), free(b), free(res), free(lw), free(xs), free(qx);

@@ -9,7 +9,7 @@
 
 #include "core/common.h"
 #include "kernels/cpu/gemm_half.h"
-#include "kernels/cpu/amx_int8.h"
+#include "kernels/cpu/amx.h"
 #include "kernels/cpu/gemm_int8.h"
 #include "kernels/cpu/sgemm.h"
 

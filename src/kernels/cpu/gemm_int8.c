@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "core/common.h"
-#include "kernels/cpu/amx_int8.h"
+#include "kernels/cpu/amx.h"
 #include "kernels/cpu/gemm_half.h"   /* bf16_from_float */
 #include "kernels/cpu/layernorm_row.h"
 #include "kernels/cpu/team.h"
@@ -42,8 +42,8 @@ static struct {
     int layout_count;
     Int8Gemm slots[CACHE_SLOTS];   /* open addressing on (M, N, K); emptied when 3/4 full */
     int used;
-    int own_amx;   /* 1: amx_int8_product where it can; 0: oneDNN's always; -1: not decided yet */
-} g8 = {.lock = PTHREAD_MUTEX_INITIALIZER, .own_amx = -1};
+    int amx_generation;   /* amx_generation() when the cached products were made */
+} g8 = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static void check(dnnl_status_t s, const char *what, int M, int N, int K) {
     if (s != dnnl_success) die("oneDNN int8 matmul: %s failed (status %d) for M=%d N=%d K=%d", what, (int)s, M, N, K);
@@ -117,21 +117,9 @@ static void empty_cache(void) {
     g8.used = 0;
 }
 
-/* Under g8.lock: whether products on layout l of M rows run on amx_int8_product. BERT_INT8_AMX=0
- * in the environment keeps oneDNN's kernel for every product (to compare the two). */
+/* Under g8.lock: whether products on layout l of M rows run on amx_int8_product. */
 static bool own_amx(const Int8Layout *l, int M) {
-    if (g8.own_amx < 0) {
-        const char *env = getenv("BERT_INT8_AMX");
-        g8.own_amx = !(env && !strcmp(env, "0"));
-    }
-    return g8.own_amx && l->amx && amx_int8_shape_ok(M, l->N, l->K) && amx_int8_available();
-}
-
-void gemm_int8_set_own_amx(bool on) {
-    pthread_mutex_lock(&g8.lock);
-    g8.own_amx = on;
-    empty_cache();
-    pthread_mutex_unlock(&g8.lock);
+    return amx_enabled() && l->amx && amx_int8_shape_ok(M, l->N, l->K) && amx_int8_available();
 }
 
 bool gemm_int8_own_amx(void) {
@@ -145,8 +133,9 @@ bool gemm_int8_own_amx(void) {
 /* Under g8.lock: makes room for `entries` more cached products, emptying the cache where it
  * is 3/4 full (each entry holds JIT code). A product found before is invalid after this. */
 static void room_for(int entries) {
-    if (g8.used + entries < CACHE_SLOTS / 4 * 3) return;
-    empty_cache();
+    if (g8.used + entries < CACHE_SLOTS / 4 * 3 && g8.amx_generation == amx_generation()) return;
+    empty_cache();   /* also when amx_set_enabled changed which kernel runs them */
+    g8.amx_generation = amx_generation();
 }
 
 /* Under g8.lock, after room_for: the cached M-row product on the weight layout of (K, N). */

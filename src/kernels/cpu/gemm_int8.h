@@ -62,12 +62,10 @@ void gemm_int8_smoothing(float *t, const float *ln_w, const float *ln_b, const f
 /* The quantized weight q [N, K] a packed weight holds, unpacked (for tests). */
 void gemm_int8_unpack(int8_t *q, const void *packed, int K, int N);
 
-/* Whether products run on bert.c's own AMX loop (kernels/cpu/amx_int8.h) where their shapes
- * allow (AMX CPUs; BERT_INT8_AMX=0 in the environment: never), else on oneDNN's kernels. The
- * sums are the same either way. gemm_int8_set_own_amx: for tests and benchmarks, before any
- * product runs on another thread. */
+/* Whether products run on bert.c's own AMX loop (kernels/cpu/amx.h) where their shapes allow
+ * (AMX CPUs, unless amx_enabled() says no), else on oneDNN's kernels. The sums are the same
+ * either way. */
 bool gemm_int8_own_amx(void);
-void gemm_int8_set_own_amx(bool on);
 
 /* The exact integer product: C[i, j] = sum_k A[i, k] q_jk in int32, A [M, K] (row length K). */
 void gemm_int8_s32(int M, int N, int K, const int8_t *A, const void *packed, int32_t *C);

@@ -14,6 +14,7 @@
 #include "core/common.h"
 #include "core/rng.h"
 #include "kernels/kernels.h"
+#include "kernels/cpu/amx.h"
 #include "kernels/cpu/gemm_half.h"
 #include "kernels/cpu/gemm_int8.h"
 #include "kernels/cpu/layernorm_row.h"
@@ -955,6 +956,48 @@ static void group_scratch(size_t nh, size_t nf, uint16_t **halves, float **float
     *halves = t_group.halves, *floats = t_group.floats;
 }
 
+/* ---- the same on AMX tiles (kernels/cpu/amx.h: both products of a head, where this CPU has
+ * AMX-BF16): no staging of Q, K and V for oneDNN's dense operands (the tile loop reads Q from the
+ * QKV rows and lays out K and V for the tiles itself), and no call per product. */
+typedef struct {
+    const int32_t *mask;
+    int L;
+    float scale;
+} AmxSoftmaxArgs;
+
+/* amx_attention_head's softmax: rows of scores into bf16 probabilities, two rows at a time as
+ * attention_group runs them (a block's rows start at a multiple of 16: the same pairs). */
+static void amx_softmax_rows(void *arg, float *s, int lds, uint16_t *p, int ldp, int row0, int rows) {
+    const AmxSoftmaxArgs *x = arg;
+    (void)row0;
+    int i = 0;
+#if VEC16
+    for (; !x->mask && i + 2 <= rows; i += 2)
+        softmax_row_pair_bf16(s + (size_t)i * lds, s + (size_t)(i + 1) * lds, p + (size_t)i * ldp,
+                              p + (size_t)(i + 1) * ldp, x->L, x->scale);
+#endif
+    for (; i < rows; i++)
+        softmax_rows_scaled(s + (size_t)i * lds, NULL, p + (size_t)i * ldp, HALF_BF16, 1, x->L, x->scale, x->mask);
+}
+
+static bool attention_on_amx(const AttentionArgs *a) { return amx_enabled() && amx_attention_ok(a->T, a->d); }
+
+/* Heads h0 .. h0 + G - 1 of sequence b on AMX: head g's context rows into out + g d (rows ldo
+ * floats apart: ctx's rows, H) or, with ldo = d, into out + g Tp d (the heads' contexts [G][Tp][d]
+ * that sequence_context gathers). scratch: amx_attention_scratch_bytes(a->T, d). */
+static void attention_heads_amx(float *out, int ldo, const AttentionArgs *a, int b, int h0, int G, void *scratch) {
+    const int d = a->d, H = a->A * d, T = sequence_rows(a, b);
+    const size_t Tp = (size_t)gemm_half_serial_bucket(T);
+    AmxSoftmaxArgs x = {.mask = a->has_holes[b] ? a->mask + (size_t)b * a->T : NULL, .L = a->kv_len[b],
+                        .scale = 1.0f / sqrtf((float)d)};
+    const uint16_t *rows = a->qkv16 + sequence_row(a, b) * 3 * H;
+    for (int g = 0; g < G; g++) {
+        const uint16_t *q = rows + (size_t)(h0 + g) * d;
+        float *c = ldo == d ? out + (size_t)g * Tp * d : out + (size_t)g * d;
+        amx_attention_head(q, q + H, q + 2 * H, 3 * H, T, x.L, d, c, ldo, scratch, amx_softmax_rows, &x);
+    }
+}
+
 static int sequence_group(const AttentionArgs *a, int b, int spread) {
     return head_group(a->A, gemm_half_serial_bucket(sequence_rows(a, b)), gemm_half_serial_bucket(a->kv_len[b]), spread);
 }
@@ -965,13 +1008,25 @@ static void attention_forward_grouped(float *ctx, const AttentionArgs *a, bool b
     const int B = a->B, A = a->A;
     const size_t nh = group_halves(a), nf = group_floats(a);
     const size_t contexts = group_scores(a), row = contexts + (size_t)A * gemm_half_serial_bucket(a->T) * a->d;
+    const bool amx = attention_on_amx(a);
+    const size_t amx_halves = amx ? amx_attention_scratch_bytes(a->T, a->d) / sizeof(uint16_t) + 1 : 0;
+    const size_t nh_all = nh > amx_halves ? nh : amx_halves;
     if (by_sequence) {   /* int8: all the heads' contexts kept, then each row gathered and quantized */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads) if (parallel)
         for (int b = 0; b < B; b++) {
             const int G = sequence_group(a, b, 1);
             uint16_t *q;
             float *f;
-            group_scratch(nh, nf, &q, &f);
+            group_scratch(nh_all, nf, &q, &f);
+            if (amx) {
+                const size_t H = (size_t)A * a->d;
+                if (a->ctx_q8) {
+                    attention_heads_amx(f + contexts, a->d, a, b, 0, A, q);
+                    sequence_context(ctx, a, b, f + contexts, gemm_half_serial_bucket(sequence_rows(a, b)), f + row);
+                } else
+                    attention_heads_amx(ctx + sequence_row(a, b) * H, (int)H, a, b, 0, A, q);
+                continue;
+            }
             const size_t head = (size_t)gemm_half_serial_bucket(sequence_rows(a, b)) * a->d;
             const size_t kv_head = (size_t)gemm_half_serial_bucket(a->kv_len[b]) * a->d;
             uint16_t *k = q + A * head, *v = k + A * kv_head, *p16 = v + A * kv_head;
@@ -992,7 +1047,11 @@ static void attention_forward_grouped(float *ctx, const AttentionArgs *a, bool b
                 const size_t kv_head = (size_t)gemm_half_serial_bucket(a->kv_len[b]) * a->d;
                 uint16_t *q;
                 float *f;
-                group_scratch(nh, nf, &q, &f);
+                group_scratch(nh_all, nf, &q, &f);
+                if (amx) {
+                    attention_heads_amx(ctx + sequence_row(a, b) * A * a->d + (size_t)h0 * a->d, A * a->d, a, b, h0, G, q);
+                    continue;
+                }
                 uint16_t *k = q + G * head, *v = k + G * kv_head, *p16 = v + G * kv_head;
                 stage_heads(q, k, v, a, b, h0, G);
                 attention_group(ctx, a, b, h0, G, q, k, v, p16, f, f + contexts);
