@@ -664,8 +664,9 @@ static void test_library_team(void) {
  * packed, fp32 and bf16 products (d 16: bf16 runs the heads in groups, attention_group); and
  * the same int8 rows where ctx need not be written (ctx_q8_only: by whole sequences, each row
  * gathered from the heads' contexts and quantized, ctx left as it was). */
-static void check_attention_ctx(int B, bool packed, bool half) {
-    enum { T = 12, A = 2, d = 16, H = A * d };
+static void check_attention_ctx(int B, bool packed, bool half, int d) {
+    enum { T = 12, A = 2 };
+    const int H = A * d;
     int32_t kv_len[8], mask[8 * T], seq_row[8], seq_rows[8];
     uint8_t holes[8];
     int rows = 0;
@@ -705,8 +706,10 @@ static void check_attention_ctx(int B, bool packed, bool half) {
 static void test_attention_quantized_ctx(void) {
     for (int half = 0; half < 2 && (half == 0 || k_bf16_native_available()); half++)
         for (int packed = 0; packed < 2; packed++) {
-            check_attention_ctx(8, packed, half);
-            check_attention_ctx(1, packed, half);
+            check_attention_ctx(8, packed, half, 16);
+            check_attention_ctx(1, packed, half, 16);
+            check_attention_ctx(8, packed, half, 64);   /* bf16: on AMX CPUs bert.c's tile loop */
+            check_attention_ctx(1, packed, half, 64);
         }
 }
 

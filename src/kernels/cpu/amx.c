@@ -70,8 +70,8 @@ bool amx_int8_shape_ok(int M, int N, int K) { return M > 0 && N > 0 && K > 0 && 
 typedef struct {
     uint32_t *kt;   /* K^T [d/2][Lk]: a key's pair of d values (2 bf16) per 32-bit element */
     uint16_t *vp;   /* V in pairs of keys [Lv/2][2d]: for each d value, the two keys' values */
-    float *s;       /* scores of a chunk of query rows [CHUNK][Lk] */
-    uint16_t *p;    /* their probabilities [CHUNK][Lv] */
+    float *s;       /* scores of 32 query rows [32][Lk] */
+    uint16_t *p;    /* their probabilities [32][Lv] */
     uint16_t *qt;   /* a last block of fewer than 32 query rows, zero rows after them [32][d] */
     float *ct;      /* its context [32][d] */
     int Lk, Lv;
@@ -79,19 +79,13 @@ typedef struct {
 
 static size_t up64(size_t n) { return (n + 63) / 64 * 64; }
 
-/* Query rows per chunk: the chunk's scores all made, then its softmax, then its contexts. Going
- * from one 32-row block's scores to its softmax to its context, each turn between the tiles and
- * the vector registers waited on the other's stores (attention alone, bert-base 32 x 128: the
- * products at twice their time with no softmax between them). */
-enum { CHUNK = 128 };
-
 static AttnScratch attn_scratch(void *base, int L, int d) {
     AttnScratch a = {.Lk = (L + 31) / 32 * 32, .Lv = (L + 31) / 32 * 32};
     char *b = base;
     a.kt = (uint32_t *)b, b += up64(sizeof(uint32_t) * (size_t)d / 2 * a.Lk);
     a.vp = (uint16_t *)b, b += up64(sizeof(uint16_t) * (size_t)a.Lv * d);
-    a.s = (float *)b, b += up64(sizeof(float) * CHUNK * (size_t)a.Lk);
-    a.p = (uint16_t *)b, b += up64(sizeof(uint16_t) * CHUNK * (size_t)a.Lv);
+    a.s = (float *)b, b += up64(sizeof(float) * 32 * (size_t)a.Lk);
+    a.p = (uint16_t *)b, b += up64(sizeof(uint16_t) * 32 * (size_t)a.Lv);
     a.qt = (uint16_t *)b, b += up64(sizeof(uint16_t) * 32 * (size_t)d);
     a.ct = (float *)b;
     return a;
@@ -101,8 +95,8 @@ bool amx_attention_ok(int L, int d) { return (d == 32 || d == 64) && L >= 1 && L
 
 size_t amx_attention_scratch_bytes(int L, int d) {   /* attn_scratch's parts */
     const size_t Lk = (size_t)(L + 31) / 32 * 32, Lv = Lk;
-    return up64(sizeof(uint32_t) * (size_t)d / 2 * Lk) + up64(sizeof(uint16_t) * Lv * d) + up64(sizeof(float) * CHUNK * Lk) +
-           up64(sizeof(uint16_t) * CHUNK * Lv) + up64(sizeof(uint16_t) * 32 * (size_t)d) + up64(sizeof(float) * 32 * (size_t)d);
+    return up64(sizeof(uint32_t) * (size_t)d / 2 * Lk) + up64(sizeof(uint16_t) * Lv * d) + up64(sizeof(float) * 32 * Lk) +
+           up64(sizeof(uint16_t) * 32 * Lv) + up64(sizeof(uint16_t) * 32 * (size_t)d) + up64(sizeof(float) * 32 * (size_t)d);
 }
 
 
@@ -277,10 +271,8 @@ static AMX_TARGET void stage_values(const AttnScratch *a, const uint16_t *v, int
 }
 
 /* The 2 x 2 tiles of a product step, as in sums_32: A row tiles 4, 5 (query rows 0-15, 16-31),
- * B column tiles 6, 7, sums 0-3 (rows 0-15 x columns 0-15, 16-31; rows 16-31 x the same).
- * Four independent sums and no tile reloaded while a product still reads it: with one query
- * tile against four key tiles through two B registers, each load waited for the product
- * before it (attention alone ran 4x the instruction's time). */
+ * B column tiles 6, 7, sums 0-3 (rows 0-15 x columns 0-15, 16-31; rows 16-31 x the same):
+ * four independent sums, each operand tile used twice. */
 static inline AMX_TARGET void products_2x2(void) {
     _tile_dpbf16ps(0, 4, 6);
     _tile_dpbf16ps(1, 4, 7);
@@ -345,31 +337,25 @@ AMX_TARGET void amx_attention_head(const uint16_t *q, const uint16_t *k, const u
     const AttnScratch a = attn_scratch(scratch, L, d);
     stage_keys(&a, k, ld, L, d);
     stage_values(&a, v, ld, L, d);
-    memset(a.p, 0, sizeof(uint16_t) * CHUNK * (size_t)a.Lv);   /* the columns from L on stay 0 */
+    memset(a.p, 0, sizeof(uint16_t) * 32 * (size_t)a.Lv);   /* the columns from L on stay 0 */
     configure_tiles();
-    for (int c0 = 0; c0 < T; c0 += CHUNK) {
-        const int chunk = T - c0 < CHUNK ? T - c0 : CHUNK;
-        for (int r = 0; r < chunk; r += 32) {
-            const uint16_t *qb = q + (size_t)(c0 + r) * ld;
-            size_t ldq = sizeof(uint16_t) * (size_t)ld;
-            if (chunk - r < 32) {   /* the rows after the sequence's are not to be read */
-                memset(a.qt, 0, sizeof(uint16_t) * 32 * (size_t)d);
-                for (int i = 0; i < chunk - r; i++) memcpy(a.qt + (size_t)i * d, qb + (size_t)i * ld, sizeof(uint16_t) * d);
-                qb = a.qt, ldq = sizeof(uint16_t) * (size_t)d;
-            }
-            scores32(&a, qb, ldq, d, a.s + (size_t)r * a.Lk);
+    for (int row0 = 0; row0 < T; row0 += 32) {
+        const int rows = T - row0 < 32 ? T - row0 : 32;
+        const uint16_t *qb = q + (size_t)row0 * ld;
+        size_t ldq = sizeof(uint16_t) * (size_t)ld;
+        if (rows < 32) {   /* the rows after the sequence's are not to be read */
+            memset(a.qt, 0, sizeof(uint16_t) * 32 * (size_t)d);
+            for (int i = 0; i < rows; i++) memcpy(a.qt + (size_t)i * d, qb + (size_t)i * ld, sizeof(uint16_t) * d);
+            qb = a.qt, ldq = sizeof(uint16_t) * (size_t)d;
         }
-        softmax(arg, a.s, a.Lk, a.p, a.Lv, c0, chunk);
-        for (int r = 0; r < chunk; r += 32) {
-            const int rows = chunk - r < 32 ? chunk - r : 32;
-            const uint16_t *pb = a.p + (size_t)r * a.Lv;
-            if (rows == 32) {
-                context32(&a, pb, c + (size_t)(c0 + r) * ldc, ldc, d);
-                continue;
-            }
-            context32(&a, pb, a.ct, d, d);
-            for (int i = 0; i < rows; i++) memcpy(c + (size_t)(c0 + r + i) * ldc, a.ct + (size_t)i * d, sizeof(float) * d);
+        scores32(&a, qb, ldq, d, a.s);
+        softmax(arg, a.s, a.Lk, a.p, a.Lv, row0, rows);
+        if (rows == 32) {
+            context32(&a, a.p, c + (size_t)row0 * ldc, ldc, d);
+            continue;
         }
+        context32(&a, a.p, a.ct, d, d);
+        for (int i = 0; i < rows; i++) memcpy(c + (size_t)(row0 + i) * ldc, a.ct + (size_t)i * d, sizeof(float) * d);
     }
     _tile_release();
 }

@@ -982,20 +982,28 @@ static void amx_softmax_rows(void *arg, float *s, int lds, uint16_t *p, int ldp,
 
 static bool attention_on_amx(const AttentionArgs *a) { return amx_enabled() && amx_attention_ok(a->T, a->d); }
 
-/* Heads h0 .. h0 + G - 1 of sequence b on AMX: head g's context rows into out + g d (rows ldo
- * floats apart: ctx's rows, H) or, with ldo = d, into out + g Tp d (the heads' contexts [G][Tp][d]
- * that sequence_context gathers). scratch: amx_attention_scratch_bytes(a->T, d). */
+/* Heads h0 .. h0 + G - 1 of sequence b on AMX: head g's context rows into out + g d, rows ldo
+ * floats apart (ctx's rows: H). scratch: amx_attention_scratch_bytes(a->T, d). */
 static void attention_heads_amx(float *out, int ldo, const AttentionArgs *a, int b, int h0, int G, void *scratch) {
     const int d = a->d, H = a->A * d, T = sequence_rows(a, b);
-    const size_t Tp = (size_t)gemm_half_serial_bucket(T);
     AmxSoftmaxArgs x = {.mask = a->has_holes[b] ? a->mask + (size_t)b * a->T : NULL, .L = a->kv_len[b],
                         .scale = 1.0f / sqrtf((float)d)};
     const uint16_t *rows = a->qkv16 + sequence_row(a, b) * 3 * H;
     for (int g = 0; g < G; g++) {
         const uint16_t *q = rows + (size_t)(h0 + g) * d;
-        float *c = ldo == d ? out + (size_t)g * Tp * d : out + (size_t)g * d;
-        amx_attention_head(q, q + H, q + 2 * H, 3 * H, T, x.L, d, c, ldo, scratch, amx_softmax_rows, &x);
+        amx_attention_head(q, q + H, q + 2 * H, 3 * H, T, x.L, d, out + (size_t)g * d, ldo, scratch, amx_softmax_rows, &x);
     }
+}
+
+/* Sequence b on AMX, all its heads, into ctx's rows, or (int8, ctx_q8_only) into this thread's
+ * rows c [T][H], then each row quantized (the same values as quantize_sequence's). */
+static void sequence_amx(float *ctx, const AttentionArgs *a, int b, float *c, void *scratch) {
+    const size_t H = (size_t)a->A * a->d, row0 = sequence_row(a, b);
+    float *rows = a->ctx_q8 && a->ctx_q8_only ? c : ctx + row0 * H;
+    attention_heads_amx(rows, (int)H, a, b, 0, a->A, scratch);
+    if (!a->ctx_q8) return;
+    for (int i = 0; i < sequence_rows(a, b); i++)
+        a->ctx_q8_scale[row0 + i] = gemm_int8_quantize_row(a->ctx_q8 + (row0 + i) * H, rows + i * H, (int)H, 127);
 }
 
 static int sequence_group(const AttentionArgs *a, int b, int spread) {
@@ -1019,12 +1027,7 @@ static void attention_forward_grouped(float *ctx, const AttentionArgs *a, bool b
             float *f;
             group_scratch(nh_all, nf, &q, &f);
             if (amx) {
-                const size_t H = (size_t)A * a->d;
-                if (a->ctx_q8) {
-                    attention_heads_amx(f + contexts, a->d, a, b, 0, A, q);
-                    sequence_context(ctx, a, b, f + contexts, gemm_half_serial_bucket(sequence_rows(a, b)), f + row);
-                } else
-                    attention_heads_amx(ctx + sequence_row(a, b) * H, (int)H, a, b, 0, A, q);
+                sequence_amx(ctx, a, b, f + contexts, q);
                 continue;
             }
             const size_t head = (size_t)gemm_half_serial_bucket(sequence_rows(a, b)) * a->d;
