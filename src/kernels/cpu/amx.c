@@ -270,7 +270,7 @@ static AMX_TARGET void stage_values(const AttnScratch *a, const uint16_t *v, int
         }
 }
 
-/* The 2 x 2 tiles of a product step, as in sums_32: A row tiles 4, 5 (query rows 0-15, 16-31),
+/* The context's 2 x 2 tiles of a step, as in sums_32: A row tiles 4, 5 (query rows 0-15, 16-31),
  * B column tiles 6, 7, sums 0-3 (rows 0-15 x columns 0-15, 16-31; rows 16-31 x the same):
  * four independent sums, each operand tile used twice. */
 static inline AMX_TARGET void products_2x2(void) {
@@ -297,20 +297,31 @@ static inline AMX_TARGET void store_2x2(float *out, size_t ld) {
 }
 
 /* S for 32 query rows (q: their first, rows ldq bytes apart) against every key, into s (rows
- * a->Lk apart): 32 keys at a time, d in order, 32 values a step. */
+ * a->Lk apart). The rows' Q tiles stay loaded (tiles 2, 3: rows 0-15, d in two halves of 32
+ * where d is 64; 4, 5: rows 16-31), and each block of 16 keys brings its K^T tiles (6, 7) once
+ * for both row tiles, d in order: attention alone 7% faster than the 2 x 2 step reloading Q's
+ * tiles for every 32 keys (bert-base, 32 x 128). */
 static AMX_TARGET void scores32(const AttnScratch *a, const uint16_t *q, size_t ldq, int d, float *s) {
-    const size_t ldkt = sizeof(uint32_t) * (size_t)a->Lk;
-    for (int j0 = 0; j0 < a->Lk; j0 += 32) {
-        zero_2x2();
-        for (int dc = 0; dc < d / 32; dc++) {
-            const uint32_t *kt = a->kt + (size_t)dc * 16 * a->Lk + j0;
-            _tile_loadd(4, q + dc * 32, ldq);
-            _tile_loadd(5, (const char *)(q + dc * 32) + 16 * ldq, ldq);
-            _tile_loadd(6, kt, ldkt);
-            _tile_loadd(7, kt + 16, ldkt);
-            products_2x2();
+    const size_t ldkt = sizeof(uint32_t) * (size_t)a->Lk, lds = sizeof(float) * (size_t)a->Lk;
+    _tile_loadd(2, q, ldq);
+    _tile_loadd(4, (const char *)q + 16 * ldq, ldq);
+    if (d == 64) {
+        _tile_loadd(3, q + 32, ldq);
+        _tile_loadd(5, (const char *)(q + 32) + 16 * ldq, ldq);
+    }
+    for (int j = 0; j < a->Lk; j += 16) {
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_loadd(6, a->kt + j, ldkt);
+        _tile_dpbf16ps(0, 2, 6);
+        _tile_dpbf16ps(1, 4, 6);
+        if (d == 64) {
+            _tile_loadd(7, a->kt + (size_t)16 * a->Lk + j, ldkt);
+            _tile_dpbf16ps(0, 3, 7);
+            _tile_dpbf16ps(1, 5, 7);
         }
-        store_2x2(s + j0, (size_t)a->Lk);
+        _tile_stored(0, s + j, lds);
+        _tile_stored(1, s + (size_t)16 * a->Lk + j, lds);
     }
 }
 
