@@ -142,7 +142,7 @@ static void products_exact(void) {
  * (kernels/cpu/amx.h). */
 static void test_product_exact(void) {
     const bool own = gemm_int8_own_amx();
-    printf("  products on %s\n", own ? "bert.c's AMX loop, then oneDNN's kernels" : "oneDNN's kernels (bert.c's AMX loop: not on this CPU, or BERT_AMX=0)");
+    printf("  products on %s\n", own ? "bert.c's AMX loop, then oneDNN's kernels" : "oneDNN's kernels (bert.c's AMX loop: not on this CPU, BERT_AMX=0 or oneDNN's ISA cap below AMX)");
     products_exact();
     if (!own) return;
     amx_set_enabled(false);

@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -44,11 +45,19 @@ bool amx_bf16_available(void) {
 /* -1: not decided yet (the environment's BERT_AMX decides on first use). */
 static _Atomic int amx_on = -1, amx_gen;
 
+/* oneDNN's ISA cap (ONEDNN_MAX_CPU_ISA, or DNNL_ as before) set below AMX: the loops here keep
+ * to it, so that a capped run tests the paths of a CPU without AMX throughout. */
+static bool isa_capped_below_amx(void) {
+    const char *cap = getenv("ONEDNN_MAX_CPU_ISA");
+    if (!cap) cap = getenv("DNNL_MAX_CPU_ISA");
+    return cap && *cap && !strcasestr(cap, "AMX") && strcasecmp(cap, "ALL") != 0;
+}
+
 bool amx_enabled(void) {
     int on = amx_on;
     if (on < 0) {
         const char *env = getenv("BERT_AMX");
-        on = !(env && !strcmp(env, "0"));
+        on = !(env && !strcmp(env, "0")) && !isa_capped_below_amx();
         amx_on = on;
     }
     return on;
@@ -79,26 +88,34 @@ typedef struct {
 
 static size_t up64(size_t n) { return (n + 63) / 64 * 64; }
 
+/* The parts' sizes in bytes, each rounded up to 64 (kt, vp, s, p, qt, ct). */
+enum { ATTN_PARTS = 6 };
+static void attn_sizes(int L, int d, size_t size[ATTN_PARTS]) {
+    const size_t keys = (size_t)(L + 31) / 32 * 32, D = (size_t)d;
+    const size_t bytes[ATTN_PARTS] = {sizeof(uint32_t) * D / 2 * keys, sizeof(uint16_t) * keys * D,
+                                      sizeof(float) * 32 * keys,        sizeof(uint16_t) * 32 * keys,
+                                      sizeof(uint16_t) * 32 * D,        sizeof(float) * 32 * D};
+    for (int i = 0; i < ATTN_PARTS; i++) size[i] = up64(bytes[i]);
+}
+
 static AttnScratch attn_scratch(void *base, int L, int d) {
-    AttnScratch a = {.Lk = (L + 31) / 32 * 32, .Lv = (L + 31) / 32 * 32};
-    char *b = base;
-    a.kt = (uint32_t *)b, b += up64(sizeof(uint32_t) * (size_t)d / 2 * a.Lk);
-    a.vp = (uint16_t *)b, b += up64(sizeof(uint16_t) * (size_t)a.Lv * d);
-    a.s = (float *)b, b += up64(sizeof(float) * 32 * (size_t)a.Lk);
-    a.p = (uint16_t *)b, b += up64(sizeof(uint16_t) * 32 * (size_t)a.Lv);
-    a.qt = (uint16_t *)b, b += up64(sizeof(uint16_t) * 32 * (size_t)d);
-    a.ct = (float *)b;
-    return a;
+    size_t size[ATTN_PARTS];
+    attn_sizes(L, d, size);
+    char *part[ATTN_PARTS], *b = base;
+    for (int i = 0; i < ATTN_PARTS; i++) part[i] = b, b += size[i];
+    return (AttnScratch){.kt = (uint32_t *)part[0], .vp = (uint16_t *)part[1], .s = (float *)part[2],
+                         .p = (uint16_t *)part[3], .qt = (uint16_t *)part[4], .ct = (float *)part[5],
+                         .Lk = (L + 31) / 32 * 32, .Lv = (L + 31) / 32 * 32};
 }
 
 bool amx_attention_ok(int L, int d) { return (d == 32 || d == 64) && L >= 1 && L <= 512 && amx_bf16_available(); }
 
-size_t amx_attention_scratch_bytes(int L, int d) {   /* attn_scratch's parts */
-    const size_t Lk = (size_t)(L + 31) / 32 * 32, Lv = Lk;
-    return up64(sizeof(uint32_t) * (size_t)d / 2 * Lk) + up64(sizeof(uint16_t) * Lv * d) + up64(sizeof(float) * 32 * Lk) +
-           up64(sizeof(uint16_t) * 32 * Lv) + up64(sizeof(uint16_t) * 32 * (size_t)d) + up64(sizeof(float) * 32 * (size_t)d);
+size_t amx_attention_scratch_bytes(int L, int d) {
+    size_t size[ATTN_PARTS], total = 0;
+    attn_sizes(L, d, size);
+    for (int i = 0; i < ATTN_PARTS; i++) total += size[i];
+    return total;
 }
-
 
 #if AMX_BUILD
 #define AMX_TARGET __attribute__((target("amx-tile,amx-int8,amx-bf16,avx512f,avx512bw")))
@@ -115,8 +132,8 @@ typedef struct {
  * values) of 64 bytes (16 columns x 4), 256 bytes apart in the packed block of 64 columns. */
 enum { PACKED_ROW = 256, PACKED_BLOCK = 4096 };
 
-/* The 32 x 32 (two_rows) or 16 x 32 sums at C from K values k0 .. k1 - 1: zeroed first, then
- * one step of 64 at a time. a: A's first row at k 0; b: the packed B's first column's strip. */
+/* The 32 x 32 (two_rows) or 16 x 32 sums at C over all K values: zeroed first, then one step
+ * of 64 at a time. a: A's first row at k 0; b: the packed B's first column's strip. */
 static inline AMX_TARGET void sums_32(const int8_t *a, int lda, const int8_t *b, int32_t *C, int ldc, int K,
                                       bool two_rows) {
     _tile_zero(0);

@@ -25,7 +25,8 @@
 bool amx_int8_available(void);
 bool amx_bf16_available(void);
 /* Whether the loops below are used where they apply: yes unless BERT_AMX=0 is in the
- * environment (oneDNN's kernels then run everything, to compare) or amx_set_enabled said no.
+ * environment (oneDNN's kernels then run everything, to compare), oneDNN's ISA cap
+ * (ONEDNN_MAX_CPU_ISA) is set below AMX, or amx_set_enabled said no.
  * amx_generation() changes with every amx_set_enabled (caches of the decision compare it). */
 bool amx_enabled(void);
 void amx_set_enabled(bool on);
