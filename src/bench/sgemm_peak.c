@@ -197,31 +197,9 @@ __attribute__((target("avx2,avxvnni"))) static int vpdpbusd_ymm_loop(long iters)
     return lanes[0] + lanes[7];
 }
 
-/* Every thread runs the loop; the best of 3 timings, in GOP/s. */
-static double vpdpbusd_peak(bool zmm) {
-    const long iters = 2000000;
-    const double ops = 2.0 * 4 * (zmm ? 16 : 8) * VNNI_ACC * (double)iters;
-    double best = 0;
-    volatile int sink = 0;
-    for (int rep = 0; rep < 4; rep++) {   /* the first wakes the threads and the vector unit */
-        int threads = 1;
-        const double t0 = now_seconds();
-#pragma omp parallel reduction(+ : sink)
-        {
-#pragma omp single
-            threads = omp_get_num_threads();
-            sink += zmm ? vpdpbusd_zmm_loop(iters) : vpdpbusd_ymm_loop(iters);
-        }
-        const double gops = ops * threads / (now_seconds() - t0) * 1e-9;
-        if (rep > 0 && gops > best) best = gops;
-    }
-    return best;
-}
-
-/* The AMX tile instruction's peak: every thread its own tiles, best of 3 timings, in GOP/s. */
-static double amx_peak(void) {
-    const long iters = 200000;
-    const double ops = 4 * 2.0 * 16 * 16 * 64 * (double)iters;
+/* Every thread runs loop(iters), `ops` operations each; the best of 3 timings (the first, which
+ * wakes the threads and the unit, left out), in GOP/s. */
+static double loop_peak(int (*loop)(long), long iters, double ops) {
     double best = 0;
     volatile int sink = 0;
     for (int rep = 0; rep < 4; rep++) {
@@ -231,12 +209,23 @@ static double amx_peak(void) {
         {
 #pragma omp single
             threads = omp_get_num_threads();
-            sink += amx_int8_instruction_loop(iters);
+            sink += loop(iters);
         }
         const double gops = ops * threads / (now_seconds() - t0) * 1e-9;
         if (rep > 0 && gops > best) best = gops;
     }
     return best;
+}
+
+static double vpdpbusd_peak(bool zmm) {
+    const long iters = 2000000;
+    return loop_peak(zmm ? vpdpbusd_zmm_loop : vpdpbusd_ymm_loop, iters, 2.0 * 4 * (zmm ? 16 : 8) * VNNI_ACC * (double)iters);
+}
+
+/* The AMX tile instruction's peak (amx_int8_instruction_loop: 4 tdpbssd an iteration). */
+static double amx_peak(void) {
+    const long iters = 200000;
+    return loop_peak(amx_int8_instruction_loop, iters, 4 * 2.0 * 16 * 16 * 64 * (double)iters);
 }
 
 static void run_int8_product(int m, int n, int k, const int8_t *a, const void *packed, int32_t *c) {

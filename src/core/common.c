@@ -68,6 +68,15 @@ double now_seconds(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+size_t l2_cache_bytes(void) {
+    static _Atomic long l2;   /* the same value whichever thread writes it first */
+    if (!l2) {
+        const long got = sysconf(_SC_LEVEL2_CACHE_SIZE);
+        l2 = got > 0 ? got : 1L << 20;
+    }
+    return (size_t)l2;
+}
+
 size_t peak_rss_bytes(void) {
     /* VmHWM rather than getrusage's ru_maxrss: only the former can be reset */
     FILE *f = fopen("/proc/self/status", "r");

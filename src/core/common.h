@@ -62,6 +62,9 @@ int check_input_file(const char *path, const char *what, BertError *err);
  * peak to the current size (Linux's /proc/self/clear_refs; returns -1 where unsupported), so
  * a report can leave out memory that a finished phase (a measurement) used and freed. */
 size_t peak_rss_bytes(void);
+/* One core's L2 cache in bytes (sysconf; 1 MiB where the system does not say), for the
+ * kernels' blocking and their choice of stores past the caches. */
+size_t l2_cache_bytes(void);
 int reset_peak_rss(void);
 
 /* Atomic output: data goes to a temporary in <path>'s folder and is renamed over <path> only

@@ -8,6 +8,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "core/common.h"
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>
 #include <immintrin.h>
@@ -167,15 +169,6 @@ static inline const int8_t *strip(const int8_t *B, int K, int n) {
     return B + (size_t)(n / 64) * (size_t)(K / 64) * PACKED_BLOCK + (size_t)(n % 64) * 4;
 }
 
-static size_t l2_bytes(void) {
-    static long l2;
-    if (!l2) {
-        const long got = sysconf(_SC_LEVEL2_CACHE_SIZE);
-        l2 = got > 0 ? got : 1L << 20;
-    }
-    return (size_t)l2;
-}
-
 /* Which operand stays while the other streams: a weight that fits in 3/4 of L2 is read from
  * there for every pair of A's row tiles, which stay in L1 (bert-base, 64 rows, 2 threads: 7.0
  * TOP/s for N = K = 768 against 6.0 the other way, 6.8 against 5.0 for N = 1536); a larger one
@@ -191,7 +184,7 @@ static AMX_TARGET void configure_tiles(void) {
 
 AMX_TARGET void amx_int8_product(int M, int N, int K, const int8_t *A, int lda, const int8_t *B, int32_t *C, int ldc) {
     configure_tiles();
-    if ((size_t)N * K <= l2_bytes() / 4 * 3) {
+    if ((size_t)N * K <= l2_cache_bytes() / 4 * 3) {
         for (int m = 0; m < M; m += 32)
             for (int n = 0; n < N; n += 32)
                 sums_32(A + (size_t)m * lda, lda, strip(B, K, n), C + (size_t)m * ldc + n, ldc, K, m + 32 <= M);

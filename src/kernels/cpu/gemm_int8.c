@@ -124,7 +124,6 @@ static bool own_amx(const Int8Layout *l, int M) {
 
 bool gemm_int8_own_amx(void) {
     pthread_mutex_lock(&g8.lock);
-    ensure_engine();
     const bool yes = own_amx(find_layout(768, 768), 64);
     pthread_mutex_unlock(&g8.lock);
     return yes;
@@ -987,14 +986,7 @@ bool gemm_int8_column_panels(int K, int N, int threads) {
  * L2 caches together (2 MiB a core here), which such an output cannot stay in. bert-base at 32 x
  * 128 (2 threads): the QKV output (19 MB bf16) and the two LayerNorms' fp32 rows (13 MB each)
  * streamed, the forward 350 -> 323 ms (five alternating pairs); at batch 1 (0.4-0.6 MB) none is. */
-static size_t stream_min_bytes(int threads) {   /* under g8.lock */
-    static long l2;
-    if (!l2) {
-        const long got = sysconf(_SC_LEVEL2_CACHE_SIZE);
-        l2 = got > 0 ? got : 1L << 20;
-    }
-    return (size_t)l2 * (size_t)threads;
-}
+static size_t stream_min_bytes(int threads) { return l2_cache_bytes() * (size_t)threads; }
 
 void gemm_int8_rows(int M, int N, int K, const int8_t *A, const float *row_scale, const void *packed, const float *bias,
                     const Int8Epilogue *e) {

@@ -614,6 +614,20 @@ static void softmax_rows_scaled(float *s, float *p, uint16_t *restrict p16, Half
     }
 }
 
+/* rows rows of unscaled scores (row length lds) into bf16 probabilities over their first L
+ * values (row length ldp), as softmax_rows_scaled: two rows at a time where no mask has holes
+ * (their dependent chains interleave), else one at a time with the mask. */
+static void softmax_rows_bf16(float *s, int lds, uint16_t *p, int ldp, int rows, int L, float scale,
+                              const int32_t *mask) {
+    int i = 0;
+#if VEC16
+    for (; !mask && i + 2 <= rows; i += 2)
+        softmax_row_pair_bf16(s + (size_t)i * lds, s + (size_t)(i + 1) * lds, p + (size_t)i * ldp,
+                              p + (size_t)(i + 1) * ldp, L, scale);
+#endif
+    for (; i < rows; i++) softmax_rows_scaled(s + (size_t)i * lds, NULL, p + (size_t)i * ldp, HALF_BF16, 1, L, scale, mask);
+}
+
 /* dst = dropout(src) for one (b, h) block of probabilities [T, L], counters by (b, h, i, j)
  * in the full [grid, grid] grid (grid = the batch's sequence length) so the mask depends
  * neither on kv_len nor on how many query rows the block has. */
@@ -887,18 +901,9 @@ static void attention_group(float *ctx, const AttentionArgs *a, int b, int h0, i
     const int32_t *mask = a->has_holes[b] ? a->mask + (size_t)b * a->T : NULL;
     const float scale = 1.0f / sqrtf((float)d);
     for (int g = 0; g < G; g++) {   /* the scores' padding columns and rows get probability 0 */
-        int i = 0;
-#if VEC16
-        for (; !mask && i + 2 <= T; i += 2) {
-            const size_t r = (size_t)g * Tp + i;
-            softmax_row_pair_bf16(s + r * Lp, s + (r + 1) * Lp, p16 + r * Lp, p16 + (r + 1) * Lp, L, scale);
-        }
-#endif
-        for (; i < T; i++)
-            softmax_rows_scaled(s + ((size_t)g * Tp + i) * Lp, NULL, p16 + ((size_t)g * Tp + i) * Lp, HALF_BF16, 1, L,
-                                scale, mask);
+        softmax_rows_bf16(s + (size_t)g * Tp * Lp, Lp, p16 + (size_t)g * Tp * Lp, Lp, T, L, scale, mask);
         if (Lp > L)
-            for (i = 0; i < T; i++) memset(p16 + ((size_t)g * Tp + i) * Lp + L, 0, sizeof(uint16_t) * (size_t)(Lp - L));
+            for (int i = 0; i < T; i++) memset(p16 + ((size_t)g * Tp + i) * Lp + L, 0, sizeof(uint16_t) * (size_t)(Lp - L));
         memset(p16 + ((size_t)g * Tp + T) * Lp, 0, sizeof(uint16_t) * (size_t)(Tp - T) * Lp);
     }
     if (!gemm_half_serial_batched(G, false, Tp, d, Lp, p16, v, c)) die("attention: no batched bf16 product");
@@ -965,19 +970,12 @@ typedef struct {
     float scale;
 } AmxSoftmaxArgs;
 
-/* amx_attention_head's softmax: rows of scores into bf16 probabilities, two rows at a time as
- * attention_group runs them (a block's rows start at a multiple of 16: the same pairs). */
+/* amx_attention_head's softmax: as attention_group's (a block's rows start at a multiple of 32:
+ * the same pairs). */
 static void amx_softmax_rows(void *arg, float *s, int lds, uint16_t *p, int ldp, int row0, int rows) {
     const AmxSoftmaxArgs *x = arg;
     (void)row0;
-    int i = 0;
-#if VEC16
-    for (; !x->mask && i + 2 <= rows; i += 2)
-        softmax_row_pair_bf16(s + (size_t)i * lds, s + (size_t)(i + 1) * lds, p + (size_t)i * ldp,
-                              p + (size_t)(i + 1) * ldp, x->L, x->scale);
-#endif
-    for (; i < rows; i++)
-        softmax_rows_scaled(s + (size_t)i * lds, NULL, p + (size_t)i * ldp, HALF_BF16, 1, x->L, x->scale, x->mask);
+    softmax_rows_bf16(s, lds, p, ldp, rows, x->L, x->scale, x->mask);
 }
 
 static bool attention_on_amx(const AttentionArgs *a) { return amx_enabled() && amx_attention_ok(a->T, a->d); }
@@ -1022,7 +1020,6 @@ static void attention_forward_grouped(float *ctx, const AttentionArgs *a, bool b
     if (by_sequence) {   /* int8: all the heads' contexts kept, then each row gathered and quantized */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads) if (parallel)
         for (int b = 0; b < B; b++) {
-            const int G = sequence_group(a, b, 1);
             uint16_t *q;
             float *f;
             group_scratch(nh_all, nf, &q, &f);
@@ -1030,6 +1027,7 @@ static void attention_forward_grouped(float *ctx, const AttentionArgs *a, bool b
                 sequence_amx(ctx, a, b, f + contexts, q);
                 continue;
             }
+            const int G = sequence_group(a, b, 1);
             const size_t head = (size_t)gemm_half_serial_bucket(sequence_rows(a, b)) * a->d;
             const size_t kv_head = (size_t)gemm_half_serial_bucket(a->kv_len[b]) * a->d;
             uint16_t *k = q + A * head, *v = k + A * kv_head, *p16 = v + A * kv_head;
