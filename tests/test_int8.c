@@ -620,6 +620,40 @@ static void test_column_panels(void) {
     check_column_panels(70, 192 * threads, 200, ACT_GELU, 63);   /* K not a multiple of 64 */
 }
 
+/* k_int8_product_counters: the products of k_matmul_forward_int8_rows counted with the rows
+ * each was made for (M = 300 in blocks of 64: four and a tail of 44 rounded up to 48, whether
+ * the threads split the rows or the weight's columns), some time spent in them, and zero after
+ * a reset. */
+static void test_product_counters(void) {
+    const int M = 300, N = 128 * omp_get_max_threads(), K = 96;
+    float *W = malloc(sizeof(float) * N * K), *X = malloc(sizeof(float) * M * K), *xs = malloc(sizeof(float) * M);
+    float *lw = malloc(sizeof(float) * N), *lb = malloc(sizeof(float) * N), *res = malloc(sizeof(float) * M * N);
+    float *out = k_alloc(sizeof(float) * M * N), *mean = malloc(sizeof(float) * M), *rstd = malloc(sizeof(float) * M);
+    int8_t *qx = malloc((size_t)M * K);
+    uint16_t *h = k_alloc(sizeof(uint16_t) * M * N);
+    fill(W, (size_t)N * K, 71, 0.1f), fill(X, (size_t)M * K, 72, 2.0f), fill(res, (size_t)M * N, 73, 1.0f);
+    for (int j = 0; j < N; j++) lw[j] = 1.0f, lb[j] = 0.0f;
+    void *packed = k_alloc(k_packed_weight_bytes_int8(K, N));
+    k_pack_weight_int8(packed, W, NULL, K, N);
+    k_quantize_rows_int8(qx, xs, X, NULL, M, K);
+    const double expected = 2.0 * (4 * 64 + 48) * N * K;
+    const KInt8Output outputs[2] = {{.out16 = h},   /* column panels where the CPU allows */
+                                    {.out = out, .residual = res, .ln_w = lw, .ln_b = lb, .ln_eps = 1e-12f,
+                                     .ln_mean = mean, .ln_rstd = rstd}};   /* the rows' split */
+    for (int i = 0; i < 2; i++) {
+        double seconds = -1, ops = -1;
+        k_int8_product_counters(NULL, NULL, true);
+        k_matmul_forward_int8_rows(&outputs[i], qx, xs, packed, NULL, M, K, N);
+        k_int8_product_counters(&seconds, &ops, true);
+        CHECKF(ops == expected && seconds > 0, "output %d: %.0f operations counted (expected %.0f), %g s", i, ops,
+               expected, seconds);
+        k_int8_product_counters(&seconds, &ops, false);
+        CHECK(seconds == 0 && ops == 0);
+    }
+    k_free(packed), k_free(out), k_free(h);
+    free(W), free(X), free(xs), free(lw), free(lb), free(res), free(mean), free(rstd), free(qx);
+}
+
 /* kernels/cpu/team.h: inside a region of ours, active or made inactive by its if clause (where
  * omp_in_parallel() is 0 and oneDNN would start a nested team), a library's product sees one
  * thread; outside, the library's own count; the caller's count comes back after. Then a
@@ -942,6 +976,7 @@ int main(void) {
     RUN_TEST(test_smoothed_against_fp32);
     RUN_TEST(test_epilogues);
     RUN_TEST(test_column_panels);
+    RUN_TEST(test_product_counters);
     RUN_TEST(test_library_team);
     RUN_TEST(test_attention_quantized_ctx);
     RUN_TEST(test_model_against_fp32);

@@ -51,13 +51,18 @@ void bf16_gemm_peak_measure(Bf16GemmPeak *out, int m, double budget_seconds);
  * instruction's (tdpbssd: 2 x 16 x 16 x 64 ops, the products' instruction there) the same way,
  * every thread on its own tiles: 0 without AMX. The fractions are reported against the GEMM
  * peak (whose int32 output, 13-38 MB, goes to memory: the model's products keep their sums in
- * cache and can pass it) and, with AMX, against the tile instruction's. */
+ * cache and can pass it), against the same products run as the model runs them with nothing
+ * else running (in_cache), and, with AMX, against the tile instruction's. */
 typedef struct {
     SgemmShapeResult shapes[SGEMM_PEAK_SHAPES];
     double peak_gops;
     double vpdpbusd_gops;
     const char *vpdpbusd_isa;   /* "avx512_vnni", "avx_vnni" or "none" */
     double amx_gops;            /* tdpbssd; 0 where the CPU (or the kernel) gives no AMX */
+    /* The shapes' products as the model runs them (gemm_int8_rows, sums kept in cache for the
+     * epilogue), their own time alone (gemm_int8_product_counters), and the best of the three */
+    double in_cache_gops[SGEMM_PEAK_SHAPES];
+    double in_cache_peak_gops;
 } Int8GemmPeak;
 void int8_gemm_peak_measure(Int8GemmPeak *out, int m, double budget_seconds);
 

@@ -76,6 +76,16 @@ static void describe_gemm(char *out, size_t n) {
     else snprintf(out, n, "%s; the peak also times %s", ours, openblas);
 }
 
+/* The int8 products alone in the timed inference batches (k_int8_product_counters): their
+ * rate, ops over their thread time divided by the threads, and their own wall-equivalent time
+ * per batch; 0 where nothing was counted. */
+static double int8_products_gops(const BenchReport *r, int threads, double *ms_per_batch) {
+    const ModelBenchTiming *t = &r->run.infer;
+    const double wall = t->int8_product_thread_s / (threads > 0 ? threads : 1);
+    if (ms_per_batch) *ms_per_batch = t->steps ? 1e3 * wall / t->steps : 0;
+    return wall > 0 ? t->int8_product_ops / wall * 1e-9 : 0;
+}
+
 static void print_text(const BenchReport *r, const BenchOptions *o) {
     const BertConfig *c = &r->cfg;
     int B = o->batch;
@@ -118,6 +128,10 @@ static void print_text(const BenchReport *r, const BenchOptions *o) {
                p->shapes[1].best_gflops, p->shapes[2].best_gflops, p->vpdpbusd_gops, p->vpdpbusd_isa);
         if (p->amx_gops > 0) printf("; AMX tdpbssd instruction peak %.1f GOP/s", p->amx_gops);
         printf("\n");
+        if (p->in_cache_peak_gops > 0)
+            printf("int8 gemm peak, output in cache %.1f GOP/s (the same shapes as the model runs them, sums kept in "
+                   "cache for the epilogue, the products' own time: %.1f/%.1f/%.1f)\n", p->in_cache_peak_gops,
+                   p->in_cache_gops[0], p->in_cache_gops[1], p->in_cache_gops[2]);
     } else {
         char bf16_kernel[256];
         k_bf16_describe(bf16_kernel, sizeof bf16_kernel);
@@ -153,6 +167,18 @@ static void print_text(const BenchReport *r, const BenchOptions *o) {
         printf("inference %.2f seq/s, %.1f ms/batch (best %.1f), %.1f GFLOP/s = %.0f%% of %s%s, "
                "CPU %.1f ms/batch [%.2f GFLOP/seq, %d batches]\n", g->seq_per_s, g->ms_per_step, g->best_ms, g->gflops,
                g->percent_of_peak, reference_peak_name(r), amx, g->cpu_ms, g->gflop_per_seq, r->run.infer.steps);
+        double ms = 0;
+        const double gops = int8_products_gops(r, o->threads, &ms);
+        if (r->precision == BERT_INT8 && gops > 0) {
+            char of_amx[64] = "";
+            if (r->int8_peak.amx_gops > 0)
+                snprintf(of_amx, sizeof of_amx, ", %.0f%% of the AMX instruction's", 100 * gops / r->int8_peak.amx_gops);
+            const Int8GemmPeak *p = &r->int8_peak;
+            printf("products  int8 products alone (their epilogues apart) %.1f GOP/s = %.0f%% of int8 GEMM peak, %.0f%% "
+                   "of its output-in-cache peak%s; %.1f of the %.1f ms/batch\n", gops,
+                   p->peak_gops > 0 ? 100 * gops / p->peak_gops : 0,
+                   p->in_cache_peak_gops > 0 ? 100 * gops / p->in_cache_peak_gops : 0, of_amx, ms, g->ms_per_step);
+        }
     }
     printf("memory    peak RSS %.1f MiB (model and optimizer buffers %.1f MiB)\n", r->run.peak_rss / 1048576.0,
            r->run.model_bytes / 1048576.0);
@@ -188,8 +214,9 @@ static void print_json(const BenchReport *r, const BenchOptions *o) {
     print_json_string("optimizer", o->optimizer);
     const bool packs = r->precision == BERT_INT8 ||
                        ((r->precision == BERT_BF16 || r->precision == BERT_FP32) && !o->plain_weights);
-    printf("\"int8_peak_gops\": %.2f, \"vpdpbusd_peak_gops\": %.2f, \"amx_peak_gops\": %.2f, ", r->int8_peak.peak_gops,
-           r->int8_peak.vpdpbusd_gops, r->int8_peak.amx_gops);
+    printf("\"int8_peak_gops\": %.2f, \"vpdpbusd_peak_gops\": %.2f, \"amx_peak_gops\": %.2f, "
+           "\"int8_in_cache_peak_gops\": %.2f, ", r->int8_peak.peak_gops, r->int8_peak.vpdpbusd_gops,
+           r->int8_peak.amx_gops, r->int8_peak.in_cache_peak_gops);
     printf("\"bf16_peak_gflops\": %.2f, \"packed_weights\": %s, \"fused_gelu\": %s, ", r->bf16_peak.peak_gflops,
            packs ? "true" : "false", packs && !o->unfused ? "true" : "false");
     const ModelBenchRates *gt = &r->train, *gi = &r->infer;
@@ -200,6 +227,10 @@ static void print_json(const BenchReport *r, const BenchOptions *o) {
            gt->best_ms);
     printf("\"infer_seq_per_s\": %.4f, \"infer_gflops\": %.2f, \"infer_cpu_ms_per_batch\": %.2f, "
            "\"infer_best_ms_per_batch\": %.2f, ", gi->seq_per_s, gi->gflops, gi->cpu_ms, gi->best_ms);
+    double products_ms = 0;
+    const double products_gops = int8_products_gops(r, o->threads, &products_ms);
+    printf("\"infer_int8_products_gops\": %.2f, \"infer_int8_products_ms_per_batch\": %.2f, ", products_gops,
+           products_ms);
     printf("\"train_encoder_rows\": %d, \"train_last_layer_rows\": %d, \"train_formula_gflops\": %.2f, "
            "\"train_executed_gflop_per_seq\": %.4f, ", tr->encoder_rows, tr->last_layer_rows, gt->formula_gflops,
            gt->gflop_per_seq);

@@ -39,6 +39,7 @@
     KR(bool, k_bf16_native_available, (void), ()) \
     KR(int, k_int8_support, (void), ()) \
     KV(k_int8_describe, (char *out, size_t n), (out, n)) \
+    KV(k_int8_product_counters, (double *thread_seconds, double *ops, bool reset), (thread_seconds, ops, reset)) \
     KR(size_t, k_packed_weight_bytes_int8, (int C, int OC), (C, OC)) \
     KV(k_pack_weight_int8, (void *packed, const float *weight, const KInt8Smoothing *smooth, int C, int OC), \
         (packed, weight, smooth, C, OC)) \

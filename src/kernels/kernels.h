@@ -110,6 +110,11 @@ void k_bf16_describe(char *out, size_t n);
  * on older ones (7-bit weights, slower), 0 none. */
 int k_int8_support(void);
 void k_int8_describe(char *out, size_t n);
+/* The int8 products' own time in k_matmul_forward_int8_rows, their epilogues apart: thread-
+ * seconds summed over the threads that ran them, and their operations (2 m n k), since the
+ * counters were last reset (reset: after reading them); 0 where a backend does not count. What
+ * `bert bench --int8` reports as the products' rate against the int8 GEMM peak. */
+void k_int8_product_counters(double *thread_seconds, double *ops, bool reset);
 size_t k_packed_weight_bytes_int8(int C, int OC);
 /* With smooth: the product's input is the output of the LayerNorm ln_w, ln_b (ln_b may be
  * NULL), and the weight is smoothed (SmoothQuant without calibration: gemm_int8.h,

@@ -47,6 +47,9 @@ typedef struct {
     int encoder_rows;               /* training: rows the encoder ran on */
     double executed_flops;          /* per step, what the last one ran (inference runs every row:
                                        the formula's) */
+    double int8_product_thread_s;   /* inference in int8: the timed batches' products alone
+                                       (k_int8_product_counters: thread-seconds, all threads) */
+    double int8_product_ops;        /* and their operations */
 } ModelBenchTiming;
 
 typedef struct {

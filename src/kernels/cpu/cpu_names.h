@@ -22,6 +22,7 @@
 #define k_bf16_describe                   cpu_k_bf16_describe
 #define k_int8_support                    cpu_k_int8_support
 #define k_int8_describe                   cpu_k_int8_describe
+#define k_int8_product_counters           cpu_k_int8_product_counters
 #define k_packed_weight_bytes_int8        cpu_k_packed_weight_bytes_int8
 #define k_pack_weight_int8                cpu_k_pack_weight_int8
 #define k_int8_smoothing                  cpu_k_int8_smoothing

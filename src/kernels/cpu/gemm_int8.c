@@ -43,6 +43,7 @@ static struct {
     Int8Gemm slots[CACHE_SLOTS];   /* open addressing on (M, N, K); emptied when 3/4 full */
     int used;
     int amx_generation;   /* amx_generation() when the cached products were made */
+    double product_seconds, product_ops;   /* gemm_int8_product_counters, added under omp atomic */
 } g8 = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static void check(dnnl_status_t s, const char *what, int M, int N, int K) {
@@ -831,6 +832,32 @@ static void panel_quantize(const Int8Epilogue *e, size_t i, int c0, int W, int N
     if (c0 == 0) e->q_scale[i] = scale;
 }
 
+/* One product's time and operations into the counters (gemm_int8_product_counters): a few
+ * tens of nanoseconds against a product's tens of microseconds. */
+static void count_product(const Int8Gemm *g, double seconds) {
+    const double ops = 2.0 * g->M * g->N * g->K;
+#pragma omp atomic
+    g8.product_seconds += seconds;
+#pragma omp atomic
+    g8.product_ops += ops;
+}
+
+void gemm_int8_product_counters(double *thread_seconds, double *ops, bool reset) {
+    double s, n;
+#pragma omp atomic read
+    s = g8.product_seconds;
+#pragma omp atomic read
+    n = g8.product_ops;
+    if (thread_seconds) *thread_seconds = s;
+    if (ops) *ops = n;
+    if (reset) {
+#pragma omp atomic write
+        g8.product_seconds = 0;
+#pragma omp atomic write
+        g8.product_ops = 0;
+    }
+}
+
 /* Rows m0 .. m0 + M - 1: their sums into this thread's block, then the epilogue while the
  * block is in cache (smooth_inv: the reciprocals of e->q_smooth, or NULL). g's product has M
  * rows rounded up to a multiple of 16 (rows_for). */
@@ -842,7 +869,9 @@ static void rows_block(const Int8Gemm *g, const Int8Layout *l, int m0, int M, co
     t8.row = grow(t8.row, &t8.row_cap, sizeof(float) * (size_t)N);
     if (e->q_smooth) t8.div = grow(t8.div, &t8.div_cap, sizeof(float) * (size_t)N);
     const int8_t *a = rows_for(g, A + (size_t)m0 * K, M);
+    const double t0 = omp_get_wtime();
     run_gemm(g, l, a, (const char *)packed + q_offset(K, N), t8.acc);
+    count_product(g, omp_get_wtime() - t0);
     const float *col_scale = gemm_int8_weight_scales(packed);
     for (int i = 0; i < M; i++)
         epilogue_row(e, (size_t)m0 + i, t8.acc + (size_t)i * N, col_scale, bias, row_scale[m0 + i], smooth_inv, N);
@@ -928,7 +957,9 @@ static void gemm_int8_panels(int M, int N, int K, const int8_t *A, const float *
             const size_t half = (size_t)(b % 2) * T * R;
             for (int p = t; p < T; p += threads) {   /* all T panels, whatever the team's size */
                 int32_t *panel = sums + p * panel_sums;
+                const double t0 = omp_get_wtime();
                 run_gemm(gb, l, a, weights + p * panel_bytes, panel);
+                count_product(gb, omp_get_wtime() - t0);
                 for (int r = 0; r < rows; r++)
                     panel_values(e, (size_t)(m0 + r), p * W, W, N, panel + (size_t)r * W, col_scale, bias,
                                  row_scale[m0 + r], u, &maxima[half + (size_t)p * R + r], &finite[half + (size_t)p * R + r]);

@@ -107,6 +107,10 @@ typedef struct {
  * that stay in cache for the epilogue. Same numbers as gemm_int8_s32 then the formula above. */
 void gemm_int8_rows(int M, int N, int K, const int8_t *A, const float *row_scale, const void *packed, const float *bias,
                     const Int8Epilogue *e);
+/* The int32 products' own time in gemm_int8_rows (their epilogues apart): thread-seconds
+ * summed over the threads that ran them, and their operations (2 m n k, m the rows each product
+ * was made for), since the counters were last reset (reset: after reading them). */
+void gemm_int8_product_counters(double *thread_seconds, double *ops, bool reset);
 /* Whether `threads` threads split a (K, N) weight's columns between them in gemm_int8_rows
  * (each keeps its part of the weight in its cache; the rows' results are the same bits either
  * way) where the epilogue has no LayerNorm: on CPUs where oneDNN packs for AMX, N a multiple of

@@ -159,6 +159,9 @@ bool k_matmul_gelu_forward_half_packed(uint16_t *out16, const float *inp, uint16
 
 int k_int8_support(void) { return gemm_int8_support(); }
 void k_int8_describe(char *out, size_t n) { gemm_int8_describe(out, n); }
+void k_int8_product_counters(double *thread_seconds, double *ops, bool reset) {
+    gemm_int8_product_counters(thread_seconds, ops, reset);
+}
 size_t k_packed_weight_bytes_int8(int C, int OC) { return gemm_int8_packed_bytes(C, OC); }
 void k_pack_weight_int8(void *packed, const float *weight, const KInt8Smoothing *smooth, int C, int OC) {
     float *t = smooth ? xmalloc(sizeof(float) * (size_t)C) : NULL;

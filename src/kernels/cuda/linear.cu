@@ -184,6 +184,10 @@ extern "C" void k_bf16_describe(char *out, size_t n) {
  * is none, so bert_set_precision refuses BERT_INT8 before any of these could be called. */
 extern "C" int k_int8_support(void) { return 0; }
 extern "C" void k_int8_describe(char *out, size_t n) { snprintf(out, n, "no int8 products on the CUDA backend"); }
+extern "C" void k_int8_product_counters(double *thread_seconds, double *ops, bool reset) {
+    if (thread_seconds) *thread_seconds = 0;
+    if (ops) *ops = 0;
+}
 extern "C" size_t k_packed_weight_bytes_int8(int C, int OC) { return 0; }
 extern "C" void k_pack_weight_int8(void *packed, const float *weight, const KInt8Smoothing *smooth, int C, int OC) {
     fprintf(stderr, "bert: int8 weights are not supported on the CUDA backend\n");
