@@ -949,8 +949,9 @@ static void wait_published(Published *published, int threads, int blocks) {
  * each thread publishes its panels' maxima for a block, goes on to the next block's product, and
  * only then quantizes the block before, once every thread has published it. A thread waits only
  * where another is a whole block behind, not at every small difference between them as at a
- * barrier per block (bert-base at 32 x 128, 2 threads, ten alternating pairs against the
- * barrier's version: +1% to +8%, median +3.8%; batch 1 the same). So a thread keeps two
+ * barrier per block (bert-base at 32 x 128, 2 threads, alternating pairs against the barrier's
+ * version: ten at 64 rows -4% to +8%, median +3.8%; four of this version at 32 rows +3% to +8%;
+ * batch 1 the same). So a thread keeps two
  * blocks' values (its own), and four blocks' maxima go round (a thread may publish block b + 1
  * while another still reads block b - 2's). */
 /* 32 rows: a thread's two blocks of values then take the room one block of 64 took beside its
