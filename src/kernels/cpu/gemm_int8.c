@@ -940,6 +940,31 @@ static void wait_published(Published *published, int threads, int blocks) {
         }
 }
 
+/* A block of rows of the column panels, its values and every panel's row maxima in place. */
+typedef struct {
+    const int32_t *sums;     /* the T panels' values (kept in place of their sums), panel_sums apart */
+    size_t panel_sums;
+    const float *maxima;     /* [T][R]: each panel's largest magnitude per row */
+    const int *finite;       /* [T][R]: whether its values were finite */
+    int m0, rows, R, W, N, T;
+} PanelBlock;
+
+/* Panel p's share of the block's rows quantized with each row's largest magnitude over every
+ * panel (a maximum is exact in any order: the same levels as over the whole row). */
+static void quantize_panel_block(const Int8Epilogue *e, const PanelBlock *k, int p) {
+    for (int r = 0; r < k->rows; r++) {
+        float amax = 0.0f;
+        int ok = 1;
+        for (int o = 0; o < k->T; o++) {
+            const float m = k->maxima[(size_t)o * k->R + r];
+            amax = m > amax ? m : amax;
+            ok &= k->finite[(size_t)o * k->R + r];
+        }
+        panel_quantize(e, (size_t)(k->m0 + r), p * k->W, k->W, k->N,
+                       k->sums + (size_t)p * k->panel_sums + (size_t)r * k->W, amax, ok);
+    }
+}
+
 /* The product with the threads splitting the weight's columns instead of its rows, where the
  * epilogue has no LayerNorm: each keeps its panel of the weight (N / T columns) in its own cache
  * for every row, block after block of R rows, and runs the epilogue on them while their sums are
@@ -1007,21 +1032,13 @@ static void gemm_int8_panels(int M, int N, int K, const int8_t *A, const float *
                 atomic_store_explicit(&published[t].blocks, b + 1, memory_order_release);
             }
             if (!e->q || b == 0) continue;
-            const int q = b - 1, m0 = q * R, rows = q + 1 < blocks ? R : tail;   /* block b - 1 quantized */
+            const int q = b - 1;   /* block b - 1 quantized, once every thread has published it */
             const size_t mx = (size_t)(q % MAXIMA_SLOTS) * T * R;
+            const PanelBlock done = {.sums = sums + (size_t)(q % slots) * T * panel_sums, .panel_sums = panel_sums,
+                                     .maxima = maxima + mx, .finite = finite + mx, .m0 = q * R,
+                                     .rows = q + 1 < blocks ? R : tail, .R = R, .W = W, .N = N, .T = T};
             wait_published(published, threads, b);
-            for (int p = t; p < T; p += threads)
-                for (int r = 0; r < rows; r++) {
-                    float amax = 0.0f;
-                    int ok = 1;
-                    for (int o = 0; o < T; o++) {   /* a maximum is exact in any order */
-                        const float m = maxima[mx + (size_t)o * R + r];
-                        amax = m > amax ? m : amax;
-                        ok &= finite[mx + (size_t)o * R + r];
-                    }
-                    panel_quantize(e, (size_t)(m0 + r), p * W, W, N,
-                                   sums + ((size_t)(q % slots) * T + p) * panel_sums + (size_t)r * W, amax, ok);
-                }
+            for (int p = t; p < T; p += threads) quantize_panel_block(e, &done, p);
         }
 #if VEC16
         if (e->stream) _mm_sfence();   /* the streamed rows visible before the threads meet */
