@@ -9,7 +9,10 @@
 # an earlier run's log, bench/results/gpu/); PEER_EAGER=0 skips PyTorch's eager runs at seq 128.
 # 1. kernels: every CUDA kernel against the CPU backend's on the same inputs (tests/cuda/)
 # 2. compare: the same runs on --device cpu and --device cuda (bench's per-step losses of a small
-#    model in fp32 and bf16; 60 pre-training steps on the prepared shards), side by side
+#    model in fp32 and bf16; 60 pre-training steps on the prepared shards), side by side; the
+#    data-parallel path through NCCL in a group of one (the checkpoints against the plain run's);
+#    exact resume on the GPU and resumes across devices; 100 steps of bert-mini on the GPU
+#    ($OUT/pretrain_mini_cuda.json: its curve against bench/results/gpu/reference/'s CPU one)
 # 3. speed: bert bench --device cuda (bert-base and bert-large, fp32 and bf16)
 # 4. peer: the same shapes in PyTorch + transformers on the same GPU (bench/bench_pytorch.py)
 # Logs go to $OUT (at most 8 files come back).
@@ -21,10 +24,16 @@ mkdir -p "$OUT" /tmp/devlib
 tar -C /tmp/devlib -xJf .devbundle/libs.tar.xz
 export LD_LIBRARY_PATH=/tmp/devlib/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export BERT_CUDA_LIB=$PWD/build-cuda/libbert_cuda.so
+# NCCL for the collectives: the image's PyTorch wheel brings one (nvidia-nccl)
+NCCL_DIR=$(python3 -c "import nvidia.nccl as n, os; print(os.path.join(list(n.__path__)[0], 'lib'))" 2>/dev/null || true)
+if [ -n "$NCCL_DIR" ] && [ -f "$NCCL_DIR/libnccl.so.2" ] && [ -z "${BERT_NCCL_LIB:-}" ]; then
+  export BERT_NCCL_LIB=$NCCL_DIR/libnccl.so.2
+fi
 BERT=.devbundle/bert
 want() { [ "$WHAT" = all ] || [ "$WHAT" = "$1" ]; }
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv; nvcc --version | tail -n 1
-  lscpu | grep -E 'Model name|^CPU\(s\)'; $BERT --version; } > "$OUT/device.txt" 2>&1
+  lscpu | grep -E 'Model name|^CPU\(s\)'; $BERT --version; echo "NCCL: ${BERT_NCCL_LIB:-libnccl.so.2 from the library path}"
+  } > "$OUT/device.txt" 2>&1
 cat "$OUT/device.txt"
 
 if want kernels; then
@@ -58,14 +67,67 @@ if want compare; then
       done
     done
     P1=$(ls -d .devbundle/prep/hdf5_lower_case_1_seq_len_128*/*/ | head -n 1)
+    # pretrain_tiny DEVICE OUT [flags]: bert-tiny, 60 steps of 64 sequences (2 x 32), into OUT
+    pretrain_tiny() {
+      local dev=$1 out=$2
+      shift 2
+      timeout 200 $BERT pretrain --input_dir "$P1" --bert_model bert-tiny --output_dir "$out" \
+        --train_batch_size 64 --gradient_accumulation_steps 2 --max_steps 60 --learning_rate 5e-3 \
+        --warmup_proportion 0.1 --num_steps_per_checkpoint 30 --log_freq 10 --eval_steps 60 --eval_batches 10 \
+        --disable_progress_bar --device "$dev" "$@" 2>&1 | grep -vE '^\s*$'
+    }
+    # same_checkpoint A B: the two step-60 checkpoints' weights and optimizer state, byte for byte
+    same_checkpoint() {
+      for f in model.safetensors optimizer.safetensors; do
+        if cmp -s "$1/ckpt_60/$f" "$2/ckpt_60/$f"; then echo "  $f: the same bytes as $1's"
+        else echo "  $f: DIFFERS from $1's"; fi
+      done
+    }
     for dev in $([ "${PRETRAIN_CPU:-1}" = 0 ] && echo cuda || echo cpu cuda); do
       echo "== pretrain bert-tiny 60 steps --device $dev"
       rm -rf "/tmp/pt_$dev"
-      timeout 200 $BERT pretrain --input_dir "$P1" --bert_model bert-tiny --output_dir "/tmp/pt_$dev" \
-        --train_batch_size 64 --gradient_accumulation_steps 2 --max_steps 60 --learning_rate 5e-3 \
-        --warmup_proportion 0.1 --num_steps_per_checkpoint 60 --log_freq 10 --eval_steps 60 --eval_batches 10 \
-        --disable_progress_bar --device $dev 2>&1 | grep -vE '^\s*$' | tail -n 20
+      pretrain_tiny $dev "/tmp/pt_$dev" | tee "/tmp/pt_$dev.log" | tail -n 20
     done
+    # the data-parallel path on one GPU: NCCL in a group of one. fp32 buckets: a mean over one
+    # process is the gradient itself, so the same bytes as the plain run; a bf16 wire rounds
+    # every gradient to 8 bits (its final loss within ~1e-3 of the plain run's)
+    for v in "per_micro|" "post_sharded|--allreduce_post_accumulation --shard_optimizer --bucket_cap_mb 1" \
+             "bf16_wire|--allreduce_post_accumulation --allreduce_post_accumulation_bf16"; do
+      name=${v%%|*}
+      echo "== pretrain bert-tiny 60 steps --device cuda through NCCL in a group of one: $name"
+      rm -rf "/tmp/pt_nccl_$name"
+      BERT_DATA_PARALLEL_ALONE=1 pretrain_tiny cuda "/tmp/pt_nccl_$name" ${v#*|} |
+        grep -E 'data parallel|step 60/|final loss|rror|bert:|NCCL' | head -n 6
+      same_checkpoint /tmp/pt_cuda "/tmp/pt_nccl_$name"
+    done
+    echo "== exact resume on the GPU: 30 steps, then resumed to 60"
+    rm -rf /tmp/pt_resume
+    pretrain_tiny cuda /tmp/pt_resume --steps_this_run 30 | grep -E 'final loss|rror' | head -n 3
+    pretrain_tiny cuda /tmp/pt_resume --resume_from_checkpoint | grep -E 'resum|step 60/|final loss|rror' | head -n 4
+    same_checkpoint /tmp/pt_cuda /tmp/pt_resume
+    echo "== resumed across devices: 30 steps on one, 30 on the other (final losses against the GPU's straight run)"
+    for pair in "cpu cuda" "cuda cpu"; do
+      set -- $pair
+      rm -rf "/tmp/pt_$1_$2"
+      pretrain_tiny $1 "/tmp/pt_$1_$2" --steps_this_run 30 | grep -E 'rror' | head -n 3
+      echo "  $1 then $2: $(pretrain_tiny $2 "/tmp/pt_$1_$2" --resume_from_checkpoint | grep -E 'final loss|rror' | head -n 2)"
+    done
+    echo "  the GPU's straight run: $(grep -h 'final loss' /tmp/pt_cuda.log | tail -n 1)"
+    # mixed precision: bf16, and fp16 with dynamic loss scaling (the CPU's references of these and of
+    # the fp32 runs above: bench/results/gpu/reference/, made with --device cpu)
+    for prec in --bf16 --fp16; do
+      for dev in $([ "${PRETRAIN_CPU:-1}" = 0 ] && echo cuda || echo cpu cuda); do
+        echo "== pretrain bert-tiny 60 steps $prec --device $dev"
+        rm -rf "/tmp/pt_$dev$prec"
+        pretrain_tiny $dev "/tmp/pt_$dev$prec" $prec | grep -E 'step (10|30|60)/|final loss|rror' | head -n 5
+      done
+    done
+    echo "== pretrain bert-mini 100 steps --device cuda (curve: $OUT/pretrain_mini_cuda.json)"
+    rm -rf /tmp/pt_mini
+    timeout 200 $BERT pretrain --input_dir "$P1" --bert_model bert-mini --output_dir /tmp/pt_mini \
+      --train_batch_size 64 --gradient_accumulation_steps 2 --max_steps 100 --learning_rate 2e-3 \
+      --warmup_proportion 0.1 --num_steps_per_checkpoint 100 --log_freq 1 --eval_steps 100 --eval_batches 10 \
+      --disable_progress_bar --json-summary "$OUT/pretrain_mini_cuda.json" --device cuda 2>&1 | tail -n 4
     # fine-tuning and embeddings from the CUDA run's checkpoint, on both devices
     CKPT=/tmp/pt_cuda/ckpt_60
     for task in MRPC STS-B; do

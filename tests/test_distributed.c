@@ -187,6 +187,51 @@ static void test_two_processes_equal_one(void) {
     }
 }
 
+/* One process through the data-parallel path (BERT_DATA_PARALLEL_ALONE: the gradient buckets,
+ * the grad-ready hook, ZeRO-1's parts, the parameter all-gather and the optimizer state's
+ * gather, each in a group of one, as a GPU runs them through NCCL on one card) = the plain
+ * run: a mean over one process is the gradient itself, so every step's loss, gradient norm and
+ * the checkpoint's weights and optimizer state are the same bits. A bucket lost, reduced twice
+ * or scaled, a part not gathered back, or the sharded state written wrong would change them. */
+static void test_one_process_through_the_parallel_path(void) {
+    char plain[700], log[800], extra[512];
+    snprintf(plain, sizeof plain, "%s/alone_plain", root);
+    snprintf(log, sizeof log, "%s.out", plain);
+    snprintf(extra, sizeof extra, "--optimizer lamb --train_batch_size %d --gradient_accumulation_steps %d "
+                                  "--max_steps 3 --bucket_cap_mb 0.01", MICRO * 2 * K, 2 * K);
+    CHECKF(run_pretrain(1, plain, extra, log) == 0, "plain: see %s", log);
+    const char *variants[][2] = {{"per_micro", ""}, {"post_sharded", "--allreduce_post_accumulation --shard_optimizer"}};
+    for (size_t vi = 0; vi < sizeof variants / sizeof variants[0]; vi++) {
+        char alone[700], with[700];
+        snprintf(alone, sizeof alone, "%s/alone_%s", root, variants[vi][0]);
+        snprintf(log, sizeof log, "%s.out", alone);
+        snprintf(with, sizeof with, "%s %s", extra, variants[vi][1]);
+        setenv("BERT_DATA_PARALLEL_ALONE", "1", 1);
+        const int rc = run_pretrain(1, alone, with, log);
+        unsetenv("BERT_DATA_PARALLEL_ALONE");
+        CHECKF(rc == 0, "%s: see %s", variants[vi][0], log);
+        char *text = read_text(log);
+        CHECKF(text && strstr(text, "data parallel: 1 process,"), "%s: the run did not take the parallel path (%s)",
+               variants[vi][0], log);
+        free(text);
+        const char *files[] = {"model.safetensors", "optimizer.safetensors"};
+        for (int f = 0; f < 2; f++) {
+            char a[900], b[900];
+            snprintf(a, sizeof a, "%s/ckpt_3/%s", plain, files[f]);
+            snprintf(b, sizeof b, "%s/ckpt_3/%s", alone, files[f]);
+            CHECKF(files_equal(a, b), "%s: %s differs from the plain run's", variants[vi][0], files[f]);
+        }
+        char pj[800], aj[800];
+        snprintf(pj, sizeof pj, "%s.json", plain), snprintf(aj, sizeof aj, "%s.json", alone);
+        double lp[3] = {0}, la[3] = {1}, gp[3] = {0}, ga[3] = {1};
+        CHECK(log_values(pj, "step_loss", lp, 3) == 3 && log_values(aj, "step_loss", la, 3) == 3);
+        CHECK(log_values(pj, "grad_norm", gp, 3) == 3 && log_values(aj, "grad_norm", ga, 3) == 3);
+        for (int k = 0; k < 3; k++)
+            CHECKF(lp[k] == la[k] && gp[k] == ga[k], "%s: step %d loss %.9g / %.9g, gradient norm %.9g / %.9g",
+                   variants[vi][0], k + 1, lp[k], la[k], gp[k], ga[k]);
+    }
+}
+
 /* The summary's "busiest process's work over the mean": dealt, and as read. */
 static bool work_spread(const char *log, double *dealt, double *as_read) {
     char *text = read_text(log), *p = text ? strstr(text, "work over the mean, per step: ") : NULL;
@@ -483,6 +528,7 @@ int main(int argc, char **argv) {
     /* dropout on: the masks are keyed by the micro-batch's place in the global batch */
     write_text(config, "{\"vocab_size\": 1200, \"hidden_size\": 32, \"num_hidden_layers\": 2, \"num_attention_heads\": "
                        "2, \"intermediate_size\": 64, \"max_position_embeddings\": 64}");
+    RUN_TEST(test_one_process_through_the_parallel_path);
     RUN_TEST(test_two_processes_equal_one);
     RUN_TEST(test_work_dealt_evenly);
     RUN_TEST(test_resume_two_processes);

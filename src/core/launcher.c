@@ -14,3 +14,12 @@ void launcher_rank(int *rank, int *world_size) {
         }
     }
 }
+
+int launcher_local_rank(void) {
+    static const char *const names[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID", "LOCAL_RANK"};
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+        const char *v = getenv(names[k]);
+        if (v && atoi(v) >= 0) return atoi(v);
+    }
+    return 0;
+}

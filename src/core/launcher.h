@@ -5,5 +5,8 @@
 #define BERT_CORE_LAUNCHER_H
 
 void launcher_rank(int *rank, int *world_size);
+/* The process's rank among those of its job on this machine (OMPI_COMM_WORLD_LOCAL_RANK,
+ * MPI_LOCALRANKID, SLURM_LOCALID, LOCAL_RANK): which GPU it takes. 0 when none is set. */
+int launcher_local_rank(void);
 
 #endif

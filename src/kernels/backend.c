@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/launcher.h"
 #include "kernels/backend_functions.h"
 #include "kernels/kernels.h"
 
@@ -48,6 +49,17 @@ static void (*cuda_profile_begin)(int id);
 static void (*cuda_profile_end)(void);
 static void (*cuda_profile_collect)(double *seconds, int count);
 static void (*cuda_notes)(char *out, size_t n);   /* optional: which paths the products took */
+/* the CUDA library's collectives (optional: a library built before them has none, as the CPU) */
+static struct {
+    size_t (*id_bytes)(void);
+    bool (*new_id)(void *id, char *err, size_t errlen);
+    bool (*open)(const void *id, int rank, int size, char *err, size_t errlen);
+    void (*close)(void);
+    int (*sum)(float *buf, size_t count, int wire, int root);
+    int (*share_parts)(float *x, const size_t *lo);
+    int (*test)(int ticket, char *err, size_t errlen);
+    void (*abort)(void);
+} cuda_collectives;
 
 /* The kernel profile (k_profile_*): per kernel, calls and seconds. On the CPU each call is timed
  * to its return (its work is done then); on the GPU by events around it on the stream (the
@@ -174,6 +186,19 @@ static void cuda_library_path(char *path, size_t n) {
     snprintf(path, n, "build-cuda/libbert_cuda.so");
 }
 
+static void find_collectives(void *lib) {
+    void **f[] = {(void **)&cuda_collectives.id_bytes, (void **)&cuda_collectives.new_id,
+                  (void **)&cuda_collectives.open, (void **)&cuda_collectives.close, (void **)&cuda_collectives.sum,
+                  (void **)&cuda_collectives.share_parts, (void **)&cuda_collectives.test,
+                  (void **)&cuda_collectives.abort};
+    static const char *const names[] = {"k_collectives_id_bytes", "k_collectives_new_id", "k_collectives_open",
+                                        "k_collectives_close", "k_collective_sum", "k_collective_share_parts",
+                                        "k_collective_test", "k_collectives_abort"};
+    bool all = true;
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) all = (*f[i] = dlsym(lib, names[i])) != NULL && all;
+    if (!all) memset(&cuda_collectives, 0, sizeof cuda_collectives);
+}
+
 static bool load_cuda(char *err, size_t errlen) {
     if (cuda_table.k_alloc) return true;   /* loaded before */
     char path[PATH_MAX + 32];
@@ -206,9 +231,21 @@ static bool load_cuda(char *err, size_t errlen) {
     *(void **)&cuda_profile_collect = dlsym(lib, "k_cuda_profile_collect");
     *(void **)&cuda_notes = dlsym(lib, "k_cuda_notes");
     if (!cuda_profile_begin || !cuda_profile_end || !cuda_profile_collect) cuda_profile_begin = NULL;
+    find_collectives(lib);
     if (!devices || devices() < 1) {
         snprintf(err, errlen, "--device cuda: %s", devices ? "no CUDA GPU is visible to this process (nvidia-smi?)"
                                                            : "the CUDA backend library lacks k_cuda_devices");
+        dlclose(lib);
+        return false;
+    }
+    /* one process per GPU: the node's processes take its GPUs in turn (the launcher's local
+     * rank), before anything is allocated; a GPU chosen for each process (CUDA_VISIBLE_DEVICES)
+     * is its device 0 */
+    int (*use_device)(int ordinal);
+    *(void **)&use_device = dlsym(lib, "k_cuda_use_device");
+    if (use_device && use_device(launcher_local_rank() % devices()) != 0) {
+        snprintf(err, errlen, "--device cuda: cannot use GPU %d of %d (local rank %d)",
+                 launcher_local_rank() % devices(), devices(), launcher_local_rank());
         dlclose(lib);
         return false;
     }
@@ -235,4 +272,51 @@ const char *k_backend_name(void) { return active_name; }
 void k_backend_describe(char *out, size_t n) {
     if (active == &cuda_table && cuda_describe) cuda_describe(out, n);
     else k_bf16_describe(out, n);
+}
+
+/* ---- the collectives (kernels.h): the CUDA library's where it has them; the CPU has none ---- */
+
+static bool has_collectives(void) { return active == &cuda_table && cuda_collectives.id_bytes; }
+
+size_t k_collectives_id_bytes(void) { return has_collectives() ? cuda_collectives.id_bytes() : 0; }
+
+bool k_collectives_new_id(void *id, char *err, size_t errlen) {
+    if (has_collectives()) return cuda_collectives.new_id(id, err, errlen);
+    snprintf(err, errlen, "the %s backend has no collectives of its own (MPI reads its memory)", active_name);
+    return false;
+}
+
+bool k_collectives_open(const void *id, int rank, int size, char *err, size_t errlen) {
+    if (has_collectives()) return cuda_collectives.open(id, rank, size, err, errlen);
+    snprintf(err, errlen, "the %s backend has no collectives of its own (MPI reads its memory)", active_name);
+    return false;
+}
+
+void k_collectives_close(void) {
+    if (has_collectives()) cuda_collectives.close();
+}
+
+/* Without collectives nothing is ever opened, so these are not reached: a caller's bug. */
+static _Noreturn void no_collectives(const char *what) {
+    fprintf(stderr, "bert: %s called on the %s backend, which has no collectives\n", what, active_name);
+    abort();
+}
+
+int k_collective_sum(float *buf, size_t count, int wire, int root) {
+    if (!has_collectives()) no_collectives("k_collective_sum");
+    return cuda_collectives.sum(buf, count, wire, root);
+}
+
+int k_collective_share_parts(float *x, const size_t *lo) {
+    if (!has_collectives()) no_collectives("k_collective_share_parts");
+    return cuda_collectives.share_parts(x, lo);
+}
+
+int k_collective_test(int ticket, char *err, size_t errlen) {
+    if (!has_collectives()) no_collectives("k_collective_test");
+    return cuda_collectives.test(ticket, err, errlen);
+}
+
+void k_collectives_abort(void) {
+    if (has_collectives()) cuda_collectives.abort();
 }

@@ -389,6 +389,35 @@ void k_fill(float *x, size_t n, float value);
  * 64 times until |z| <= 2 (TF's truncated_normal_initializer), 0 if none was. */
 void k_truncated_normal(float *x, size_t n, float std, uint64_t key);
 
+/* ---- collectives on backend memory: data parallelism across devices ----
+ * For a backend whose memory MPI cannot reach: CUDA's, through NCCL (loaded when first opened:
+ * $BERT_NCCL_LIB, else libnccl.so.2 from the library path). train/comm.h opens them over MPI
+ * (one process makes the id, every process receives it) and sends its float collectives on
+ * backend memory here. The CPU backend has none (k_collectives_id_bytes() is 0): MPI reads its
+ * memory in place.
+ * A collective is queued after every kernel called before it and runs beside the kernels
+ * called after it (the gradient buckets while the backward goes on): those must leave its
+ * buffer alone until k_collective_test has returned 1 for its ticket; from then on the kernels
+ * see its result. Every process calls the same collectives in the same order. */
+size_t k_collectives_id_bytes(void);   /* 0: this backend has none */
+bool k_collectives_new_id(void *id, char *err, size_t errlen);
+/* Joins the group of `size` processes named by id as `rank` (blocks until all have joined). */
+bool k_collectives_open(const void *id, int rank, int size, char *err, size_t errlen);
+void k_collectives_close(void);
+/* The sum over the processes of buf[0 .. count): into every process's buf (root < 0) or into
+ * root's only (the others' buf is left as it was). wire HALF_FP16 or HALF_BF16 sends buf
+ * rounded to that 16-bit format, each partial sum rounded to it, and writes the sum back as
+ * floats; -1 sends floats. Returns the ticket. */
+int k_collective_sum(float *buf, size_t count, int wire, int root);
+/* x[lo[r] .. lo[r + 1]) from process r to every process, in place (lo: size + 1 entries, host
+ * memory): the parameters after a sharded optimizer step. Returns the ticket. */
+int k_collective_share_parts(float *x, const size_t *lo);
+/* 1: done (its ticket is freed); 0: not yet; -1: failed, with the reason in err (another
+ * process died or the transport broke: the group is unusable, k_collectives_abort). */
+int k_collective_test(int ticket, char *err, size_t errlen);
+/* Ends whatever is in flight (after a failure or a deadline) so that the process can exit. */
+void k_collectives_abort(void);
+
 /* ---- reading outputs ---- */
 /* How many of the M rows of logits [M, V] with labels[k] >= 0 have their argmax (the first of
  * equal maxima) at labels[k]; *labelled: how many rows had a label. */

@@ -17,6 +17,7 @@ struct Comm {
     int rank, size;
     double timeout;
     bool mpi;                 /* MPI was initialised (started by an MPI launcher) */
+    bool backend;             /* the float collectives go through the backend's (comm_use_backend_collectives) */
     MPI_Op sum_fp16, sum_bf16;
 };
 
@@ -27,6 +28,7 @@ struct CommRequest {
     size_t count;
     enum CommWire kind;
     bool result_here;         /* this rank receives the sum */
+    int ticket;               /* the backend's collective (Comm.backend) */
 };
 
 /* ---- 16-bit words: IEEE half (F16C instructions) and bfloat16 (round to nearest even) ----
@@ -121,8 +123,35 @@ int comm_open(Comm **out, double timeout_seconds, BertError *err) {
     return 0;
 }
 
+int comm_use_backend_collectives(Comm *c, BertError *err) {
+    const size_t bytes = k_collectives_id_bytes();
+    if (bytes == 0 || c->backend) return 0;
+    unsigned char *id = xcalloc(1, bytes), *all = xcalloc((size_t)c->size, bytes);
+    char why[256] = "";
+    /* process 0 makes the group's id; every process learns whether that worked, then gets it */
+    int failed = c->rank == 0 && !k_collectives_new_id(id, why, sizeof why);
+    comm_max_ints(c, &failed, 1, "making the GPU collectives' id");
+    if (!failed) {
+        comm_allgather(c, id, all, bytes, "sending the GPU collectives' id");
+        failed = !k_collectives_open(all, c->rank, c->size, why, sizeof why);
+        int any = failed;
+        comm_max_ints(c, &any, 1, "opening the GPU collectives");
+        if (any && !failed) snprintf(why, sizeof why, "another process could not open them");
+        if (any && !failed) k_collectives_close();
+        failed = any;
+    } else if (c->rank != 0)
+        snprintf(why, sizeof why, "process 0 could not make their id");
+    free(id), free(all);
+    if (failed) return bert_fail(err, "the GPU collectives (NCCL) for %d process%s: %s", c->size, c->size > 1 ? "es" : "", why);
+    c->backend = true;
+    return 0;
+}
+
+bool comm_on_backend(const Comm *c) { return c->backend; }
+
 void comm_close(Comm *c) {
     if (!c) return;
+    if (c->backend) k_collectives_close();
     if (c->mpi) {
         MPI_Op_free(&c->sum_fp16), MPI_Op_free(&c->sum_bf16);
         int finalized = 0;
@@ -139,6 +168,7 @@ double comm_timeout(const Comm *c) { return c->timeout; }
 _Noreturn void comm_abort(Comm *c, int code, const char *msg) {
     fprintf(stderr, "bert: rank %d of %d: %s\n", c->rank, c->size, msg);
     fflush(stderr);
+    if (c->backend) k_collectives_abort();
     if (c->mpi) MPI_Abort(MPI_COMM_WORLD, code);
     exit(code);
 }
@@ -156,6 +186,31 @@ static void wait_with_deadline(Comm *c, MPI_Request *r, const char *what) {
                 char msg[512];
                 snprintf(msg, sizeof msg, "%s did not complete within %.0f s (--comm_timeout): another rank has died "
                                           "or hangs; ending the job (resume from the last checkpoint)", what,
+                         c->timeout);
+                comm_abort(c, 3, msg);
+            }
+        }
+    }
+}
+
+/* The same for a collective of the backend's: its failure (a process died) or the deadline
+ * ends the job. */
+static void wait_ticket(Comm *c, int ticket, const char *what) {
+    const double start = now_seconds();
+    for (long spins = 0;; spins++) {
+        char why[256];
+        const int done = k_collective_test(ticket, why, sizeof why);
+        if (done == 1) return;
+        char msg[512];
+        if (done < 0) {
+            snprintf(msg, sizeof msg, "%s failed: %s; ending the job (resume from the last checkpoint)", what, why);
+            comm_abort(c, 3, msg);
+        }
+        if (spins > 200) {
+            sched_yield();
+            if (now_seconds() - start > c->timeout) {
+                snprintf(msg, sizeof msg, "%s did not complete within %.0f s (--comm_timeout): another rank has "
+                                          "died or hangs; ending the job (resume from the last checkpoint)", what,
                          c->timeout);
                 comm_abort(c, 3, msg);
             }
@@ -226,6 +281,10 @@ static void parts(Comm *c, const size_t *lo, int *counts, int *displs) {
 }
 
 void comm_allgather_floats(Comm *c, float *x, const size_t *lo, const char *what) {
+    if (c->backend) {
+        wait_ticket(c, k_collective_share_parts(x, lo), what);
+        return;
+    }
     if (!c->mpi) return;
     int *counts = xmalloc(sizeof(int) * 2 * (size_t)c->size), *displs = counts + c->size;
     parts(c, lo, counts, displs);
@@ -236,8 +295,17 @@ void comm_allgather_floats(Comm *c, float *x, const size_t *lo, const char *what
 }
 
 void comm_gather_floats(Comm *c, const float *mine, float *full, const size_t *lo, int root, const char *what) {
+    float *host = NULL;   /* mine on the host, where it is the backend's memory */
+    if (c->backend) {
+        host = xmalloc(sizeof(float) * (lo[c->rank + 1] - lo[c->rank]) + 1);
+        k_download(host, mine, sizeof(float) * (lo[c->rank + 1] - lo[c->rank]));
+        mine = host;
+    }
     if (c->rank == root) memmove(full + lo[root], mine, sizeof(float) * (lo[root + 1] - lo[root]));
-    if (!c->mpi) return;
+    if (!c->mpi) {
+        free(host);
+        return;
+    }
     int *counts = xmalloc(sizeof(int) * 2 * (size_t)c->size), *displs = counts + c->size;
     parts(c, lo, counts, displs);
     MPI_Request r;
@@ -246,7 +314,7 @@ void comm_gather_floats(Comm *c, const float *mine, float *full, const size_t *l
     else
         MPI_Igatherv(mine, counts[c->rank], MPI_FLOAT, NULL, NULL, NULL, MPI_FLOAT, root, MPI_COMM_WORLD, &r);
     wait_with_deadline(c, &r, what);
-    free(counts);
+    free(counts), free(host);
 }
 
 /* ---- gradient buckets ---- */
@@ -254,6 +322,10 @@ void comm_gather_floats(Comm *c, const float *mine, float *full, const size_t *l
 CommRequest *comm_start_sum(Comm *c, float *buf, size_t count, enum CommWire wire, int root) {
     CommRequest *q = xcalloc(1, sizeof *q);
     q->dst = buf, q->count = count, q->kind = wire, q->result_here = root < 0 || root == c->rank;
+    if (c->backend) {   /* the backend converts to and from the wire itself */
+        q->ticket = k_collective_sum(buf, count, wire == COMM_WIRE_FP32 ? -1 : (int)wire_format(wire), root);
+        return q;
+    }
     if (!c->mpi) return q;   /* a group of one: the sum is already there */
     const int n = as_count(c, count);
     const bool in_place = q->result_here;
@@ -277,13 +349,21 @@ static void finish_request(CommRequest *q) {
 
 int comm_test(Comm *c, CommRequest *q) {
     int done = 1;
-    if (c->mpi) MPI_Test(&q->req, &done, MPI_STATUS_IGNORE);
+    if (c->backend) {
+        char why[256], msg[512];
+        done = k_collective_test(q->ticket, why, sizeof why);
+        if (done < 0) {
+            snprintf(msg, sizeof msg, "a gradient bucket's sum failed: %s; ending the job", why);
+            comm_abort(c, 3, msg);
+        }
+    } else if (c->mpi) MPI_Test(&q->req, &done, MPI_STATUS_IGNORE);
     if (done) finish_request(q);
     return done;
 }
 
 void comm_wait(Comm *c, CommRequest *q, const char *what) {
-    if (c->mpi) wait_with_deadline(c, &q->req, what);
+    if (c->backend) wait_ticket(c, q->ticket, what);
+    else if (c->mpi) wait_with_deadline(c, &q->req, what);
     finish_request(q);
 }
 

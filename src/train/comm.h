@@ -21,6 +21,15 @@ typedef struct Comm Comm;
 
 /* timeout_seconds > 0: how long any one collective may wait for the other ranks. */
 int comm_open(Comm **out, double timeout_seconds, BertError *err);
+/* The float buffers of this group's collectives (comm_start_sum, comm_allgather_floats, and
+ * comm_gather_floats's `mine`) are from now on the memory of a backend MPI cannot read (a
+ * GPU's): they go through the backend's own collectives (kernels.h: NCCL on CUDA), whose group
+ * is set up here over MPI. A no-op for a backend without them (the CPU: MPI reads its memory).
+ * In a group of one the backend's group has one member too (BERT_DATA_PARALLEL_ALONE: the path
+ * checked on one GPU). Every process calls it; an error on any process fails it on every one. */
+int comm_use_backend_collectives(Comm *c, BertError *err);
+/* Whether it did (the collectives above go through the backend). */
+bool comm_on_backend(const Comm *c);
 /* MPI_Finalize (after every rank's last collective). */
 void comm_close(Comm *c);
 

@@ -128,6 +128,9 @@ typedef struct {
     Comm *comm;
     GradSync *sync;        /* NULL for one process */
     int rank, world;
+    /* gradients go through the data-parallel reduction (grad_sync.h): more than one process, or
+     * one with BERT_DATA_PARALLEL_ALONE set (the path checked in a group of one) */
+    bool parallel;
     int signal;            /* a stop signal any process received (agreed each step) */
     double step_wait;      /* this process's seconds waiting for reductions in the current step */
     double comm_exposed;   /* per step, the least any process waited (the communication itself), summed */
@@ -477,7 +480,7 @@ static int train_step(Run *r, bool with_accuracy, StepStats *s, double *lr, doub
     r->spread_dealt += dealt, r->spread_consecutive += consecutive, r->spread_steps++;
     r->step_tokens = step_batches_tokens(r->steps);
     StepContext c = {r, with_accuracy, s};
-    const bool sharded = r->o->shard_optimizer && r->world > 1;
+    const bool sharded = r->o->shard_optimizer && r->parallel;
     const TrainerHooks hooks = {.ctx = &c, .next_batch = next_micro_batch, .after_forward = read_micro_batch_outputs,
                                 .before_backward = arm_reduction, .after_backward = finish_reduction,
                                 .grad_norm = sharded ? sharded_gradient_norm : NULL,
@@ -568,7 +571,7 @@ static int setup_model(Run *r, BertError *err) {
                          .loss_scale = o->loss_scale > 0 ? o->loss_scale : o->init_loss_scale,
                          .dynamic_loss_scale = o->loss_scale <= 0};
     OptimizerShard shard;
-    if (r->world > 1) {
+    if (r->parallel) {
         const GradSyncOptions so = {.bucket_floats = (size_t)(o->bucket_cap_mb * 1048576.0 / sizeof(float)),
                                     .wire = o->allreduce_wire, .to_owners = o->shard_optimizer};
         r->sync = grad_sync_create(r->comm, bert_grads(r->model), bert_num_parameters(r->model), &so);
@@ -1103,11 +1106,14 @@ static int run_pretraining(const PretrainOptions *o, PretrainSummary *sum, BertE
     sum->processes = r.world, sum->rank = r.rank;
     r.positions = xcalloc((size_t)r.world, sizeof *r.positions);
     int rc = 0;
-    /* the collectives (train/comm.h) read and write gradients and parameters on the host: a GPU's
-     * memory needs NCCL's, which this build has not yet */
-    if (r.world > 1 && strcmp(k_backend_name(), "cpu") != 0)
-        rc = bert_fail(err, "--device %s with %d processes: data parallelism across GPUs (NCCL) is not built yet; run "
-                            "one process per GPU job", k_backend_name(), r.world);
+    const char *alone = getenv("BERT_DATA_PARALLEL_ALONE");
+    r.parallel = r.world > 1 || (alone && *alone && strcmp(alone, "0") != 0);
+    /* a GPU's gradients and parameters are reduced by its backend's collectives (NCCL), which
+     * MPI sets up; the CPU's by MPI in place */
+    if (r.parallel) rc = comm_use_backend_collectives(r.comm, err);
+    if (rc == 0 && r.world > 1 && strcmp(k_backend_name(), "cpu") != 0 && !comm_on_backend(r.comm))
+        rc = bert_fail(err, "--device %s with %d processes: this CUDA library has no collectives (NCCL); rebuild it "
+                            "(make GPU=cuda)", k_backend_name(), r.world);
     if (rc == 0) rc = make_dirs(o->output_dir, err);
     int lock = -1;
     if (rc == 0 && r.rank == 0 && (lock = lock_output_dir(o->output_dir, err)) < 0) rc = -1;
@@ -1139,13 +1145,14 @@ static int run_pretraining(const PretrainOptions *o, PretrainSummary *sum, BertE
                             "%s, lr %g, %s, %d threads", r.phase, desc, bert_num_parameters(r.model),
                      loader_file_count(r.train), o->input_dir, o->gradient_accumulation_steps, r.micro, o->optimizer,
                      o->learning_rate, bert_precision_name(bert_precision(r.model)), omp_get_max_threads());
-        if (r.world > 1)
-            logger_print(r.log, "data parallel: %d processes, %d sequences per step in all; gradients %s in %g MB "
-                                "buckets%s%s", r.world, o->train_batch_size * r.world,
+        if (r.parallel)
+            logger_print(r.log, "data parallel: %d process%s, %d sequences per step in all; gradients %s in %g MB "
+                                "buckets%s%s%s", r.world, r.world > 1 ? "es" : "", o->train_batch_size * r.world,
                          o->allreduce_post_accumulation || o->shard_optimizer ? "reduced once per step"
                                                                               : "reduced after every micro-batch",
                          o->bucket_cap_mb, o->allreduce_wire == COMM_WIRE_FP16 ? " as fp16" : o->allreduce_wire == COMM_WIRE_BF16 ? " as bf16" : "",
-                         o->shard_optimizer ? "; optimizer state sharded (ZeRO-1)" : "");
+                         o->shard_optimizer ? "; optimizer state sharded (ZeRO-1)" : "",
+                         comm_on_backend(r.comm) ? "; through the GPU's collectives (NCCL)" : "");
         /* the newest good checkpoint, named if the run has to stop */
         snprintf(sum->last_checkpoint, sizeof sum->last_checkpoint, "%s", r.resumed_from);
         rc = train_loop(&r, sum, err);

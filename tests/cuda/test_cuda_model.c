@@ -10,12 +10,20 @@
  * well within 1e-3 of the CPU's in relative norm (K u = 6e-5 per product, a few dozen products
  * deep). In bf16 (the CPU's reference: the same rounding of operands in fp32 arithmetic,
  * BERT_BF16_EMULATED), a last-bit difference before a rounding to bf16 flips that operand by
- * 2^-8 relative, so the bound is 2^-8 times the depth's few dozen: 5e-2 in relative norm. */
+ * 2^-8 relative, so the bound is 2^-8 times the depth's few dozen: 5e-2 in relative norm.
+ * These bounds are bert-mini's 4 layers; the relative errors add layer by layer, so a deeper
+ * model's bound grows with its depth (bert-base's 12: three times).
+ *
+ * Then one LAMB step (optim/optimizer.h, as the trainer takes it: the multi-tensor norm and
+ * update kernels) on each backend from the same gradients (the CPU's, uploaded to the GPU's
+ * model): the optimizer's kernels do the CPU's float operations in the CPU's order, so the
+ * gradient norm and every updated weight are the same bits. */
 #include "cuda_test.h"
 
 #include "kernels/backend.h"
 #include "model/bert.h"
 #include "model/config.h"
+#include "optim/optimizer.h"
 
 enum { B = 4, T = 64, P = 10 };
 
@@ -45,13 +53,14 @@ typedef struct {
     float *grads;   /* host copy, bert_num_parameters floats */
 } Result;
 
-static bool run(const char *device, BertPrecision precision, const Batch *x, Result *r, BertModel **kept) {
+static bool run(const char *preset, const char *device, BertPrecision precision, const Batch *x, Result *r,
+                BertModel **kept) {
     char why[512];
     if (!k_backend_use(device, why, sizeof why)) { printf("    %s\n", why); return false; }
     BertConfig cfg;
     BertError err;
     BertModel *m = NULL;
-    if (bert_config_preset("bert-mini", &cfg, &err) != 0 || bert_model_create(&m, &cfg, B, T, P, &err) != 0) {
+    if (bert_config_preset(preset, &cfg, &err) != 0 || bert_model_create(&m, &cfg, B, T, P, &err) != 0) {
         printf("    %s\n", err.msg);
         return false;
     }
@@ -91,34 +100,75 @@ static bool gradients_close(const BertModel *m, const float *want, const float *
     return worst <= rel;
 }
 
-static void compare(BertPrecision cpu_precision, BertPrecision gpu_precision, double rel) {
+/* One LAMB step (lr 1e-3) on the model from grads (host floats): the gradient norm it returns
+ * and the updated weights (host copy). */
+static float *lamb_step(BertModel *m, const float *grads, double *grad_norm) {
+    const size_t n = bert_num_parameters(m);
+    k_upload(bert_grads(m), grads, sizeof(float) * n);
+    Optimizer *o = NULL;
+    BertError err;
+    const OptimizerConfig oc = optimizer_defaults(OPTIMIZER_LAMB);
+    if (optimizer_create(&o, &oc, bert_param_info(m, 0), bert_num_param_tensors(m), &err) != 0) {
+        printf("    %s\n", err.msg);
+        return NULL;
+    }
+    *grad_norm = optimizer_step(o, 1e-3);
+    float *w = malloc(sizeof(float) * n);
+    k_download(w, bert_params(m), sizeof(float) * n);
+    optimizer_free(o);
+    return w;
+}
+
+static void compare(const char *preset, BertPrecision cpu_precision, BertPrecision gpu_precision, double rel4) {
     Batch x;
     make_batch(&x, 30522);
     Result cpu, gpu;
     BertModel *mc = NULL, *mg = NULL;
-    CHECK(run("cpu", cpu_precision, &x, &cpu, &mc));
+    BertConfig cfg;
+    BertError err;
+    CHECK(bert_config_preset(preset, &cfg, &err) == 0);
+    const double rel = rel4 * fmax(1.0, cfg.num_hidden_layers / 4.0);
+    CHECK(run(preset, "cpu", cpu_precision, &x, &cpu, &mc));
     if (!mc) return;
-    CHECK(run("cuda", gpu_precision, &x, &gpu, &mg));
+    CHECK(run(preset, "cuda", gpu_precision, &x, &gpu, &mg));
     if (mg) {
-        printf("    loss: cpu %.7f cuda %.7f\n", cpu.loss, gpu.loss);
+        printf("    %s: loss: cpu %.7f cuda %.7f\n", preset, cpu.loss, gpu.loss);
         CHECKF(fabs(cpu.loss - gpu.loss) <= rel * fabs(cpu.loss), "loss %.7g vs %.7g", cpu.loss, gpu.loss);
         CHECK(cuda_close("NSP logits", cpu.nsp, gpu.nsp, B * 2, rel, rel));
         CHECK(gradients_close(mg, cpu.grads, gpu.grads, rel));
+        /* the optimizer step from the CPU's gradients on both backends (the GPU's model first:
+         * the backend in use is the CUDA one until switched back) */
+        double norm_gpu = 0, norm_cpu = -1;
+        float *w_gpu = lamb_step(mg, cpu.grads, &norm_gpu);
         bert_model_free(mg);
         free(gpu.grads);
+        k_backend_use("cpu", NULL, 0);
+        float *w_cpu = lamb_step(mc, cpu.grads, &norm_cpu);
+        CHECKF(w_gpu && w_cpu && norm_cpu == norm_gpu, "LAMB's gradient norm: cpu %.17g cuda %.17g", norm_cpu,
+               norm_gpu);
+        if (w_gpu && w_cpu)
+            CHECKF(cuda_same("weights after a LAMB step", w_cpu, w_gpu, sizeof(float) * bert_num_parameters(mc)),
+                   "%s: one LAMB step from the same gradients differs", preset);
+        free(w_gpu), free(w_cpu);
     }
     k_backend_use("cpu", NULL, 0);
     bert_model_free(mc);
     free(cpu.grads);
 }
 
-static void test_fp32(void) { compare(BERT_FP32, BERT_FP32, 1e-3); }
-static void test_bf16(void) { compare(BERT_BF16_EMULATED, BERT_BF16, 5e-2); }
+static void test_fp32(void) { compare("bert-mini", BERT_FP32, BERT_FP32, 1e-3); }
+static void test_bf16(void) { compare("bert-mini", BERT_BF16_EMULATED, BERT_BF16, 5e-2); }
+static void test_tiny_fp32(void) { compare("bert-tiny", BERT_FP32, BERT_FP32, 1e-3); }
+static void test_base_fp32(void) { compare("bert-base", BERT_FP32, BERT_FP32, 1e-3); }
+static void test_base_bf16(void) { compare("bert-base", BERT_BF16_EMULATED, BERT_BF16, 5e-2); }
 
 int main(int argc, char **argv) {
     if (!cuda_open(argc, argv)) return test_summary();
     setenv("BERT_CUDA_LIB", argc > 1 ? argv[1] : "build-cuda/libbert_cuda.so", 0);
     RUN_TEST(test_fp32);
     RUN_TEST(test_bf16);
+    RUN_TEST(test_tiny_fp32);
+    RUN_TEST(test_base_fp32);
+    RUN_TEST(test_base_bf16);
     return test_summary();
 }

@@ -52,6 +52,16 @@ extern "C" int k_cuda_devices(void) {
     return n;
 }
 
+/* Makes GPU `ordinal` this process's, before anything is allocated (backend.c: the launcher's
+ * local rank, so that a node's processes take its GPUs in turn). 0, or -1 if it cannot. */
+extern "C" int k_cuda_use_device(int ordinal) {
+    if (cudaSetDevice(ordinal) != cudaSuccess) {
+        cudaGetLastError();
+        return -1;
+    }
+    return 0;
+}
+
 /* A buffer per slot, grown (never shrunk) to the largest size asked of it. */
 static void *grow(void **p, size_t *cap, size_t bytes) {
     if (bytes > *cap) {
