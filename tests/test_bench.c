@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "bench/device_peak.h"
 #include "bench/sgemm_peak.h"
 #include "kernels/cpu/sgemm.h"
 #include "kernels/kernels.h"
@@ -140,6 +141,31 @@ static void test_sgemm_peak_reports_every_shape(void) {
     }
     CHECKF(p.peak_gflops == best, "peak %g is not the best shape %g", p.peak_gflops, best);
     CHECK(best_lib && strcmp(p.peak_lib, best_lib) == 0);
+}
+
+/* The device peak (`bert bench --device cuda`'s) runs through kernels.h on any backend: here the
+ * CPU's, small and short (bookkeeping, not speed): every shape timed, in the order and sizes
+ * asked, the peak the best of them, for fp32 and a 16-bit format, with and without the square. */
+static void test_device_peak_reports_every_shape(void) {
+    const int halves[] = {-1, HALF_BF16_EMULATED};
+    for (int h = 0; h < 2; h++)
+        for (int square = 0; square <= 96; square += 96) {
+            DeviceGemmPeak p;
+            device_gemm_peak_measure(&p, halves[h], 64, square, 0.04);
+            CHECKF(p.nshapes == (square ? 4 : 3), "%d shapes", p.nshapes);
+            double best = 0;
+            for (int i = 0; i < p.nshapes; i++) {
+                const SgemmShapeResult *r = &p.shapes[i];
+                const int m = i < 3 ? 64 : square, n = i == 1 ? 3072 : i < 3 ? 768 : square,
+                          k = i == 2 ? 3072 : i < 3 ? 768 : square;
+                CHECKF(r->m == m && r->n == n && r->k == k, "shape %d: %dx%dx%d", i, r->m, r->n, r->k);
+                CHECKF(r->reps >= 2 && isfinite(r->best_gflops) && r->best_gflops > 0 &&
+                       r->mean_gflops <= r->best_gflops * (1 + 1e-9), "shape %d: %d batches, best %g mean %g", i,
+                       r->reps, r->best_gflops, r->mean_gflops);
+                if (r->best_gflops > best) best = r->best_gflops;
+            }
+            CHECKF(p.peak_gflops == best, "peak %g, best shape %g", p.peak_gflops, best);
+        }
 }
 
 /* Runs `bert bench` (or another command) with the given arguments, capturing its stdout into
@@ -446,6 +472,7 @@ int main(void) {
     RUN_TEST(test_flops_equal_explicit_product_list);
     RUN_TEST(test_executed_flops);   /* runs OpenMP threads before the measurement, as callers may */
     RUN_TEST(test_sgemm_peak_reports_every_shape);
+    RUN_TEST(test_device_peak_reports_every_shape);
     RUN_TEST(test_bench_json_report);
     RUN_TEST(test_bench_infer_sweep);
     RUN_TEST(test_bench_infer_text_file);

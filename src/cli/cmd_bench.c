@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/device_peak.h"
 #include "bench/sgemm_peak.h"
 #include "kernels/backend.h"
 #include "kernels/kernels.h"
@@ -35,7 +36,9 @@ typedef struct {
     BertConfig cfg;
     SgemmPeak peak;
     bool measured_peak;
-    bool gpu;   /* --device cuda: the CPU's peaks are not measured; --sgemm_peak gives the GPU's */
+    bool gpu;   /* --device cuda: the CPU's peaks are not measured; the device's products' peak is
+                 * (device_peak), unless --sgemm_peak gives one */
+    DeviceGemmPeak device_peak;
     BertPrecision precision;
     Bf16GemmPeak bf16_peak;   /* measured with --bf16 */
     Int8GemmPeak int8_peak;   /* measured with --int8 */
@@ -96,8 +99,18 @@ static void print_text(const BenchReport *r, const BenchOptions *o) {
     if (r->gpu) {
         char device[256];
         k_backend_describe(device, sizeof device);
-        printf("device    %s (the percentages: of --sgemm_peak %.1f GFLOP/s, the GPU's peak for this precision)\n",
-               device, r->peak.peak_gflops);
+        printf("device    %s\n", device);
+        const DeviceGemmPeak *d = &r->device_peak;
+        if (d->nshapes) {
+            printf("gemm      peak %.1f GFLOP/s (%s products measured now through the backend; best of", d->peak_gflops,
+                   bert_precision_name(r->precision));
+            for (int i = 0; i < d->nshapes; i++)
+                printf("%s %dx%dx%d %.1f", i ? "," : "", d->shapes[i].m, d->shapes[i].n, d->shapes[i].k,
+                       d->shapes[i].best_gflops);
+            printf("): the percentages are of it\n");
+        } else {
+            printf("gemm      peak %.1f GFLOP/s (given by --sgemm_peak): the percentages are of it\n", r->peak.peak_gflops);
+        }
     } else if (r->measured_peak) {
         printf("sgemm     peak %.1f GFLOP/s (measured now with %s; best of 4096x768x768, x3072x768, x768x3072:",
                r->peak.peak_gflops, r->peak.peak_lib);
@@ -387,7 +400,11 @@ int cmd_bench(int argc, char **argv) {
     }
     r.measured_peak = o.sgemm_peak <= 0 && !r.gpu;   /* measure before the model exists: its buffers stay out of the peak RSS */
     if (r.measured_peak) sgemm_peak_measure(&r.peak, 0, 1.0);
-    else r.peak.peak_gflops = o.sgemm_peak;
+    else if (r.gpu && o.sgemm_peak <= 0) {   /* the GPU's own products, on the bench's rows and a big square */
+        const int half = r.precision == BERT_FP16 ? HALF_FP16 : r.precision == BERT_FP32 ? -1 : HALF_BF16;
+        device_gemm_peak_measure(&r.device_peak, half, o.batch * o.seq, 8192, 2.0);
+        r.peak.peak_gflops = r.device_peak.peak_gflops;
+    } else r.peak.peak_gflops = o.sgemm_peak;
 
     Progress progress = {&r, &o};
     const ModelBenchOptions mo = {
