@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/launcher.h"
+#include "core/test_hooks.h"
 #include "kernels/backend_functions.h"
 #include "kernels/kernels.h"
 
@@ -50,16 +51,10 @@ static void (*cuda_profile_end)(void);
 static void (*cuda_profile_collect)(double *seconds, int count);
 static void (*cuda_notes)(char *out, size_t n);   /* optional: which paths the products took */
 /* the CUDA library's collectives (optional: a library built before them has none, as the CPU) */
-static struct {
-    size_t (*id_bytes)(void);
-    bool (*new_id)(void *id, char *err, size_t errlen);
-    bool (*open)(const void *id, int rank, int size, char *err, size_t errlen);
-    void (*close)(void);
-    int (*sum)(float *buf, size_t count, int wire, int root);
-    int (*share_parts)(float *x, const size_t *lo);
-    int (*test)(int ticket, char *err, size_t errlen);
-    void (*abort)(void);
-} cuda_collectives;
+static KCollectives cuda_collectives;
+#ifdef BERT_TEST_HOOKS
+const KCollectives *test_hook_collectives;
+#endif
 
 /* The kernel profile (k_profile_*): per kernel, calls and seconds. On the CPU each call is timed
  * to its return (its work is done then); on the GPU by events around it on the stream (the
@@ -276,47 +271,54 @@ void k_backend_describe(char *out, size_t n) {
 
 /* ---- the collectives (kernels.h): the CUDA library's where it has them; the CPU has none ---- */
 
-static bool has_collectives(void) { return active == &cuda_table && cuda_collectives.id_bytes; }
+/* The collectives in use: the CUDA library's when it runs the kernels and has them; none on the
+ * CPU (a test build's stand-in aside). */
+static const KCollectives *collectives(void) {
+    if (active == &cuda_table) return cuda_collectives.id_bytes ? &cuda_collectives : NULL;
+#ifdef BERT_TEST_HOOKS
+    return test_hook_collectives;
+#else
+    return NULL;
+#endif
+}
 
-size_t k_collectives_id_bytes(void) { return has_collectives() ? cuda_collectives.id_bytes() : 0; }
+size_t k_collectives_id_bytes(void) { return collectives() ? collectives()->id_bytes() : 0; }
 
 bool k_collectives_new_id(void *id, char *err, size_t errlen) {
-    if (has_collectives()) return cuda_collectives.new_id(id, err, errlen);
+    if (collectives()) return collectives()->new_id(id, err, errlen);
     snprintf(err, errlen, "the %s backend has no collectives of its own (MPI reads its memory)", active_name);
     return false;
 }
 
 bool k_collectives_open(const void *id, int rank, int size, char *err, size_t errlen) {
-    if (has_collectives()) return cuda_collectives.open(id, rank, size, err, errlen);
+    if (collectives()) return collectives()->open(id, rank, size, err, errlen);
     snprintf(err, errlen, "the %s backend has no collectives of its own (MPI reads its memory)", active_name);
     return false;
 }
 
 void k_collectives_close(void) {
-    if (has_collectives()) cuda_collectives.close();
+    if (collectives()) collectives()->close();
 }
 
 /* Without collectives nothing is ever opened, so these are not reached: a caller's bug. */
-static _Noreturn void no_collectives(const char *what) {
+static const KCollectives *opened(const char *what) {
+    if (collectives()) return collectives();
     fprintf(stderr, "bert: %s called on the %s backend, which has no collectives\n", what, active_name);
     abort();
 }
 
 int k_collective_sum(float *buf, size_t count, int wire, int root) {
-    if (!has_collectives()) no_collectives("k_collective_sum");
-    return cuda_collectives.sum(buf, count, wire, root);
+    return opened("k_collective_sum")->sum(buf, count, wire, root);
 }
 
 int k_collective_share_parts(float *x, const size_t *lo) {
-    if (!has_collectives()) no_collectives("k_collective_share_parts");
-    return cuda_collectives.share_parts(x, lo);
+    return opened("k_collective_share_parts")->share_parts(x, lo);
 }
 
 int k_collective_test(int ticket, char *err, size_t errlen) {
-    if (!has_collectives()) no_collectives("k_collective_test");
-    return cuda_collectives.test(ticket, err, errlen);
+    return opened("k_collective_test")->test(ticket, err, errlen);
 }
 
 void k_collectives_abort(void) {
-    if (has_collectives()) cuda_collectives.abort();
+    if (collectives()) collectives()->abort();
 }

@@ -30,4 +30,24 @@ void k_profile_start(void);
 void k_profile_stop(void);
 void k_profile_print(FILE *out, int per);
 
+/* A backend's collectives (kernels.h's k_collectives_* and k_collective_*, the same
+ * signatures), looked up together in the CUDA library: a library without them has none. */
+typedef struct {
+    size_t (*id_bytes)(void);
+    bool (*new_id)(void *id, char *err, size_t errlen);
+    bool (*open)(const void *id, int rank, int size, char *err, size_t errlen);
+    void (*close)(void);
+    int (*sum)(float *buf, size_t count, int wire, int root);
+    int (*share_parts)(float *x, const size_t *lo);
+    int (*test)(int ticket, char *err, size_t errlen);
+    void (*abort)(void);
+} KCollectives;
+
+#ifdef BERT_TEST_HOOKS
+/* Test builds: collectives a test stands in for the CPU backend's none (tests/test_comm.c: a
+ * group of one shaped like a GPU's, so that train/comm.c's paths for a device's memory run on
+ * the CPU). NULL: none, as in ./bert. */
+extern const KCollectives *test_hook_collectives;
+#endif
+
 #endif
