@@ -7,7 +7,7 @@
 #   bash scripts/gpu_check.sh [all | kernels compare speed peer minilm ...]   (default all: over the
 #   10 minutes a call may take; two calls: "kernels compare speed" (~8 min), then "peer minilm")
 # PRETRAIN_CPU=0 skips the CPU side of the pre-training comparison (deterministic: compare with
-# an earlier run's log, bench/results/gpu/); PEER_EAGER=0 skips PyTorch's eager runs at seq 128.
+# bench/results/gpu/reference/); PEER_FP32=1 adds PyTorch's fp32 eager runs.
 # 1. kernels: every CUDA kernel against the CPU backend's on the same inputs (tests/cuda/)
 # 2. compare: the same runs on --device cpu and --device cuda (bench's per-step losses of a small
 #    model in fp32 and bf16; 60 pre-training steps on the prepared shards), side by side; the
@@ -176,6 +176,9 @@ if want speed; then
     echo "== bench bert-base --bf16 --device cuda, batch 16, seq 512 (phase 2's shape)"
     timeout 150 $BERT bench --preset bert-base --batch 16 --seq 512 --preds 80 --steps 10 --warmup 2 --device cuda \
       --bf16 2>&1 | grep -E '^(gemm|train|inference)'
+    echo "== bench bert-large --bf16 --device cuda, batch 16, seq 512 (phase 2's shape)"
+    timeout 150 $BERT bench --preset bert-large --batch 16 --seq 512 --preds 80 --steps 10 --warmup 2 --device cuda \
+      --bf16 2>&1 | grep -E '^(gemm|train|inference)'
     # the bundled corpus's phase-2 shards are 11.4% padding (phase 1's: 0.04%): bert.c skips it,
     # PyTorch computes it (the peer section runs the same mix)
     echo "== bench bert-base --bf16 --device cuda, batch 16, seq 512, 11.4% padding (the bundled phase-2 shards' mix)"
@@ -212,23 +215,28 @@ if [[ "$WHAT" == *" minilm "* ]] || { want all && [ -d .devminilm ]; }; then
 fi
 
 if want peer; then
+  # the issue's targets are bf16 training against PyTorch's best, torch.compile, on every shape:
+  # compiled runs of bert-base and bert-large at 64 x 128 and 16 x 512 (~1.5 min each), eager
+  # beside the first; PEER_FP32=1 adds the fp32 eager runs of run 2's table
+  peer() {   # peer "what" flags...
+    local what=$1
+    shift
+    echo "== pytorch $what"
+    timeout 200 python3 bench/bench_pytorch.py --device cuda --attn sdpa --steps 10 --warmup 2 "$@" 2>&1 |
+      grep -E '^(train|inference)|rror'
+  }
   {
-    for preset in $([ "${PEER_EAGER:-1}" = 0 ] || echo bert-base bert-large); do
-      for prec in fp32 bf16; do
-        echo "== pytorch $preset $prec cuda, batch 64, seq 128"
-        timeout 150 python3 bench/bench_pytorch.py --device cuda --preset $preset --precision $prec --attn sdpa \
-          --batch 64 --seq 128 --steps 10 --warmup 2 2>&1 | grep -vE 'step [0-9]|warm-up'
-      done
+    peer "bert-base bf16 eager, batch 64, seq 128" --preset bert-base --precision bf16 --batch 64 --seq 128
+    for preset in bert-base bert-large; do
+      peer "$preset bf16 torch.compile, batch 64, seq 128" --preset $preset --precision bf16 --compile --batch 64 --seq 128
+      peer "$preset bf16 torch.compile, batch 16, seq 512" --preset $preset --precision bf16 --compile --batch 16 \
+        --seq 512 --preds 80
     done
-    echo "== pytorch bert-base bf16 cuda, batch 16, seq 512"
-    timeout 150 python3 bench/bench_pytorch.py --device cuda --preset bert-base --precision bf16 --attn sdpa \
-      --batch 16 --seq 512 --preds 80 --steps 10 --warmup 2 2>&1 | grep -E '^(gemm|train|inference)'
-    echo "== pytorch bert-base bf16 cuda, batch 16, seq 512, 11.4% padding (computed: PyTorch pads)"
-    timeout 150 python3 bench/bench_pytorch.py --device cuda --preset bert-base --precision bf16 --attn sdpa \
-      --batch 16 --seq 512 --preds 80 --pad_fraction 0.114 --steps 10 --warmup 2 2>&1 | grep -E '^(gemm|train|inference)'
-    echo "== pytorch bert-base bf16 cuda torch.compile, batch 64, seq 128"
-    timeout 200 python3 bench/bench_pytorch.py --device cuda --preset bert-base --precision bf16 --attn sdpa \
-      --compile --batch 64 --seq 128 --steps 10 --warmup 2 2>&1 | grep -vE 'step [0-9]|warm-up'
+    peer "bert-base bf16 torch.compile, batch 16, seq 512, 11.4% padding (computed: PyTorch pads)" --preset bert-base \
+      --precision bf16 --compile --batch 16 --seq 512 --preds 80 --pad_fraction 0.114
+    for preset in $([ "${PEER_FP32:-0}" = 1 ] && echo bert-base bert-large); do
+      peer "$preset fp32 eager, batch 64, seq 128" --preset $preset --precision fp32 --batch 64 --seq 128
+    done
   } > "$OUT/peer.log" 2>&1
   cat "$OUT/peer.log"
 fi
