@@ -134,6 +134,12 @@ int comm_use_backend_collectives(Comm *c, BertError *err) {
     if (!failed) {
         comm_allgather(c, id, all, bytes, "sending the GPU collectives' id");
         failed = !k_collectives_open(all, c->rank, c->size, why, sizeof why);
+        if (failed && c->size > 1) {   /* the others wait inside NCCL's init, which has no deadline: end the job */
+            char msg[400];
+            snprintf(msg, sizeof msg, "the GPU collectives (NCCL) could not be opened: %s", why);
+            free(id), free(all);
+            comm_abort(c, 1, msg);
+        }
         int any = failed;
         comm_max_ints(c, &any, 1, "opening the GPU collectives");
         if (any && !failed) snprintf(why, sizeof why, "another process could not open them");
@@ -168,7 +174,9 @@ double comm_timeout(const Comm *c) { return c->timeout; }
 _Noreturn void comm_abort(Comm *c, int code, const char *msg) {
     fprintf(stderr, "bert: rank %d of %d: %s\n", c->rank, c->size, msg);
     fflush(stderr);
-    if (c->backend) k_collectives_abort();
+    /* NCCL's own abort may wait for the other processes' (it can hang while they still wait in a
+     * collective): with MPI, MPI_Abort ends them all and the GPUs are freed with the processes */
+    if (c->backend && !c->mpi) k_collectives_abort();
     if (c->mpi) MPI_Abort(MPI_COMM_WORLD, code);
     exit(code);
 }

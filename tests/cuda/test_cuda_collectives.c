@@ -84,7 +84,10 @@ static void test_sum_over_one_process(void) {
 /* A kernel writes the buffer, the collective is asked for at once, a kernel scales it after
  * the test said done: the result is the written values, rounded by the wire, then scaled. A
  * collective that ran before the writing kernel finished, or a scale that ran before the
- * wire's values came back, leaves other values (64 M floats: each kernel takes ~0.1 ms). */
+ * wire's values came back, leaves other values (64 M floats: each kernel takes ~0.1 ms).
+ * Only the 16-bit wires test the first ordering (a one-process fp32 sum in place touches
+ * nothing); every wire tests the second. The polls before done also check that a "not ready"
+ * poll leaves no error behind for the next launch's check. */
 static void test_ordering_with_kernels(void) {
     const size_t n = (size_t)64 << 20;
     float *d = CUDA_FN(k_alloc)(sizeof(float) * n);

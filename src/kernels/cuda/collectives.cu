@@ -83,11 +83,18 @@ static bool load_nccl(char *err, size_t errlen) {
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         if (!(*table[i].fn = dlsym(lib, table[i].name))) {
-            snprintf(err, errlen, "%s lacks %s (NCCL 2.7 or later is needed)", path, table[i].name);
+            snprintf(err, errlen, "%s lacks %s (NCCL 2.10 or later is needed)", path, table[i].name);
             dlclose(lib);
             memset(&nccl, 0, sizeof nccl);
             return false;
         }
+    int version = 0;
+    if (nccl.get_version(&version) != NCCL_SUCCESS || version < 21000) {   /* ncclBfloat16: 2.10 */
+        snprintf(err, errlen, "%s is NCCL %d; bert.c needs 2.10 or later (bf16 sums)", path, version);
+        dlclose(lib);
+        memset(&nccl, 0, sizeof nccl);
+        return false;
+    }
     nccl.lib = lib;
     return true;
 }
@@ -254,6 +261,9 @@ extern "C" int k_collective_test(int t, char *err, size_t errlen) {
         snprintf(err, errlen, "CUDA, waiting for a collective: %s", cudaGetErrorString(e));
         return -1;
     }
+    /* "not ready" is recorded as the thread's last error: cleared, or the next launch's check
+     * (CUDA_LAUNCHED) would take it for a failure */
+    (void)cudaGetLastError();
     NcclResult r = NCCL_SUCCESS;
     if (group && nccl.comm_get_async_error(group, &r) == NCCL_SUCCESS && r != NCCL_SUCCESS && r != NCCL_IN_PROGRESS) {
         snprintf(err, errlen, "NCCL: %s (another process died, or the network between them failed)",
