@@ -430,7 +430,11 @@ __global__ static void __launch_bounds__(FUSED_WARPS *WARP) fused_forward(float 
         fused_softmax_row(scores + r * lp, pd + r * lp, probs, a, s, block, r0 + r, lp);
 
     wmma::fragment<wmma::accumulator, 16, 16, 16, float> out[FUSED_MAX_D / 16];
-    for (int n = 0; n < d / 16; n++) wmma::fill_fragment(out[n], 0.0f);
+    /* loops over the fragments unrolled to their compile-time count (a run-time bound would put
+     * out[] in local memory: 256 bytes of stack in ptxas's report) */
+#pragma unroll
+    for (int n = 0; n < FUSED_MAX_D / 16; n++)
+        if (n < d / 16) wmma::fill_fragment(out[n], 0.0f);
     for (int k0 = 0; k0 < lp; k0 += FUSED_KEYS) {   /* ctx = P_dropped V */
         __syncthreads();
         load_rows16(kv, a, s, h, 2, k0, FUSED_KEYS, s.L);
@@ -438,7 +442,9 @@ __global__ static void __launch_bounds__(FUSED_WARPS *WARP) fused_forward(float 
         for (int k = 0; k < FUSED_KEYS; k += 16) {
             wmma::fragment<wmma::matrix_a, 16, 16, 16, T16, wmma::row_major> pa;
             wmma::load_matrix_sync(pa, (const T16 *)pd + warp * 16 * lp + k0 + k, lp);
-            for (int n = 0; n < d / 16; n++) {
+#pragma unroll
+            for (int n = 0; n < FUSED_MAX_D / 16; n++) {
+                if (n >= d / 16) continue;
                 wmma::fragment<wmma::matrix_b, 16, 16, 16, T16, wmma::row_major> vb;
                 wmma::load_matrix_sync(vb, kv16 + k * d + n * 16, d);
                 wmma::mma_sync(out[n], pa, vb, out[n]);
@@ -446,7 +452,9 @@ __global__ static void __launch_bounds__(FUSED_WARPS *WARP) fused_forward(float 
         }
     }
     float *stage = scores + warp * 16 * d;   /* this warp's rows only: its score rows are done */
-    for (int n = 0; n < d / 16; n++) wmma::store_matrix_sync(stage + n * 16, out[n], d, wmma::mem_row_major);
+#pragma unroll
+    for (int n = 0; n < FUSED_MAX_D / 16; n++)
+        if (n < d / 16) wmma::store_matrix_sync(stage + n * 16, out[n], d, wmma::mem_row_major);
     __syncwarp();
     for (int e = threadIdx.x % WARP; e < 16 * d; e += WARP) {
         const int r = e / d, c = e - r * d, i = r0 + warp * 16 + r;
