@@ -180,6 +180,9 @@ if want speed; then
     echo "== bench bert-base --bf16 --device cuda with BERT_CUDA_ATTENTION=fused, batch 64, seq 128"
     BERT_CUDA_ATTENTION=fused timeout 150 $BERT bench --preset bert-base --batch 64 --seq 128 --steps 10 --warmup 2 \
       --device cuda --bf16 2>&1 | grep -E '^(gemm|train|inference)|error|bert bench'
+    echo "== bench bert-base --bf16 --device cuda with BERT_CUDA_ATTENTION=fused BERT_CUDA_LT_OUT16=0, batch 64, seq 128"
+    BERT_CUDA_ATTENTION=fused BERT_CUDA_LT_OUT16=0 timeout 150 $BERT bench --preset bert-base --batch 64 --seq 128 \
+      --steps 10 --warmup 2 --device cuda --bf16 2>&1 | grep -E '^(gemm|train|inference)|error|bert bench'
     echo "== bench bert-base --bf16 --device cuda, batch 16, seq 512 (phase 2's shape)"
     timeout 150 $BERT bench --preset bert-base --batch 16 --seq 512 --preds 80 --steps 10 --warmup 2 --device cuda \
       --bf16 2>&1 | grep -E '^(gemm|train|inference)'

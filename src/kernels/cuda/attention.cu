@@ -34,7 +34,11 @@
  * to the CPU's format (round to nearest even: the bits of gemm_half.h's bf16_from_float /
  * fp16_from_float) and the products accumulate in fp32 (CUBLAS_COMPUTE_32F, fp32 outputs), as on
  * the CPU: products of two 16-bit values are exact in fp32, so only the order of the sums
- * differs. cuBLAS GEMMs are deterministic; everything runs on the default stream. */
+ * differs. cuBLAS GEMMs are deterministic; everything runs on the default stream.
+ *
+ * In 16-bit mode with the 16-bit QKV given, BERT_CUDA_ATTENTION=fused runs the same arithmetic as
+ * one fused forward kernel and two fused backward kernels instead (below; opt-in until run on a
+ * GPU). */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <math.h>
@@ -531,6 +535,244 @@ static void *operand_part(const Attn &x, void *op, int p) {
 
 static unsigned row_blocks(const Attn &x) { return (unsigned)(((size_t)x.B * x.A * x.n + ROWS - 1) / ROWS); }
 
+/* ---------------------------------------------------------------- fused backward (16-bit)
+ *
+ * The backward in two kernels with the arithmetic of the path above (every operand rounded as
+ * the CPU rounds it, fp32 sums on tensor cores through wmma, softmax_backward_rows' float
+ * operations on each score row) and without its gathers, dense fp32 blocks and scatters:
+ *
+ *   rows   one thread block per (block (b, h), tile of FUSED_ROWS query rows): dP = dctx V^T
+ *          into shared memory, each row's dropout and dS as softmax_backward_rows computes
+ *          them, the dropped probabilities and dS stored as 16-bit dense blocks [B A][np][np]
+ *          (the keys kernel sums them over every query row), and dQ = dS K into dqkv's Q rows;
+ *   keys   one thread block per (block (b, h), tile of FUSED_ROWS key rows): dV = P_dropped^T
+ *          dctx and dK = dS^T Q over the sequence's query rows in 16-row steps (a fixed order:
+ *          no atomics), into dqkv's K and V rows (0 for keys from kv_len on).
+ *
+ * The rows kernel writes its tiles' dense rows up to lp (kv_len rounded up to FUSED_KEYS: zeros
+ * past kv_len, whole rows of zeros past the sequence); the keys kernel reads rows below the
+ * sequence's length rounded up to 16 (inside the rows kernel's tiles) and, for key slices that
+ * start below kv_len, columns below kv_len rounded up to 16 (below lp): nothing unwritten, the
+ * zero padding meeting zero Q and dctx rows. Same conditions and switch as the fused forward;
+ * like it, not yet run on a GPU. */
+
+/* rows [r0, r0 + count) of dctx's head h rounded to 16 bits into dst [count][d], rows past the
+ * sequence zero (gather_operands' part 3). */
+__device__ static void load_dctx16(uint16_t *dst, const float *dctx, const Attn &a, const Seq &s, int h, int r0,
+                                   int count) {
+    for (int e = threadIdx.x; e < count * a.d; e += blockDim.x) {
+        const int r = e / a.d, c = e - r * a.d, i = r0 + r;
+        dst[e] = i < s.rows ? half_bits(a.mode, dctx[(s.row0 + i) * a.H + (size_t)h * a.d + c]) : 0;
+    }
+}
+
+/* softmax_backward_rows on one row: grow holds dP (fp32, shared), overwritten by the dropped
+ * dP; the dropped probabilities into pd_out and dS into ds_row (shared) and ds_out, all 16-bit,
+ * zero from L to lp. */
+__device__ static void fused_softmax_backward_row(float *grow, uint16_t *ds_row, uint16_t *pd_out, uint16_t *ds_out,
+                                                  const float *probs, const Attn &a, const Seq &s, int block, int i,
+                                                  int lp) {
+    const int lane = threadIdx.x % WARP, L = i < s.rows ? s.L : 0;
+    if (L > 0) {
+        const float *p = probs + (size_t)block * a.T * a.T + (size_t)i * L;
+        float dot = 0.0f;
+        for (int j = lane; j < L; j += WARP) {
+            float gj = grow[j], pd = p[j];
+            if (a.dropout) {
+                const bool keep = kept(a, block, i, j);
+                gj = keep ? gj * a.keep_scale : 0.0f;
+                pd = keep ? pd * a.keep_scale : 0.0f;
+                grow[j] = gj;
+            }
+            pd_out[j] = half_bits(a.mode, pd);
+            dot += p[j] * gj;
+        }
+        dot = warp_sum(dot);
+        for (int j = lane; j < L; j += WARP) {   /* the same lanes' j: grow[j] is this lane's */
+            const uint16_t ds = half_bits(a.mode, p[j] * (grow[j] - dot) * a.scale);
+            ds_row[j] = ds;
+            ds_out[j] = ds;
+        }
+    }
+    for (int j = L + lane; j < lp; j += WARP) ds_row[j] = 0, pd_out[j] = 0, ds_out[j] = 0;
+}
+
+template <typename T16>
+__global__ static void __launch_bounds__(FUSED_WARPS *WARP)
+    fused_backward_rows(float *dqkv, uint16_t *pd_dense, uint16_t *ds_dense, const float *dctx, const float *probs,
+                        Attn a, int max_lp, int np) {
+    using namespace nvcuda;
+    extern __shared__ __align__(128) unsigned char smem[];
+    const int block = blockIdx.x, b = block / a.A, h = block % a.A, r0 = blockIdx.y * FUSED_ROWS;
+    const Seq s = sequence(a, b);
+    if (r0 >= s.rows) return;
+    const int warp = threadIdx.x / WARP, d = a.d, lp = (s.L + FUSED_KEYS - 1) / FUSED_KEYS * FUSED_KEYS;
+    float *dp = (float *)smem;   /* [FUSED_ROWS][lp], later [FUSED_ROWS][d] */
+    uint16_t *ds = (uint16_t *)(dp + fused_scores_floats(max_lp, d));   /* [FUSED_ROWS][lp] */
+    uint16_t *g = ds + (size_t)FUSED_ROWS * max_lp, *kv = g + (size_t)FUSED_ROWS * d;
+    const T16 *g16 = (const T16 *)g, *kv16 = (const T16 *)kv;
+
+    load_dctx16(g, dctx, a, s, h, r0, FUSED_ROWS);
+    for (int k0 = 0; k0 < lp; k0 += FUSED_KEYS) {   /* dP = dctx V^T, a tile of keys at a time */
+        __syncthreads();
+        load_rows16(kv, a, s, h, 2, k0, FUSED_KEYS, s.L);
+        __syncthreads();
+        for (int n = 0; n < FUSED_KEYS / 16; n++) {
+            wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+            wmma::fill_fragment(acc, 0.0f);
+            for (int k = 0; k < d; k += 16) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, T16, wmma::row_major> ga;
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, T16, wmma::col_major> vb;   /* V^T */
+                wmma::load_matrix_sync(ga, g16 + warp * 16 * d + k, d);
+                wmma::load_matrix_sync(vb, kv16 + n * 16 * d + k, d);
+                wmma::mma_sync(acc, ga, vb, acc);
+            }
+            wmma::store_matrix_sync(dp + warp * 16 * lp + k0 + n * 16, acc, lp, wmma::mem_row_major);
+        }
+    }
+    __syncwarp();
+    uint16_t *pd_block = pd_dense + (size_t)block * np * np, *ds_block = ds_dense + (size_t)block * np * np;
+    for (int r = warp * 16; r < warp * 16 + 16; r++)   /* each warp its own 16 rows */
+        fused_softmax_backward_row(dp + r * lp, ds + r * lp, pd_block + (size_t)(r0 + r) * np,
+                                   ds_block + (size_t)(r0 + r) * np, probs, a, s, block, r0 + r, lp);
+
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> out[FUSED_MAX_D / 16];
+#pragma unroll
+    for (int n = 0; n < FUSED_MAX_D / 16; n++)
+        if (n < d / 16) wmma::fill_fragment(out[n], 0.0f);
+    for (int k0 = 0; k0 < lp; k0 += FUSED_KEYS) {   /* dQ = dS K */
+        __syncthreads();
+        load_rows16(kv, a, s, h, 1, k0, FUSED_KEYS, s.L);
+        __syncthreads();
+        for (int k = 0; k < FUSED_KEYS; k += 16) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, T16, wmma::row_major> sa;
+            wmma::load_matrix_sync(sa, (const T16 *)ds + warp * 16 * lp + k0 + k, lp);
+#pragma unroll
+            for (int n = 0; n < FUSED_MAX_D / 16; n++) {
+                if (n >= d / 16) continue;
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, T16, wmma::row_major> kb;
+                wmma::load_matrix_sync(kb, kv16 + k * d + n * 16, d);
+                wmma::mma_sync(out[n], sa, kb, out[n]);
+            }
+        }
+    }
+    /* this warp's staging rows: its dP rows are done (read before the loop's first barrier;
+     * with lp 0 no row read any) */
+    float *stage = dp + warp * 16 * d;
+#pragma unroll
+    for (int n = 0; n < FUSED_MAX_D / 16; n++)
+        if (n < d / 16) wmma::store_matrix_sync(stage + n * 16, out[n], d, wmma::mem_row_major);
+    __syncwarp();
+    for (int e = threadIdx.x % WARP; e < 16 * d; e += WARP) {
+        const int r = e / d, c = e - r * d, i = r0 + warp * 16 + r;
+        if (i < s.rows) dqkv[(s.row0 + i) * 3 * a.H + (size_t)h * d + c] = stage[e];
+    }
+}
+
+/* Shared memory of the keys kernel: Q and dctx tiles [FUSED_KEYS][d] (16-bit), the staging of
+ * dK or dV [FUSED_ROWS][d] (fp32). */
+static size_t fused_keys_smem_bytes(int d) {
+    return sizeof(uint16_t) * 2 * FUSED_KEYS * (size_t)d + sizeof(float) * FUSED_ROWS * (size_t)d;
+}
+
+/* One warp's dK or dV fragments into dqkv's part (1 K, 2 V) rows wj0 .. wj0 + 15 of the
+ * sequence, 0 for keys from kv_len on. */
+__device__ static void store_key_rows(float *dqkv, float *stage, nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16,
+                                      16, 16, float> *acc, const Attn &a, const Seq &s, int h, int part, int wj0) {
+    using namespace nvcuda;
+    const int d = a.d;
+#pragma unroll
+    for (int n = 0; n < FUSED_MAX_D / 16; n++)
+        if (n < d / 16) wmma::store_matrix_sync(stage + n * 16, acc[n], d, wmma::mem_row_major);
+    __syncwarp();
+    for (int e = threadIdx.x % WARP; e < 16 * d; e += WARP) {
+        const int r = e / d, c = e - r * d, j = wj0 + r;
+        if (j < s.rows) dqkv[(s.row0 + j) * 3 * a.H + (size_t)part * a.H + (size_t)h * d + c] = j < s.L ? stage[e] : 0.0f;
+    }
+    __syncwarp();   /* the staging is reused by the next part */
+}
+
+template <typename T16>
+__global__ static void __launch_bounds__(FUSED_WARPS *WARP)
+    fused_backward_keys(float *dqkv, const uint16_t *pd_dense, const uint16_t *ds_dense, const float *dctx, Attn a,
+                        int np) {
+    using namespace nvcuda;
+    extern __shared__ __align__(128) unsigned char smem[];
+    const int block = blockIdx.x, b = block / a.A, h = block % a.A, j0 = blockIdx.y * FUSED_ROWS;
+    const Seq s = sequence(a, b);
+    if (j0 >= s.rows) return;
+    const int warp = threadIdx.x / WARP, d = a.d, wj0 = j0 + warp * 16;
+    const bool active = wj0 < s.L;   /* keys from kv_len on got no attention: dK = dV = 0 */
+    uint16_t *q = (uint16_t *)smem, *g = q + (size_t)FUSED_KEYS * d;   /* [FUSED_KEYS][d] each */
+    float *stage = (float *)(g + (size_t)FUSED_KEYS * d) + warp * 16 * d;
+    const T16 *q16 = (const T16 *)q, *g16 = (const T16 *)g;
+    const T16 *pd_block = (const T16 *)pd_dense + (size_t)block * np * np + wj0;
+    const T16 *ds_block = (const T16 *)ds_dense + (size_t)block * np * np + wj0;
+
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> dk[FUSED_MAX_D / 16], dv[FUSED_MAX_D / 16];
+#pragma unroll
+    for (int n = 0; n < FUSED_MAX_D / 16; n++)
+        if (n < d / 16) wmma::fill_fragment(dk[n], 0.0f), wmma::fill_fragment(dv[n], 0.0f);
+    /* a tile from kv_len on (both warps inactive: the same for the whole block) only writes zeros */
+    const int rows16 = j0 < s.L ? (s.rows + 15) / 16 * 16 : 0;
+    for (int i0 = 0; i0 < rows16; i0 += FUSED_KEYS) {   /* the query rows, a tile at a time */
+        __syncthreads();
+        load_rows16(q, a, s, h, 0, i0, FUSED_KEYS, s.rows);
+        load_dctx16(g, dctx, a, s, h, i0, FUSED_KEYS);
+        __syncthreads();
+        if (!active) continue;
+        for (int k = 0; k < FUSED_KEYS && i0 + k < rows16; k += 16) {
+            /* P_dropped^T and dS^T [16 keys][16 query rows]: the dense rows read as columns */
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, T16, wmma::col_major> pt, st;
+            wmma::load_matrix_sync(pt, pd_block + (size_t)(i0 + k) * np, np);
+            wmma::load_matrix_sync(st, ds_block + (size_t)(i0 + k) * np, np);
+#pragma unroll
+            for (int n = 0; n < FUSED_MAX_D / 16; n++) {
+                if (n >= d / 16) continue;
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, T16, wmma::row_major> gb, qb;
+                wmma::load_matrix_sync(gb, g16 + k * d + n * 16, d);
+                wmma::load_matrix_sync(qb, q16 + k * d + n * 16, d);
+                wmma::mma_sync(dv[n], pt, gb, dv[n]);
+                wmma::mma_sync(dk[n], st, qb, dk[n]);
+            }
+        }
+    }
+    store_key_rows(dqkv, stage, dv, a, s, h, 2, wj0);
+    store_key_rows(dqkv, stage, dk, a, s, h, 1, wj0);
+}
+
+template <typename T16>
+static void launch_fused_backward(float *dqkv, const float *dctx, const float *probs, const Attn &x) {
+    const int max_lp = (x.T + FUSED_KEYS - 1) / FUSED_KEYS * FUSED_KEYS, np = max_lp;
+    const size_t dense = aligned(sizeof(uint16_t) * (size_t)x.B * x.A * np * np);
+    char *w = (char *)cuda_scratch(3, 2 * dense);   /* slot 3: P_dropped and dS, as the path above */
+    uint16_t *pd = (uint16_t *)w, *ds = (uint16_t *)(w + dense);
+    const size_t rows_bytes = fused_smem_bytes(max_lp, x.d), keys_bytes = fused_keys_smem_bytes(x.d);
+    static size_t rows_allowed = 48 << 10, keys_allowed = 48 << 10;
+    if (rows_bytes > rows_allowed) {
+        CUDA_CHECK(cudaFuncSetAttribute(fused_backward_rows<T16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        (int)rows_bytes));
+        rows_allowed = rows_bytes;
+    }
+    if (keys_bytes > keys_allowed) {
+        CUDA_CHECK(cudaFuncSetAttribute(fused_backward_keys<T16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        (int)keys_bytes));
+        keys_allowed = keys_bytes;
+    }
+    const dim3 grid((unsigned)(x.B * x.A), (unsigned)((x.T + FUSED_ROWS - 1) / FUSED_ROWS));
+    fused_backward_rows<T16><<<grid, FUSED_WARPS * WARP, rows_bytes>>>(dqkv, pd, ds, dctx, probs, x, max_lp, np);
+    CUDA_LAUNCHED();
+    fused_backward_keys<T16><<<grid, FUSED_WARPS * WARP, keys_bytes>>>(dqkv, pd, ds, dctx, x, np);
+    CUDA_LAUNCHED();
+}
+
+static bool fused_backward_ran(float *dqkv, const float *dctx, const float *probs, const Attn &x) {
+    if (!fused_wanted() || !x.half || !x.qkv16 || x.d % 16 || x.d > FUSED_MAX_D || x.T > FUSED_MAX_T) return false;
+    if (Wmma16<__half>::ok(x.mode)) launch_fused_backward<__half>(dqkv, dctx, probs, x);
+    else launch_fused_backward<__nv_bfloat16>(dqkv, dctx, probs, x);
+    return true;
+}
+
 extern "C" void k_attention_forward(float *ctx, float *probs, const float *qkv, const AttentionArgs *a) {
     if (!probs && a->dropout_p > 0.0f) {
         fprintf(stderr, "bert: k_attention_forward: dropout needs the probabilities kept\n");
@@ -561,6 +803,7 @@ extern "C" void k_attention_backward(float *dqkv, const float *dctx, const float
                                      const AttentionArgs *a) {
     if (attention_empty(a)) return;
     const Attn x = attn_from(a);
+    if (fused_backward_ran(dqkv, dctx, probs, x)) return;
     /* device scratch: slot 4 Q, K, V, dctx operands then the dense dQ, dK, dV; slot 2 dP;
      * slot 3 P_dropped and dS operands */
     const size_t ops_bytes = aligned(4 * operand_elems(x) * operand_bytes(x));
