@@ -397,6 +397,85 @@ __device__ static void fused_softmax_row(float *srow, uint16_t *prow, float *pro
     for (int j = L + lane; j < lp; j += WARP) prow[j] = 0;
 }
 
+/* A warp's 16 x 16 fp32 sums on tensor cores. */
+typedef nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> Frag;
+
+/* out [FUSED_ROWS][lp] fp32 (row stride lp) = rows [FUSED_ROWS][d] (16-bit, shared) times the
+ * transposed rows of part (1 K, 2 V) below kv_len, FUSED_KEYS keys at a time through kv
+ * (shared); each warp its own 16 rows (S = Q K^T, dP = dctx V^T). */
+template <typename T16>
+__device__ __forceinline__ static void rows_by_keys(float *out, const uint16_t *rows, uint16_t *kv, const Attn &a,
+                                                    const Seq &s, int h, int part, int lp) {
+    using namespace nvcuda;
+    const int warp = threadIdx.x / WARP, d = a.d;
+    const T16 *rows16 = (const T16 *)rows, *kv16 = (const T16 *)kv;
+    for (int k0 = 0; k0 < lp; k0 += FUSED_KEYS) {
+        __syncthreads();
+        load_rows16(kv, a, s, h, part, k0, FUSED_KEYS, s.L);
+        __syncthreads();
+        for (int n = 0; n < FUSED_KEYS / 16; n++) {
+            Frag acc;
+            wmma::fill_fragment(acc, 0.0f);
+            for (int k = 0; k < d; k += 16) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, T16, wmma::row_major> ra;
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, T16, wmma::col_major> kb;   /* the keys' rows transposed */
+                wmma::load_matrix_sync(ra, rows16 + warp * 16 * d + k, d);
+                wmma::load_matrix_sync(kb, kv16 + n * 16 * d + k, d);
+                wmma::mma_sync(acc, ra, kb, acc);
+            }
+            wmma::store_matrix_sync(out + warp * 16 * lp + k0 + n * 16, acc, lp, wmma::mem_row_major);
+        }
+    }
+}
+
+/* acc (a warp's 16 rows by d; zeroed here) = w [FUSED_ROWS][lp] (16-bit, shared, row stride lp)
+ * times the rows of part (1 K, 2 V) below kv_len, through kv (shared) (ctx = P_dropped V,
+ * dQ = dS K). The loops over the fragments are unrolled to their compile-time count (a run-time
+ * bound would put acc[] in local memory: 256 bytes of stack in ptxas's report). */
+template <typename T16>
+__device__ __forceinline__ static void weights_by_rows(Frag *acc, const uint16_t *w, uint16_t *kv, const Attn &a,
+                                                       const Seq &s, int h, int part, int lp) {
+    using namespace nvcuda;
+    const int warp = threadIdx.x / WARP, d = a.d;
+    const T16 *kv16 = (const T16 *)kv;
+#pragma unroll
+    for (int n = 0; n < FUSED_MAX_D / 16; n++)
+        if (n < d / 16) wmma::fill_fragment(acc[n], 0.0f);
+    for (int k0 = 0; k0 < lp; k0 += FUSED_KEYS) {
+        __syncthreads();
+        load_rows16(kv, a, s, h, part, k0, FUSED_KEYS, s.L);
+        __syncthreads();
+        for (int k = 0; k < FUSED_KEYS; k += 16) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, T16, wmma::row_major> wa;
+            wmma::load_matrix_sync(wa, (const T16 *)w + warp * 16 * lp + k0 + k, lp);
+#pragma unroll
+            for (int n = 0; n < FUSED_MAX_D / 16; n++) {
+                if (n >= d / 16) continue;
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, T16, wmma::row_major> vb;
+                wmma::load_matrix_sync(vb, kv16 + k * d + n * 16, d);
+                wmma::mma_sync(acc[n], wa, vb, acc[n]);
+            }
+        }
+    }
+}
+
+/* A warp's 16 x d results (acc) through stage [16][d] (fp32, shared, the warp's own) into rows
+ * r0 .. r0 + 15 of dst (row stride ld): rows from `rows` on are not written, rows from
+ * `zero_from` on are written 0. */
+__device__ __forceinline__ static void store_warp_rows(float *dst, size_t ld, float *stage, Frag *acc, int d, int r0,
+                                                       int rows, int zero_from) {
+    using namespace nvcuda;
+#pragma unroll
+    for (int n = 0; n < FUSED_MAX_D / 16; n++)
+        if (n < d / 16) wmma::store_matrix_sync(stage + n * 16, acc[n], d, wmma::mem_row_major);
+    __syncwarp();
+    for (int e = threadIdx.x % WARP; e < 16 * d; e += WARP) {
+        const int r = e / d, c = e - r * d, i = r0 + r;
+        if (i < rows) dst[(size_t)i * ld + c] = i < zero_from ? stage[e] : 0.0f;
+    }
+    __syncwarp();   /* the staging may be reused next */
+}
+
 template <typename T16>
 __global__ static void __launch_bounds__(FUSED_WARPS *WARP) fused_forward(float *ctx, float *probs, Attn a,
                                                                           int max_lp) {
@@ -409,61 +488,18 @@ __global__ static void __launch_bounds__(FUSED_WARPS *WARP) fused_forward(float 
     float *scores = (float *)smem;   /* [FUSED_ROWS][lp], later [FUSED_ROWS][d] */
     uint16_t *pd = (uint16_t *)(scores + fused_scores_floats(max_lp, d));   /* [FUSED_ROWS][lp] */
     uint16_t *q = pd + (size_t)FUSED_ROWS * max_lp, *kv = q + (size_t)FUSED_ROWS * d;
-    const T16 *q16 = (const T16 *)q, *kv16 = (const T16 *)kv;
 
     load_rows16(q, a, s, h, 0, r0, FUSED_ROWS, s.rows);
-    for (int k0 = 0; k0 < lp; k0 += FUSED_KEYS) {   /* S = Q K^T, a tile of keys at a time */
-        __syncthreads();
-        load_rows16(kv, a, s, h, 1, k0, FUSED_KEYS, s.L);
-        __syncthreads();
-        for (int n = 0; n < FUSED_KEYS / 16; n++) {
-            wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-            wmma::fill_fragment(acc, 0.0f);
-            for (int k = 0; k < d; k += 16) {
-                wmma::fragment<wmma::matrix_a, 16, 16, 16, T16, wmma::row_major> qa;
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, T16, wmma::col_major> kb;   /* K^T */
-                wmma::load_matrix_sync(qa, q16 + warp * 16 * d + k, d);
-                wmma::load_matrix_sync(kb, kv16 + n * 16 * d + k, d);
-                wmma::mma_sync(acc, qa, kb, acc);
-            }
-            wmma::store_matrix_sync(scores + warp * 16 * lp + k0 + n * 16, acc, lp, wmma::mem_row_major);
-        }
-    }
+    rows_by_keys<T16>(scores, q, kv, a, s, h, 1, lp);   /* S = Q K^T */
     __syncwarp();
     for (int r = warp * 16; r < warp * 16 + 16; r++)   /* each warp its own 16 rows */
         fused_softmax_row(scores + r * lp, pd + r * lp, probs, a, s, block, r0 + r, lp);
-
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> out[FUSED_MAX_D / 16];
-    /* loops over the fragments unrolled to their compile-time count (a run-time bound would put
-     * out[] in local memory: 256 bytes of stack in ptxas's report) */
-#pragma unroll
-    for (int n = 0; n < FUSED_MAX_D / 16; n++)
-        if (n < d / 16) wmma::fill_fragment(out[n], 0.0f);
-    for (int k0 = 0; k0 < lp; k0 += FUSED_KEYS) {   /* ctx = P_dropped V */
-        __syncthreads();
-        load_rows16(kv, a, s, h, 2, k0, FUSED_KEYS, s.L);
-        __syncthreads();
-        for (int k = 0; k < FUSED_KEYS; k += 16) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, T16, wmma::row_major> pa;
-            wmma::load_matrix_sync(pa, (const T16 *)pd + warp * 16 * lp + k0 + k, lp);
-#pragma unroll
-            for (int n = 0; n < FUSED_MAX_D / 16; n++) {
-                if (n >= d / 16) continue;
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, T16, wmma::row_major> vb;
-                wmma::load_matrix_sync(vb, kv16 + k * d + n * 16, d);
-                wmma::mma_sync(out[n], pa, vb, out[n]);
-            }
-        }
-    }
-    float *stage = scores + warp * 16 * d;   /* this warp's rows only: its score rows are done */
-#pragma unroll
-    for (int n = 0; n < FUSED_MAX_D / 16; n++)
-        if (n < d / 16) wmma::store_matrix_sync(stage + n * 16, out[n], d, wmma::mem_row_major);
-    __syncwarp();
-    for (int e = threadIdx.x % WARP; e < 16 * d; e += WARP) {
-        const int r = e / d, c = e - r * d, i = r0 + warp * 16 + r;
-        if (i < s.rows) ctx[(s.row0 + i) * a.H + (size_t)h * d + c] = stage[e];
-    }
+    Frag out[FUSED_MAX_D / 16];
+    weights_by_rows<T16>(out, pd, kv, a, s, h, 2, lp);   /* ctx = P_dropped V */
+    /* this warp's staging rows: the score rows there are done (read before the product's first
+     * barrier; with lp 0 none is read) */
+    store_warp_rows(ctx + s.row0 * a.H + (size_t)h * d, a.H, scores + warp * 16 * d, out, d, r0 + warp * 16, s.rows,
+                    s.rows);
 }
 
 /* Whether the fused forward takes this call (see above), and its launch. */
@@ -610,86 +646,26 @@ __global__ static void __launch_bounds__(FUSED_WARPS *WARP)
     float *dp = (float *)smem;   /* [FUSED_ROWS][lp], later [FUSED_ROWS][d] */
     uint16_t *ds = (uint16_t *)(dp + fused_scores_floats(max_lp, d));   /* [FUSED_ROWS][lp] */
     uint16_t *g = ds + (size_t)FUSED_ROWS * max_lp, *kv = g + (size_t)FUSED_ROWS * d;
-    const T16 *g16 = (const T16 *)g, *kv16 = (const T16 *)kv;
 
     load_dctx16(g, dctx, a, s, h, r0, FUSED_ROWS);
-    for (int k0 = 0; k0 < lp; k0 += FUSED_KEYS) {   /* dP = dctx V^T, a tile of keys at a time */
-        __syncthreads();
-        load_rows16(kv, a, s, h, 2, k0, FUSED_KEYS, s.L);
-        __syncthreads();
-        for (int n = 0; n < FUSED_KEYS / 16; n++) {
-            wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-            wmma::fill_fragment(acc, 0.0f);
-            for (int k = 0; k < d; k += 16) {
-                wmma::fragment<wmma::matrix_a, 16, 16, 16, T16, wmma::row_major> ga;
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, T16, wmma::col_major> vb;   /* V^T */
-                wmma::load_matrix_sync(ga, g16 + warp * 16 * d + k, d);
-                wmma::load_matrix_sync(vb, kv16 + n * 16 * d + k, d);
-                wmma::mma_sync(acc, ga, vb, acc);
-            }
-            wmma::store_matrix_sync(dp + warp * 16 * lp + k0 + n * 16, acc, lp, wmma::mem_row_major);
-        }
-    }
+    rows_by_keys<T16>(dp, g, kv, a, s, h, 2, lp);   /* dP = dctx V^T */
     __syncwarp();
     uint16_t *pd_block = pd_dense + (size_t)block * np * np, *ds_block = ds_dense + (size_t)block * np * np;
     for (int r = warp * 16; r < warp * 16 + 16; r++)   /* each warp its own 16 rows */
         fused_softmax_backward_row(dp + r * lp, ds + r * lp, pd_block + (size_t)(r0 + r) * np,
                                    ds_block + (size_t)(r0 + r) * np, probs, a, s, block, r0 + r, lp);
-
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> out[FUSED_MAX_D / 16];
-#pragma unroll
-    for (int n = 0; n < FUSED_MAX_D / 16; n++)
-        if (n < d / 16) wmma::fill_fragment(out[n], 0.0f);
-    for (int k0 = 0; k0 < lp; k0 += FUSED_KEYS) {   /* dQ = dS K */
-        __syncthreads();
-        load_rows16(kv, a, s, h, 1, k0, FUSED_KEYS, s.L);
-        __syncthreads();
-        for (int k = 0; k < FUSED_KEYS; k += 16) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, T16, wmma::row_major> sa;
-            wmma::load_matrix_sync(sa, (const T16 *)ds + warp * 16 * lp + k0 + k, lp);
-#pragma unroll
-            for (int n = 0; n < FUSED_MAX_D / 16; n++) {
-                if (n >= d / 16) continue;
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, T16, wmma::row_major> kb;
-                wmma::load_matrix_sync(kb, kv16 + k * d + n * 16, d);
-                wmma::mma_sync(out[n], sa, kb, out[n]);
-            }
-        }
-    }
-    /* this warp's staging rows: its dP rows are done (read before the loop's first barrier;
-     * with lp 0 no row read any) */
-    float *stage = dp + warp * 16 * d;
-#pragma unroll
-    for (int n = 0; n < FUSED_MAX_D / 16; n++)
-        if (n < d / 16) wmma::store_matrix_sync(stage + n * 16, out[n], d, wmma::mem_row_major);
-    __syncwarp();
-    for (int e = threadIdx.x % WARP; e < 16 * d; e += WARP) {
-        const int r = e / d, c = e - r * d, i = r0 + warp * 16 + r;
-        if (i < s.rows) dqkv[(s.row0 + i) * 3 * a.H + (size_t)h * d + c] = stage[e];
-    }
+    Frag out[FUSED_MAX_D / 16];
+    weights_by_rows<T16>(out, ds, kv, a, s, h, 1, lp);   /* dQ = dS K */
+    /* this warp's staging rows: the dP rows there are done (read before the product's first
+     * barrier; with lp 0 none is read) */
+    store_warp_rows(dqkv + s.row0 * 3 * a.H + (size_t)h * d, 3 * (size_t)a.H, dp + warp * 16 * d, out, d,
+                    r0 + warp * 16, s.rows, s.rows);
 }
 
 /* Shared memory of the keys kernel: Q and dctx tiles [FUSED_KEYS][d] (16-bit), the staging of
  * dK or dV [FUSED_ROWS][d] (fp32). */
 static size_t fused_keys_smem_bytes(int d) {
     return sizeof(uint16_t) * 2 * FUSED_KEYS * (size_t)d + sizeof(float) * FUSED_ROWS * (size_t)d;
-}
-
-/* One warp's dK or dV fragments into dqkv's part (1 K, 2 V) rows wj0 .. wj0 + 15 of the
- * sequence, 0 for keys from kv_len on. */
-__device__ static void store_key_rows(float *dqkv, float *stage, nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16,
-                                      16, 16, float> *acc, const Attn &a, const Seq &s, int h, int part, int wj0) {
-    using namespace nvcuda;
-    const int d = a.d;
-#pragma unroll
-    for (int n = 0; n < FUSED_MAX_D / 16; n++)
-        if (n < d / 16) wmma::store_matrix_sync(stage + n * 16, acc[n], d, wmma::mem_row_major);
-    __syncwarp();
-    for (int e = threadIdx.x % WARP; e < 16 * d; e += WARP) {
-        const int r = e / d, c = e - r * d, j = wj0 + r;
-        if (j < s.rows) dqkv[(s.row0 + j) * 3 * a.H + (size_t)part * a.H + (size_t)h * d + c] = j < s.L ? stage[e] : 0.0f;
-    }
-    __syncwarp();   /* the staging is reused by the next part */
 }
 
 template <typename T16>
@@ -709,7 +685,7 @@ __global__ static void __launch_bounds__(FUSED_WARPS *WARP)
     const T16 *pd_block = (const T16 *)pd_dense + (size_t)block * np * np + wj0;
     const T16 *ds_block = (const T16 *)ds_dense + (size_t)block * np * np + wj0;
 
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> dk[FUSED_MAX_D / 16], dv[FUSED_MAX_D / 16];
+    Frag dk[FUSED_MAX_D / 16], dv[FUSED_MAX_D / 16];
 #pragma unroll
     for (int n = 0; n < FUSED_MAX_D / 16; n++)
         if (n < d / 16) wmma::fill_fragment(dk[n], 0.0f), wmma::fill_fragment(dv[n], 0.0f);
@@ -737,8 +713,10 @@ __global__ static void __launch_bounds__(FUSED_WARPS *WARP)
             }
         }
     }
-    store_key_rows(dqkv, stage, dv, a, s, h, 2, wj0);
-    store_key_rows(dqkv, stage, dk, a, s, h, 1, wj0);
+    /* dK and dV of the keys from kv_len on: 0 */
+    float *key_rows = dqkv + s.row0 * 3 * a.H + (size_t)h * d;
+    store_warp_rows(key_rows + 2 * (size_t)a.H, 3 * (size_t)a.H, stage, dv, d, wj0, s.rows, s.L);
+    store_warp_rows(key_rows + a.H, 3 * (size_t)a.H, stage, dk, d, wj0, s.rows, s.L);
 }
 
 template <typename T16>
