@@ -263,6 +263,33 @@ __global__ static void softmax_rows(float *probs, void *pd_op, float *scores, At
     for (int j = L + lane; j < n; j += WARP) store_operand(a, pd_op, orow + j, 0.0f);
 }
 
+/* One score row's softmax gradient (keys < L; nothing for L 0): g holds dP (fp32), overwritten
+ * by the dropped dP (the forward's dropout: the same counters), each dropped probability handed
+ * to store_pd(j, value) and dS = P (dP - sum(P dP)) scale to store_ds(j, value); P the kept
+ * probabilities before dropout, row i of block in probs (row stride L). The second loop reads
+ * g[j] of the same lane's j. */
+template <typename StorePd, typename StoreDs>
+__device__ static void softmax_backward_row(float *g, const float *probs, const Attn &a, int block, int i, int L,
+                                            StorePd store_pd, StoreDs store_ds) {
+    const int lane = threadIdx.x % WARP;
+    if (L <= 0) return;
+    const float *p = probs + (size_t)block * a.T * a.T + (size_t)i * L;
+    float dot = 0.0f;
+    for (int j = lane; j < L; j += WARP) {
+        float gj = g[j], pd = p[j];
+        if (a.dropout) {
+            const bool keep = kept(a, block, i, j);
+            gj = keep ? gj * a.keep_scale : 0.0f;
+            pd = keep ? pd * a.keep_scale : 0.0f;
+            g[j] = gj;
+        }
+        store_pd(j, pd);
+        dot += p[j] * gj;
+    }
+    dot = warp_sum(dot);
+    for (int j = lane; j < L; j += WARP) store_ds(j, p[j] * (g[j] - dot) * a.scale);
+}
+
 /* One warp per dense row (block, i) of dP = dctx V^T (fp32, in dp): the forward's dropout on
  * it (kept in dp), the dropped probabilities as the operand of dV = P_dropped^T dctx, and
  * dS = P (dP - sum(P dP)) scale (the CPU's softmax_backward_rows, P the kept probabilities
@@ -275,25 +302,10 @@ __global__ static void softmax_backward_rows(void *pd_op, void *ds_op, float *dp
     const int i = (int)(row % n), block = (int)(row / n), b = block / a.A;
     const Seq s = sequence(a, b);
     const int L = i < s.rows ? s.L : 0;
-    float *g = dp + row * n;
     const size_t orow = row * n;
-    if (L > 0) {
-        const float *p = probs + (size_t)block * a.T * a.T + (size_t)i * L;
-        float dot = 0.0f;
-        for (int j = lane; j < L; j += WARP) {
-            float gj = g[j], pd = p[j];
-            if (a.dropout) {
-                const bool keep = kept(a, block, i, j);
-                gj = keep ? gj * a.keep_scale : 0.0f;
-                pd = keep ? pd * a.keep_scale : 0.0f;
-                g[j] = gj;
-            }
-            store_operand(a, pd_op, orow + j, pd);
-            dot += p[j] * gj;
-        }
-        dot = warp_sum(dot);
-        for (int j = lane; j < L; j += WARP) store_operand(a, ds_op, orow + j, p[j] * (g[j] - dot) * a.scale);
-    }
+    softmax_backward_row(
+        dp + row * n, probs, a, block, i, L, [&](int j, float pd) { store_operand(a, pd_op, orow + j, pd); },
+        [&](int j, float ds) { store_operand(a, ds_op, orow + j, ds); });
     for (int j = L + lane; j < n; j += WARP) {
         store_operand(a, pd_op, orow + j, 0.0f);
         store_operand(a, ds_op, orow + j, 0.0f);
@@ -609,27 +621,13 @@ __device__ static void fused_softmax_backward_row(float *grow, uint16_t *ds_row,
                                                   const float *probs, const Attn &a, const Seq &s, int block, int i,
                                                   int lp) {
     const int lane = threadIdx.x % WARP, L = i < s.rows ? s.L : 0;
-    if (L > 0) {
-        const float *p = probs + (size_t)block * a.T * a.T + (size_t)i * L;
-        float dot = 0.0f;
-        for (int j = lane; j < L; j += WARP) {
-            float gj = grow[j], pd = p[j];
-            if (a.dropout) {
-                const bool keep = kept(a, block, i, j);
-                gj = keep ? gj * a.keep_scale : 0.0f;
-                pd = keep ? pd * a.keep_scale : 0.0f;
-                grow[j] = gj;
-            }
-            pd_out[j] = half_bits(a.mode, pd);
-            dot += p[j] * gj;
-        }
-        dot = warp_sum(dot);
-        for (int j = lane; j < L; j += WARP) {   /* the same lanes' j: grow[j] is this lane's */
-            const uint16_t ds = half_bits(a.mode, p[j] * (grow[j] - dot) * a.scale);
-            ds_row[j] = ds;
-            ds_out[j] = ds;
-        }
-    }
+    softmax_backward_row(
+        grow, probs, a, block, i, L, [&](int j, float pd) { pd_out[j] = half_bits(a.mode, pd); },
+        [&](int j, float ds) {
+            const uint16_t bits = half_bits(a.mode, ds);
+            ds_row[j] = bits;
+            ds_out[j] = bits;
+        });
     for (int j = L + lane; j < lp; j += WARP) ds_row[j] = 0, pd_out[j] = 0, ds_out[j] = 0;
 }
 
