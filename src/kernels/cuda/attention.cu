@@ -378,6 +378,9 @@ static void weightsT_rows(const Attn &x, float *O, const void *W, const void *Y)
  * passed with it (scripts/gpu_check.sh runs that test both ways). */
 enum { FUSED_ROWS = 32, FUSED_WARPS = FUSED_ROWS / 16, FUSED_KEYS = 64, FUSED_MAX_T = 512, FUSED_MAX_D = 128 };
 
+/* A key count rounded up to whole tiles of FUSED_KEYS (a tile's score rows, the dense rows). */
+__host__ __device__ static int round_to_keys(int keys) { return (keys + FUSED_KEYS - 1) / FUSED_KEYS * FUSED_KEYS; }
+
 template <typename T16> struct Wmma16;
 template <> struct Wmma16<__nv_bfloat16> { static bool ok(HalfMode m) { return m != HALF_FP16; } };
 template <> struct Wmma16<__half> { static bool ok(HalfMode m) { return m == HALF_FP16; } };
@@ -496,7 +499,7 @@ __global__ static void __launch_bounds__(FUSED_WARPS *WARP) fused_forward(float 
     const int block = blockIdx.x, b = block / a.A, h = block % a.A, r0 = blockIdx.y * FUSED_ROWS;
     const Seq s = sequence(a, b);
     if (r0 >= s.rows) return;   /* no rows of this sequence here */
-    const int warp = threadIdx.x / WARP, d = a.d, lp = (s.L + FUSED_KEYS - 1) / FUSED_KEYS * FUSED_KEYS;
+    const int warp = threadIdx.x / WARP, d = a.d, lp = round_to_keys(s.L);
     float *scores = (float *)smem;   /* [FUSED_ROWS][lp], later [FUSED_ROWS][d] */
     uint16_t *pd = (uint16_t *)(scores + fused_scores_floats(max_lp, d));   /* [FUSED_ROWS][lp] */
     uint16_t *q = pd + (size_t)FUSED_ROWS * max_lp, *kv = q + (size_t)FUSED_ROWS * d;
@@ -514,7 +517,7 @@ __global__ static void __launch_bounds__(FUSED_WARPS *WARP) fused_forward(float 
                     s.rows);
 }
 
-/* Whether the fused forward takes this call (see above), and its launch. */
+/* Whether the fused kernels take this call (see above). */
 static bool fused_wanted(void) {
     static int wanted = -1;
     if (wanted < 0) {
@@ -523,65 +526,36 @@ static bool fused_wanted(void) {
     }
     return wanted;
 }
+static bool fused_takes(const Attn &x) {
+    return fused_wanted() && x.half && x.qkv16 && x.d % 16 == 0 && x.d <= FUSED_MAX_D && x.T <= FUSED_MAX_T;
+}
+
+/* kernel's dynamic shared memory raised to bytes where past the default 48 KiB (once per size
+ * reached; *allowed: what the kernel has been given so far). */
+template <typename Kernel> static void allow_shared_memory(Kernel kernel, size_t bytes, size_t *allowed) {
+    if (bytes <= *allowed) return;
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    *allowed = bytes;
+}
+
+static size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 template <typename T16> static void launch_fused(float *ctx, float *probs, const Attn &x) {
-    const int max_lp = (x.T + FUSED_KEYS - 1) / FUSED_KEYS * FUSED_KEYS;
+    const int max_lp = round_to_keys(x.T);
     const size_t bytes = fused_smem_bytes(max_lp, x.d);
     static size_t allowed = 48 << 10;
-    if (bytes > allowed) {
-        CUDA_CHECK(cudaFuncSetAttribute(fused_forward<T16>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-        allowed = bytes;
-    }
+    allow_shared_memory(fused_forward<T16>, bytes, &allowed);
     const dim3 grid((unsigned)(x.B * x.A), (unsigned)((x.T + FUSED_ROWS - 1) / FUSED_ROWS));
     fused_forward<T16><<<grid, FUSED_WARPS * WARP, bytes>>>(ctx, probs, x, max_lp);
     CUDA_LAUNCHED();
 }
 
 static bool fused_forward_ran(float *ctx, float *probs, const Attn &x) {
-    if (!fused_wanted() || !x.half || !x.qkv16 || x.d % 16 || x.d > FUSED_MAX_D || x.T > FUSED_MAX_T) return false;
+    if (!fused_takes(x)) return false;
     if (Wmma16<__half>::ok(x.mode)) launch_fused<__half>(ctx, probs, x);
     else launch_fused<__nv_bfloat16>(ctx, probs, x);
     return true;
 }
-
-/* ---------------------------------------------------------------- launches */
-
-static Attn attn_from(const AttentionArgs *a) {
-    Attn x;
-    x.B = a->B, x.T = a->T, x.A = a->A, x.d = a->d, x.H = a->A * a->d;
-    x.n = (a->T + ALIGN - 1) / ALIGN * ALIGN;
-    /* stage slots 3..7: this file's */
-    x.kv_len = (const int32_t *)cuda_stage(3, a->kv_len, sizeof(int32_t) * a->B);
-    x.mask = (const int32_t *)cuda_stage(4, a->mask, sizeof(int32_t) * a->B * a->T);
-    x.has_holes = (const uint8_t *)cuda_stage(5, a->has_holes, sizeof(uint8_t) * a->B);
-    x.seq_row = (const int32_t *)cuda_stage(6, a->seq_row, sizeof(int32_t) * a->B);
-    x.seq_rows = (const int32_t *)cuda_stage(7, a->seq_rows, sizeof(int32_t) * a->B);
-    x.qkv16 = a->half ? a->qkv16 : NULL;
-    x.scale = 1.0f / sqrtf((float)a->d);
-    x.dropout = a->dropout_p > 0.0f;
-    x.threshold = rng_dropout_threshold(a->dropout_p);
-    x.keep_scale = 1.0f / (1.0f - a->dropout_p);
-    x.key = a->dropout_key;
-    x.half = a->half;
-    x.mode = a->half_mode;
-    return x;
-}
-
-static bool attention_empty(const AttentionArgs *a) { return a->B <= 0 || a->T <= 0 || a->A <= 0 || a->d <= 0; }
-
-/* Sizes of the dense buffers: an operand element (16-bit or fp32), one operand [B A][n][d] in
- * elements, one score block set [B A][n][n] in elements, and byte offsets kept 256-aligned. */
-static size_t operand_bytes(const Attn &x) { return x.half ? sizeof(uint16_t) : sizeof(float); }
-static size_t operand_elems(const Attn &x) { return (size_t)x.B * x.A * x.n * x.d; }
-static size_t score_elems(const Attn &x) { return (size_t)x.B * x.A * x.n * x.n; }
-static size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
-
-/* Part p of dense operands laid one after the other (gather_operands' parts). */
-static void *operand_part(const Attn &x, void *op, int p) {
-    return (char *)op + (size_t)p * operand_elems(x) * operand_bytes(x);
-}
-
-static unsigned row_blocks(const Attn &x) { return (unsigned)(((size_t)x.B * x.A * x.n + ROWS - 1) / ROWS); }
 
 /* ---------------------------------------------------------------- fused backward (16-bit)
  *
@@ -640,7 +614,7 @@ __global__ static void __launch_bounds__(FUSED_WARPS *WARP)
     const int block = blockIdx.x, b = block / a.A, h = block % a.A, r0 = blockIdx.y * FUSED_ROWS;
     const Seq s = sequence(a, b);
     if (r0 >= s.rows) return;
-    const int warp = threadIdx.x / WARP, d = a.d, lp = (s.L + FUSED_KEYS - 1) / FUSED_KEYS * FUSED_KEYS;
+    const int warp = threadIdx.x / WARP, d = a.d, lp = round_to_keys(s.L);
     float *dp = (float *)smem;   /* [FUSED_ROWS][lp], later [FUSED_ROWS][d] */
     uint16_t *ds = (uint16_t *)(dp + fused_scores_floats(max_lp, d));   /* [FUSED_ROWS][lp] */
     uint16_t *g = ds + (size_t)FUSED_ROWS * max_lp, *kv = g + (size_t)FUSED_ROWS * d;
@@ -719,22 +693,14 @@ __global__ static void __launch_bounds__(FUSED_WARPS *WARP)
 
 template <typename T16>
 static void launch_fused_backward(float *dqkv, const float *dctx, const float *probs, const Attn &x) {
-    const int max_lp = (x.T + FUSED_KEYS - 1) / FUSED_KEYS * FUSED_KEYS, np = max_lp;
+    const int max_lp = round_to_keys(x.T), np = max_lp;
     const size_t dense = aligned(sizeof(uint16_t) * (size_t)x.B * x.A * np * np);
     char *w = (char *)cuda_scratch(3, 2 * dense);   /* slot 3: P_dropped and dS, as the path above */
     uint16_t *pd = (uint16_t *)w, *ds = (uint16_t *)(w + dense);
     const size_t rows_bytes = fused_smem_bytes(max_lp, x.d), keys_bytes = fused_keys_smem_bytes(x.d);
     static size_t rows_allowed = 48 << 10, keys_allowed = 48 << 10;
-    if (rows_bytes > rows_allowed) {
-        CUDA_CHECK(cudaFuncSetAttribute(fused_backward_rows<T16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        (int)rows_bytes));
-        rows_allowed = rows_bytes;
-    }
-    if (keys_bytes > keys_allowed) {
-        CUDA_CHECK(cudaFuncSetAttribute(fused_backward_keys<T16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        (int)keys_bytes));
-        keys_allowed = keys_bytes;
-    }
+    allow_shared_memory(fused_backward_rows<T16>, rows_bytes, &rows_allowed);
+    allow_shared_memory(fused_backward_keys<T16>, keys_bytes, &keys_allowed);
     const dim3 grid((unsigned)(x.B * x.A), (unsigned)((x.T + FUSED_ROWS - 1) / FUSED_ROWS));
     fused_backward_rows<T16><<<grid, FUSED_WARPS * WARP, rows_bytes>>>(dqkv, pd, ds, dctx, probs, x, max_lp, np);
     CUDA_LAUNCHED();
@@ -743,11 +709,49 @@ static void launch_fused_backward(float *dqkv, const float *dctx, const float *p
 }
 
 static bool fused_backward_ran(float *dqkv, const float *dctx, const float *probs, const Attn &x) {
-    if (!fused_wanted() || !x.half || !x.qkv16 || x.d % 16 || x.d > FUSED_MAX_D || x.T > FUSED_MAX_T) return false;
+    if (!fused_takes(x)) return false;
     if (Wmma16<__half>::ok(x.mode)) launch_fused_backward<__half>(dqkv, dctx, probs, x);
     else launch_fused_backward<__nv_bfloat16>(dqkv, dctx, probs, x);
     return true;
 }
+
+/* ---------------------------------------------------------------- launches */
+
+static Attn attn_from(const AttentionArgs *a) {
+    Attn x;
+    x.B = a->B, x.T = a->T, x.A = a->A, x.d = a->d, x.H = a->A * a->d;
+    x.n = (a->T + ALIGN - 1) / ALIGN * ALIGN;
+    /* stage slots 3..7: this file's */
+    x.kv_len = (const int32_t *)cuda_stage(3, a->kv_len, sizeof(int32_t) * a->B);
+    x.mask = (const int32_t *)cuda_stage(4, a->mask, sizeof(int32_t) * a->B * a->T);
+    x.has_holes = (const uint8_t *)cuda_stage(5, a->has_holes, sizeof(uint8_t) * a->B);
+    x.seq_row = (const int32_t *)cuda_stage(6, a->seq_row, sizeof(int32_t) * a->B);
+    x.seq_rows = (const int32_t *)cuda_stage(7, a->seq_rows, sizeof(int32_t) * a->B);
+    x.qkv16 = a->half ? a->qkv16 : NULL;
+    x.scale = 1.0f / sqrtf((float)a->d);
+    x.dropout = a->dropout_p > 0.0f;
+    x.threshold = rng_dropout_threshold(a->dropout_p);
+    x.keep_scale = 1.0f / (1.0f - a->dropout_p);
+    x.key = a->dropout_key;
+    x.half = a->half;
+    x.mode = a->half_mode;
+    return x;
+}
+
+static bool attention_empty(const AttentionArgs *a) { return a->B <= 0 || a->T <= 0 || a->A <= 0 || a->d <= 0; }
+
+/* Sizes of the dense buffers: an operand element (16-bit or fp32), one operand [B A][n][d] in
+ * elements, one score block set [B A][n][n] in elements, and byte offsets kept 256-aligned. */
+static size_t operand_bytes(const Attn &x) { return x.half ? sizeof(uint16_t) : sizeof(float); }
+static size_t operand_elems(const Attn &x) { return (size_t)x.B * x.A * x.n * x.d; }
+static size_t score_elems(const Attn &x) { return (size_t)x.B * x.A * x.n * x.n; }
+
+/* Part p of dense operands laid one after the other (gather_operands' parts). */
+static void *operand_part(const Attn &x, void *op, int p) {
+    return (char *)op + (size_t)p * operand_elems(x) * operand_bytes(x);
+}
+
+static unsigned row_blocks(const Attn &x) { return (unsigned)(((size_t)x.B * x.A * x.n + ROWS - 1) / ROWS); }
 
 extern "C" void k_attention_forward(float *ctx, float *probs, const float *qkv, const AttentionArgs *a) {
     if (!probs && a->dropout_p > 0.0f) {
