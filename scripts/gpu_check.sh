@@ -194,6 +194,19 @@ if want speed; then
     echo "== bench bert-base --bf16 --device cuda, batch 16, seq 512, 11.4% padding (the bundled phase-2 shards' mix)"
     timeout 150 $BERT bench --preset bert-base --batch 16 --seq 512 --preds 80 --pad_fraction 0.114 --steps 10 \
       --warmup 2 --device cuda --bf16 2>&1 | grep -E '^(gemm|train|inference)'
+    # each product of the step alone (the forms the model calls; variants: a 16-bit result
+    # against an fp32 one, the weight gradient alone): which fall short of the peak (~12 s)
+    echo "== products: bench bert-base --bf16 --device cuda --gemm_shapes, batch 64, seq 128"
+    timeout 100 $BERT bench --preset bert-base --batch 64 --seq 128 --device cuda --bf16 --gemm_shapes 2>&1 |
+      grep -E '^products|error|bert bench'
+    # the same with the fastest of cuBLASLt's 8 best algorithms per forward shape (timed), and the
+    # step with it and the fused attention
+    echo "== products with BERT_CUDA_LT_ALGOS=8: bench bert-base --bf16 --device cuda --gemm_shapes, batch 64, seq 128"
+    BERT_CUDA_LT_ALGOS=8 timeout 100 $BERT bench --preset bert-base --batch 64 --seq 128 --device cuda --bf16 \
+      --gemm_shapes 2>&1 | grep -E '^products|error|bert bench'
+    echo "== bench bert-base --bf16 --device cuda with BERT_CUDA_ATTENTION=fused BERT_CUDA_LT_ALGOS=8, batch 64, seq 128"
+    BERT_CUDA_ATTENTION=fused BERT_CUDA_LT_ALGOS=8 timeout 150 $BERT bench --preset bert-base --batch 64 --seq 128 \
+      --steps 10 --warmup 2 --device cuda --bf16 2>&1 | grep -E '^(gemm|train|inference)|error|bert bench'
     echo "== kernel profile: bench bert-base --bf16 --device cuda, batch 64, seq 128"
     timeout 150 $BERT bench --preset bert-base --batch 64 --seq 128 --steps 3 --warmup 1 --mode train --device cuda \
       --bf16 --kernel_profile 2>&1 | grep -E '^(gemm|kernels|train)|error|bert bench'

@@ -168,6 +168,42 @@ static void test_device_peak_reports_every_shape(void) {
         }
 }
 
+/* --gemm_shapes on a GPU times every product of the training step through the backend: here
+ * on the CPU's, small shapes. Every product runs (ASan: the buffers hold the biggest), the
+ * step's products are the model's (6 N C OC FLOPs each: forward and both gradients), and the
+ * printout has a line per product and the total. */
+static void test_device_products_time_every_product(void) {
+    const DeviceProductShapes s = {.hidden = 24, .intermediate = 40, .vocab = 57, .layers = 3, .tokens = 20,
+                                   .predictions = 6};
+    const int halves[] = {-1, HALF_BF16_EMULATED};
+    for (int h = 0; h < 2; h++) {
+        DeviceProducts p;
+        device_products_measure(&p, &s, halves[h], 0.02);
+        CHECKF(p.count == (halves[h] < 0 ? 14 : 16), "%d products", p.count);
+        const double H = s.hidden, I = s.intermediate, N = s.tokens;
+        const double step = s.layers * 6 * N * (3 * H * H + H * H + 2 * H * I) + 6.0 * s.predictions * H * s.vocab;
+        CHECKF(p.step_flops == step, "step FLOPs %.0f, the model's %.0f", p.step_flops, step);
+        double seconds = 0;
+        for (int i = 0; i < p.count; i++) {
+            const DeviceProduct *d = &p.p[i];
+            CHECKF(d->seconds > 0 && isfinite(d->seconds), "%s: %g s", d->what, d->seconds);
+            CHECKF(d->flops == 2.0 * d->N * d->C * d->OC * (strstr(d->what, "backward") ? 2 : 1), "%s: %g FLOPs",
+                   d->what, d->flops);
+            seconds += d->per_step * d->seconds;
+        }
+        CHECKF(fabs(p.step_seconds - seconds) <= 1e-12 * seconds, "step %g s, lines %g s", p.step_seconds, seconds);
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+        device_products_print(f, &p, 1.0);
+        fclose(f);
+        int lines = 0;
+        for (const char *c = text; *c; c++) lines += *c == '\n';
+        CHECKF(lines == p.count + 1 && strstr(text, "products of one training step"), "%d lines:\n%s", lines, text);
+        free(text);
+    }
+}
+
 /* Runs `bert bench` (or another command) with the given arguments, capturing its stdout into
  * *out (caller frees). */
 static int run_command(int (*cmd)(int, char **), char **out, int argc, const char **argv);
@@ -473,6 +509,7 @@ int main(void) {
     RUN_TEST(test_executed_flops);   /* runs OpenMP threads before the measurement, as callers may */
     RUN_TEST(test_sgemm_peak_reports_every_shape);
     RUN_TEST(test_device_peak_reports_every_shape);
+    RUN_TEST(test_device_products_time_every_product);
     RUN_TEST(test_bench_json_report);
     RUN_TEST(test_bench_infer_sweep);
     RUN_TEST(test_bench_infer_text_file);

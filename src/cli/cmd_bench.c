@@ -315,7 +315,8 @@ static int parse_options(int argc, char **argv, BenchOptions *o) {
         {"unfused", FLAG_BOOL, &o->unfused,
          "inference: the feed-forward's product and GELU as two passes, not one (to measure what fusing gives)"},
         {"gemm_shapes", FLAG_BOOL, &o->gemm_shapes,
-         "with --bf16: time every product shape of a bert-base training step (batch x seq rows) and stop"},
+         "time every product shape of a training step (batch x seq rows) and stop: on the CPU bert-base's, with "
+         "--bf16; with --device cuda the model's products through the backend, in any precision"},
         {"int8", FLAG_BOOL, &o->int8, "inference only (the training part is skipped): the encoder's linear layers in "
                                       "int8, weights per channel, inputs per row quantized on the fly (VNNI/AMX where "
                                       "the CPU has them); the fraction is of the measured int8 GEMM peak"},
@@ -370,6 +371,23 @@ static void print_train_step(void *ctx, int step, bool timed, double seconds, do
     fprintf(stderr, "  train step %d%s: %.1f ms (loss %.4f)\n", step, timed ? "" : " (warm-up)", seconds * 1e3, loss);
 }
 
+/* --gemm_shapes on a GPU: its product peak, then every product of the model's training step
+ * through the backend (bench/device_peak.h). */
+static int device_products(BenchReport *r, const BenchOptions *o) {
+    const int half = r->precision == BERT_FP16 ? HALF_FP16 : r->precision == BERT_FP32 ? -1 : HALF_BF16;
+    const int tokens = o->batch * o->seq;
+    device_gemm_peak_measure(&r->device_peak, half, tokens, 8192, 2.0);
+    printf("products peak %.1f GFLOP/s (%s products on %d rows and an 8192 square, the best of them)\n",
+           r->device_peak.peak_gflops, half < 0 ? "fp32" : half == HALF_FP16 ? "fp16" : "bf16", tokens);
+    const DeviceProductShapes shapes = {.hidden = r->cfg.hidden_size, .intermediate = r->cfg.intermediate_size,
+                                        .vocab = r->cfg.vocab_size, .layers = r->cfg.num_hidden_layers,
+                                        .tokens = tokens, .predictions = o->batch * o->preds};
+    DeviceProducts products;
+    device_products_measure(&products, &shapes, half, 8.0);
+    device_products_print(stdout, &products, r->device_peak.peak_gflops);
+    return 0;
+}
+
 int cmd_bench(int argc, char **argv) {
     BenchOptions o;
     int rc = parse_options(argc, argv, &o);
@@ -392,6 +410,7 @@ int cmd_bench(int argc, char **argv) {
     r.gpu = strcmp(k_backend_name(), "cpu") != 0;
     if (r.precision == BERT_BF16 && !r.gpu) bf16_gemm_peak_measure(&r.bf16_peak, 0, 1.0);
     if (r.precision == BERT_INT8) int8_gemm_peak_measure(&r.int8_peak, 0, 1.0);
+    if (o.gemm_shapes && r.gpu) return device_products(&r, &o);
     if (o.gemm_shapes) {
         if (r.precision != BERT_BF16) { fprintf(stderr, "bert bench: --gemm_shapes goes with --bf16\n"); return 2; }
         printf("bf16 gemm peak %.1f GFLOP/s\n", r.bf16_peak.peak_gflops);

@@ -155,7 +155,7 @@ void k_profile_print(FILE *out, int per) {
     }
     fprintf(out, "kernels   %-34s %8s %10.3f\n", "all", "", 1e3 * total / per);
     if (active == &cuda_table && cuda_notes) {
-        char note[512];
+        char note[1024];
         cuda_notes(note, sizeof note);
         fprintf(out, "kernels   note: %s\n", note);
     }

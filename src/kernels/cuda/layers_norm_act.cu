@@ -19,6 +19,7 @@
 
 #include "kernels/cuda/cuda_common.h"
 #include "kernels/cuda/half_bits.cuh"
+#include "kernels/cuda/ordered_sum.cuh"
 
 extern "C" {
 #include "core/rng.h"
@@ -128,17 +129,14 @@ __global__ static void layernorm_column_partials(float *partial_w, float *partia
     partial_b[(size_t)blk * C + c] = ab;
 }
 
+/* blockIdx.y 0: dw's partials, 1: db's (a thread each: twice the loads in flight) */
 __global__ static void add_column_partials(float *dw, float *db, const float *partial_w, const float *partial_b,
                                            int blocks, int C) {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
-    float sw = 0.0f, sb = 0.0f;
-    for (int blk = 0; blk < blocks; blk++) {
-        sw += partial_w[(size_t)blk * C + c];
-        sb += partial_b[(size_t)blk * C + c];
-    }
-    dw[c] += sw;
-    db[c] += sb;
+    const float *partial = blockIdx.y == 0 ? partial_w : partial_b;
+    float *sum = blockIdx.y == 0 ? dw : db;
+    sum[c] += ordered_sum(0.0f, 0, blocks, [&](int blk) { return partial[(size_t)blk * C + c]; });
 }
 
 /* One warp per row: dinp = rs (dy w - mean(g) - xhat mean(g xhat)), g = dy w, as the CPU. */
@@ -172,7 +170,7 @@ extern "C" void k_layernorm_backward(float *dinp, float *dw, float *db, const fl
     layernorm_column_partials<<<dim3(col_blocks, (unsigned)blocks), CUDA_THREADS>>>(partial_w, partial_b, dout, inp,
                                                                                    mean, rstd, N, C, rows_per_block);
     CUDA_LAUNCHED();
-    add_column_partials<<<col_blocks, CUDA_THREADS>>>(dw, db, partial_w, partial_b, blocks, C);
+    add_column_partials<<<dim3(col_blocks, 2), CUDA_THREADS>>>(dw, db, partial_w, partial_b, blocks, C);
     CUDA_LAUNCHED();
     layernorm_backward_rows<<<(unsigned)((N + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK), CUDA_THREADS>>>(
         dinp, dout, inp, mean, rstd, w, N, C);
@@ -245,9 +243,26 @@ __global__ static void gelu_backward_half_slices(uint16_t *dinp16, float *partia
     const int c = blockIdx.x * blockDim.x + threadIdx.x, slice = blockIdx.y;
     if (c >= C) return;
     const int n0 = (int)((long)N * slice / ROW_SLICES), n1 = (int)((long)N * (slice + 1) / ROW_SLICES);
+    /* ordered_sum.cuh's scheme with the stores: a chunk's loads first (the stores to dinp16,
+     * which may be inp16, would otherwise hold the next loads back), then its terms in order */
     float acc = 0.0f;
-#pragma unroll 4
-    for (int n = n0; n < n1; n++) {
+    int n = n0;
+    for (; n + ORDERED_CHUNK <= n1; n += ORDERED_CHUNK) {
+        float dy[ORDERED_CHUNK];
+        uint16_t x[ORDERED_CHUNK];
+#pragma unroll
+        for (int j = 0; j < ORDERED_CHUNK; j++) {
+            dy[j] = dout[(size_t)(n + j) * C + c];
+            x[j] = inp16[(size_t)(n + j) * C + c];
+        }
+#pragma unroll
+        for (int j = 0; j < ORDERED_CHUNK; j++) {
+            const float d = dy[j] * activation_slope(act, float_from_half(mode, x[j]));
+            acc += d;
+            dinp16[(size_t)(n + j) * C + c] = half_from_float(mode, d);
+        }
+    }
+    for (; n < n1; n++) {
         const size_t at = (size_t)n * C + c;
         const float d = dout[at] * activation_slope(act, float_from_half(mode, inp16[at]));
         acc += d;
@@ -259,9 +274,7 @@ __global__ static void gelu_backward_half_slices(uint16_t *dinp16, float *partia
 __global__ static void add_slice_sums(float *dbias, const float *partial, int C) {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
-    float sum = 0.0f;
-    for (int slice = 0; slice < ROW_SLICES; slice++) sum += partial[(size_t)slice * C + c];
-    dbias[c] += sum;
+    dbias[c] += ordered_sum(0.0f, 0, ROW_SLICES, [&](int slice) { return partial[(size_t)slice * C + c]; });
 }
 
 extern "C" void k_gelu_backward_half_out16(uint16_t *dinp16, float *dbias, const float *dout, const uint16_t *inp16,

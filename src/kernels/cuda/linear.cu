@@ -19,6 +19,7 @@
 
 #include "kernels/cuda/cuda_blas.h"
 #include "kernels/cuda/cuda_common.h"
+#include "kernels/cuda/ordered_sum.cuh"
 
 extern "C" {
 #include "kernels/kernels.h"
@@ -106,18 +107,13 @@ __global__ static void slice_column_sums(float *partial, const float *x, int N, 
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
         const int slice = (int)(i / C), c = (int)(i % C);
         const int n0 = (int)((long)N * slice / slices), n1 = (int)((long)N * (slice + 1) / slices);
-        float acc = 0;
-#pragma unroll 8   /* the loads issued ahead of the (ordered) additions */
-        for (int n = n0; n < n1; n++) acc += x[(size_t)n * C + c];
-        partial[i] = acc;
+        partial[i] = ordered_sum(0.0f, n0, n1, [&](int n) { return x[(size_t)n * C + c]; });
     }
 }
 
 __global__ static void add_slice_sums(float *db, const float *partial, int C, int slices) {
     for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x) {
-        float sum = 0;
-        for (int slice = 0; slice < slices; slice++) sum += partial[(size_t)slice * C + c];
-        db[c] += sum;
+        db[c] += ordered_sum(0.0f, 0, slices, [&](int slice) { return partial[(size_t)slice * C + c]; });
     }
 }
 

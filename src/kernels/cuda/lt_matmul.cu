@@ -8,7 +8,7 @@
  * leaves out the schemes that add partials in the output's 16-bit type), as cuBLAS's math
  * mode asks of the plain path. fp32 operands take CUBLAS_COMPUTE_32F: true fp32, no TF32.
  * A shape, type and bias combination cuBLASLt has no algorithm for returns false: the caller
- * runs the plain path. */
+ * runs the plain path. BERT_CUDA_LT_ALGOS=K times the heuristic's K best per shape (below). */
 #include <cublasLt.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -34,7 +34,25 @@ static void *lt_workspace(void) {
     return w;
 }
 
-/* A planned product: descriptors and the heuristic's algorithm, kept per shape and types (a
+/* BERT_CUDA_LT_ALGOS=K (2..LT_MAX_ALGOS): ask the heuristic for its K best algorithms per
+ * shape and keep the fastest, timed on the first call's own operands; default 1: the heuristic's
+ * first, untimed. Opt-in: which algorithm wins a timing may change from run to run, and with it
+ * the order of a product's sums (the bits), which a run otherwise repeats exactly. For the
+ * speed section's A/B (scripts/gpu_check.sh): run 3's 16-bit-result products ran at a third of
+ * the fp32-result ones' rate. */
+enum { LT_MAX_ALGOS = 16 };
+static int algos_wanted(void) {
+    static int wanted = 0;
+    if (!wanted) {
+        const char *v = getenv("BERT_CUDA_LT_ALGOS");
+        wanted = v ? atoi(v) : 1;
+        if (wanted < 1) wanted = 1;
+        if (wanted > LT_MAX_ALGOS) wanted = LT_MAX_ALGOS;
+    }
+    return wanted;
+}
+
+/* A planned product: descriptors and the heuristic's algorithms, kept per shape and types (a
  * run multiplies a handful of shapes over and over). */
 typedef struct {
     int N, C, OC;
@@ -43,7 +61,9 @@ typedef struct {
     bool usable;   /* false: cuBLASLt found no algorithm (the caller's plain path runs) */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a, b, d;
-    cublasLtMatmulAlgo_t algo;
+    cublasLtMatmulAlgo_t algo;               /* the one that runs */
+    cublasLtMatmulAlgo_t candidates[LT_MAX_ALGOS];
+    int ncandidates;                         /* > 1: timed at the first call, then 1 */
 } LtPlan;
 enum { LT_PLANS = 96 };
 
@@ -72,27 +92,37 @@ static bool make_plan(LtPlan *p) {
                                                   sizeof workspace));
     LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions,
                                                   sizeof reductions));
-    cublasLtMatmulHeuristicResult_t result;
+    cublasLtMatmulHeuristicResult_t results[LT_MAX_ALGOS];
     int found = 0;
-    const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(lt_handle(), p->desc, p->a, p->b, p->d, p->d, pref, 1,
-                                                            &result, &found);
+    const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(lt_handle(), p->desc, p->a, p->b, p->d, p->d, pref,
+                                                            algos_wanted(), results, &found);
     cublasLtMatmulPreferenceDestroy(pref);
-    if (s != CUBLAS_STATUS_SUCCESS || found < 1 || result.state != CUBLAS_STATUS_SUCCESS) return false;
-    p->algo = result.algo;
+    if (s != CUBLAS_STATUS_SUCCESS) return false;
+    for (int i = 0; i < found; i++)
+        if (results[i].state == CUBLAS_STATUS_SUCCESS) p->candidates[p->ncandidates++] = results[i].algo;
+    if (p->ncandidates < 1) return false;
+    p->algo = p->candidates[0];
     return true;
 }
 
 /* What the plans came to, for the kernel profile's notes (k_cuda_notes, memory.cu). */
 static int plans_made, plans_unusable;
 static char last_unusable[160];
+static int plans_timed, plans_not_first;      /* BERT_CUDA_LT_ALGOS: timed; won by another than the first */
+static double timed_first_us, timed_best_us;   /* the sums, over the timed plans, of one call's time */
 
 static const char *type_name(cudaDataType t) {
     return t == CUDA_R_32F ? "fp32" : t == CUDA_R_16BF ? "bf16" : t == CUDA_R_16F ? "fp16" : "?";
 }
 
 void cuda_lt_notes(char *out, size_t n) {
-    snprintf(out, n, "cuBLASLt forward products: %d shapes planned, %d without an algorithm (plain cuBLAS)%s%s",
-             plans_made, plans_unusable, plans_unusable ? ", the last: " : "", plans_unusable ? last_unusable : "");
+    const int used = snprintf(out, n, "cuBLASLt forward products: %d shapes planned, %d without an algorithm (plain "
+                              "cuBLAS)%s%s", plans_made, plans_unusable, plans_unusable ? ", the last: " : "",
+                              plans_unusable ? last_unusable : "");
+    if (plans_timed && used > 0 && (size_t)used < n)
+        snprintf(out + used, n - (size_t)used, "; %d timed over up to %d algorithms (BERT_CUDA_LT_ALGOS): %d won by "
+                 "another than the heuristic's first, one call of each %.1f us against %.1f us", plans_timed,
+                 algos_wanted(), plans_not_first, timed_best_us, timed_first_us);
 }
 
 static LtPlan *plan_for(int N, int C, int OC, cudaDataType in_type, cudaDataType out_type, bool bias) {
@@ -126,6 +156,43 @@ static LtPlan *plan_for(int N, int C, int OC, cudaDataType in_type, cudaDataType
     return p;
 }
 
+static void run_algo(const LtPlan *p, const cublasLtMatmulAlgo_t *algo, void *out, const void *inp,
+                     const void *weight) {
+    const float one = 1.0f, zero = 0.0f;
+    LT_CHECK(cublasLtMatmul(lt_handle(), p->desc, &one, weight, p->a, inp, p->b, &zero, out, p->d, out, p->d, algo,
+                            lt_workspace(), LT_WORKSPACE, 0));
+}
+
+/* BERT_CUDA_LT_ALGOS: each candidate once untimed, then the mean of LT_TIMED_CALLS calls between
+ * events; the fastest becomes the plan's algorithm (the call's own operands: out is written,
+ * inp and weight only read, so the caller's product that follows is unchanged). Synchronises
+ * once per candidate, on a plan's first call only. */
+enum { LT_TIMED_CALLS = 5 };
+static void choose_fastest(LtPlan *p, void *out, const void *inp, const void *weight) {
+    cudaEvent_t start, stop;
+    CUDA_CHECK(cudaEventCreate(&start));
+    CUDA_CHECK(cudaEventCreate(&stop));
+    float best_ms = 0, first_ms = 0;
+    int best = 0;
+    for (int i = 0; i < p->ncandidates; i++) {
+        run_algo(p, &p->candidates[i], out, inp, weight);
+        CUDA_CHECK(cudaEventRecord(start, 0));
+        for (int r = 0; r < LT_TIMED_CALLS; r++) run_algo(p, &p->candidates[i], out, inp, weight);
+        CUDA_CHECK(cudaEventRecord(stop, 0));
+        CUDA_CHECK(cudaEventSynchronize(stop));
+        float ms = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+        if (i == 0) first_ms = ms;
+        if (i == 0 || ms < best_ms) best_ms = ms, best = i;
+    }
+    CUDA_CHECK(cudaEventDestroy(start));
+    CUDA_CHECK(cudaEventDestroy(stop));
+    p->algo = p->candidates[best];
+    p->ncandidates = 1;
+    plans_timed++, plans_not_first += best != 0;
+    timed_first_us += 1e3 * first_ms / LT_TIMED_CALLS, timed_best_us += 1e3 * best_ms / LT_TIMED_CALLS;
+}
+
 /* BERT_CUDA_LT_OUT16=0: no 16-bit results stored by the product (the caller's fp32 product and
  * rounding pass run instead), for an A/B of the two on a GPU (scripts/gpu_check.sh's speed:
  * run 3 profiled the 16-bit-output products at 154 us a call against 46 us for the fp32 ones). */
@@ -148,8 +215,7 @@ bool cuda_lt_forward(void *out, cudaDataType out_type, const void *inp, const vo
     LtPlan *p = plan_for(N, C, OC, in_type, out_type, bias != NULL);
     if (!p->usable) return false;
     if (bias) LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-    const float one = 1.0f, zero = 0.0f;
-    LT_CHECK(cublasLtMatmul(lt_handle(), p->desc, &one, weight, p->a, inp, p->b, &zero, out, p->d, out, p->d, &p->algo,
-                            lt_workspace(), LT_WORKSPACE, 0));
+    if (p->ncandidates > 1) choose_fastest(p, out, inp, weight);
+    run_algo(p, &p->algo, out, inp, weight);
     return true;
 }
