@@ -155,19 +155,22 @@ static void test_half_conversions(void) {
     float *dx = cuda_copy_in(x, sizeof(float) * n);
     uint16_t *want = malloc(sizeof(uint16_t) * n), *d16 = CUDA_FN(k_alloc)(sizeof(uint16_t) * n);
     for (int m = 0; m < 3; m++) {
-        const size_t sizes[3] = {1, 2 * N_SPECIAL + 17, n};   /* the first, the specials and a few, all */
-        for (int s = 0; s < 3; s++) {
-            k_to_half(MODES[m], want, x, (long)sizes[s]);
-            CUDA_FN(k_to_half)(MODES[m], d16, dx, (long)sizes[s]);
-            uint16_t *got = halves_out(d16, sizes[s]);
+        /* the first, the specials and a few, all; from an offset of 1 (misaligned: one value a
+         * thread) and of 4 (four a thread from another start) */
+        const size_t offsets[5] = {0, 0, 0, 1, 4}, sizes[5] = {1, 2 * N_SPECIAL + 17, n, n - 1, n - 4};
+        for (int s = 0; s < 5; s++) {
+            const size_t off = offsets[s];
+            k_to_half(MODES[m], want, x + off, (long)sizes[s]);
+            CUDA_FN(k_to_half)(MODES[m], d16 + off, dx + off, (long)sizes[s]);
+            uint16_t *all16 = halves_out(d16, off + sizes[s]), *got = all16 + off;
             char what[96];
-            snprintf(what, sizeof what, "k_to_half %s n %zu", MODE_NAMES[m], sizes[s]);
+            snprintf(what, sizeof what, "k_to_half %s n %zu from %zu", MODE_NAMES[m], sizes[s], off);
             if (!same(what, want, got, sizes[s], sizeof(uint16_t)))
                 for (size_t i = 0, shown = 0; i < sizes[s] && shown < 8; i++)
                     if (want[i] != got[i])
-                        printf("      input 0x%08x: cpu 0x%04x cuda 0x%04x\n", float_bits(x[i]), want[i], got[i]),
-                            shown++;
-            free(got);
+                        printf("      input 0x%08x: cpu 0x%04x cuda 0x%04x\n", float_bits(x[off + i]), want[i],
+                               got[i]), shown++;
+            free(all16);
         }
         /* back: every 16-bit pattern */
         uint16_t all[65536];
@@ -454,13 +457,14 @@ static void test_gelu_forward_half(void) {
     double *bound = bounds(ALL);
     for (int m = 0; m < 3; m++)
         for (int a = 0; a < 2; a++) {
-            const long sizes[2] = {17, ALL};
-            for (int s = 0; s < 2; s++) {
-                const long n = sizes[s];
-                k_gelu_forward_half(want, in16, n, ACTS[a], MODES[m]);
-                CUDA_FN(k_gelu_forward_half)(dev_out, dev_in, n, ACTS[a], MODES[m]);
-                uint16_t *got = halves_out(dev_out, n);
-                k_from_half(MODES[m], x, in16, n);
+            /* eight values a thread and a tail; all; from an offset of 3 (one a thread: misaligned) */
+            const long offsets[3] = {0, 0, 3}, sizes[3] = {17, ALL, ALL - 3};
+            for (int s = 0; s < 3; s++) {
+                const long n = sizes[s], off = offsets[s];
+                k_gelu_forward_half(want, in16 + off, n, ACTS[a], MODES[m]);
+                CUDA_FN(k_gelu_forward_half)(dev_out + off, dev_in + off, n, ACTS[a], MODES[m]);
+                uint16_t *all16 = halves_out(dev_out, off + n), *got = all16 + off;
+                k_from_half(MODES[m], x, in16 + off, n);
                 k_from_half(MODES[m], want_f, want, n);
                 k_from_half(MODES[m], got_f, got, n);
                 long differing = 0;
@@ -469,10 +473,11 @@ static void test_gelu_forward_half(void) {
                     differing += want[i] != got[i] && !(isnan(want_f[i]) && isnan(got_f[i]));
                 }
                 char what[96];
-                snprintf(what, sizeof what, "gelu_forward_half %s %s n %ld", ACT_NAMES[a], MODE_NAMES[m], n);
+                snprintf(what, sizeof what, "gelu_forward_half %s %s n %ld from %ld", ACT_NAMES[a], MODE_NAMES[m],
+                         n, off);
                 not_identical += differing, compared += n;
                 within(what, want_f, got_f, bound, n);
-                free(got);
+                free(all16);
             }
         }
     cuda_release(dev_in), cuda_release(dev_out);

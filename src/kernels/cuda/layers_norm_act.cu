@@ -42,14 +42,31 @@ __device__ static float float_from_half(int mode, uint16_t h) {
 __global__ static void to_half(int mode, uint16_t *dst, const float *src, long n) {
     GRID_STRIDE(i, n) dst[i] = half_from_float(mode, src[i]);
 }
+/* Four values a thread: one 16-byte load, one 8-byte store (the same conversion of each). */
+__global__ static void to_half4(int mode, uint2 *dst, const float4 *src, long n4) {
+    GRID_STRIDE(i, n4) {
+        const float4 v = src[i];
+        dst[i] = make_uint2((uint32_t)half_from_float(mode, v.x) | (uint32_t)half_from_float(mode, v.y) << 16,
+                            (uint32_t)half_from_float(mode, v.z) | (uint32_t)half_from_float(mode, v.w) << 16);
+    }
+}
 __global__ static void from_half(int mode, float *dst, const uint16_t *src, long n) {
     GRID_STRIDE(i, n) dst[i] = float_from_half(mode, src[i]);
 }
 
+/* Every product rounds its input or its gradient: a pass over a whole activation, so four
+ * values a thread where the arrays' alignment allows, the tail (or all) one at a time. */
 extern "C" void k_to_half(HalfMode mode, uint16_t *dst, const float *src, long n) {
     if (n <= 0) return;
-    to_half<<<cuda_blocks((size_t)n), CUDA_THREADS>>>((int)mode, dst, src, n);
-    CUDA_LAUNCHED();
+    const long n4 = (uintptr_t)src % 16 == 0 && (uintptr_t)dst % 8 == 0 ? n / 4 : 0;
+    if (n4 > 0) {
+        to_half4<<<cuda_blocks((size_t)n4), CUDA_THREADS>>>((int)mode, (uint2 *)dst, (const float4 *)src, n4);
+        CUDA_LAUNCHED();
+    }
+    if (n > 4 * n4) {
+        to_half<<<cuda_blocks((size_t)(n - 4 * n4)), CUDA_THREADS>>>((int)mode, dst + 4 * n4, src + 4 * n4, n - 4 * n4);
+        CUDA_LAUNCHED();
+    }
 }
 extern "C" void k_from_half(HalfMode mode, float *dst, const uint16_t *src, long n) {
     if (n <= 0) return;
@@ -215,6 +232,21 @@ __global__ static void gelu_backward(float *dinp, const float *dout, const float
 __global__ static void gelu_forward_half(uint16_t *out16, const uint16_t *inp16, long n, int act, int mode) {
     GRID_STRIDE(i, n) out16[i] = half_from_float(mode, activation(act, float_from_half(mode, inp16[i])));
 }
+/* Eight values a thread through 16-byte loads and stores: the same operations on each value
+ * (the same bits), the activation's eight evaluations independent of one another. */
+union Half8 {
+    uint4 v;
+    uint16_t h[8];
+};
+__global__ static void gelu_forward_half8(uint4 *out16, const uint4 *inp16, long n8, int act, int mode) {
+    GRID_STRIDE(i, n8) {
+        Half8 x;
+        x.v = inp16[i];
+#pragma unroll
+        for (int j = 0; j < 8; j++) x.h[j] = half_from_float(mode, activation(act, float_from_half(mode, x.h[j])));
+        out16[i] = x.v;
+    }
+}
 
 extern "C" void k_gelu_forward(float *out, const float *inp, long n, Activation act) {
     if (n <= 0) return;
@@ -226,10 +258,22 @@ extern "C" void k_gelu_backward(float *dinp, const float *dout, const float *inp
     gelu_backward<<<cuda_blocks((size_t)n), CUDA_THREADS>>>(dinp, dout, inp, n, (int)act);
     CUDA_LAUNCHED();
 }
+/* The feed-forward's activation over [N, 4H]: eight values a thread where both arrays are
+ * 16-byte aligned (run 3: 96 us a bert-base batch one value a thread, a third of the memory's
+ * rate), the tail (or all) one at a time. out16 may be inp16. */
 extern "C" void k_gelu_forward_half(uint16_t *out16, const uint16_t *inp16, long n, Activation act, HalfMode mode) {
     if (n <= 0) return;
-    gelu_forward_half<<<cuda_blocks((size_t)n), CUDA_THREADS>>>(out16, inp16, n, (int)act, (int)mode);
-    CUDA_LAUNCHED();
+    const long n8 = ((uintptr_t)out16 | (uintptr_t)inp16) % 16 == 0 ? n / 8 : 0;
+    if (n8 > 0) {
+        gelu_forward_half8<<<cuda_blocks((size_t)n8), CUDA_THREADS>>>((uint4 *)out16, (const uint4 *)inp16, n8,
+                                                                       (int)act, (int)mode);
+        CUDA_LAUNCHED();
+    }
+    if (n > 8 * n8) {
+        gelu_forward_half<<<cuda_blocks((size_t)(n - 8 * n8)), CUDA_THREADS>>>(out16 + 8 * n8, inp16 + 8 * n8,
+                                                                               n - 8 * n8, (int)act, (int)mode);
+        CUDA_LAUNCHED();
+    }
 }
 
 /* The CPU's (and k_matmul_backward_half's) bias-gradient order: ROW_SLICES fixed slices of rows,
