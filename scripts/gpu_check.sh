@@ -36,6 +36,8 @@ if [ -n "$NCCL_DIR" ] && [ -f "$NCCL_DIR/libnccl.so.2" ] && [ -z "${BERT_NCCL_LI
 fi
 BERT=.devbundle/bert
 want() { [[ "$WHAT" == *" all "* || "$WHAT" == *" $1 "* ]]; }
+# the seconds since the start after each section (for planning a call within its 10 minutes)
+took() { echo "gpu_check: $1 done at ${SECONDS}s" | tee -a "$OUT/device.txt"; }
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv; nvcc --version | tail -n 1
   lscpu | grep -E 'Model name|^CPU\(s\)'; $BERT --version; echo "NCCL: ${BERT_NCCL_LIB:-libnccl.so.2 from the library path}"
   } > "$OUT/device.txt" 2>&1
@@ -60,6 +62,7 @@ if want kernels; then
     echo "a CUDA test failed: the checks below run .devbundle/v1/libbert_cuda.so" | tee -a "$OUT/kernels.log"
     export BERT_CUDA_LIB=$PWD/.devbundle/v1/libbert_cuda.so
   fi
+  took kernels
 fi
 
 if want compare; then
@@ -161,6 +164,7 @@ if want compare; then
 print('== embed', a.shape, 'cpu vs cuda: max |diff|', float(abs(a-b).max()), 'min cosine', float((a*b).sum(1).min()))"
   } > "$OUT/compare.log" 2>&1
   cat "$OUT/compare.log"
+  took compare
 fi
 
 if want speed; then
@@ -215,6 +219,7 @@ if want speed; then
       --bf16 --kernel_profile 2>&1 | grep -E '^(gemm|kernels|inference)|error|bert bench'
   } > "$OUT/speed.log" 2>&1
   cat "$OUT/speed.log"
+  took speed
 fi
 
 # 5. minilm: all-MiniLM-L6-v2 fine-tuned on MRPC on the GPU (.devminilm, made by gpu_bundle.sh; a call
@@ -235,6 +240,7 @@ if [[ "$WHAT" == *" minilm "* ]] || { want all && [ -d .devminilm ]; }; then
     done
   } > "$OUT/minilm.log" 2>&1
   cat "$OUT/minilm.log"
+  took minilm
 fi
 
 if want peer; then
@@ -262,4 +268,5 @@ if want peer; then
     done
   } > "$OUT/peer.log" 2>&1
   cat "$OUT/peer.log"
+  took peer
 fi
