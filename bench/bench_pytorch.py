@@ -13,6 +13,8 @@ pooler (model.bert) under torch.inference_mode().
 Precision: --precision fp32 (default) runs everything in fp32. --precision bf16 runs the
 forward and the loss under torch.autocast("cpu", dtype=torch.bfloat16) (inference too), with
 fp32 master weights, fp32 gradients and the same fp32 AdamW: PyTorch's mixed-precision recipe.
+--precision tf32 (--device cuda) is fp32 with TF32 products (torch.backends.cuda.matmul.allow_tf32):
+NVIDIA's "TF32" runs, the peer of `bert bench --device cuda --tf32`.
 --compile wraps the training step's forward + loss and the inference forward in torch.compile
 (inductor); the inference graph is compiled with torch._inductor.config.freezing = True
 (weights folded in as constants). A failed compile is an error, never a silent eager run.
@@ -197,8 +199,9 @@ def main():
     ap.add_argument("--head", choices=["masked", "full"], default="masked")
     ap.add_argument("--pad_fraction", type=float, default=0.0)
     ap.add_argument("--seed", type=int, default=1234)
-    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
-                    help="bf16: forward + loss under torch.autocast(device, bfloat16), fp32 master weights")
+    ap.add_argument("--precision", choices=["fp32", "bf16", "tf32"], default="fp32",
+                    help="bf16: forward + loss under torch.autocast(device, bfloat16), fp32 master weights; "
+                         "tf32 (cuda): fp32 with TF32 products")
     ap.add_argument("--compile", action="store_true",
                     help="torch.compile the training forward + loss and the inference forward "
                          "(inference with inductor freezing); torch >= 2")
@@ -224,6 +227,10 @@ def main():
         # torch 1.13's CPU autocast leaves LayerNorm's input bf16 and its weights fp32, and fails
         sys.exit(f"bench_pytorch: --precision bf16 needs torch >= 2 (this is torch {torch.__version__}); "
                  "run bench/setup_bf16_peer_env.sh and use .venv-bf16peer/bin/python")
+    if args.precision == "tf32" and args.device != "cuda":
+        sys.exit("bench_pytorch: --precision tf32 is for --device cuda")
+    # fp32 products stay fp32 (PyTorch's default since 1.12); tf32 allows TF32 in them
+    torch.backends.cuda.matmul.allow_tf32 = args.precision == "tf32"
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     log = (lambda s: None) if args.json else (lambda s: print(s, file=sys.stderr, flush=True))
@@ -288,7 +295,7 @@ def report(args, cfg, model, batch, train, infer, losses, torch):
     B = args.batch
     tf, inf = train_flops(cfg, B, args.seq, args.preds), infer_flops(cfg, B, args.seq)
     t_train, t_infer = sum(train_times), sum(infer_times)
-    variant = "".join([f", {torch.cuda.get_device_name()}" if args.device == "cuda" else "",", bf16 autocast" if args.precision == "bf16" else "",
+    variant = "".join([f", {torch.cuda.get_device_name()}" if args.device == "cuda" else "",", bf16 autocast" if args.precision == "bf16" else ", TF32" if args.precision == "tf32" else "",
                        ", torch.compile" if args.compile else "",
                        f", attn={args.attn}" if args.attn != "eager" else ""])
     import transformers

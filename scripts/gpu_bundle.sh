@@ -51,7 +51,8 @@ if [ -f "$MINILM/model.safetensors" ] && [ -f .devbundle/glue/MRPC/train.tsv ]; 
   du -sh .devminilm
 fi
 # the baseline for gpu_check.sh's A/B line: the CUDA library of another commit (BASELINE=<rev>;
-# it must export every kernel of this ./bert's kernels.h), built in a temporary worktree
+# it must export every kernel of this ./bert's kernels.h, or have a stub in backend.c's
+# older_library_stub), built in a temporary worktree
 if [ -n "${BASELINE:-}" ]; then
   base=$(mktemp -d /tmp/bertc-baseline.XXXXXX)
   git worktree add --detach "$base" "$BASELINE" >/dev/null

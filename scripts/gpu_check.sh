@@ -7,7 +7,7 @@
 #   bash scripts/gpu_check.sh [all | kernels compare speed peer minilm ...]   (default all: over the
 #   10 minutes a call may take; two calls: "kernels compare speed" (~8 min), then "peer minilm")
 # PRETRAIN_CPU=0 skips the CPU side of the pre-training comparison (deterministic: compare with
-# bench/results/gpu/reference/); PEER_FP32=1 adds PyTorch's fp32 eager runs.
+# bench/results/gpu/reference/); PEER_FP32=1 adds PyTorch's fp32 (and TF32) eager runs.
 # 1. kernels: every CUDA kernel against the CPU backend's on the same inputs (tests/cuda/)
 # 2. compare: the same runs on --device cpu and --device cuda (bench's per-step losses of a small
 #    model in fp32 and bf16; 60 pre-training steps on the prepared shards), side by side; the
@@ -137,6 +137,10 @@ if want compare; then
         pretrain_tiny $dev "/tmp/pt_$dev$prec" $prec | grep -E 'step (10|30|60)/|final loss|rror' | head -n 5
       done
     done
+    # TF32 (the GPU's only): its losses within TF32's rounding of the fp32 run's above
+    echo "== pretrain bert-tiny 60 steps --tf32 --device cuda (against the fp32 run's: $(grep -h 'final loss' /tmp/pt_cuda.log | tail -n 1))"
+    rm -rf /tmp/pt_cuda_tf32
+    pretrain_tiny cuda /tmp/pt_cuda_tf32 --tf32 | grep -E 'step (10|30|60)/|final loss|rror' | head -n 5
     echo "== pretrain bert-mini 100 steps --device cuda (curve: $OUT/pretrain_mini_cuda.json)"
     rm -rf /tmp/pt_mini
     timeout 200 $BERT pretrain --input_dir "$P1" --bert_model bert-mini --output_dir /tmp/pt_mini \
@@ -176,6 +180,10 @@ if want speed; then
           $prec 2>&1 | grep -vE 'step [0-9]'
       done
     done
+    # NVIDIA's "TF32" (the recipe's fp32 on Ampere and later): fp32 with TF32 products
+    echo "== bench bert-base --tf32 --device cuda, batch 64, seq 128"
+    timeout 150 $BERT bench --preset bert-base --batch 64 --seq 128 --steps 10 --warmup 2 --device cuda --tf32 \
+      2>&1 | grep -E '^(gemm|train|inference|precision)|error|bert bench'
     if [ -f .devbundle/v1/libbert_cuda.so ] && [ "$BERT_CUDA_LIB" != "$PWD/.devbundle/v1/libbert_cuda.so" ]; then
       echo "== bench bert-base --bf16 --device cuda with .devbundle/v1's library (the baseline), batch 64, seq 128"
       BERT_CUDA_LIB=$PWD/.devbundle/v1/libbert_cuda.so timeout 150 $BERT bench --preset bert-base --batch 64 \
@@ -266,6 +274,8 @@ if want peer; then
     for preset in $([ "${PEER_FP32:-0}" = 1 ] && echo bert-base bert-large); do
       peer "$preset fp32 eager, batch 64, seq 128" --preset $preset --precision fp32 --batch 64 --seq 128
     done
+    [ "${PEER_FP32:-0}" = 1 ] && peer "bert-base tf32 eager, batch 64, seq 128" --preset bert-base --precision tf32 \
+      --batch 64 --seq 128
   } > "$OUT/peer.log" 2>&1
   cat "$OUT/peer.log"
   took peer

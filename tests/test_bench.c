@@ -285,6 +285,7 @@ static void test_bench_rejects_bad_flags(void) {
         {"--optimizer", "sgd", NULL, NULL},
         {"--batch", "x", NULL, NULL},                      /* not a number */
         {"--unknown_flag", "1", NULL, NULL},
+        {"--tf32", NULL, NULL, NULL},                      /* the CPU has no TF32 products */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *argv[10] = {"--config", MICRO_CONFIG, "--sgemm_peak", "100", "--seq", "32"};  /* valid */

@@ -28,7 +28,7 @@ typedef struct {
     long long seed;
     const char *device;
     bool kernel_profile;
-    bool json, full_last_layer, all_rows, bf16, bf16_emulate, fp16, int8, gemm_shapes, plain_weights, unfused;
+    bool json, full_last_layer, all_rows, bf16, bf16_emulate, fp16, int8, gemm_shapes, plain_weights, unfused, tf32;
 } BenchOptions;
 
 typedef struct {
@@ -124,7 +124,8 @@ static void print_text(const BenchReport *r, const BenchOptions *o) {
     char kernel[600], env[1024];
     describe_gemm(kernel, sizeof kernel), compute_environment(env, sizeof env);
     if (r->gpu) {
-        printf("precision %s (cuBLAS with fp32 accumulation; fp32: no TF32)\n", bert_precision_name(r->precision));
+        printf("precision %s (cuBLAS with fp32 accumulation; fp32 products: %s)\n", bert_precision_name(r->precision),
+               o->tf32 ? "TF32 (--tf32)" : "true fp32, no TF32");
     } else if (r->precision == BERT_FP32) {
         printf("gemm      the model's products run in %s: %s; inference with packed weights: %s\n", sgemm_library(),
                kernel, o->plain_weights ? "no" : "yes (oneDNN matmul)");
@@ -292,6 +293,7 @@ static int parse_options(int argc, char **argv, BenchOptions *o) {
         {"warmup", FLAG_INT, &o->warmup, "untimed steps before each measurement (default 1)"},
         {"threads", FLAG_INT, &o->threads, "OpenMP/BLAS threads (default: all cores)"},
         {"device", FLAG_STRING, &o->device, FLAGS_DEVICE_HELP},
+        {"tf32", FLAG_BOOL, &o->tf32, FLAGS_TF32_HELP},
         {"mode", FLAG_STRING, &o->mode, "train, infer or both (default both)"},
         {"pad_fraction", FLAG_DOUBLE, &o->pad_fraction, "mean fraction of padding tokens (default 0: full length)"},
         {"sgemm_peak", FLAG_DOUBLE, &o->sgemm_peak, "GFLOP/s to compare against (default: measure, ~1 s)"},
@@ -392,7 +394,7 @@ int cmd_bench(int argc, char **argv) {
     BenchOptions o;
     int rc = parse_options(argc, argv, &o);
     if (rc != 0) return rc > 0 ? 0 : 2;
-    if (flags_use_device("bench", o.device) != 0) return 2;
+    if (flags_use_device("bench", o.device, o.tf32) != 0) return 2;
     BenchReport r = {.name = o.config ? o.config : o.preset ? o.preset : "bert-base"};
     BertError err;
     int cfg_rc = o.config ? bert_config_load(o.config, &r.cfg, &err) : bert_config_preset(r.name, &r.cfg, &err);

@@ -100,6 +100,7 @@ int cmd_bench_infer(int argc, char **argv) {
     const char *preset = NULL, *config = NULL, *glue = NULL, *data_dir = NULL, *squad = NULL, *vocab_file = NULL;
     const char *text_file = NULL;
     const char *init = NULL, *batch_list = NULL, *seq_list = NULL, *device = NULL;
+    bool tf32 = false;
     int max_seq = 0, batch = 32, threads = 0, latency_sequences = 256, warmup = 2;
     bool lower = true, bf16 = false, int8 = false, json = false, plain_weights = false, unfused = false;
     const Flag flags[] = {
@@ -131,6 +132,7 @@ int cmd_bench_infer(int argc, char **argv) {
          "the feed-forward's product and GELU as two passes, not one (to measure what fusing gives)"},
         {"threads", FLAG_INT, &threads, "OpenMP threads (0: all cores)"},
         {"device", FLAG_STRING, &device, FLAGS_DEVICE_HELP},
+        {"tf32", FLAG_BOOL, &tf32, FLAGS_TF32_HELP},
         {"json", FLAG_BOOL, &json, "one JSON line per measurement"},
     };
     const FlagSpec spec = {"bench_infer", "bench_infer [--glue_task T --data_dir D | --squad_file F | --text_file F] [--vocab_file V] "
@@ -162,7 +164,7 @@ int cmd_bench_infer(int argc, char **argv) {
     if ((batch_list && !parse_sizes("batch_sizes", batch_list, batches, &n_batches)) ||
         (seq_list && !parse_sizes("seq_lengths", seq_list, seqs, &n_seqs)))
         return 2;
-    if (flags_use_device("bench_infer", device) != 0) return 2;
+    if (flags_use_device("bench_infer", device, tf32) != 0) return 2;
     if (bf16 && int8) return fprintf(stderr, "bert bench_infer: give at most one of --bf16 and --int8\n"), 2;
     if (int8 && flags_int8("bench_infer") != 0) return 2;
     if (int8 && plain_weights)

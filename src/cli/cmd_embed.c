@@ -31,6 +31,7 @@ int cmd_embed(int argc, char **argv) {
     const char *init = NULL, *config = NULL, *vocab_file = NULL, *output = NULL;
     int max_seq = 0, batch = 32, threads = 0;
     const char *device = NULL;
+    bool tf32 = false;
     int lower = FLAG_UNSET;
     bool no_normalize = false, bf16 = false, strict = false, int8 = false;
     const Flag flags[] = {
@@ -49,6 +50,7 @@ int cmd_embed(int argc, char **argv) {
         {"output", FLAG_STRING, &output, "write a .npy file (float32 [n, hidden]) instead of text on stdout"},
         {"threads", FLAG_INT, &threads, "OpenMP threads (0: all cores)"},
         {"device", FLAG_STRING, &device, FLAGS_DEVICE_HELP},
+        {"tf32", FLAG_BOOL, &tf32, FLAGS_TF32_HELP},
         {"bf16", FLAG_BOOL, &bf16, "matrix products in bf16 (needs avx512_bf16)"},
         {"strict", FLAG_BOOL, &strict, "refuse weights holding NaN or Inf (default: a warning)"},
         {"int8", FLAG_BOOL, &int8, "the encoder's linear layers in int8 (weights per channel, inputs per row, "
@@ -62,7 +64,7 @@ int cmd_embed(int argc, char **argv) {
     if (batch < 1 || max_seq < 0)   /* was "bert_model_create: bad sizes batch=0 ..." (issue 35, D20) */
         return fprintf(stderr, "bert embed: --batch_size %d must be at least 1 and --max_seq_length %d not negative\n",
                        batch, max_seq), 2;
-    if (flags_use_device("embed", device) != 0) return 2;
+    if (flags_use_device("embed", device, tf32) != 0) return 2;
     if (bf16 && int8) return fprintf(stderr, "bert embed: give at most one of --bf16 and --int8\n"), 2;
     if (int8 && flags_int8("embed") != 0) return 2;
     if (threads > 0) omp_set_num_threads(threads);

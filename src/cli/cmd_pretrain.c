@@ -18,6 +18,7 @@ int cmd_pretrain(int argc, char **argv) {
     long long ckpt_every = o.num_steps_per_checkpoint, eval_steps = o.eval_steps, log_freq = o.log_freq;
     bool bf16 = false, bf16_emulate = false, fp16 = false, wire_fp16 = false, wire_bf16 = false;
     const char *device = NULL;
+    bool tf32 = false;
     const Flag flags[] = {
         {"input_dir", FLAG_STRING, &o.input_dir, "folder of HDF5 shards ('training' in their names) (required)"},
         {"eval_dir", FLAG_STRING, &o.eval_dir, "held-out shards ('test' in their names); default --input_dir"},
@@ -57,6 +58,7 @@ int cmd_pretrain(int argc, char **argv) {
         {"disable_progress_bar", FLAG_BOOL, &o.disable_progress_bar, "no redrawn progress line on a terminal"},
         {"threads", FLAG_INT, &o.threads, "OpenMP threads (0: all cores)"},
         {"device", FLAG_STRING, &device, FLAGS_DEVICE_HELP},
+        {"tf32", FLAG_BOOL, &tf32, FLAGS_TF32_HELP},
         {"check_shards", FLAG_BOOL, &o.check_shards, "read and validate every shard first (each in a child process)"},
         {"strict", FLAG_BOOL, &o.strict, "refuse checkpoints whose weights hold NaN or Inf (default: a warning)"},
         {"bf16", FLAG_BOOL, &bf16, "mixed precision: matrix products in bf16, fp32 accumulation and master weights "
@@ -86,7 +88,7 @@ int cmd_pretrain(int argc, char **argv) {
     int rc = flags_parse(&spec, argc, argv, NULL, NULL);
     if (rc) return rc > 0 ? 0 : 2;
     if (flags_require(&spec, "input_dir,output_dir") != 0) return 2;
-    if (flags_use_device("pretrain", device) != 0) return 2;
+    if (flags_use_device("pretrain", device, tf32) != 0) return 2;
     if (bf16 + bf16_emulate + fp16 > 1) {
         fprintf(stderr, "bert pretrain: give one of --bf16, --bf16_emulate and --fp16\n");
         return 2;

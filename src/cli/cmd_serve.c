@@ -20,6 +20,7 @@ static int parse_truthy(const char *v, bool *out) {
 int cmd_serve(int argc, char **argv) {
     ServeOptions o = serve_default_options();
     const char *init = NULL, *truncate = "true", *device = NULL;
+    bool tf32 = false;
     int lower = FLAG_UNSET, threads = 0;
     long max_body = o.max_body_bytes;
     const Flag flags[] = {
@@ -58,6 +59,7 @@ int cmd_serve(int argc, char **argv) {
          "require Authorization: Bearer KEY (all but /health); default $BERT_API_KEY (kept out of ps)"},
         {"threads", FLAG_INT, &threads, "OpenMP threads of the compute worker (0: all cores)"},
         {"device", FLAG_STRING, &device, FLAGS_DEVICE_HELP},
+        {"tf32", FLAG_BOOL, &tf32, FLAGS_TF32_HELP},
     };
     const FlagSpec spec = {"serve", "serve --init_checkpoint MODEL_DIR [--port 8080] [flags]", flags,
                            (int)(sizeof flags / sizeof flags[0]), 0, 0};
@@ -66,7 +68,7 @@ int cmd_serve(int argc, char **argv) {
     if (flags_require(&spec, "init_checkpoint") != 0) return 2;
     if (parse_truthy(truncate, &o.truncate) != 0)
         return fprintf(stderr, "bert serve: --truncate %s: true or false\n", truncate), 2;
-    if (flags_use_device("serve", device) != 0) return 2;
+    if (flags_use_device("serve", device, tf32) != 0) return 2;
     if (o.bf16 && o.int8) return fprintf(stderr, "bert serve: give at most one of --bf16 and --int8\n"), 2;
     if (o.int8 && flags_int8("serve") != 0) return 2;
     if (threads > 0) omp_set_num_threads(threads);

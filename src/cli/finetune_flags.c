@@ -39,6 +39,7 @@ int finetune_flags(Flag *out, FinetuneArgs *a, FinetuneFlagState *st, const char
         {"seed", FLAG_INT64, &st->seed, st->help[3]},
         {"threads", FLAG_INT, &a->threads, "OpenMP threads (0: all cores)"},
         {"device", FLAG_STRING, &st->device, FLAGS_DEVICE_HELP},
+        {"tf32", FLAG_BOOL, &st->tf32, FLAGS_TF32_HELP},
         {"bf16", FLAG_BOOL, &st->bf16, "matrix products in bf16 with fp32 accumulation (needs avx512_bf16)"},
         {"fp16", FLAG_BOOL, &st->fp16, "operands stored in IEEE fp16 with dynamic loss scaling; this CPU has no fp16 "
                                        "arithmetic, so the arithmetic stays fp32 (exercises the scaling a GPU needs)"},
@@ -81,7 +82,7 @@ int finetune_flags_finish(const char *command, FinetuneArgs *a, const FinetuneFl
                         "(fp32 or --bf16), then predict from the saved model with --int8\n", command);
         return 2;
     }
-    const int rc = flags_use_device(command, st->device);
+    const int rc = flags_use_device(command, st->device, st->tf32);
     return rc || !st->int8 ? rc : flags_int8(command);
 }
 

@@ -8,7 +8,7 @@
 #include "cli/flags.h"
 #include "train/finetune.h"
 
-enum { FINETUNE_FLAG_COUNT = 34 };
+enum { FINETUNE_FLAG_COUNT = 35 };
 
 /* What the fragment parses besides the args themselves, and its help texts (they name the
  * task's defaults). Lives as long as the flags. */
@@ -16,6 +16,7 @@ typedef struct {
     long long max_steps, seed, log_freq, eval_steps, save_steps;
     bool bf16, fp16, int8;
     const char *device;
+    bool tf32;
     char help[4][96];
 } FinetuneFlagState;
 

@@ -200,11 +200,18 @@ void flags_usage(const FlagSpec *spec, FILE *out) {
         }
 }
 
-int flags_use_device(const char *command, const char *device) {
+int flags_use_device(const char *command, const char *device, bool tf32) {
     char err[512];
-    if (k_backend_use(device, err, sizeof err)) return 0;
-    fprintf(stderr, "bert %s: %s\n", command, err);
-    return 2;
+    if (!k_backend_use(device, err, sizeof err)) {
+        fprintf(stderr, "bert %s: %s\n", command, err);
+        return 2;
+    }
+    if (!k_set_tf32(tf32)) {
+        fprintf(stderr, "bert %s: --tf32: the %s backend has no TF32 products (a GPU's: --device cuda)\n", command,
+                k_backend_name());
+        return 2;
+    }
+    return 0;
 }
 
 int flags_int8(const char *command) {

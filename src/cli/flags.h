@@ -51,8 +51,13 @@ void flags_usage(const FlagSpec *spec, FILE *out);
 
 /* --device: the backend a command's kernels run on (kernels/backend.h), a FLAG_STRING. */
 #define FLAGS_DEVICE_HELP "where the kernels run: cpu (default) or cuda (a GPU: the CUDA backend, make GPU=cuda)"
-/* Selects device's backend (NULL: the CPU) for command: 0, or 2 with the reason printed. */
-int flags_use_device(const char *command, const char *device);
+/* --tf32, a FLAG_BOOL beside --device (kernels.h: k_set_tf32). */
+#define FLAGS_TF32_HELP \
+    "with --device cuda: fp32 products on tensor cores in TF32 (10-bit mantissa operands, fp32 sums; NVIDIA's " \
+    "\"TF32\" runs); by default they are true fp32"
+/* Selects device's backend (NULL: the CPU) for command, with TF32 products or without: 0, or 2
+ * with the reason printed. */
+int flags_use_device(const char *command, const char *device, bool tf32);
 /* For --int8, after flags_use_device: 2 with the message on stderr where the backend has no
  * int8 products; else 0, having said once per process where they run without VNNI (slower). */
 int flags_int8(const char *command);

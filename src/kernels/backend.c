@@ -194,6 +194,13 @@ static void find_collectives(void *lib) {
     if (!all) memset(&cuda_collectives, 0, sizeof cuda_collectives);
 }
 
+/* Functions added to the interface after a library was built that such a library may lack (an
+ * older version kept as a speed baseline: scripts/gpu_check.sh), with what it would answer. */
+static bool older_set_tf32(bool on) { return !on; }   /* no TF32 before k_set_tf32 existed */
+static void *older_library_stub(const char *name) {
+    return !strcmp(name, "k_set_tf32") ? (void *)older_set_tf32 : NULL;
+}
+
 static bool load_cuda(char *err, size_t errlen) {
     if (cuda_table.k_alloc) return true;   /* loaded before */
     char path[PATH_MAX + 32];
@@ -206,7 +213,7 @@ static bool load_cuda(char *err, size_t errlen) {
     }
     KernelTable t;
 #define K_LOOKUP(name)                                                                                   \
-    if (!(*(void **)&t.name = dlsym(lib, #name))) {                                                      \
+    if (!(*(void **)&t.name = dlsym(lib, #name)) && !(*(void **)&t.name = older_library_stub(#name))) {   \
         snprintf(err, errlen, "--device cuda: %s lacks %s (built from another version of bert.c?)", path, #name); \
         dlclose(lib);                                                                                    \
         return false;                                                                                    \

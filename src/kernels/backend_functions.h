@@ -37,6 +37,7 @@
     KV(k_to_half, (HalfMode mode, uint16_t *dst, const float *src, long n), (mode, dst, src, n)) \
     KV(k_from_half, (HalfMode mode, float *dst, const uint16_t *src, long n), (mode, dst, src, n)) \
     KR(bool, k_bf16_native_available, (void), ()) \
+    KR(bool, k_set_tf32, (bool on), (on)) \
     KR(int, k_int8_support, (void), ()) \
     KV(k_int8_describe, (char *out, size_t n), (out, n)) \
     KV(k_int8_product_counters, (double *thread_seconds, double *ops, bool reset), (thread_seconds, ops, reset)) \

@@ -99,6 +99,11 @@ void k_from_half(HalfMode mode, float *dst, const uint16_t *src, long n);
 /* Whether HALF_BF16 products can run here (bf16 instructions), and what runs them. */
 bool k_bf16_native_available(void);
 void k_bf16_describe(char *out, size_t n);
+/* TF32 (NVIDIA's, from Ampere on): the fp32 products (k_matmul_forward/_backward and fp32
+ * attention's) on tensor cores, their operands rounded to 10-bit mantissas, the sums in fp32:
+ * what the GPU recipe's "fp32" runs ("TF32" in NVIDIA's tables). Off by default (true fp32).
+ * Returns false where the backend has none (the CPU: turning it on fails, off succeeds). */
+bool k_set_tf32(bool on);
 
 /* int8 inference (dynamic quantization, the CPU's: kernels/cpu/gemm_int8.h): the weight
  * [OC, C] quantized once, symmetric per output channel (s_j = max |w_j.| / L, q in [-L, L],

@@ -57,6 +57,12 @@ static inline float *cuda_copy_out(const void *device, size_t n_floats) {
 }
 static inline void cuda_release(void *device) { CUDA_FN(k_free)(device); }
 
+static inline uint32_t float_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
 /* Whether got is within tol of want, element by element: |got - want| <= abs_tol + rel_tol |want|
  * (NaN and infinities must match exactly). Prints the worst element and the first failure. */
 static inline bool cuda_close(const char *what, const float *want, const float *got, size_t n, double abs_tol,

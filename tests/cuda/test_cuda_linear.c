@@ -92,12 +92,17 @@ static void backward_magnitudes(float **Sdinp, float **Sdw, float **Sdb, const f
     free(ad), free(ai), free(aw);
 }
 
-/* Whether got is within 3 gamma_{K+2} mag[i] (1% margin) of want at every element (see the top);
- * prints the count, the first failure as (row, column) of a [*, cols] matrix, and the worst
- * ratio of difference to bound. */
+/* TF32's operands keep 10 of fp32's 23 fraction bits: each rounded (2^-11 relative) or cut
+ * (2^-10), so a product of two moves by at most 2^-10 + 2^-10 + 2^-20 < 1.01 2^-9 of its size:
+ * added to close_by_sums's factor while test_tf32 runs (0 otherwise: fp32 operands are exact). */
+static double operand_error = 0;
+
+/* Whether got is within 3 gamma_{K+2} mag[i] (1% margin; + operand_error mag[i]) of want at every
+ * element (see the top); prints the count, the first failure as (row, column) of a [*, cols]
+ * matrix, and the worst ratio of difference to bound. */
 static bool close_by_sums(const char *what, const float *want, const float *got, const float *mag, size_t n, int cols,
                           double K) {
-    const double g = 3 * gamma_k(K + 2) * 1.01;
+    const double g = 3 * gamma_k(K + 2) * 1.01 + operand_error;
     size_t bad = 0, first = 0, worst_at = 0;
     double worst = 0;
     for (size_t i = 0; i < n; i++) {
@@ -167,6 +172,34 @@ static void test_fp32_is_not_tf32(void) {
            "fp32 dweight is not exact fp32");
     free(got), free(xt), free(eye), free(x), free(nans), free(zeros);
     cuda_release(d_eye), cuda_release(d_x), cuda_release(d_out), cuda_release(d_dw);
+}
+
+/* k_set_tf32: x @ I^T for a 1024-square identity (big enough that cuBLAS runs tensor cores) gives
+ * x with each value's fraction cut to TF32's 10 bits (rounded to nearest, even or away, or
+ * truncated: whichever the hardware does; x itself where a product stayed fp32), and with TF32
+ * in use at least one value must have lost bits; off again, the product is exact. */
+static int identity_product_tf32(const char *what, bool tf32) {
+    enum { D = 1024 };
+    float *eye = filled((size_t)D * D, 0), *x = cuda_test_values((size_t)D * D, 73, 1.0f);
+    for (int i = 0; i < D; i++) eye[(size_t)i * D + i] = 1;
+    for (size_t i = 0; i < (size_t)D * D; i++) x[i] *= 1 + 0x1.23457p-20f;   /* low fraction bits set */
+    float *d_eye = device_floats(eye, (size_t)D * D), *d_x = device_floats(x, (size_t)D * D);
+    float *d_out = CUDA_FN(k_alloc)(sizeof(float) * D * D);
+    CUDA_FN(k_matmul_forward)(d_out, d_x, d_eye, NULL, D, D, D);
+    float *got = cuda_copy_out(d_out, (size_t)D * D);
+    size_t cut = 0, wrong = 0;
+    for (size_t i = 0; i < (size_t)D * D; i++) {
+        const uint32_t b = float_bits(x[i]), g = float_bits(got[i]), low = 0x1fffu;
+        const uint32_t even = (b + 0xfffu + ((b >> 13) & 1u)) & ~low, away = (b + 0x1000u) & ~low, trunc = b & ~low;
+        if (g == b) continue;
+        if (tf32 && (g == even || g == away || g == trunc)) cut++;
+        else if (wrong++ == 0) printf("    %s: x 0x%08x gave 0x%08x\n", what, b, g);
+    }
+    CHECKF(wrong == 0, "%s: %zu values neither x nor x in TF32", what, wrong);
+    if (tf32) CHECKF(cut > 0, "%s: no value lost a bit: the product did not run in TF32", what);
+    free(eye), free(x), free(got);
+    cuda_release(d_eye), cuda_release(d_x), cuda_release(d_out);
+    return (int)cut;
 }
 
 /* ---------------------------------------------------------------- forward */
@@ -339,6 +372,22 @@ static void test_backward(void) {
     for (int s = 0; s < N_SHAPES; s++)
         for (int m = 0; m < 4; m++)
             for (int c = 0; c < (MODES[m] < 0 ? 3 : 4); c++) backward_case(SHAPES[s], MODES[m], (BackwardCase)c);
+}
+
+/* --tf32: the fp32 products in TF32 (k_set_tf32), every forward and backward case within the
+ * operands' extra error; then off again: exact fp32 (the identity product and
+ * test_fp32_is_not_tf32 after this test). */
+static void test_tf32(void) {
+    CHECKF(CUDA_FN(k_set_tf32)(true), "k_set_tf32(true) refused on a GPU with bf16 (compute capability 8+)");
+    identity_product_tf32("TF32 on: identity product", true);
+    operand_error = 0x1p-9 * 1.01;
+    for (int s = 0; s < N_SHAPES; s++) {
+        forward_case(SHAPES[s], -1, false), forward_case(SHAPES[s], -1, true);
+        for (int c = 0; c < 3; c++) backward_case(SHAPES[s], -1, (BackwardCase)c);
+    }
+    operand_error = 0;
+    CHECK(CUDA_FN(k_set_tf32)(false));
+    identity_product_tf32("TF32 off again: identity product", false);
 }
 
 /* ---------------------------------------------------------------- typed layer */
@@ -663,6 +712,8 @@ int main(int argc, char **argv) {
     RUN_TEST(test_fp32_is_not_tf32);
     RUN_TEST(test_forward);
     RUN_TEST(test_backward);
+    RUN_TEST(test_tf32);
+    RUN_TEST(test_fp32_is_not_tf32);   /* again, after TF32 was on and off */
     RUN_TEST(test_typed_layer);
     return test_summary();
 }

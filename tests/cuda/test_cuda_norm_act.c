@@ -119,7 +119,6 @@ static double half_ulp(HalfMode mode, double v) {
 
 /* ---------------------------------------------------------------- 16-bit conversions */
 
-static uint32_t float_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static float bits_float(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
 /* Signed zeros, float subnormals, fp16's subnormal range and its ties, fp16's 65504 / 65520

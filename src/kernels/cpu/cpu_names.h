@@ -20,6 +20,7 @@
 #define k_from_half                       cpu_k_from_half
 #define k_bf16_native_available           cpu_k_bf16_native_available
 #define k_bf16_describe                   cpu_k_bf16_describe
+#define k_set_tf32                        cpu_k_set_tf32
 #define k_int8_support                    cpu_k_int8_support
 #define k_int8_describe                   cpu_k_int8_describe
 #define k_int8_product_counters           cpu_k_int8_product_counters

@@ -110,6 +110,7 @@ void k_to_half(HalfMode mode, uint16_t *dst, const float *src, long n) { halves_
 void k_from_half(HalfMode mode, float *dst, const uint16_t *src, long n) { floats_from_halves(mode, dst, src, n); }
 bool k_bf16_native_available(void) { return gemm_bf16_native_available(); }
 void k_bf16_describe(char *out, size_t n) { gemm_bf16_describe(out, n); }
+bool k_set_tf32(bool on) { return !on; }   /* no TF32 on the CPU: its fp32 products are fp32 */
 
 /* oneDNN splits each product over the threads itself (no two-way split as above). */
 bool k_matmul_forward_half(float *out, const float *inp, uint16_t *inp16, const uint16_t *weight, const void *packed,

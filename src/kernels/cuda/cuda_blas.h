@@ -18,9 +18,11 @@
     } while (0)
 
 /* The handle, made on first use (linear.cu), on the default stream. The default math mode keeps
- * fp32 products in fp32 (no TF32), and reduced-precision reductions are refused as well, so that
- * split-K partial sums stay in fp32 whatever the operand type. */
+ * fp32 products in fp32 (no TF32; k_set_tf32 allows it), and reduced-precision reductions are
+ * refused as well, so that split-K partial sums stay in fp32 whatever the operand type. */
 cublasHandle_t cuda_cublas(void);
+/* Whether fp32 products run in TF32 (k_set_tf32). */
+bool cuda_tf32(void);
 
 /* out [N, OC] = inp [N, C] @ weight [OC, C]^T (+ bias [OC], fp32, in the epilogue), row-major,
  * operands of in_type, out of out_type (fp32 or in_type), through cuBLASLt (lt_matmul.cu).

@@ -287,31 +287,18 @@ __global__ static void gelu_backward_half_slices(uint16_t *dinp16, float *partia
     const int c = blockIdx.x * blockDim.x + threadIdx.x, slice = blockIdx.y;
     if (c >= C) return;
     const int n0 = (int)((long)N * slice / ROW_SLICES), n1 = (int)((long)N * (slice + 1) / ROW_SLICES);
-    /* ordered_sum.cuh's scheme with the stores: a chunk's loads first (the stores to dinp16,
-     * which may be inp16, would otherwise hold the next loads back), then its terms in order */
-    float acc = 0.0f;
-    int n = n0;
-    for (; n + ORDERED_CHUNK <= n1; n += ORDERED_CHUNK) {
-        float dy[ORDERED_CHUNK];
-        uint16_t x[ORDERED_CHUNK];
-#pragma unroll
-        for (int j = 0; j < ORDERED_CHUNK; j++) {
-            dy[j] = dout[(size_t)(n + j) * C + c];
-            x[j] = inp16[(size_t)(n + j) * C + c];
-        }
-#pragma unroll
-        for (int j = 0; j < ORDERED_CHUNK; j++) {
-            const float d = dy[j] * activation_slope(act, float_from_half(mode, x[j]));
-            acc += d;
-            dinp16[(size_t)(n + j) * C + c] = half_from_float(mode, d);
-        }
-    }
-    for (; n < n1; n++) {
-        const size_t at = (size_t)n * C + c;
-        const float d = dout[at] * activation_slope(act, float_from_half(mode, inp16[at]));
-        acc += d;
-        dinp16[at] = half_from_float(mode, d);
-    }
+    struct Loaded {
+        float dy;
+        uint16_t x;
+    };
+    const float acc = ordered_sum(
+        0.0f, n0, n1,
+        [&](int n) { return Loaded{dout[(size_t)n * C + c], inp16[(size_t)n * C + c]}; },
+        [&](int n, Loaded l) {
+            const float d = l.dy * activation_slope(act, float_from_half(mode, l.x));
+            dinp16[(size_t)n * C + c] = half_from_float(mode, d);
+            return d;
+        });
     if (partial) partial[(size_t)slice * C + c] = acc;
 }
 

@@ -6,7 +6,7 @@
  * X^T [C, R] with the same ld, so each row-major product Y = A B is issued as Y^T = B^T A^T.
  *
  * fp32 products are true fp32 (cublasSgemm, default math mode: no TF32), so they differ from
- * the CPU's only by the order of their sums. 16-bit products take bf16 (both bf16 modes: the GPU
+ * the CPU's only by the order of their sums; k_set_tf32 runs them in TF32 (NVIDIA's "TF32"). 16-bit products take bf16 (both bf16 modes: the GPU
  * has bf16 instructions) or fp16 operands and accumulate in fp32 (cublasGemmEx,
  * CUBLAS_COMPUTE_32F). The forward products run on cuBLASLt where it has an algorithm
  * (lt_matmul.cu): the bias in the epilogue, and a 16-bit result stored rounded by the product
@@ -19,22 +19,32 @@
 
 #include "kernels/cuda/cuda_blas.h"
 #include "kernels/cuda/cuda_common.h"
+#include "kernels/cuda/half_bits.cuh"
 #include "kernels/cuda/ordered_sum.cuh"
 
 extern "C" {
 #include "kernels/kernels.h"
 }
 
-cublasHandle_t cuda_cublas(void) {
-    static cublasHandle_t handle = NULL;
-    if (!handle) {
-        CUBLAS_CHECK(cublasCreate(&handle));
-        CUBLAS_CHECK(cublasSetStream(handle, 0));
-        CUBLAS_CHECK(cublasSetMathMode(
-            handle, (cublasMath_t)(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
-    }
-    return handle;
+static bool tf32_products;   /* k_set_tf32 */
+static cublasHandle_t blas_handle;
+
+/* fp32 products in fp32 or TF32; reduced-precision split-K reductions refused either way. */
+static void set_math_mode(void) {
+    const cublasMath_t mode = tf32_products ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
+    CUBLAS_CHECK(cublasSetMathMode(blas_handle, (cublasMath_t)(mode | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
 }
+
+cublasHandle_t cuda_cublas(void) {
+    if (!blas_handle) {
+        CUBLAS_CHECK(cublasCreate(&blas_handle));
+        CUBLAS_CHECK(cublasSetStream(blas_handle, 0));
+        set_math_mode();
+    }
+    return blas_handle;
+}
+
+bool cuda_tf32(void) { return tf32_products; }
 
 static cudaDataType half_type(HalfMode mode) { return mode == HALF_FP16 ? CUDA_R_16F : CUDA_R_16BF; }
 
@@ -117,6 +127,21 @@ __global__ static void add_slice_sums(float *db, const float *partial, int C, in
     }
 }
 
+/* The 16-bit backward's gradient: rounded into x16 and its columns summed as above (ROW_SLICES),
+ * in one pass over x (the CPU's halves_and_column_sums), where a rounding pass and then the
+ * sums would read x twice. */
+__global__ static void halves_and_slice_sums(uint16_t *x16, float *partial, const float *x, int N, int C, bool fp16) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x, slice = blockIdx.y;
+    if (c >= C) return;
+    const int n0 = (int)((long)N * slice / ROW_SLICES), n1 = (int)((long)N * (slice + 1) / ROW_SLICES);
+    partial[(size_t)slice * C + c] = ordered_sum(
+        0.0f, n0, n1, [&](int n) { return x[(size_t)n * C + c]; },
+        [&](int n, float v) {
+            x16[(size_t)n * C + c] = fp16 ? fp16_from_float_bits(v) : bf16_from_float_bits(v);
+            return v;
+        });
+}
+
 static void column_sums_accumulate(float *db, const float *x, int N, int C, int slices) {
     if (C <= 0) return;
     float *partial = (float *)cuda_scratch(0, sizeof(float) * (size_t)slices * C);
@@ -163,6 +188,15 @@ static int device_major(void) {
 
 /* bf16 tensor cores from Ampere (8.x) on; the library is built for sm_80 and sm_90. */
 extern "C" bool k_bf16_native_available(void) { return device_major() >= 8; }
+
+/* TF32 from Ampere on too: the handle's math mode (cublasSgemm*: the linear layers' products
+ * and fp32 attention's) and the cuBLASLt plans' compute type (lt_matmul.cu). */
+extern "C" bool k_set_tf32(bool on) {
+    if (on && device_major() < 8) return false;
+    tf32_products = on;
+    if (blas_handle) set_math_mode();
+    return true;
+}
 
 extern "C" void k_bf16_describe(char *out, size_t n) {
     if (!k_bf16_native_available()) {
@@ -242,9 +276,16 @@ extern "C" bool k_matmul_gelu_forward_half_packed(uint16_t *out16, const float *
 extern "C" void k_matmul_backward_half(float *dinp, float *dweight, float *dbias, const float *dout,
                                        const uint16_t *inp16, const uint16_t *weight, int N, int C, int OC,
                                        bool accumulate_dinp, uint16_t *dout16, HalfMode mode) {
-    if (dout) {
+    if (dout && dbias && OC > 0) {   /* dbias from the fp32 values (N 0: + 0, as the CPU) */
+        float *partial = (float *)cuda_scratch(0, sizeof(float) * ROW_SLICES * (size_t)OC);
+        const unsigned col_blocks = (unsigned)((OC + CUDA_THREADS - 1) / CUDA_THREADS);
+        halves_and_slice_sums<<<dim3(col_blocks, ROW_SLICES), CUDA_THREADS>>>(dout16, partial, dout, N, OC,
+                                                                              mode == HALF_FP16);
+        CUDA_LAUNCHED();
+        add_slice_sums<<<cuda_blocks((size_t)OC), CUDA_THREADS>>>(dbias, partial, OC, ROW_SLICES);
+        CUDA_LAUNCHED();
+    } else if (dout) {
         k_to_half(mode, dout16, dout, (long)N * OC);
-        if (dbias) column_sums_accumulate(dbias, dout, N, OC, ROW_SLICES);   /* from the fp32 values */
     } else if (dbias) {
         fprintf(stderr, "bert: k_matmul_backward_half: with dout NULL the caller adds the bias gradient (dbias NULL)\n");
         exit(1);

@@ -6,7 +6,8 @@
  *
  * Sums: fp32 accumulation; split-K partial sums only in fp32 (the preference's reduction mask
  * leaves out the schemes that add partials in the output's 16-bit type), as cuBLAS's math
- * mode asks of the plain path. fp32 operands take CUBLAS_COMPUTE_32F: true fp32, no TF32.
+ * mode asks of the plain path. fp32 operands take CUBLAS_COMPUTE_32F: true fp32, no TF32 (with
+ * k_set_tf32, CUBLAS_COMPUTE_32F_FAST_TF32: a plan of its own).
  * A shape, type and bias combination cuBLASLt has no algorithm for returns false: the caller
  * runs the plain path. BERT_CUDA_LT_ALGOS=K times the heuristic's K best per shape (below). */
 #include <cublasLt.h>
@@ -58,6 +59,7 @@ typedef struct {
     int N, C, OC;
     cudaDataType in_type, out_type;
     bool bias;
+    bool tf32;     /* fp32 operands in TF32 (k_set_tf32) */
     bool usable;   /* false: cuBLASLt found no algorithm (the caller's plain path runs) */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a, b, d;
@@ -69,7 +71,8 @@ enum { LT_PLANS = 96 };
 
 static bool make_plan(LtPlan *p) {
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    LT_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasComputeType_t compute = p->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    LT_CHECK(cublasLtMatmulDescCreate(&p->desc, compute, CUDA_R_32F));
     LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
     LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
     if (p->bias) {
@@ -125,12 +128,13 @@ void cuda_lt_notes(char *out, size_t n) {
                  algos_wanted(), plans_not_first, timed_best_us, timed_first_us);
 }
 
-static LtPlan *plan_for(int N, int C, int OC, cudaDataType in_type, cudaDataType out_type, bool bias) {
+static LtPlan *plan_for(int N, int C, int OC, cudaDataType in_type, cudaDataType out_type, bool bias, bool tf32) {
     static LtPlan plans[LT_PLANS];
     static int count = 0, next_evicted = 0;
     for (int i = 0; i < count; i++) {
         LtPlan *p = &plans[i];
-        if (p->N == N && p->C == C && p->OC == OC && p->in_type == in_type && p->out_type == out_type && p->bias == bias)
+        if (p->N == N && p->C == C && p->OC == OC && p->in_type == in_type && p->out_type == out_type && p->bias == bias &&
+            p->tf32 == tf32)
             return p;
     }
     LtPlan *p;
@@ -145,7 +149,7 @@ static LtPlan *plan_for(int N, int C, int OC, cudaDataType in_type, cudaDataType
         if (p->d) cublasLtMatrixLayoutDestroy(p->d);
     }
     memset(p, 0, sizeof *p);
-    p->N = N, p->C = C, p->OC = OC, p->in_type = in_type, p->out_type = out_type, p->bias = bias;
+    p->N = N, p->C = C, p->OC = OC, p->in_type = in_type, p->out_type = out_type, p->bias = bias, p->tf32 = tf32;
     p->usable = make_plan(p);
     plans_made++;
     if (!p->usable) {
@@ -212,7 +216,7 @@ bool cuda_lt_forward(void *out, cudaDataType out_type, const void *inp, const vo
     if (N <= 0 || C <= 0 || OC <= 0) return false;
     if (out_type != CUDA_R_32F && !out16_allowed()) return false;
     if (((uintptr_t)out | (uintptr_t)inp | (uintptr_t)weight | (uintptr_t)bias) % 16) return false;
-    LtPlan *p = plan_for(N, C, OC, in_type, out_type, bias != NULL);
+    LtPlan *p = plan_for(N, C, OC, in_type, out_type, bias != NULL, in_type == CUDA_R_32F && cuda_tf32());
     if (!p->usable) return false;
     if (bias) LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     if (p->ncandidates > 1) choose_fastest(p, out, inp, weight);

@@ -14,21 +14,29 @@
 
 enum { ORDERED_CHUNK = 16 };
 
-/* acc + term(n0) + term(n0 + 1) + ... + term(n1 - 1), added one at a time in that order (the
- * plain loop's bits). term(n) only reads memory (no stores: they would keep the next chunk's
- * loads behind them). */
-template <typename Term>
-__device__ static inline float ordered_sum(float acc, int n0, int n1, Term term) {
+/* acc + term(n0) + ... + term(n1 - 1), added one at a time in that order (the plain loop's
+ * bits), where term(n) = finish(n, fetch(n)): fetch only reads memory (a row's loads, into a
+ * value of its own type), finish computes the term from them and may store (a rounded copy
+ * of it). A chunk's fetches all come before its finishes, so stores never hold the next loads
+ * back, and an element stored where it was fetched from is read first. */
+template <typename Fetch, typename Finish>
+__device__ static inline float ordered_sum(float acc, int n0, int n1, Fetch fetch, Finish finish) {
     int n = n0;
     for (; n + ORDERED_CHUNK <= n1; n += ORDERED_CHUNK) {
-        float t[ORDERED_CHUNK];
+        decltype(fetch(n)) f[ORDERED_CHUNK];
 #pragma unroll
-        for (int j = 0; j < ORDERED_CHUNK; j++) t[j] = term(n + j);
+        for (int j = 0; j < ORDERED_CHUNK; j++) f[j] = fetch(n + j);
 #pragma unroll
-        for (int j = 0; j < ORDERED_CHUNK; j++) acc += t[j];
+        for (int j = 0; j < ORDERED_CHUNK; j++) acc += finish(n + j, f[j]);
     }
-    for (; n < n1; n++) acc += term(n);
+    for (; n < n1; n++) acc += finish(n, fetch(n));
     return acc;
+}
+
+/* The same with the term loaded as it is: term(n) reads memory only. */
+template <typename Term>
+__device__ static inline float ordered_sum(float acc, int n0, int n1, Term term) {
+    return ordered_sum(acc, n0, n1, term, [](int, float t) { return t; });
 }
 
 #endif
