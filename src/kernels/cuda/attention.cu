@@ -29,7 +29,7 @@
  * The scale is applied as the CPU applies it: scores fl(s / sqrt(d)) with s the product's sum
  * (the products run with alpha = 1; the CPU's fp32 sgemm applies alpha to its sum, its 16-bit
  * path scales in the softmax: the same values), and the softmax gradient times the scale. fp32
- * products are true fp32 (cublasSgemm*, the default math mode: no TF32). With 16-bit products
+ * products are true fp32 (cublasSgemm*, the default math mode; TF32 after k_set_tf32). With 16-bit products
  * (AttentionArgs.half) every operand (Q, K, V, the dropped probabilities, dctx, dS) is rounded
  * to the CPU's format (round to nearest even: the bits of gemm_half.h's bf16_from_float /
  * fp16_from_float) and the products accumulate in fp32 (CUBLAS_COMPUTE_32F, fp32 outputs), as on
