@@ -50,6 +50,7 @@
 
 #include "kernels/cuda/cuda_blas.h"
 #include "kernels/cuda/cuda_common.h"
+#include "kernels/cuda/half_bits.cuh"
 
 extern "C" {
 #include "core/rng.h"
@@ -61,26 +62,11 @@ enum { WARP = 32, ROWS = 8, ALIGN = 8 };
 
 /* ---------------------------------------------------------------- 16-bit rounding */
 
-/* bf16 bits of x (the CPU's bf16_from_float: ties to even, NaN kept quiet). */
-__device__ static uint16_t bf16_bits(float x) {
-    const uint32_t u = __float_as_uint(x);
-    const uint32_t h = (u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-    return (uint16_t)(h & 0xffffu);
+/* The CPU's roundings (half_bits.cuh: gemm_half.h's bf16_from_float / fp16_from_float, NaNs
+ * made quiet, ties to even). */
+__device__ static uint16_t half_bits(HalfMode mode, float x) {
+    return mode == HALF_FP16 ? fp16_from_float_bits(x) : bf16_from_float_bits(x);
 }
-
-/* IEEE fp16 bits of x: gemm_half.c's fp16_from_float line by line (rintf rounds ties to even,
- * as nearbyintf in the default rounding mode). */
-__device__ static uint16_t fp16_bits(float x) {
-    const uint32_t u = __float_as_uint(x), sign = (u >> 16) & 0x8000u, ax = u & 0x7fffffffu;
-    if (ax > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));   /* NaN, made quiet */
-    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);                         /* >= 65520: infinity */
-    if (ax < 0x38800000u) return (uint16_t)(sign | (uint32_t)rintf(__uint_as_float(ax) * 16777216.0f));
-    uint32_t h = ax - 0x38000000u;
-    h += 0xfffu + ((h >> 13) & 1u);
-    return (uint16_t)(sign | (h >> 13));
-}
-
-__device__ static uint16_t half_bits(HalfMode mode, float x) { return mode == HALF_FP16 ? fp16_bits(x) : bf16_bits(x); }
 
 /* ---------------------------------------------------------------- arguments */
 
