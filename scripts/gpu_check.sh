@@ -55,6 +55,13 @@ if want kernels; then
     BERT_CUDA_ATTENTION=fused OMP_NUM_THREADS=16 timeout 150 "$t" "$BERT_CUDA_LIB" 2>&1
     echo "== $t with BERT_CUDA_ATTENTION=fused exit $?"
   done >> "$OUT/kernels.log" 2>&1
+  # the products through cuBLASLt, backward too, each shape's fastest of 4 algorithms (the speed
+  # section's tuned lines)
+  { echo "== build-cuda/test_cuda_linear with BERT_CUDA_LT_BACKWARD=1 BERT_CUDA_LT_ALGOS=4"
+    BERT_CUDA_LT_BACKWARD=1 BERT_CUDA_LT_ALGOS=4 OMP_NUM_THREADS=16 timeout 150 build-cuda/test_cuda_linear \
+      "$BERT_CUDA_LIB" 2>&1
+    echo "== build-cuda/test_cuda_linear with BERT_CUDA_LT_BACKWARD=1 BERT_CUDA_LT_ALGOS=4 exit $?"
+  } >> "$OUT/kernels.log" 2>&1
   grep -E '^== |passed|FAIL|fail' "$OUT/kernels.log" | tail -n 40
   # a library kept from an earlier, verified version (.devbundle/v1, optional) runs the rest
   # when a test of this one fails
@@ -211,14 +218,14 @@ if want speed; then
     echo "== products: bench bert-base --bf16 --device cuda --gemm_shapes, batch 64, seq 128"
     timeout 100 $BERT bench --preset bert-base --batch 64 --seq 128 --device cuda --bf16 --gemm_shapes 2>&1 |
       grep -E '^products|error|bert bench'
-    # the same with the fastest of cuBLASLt's 8 best algorithms per forward shape (timed), and the
-    # step with it and the fused attention
-    echo "== products with BERT_CUDA_LT_ALGOS=8: bench bert-base --bf16 --device cuda --gemm_shapes, batch 64, seq 128"
-    BERT_CUDA_LT_ALGOS=8 timeout 100 $BERT bench --preset bert-base --batch 64 --seq 128 --device cuda --bf16 \
-      --gemm_shapes 2>&1 | grep -E '^products|error|bert bench'
-    echo "== bench bert-base --bf16 --device cuda with BERT_CUDA_ATTENTION=fused BERT_CUDA_LT_ALGOS=8, batch 64, seq 128"
-    BERT_CUDA_ATTENTION=fused BERT_CUDA_LT_ALGOS=8 timeout 150 $BERT bench --preset bert-base --batch 64 --seq 128 \
-      --steps 10 --warmup 2 --device cuda --bf16 2>&1 | grep -E '^(gemm|train|inference)|error|bert bench'
+    # the same with every product on cuBLASLt (the backward's too) and each shape's fastest of its
+    # 8 best algorithms (timed), and the step with that and the fused attention
+    echo "== products with BERT_CUDA_LT_BACKWARD=1 BERT_CUDA_LT_ALGOS=8: bench bert-base --bf16 --device cuda --gemm_shapes"
+    BERT_CUDA_LT_BACKWARD=1 BERT_CUDA_LT_ALGOS=8 timeout 100 $BERT bench --preset bert-base --batch 64 --seq 128 \
+      --device cuda --bf16 --gemm_shapes 2>&1 | grep -E '^products|error|bert bench'
+    echo "== bench bert-base --bf16 --device cuda with BERT_CUDA_ATTENTION=fused BERT_CUDA_LT_BACKWARD=1 BERT_CUDA_LT_ALGOS=8"
+    BERT_CUDA_ATTENTION=fused BERT_CUDA_LT_BACKWARD=1 BERT_CUDA_LT_ALGOS=8 timeout 150 $BERT bench --preset bert-base \
+      --batch 64 --seq 128 --steps 10 --warmup 2 --device cuda --bf16 2>&1 | grep -E '^(gemm|train|inference)|error|bert bench'
     echo "== kernel profile: bench bert-base --bf16 --device cuda, batch 64, seq 128"
     timeout 150 $BERT bench --preset bert-base --batch 64 --seq 128 --steps 3 --warmup 1 --mode train --device cuda \
       --bf16 --kernel_profile 2>&1 | grep -E '^(gemm|kernels|train)|error|bert bench'

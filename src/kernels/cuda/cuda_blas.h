@@ -29,6 +29,12 @@ bool cuda_tf32(void);
  * false, nothing written, where cuBLASLt has no algorithm for it: run the plain product. */
 bool cuda_lt_forward(void *out, cudaDataType out_type, const void *inp, const void *weight, const float *bias, int N,
                      int C, int OC, cudaDataType in_type);
+/* Column-major C [m, n] (ld ldc, fp32) = op(A) op(B) + beta C, operands of in_type (fp32 sums),
+ * through cuBLASLt: the backward's products where cuda_lt_backward_enabled (BERT_CUDA_LT_BACKWARD=1).
+ * false, nothing written, where cuBLASLt has no algorithm. */
+bool cuda_lt_backward_enabled(void);
+bool cuda_lt_gemm(bool ta, bool tb, int m, int n, int k, const void *A, int lda, const void *B, int ldb, float beta,
+                  float *C, int ldc, cudaDataType in_type);
 /* One line on how the cuBLASLt plans went (shapes planned, shapes left to plain cuBLAS). */
 void cuda_lt_notes(char *out, size_t n);
 

@@ -52,6 +52,9 @@ static cudaDataType half_type(HalfMode mode) { return mode == HALF_FP16 ? CUDA_R
  * the 16-bit formats with fp32 accumulation), C fp32. */
 static void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void *A, int lda,
                  const void *B, int ldb, float beta, float *C, int ldc, cudaDataType type) {
+    if (cuda_lt_backward_enabled() &&
+        cuda_lt_gemm(ta == CUBLAS_OP_T, tb == CUBLAS_OP_T, m, n, k, A, lda, B, ldb, beta, C, ldc, type))
+        return;
     const float one = 1.0f;
     if (type == CUDA_R_32F)
         CUBLAS_CHECK(cublasSgemm(cuda_cublas(), ta, tb, m, n, k, &one, (const float *)A, lda, (const float *)B, ldb, &beta,

@@ -9,7 +9,8 @@
  * mode asks of the plain path. fp32 operands take CUBLAS_COMPUTE_32F: true fp32, no TF32 (with
  * k_set_tf32, CUBLAS_COMPUTE_32F_FAST_TF32: a plan of its own).
  * A shape, type and bias combination cuBLASLt has no algorithm for returns false: the caller
- * runs the plain path. BERT_CUDA_LT_ALGOS=K times the heuristic's K best per shape (below). */
+ * runs the plain path. BERT_CUDA_LT_ALGOS=K times the heuristic's K best per shape, and
+ * BERT_CUDA_LT_BACKWARD=1 sends the backward's products (fp32 results, + beta C) here too (below). */
 #include <cublasLt.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -53,10 +54,21 @@ static int algos_wanted(void) {
     return wanted;
 }
 
+/* A product's shape in cuBLAS's column-major terms: D [m, n] (ld ldd) = op(A) op(B) (+ beta D),
+ * op(A) [m, k], op(B) [k, n]; A stored [m, k] (lda) or transposed [k, m], B likewise. */
+typedef struct {
+    bool ta, tb;
+    int m, n, k, lda, ldb, ldd;
+} LtShape;
+static bool same_shape(const LtShape *x, const LtShape *y) {
+    return x->ta == y->ta && x->tb == y->tb && x->m == y->m && x->n == y->n && x->k == y->k && x->lda == y->lda &&
+           x->ldb == y->ldb && x->ldd == y->ldd;
+}
+
 /* A planned product: descriptors and the heuristic's algorithms, kept per shape and types (a
  * run multiplies a handful of shapes over and over). */
 typedef struct {
-    int N, C, OC;
+    LtShape shape;
     cudaDataType in_type, out_type;
     bool bias;
     bool tf32;     /* fp32 operands in TF32 (k_set_tf32) */
@@ -70,7 +82,8 @@ typedef struct {
 enum { LT_PLANS = 96 };
 
 static bool make_plan(LtPlan *p) {
-    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    const LtShape *sh = &p->shape;
+    const cublasOperation_t ta = sh->ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb = sh->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasComputeType_t compute = p->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     LT_CHECK(cublasLtMatmulDescCreate(&p->desc, compute, CUDA_R_32F));
     LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
@@ -83,10 +96,11 @@ static bool make_plan(LtPlan *p) {
                                            sizeof bias_type) != CUBLAS_STATUS_SUCCESS)
             return false;
     }
-    /* column-major: W^T [C, OC] (ld C) transposed, inp^T [C, N] (ld C), out^T [OC, N] (ld OC) */
-    LT_CHECK(cublasLtMatrixLayoutCreate(&p->a, p->in_type, p->C, p->OC, p->C));
-    LT_CHECK(cublasLtMatrixLayoutCreate(&p->b, p->in_type, p->C, p->N, p->C));
-    LT_CHECK(cublasLtMatrixLayoutCreate(&p->d, p->out_type, p->OC, p->N, p->OC));
+    /* the matrices as stored: A [m, k] or, transposed, [k, m]; B [k, n] or [n, k]; D (and C, the
+     * same) [m, n] */
+    LT_CHECK(cublasLtMatrixLayoutCreate(&p->a, p->in_type, sh->ta ? sh->k : sh->m, sh->ta ? sh->m : sh->k, sh->lda));
+    LT_CHECK(cublasLtMatrixLayoutCreate(&p->b, p->in_type, sh->tb ? sh->n : sh->k, sh->tb ? sh->k : sh->n, sh->ldb));
+    LT_CHECK(cublasLtMatrixLayoutCreate(&p->d, p->out_type, sh->m, sh->n, sh->ldd));
     cublasLtMatmulPreference_t pref;
     LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     const size_t workspace = LT_WORKSPACE;
@@ -119,7 +133,7 @@ static const char *type_name(cudaDataType t) {
 }
 
 void cuda_lt_notes(char *out, size_t n) {
-    const int used = snprintf(out, n, "cuBLASLt forward products: %d shapes planned, %d without an algorithm (plain "
+    const int used = snprintf(out, n, "cuBLASLt products: %d shapes planned, %d without an algorithm (plain "
                               "cuBLAS)%s%s", plans_made, plans_unusable, plans_unusable ? ", the last: " : "",
                               plans_unusable ? last_unusable : "");
     if (plans_timed && used > 0 && (size_t)used < n)
@@ -128,12 +142,12 @@ void cuda_lt_notes(char *out, size_t n) {
                  algos_wanted(), plans_not_first, timed_best_us, timed_first_us);
 }
 
-static LtPlan *plan_for(int N, int C, int OC, cudaDataType in_type, cudaDataType out_type, bool bias, bool tf32) {
+static LtPlan *plan_for(const LtShape *shape, cudaDataType in_type, cudaDataType out_type, bool bias, bool tf32) {
     static LtPlan plans[LT_PLANS];
     static int count = 0, next_evicted = 0;
     for (int i = 0; i < count; i++) {
         LtPlan *p = &plans[i];
-        if (p->N == N && p->C == C && p->OC == OC && p->in_type == in_type && p->out_type == out_type && p->bias == bias &&
+        if (same_shape(&p->shape, shape) && p->in_type == in_type && p->out_type == out_type && p->bias == bias &&
             p->tf32 == tf32)
             return p;
     }
@@ -149,39 +163,57 @@ static LtPlan *plan_for(int N, int C, int OC, cudaDataType in_type, cudaDataType
         if (p->d) cublasLtMatrixLayoutDestroy(p->d);
     }
     memset(p, 0, sizeof *p);
-    p->N = N, p->C = C, p->OC = OC, p->in_type = in_type, p->out_type = out_type, p->bias = bias, p->tf32 = tf32;
+    p->shape = *shape, p->in_type = in_type, p->out_type = out_type, p->bias = bias, p->tf32 = tf32;
     p->usable = make_plan(p);
     plans_made++;
     if (!p->usable) {
         plans_unusable++;
-        snprintf(last_unusable, sizeof last_unusable, "%d x %d -> %d, %s operands, %s out%s", N, C, OC,
-                 type_name(in_type), type_name(out_type), bias ? ", fp32 bias" : "");
+        snprintf(last_unusable, sizeof last_unusable, "%c%c m %d n %d k %d, %s operands, %s out%s",
+                 shape->ta ? 'T' : 'N', shape->tb ? 'T' : 'N', shape->m, shape->n, shape->k, type_name(in_type),
+                 type_name(out_type), bias ? ", fp32 bias" : "");
     }
     return p;
 }
 
-static void run_algo(const LtPlan *p, const cublasLtMatmulAlgo_t *algo, void *out, const void *inp,
-                     const void *weight) {
-    const float one = 1.0f, zero = 0.0f;
-    LT_CHECK(cublasLtMatmul(lt_handle(), p->desc, &one, weight, p->a, inp, p->b, &zero, out, p->d, out, p->d, algo,
+static void run_algo(const LtPlan *p, const cublasLtMatmulAlgo_t *algo, const void *A, const void *B, float beta,
+                     void *D) {
+    const float one = 1.0f;
+    LT_CHECK(cublasLtMatmul(lt_handle(), p->desc, &one, A, p->a, B, p->b, &beta, D, p->d, D, p->d, algo,
                             lt_workspace(), LT_WORKSPACE, 0));
 }
 
+/* Where a timing writes its results: the caller's D when the product overwrites it (beta 0),
+ * else this buffer (a product that adds into D must add once), grown as needed. */
+static void *timing_output(size_t bytes) {
+    static void *buffer = NULL;
+    static size_t size = 0;
+    if (bytes > size) {
+        if (buffer) CUDA_CHECK(cudaFree(buffer));
+        CUDA_CHECK(cudaMalloc(&buffer, bytes));
+        size = bytes;
+    }
+    return buffer;
+}
+
 /* BERT_CUDA_LT_ALGOS: each candidate once untimed, then the mean of LT_TIMED_CALLS calls between
- * events; the fastest becomes the plan's algorithm (the call's own operands: out is written,
- * inp and weight only read, so the caller's product that follows is unchanged). Synchronises
- * once per candidate, on a plan's first call only. */
+ * events; the fastest becomes the plan's algorithm. On the call's own operands (A and B only
+ * read), with beta 0 into D, or, where the call adds into D, into timing_output: the caller's
+ * product that follows is unchanged. Synchronises once per candidate, on a plan's first call. */
 enum { LT_TIMED_CALLS = 5 };
-static void choose_fastest(LtPlan *p, void *out, const void *inp, const void *weight) {
+static void choose_fastest(LtPlan *p, const void *A, const void *B, float beta, void *D) {
+    if (beta != 0.0f) {
+        const size_t elem = p->out_type == CUDA_R_32F ? 4 : 2;
+        D = timing_output(elem * (size_t)p->shape.ldd * p->shape.n);
+    }
     cudaEvent_t start, stop;
     CUDA_CHECK(cudaEventCreate(&start));
     CUDA_CHECK(cudaEventCreate(&stop));
     float best_ms = 0, first_ms = 0;
     int best = 0;
     for (int i = 0; i < p->ncandidates; i++) {
-        run_algo(p, &p->candidates[i], out, inp, weight);
+        run_algo(p, &p->candidates[i], A, B, 0.0f, D);
         CUDA_CHECK(cudaEventRecord(start, 0));
-        for (int r = 0; r < LT_TIMED_CALLS; r++) run_algo(p, &p->candidates[i], out, inp, weight);
+        for (int r = 0; r < LT_TIMED_CALLS; r++) run_algo(p, &p->candidates[i], A, B, 0.0f, D);
         CUDA_CHECK(cudaEventRecord(stop, 0));
         CUDA_CHECK(cudaEventSynchronize(stop));
         float ms = 0;
@@ -209,17 +241,42 @@ static bool out16_allowed(void) {
     return allowed;
 }
 
-/* out [N, OC] (out_type: fp32 or the 16-bit in_type) = inp [N, C] @ weight [OC, C]^T (+ bias
- * [OC], fp32), operands of in_type. false where cuBLASLt has no algorithm: nothing written. */
-bool cuda_lt_forward(void *out, cudaDataType out_type, const void *inp, const void *weight, const float *bias, int N,
-                     int C, int OC, cudaDataType in_type) {
-    if (N <= 0 || C <= 0 || OC <= 0) return false;
-    if (out_type != CUDA_R_32F && !out16_allowed()) return false;
-    if (((uintptr_t)out | (uintptr_t)inp | (uintptr_t)weight | (uintptr_t)bias) % 16) return false;
-    LtPlan *p = plan_for(N, C, OC, in_type, out_type, bias != NULL, in_type == CUDA_R_32F && cuda_tf32());
+/* D = op(A) op(B) (+ beta D) (+ bias [m], fp32, in the epilogue) through a plan; false where
+ * cuBLASLt has no algorithm (nothing written). */
+static bool lt_gemm(const LtShape *shape, const void *A, const void *B, float beta, void *D, cudaDataType in_type,
+                    cudaDataType out_type, const float *bias) {
+    if (shape->m <= 0 || shape->n <= 0 || shape->k <= 0) return false;
+    if (((uintptr_t)A | (uintptr_t)B | (uintptr_t)D | (uintptr_t)bias) % 16) return false;
+    LtPlan *p = plan_for(shape, in_type, out_type, bias != NULL, in_type == CUDA_R_32F && cuda_tf32());
     if (!p->usable) return false;
     if (bias) LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-    if (p->ncandidates > 1) choose_fastest(p, out, inp, weight);
-    run_algo(p, &p->algo, out, inp, weight);
+    if (p->ncandidates > 1) choose_fastest(p, A, B, beta, D);
+    run_algo(p, &p->algo, A, B, beta, D);
     return true;
+}
+
+/* out [N, OC] (out_type: fp32 or the 16-bit in_type) = inp [N, C] @ weight [OC, C]^T (+ bias
+ * [OC], fp32), operands of in_type: column-major out^T [OC, N] = (W^T [C, OC])^T inp^T [C, N]. */
+bool cuda_lt_forward(void *out, cudaDataType out_type, const void *inp, const void *weight, const float *bias, int N,
+                     int C, int OC, cudaDataType in_type) {
+    if (out_type != CUDA_R_32F && !out16_allowed()) return false;
+    const LtShape shape = {.ta = true, .tb = false, .m = OC, .n = N, .k = C, .lda = C, .ldb = C, .ldd = OC};
+    return lt_gemm(&shape, weight, inp, 0.0f, out, in_type, out_type, bias);
+}
+
+/* BERT_CUDA_LT_BACKWARD=1: the backward's products (linear.cu's gemm) through cuBLASLt too, so
+ * that BERT_CUDA_LT_ALGOS times theirs as well (opt-in until a GPU run has compared them). */
+bool cuda_lt_backward_enabled(void) {
+    static int enabled = -1;
+    if (enabled < 0) {
+        const char *v = getenv("BERT_CUDA_LT_BACKWARD");
+        enabled = v && !strcmp(v, "1");
+    }
+    return enabled;
+}
+
+bool cuda_lt_gemm(bool ta, bool tb, int m, int n, int k, const void *A, int lda, const void *B, int ldb, float beta,
+                  float *C, int ldc, cudaDataType in_type) {
+    const LtShape shape = {.ta = ta, .tb = tb, .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb, .ldd = ldc};
+    return lt_gemm(&shape, A, B, beta, C, in_type, CUDA_R_32F, NULL);
 }
