@@ -72,6 +72,7 @@ typedef struct {
     cudaDataType in_type, out_type;
     bool bias;
     bool tf32;     /* fp32 operands in TF32 (k_set_tf32) */
+    uint32_t align;   /* the alignment every call's A, B and D have (bytes, 16 to 256) */
     bool usable;   /* false: cuBLASLt found no algorithm (the caller's plain path runs) */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a, b, d;
@@ -109,6 +110,13 @@ static bool make_plan(LtPlan *p) {
                                                   sizeof workspace));
     LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions,
                                                   sizeof reductions));
+    /* only algorithms that work at the operands' alignment (the heuristic assumes 256 bytes
+     * unless told: an activation's view may start at less) */
+    const cublasLtMatmulPreferenceAttributes_t aligns[] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int i = 0; i < 4; i++)
+        LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, aligns[i], &p->align, sizeof p->align));
     cublasLtMatmulHeuristicResult_t results[LT_MAX_ALGOS];
     int found = 0;
     const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(lt_handle(), p->desc, p->a, p->b, p->d, p->d, pref,
@@ -142,13 +150,14 @@ void cuda_lt_notes(char *out, size_t n) {
                  algos_wanted(), plans_not_first, timed_best_us, timed_first_us);
 }
 
-static LtPlan *plan_for(const LtShape *shape, cudaDataType in_type, cudaDataType out_type, bool bias, bool tf32) {
+static LtPlan *plan_for(const LtShape *shape, cudaDataType in_type, cudaDataType out_type, bool bias, bool tf32,
+                        uint32_t align) {
     static LtPlan plans[LT_PLANS];
     static int count = 0, next_evicted = 0;
     for (int i = 0; i < count; i++) {
         LtPlan *p = &plans[i];
         if (same_shape(&p->shape, shape) && p->in_type == in_type && p->out_type == out_type && p->bias == bias &&
-            p->tf32 == tf32)
+            p->tf32 == tf32 && p->align == align)
             return p;
     }
     LtPlan *p;
@@ -163,7 +172,7 @@ static LtPlan *plan_for(const LtShape *shape, cudaDataType in_type, cudaDataType
         if (p->d) cublasLtMatrixLayoutDestroy(p->d);
     }
     memset(p, 0, sizeof *p);
-    p->shape = *shape, p->in_type = in_type, p->out_type = out_type, p->bias = bias, p->tf32 = tf32;
+    p->shape = *shape, p->in_type = in_type, p->out_type = out_type, p->bias = bias, p->tf32 = tf32, p->align = align;
     p->usable = make_plan(p);
     plans_made++;
     if (!p->usable) {
@@ -247,7 +256,9 @@ static bool lt_gemm(const LtShape *shape, const void *A, const void *B, float be
                     cudaDataType out_type, const float *bias) {
     if (shape->m <= 0 || shape->n <= 0 || shape->k <= 0) return false;
     if (((uintptr_t)A | (uintptr_t)B | (uintptr_t)D | (uintptr_t)bias) % 16) return false;
-    LtPlan *p = plan_for(shape, in_type, out_type, bias != NULL, in_type == CUDA_R_32F && cuda_tf32());
+    const uintptr_t bits = (uintptr_t)A | (uintptr_t)B | (uintptr_t)D | 256;   /* the lowest set bit: 16 .. 256 */
+    const uint32_t align = (uint32_t)(bits & (~bits + 1));
+    LtPlan *p = plan_for(shape, in_type, out_type, bias != NULL, in_type == CUDA_R_32F && cuda_tf32(), align);
     if (!p->usable) return false;
     if (bias) LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     if (p->ncandidates > 1) choose_fastest(p, A, B, beta, D);
