@@ -72,7 +72,9 @@ typedef struct {
     cudaDataType in_type, out_type;
     bool bias;
     bool tf32;     /* fp32 operands in TF32 (k_set_tf32) */
-    uint32_t align;   /* the alignment every call's A, B and D have (bytes, 16 to 256) */
+    uint32_t align;        /* the alignment every call's A, B and D have (bytes, 16 to 256) */
+    uint32_t bias_align;   /* the bias pointer's (its lowest set bit, to 256; 0: no bias) */
+    bool proven;           /* it ran once: from then on a failure is an error, not "no algorithm" */
     bool usable;   /* false: cuBLASLt found no algorithm (the caller's plain path runs) */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a, b, d;
@@ -82,7 +84,9 @@ typedef struct {
 } LtPlan;
 enum { LT_PLANS = 96 };
 
-static bool make_plan(LtPlan *p) {
+/* first_bias: the first call's bias, which the heuristic reads for its alignment (every call of
+ * the plan has a bias of the same alignment: the plans' key). */
+static bool make_plan(LtPlan *p, const float *first_bias) {
     const LtShape *sh = &p->shape;
     const cublasOperation_t ta = sh->ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb = sh->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasComputeType_t compute = p->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
@@ -93,6 +97,8 @@ static bool make_plan(LtPlan *p) {
         const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
         const int32_t bias_type = CUDA_R_32F;   /* the model's fp32 bias, added before rounding */
         LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+        LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &first_bias,
+                                                sizeof first_bias));
         if (cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
                                            sizeof bias_type) != CUBLAS_STATUS_SUCCESS)
             return false;
@@ -150,14 +156,21 @@ void cuda_lt_notes(char *out, size_t n) {
                  algos_wanted(), plans_not_first, timed_best_us, timed_first_us);
 }
 
-static LtPlan *plan_for(const LtShape *shape, cudaDataType in_type, cudaDataType out_type, bool bias, bool tf32,
-                        uint32_t align) {
+/* The lowest set bit of an address, at most 256: the alignment cuBLASLt's kernels can count on. */
+static uint32_t alignment_of(uintptr_t bits) {
+    bits |= 256;
+    return (uint32_t)(bits & (~bits + 1));
+}
+
+static LtPlan *plan_for(const LtShape *shape, cudaDataType in_type, cudaDataType out_type, const float *bias,
+                        bool tf32, uint32_t align) {
+    const uint32_t bias_align = bias ? alignment_of((uintptr_t)bias) : 0;
     static LtPlan plans[LT_PLANS];
     static int count = 0, next_evicted = 0;
     for (int i = 0; i < count; i++) {
         LtPlan *p = &plans[i];
-        if (same_shape(&p->shape, shape) && p->in_type == in_type && p->out_type == out_type && p->bias == bias &&
-            p->tf32 == tf32 && p->align == align)
+        if (same_shape(&p->shape, shape) && p->in_type == in_type && p->out_type == out_type && p->bias == (bias != NULL) &&
+            p->tf32 == tf32 && p->align == align && p->bias_align == bias_align)
             return p;
     }
     LtPlan *p;
@@ -172,8 +185,9 @@ static LtPlan *plan_for(const LtShape *shape, cudaDataType in_type, cudaDataType
         if (p->d) cublasLtMatrixLayoutDestroy(p->d);
     }
     memset(p, 0, sizeof *p);
-    p->shape = *shape, p->in_type = in_type, p->out_type = out_type, p->bias = bias, p->tf32 = tf32, p->align = align;
-    p->usable = make_plan(p);
+    p->shape = *shape, p->in_type = in_type, p->out_type = out_type, p->bias = bias != NULL, p->tf32 = tf32;
+    p->align = align, p->bias_align = bias_align;
+    p->usable = make_plan(p, bias);
     plans_made++;
     if (!p->usable) {
         plans_unusable++;
@@ -184,11 +198,22 @@ static LtPlan *plan_for(const LtShape *shape, cudaDataType in_type, cudaDataType
     return p;
 }
 
-static void run_algo(const LtPlan *p, const cublasLtMatmulAlgo_t *algo, const void *A, const void *B, float beta,
-                     void *D) {
+/* A plan whose algorithm the library refused at its first run: counted as one without an
+ * algorithm (the caller's plain path runs from then on). */
+static void mark_unusable(LtPlan *p) {
+    p->usable = false;
+    plans_unusable++;
+    snprintf(last_unusable, sizeof last_unusable, "%c%c m %d n %d k %d, %s operands, %s out: refused at its first run",
+             p->shape.ta ? 'T' : 'N', p->shape.tb ? 'T' : 'N', p->shape.m, p->shape.n, p->shape.k,
+             type_name(p->in_type), type_name(p->out_type));
+}
+
+/* The product with one algorithm; its status (a refused configuration writes nothing). */
+static cublasStatus_t run_algo(const LtPlan *p, const cublasLtMatmulAlgo_t *algo, const void *A, const void *B,
+                               float beta, void *D) {
     const float one = 1.0f;
-    LT_CHECK(cublasLtMatmul(lt_handle(), p->desc, &one, A, p->a, B, p->b, &beta, D, p->d, D, p->d, algo,
-                            lt_workspace(), LT_WORKSPACE, 0));
+    return cublasLtMatmul(lt_handle(), p->desc, &one, A, p->a, B, p->b, &beta, D, p->d, D, p->d, algo, lt_workspace(),
+                          LT_WORKSPACE, 0);
 }
 
 /* Where a timing writes its results: the caller's D when the product overwrites it (beta 0),
@@ -217,25 +242,26 @@ static void choose_fastest(LtPlan *p, const void *A, const void *B, float beta, 
     cudaEvent_t start, stop;
     CUDA_CHECK(cudaEventCreate(&start));
     CUDA_CHECK(cudaEventCreate(&stop));
-    float best_ms = 0, first_ms = 0;
+    float best_ms = -1, first_ms = -1;
     int best = 0;
     for (int i = 0; i < p->ncandidates; i++) {
-        run_algo(p, &p->candidates[i], A, B, 0.0f, D);
+        if (run_algo(p, &p->candidates[i], A, B, 0.0f, D) != CUBLAS_STATUS_SUCCESS) continue;   /* refused: skip */
         CUDA_CHECK(cudaEventRecord(start, 0));
-        for (int r = 0; r < LT_TIMED_CALLS; r++) run_algo(p, &p->candidates[i], A, B, 0.0f, D);
+        for (int r = 0; r < LT_TIMED_CALLS; r++) LT_CHECK(run_algo(p, &p->candidates[i], A, B, 0.0f, D));
         CUDA_CHECK(cudaEventRecord(stop, 0));
         CUDA_CHECK(cudaEventSynchronize(stop));
         float ms = 0;
         CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
         if (i == 0) first_ms = ms;
-        if (i == 0 || ms < best_ms) best_ms = ms, best = i;
+        if (best_ms < 0 || ms < best_ms) best_ms = ms, best = i;
     }
+    if (first_ms < 0) first_ms = best_ms;   /* the heuristic's first was refused */
     CUDA_CHECK(cudaEventDestroy(start));
     CUDA_CHECK(cudaEventDestroy(stop));
     p->algo = p->candidates[best];
     p->ncandidates = 1;
     plans_timed++, plans_not_first += best != 0;
-    timed_first_us += 1e3 * first_ms / LT_TIMED_CALLS, timed_best_us += 1e3 * best_ms / LT_TIMED_CALLS;
+    if (best_ms >= 0) timed_first_us += 1e3 * first_ms / LT_TIMED_CALLS, timed_best_us += 1e3 * best_ms / LT_TIMED_CALLS;
 }
 
 /* BERT_CUDA_LT_OUT16=0: no 16-bit results stored by the product (the caller's fp32 product and
@@ -256,13 +282,18 @@ static bool lt_gemm(const LtShape *shape, const void *A, const void *B, float be
                     cudaDataType out_type, const float *bias) {
     if (shape->m <= 0 || shape->n <= 0 || shape->k <= 0) return false;
     if (((uintptr_t)A | (uintptr_t)B | (uintptr_t)D | (uintptr_t)bias) % 16) return false;
-    const uintptr_t bits = (uintptr_t)A | (uintptr_t)B | (uintptr_t)D | 256;   /* the lowest set bit: 16 .. 256 */
-    const uint32_t align = (uint32_t)(bits & (~bits + 1));
-    LtPlan *p = plan_for(shape, in_type, out_type, bias != NULL, in_type == CUDA_R_32F && cuda_tf32(), align);
+    const uint32_t align = alignment_of((uintptr_t)A | (uintptr_t)B | (uintptr_t)D);   /* 16 .. 256 */
+    LtPlan *p = plan_for(shape, in_type, out_type, bias, in_type == CUDA_R_32F && cuda_tf32(), align);
     if (!p->usable) return false;
     if (bias) LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     if (p->ncandidates > 1) choose_fastest(p, A, B, beta, D);
-    run_algo(p, &p->algo, A, B, beta, D);
+    const cublasStatus_t status = run_algo(p, &p->algo, A, B, beta, D);
+    if (status != CUBLAS_STATUS_SUCCESS && !p->proven) {   /* refused before it ever ran: nothing written */
+        mark_unusable(p);
+        return false;
+    }
+    LT_CHECK(status);
+    p->proven = true;
     return true;
 }
 
