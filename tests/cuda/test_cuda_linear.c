@@ -64,6 +64,12 @@ static float *widened(HalfMode mode, const uint16_t *h, size_t n) {
     k_from_half(mode, x, h, (long)n);
     return x;
 }
+static float *rounded(HalfMode mode, const float *x, size_t n) {   /* x through the 16-bit format */
+    uint16_t *h = halves(mode, x, n);
+    float *r = widened(mode, h, n);
+    free(h);
+    return r;
+}
 static uint16_t *download16(const void *device, size_t n) {
     uint16_t *h = malloc(sizeof(uint16_t) * (n + 1));
     CUDA_FN(k_download)(h, device, sizeof(uint16_t) * n);
@@ -372,6 +378,84 @@ static void test_backward(void) {
     for (int s = 0; s < N_SHAPES; s++)
         for (int m = 0; m < 4; m++)
             for (int c = 0; c < (MODES[m] < 0 ? 3 : 4); c++) backward_case(SHAPES[s], MODES[m], (BackwardCase)c);
+}
+
+/* Device copies of host arrays placed `offset` floats past an allocation's start (which the CUDA
+ * backend aligns to 256 bytes): views as an activation's may start. */
+typedef struct {
+    void *base;
+    float *at;
+} View;
+static View view_of(const float *h, size_t n, int offset) {
+    View v = {CUDA_FN(k_alloc)(sizeof(float) * (n + (size_t)offset)), NULL};
+    v.at = (float *)v.base + offset;
+    CUDA_FN(k_upload)(v.at, h, sizeof(float) * n);
+    return v;
+}
+
+/* The products with every operand, result and bias 16, 32 and 64 bytes past the 256-byte
+ * alignment: cuBLASLt's plans are keyed by the operands' alignment (its heuristic assumes 256
+ * bytes unless told); fp32 and bf16, forward with a bias and the backward accumulating, against
+ * the CPU within the sums' bound; under BERT_CUDA_LT_BACKWARD=1 (gpu_check.sh) the backward's
+ * products take the same path. */
+static void test_unaligned_views(void) {
+    const int N = 33, C = 768, OC = 2304;
+    const size_t ni = (size_t)N * C, nw = (size_t)OC * C, no = (size_t)N * OC;
+    float *inp = cuda_test_values(ni, 81, 1.0f), *W = cuda_test_values(nw, 82, 0.05f);
+    float *bias = cuda_test_values(OC, 83, 0.1f), *dout = cuda_test_values(no, 84, 0.01f);
+    float *dinp0 = cuda_test_values(ni, 85, 0.02f), *dw0 = cuda_test_values(nw, 86, 0.01f);
+    const int offsets[3] = {4, 8, 16};
+    for (int o = 0; o < 3; o++)
+        for (int half = 0; half < 2; half++) {
+            const HalfMode m = HALF_BF16;
+            char what[96];
+            snprintf(what, sizeof what, "%s products from views %d bytes past the alignment", half ? "bf16" : "fp32",
+                     4 * offsets[o]);
+            /* the operands as both sides multiply them: fp32, or the bf16 roundings widened */
+            float *a = half ? rounded(m, inp, ni) : copy_of(inp, ni), *w = half ? rounded(m, W, nw) : copy_of(W, nw);
+            float *g = half ? rounded(m, dout, no) : copy_of(dout, no);
+            float *want = malloc(sizeof(float) * no), *dinp = copy_of(dinp0, ni), *dw = copy_of(dw0, nw);
+            k_matmul_forward(want, a, w, bias, N, C, OC);
+            k_matmul_backward(dinp, dw, NULL, g, a, w, N, C, OC, true);
+            float *S = forward_magnitudes(a, w, bias, N, C, OC), *Sdinp, *Sdw, *Sdb;
+            float *zero_db = filled(OC, 0);
+            backward_magnitudes(&Sdinp, &Sdw, &Sdb, g, a, w, dinp0, dw0, zero_db, N, C, OC);
+            View d_inp = view_of(inp, ni, offsets[o]), d_W = view_of(W, nw, offsets[o]);
+            View d_bias = view_of(bias, OC, offsets[o]), d_out = view_of(want, no, offsets[o]);
+            View d_dout = view_of(dout, no, offsets[o]), d_dinp = view_of(dinp0, ni, offsets[o]);
+            View d_dw = view_of(dw0, nw, offsets[o]);
+            if (!half) {
+                CUDA_FN(k_matmul_forward)(d_out.at, d_inp.at, d_W.at, d_bias.at, N, C, OC);
+                CUDA_FN(k_matmul_backward)(d_dinp.at, d_dw.at, NULL, d_dout.at, d_inp.at, d_W.at, N, C, OC, true);
+            } else {   /* 16-bit operands in views at the same offset (in 16-bit elements: half the bytes) */
+                uint16_t *i16 = halves(m, inp, ni), *w16 = halves(m, W, nw);
+                void *b_i16 = CUDA_FN(k_alloc)(sizeof(uint16_t) * (ni + 2 * (size_t)offsets[o]));
+                void *b_w16 = CUDA_FN(k_alloc)(sizeof(uint16_t) * (nw + 2 * (size_t)offsets[o]));
+                void *b_g16 = CUDA_FN(k_alloc)(sizeof(uint16_t) * (no + 2 * (size_t)offsets[o]));
+                uint16_t *d_i16 = (uint16_t *)b_i16 + 2 * offsets[o], *d_w16 = (uint16_t *)b_w16 + 2 * offsets[o];
+                uint16_t *d_g16 = (uint16_t *)b_g16 + 2 * offsets[o];
+                CUDA_FN(k_upload)(d_i16, i16, sizeof(uint16_t) * ni), CUDA_FN(k_upload)(d_w16, w16, sizeof(uint16_t) * nw);
+                CHECK(CUDA_FN(k_matmul_forward_half)(d_out.at, NULL, d_i16, d_w16, NULL, d_bias.at, N, C, OC, m));
+                CUDA_FN(k_matmul_backward_half)(d_dinp.at, d_dw.at, NULL, d_dout.at, d_i16, d_w16, N, C, OC, true, d_g16,
+                                                m);
+                free(i16), free(w16);
+                CUDA_FN(k_free)(b_i16), CUDA_FN(k_free)(b_w16), CUDA_FN(k_free)(b_g16);
+            }
+            float *got = cuda_copy_out(d_out.at, no);
+            CHECKF(close_by_sums("forward", want, got, S, no, OC, C), "%s", what);
+            free(got);
+            got = cuda_copy_out(d_dinp.at, ni);
+            CHECKF(close_by_sums("dinp", dinp, got, Sdinp, ni, C, OC + 1), "%s", what);
+            free(got);
+            got = cuda_copy_out(d_dw.at, nw);
+            CHECKF(close_by_sums("dweight", dw, got, Sdw, nw, C, N + 1), "%s", what);
+            free(got);
+            View views[] = {d_inp, d_W, d_bias, d_out, d_dout, d_dinp, d_dw};
+            for (size_t v = 0; v < sizeof views / sizeof views[0]; v++) CUDA_FN(k_free)(views[v].base);
+            free(a), free(w), free(g), free(want), free(dinp), free(dw), free(S), free(Sdinp), free(Sdw), free(Sdb);
+            free(zero_db);
+        }
+    free(inp), free(W), free(bias), free(dout), free(dinp0), free(dw0);
 }
 
 /* --tf32: the fp32 products in TF32 (k_set_tf32), every forward and backward case within the
@@ -712,6 +796,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_fp32_is_not_tf32);
     RUN_TEST(test_forward);
     RUN_TEST(test_backward);
+    RUN_TEST(test_unaligned_views);
     RUN_TEST(test_tf32);
     RUN_TEST(test_fp32_is_not_tf32);   /* again, after TF32 was on and off */
     RUN_TEST(test_typed_layer);
