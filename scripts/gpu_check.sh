@@ -180,6 +180,7 @@ fi
 
 if want speed; then
   {
+    # in the order of what matters most, should the call run out of its 10 minutes
     for preset in bert-base bert-large; do
       for prec in "" --bf16; do
         echo "== bench $preset $prec --device cuda, batch 64, seq 128"
@@ -187,21 +188,9 @@ if want speed; then
           $prec 2>&1 | grep -vE 'step [0-9]'
       done
     done
-    # NVIDIA's "TF32" (the recipe's fp32 on Ampere and later): fp32 with TF32 products
-    echo "== bench bert-base --tf32 --device cuda, batch 64, seq 128"
-    timeout 150 $BERT bench --preset bert-base --batch 64 --seq 128 --steps 10 --warmup 2 --device cuda --tf32 \
-      2>&1 | grep -E '^(gemm|train|inference|precision)|error|bert bench'
-    if [ -f .devbundle/v1/libbert_cuda.so ] && [ "$BERT_CUDA_LIB" != "$PWD/.devbundle/v1/libbert_cuda.so" ]; then
-      echo "== bench bert-base --bf16 --device cuda with .devbundle/v1's library (the baseline), batch 64, seq 128"
-      BERT_CUDA_LIB=$PWD/.devbundle/v1/libbert_cuda.so timeout 150 $BERT bench --preset bert-base --batch 64 \
-        --seq 128 --steps 10 --warmup 2 --device cuda --bf16 2>&1 | grep -E '^(gemm|train|inference)|error|lacks|bert bench'
-    fi
     echo "== bench bert-base --bf16 --device cuda with BERT_CUDA_ATTENTION=fused, batch 64, seq 128"
     BERT_CUDA_ATTENTION=fused timeout 150 $BERT bench --preset bert-base --batch 64 --seq 128 --steps 10 --warmup 2 \
       --device cuda --bf16 2>&1 | grep -E '^(gemm|train|inference)|error|bert bench'
-    echo "== bench bert-base --bf16 --device cuda with BERT_CUDA_ATTENTION=fused BERT_CUDA_LT_OUT16=0, batch 64, seq 128"
-    BERT_CUDA_ATTENTION=fused BERT_CUDA_LT_OUT16=0 timeout 150 $BERT bench --preset bert-base --batch 64 --seq 128 \
-      --steps 10 --warmup 2 --device cuda --bf16 2>&1 | grep -E '^(gemm|train|inference)|error|bert bench'
     echo "== bench bert-base --bf16 --device cuda, batch 16, seq 512 (phase 2's shape)"
     timeout 150 $BERT bench --preset bert-base --batch 16 --seq 512 --preds 80 --steps 10 --warmup 2 --device cuda \
       --bf16 2>&1 | grep -E '^(gemm|train|inference)'
@@ -218,6 +207,9 @@ if want speed; then
     echo "== products: bench bert-base --bf16 --device cuda --gemm_shapes, batch 64, seq 128"
     timeout 100 $BERT bench --preset bert-base --batch 64 --seq 128 --device cuda --bf16 --gemm_shapes 2>&1 |
       grep -E '^products|error|bert bench'
+    echo "== kernel profile: bench bert-base --bf16 --device cuda, batch 64, seq 128"
+    timeout 150 $BERT bench --preset bert-base --batch 64 --seq 128 --steps 3 --warmup 1 --mode train --device cuda \
+      --bf16 --kernel_profile 2>&1 | grep -E '^(gemm|kernels|train)|error|bert bench'
     # the same with every product on cuBLASLt (the backward's too) and each shape's fastest of its
     # 8 best algorithms (timed), and the step with that and the fused attention
     echo "== products with BERT_CUDA_LT_BACKWARD=1 BERT_CUDA_LT_ALGOS=8: bench bert-base --bf16 --device cuda --gemm_shapes"
@@ -226,9 +218,18 @@ if want speed; then
     echo "== bench bert-base --bf16 --device cuda with BERT_CUDA_ATTENTION=fused BERT_CUDA_LT_BACKWARD=1 BERT_CUDA_LT_ALGOS=8"
     BERT_CUDA_ATTENTION=fused BERT_CUDA_LT_BACKWARD=1 BERT_CUDA_LT_ALGOS=8 timeout 150 $BERT bench --preset bert-base \
       --batch 64 --seq 128 --steps 10 --warmup 2 --device cuda --bf16 2>&1 | grep -E '^(gemm|train|inference)|error|bert bench'
-    echo "== kernel profile: bench bert-base --bf16 --device cuda, batch 64, seq 128"
-    timeout 150 $BERT bench --preset bert-base --batch 64 --seq 128 --steps 3 --warmup 1 --mode train --device cuda \
-      --bf16 --kernel_profile 2>&1 | grep -E '^(gemm|kernels|train)|error|bert bench'
+    if [ -f .devbundle/v1/libbert_cuda.so ] && [ "$BERT_CUDA_LIB" != "$PWD/.devbundle/v1/libbert_cuda.so" ]; then
+      echo "== bench bert-base --bf16 --device cuda with .devbundle/v1's library (the baseline), batch 64, seq 128"
+      BERT_CUDA_LIB=$PWD/.devbundle/v1/libbert_cuda.so timeout 150 $BERT bench --preset bert-base --batch 64 \
+        --seq 128 --steps 10 --warmup 2 --device cuda --bf16 2>&1 | grep -E '^(gemm|train|inference)|error|lacks|bert bench'
+    fi
+    echo "== bench bert-base --bf16 --device cuda with BERT_CUDA_ATTENTION=fused BERT_CUDA_LT_OUT16=0, batch 64, seq 128"
+    BERT_CUDA_ATTENTION=fused BERT_CUDA_LT_OUT16=0 timeout 150 $BERT bench --preset bert-base --batch 64 --seq 128 \
+      --steps 10 --warmup 2 --device cuda --bf16 2>&1 | grep -E '^(gemm|train|inference)|error|bert bench'
+    # NVIDIA's "TF32" (the recipe's fp32 on Ampere and later): fp32 with TF32 products
+    echo "== bench bert-base --tf32 --device cuda, batch 64, seq 128"
+    timeout 150 $BERT bench --preset bert-base --batch 64 --seq 128 --steps 10 --warmup 2 --device cuda --tf32 \
+      2>&1 | grep -E '^(gemm|train|inference|precision)|error|bert bench'
     echo "== kernel profile: bench bert-base --bf16 --device cuda, inference, batch 64, seq 128"
     timeout 150 $BERT bench --preset bert-base --batch 64 --seq 128 --steps 3 --warmup 1 --mode infer --device cuda \
       --bf16 --kernel_profile 2>&1 | grep -E '^(gemm|kernels|inference)|error|bert bench'
