@@ -276,23 +276,21 @@ extern "C" void k_gelu_forward_half(uint16_t *out16, const uint16_t *inp16, long
     }
 }
 
-/* The CPU's (and k_matmul_backward_half's) bias-gradient order: ROW_SLICES fixed slices of rows,
- * each summed in row order into its partial, the partials then added in slice order. One thread
- * per (slice, column) keeps that order exactly, so the bias gradient differs from the CPU's only
+/* The CPU's (and k_matmul_backward_half's) bias-gradient order (ordered_sum.cuh, ROW_SLICES): one
+ * thread per (slice, column) keeps it exactly, so the bias gradient differs from the CPU's only
  * through the elements' values (erff/expf/tanhf's last bits). */
-enum { ROW_SLICES = 16, SLICE_THREADS = 128 };
+enum { SLICE_THREADS = 128 };
 
 __global__ static void gelu_backward_half_slices(uint16_t *dinp16, float *partial, const float *dout,
                                                  const uint16_t *inp16, int N, int C, int act, int mode) {
     const int c = blockIdx.x * blockDim.x + threadIdx.x, slice = blockIdx.y;
     if (c >= C) return;
-    const int n0 = (int)((long)N * slice / ROW_SLICES), n1 = (int)((long)N * (slice + 1) / ROW_SLICES);
     struct Loaded {
         float dy;
         uint16_t x;
     };
     const float acc = ordered_sum(
-        0.0f, n0, n1,
+        0.0f, slice_row(N, slice, ROW_SLICES), slice_row(N, slice + 1, ROW_SLICES),
         [&](int n) { return Loaded{dout[(size_t)n * C + c], inp16[(size_t)n * C + c]}; },
         [&](int n, Loaded l) {
             const float d = l.dy * activation_slope(act, float_from_half(mode, l.x));
@@ -300,12 +298,6 @@ __global__ static void gelu_backward_half_slices(uint16_t *dinp16, float *partia
             return d;
         });
     if (partial) partial[(size_t)slice * C + c] = acc;
-}
-
-__global__ static void add_slice_sums(float *dbias, const float *partial, int C) {
-    const int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C) return;
-    dbias[c] += ordered_sum(0.0f, 0, ROW_SLICES, [&](int slice) { return partial[(size_t)slice * C + c]; });
 }
 
 extern "C" void k_gelu_backward_half_out16(uint16_t *dinp16, float *dbias, const float *dout, const uint16_t *inp16,
@@ -317,7 +309,7 @@ extern "C" void k_gelu_backward_half_out16(uint16_t *dinp16, float *dbias, const
                                                                                (int)act, (int)mode);
     CUDA_LAUNCHED();
     if (!dbias) return;
-    add_slice_sums<<<col_blocks, SLICE_THREADS>>>(dbias, partial, C);
+    add_slice_sums<<<col_blocks, SLICE_THREADS>>>(dbias, partial, C, ROW_SLICES);
     CUDA_LAUNCHED();
 }
 

@@ -6,8 +6,8 @@
  * X^T [C, R] with the same ld, so each row-major product Y = A B is issued as Y^T = B^T A^T.
  *
  * fp32 products are true fp32 (cublasSgemm, default math mode: no TF32), so they differ from
- * the CPU's only by the order of their sums; k_set_tf32 runs them in TF32 (NVIDIA's "TF32"). 16-bit products take bf16 (both bf16 modes: the GPU
- * has bf16 instructions) or fp16 operands and accumulate in fp32 (cublasGemmEx,
+ * the CPU's only by the order of their sums; k_set_tf32 runs them in TF32 (NVIDIA's "TF32").
+ * 16-bit products take bf16 (both bf16 modes: the GPU has bf16 instructions) or fp16 operands and accumulate in fp32 (cublasGemmEx,
  * CUBLAS_COMPUTE_32F). The forward products run on cuBLASLt where it has an algorithm
  * (lt_matmul.cu): the bias in the epilogue, and a 16-bit result stored rounded by the product
  * itself, not through an fp32 copy. There are no packed weights on the GPU (k_packed_weight_bytes* return 0):
@@ -104,14 +104,8 @@ static void forward(float *out, const void *inp, const void *weight, const float
 
 /* ---------------------------------------------------------------- bias gradient */
 
-/* The column sums db[c] += sum_n x[n, c] in two passes, as the CPU's 16-bit backward sums them:
- * the rows split into `slices` fixed slices (slice s: rows N s / slices .. N (s+1) / slices - 1),
- * each column of each slice summed in row order from 0 by one thread (neighbouring threads,
- * neighbouring columns: coalesced), then each column's partials added in slice order and the
- * total added to db. With slices = ROW_SLICES these are the CPU's float operations in the CPU's
- * order (kernels/cpu/layers.c, halves_and_column_sums + add_slice_sums): the same bits. */
-enum { ROW_SLICES = 16 };   /* the CPU's 16-bit backward's slices (and k_gelu_backward_half_out16's) */
-/* The fp32 backward's: the CPU sums whole columns in row order (one slice), which would leave
+/* The column sums db[c] += sum_n x[n, c] in slices (ordered_sum.cuh), each column of each slice
+ * summed by one thread (neighbouring threads, neighbouring columns: coalesced). The fp32 backward's: the CPU sums whole columns in row order (one slice), which would leave
  * one thread per column; more slices keep the GPU busy, at the price of another order. */
 enum { FP32_SLICES = 64 };
 
@@ -119,14 +113,8 @@ __global__ static void slice_column_sums(float *partial, const float *x, int N, 
     const size_t total = (size_t)slices * C;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
         const int slice = (int)(i / C), c = (int)(i % C);
-        const int n0 = (int)((long)N * slice / slices), n1 = (int)((long)N * (slice + 1) / slices);
-        partial[i] = ordered_sum(0.0f, n0, n1, [&](int n) { return x[(size_t)n * C + c]; });
-    }
-}
-
-__global__ static void add_slice_sums(float *db, const float *partial, int C, int slices) {
-    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x) {
-        db[c] += ordered_sum(0.0f, 0, slices, [&](int slice) { return partial[(size_t)slice * C + c]; });
+        partial[i] = ordered_sum(0.0f, slice_row(N, slice, slices), slice_row(N, slice + 1, slices),
+                                 [&](int n) { return x[(size_t)n * C + c]; });
     }
 }
 
@@ -136,9 +124,9 @@ __global__ static void add_slice_sums(float *db, const float *partial, int C, in
 __global__ static void halves_and_slice_sums(uint16_t *x16, float *partial, const float *x, int N, int C, bool fp16) {
     const int c = blockIdx.x * blockDim.x + threadIdx.x, slice = blockIdx.y;
     if (c >= C) return;
-    const int n0 = (int)((long)N * slice / ROW_SLICES), n1 = (int)((long)N * (slice + 1) / ROW_SLICES);
     partial[(size_t)slice * C + c] = ordered_sum(
-        0.0f, n0, n1, [&](int n) { return x[(size_t)n * C + c]; },
+        0.0f, slice_row(N, slice, ROW_SLICES), slice_row(N, slice + 1, ROW_SLICES),
+        [&](int n) { return x[(size_t)n * C + c]; },
         [&](int n, float v) {
             x16[(size_t)n * C + c] = fp16 ? fp16_from_float_bits(v) : bf16_from_float_bits(v);
             return v;

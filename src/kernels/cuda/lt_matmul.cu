@@ -162,6 +162,16 @@ static uint32_t alignment_of(uintptr_t bits) {
     return (uint32_t)(bits & (~bits + 1));
 }
 
+/* A plan without an algorithm (none found, or the library refused it at its first run: `why`):
+ * the caller's plain path runs from then on; counted for the notes. */
+static void mark_unusable(LtPlan *p, const char *why) {
+    p->usable = false;
+    plans_unusable++;
+    snprintf(last_unusable, sizeof last_unusable, "%c%c m %d n %d k %d, %s operands, %s out%s%s",
+             p->shape.ta ? 'T' : 'N', p->shape.tb ? 'T' : 'N', p->shape.m, p->shape.n, p->shape.k,
+             type_name(p->in_type), type_name(p->out_type), p->bias ? ", fp32 bias" : "", why);
+}
+
 static LtPlan *plan_for(const LtShape *shape, cudaDataType in_type, cudaDataType out_type, const float *bias,
                         bool tf32, uint32_t align) {
     const uint32_t bias_align = bias ? alignment_of((uintptr_t)bias) : 0;
@@ -187,25 +197,10 @@ static LtPlan *plan_for(const LtShape *shape, cudaDataType in_type, cudaDataType
     memset(p, 0, sizeof *p);
     p->shape = *shape, p->in_type = in_type, p->out_type = out_type, p->bias = bias != NULL, p->tf32 = tf32;
     p->align = align, p->bias_align = bias_align;
-    p->usable = make_plan(p, bias);
     plans_made++;
-    if (!p->usable) {
-        plans_unusable++;
-        snprintf(last_unusable, sizeof last_unusable, "%c%c m %d n %d k %d, %s operands, %s out%s",
-                 shape->ta ? 'T' : 'N', shape->tb ? 'T' : 'N', shape->m, shape->n, shape->k, type_name(in_type),
-                 type_name(out_type), bias ? ", fp32 bias" : "");
-    }
+    p->usable = make_plan(p, bias);
+    if (!p->usable) mark_unusable(p, "");
     return p;
-}
-
-/* A plan whose algorithm the library refused at its first run: counted as one without an
- * algorithm (the caller's plain path runs from then on). */
-static void mark_unusable(LtPlan *p) {
-    p->usable = false;
-    plans_unusable++;
-    snprintf(last_unusable, sizeof last_unusable, "%c%c m %d n %d k %d, %s operands, %s out: refused at its first run",
-             p->shape.ta ? 'T' : 'N', p->shape.tb ? 'T' : 'N', p->shape.m, p->shape.n, p->shape.k,
-             type_name(p->in_type), type_name(p->out_type));
 }
 
 /* The product with one algorithm; its status (a refused configuration writes nothing). */
@@ -289,7 +284,7 @@ static bool lt_gemm(const LtShape *shape, const void *A, const void *B, float be
     if (p->ncandidates > 1) choose_fastest(p, A, B, beta, D);
     const cublasStatus_t status = run_algo(p, &p->algo, A, B, beta, D);
     if (status != CUBLAS_STATUS_SUCCESS && !p->proven) {   /* refused before it ever ran: nothing written */
-        mark_unusable(p);
+        mark_unusable(p, ": refused at its first run");
         return false;
     }
     LT_CHECK(status);

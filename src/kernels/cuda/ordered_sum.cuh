@@ -39,4 +39,19 @@ __device__ static inline float ordered_sum(float acc, int n0, int n1, Term term)
     return ordered_sum(acc, n0, n1, term, [](int, float t) { return t; });
 }
 
+/* Column sums in slices: the rows split into `slices` fixed slices (slice s: rows slice_row(N, s)
+ * .. slice_row(N, s + 1) - 1), each column of each slice summed in row order into a partial
+ * [slices, C], then each column's partials added in slice order (add_slice_sums). With ROW_SLICES
+ * these are the CPU's 16-bit backward's float operations in its order (kernels/cpu/layers.c,
+ * halves_and_column_sums): the bias gradients of k_matmul_backward_half and
+ * k_gelu_backward_half_out16 have the CPU's bits. */
+enum { ROW_SLICES = 16 };
+__device__ static inline int slice_row(int N, int slice, int slices) { return (int)((long)N * slice / slices); }
+
+/* db[c] += column c's partials [slices, C], added in slice order. */
+__global__ static void add_slice_sums(float *db, const float *partial, int C, int slices) {
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x)
+        db[c] += ordered_sum(0.0f, 0, slices, [&](int slice) { return partial[(size_t)slice * C + c]; });
+}
+
 #endif
