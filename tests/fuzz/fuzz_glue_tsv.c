@@ -22,8 +22,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static const char *names[] = {"cola", "sst-2", "mrpc", "sts-b", "qqp", "mnli", "mnli-mm", "qnli", "rte", "wnli"};
     const GlueTask *t = glue_task(names[data[0] % 10]);
     const GlueSplit split = (GlueSplit)((data[0] / 10) % 3);
-    char dir[128], path[256];
-    snprintf(dir, sizeof dir, "/tmp/bert-fuzz-glue-%ld", (long)getpid());
+    char dir[512], path[640];
+    fuzz_temp_path(dir, sizeof dir, "-glue");
     mkdir(dir, 0777);
     snprintf(path, sizeof path, "%s/%s", dir, t->files[split]);
     FILE *f = fopen(path, "wb");

@@ -13,9 +13,9 @@
 #include "io/pytorch_checkpoint.h"
 
 static const char *wrap_pickle(const uint8_t *data, size_t size) {
-    static char path[128];
+    static char path[512];
     static unsigned char storage[64];
-    snprintf(path, sizeof path, "/tmp/bert-fuzz-%ld-wrapped.pt", (long)getpid());
+    fuzz_temp_path(path, sizeof path, "-wrapped.pt");
     for (int i = 0; i < 64; i++) storage[i] = (unsigned char)(i * 37 + 11);
     int code;
     zip_t *z = zip_open(path, ZIP_CREATE | ZIP_TRUNCATE, &code);

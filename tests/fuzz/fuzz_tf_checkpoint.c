@@ -13,8 +13,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (index_len > size - 4) index_len = size - 4;
     const uint8_t *index = data + 4, *shard = index + index_len;
     const size_t shard_len = size - 4 - index_len;
-    char prefix[128], path[160];
-    snprintf(prefix, sizeof prefix, "/tmp/bert-fuzz-%ld.ckpt", (long)getpid());
+    char prefix[512], path[560];
+    fuzz_temp_path(prefix, sizeof prefix, ".ckpt");
     snprintf(path, sizeof path, "%s.data-00000-of-00001", prefix);
     FILE *f = fopen(path, "wb");
     if (!f) abort();

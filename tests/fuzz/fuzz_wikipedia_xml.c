@@ -5,8 +5,8 @@
 #include "fuzz_util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    char out[128];
-    snprintf(out, sizeof out, "/tmp/bert-fuzz-%ld.out.txt", (long)getpid());
+    char out[512];
+    fuzz_temp_path(out, sizeof out, ".out.txt");
     FormatOptions o = format_default_options();
     o.progress = false, o.n_threads = 1;
     FormatStats st;

@@ -20,6 +20,11 @@ export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0" UBSAN_OPTIONS="print_stack
 export LSAN_OPTIONS="suppressions=$PWD/tests/fuzz/lsan.supp:print_suppressions=0"
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 mkdir -p build-fuzz/crashes/known
+# the targets' temporary files (fuzz_util.h's fuzz_temp_path) in a folder of this run's, removed
+# at the end however it ends
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/bert-fuzz-run.XXXXXX") || exit 1
+trap 'rm -rf "$scratch"' EXIT
+export TMPDIR=$scratch
 known_file=tests/fuzz/known/crashes.txt
 known_libs=$(grep -v '^#' "$known_file" 2>/dev/null | awk 'NF >= 3 {print $3}' | sort -u | paste -sd'|')
 
