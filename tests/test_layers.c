@@ -208,6 +208,97 @@ static void test_layernorm(void) {
     CHECK(fabs(m / C) < 1e-6 && fabs(v / C - 1) < 1e-5);
 }
 
+/* The dropout inside the LayerNorm (a sublayer's output): its backward against finite
+ * differences (the masks fixed by the key: the function is smooth in a and the residual), and
+ * both against the separate kernels they replace (k_dropout_rows on a, k_layernorm_forward; the
+ * backward's copy and k_dropout_rows), bit for bit: rows NULL or a packed subset, with and
+ * without a residual, sum_out separate or a itself, p 0 or 0.25, serial and parallel sizes. */
+typedef struct { LnCtx ln; const KDropout *drop; } DropLnCtx;
+static double drop_ln_loss(void *p) {
+    DropLnCtx *c = p;
+    k_dropout_layernorm_forward(c->ln.out, c->ln.sum, c->ln.mean, c->ln.rstd, c->ln.a, c->drop, c->ln.res, c->ln.w,
+                                c->ln.b, c->ln.N, c->ln.C, 1e-12f);
+    return dot(c->ln.out, c->ln.r, (size_t)c->ln.N * c->ln.C);
+}
+
+static void test_dropout_layernorm_gradients(void) {
+    enum { N = 4, C = 70 };
+    static float out[N * C], sum[N * C], a[N * C], res[N * C], w[C], b[C], r[N * C], dres[N * C], da[N * C];
+    float mean[N], rstd[N], dw[C] = {0}, db[C] = {0};
+    fill(a, N * C, 15, 1, 0.3f), fill(res, N * C, 16, 1, 0), fill(w, C, 17, 0.3f, 1), fill(b, C, 18, 0.2f, 0);
+    fill(r, N * C, 19, 1, 0);
+    const int32_t rows[N] = {7, 2, 30, 3};
+    const KDropout drop = {.p = 0.3f, .key = rng_key(4, 3), .rows = rows};
+    DropLnCtx c = {{out, sum, mean, rstd, a, res, w, b, r, N, C}, &drop};
+    drop_ln_loss(&c);
+    k_layernorm_dropout_backward(dres, da, &drop, dw, db, r, sum, mean, rstd, w, N, C);
+    int dropped = 0;
+    for (int i = 0; i < N * C; i++) dropped += da[i] == 0.0f;
+    CHECKF(dropped > N * C / 10 && dropped < N * C / 2, "%d of %d gradients dropped at p = 0.3", dropped, N * C);
+    check_grad("dropout + layernorm d(a)", a, da, N * C, drop_ln_loss, &c);
+    check_grad("dropout + layernorm d(residual)", res, dres, N * C, drop_ln_loss, &c);
+    check_grad("dropout + layernorm dweight", w, dw, C, drop_ln_loss, &c);
+    check_grad("dropout + layernorm dbias", b, db, C, drop_ln_loss, &c);
+}
+
+static bool same_floats(const float *x, const float *y, size_t n) { return !memcmp(x, y, sizeof(float) * n); }
+
+static void dropout_layernorm_case(int N, int C, const int32_t *rows, bool residual, bool in_place, float p) {
+    const size_t n = (size_t)N * C;
+    float *a = malloc(sizeof(float) * n), *res = malloc(sizeof(float) * n), *w = malloc(sizeof(float) * C);
+    float *b = malloc(sizeof(float) * C), *dy = malloc(sizeof(float) * n);
+    fill(a, n, 21, 1.5f, 0.2f), fill(res, n, 22, 1, 0), fill(w, C, 23, 0.3f, 1), fill(b, C, 24, 0.2f, 0);
+    fill(dy, n, 25, 1, 0);
+    const KDropout drop = {.p = p, .key = rng_key(11, 2), .rows = rows};
+    /* the separate kernels */
+    float *want_sum = malloc(sizeof(float) * n), *want_out = malloc(sizeof(float) * n);
+    float want_mean[64], want_rstd[64], got_mean[64], got_rstd[64];
+    memcpy(want_sum, a, sizeof(float) * n);
+    if (rows) k_dropout_rows(want_sum, rows, N, C, p, drop.key);
+    else k_dropout(want_sum, (long)n, p, drop.key, 0);
+    k_layernorm_forward(want_out, want_sum, want_mean, want_rstd, want_sum, residual ? res : NULL, w, b, N, C, 1e-12f);
+    /* fused: sum_out separate from a (a must stay as it was) or a itself */
+    float *got_a = malloc(sizeof(float) * n), *got_sum = malloc(sizeof(float) * n), *got_out = malloc(sizeof(float) * n);
+    memcpy(got_a, a, sizeof(float) * n);
+    float *sum_out = in_place ? got_a : got_sum;
+    k_dropout_layernorm_forward(got_out, sum_out, got_mean, got_rstd, got_a, &drop, residual ? res : NULL, w, b, N, C,
+                                1e-12f);
+    const char *form = in_place ? "sum_out = a" : "sum_out separate";
+    const float *sum_values = residual || p > 0 ? sum_out : got_a;   /* else the sum is a: sum_out not written */
+    CHECKF(same_floats(want_out, got_out, n) && same_floats(want_sum, sum_values, n) &&
+               same_floats(want_mean, got_mean, (size_t)N) && same_floats(want_rstd, got_rstd, (size_t)N),
+           "forward N %d C %d rows %s residual %d %s p %g: not the separate kernels' bits", N, C, rows ? "set" : "NULL",
+           residual, form, p);
+    if (!in_place) CHECKF(same_floats(a, got_a, n), "forward N %d C %d: a written with sum_out separate", N, C);
+    /* backward: k_layernorm_backward, a copy, k_dropout_rows */
+    float *want_d = malloc(sizeof(float) * n), *want_dd = malloc(sizeof(float) * n);
+    float *got_d = malloc(sizeof(float) * n), *got_dd = malloc(sizeof(float) * n);
+    float *dw = calloc((size_t)C * 4, sizeof(float)), *db = dw + C, *got_dw = db + C, *got_db = got_dw + C;
+    k_layernorm_backward(want_d, dw, db, dy, want_sum, want_mean, want_rstd, w, N, C);
+    memcpy(want_dd, want_d, sizeof(float) * n);
+    if (rows) k_dropout_rows(want_dd, rows, N, C, p, drop.key);
+    else k_dropout(want_dd, (long)n, p, drop.key, 0);
+    k_layernorm_dropout_backward(got_d, got_dd, &drop, got_dw, got_db, dy, want_sum, want_mean, want_rstd, w, N, C);
+    CHECKF(same_floats(want_d, got_d, n) && same_floats(want_dd, got_dd, n) && same_floats(dw, got_dw, (size_t)C) &&
+               same_floats(db, got_db, (size_t)C),
+           "backward N %d C %d rows %s p %g: not the separate kernels' bits", N, C, rows ? "set" : "NULL", p);
+    free(a), free(res), free(w), free(b), free(dy), free(want_sum), free(want_out), free(got_a), free(got_sum);
+    free(got_out), free(want_d), free(want_dd), free(got_d), free(got_dd), free(dw);
+}
+
+static void test_dropout_layernorm_fused(void) {
+    const int32_t rows[] = {0, 3, 4, 17, 40, 59, 60, 61, 63, 1000, 2, 1, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+    const int shapes[][2] = {{6, 70}, {24, 768}, {64, 768}};   /* the last two: parallel (N C >= 32768) */
+    for (int s = 0; s < 3; s++)
+        for (int variant = 0; variant < 16; variant++) {
+            const int N = shapes[s][0], C = shapes[s][1];
+            const bool use_rows = variant & 1, residual = variant & 2, in_place = variant & 4;
+            const float p = variant & 8 ? 0.25f : 0.0f;
+            if (use_rows && N > (int)(sizeof rows / sizeof rows[0])) continue;
+            dropout_layernorm_case(N, C, use_rows ? rows : NULL, residual, in_place, p);
+        }
+}
+
 /* ---------------------------------------------------------------- activations */
 
 typedef struct { float *out, *inp, *r; long n; Activation act; } ActCtx;
@@ -589,6 +680,8 @@ int main(void) {
     RUN_TEST(test_matmul_packed);
     RUN_TEST(test_matmul_gelu_packed);
     RUN_TEST(test_layernorm);
+    RUN_TEST(test_dropout_layernorm_gradients);
+    RUN_TEST(test_dropout_layernorm_fused);
     RUN_TEST(test_gelu_erf);
     RUN_TEST(test_gelu_tanh);
     RUN_TEST(test_tanh);

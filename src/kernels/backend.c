@@ -195,10 +195,36 @@ static void find_collectives(void *lib) {
 }
 
 /* Functions added to the interface after a library was built that such a library may lack (an
- * older version kept as a speed baseline: scripts/gpu_check.sh), with what it would answer. */
+ * older version kept as a speed baseline: scripts/gpu_check.sh), with what it would answer, or
+ * made of the functions it has (cuda_table is set by the time they run). */
 static bool older_set_tf32(bool on) { return !on; }   /* no TF32 before k_set_tf32 existed */
+static void older_dropout(float *x, const KDropout *drop, int N, int C) {
+    if (drop->rows) cuda_table.k_dropout_rows(x, drop->rows, N, C, drop->p, drop->key);
+    else cuda_table.k_dropout(x, (long)N * C, drop->p, drop->key, 0);
+}
+static void older_dropout_layernorm_forward(float *out, float *sum_out, float *mean, float *rstd, const float *a,
+                                            const KDropout *drop, const float *residual, const float *w,
+                                            const float *b, int N, int C, float eps) {
+    if (drop && drop->p > 0.0f) {
+        if (sum_out != a) cuda_table.k_copy(sum_out, a, (long)N * C);
+        older_dropout(sum_out, drop, N, C);
+        a = sum_out;
+    }
+    cuda_table.k_layernorm_forward(out, sum_out, mean, rstd, a, residual, w, b, N, C, eps);
+}
+static void older_layernorm_dropout_backward(float *dinp, float *dinp_dropped, const KDropout *drop, float *dw,
+                                             float *db, const float *dout, const float *inp, const float *mean,
+                                             const float *rstd, const float *w, int N, int C) {
+    cuda_table.k_layernorm_backward(dinp, dw, db, dout, inp, mean, rstd, w, N, C);
+    if (!dinp_dropped) return;
+    cuda_table.k_copy(dinp_dropped, dinp, (long)N * C);
+    if (drop && drop->p > 0.0f) older_dropout(dinp_dropped, drop, N, C);
+}
 static void *older_library_stub(const char *name) {
-    return !strcmp(name, "k_set_tf32") ? (void *)older_set_tf32 : NULL;
+    if (!strcmp(name, "k_set_tf32")) return (void *)older_set_tf32;
+    if (!strcmp(name, "k_dropout_layernorm_forward")) return (void *)older_dropout_layernorm_forward;
+    if (!strcmp(name, "k_layernorm_dropout_backward")) return (void *)older_layernorm_dropout_backward;
+    return NULL;
 }
 
 static bool load_cuda(char *err, size_t errlen) {

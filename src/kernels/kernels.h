@@ -225,6 +225,24 @@ void k_layernorm_forward(float *out, float *sum_out, float *mean, float *rstd, c
 /* dinp = d LayerNorm / d inp (overwrite); dw, db accumulate. inp is the LayerNorm's input. */
 void k_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *mean,
                           const float *rstd, const float *w, int N, int C);
+/* A sublayer's output dropout inside the LayerNorm after it (a transformer layer's two sites):
+ * inverted dropout with k_dropout_rows' masks, row n taking the mask of row rows[n] of the whole
+ * tensor (rows NULL: row n's own, k_dropout(x, N*C, p, key, 0)'s counters; a HOST array of N
+ * entries). p == 0: no dropout. */
+typedef struct { float p; uint64_t key; const int32_t *rows; } KDropout;
+/* sum = dropout(a) + residual (residual NULL: sum = dropout(a)), then out = LayerNorm(sum) as
+ * k_layernorm_forward: the bits of k_dropout_rows on a, then k_layernorm_forward, in one pass
+ * over the rows. sum_out is required when drop->p > 0 (it may alias a; a is not written
+ * otherwise); drop NULL or p == 0: k_layernorm_forward. */
+void k_dropout_layernorm_forward(float *out, float *sum_out, float *mean, float *rstd, const float *a,
+                                 const KDropout *drop, const float *residual, const float *w, const float *b, int N,
+                                 int C, float eps);
+/* Its backward: k_layernorm_backward, and dinp_dropped = dropout(dinp) with drop's masks (the
+ * gradient of a; dinp is the residual's), written in the same pass: the bits of a copy and
+ * k_dropout_rows on it. dinp_dropped must not alias dinp; p == 0 (or drop NULL): a copy. */
+void k_layernorm_dropout_backward(float *dinp, float *dinp_dropped, const KDropout *drop, float *dw, float *db,
+                                  const float *dout, const float *inp, const float *mean, const float *rstd,
+                                  const float *w, int N, int C);
 
 /* out = act(inp); dinp = dout * act'(inp) (dinp may alias dout). */
 void k_gelu_forward(float *out, const float *inp, long n, Activation act);

@@ -102,19 +102,27 @@ static void layer_backward(BertModel *m, int l, const float *x, const int32_t *m
     const LayerActs *a = &m->act.layers[l];
     Activations *d = &m->act;
 
-    /* out = LN2(dropout(FFN(h1)) + h1) */
-    k_layernorm_backward(d->d_sum, g->ln2_w, g->ln2_b, d->d_x, a->ffn_sum, a->ln2_mean, a->ln2_rstd, p->ln2_w, R, H);
-    k_copy(d->d_h1, d->d_sum, (long)R * H);  /* residual branch */
-    bert_hidden_dropout(m, d->d_sum, R, rows, l, SITE_FFN_OUT);
+    /* out = LN2(dropout(FFN(h1)) + h1): the residual branch's gradient into d_h1, the feed-forward's
+     * (through the dropout) into d_sum */
+    const KDropout ffn_drop = bert_hidden_dropout_of(m, rows, l, SITE_FFN_OUT);
+    k_layernorm_dropout_backward(d->d_h1, d->d_sum, &ffn_drop, g->ln2_w, g->ln2_b, d->d_x, a->ffn_sum, a->ln2_mean,
+                                 a->ln2_rstd, p->ln2_w, R, H);
     bert_linear_backward(m, d->d_ffn, g->ffn_out_w, g->ffn_out_b, d->d_sum, a->ffn_act, a->act16, p->ffn_out_w, R, I, H, false);
     bert_gelu_linear_backward(m, d->d_h1, g->ffn_in_w, g->ffn_in_b, d->d_ffn, a->ffn_pre, a->pre16, a->h1, a->h1_16,
                               p->ffn_in_w, R, H, I);
 
-    /* h1 = LN1(dropout(Attention(x) Wo + bo) + x) */
-    k_layernorm_backward(d->d_sum, g->ln1_w, g->ln1_b, d->d_h1, a->attn_sum, a->ln1_mean, a->ln1_rstd, p->ln1_w, R, H);
-    if (prune) k_scatter_rows(d->d_x, d->d_sum, m->kept_row, R, N, H);  /* residual branch */
-    else k_copy(d->d_x, d->d_sum, (long)N * H);
-    bert_hidden_dropout(m, d->d_sum, R, rows, l, SITE_ATTN_OUT);
+    /* h1 = LN1(dropout(Attention(x) Wo + bo) + x): likewise into d_x and d_sum (pruned: the kept
+     * rows' residual gradient scattered to their places in d_x) */
+    if (prune) {
+        k_layernorm_backward(d->d_sum, g->ln1_w, g->ln1_b, d->d_h1, a->attn_sum, a->ln1_mean, a->ln1_rstd, p->ln1_w, R,
+                             H);
+        k_scatter_rows(d->d_x, d->d_sum, m->kept_row, R, N, H);
+        bert_hidden_dropout(m, d->d_sum, R, rows, l, SITE_ATTN_OUT);
+    } else {
+        const KDropout attn_drop = bert_hidden_dropout_of(m, rows, l, SITE_ATTN_OUT);
+        k_layernorm_dropout_backward(d->d_x, d->d_sum, &attn_drop, g->ln1_w, g->ln1_b, d->d_h1, a->attn_sum,
+                                     a->ln1_mean, a->ln1_rstd, p->ln1_w, R, H);
+    }
     /* pruned: d(ctx) of the kept rows goes through d_h1 (free now), the other rows' is zero */
     float *d_ctx_rows = prune ? d->d_h1 : d->d_ctx;
     bert_linear_backward(m, d_ctx_rows, g->attn_out_w, g->attn_out_b, d->d_sum, a->ctx, a->ctx16, p->attn_out_w, R, H, H, false);

@@ -149,12 +149,15 @@ void bert_attention_args(const BertModel *m, AttentionArgs *a, const int32_t *ma
 
 static float hidden_dropout_p(const BertModel *m) { return m->training ? m->cfg.hidden_dropout_prob : 0.0f; }
 
+KDropout bert_hidden_dropout_of(const BertModel *m, const int32_t *rows, int layer, int site) {
+    return (KDropout){.p = hidden_dropout_p(m), .key = rng_key(m->dropout_seed, dropout_site(layer, site)),
+                      .rows = rows};
+}
+
 void bert_hidden_dropout(const BertModel *m, float *x, int R, const int32_t *rows, int layer, int site) {
-    const int H = m->cfg.hidden_size;
-    const float p = hidden_dropout_p(m);
-    const uint64_t key = rng_key(m->dropout_seed, dropout_site(layer, site));
-    if (rows) k_dropout_rows(x, rows, R, H, p, key);
-    else k_dropout(x, (long)R * H, p, key, 0);
+    const KDropout d = bert_hidden_dropout_of(m, rows, layer, site);
+    if (rows) k_dropout_rows(x, rows, R, m->cfg.hidden_size, d.p, d.key);
+    else k_dropout(x, (long)R * m->cfg.hidden_size, d.p, d.key, 0);
 }
 
 /* On the encoder's m->rows rows. With prune (the last layer under
@@ -180,10 +183,11 @@ static void layer_forward(BertModel *m, int l, const float *x, const int32_t *ma
         k_gather_rows(m->act.kept_x, x, m->kept_row, R, H);
         residual = m->act.kept_x;
     }
+    /* each sublayer's output: its dropout, the residual and the LayerNorm in one pass */
     bert_linear_forward(m, a->attn_sum, a->ctx, a->ctx16, p->attn_out_w, p->attn_out_b, R, H, H);
-    bert_hidden_dropout(m, a->attn_sum, R, rows, l, SITE_ATTN_OUT);
-    k_layernorm_forward(a->h1, a->attn_sum, a->ln1_mean, a->ln1_rstd, a->attn_sum, residual, p->ln1_w, p->ln1_b, R, H,
-                        c->layer_norm_eps);
+    const KDropout attn_drop = bert_hidden_dropout_of(m, rows, l, SITE_ATTN_OUT);
+    k_dropout_layernorm_forward(a->h1, a->attn_sum, a->ln1_mean, a->ln1_rstd, a->attn_sum, &attn_drop, residual,
+                                p->ln1_w, p->ln1_b, R, H, c->layer_norm_eps);
 
     /* the feed-forward's activation: into ffn_act (fp32), or into act16, the next product's
      * 16-bit input (mixed precision: the pre-activation kept in 16 bits, as the product
@@ -196,9 +200,9 @@ static void layer_forward(BertModel *m, int l, const float *x, const int32_t *ma
     }
     /* ffn_act is NULL in 16 bits: the product reads act16, already rounded */
     bert_linear_forward(m, a->ffn_sum, a->ffn_act, a->act16, p->ffn_out_w, p->ffn_out_b, R, I, H);
-    bert_hidden_dropout(m, a->ffn_sum, R, rows, l, SITE_FFN_OUT);
-    k_layernorm_forward(a->out, a->ffn_sum, a->ln2_mean, a->ln2_rstd, a->ffn_sum, a->h1, p->ln2_w, p->ln2_b, R, H,
-                        c->layer_norm_eps);
+    const KDropout ffn_drop = bert_hidden_dropout_of(m, rows, l, SITE_FFN_OUT);
+    k_dropout_layernorm_forward(a->out, a->ffn_sum, a->ln2_mean, a->ln2_rstd, a->ffn_sum, &ffn_drop, a->h1, p->ln2_w,
+                                p->ln2_b, R, H, c->layer_norm_eps);
 }
 
 /* int8 (inference only): each product's input quantized by the kernel that produces it, in

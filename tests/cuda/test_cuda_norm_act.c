@@ -639,6 +639,118 @@ static void test_dropout_rows(void) {
     end_test("dropout_rows");
 }
 
+/* The dropout inside the LayerNorm (k_dropout_layernorm_forward, k_layernorm_dropout_backward):
+ * the GPU's fused kernels against the GPU's separate ones (k_dropout_rows, k_layernorm_forward;
+ * k_layernorm_backward, k_copy, k_dropout_rows), bit for bit (the same operations on each
+ * element); the sum against the CPU's fused kernel bit for bit (the CPU's masks, one multiply
+ * and one add each), the normalised rows within the LayerNorm's bounds above, and the backward's
+ * masks the CPU's (zero exactly where the CPU's are). */
+static void dropout_layernorm_case(int N, int C, bool use_rows, bool residual, bool in_place, float p) {
+    const size_t nc = (size_t)N * C;
+    const float eps = 1e-12f;
+    int32_t *rows = malloc(sizeof(int32_t) * (size_t)N);
+    for (int k = 0; k < N; k++) rows[k] = (int32_t)((k * 7919 + 3) % 5000);   /* scattered, out of order */
+    const KDropout drop = {.p = p, .key = rng_key(12, (uint64_t)(N + C)), .rows = use_rows ? rows : NULL};
+    float *a = cuda_test_values(nc, 2100 + N + C, 1.0f), *r = cuda_test_values(nc, 2200 + N + C, 0.5f);
+    float *w = cuda_test_values(C, 2300 + C, 0.3f), *b = cuda_test_values(C, 2400 + C, 0.1f);
+    float *dy = cuda_test_values(nc, 2500 + N + C, 1.0f);
+    for (int c = 0; c < C; c++) w[c] += 1.0f;
+    const float *res = residual ? r : NULL;
+    /* the CPU's fused forward */
+    float *cpu_a = floats(nc), *sum = floats(nc), *out = floats(nc), *mean = floats(N), *rstd = floats(N);
+    memcpy(cpu_a, a, sizeof(float) * nc);
+    k_dropout_layernorm_forward(out, in_place ? cpu_a : sum, mean, rstd, cpu_a, &drop, res, w, b, N, C, eps);
+    const float *want_sum = in_place ? cpu_a : (residual || p > 0 ? sum : a);
+    /* the GPU's, fused and separate */
+    float *da = cuda_copy_in(a, sizeof(float) * nc), *da2 = cuda_copy_in(a, sizeof(float) * nc);
+    float *dr = cuda_copy_in(r, sizeof(float) * nc), *dw = cuda_copy_in(w, sizeof(float) * C);
+    float *db = cuda_copy_in(b, sizeof(float) * C), *ddy = cuda_copy_in(dy, sizeof(float) * nc);
+    float *dsum = CUDA_FN(k_alloc)(sizeof(float) * nc), *dsum2 = CUDA_FN(k_alloc)(sizeof(float) * nc);
+    float *dout = CUDA_FN(k_alloc)(sizeof(float) * nc), *dout2 = CUDA_FN(k_alloc)(sizeof(float) * nc);
+    float *dmean = CUDA_FN(k_alloc)(sizeof(float) * N), *drstd = CUDA_FN(k_alloc)(sizeof(float) * N);
+    float *dmean2 = CUDA_FN(k_alloc)(sizeof(float) * N), *drstd2 = CUDA_FN(k_alloc)(sizeof(float) * N);
+    float *gpu_sum = in_place ? da : dsum;
+    CUDA_FN(k_dropout_layernorm_forward)(dout, gpu_sum, dmean, drstd, da, &drop, residual ? dr : NULL, dw, db, N, C,
+                                         eps);
+    CUDA_FN(k_copy)(dsum2, da2, (long)nc);
+    if (use_rows) CUDA_FN(k_dropout_rows)(dsum2, rows, N, C, p, drop.key);
+    else CUDA_FN(k_dropout)(dsum2, (long)nc, p, drop.key, 0);
+    CUDA_FN(k_layernorm_forward)(dout2, dsum2, dmean2, drstd2, dsum2, residual ? dr : NULL, dw, db, N, C, eps);
+    char what[160];
+    const int at = snprintf(what, sizeof what, "dropout layernorm N %d C %d rows %d residual %d in place %d p %g: ", N,
+                            C, use_rows, residual, in_place, p);
+    float *got_sum = cuda_copy_out(residual || p > 0 || in_place ? gpu_sum : da, nc);
+    float *got_sum2 = cuda_copy_out(dsum2, nc), *got_out = cuda_copy_out(dout, nc), *got_out2 = cuda_copy_out(dout2, nc);
+    float *got_mean = cuda_copy_out(dmean, N), *got_rstd = cuda_copy_out(drstd, N);
+    float *got_mean2 = cuda_copy_out(dmean2, N), *got_rstd2 = cuda_copy_out(drstd2, N);
+    snprintf(what + at, sizeof what - at, "the sum against the CPU's");
+    same(what, want_sum, got_sum, nc, sizeof(float));
+    snprintf(what + at, sizeof what - at, "the sum against the separate kernels'");
+    if (residual || p > 0) same(what, got_sum2, got_sum, nc, sizeof(float));
+    snprintf(what + at, sizeof what - at, "out, mean, rstd against the separate kernels'");
+    same(what, got_out2, got_out, nc, sizeof(float));
+    same(what, got_mean2, got_mean, N, sizeof(float));
+    same(what, got_rstd2, got_rstd, N, sizeof(float));
+    double *bm = bounds(N), *brs = bounds(N), *bout = bounds(nc);
+    for (int n = 0; n < N; n++)
+        layernorm_row_bounds(&bm[n], &brs[n], bout + (size_t)n * C, want_sum + (size_t)n * C, w, b, mean[n], rstd[n],
+                             C, eps);
+    snprintf(what + at, sizeof what - at, "out against the CPU's");
+    within(what, out, got_out, bout, nc);
+    /* the backward, at the CPU's sum and statistics (both sides read the same) */
+    float *dx = cuda_copy_in(want_sum, sizeof(float) * nc), *dm = cuda_copy_in(mean, sizeof(float) * N);
+    float *drs = cuda_copy_in(rstd, sizeof(float) * N);
+    float *dinp = CUDA_FN(k_alloc)(sizeof(float) * nc), *ddrop = CUDA_FN(k_alloc)(sizeof(float) * nc);
+    float *dinp2 = CUDA_FN(k_alloc)(sizeof(float) * nc), *ddrop2 = CUDA_FN(k_alloc)(sizeof(float) * nc);
+    float *zeros = calloc((size_t)C, sizeof(float));
+    float *gw = cuda_copy_in(zeros, sizeof(float) * C), *gb = cuda_copy_in(zeros, sizeof(float) * C);
+    float *gw2 = cuda_copy_in(zeros, sizeof(float) * C), *gb2 = cuda_copy_in(zeros, sizeof(float) * C);
+    CUDA_FN(k_layernorm_dropout_backward)(dinp, ddrop, &drop, gw, gb, ddy, dx, dm, drs, dw, N, C);
+    CUDA_FN(k_layernorm_backward)(dinp2, gw2, gb2, ddy, dx, dm, drs, dw, N, C);
+    CUDA_FN(k_copy)(ddrop2, dinp2, (long)nc);
+    if (use_rows) CUDA_FN(k_dropout_rows)(ddrop2, rows, N, C, p, drop.key);
+    else CUDA_FN(k_dropout)(ddrop2, (long)nc, p, drop.key, 0);
+    float *cpu_dinp = floats(nc), *cpu_drop = floats(nc), *cpu_gw = calloc((size_t)C, sizeof(float));
+    float *cpu_gb = calloc((size_t)C, sizeof(float));
+    k_layernorm_dropout_backward(cpu_dinp, cpu_drop, &drop, cpu_gw, cpu_gb, dy, want_sum, mean, rstd, w, N, C);
+    float *g1 = cuda_copy_out(dinp, nc), *g2 = cuda_copy_out(dinp2, nc), *gd1 = cuda_copy_out(ddrop, nc);
+    float *gd2 = cuda_copy_out(ddrop2, nc), *w1 = cuda_copy_out(gw, C), *w2 = cuda_copy_out(gw2, C);
+    float *b1 = cuda_copy_out(gb, C), *b2 = cuda_copy_out(gb2, C);
+    snprintf(what + at, sizeof what - at, "backward against the separate kernels'");
+    same(what, g2, g1, nc, sizeof(float));
+    same(what, gd2, gd1, nc, sizeof(float));
+    same(what, w2, w1, C, sizeof(float));
+    same(what, b2, b1, C, sizeof(float));
+    size_t mask_differs = 0, dropped = 0;
+    for (size_t i = 0; i < nc; i++) {
+        if (cpu_dinp[i] == 0.0f || g1[i] == 0.0f) continue;   /* a zero gradient: no mask to see */
+        mask_differs += (cpu_drop[i] == 0.0f) != (gd1[i] == 0.0f);
+        dropped += gd1[i] == 0.0f;
+    }
+    CHECKF(mask_differs == 0, "%sbackward: %zu elements dropped on one device only", what, mask_differs);
+    CHECKF(p > 0 ? dropped > 0 || nc < 100 : dropped == 0, "%sbackward: %zu dropped at p %g", what, dropped, p);
+    cuda_release(da), cuda_release(da2), cuda_release(dr), cuda_release(dw), cuda_release(db), cuda_release(ddy);
+    cuda_release(dsum), cuda_release(dsum2), cuda_release(dout), cuda_release(dout2), cuda_release(dmean);
+    cuda_release(drstd), cuda_release(dmean2), cuda_release(drstd2), cuda_release(dx), cuda_release(dm);
+    cuda_release(drs), cuda_release(dinp), cuda_release(ddrop), cuda_release(dinp2), cuda_release(ddrop2);
+    cuda_release(gw), cuda_release(gb), cuda_release(gw2), cuda_release(gb2);
+    free(rows), free(a), free(r), free(w), free(b), free(dy), free(cpu_a), free(sum), free(out), free(mean), free(rstd);
+    free(got_sum), free(got_sum2), free(got_out), free(got_out2), free(got_mean), free(got_rstd), free(got_mean2);
+    free(got_rstd2), free(bm), free(brs), free(bout), free(zeros), free(cpu_dinp), free(cpu_drop), free(cpu_gw);
+    free(cpu_gb), free(g1), free(g2), free(gd1), free(gd2), free(w1), free(w2), free(b1), free(b2);
+}
+
+static void test_dropout_layernorm(void) {
+    begin_test();
+    const int Ns[] = {1, 37, 1000}, Cs[] = {17, 768};
+    const float ps[] = {0.0f, 0.1f, 0.5f};
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 2; j++)
+            for (int v = 0; v < 8; v++)
+                for (int k = 0; k < 3; k++) dropout_layernorm_case(Ns[i], Cs[j], v & 1, v & 2, v & 4, ps[k]);
+    end_test("dropout layernorm");
+}
+
 int main(int argc, char **argv) {
     if (!cuda_open(argc, argv)) return test_summary();
     RUN_TEST(test_half_conversions);
@@ -650,5 +762,6 @@ int main(int argc, char **argv) {
     RUN_TEST(test_tanh);
     RUN_TEST(test_dropout);
     RUN_TEST(test_dropout_rows);
+    RUN_TEST(test_dropout_layernorm);
     return test_summary();
 }

@@ -263,14 +263,36 @@ void k_matmul_backward_half(float *dinp, float *dweight, float *dbias, const flo
 
 /* ---------------------------------------------------------------- layernorm */
 
-void k_layernorm_forward(float *out, float *sum_out, float *mean, float *rstd, const float *a, const float *residual,
-                         const float *w, const float *b, int N, int C, float eps) {
+/* A KDropout's mask parameters, as k_dropout computes them; off for drop NULL or p <= 0. */
+typedef struct { bool on; uint32_t threshold; float scale; } DropMask;
+static DropMask drop_mask(const KDropout *drop) {
+    if (!drop || drop->p <= 0.0f) return (DropMask){.on = false, .scale = 1.0f};
+    return (DropMask){.on = true, .threshold = rng_dropout_threshold(drop->p), .scale = 1.0f / (1.0f - drop->p)};
+}
+/* The first counter of row n's mask (k_dropout_rows'). */
+static uint32_t drop_counter0(const KDropout *drop, int n, int C) {
+    return (uint32_t)((size_t)(drop->rows ? drop->rows[n] : n) * C);
+}
+
+void k_dropout_layernorm_forward(float *out, float *sum_out, float *mean, float *rstd, const float *a,
+                                 const KDropout *drop, const float *residual, const float *w, const float *b, int N,
+                                 int C, float eps) {
+    const DropMask d = drop_mask(drop);
+    if (d.on && !sum_out) die("k_dropout_layernorm_forward: dropout needs sum_out");
 #pragma omp parallel for schedule(static) if ((long)N * C >= PARALLEL_MIN_WORK)
     for (int n = 0; n < N; n++) {
         const float *x = a + (size_t)n * C;  /* no restrict: sum_out may alias a */
-        if (residual) {  /* fuse the residual add */
-            const float *r = residual + (size_t)n * C;
-            float *s = sum_out + (size_t)n * C;
+        const float *r = residual ? residual + (size_t)n * C : NULL;
+        float *s = sum_out ? sum_out + (size_t)n * C : NULL;
+        if (d.on) {   /* k_dropout_rows's kept value, then the residual added to it */
+            const uint32_t counter0 = drop_counter0(drop, n, C);
+#pragma omp simd
+            for (int c = 0; c < C; c++) {
+                const float v = rng_bits32(drop->key, counter0 + (uint32_t)c) >= d.threshold ? x[c] * d.scale : 0.0f;
+                s[c] = r ? v + r[c] : v;
+            }
+            x = s;
+        } else if (r) {  /* fuse the residual add */
             for (int c = 0; c < C; c++) s[c] = x[c] + r[c];
             x = s;
         }
@@ -278,9 +300,15 @@ void k_layernorm_forward(float *out, float *sum_out, float *mean, float *rstd, c
     }
 }
 
+void k_layernorm_forward(float *out, float *sum_out, float *mean, float *rstd, const float *a, const float *residual,
+                         const float *w, const float *b, int N, int C, float eps) {
+    k_dropout_layernorm_forward(out, sum_out, mean, rstd, a, NULL, residual, w, b, N, C, eps);
+}
 
-void k_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *mean,
-                          const float *rstd, const float *w, int N, int C) {
+void k_layernorm_dropout_backward(float *dinp, float *dinp_dropped, const KDropout *drop, float *dw, float *db,
+                                  const float *dout, const float *inp, const float *mean, const float *rstd,
+                                  const float *w, int N, int C) {
+    const DropMask d = drop_mask(drop);
 #pragma omp parallel for schedule(static) if ((long)N * C >= PARALLEL_MIN_WORK)
     for (int n = 0; n < N; n++) {
         const float *restrict x = inp + (size_t)n * C, *restrict dy = dout + (size_t)n * C;
@@ -295,6 +323,16 @@ void k_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, 
         sum_g /= (float)C;
         sum_gx /= (float)C;
         for (int c = 0; c < C; c++) dx[c] = rs * (dy[c] * w[c] - sum_g - (x[c] - m) * rs * sum_gx);
+        if (!dinp_dropped) continue;
+        float *restrict dd = dinp_dropped + (size_t)n * C;
+        if (!d.on) {
+            memcpy(dd, dx, sizeof(float) * (size_t)C);
+            continue;
+        }
+        const uint32_t counter0 = drop_counter0(drop, n, C);
+#pragma omp simd
+        for (int c = 0; c < C; c++)
+            dd[c] = rng_bits32(drop->key, counter0 + (uint32_t)c) >= d.threshold ? dx[c] * d.scale : 0.0f;
     }
     int nblocks = (C + COL_BLOCK - 1) / COL_BLOCK;
 #pragma omp parallel for schedule(static) if ((long)N * C >= PARALLEL_MIN_WORK)
@@ -314,6 +352,11 @@ void k_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, 
             db[c] += ab[c - c0];
         }
     }
+}
+
+void k_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *mean,
+                          const float *rstd, const float *w, int N, int C) {
+    k_layernorm_dropout_backward(dinp, NULL, NULL, dw, db, dout, inp, mean, rstd, w, N, C);
 }
 
 /* ---------------------------------------------------------------- activations */

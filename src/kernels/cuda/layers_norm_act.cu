@@ -85,20 +85,43 @@ __device__ static float warp_sum(float v) {
     return v;
 }
 
-/* One warp per row: the residual add (into sum_out), the mean, the two-pass variance and the
- * output, each element with the CPU's float operations in the CPU's order. */
+/* A KDropout on the device: the mask's parameters as the CPU computes them (see dropout below)
+ * and the rows staged; on = false: no dropout. */
+struct DeviceDropout {
+    bool on;
+    uint32_t threshold;
+    float scale;
+    uint64_t key;
+    const int32_t *rows;   /* device; NULL: row n's own mask */
+};
+static DeviceDropout device_dropout(const KDropout *drop, int N) {
+    DeviceDropout d = {};
+    if (!drop || drop->p <= 0.0f || N <= 0) return d;
+    d.on = true, d.threshold = rng_dropout_threshold(drop->p), d.scale = 1.0f / (1.0f - drop->p), d.key = drop->key;
+    if (drop->rows) d.rows = (const int32_t *)cuda_stage(0, drop->rows, sizeof(int32_t) * (size_t)N);
+    return d;
+}
+/* Element c of row n through the dropout: the kept value scaled, or 0 (the CPU's k_dropout_rows). */
+__device__ static float dropped(const DeviceDropout &d, int n, int C, int c, float x) {
+    const uint32_t counter0 = (uint32_t)((size_t)(d.rows ? d.rows[n] : n) * C);
+    return rng_bits32(d.key, counter0 + (uint32_t)c) >= d.threshold ? x * d.scale : 0.0f;
+}
+
+/* One warp per row: the dropout and the residual add (into sum_out), the mean, the two-pass
+ * variance and the output, each element with the CPU's float operations in the CPU's order. */
 __global__ static void layernorm_forward(float *out, float *sum_out, float *mean, float *rstd, const float *a,
-                                         const float *residual, const float *w, const float *b, int N, int C,
-                                         float eps) {
+                                         DeviceDropout drop, const float *residual, const float *w, const float *b,
+                                         int N, int C, float eps) {
     const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / WARP, lane = threadIdx.x % WARP;
     if (row >= N) return;   /* the whole warp */
     const float *x = a + (size_t)row * C;   /* sum_out may alias a: each lane reads then writes its own elements */
     float s = 0.0f;
-    if (residual) {
-        const float *r = residual + (size_t)row * C;
+    if (residual || drop.on) {
+        const float *r = residual ? residual + (size_t)row * C : NULL;
         float *sum = sum_out + (size_t)row * C;
         for (int c = lane; c < C; c += WARP) {
-            const float v = x[c] + r[c];
+            const float kept = drop.on ? dropped(drop, row, C, c, x[c]) : x[c];
+            const float v = r ? kept + r[c] : kept;
             sum[c] = v;
             s += v;
         }
@@ -116,12 +139,23 @@ __global__ static void layernorm_forward(float *out, float *sum_out, float *mean
     if (lane == 0) mean[row] = m, rstd[row] = rs;
 }
 
+extern "C" void k_dropout_layernorm_forward(float *out, float *sum_out, float *mean, float *rstd, const float *a,
+                                            const KDropout *drop, const float *residual, const float *w,
+                                            const float *b, int N, int C, float eps) {
+    if (N <= 0) return;
+    const DeviceDropout d = device_dropout(drop, N);
+    if (d.on && !sum_out) {
+        fprintf(stderr, "bert: k_dropout_layernorm_forward: dropout needs sum_out\n");
+        exit(1);
+    }
+    layernorm_forward<<<(unsigned)((N + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK), CUDA_THREADS>>>(
+        out, sum_out, mean, rstd, a, d, residual, w, b, N, C, eps);
+    CUDA_LAUNCHED();
+}
+
 extern "C" void k_layernorm_forward(float *out, float *sum_out, float *mean, float *rstd, const float *a,
                                     const float *residual, const float *w, const float *b, int N, int C, float eps) {
-    if (N <= 0) return;
-    layernorm_forward<<<(unsigned)((N + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK), CUDA_THREADS>>>(
-        out, sum_out, mean, rstd, a, residual, w, b, N, C, eps);
-    CUDA_LAUNCHED();
+    k_dropout_layernorm_forward(out, sum_out, mean, rstd, a, NULL, residual, w, b, N, C, eps);
 }
 
 /* dw and db are column sums over N rows: COL_ROWS rows at a time into partials (one thread per
@@ -156,8 +190,10 @@ __global__ static void add_column_partials(float *dw, float *db, const float *pa
     sum[c] += ordered_sum(0.0f, 0, blocks, [&](int blk) { return partial[(size_t)blk * C + c]; });
 }
 
-/* One warp per row: dinp = rs (dy w - mean(g) - xhat mean(g xhat)), g = dy w, as the CPU. */
-__global__ static void layernorm_backward_rows(float *dinp, const float *dout, const float *inp, const float *mean,
+/* One warp per row: dinp = rs (dy w - mean(g) - xhat mean(g xhat)), g = dy w, as the CPU, and
+ * dinp_dropped (unless NULL) = dinp through the dropout (a copy when it is off). */
+__global__ static void layernorm_backward_rows(float *dinp, float *dinp_dropped, DeviceDropout drop,
+                                               const float *dout, const float *inp, const float *mean,
                                                const float *rstd, const float *w, int N, int C) {
     const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / WARP, lane = threadIdx.x % WARP;
     if (row >= N) return;
@@ -172,11 +208,17 @@ __global__ static void layernorm_backward_rows(float *dinp, const float *dout, c
     sum_g = warp_sum(sum_g) / (float)C;
     sum_gx = warp_sum(sum_gx) / (float)C;
     float *dx = dinp + (size_t)row * C;
-    for (int c = lane; c < C; c += WARP) dx[c] = rs * (dy[c] * w[c] - sum_g - (x[c] - m) * rs * sum_gx);
+    float *dd = dinp_dropped ? dinp_dropped + (size_t)row * C : NULL;
+    for (int c = lane; c < C; c += WARP) {
+        const float g = rs * (dy[c] * w[c] - sum_g - (x[c] - m) * rs * sum_gx);
+        dx[c] = g;
+        if (dd) dd[c] = drop.on ? dropped(drop, row, C, c, g) : g;
+    }
 }
 
-extern "C" void k_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                                     const float *mean, const float *rstd, const float *w, int N, int C) {
+extern "C" void k_layernorm_dropout_backward(float *dinp, float *dinp_dropped, const KDropout *drop, float *dw,
+                                             float *db, const float *dout, const float *inp, const float *mean,
+                                             const float *rstd, const float *w, int N, int C) {
     if (N <= 0 || C <= 0) return;
     /* the column sums first: they read dout before dinp is written (robust should the two alias) */
     const int rows_per_block = N > MAX_GRID_Y * COL_ROWS ? (N + MAX_GRID_Y - 1) / MAX_GRID_Y : COL_ROWS;
@@ -189,9 +231,15 @@ extern "C" void k_layernorm_backward(float *dinp, float *dw, float *db, const fl
     CUDA_LAUNCHED();
     add_column_partials<<<dim3(col_blocks, 2), CUDA_THREADS>>>(dw, db, partial_w, partial_b, blocks, C);
     CUDA_LAUNCHED();
+    const DeviceDropout d = dinp_dropped ? device_dropout(drop, N) : DeviceDropout{};
     layernorm_backward_rows<<<(unsigned)((N + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK), CUDA_THREADS>>>(
-        dinp, dout, inp, mean, rstd, w, N, C);
+        dinp, dinp_dropped, d, dout, inp, mean, rstd, w, N, C);
     CUDA_LAUNCHED();
+}
+
+extern "C" void k_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                                     const float *mean, const float *rstd, const float *w, int N, int C) {
+    k_layernorm_dropout_backward(dinp, NULL, NULL, dw, db, dout, inp, mean, rstd, w, N, C);
 }
 
 /* ---------------------------------------------------------------- activations */
