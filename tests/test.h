@@ -13,7 +13,7 @@
 
 #include "core/test_hooks.h"   /* test_work(): tests build with BERT_TEST_HOOKS */
 
-static int test_passed_count, test_failed_count, test_case_failed;
+static int test_passed_count, test_failed_count, test_skipped_count, test_case_failed, test_case_skipped;
 
 #define CHECK(cond) CHECKF(cond, "%s", #cond)
 #define CHECKF(cond, ...)                                                   \
@@ -26,21 +26,35 @@ static int test_passed_count, test_failed_count, test_case_failed;
         }                                                                   \
     } while (0)
 
+/* A case that cannot run here (a missing tool, data outside the repository, an instruction
+ * set this CPU lacks) says so and why: it is counted as skipped, not passed. */
+#define TEST_SKIP(...)                                                      \
+    do {                                                                    \
+        printf("    skipped: ");                                            \
+        printf(__VA_ARGS__);                                                \
+        putchar('\n');                                                      \
+        test_case_skipped = 1;                                              \
+    } while (0)
+
 /* Runs one case and records it; BERT_TEST_ONLY=substring runs only the cases whose names
  * hold it (a quick rerun of one case of a long test). */
 #define RUN_TEST(fn)                                                        \
     do {                                                                    \
         const char *only_ = getenv("BERT_TEST_ONLY");                       \
         if (only_ && !strstr(#fn, only_)) break;                            \
-        test_case_failed = 0;                                               \
+        test_case_failed = test_case_skipped = 0;                           \
         fn();                                                               \
         if (test_case_failed) { test_failed_count++; printf("  FAIL %s\n", #fn); } \
+        else if (test_case_skipped) { test_skipped_count++; printf("  skip %s\n", #fn); } \
         else { test_passed_count++; printf("  ok   %s\n", #fn); }           \
         fflush(stdout);                                                     \
     } while (0)
 
+/* "N passed, N failed" (tests/run.sh reads it), then ", N skipped" when any was. */
 static inline int test_summary(void) {
-    printf("%d passed, %d failed\n", test_passed_count, test_failed_count);
+    printf("%d passed, %d failed", test_passed_count, test_failed_count);
+    if (test_skipped_count) printf(", %d skipped", test_skipped_count);
+    putchar('\n');
     return test_failed_count ? 1 : 0;
 }
 

@@ -112,7 +112,7 @@ static int log_values(const char *log, const char *key, double *v, int n) {
 }
 
 static bool skipped(void) {
-    if (!have_mpirun) printf("    skipped: no mpirun on PATH (install openmpi-bin)\n");
+    if (!have_mpirun) TEST_SKIP("no mpirun on PATH (install openmpi-bin)");
     return !have_mpirun;
 }
 

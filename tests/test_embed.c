@@ -103,9 +103,12 @@ static void test_command_writes_npy(void) {
  * pooling and normalisation do not add to it to first order), and not equal to it (int8 ran);
  * --int8 with --bf16 is refused. */
 static void test_command_int8(void) {
-    if (!k_int8_support()) return;
-    const char *path = "/tmp/bert_test_embed_int8.npy";
-    char cmd[2048];
+    if (!k_int8_support()) {
+        TEST_SKIP("this machine has no int8 products");
+        return;
+    }
+    char path[96], cmd[2048];   /* per process: two runs of the suite never share it */
+    snprintf(path, sizeof path, "/tmp/bert_test_embed_int8_%d.npy", (int)getpid());
     snprintf(cmd, sizeof cmd, "%s embed --init_checkpoint %s --max_seq_length %d --batch_size 3 --threads 1 --int8 "
                               "--output %s < %s/sentences.txt 2>/dev/null", bert_bin, DIR,
              cJSON_GetObjectItem(expected, "max_seq_length")->valueint, path, DIR);
@@ -146,7 +149,8 @@ static void test_command_int8(void) {
 /* Issue 35, D11: vectors written to a full or closed standard output were lost with exit
  * status 0. Now the command exits 1 and says so. */
 static void test_command_reports_a_failed_stdout(void) {
-    const char *err_path = "/tmp/bert_test_embed.err";
+    char err_path[96];
+    snprintf(err_path, sizeof err_path, "/tmp/bert_test_embed_%d.err", (int)getpid());
     for (int closed = 0; closed < 2; closed++) {
         char cmd[2048];
         snprintf(cmd, sizeof cmd, "%s embed --init_checkpoint %s --threads 1 < %s/sentences.txt %s 2> %s", bert_bin, DIR,

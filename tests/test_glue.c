@@ -214,8 +214,8 @@ static void tiny_rte_options(GlueOptions *o, const char *init, const char *out) 
  * 65504 in every step: each is skipped (not counted as done), and after 64 in a row the run
  * stops with a message instead of looping. */
 static void test_glue_fp16_loss_scaling(void) {
-    const char *root = "/tmp/bert_test_glue_fp16";
-    char init[256], out[300];
+    char root[96], init[256], out[300];   /* per process: two runs of the suite never share it */
+    snprintf(root, sizeof root, "/tmp/bert_test_glue_fp16.%d", (int)getpid());
     write_tiny_checkpoint(root, init, sizeof init);
     snprintf(out, sizeof out, "%s/out", root);
     GlueOptions o;

@@ -963,6 +963,7 @@ int main(void) {
     printf("test_int8 (%s)\n", what);
     if (!gemm_int8_support()) {
         printf("  skipped: no int8 products on this CPU\n");
+        test_skipped_count++;
         return test_summary();
     }
     RUN_TEST(test_quantize_rows);

@@ -126,9 +126,11 @@ static void test_write_read_roundtrip(void) {
         {.name = "ids", .dtype = ST_I32, .ndim = 1, .shape = {3}, .data = ids},
     };
     const char *meta[] = {"format", "pt", NULL};
-    CHECK(safetensors_write("build/test_rt.safetensors", t, 2, meta, &err) == 0);
+    char path[96];   /* per process, removed at the end */
+    snprintf(path, sizeof path, "/tmp/bert_test_rt_%d.safetensors", (int)getpid());
+    CHECK(safetensors_write(path, t, 2, meta, &err) == 0);
     SafeTensors st;
-    CHECK(safetensors_open(&st, "build/test_rt.safetensors", &err) == 0);
+    CHECK(safetensors_open(&st, path, &err) == 0);
     CHECK(st.n == 2);
     CHECK(((uintptr_t)st.data & 7) == 0);  /* data section 8-byte aligned */
     float b[12];
@@ -136,6 +138,7 @@ static void test_write_read_roundtrip(void) {
     CHECK(safetensors_read_f32(&st, "encoder.weight", (int64_t[]){3, 4}, 2, b, &err) == 0 && !memcmp(a, b, sizeof a));
     CHECK(safetensors_read_i32(&st, "ids", (int64_t[]){3}, 1, ids2, &err) == 0 && !memcmp(ids, ids2, sizeof ids));
     safetensors_close(&st);
+    unlink(path);
 }
 
 /* Copies the first n bytes of src to dst. */
@@ -301,15 +304,16 @@ static void test_tokenizer_files(void) {
           tokens == 30522 && cased == 0);   /* [CLS], [unused0] ... do not count as upper case */
     CHECK(tokenizer_vocab_scan("data/vocab/bert-base-cased-vocab.txt", &tokens, &cased, &err) == 0 &&
           tokens == 28996 && cased == 1);
-    const char *dir = "/tmp/bert_test_tokenizer_files";
+    char dir[96], path[160], want[400];   /* per process: two runs of the suite never share it */
+    snprintf(dir, sizeof dir, "/tmp/bert_test_tokenizer_files.%d", (int)getpid());
     remove_tree(dir);
     mkdir(dir, 0777);
     TokenizerFolder f;
     tokenizer_folder_read(dir, &f);
     CHECK(f.do_lower_case == -1 && f.vocab_file[0] == '\0');
     char note[1024];
-    CHECK(tokenizer_casing(-1, "--do_lower_case", &f, "v.txt", 0, note, sizeof note) == true &&
-          strstr(note, "note: /tmp/bert_test_tokenizer_files has no tokenizer_config.json") == note);
+    snprintf(want, sizeof want, "note: %s has no tokenizer_config.json", dir);
+    CHECK(tokenizer_casing(-1, "--do_lower_case", &f, "v.txt", 0, note, sizeof note) == true && strstr(note, want) == note);
     CHECK(tokenizer_casing(-1, "--do_lower_case", &f, "v.txt", 1, note, sizeof note) == false && strstr(note, "keeping the case"));
     CHECKF(tokenizer_casing(1, "--do_lower_case", &f, "v.txt", 1, note, sizeof note) == true &&
            !strcmp(note, "warning: --do_lower_case true, but the vocabulary v.txt has upper-case tokens (a cased model?): "
@@ -318,17 +322,20 @@ static void test_tokenizer_files(void) {
     CHECK(tokenizer_folder_write(dir, "data/vocab/bert-base-cased-vocab.txt", false, 512, &err) == 0);
     tokenizer_folder_read(dir, &f);
     CHECK(f.do_lower_case == 0 && files_equal(f.vocab_file, "data/vocab/bert-base-cased-vocab.txt"));
-    char *config = read_text("/tmp/bert_test_tokenizer_files/tokenizer_config.json");
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    char *config = read_text(path);
     CHECKF(!strcmp(config, "{\n\t\"do_lower_case\":\tfalse,\n\t\"model_max_length\":\t512,\n\t\"tokenizer_class\":\t"
                            "\"BertTokenizer\"\n}\n"), "%s", config);
     free(config);
     CHECK(tokenizer_folder_write(dir, f.vocab_file, false, 512, &err) == 0);   /* its own vocab.txt: kept whole */
     CHECK(files_equal(f.vocab_file, "data/vocab/bert-base-cased-vocab.txt"));
-    CHECKF(tokenizer_casing(1, "--do_lower_case", &f, f.vocab_file, 1, note, sizeof note) == true &&
-           strstr(note, "warning: --do_lower_case true, but /tmp/bert_test_tokenizer_files/tokenizer_config.json says "
-                        "do_lower_case false"), "%s", note);
+    snprintf(want, sizeof want, "warning: --do_lower_case true, but %s/tokenizer_config.json says do_lower_case false",
+             dir);
+    CHECKF(tokenizer_casing(1, "--do_lower_case", &f, f.vocab_file, 1, note, sizeof note) == true && strstr(note, want),
+           "%s", note);
     CHECK(tokenizer_casing(-1, "--do_lower_case", &f, f.vocab_file, 0, note, sizeof note) == false && note[0] == '\0');
-    tokenizer_folder_read("/tmp/bert_test_tokenizer_files/vocab.txt", &f);   /* a file: its folder */
+    snprintf(path, sizeof path, "%s/vocab.txt", dir);
+    tokenizer_folder_read(path, &f);   /* a file: its folder */
     CHECK(!strcmp(f.dir, dir) && f.do_lower_case == 0);
     remove_tree(dir);
 }

@@ -115,7 +115,10 @@ static void test_save_load_continue(void) {
     for (int kind = 0; kind < 2; kind++) {
         SafeTensors st;
         BertError err;
-        if (safetensors_open(&st, "tests/data/optim/optimizers.safetensors", &err)) return;
+        if (safetensors_open(&st, "tests/data/optim/optimizers.safetensors", &err)) {
+            CHECKF(0, "%s", err.msg);
+            return;
+        }
         Tensors a, b;
         tensors_init(&a, &st), tensors_init(&b, &st);
         OptimizerConfig c = optimizer_defaults((OptimizerKind)kind);

@@ -653,11 +653,11 @@ static void check_dev(const char *path, bool training, const cJSON *want, const 
 
 static void test_whole_dev_set(void) {
 #if defined(__SANITIZE_ADDRESS__)
-    printf("    (skipped under AddressSanitizer)\n");
+    TEST_SKIP("under AddressSanitizer (the optimised build runs it)");
     return;
 #endif
     if (!file_exists(DEV)) {
-        printf("    (skipped: no %s)\n", DEV);
+        TEST_SKIP("no %s (the shared data beside the repository)", DEV);
         return;
     }
     cJSON *fx = load_json(DIR_ "features.json");

@@ -344,6 +344,10 @@ static void test_suggestions(void) {
     CHECK(shell(cmd) != 0 && err_has("did you mean --vocab_file?"));
     snprintf(cmd, sizeof cmd, "%s tokenize --xyzzy > out 2> err", bert);
     CHECK(shell(cmd) != 0 && err_has("unknown flag '--xyzzy' (see") && !err_has_quiet("did you mean"));
+    snprintf(cmd, sizeof cmd, "%s vocab --input x > out 2> err", bert);   /* nothing close: the flags it begins */
+    CHECK(shell(cmd) != 0 && err_has("unknown flag '--input': did you mean --input_file?"));
+    snprintf(cmd, sizeof cmd, "%s help glue > out 2> err", bert);   /* the command's own help */
+    CHECK(shell(cmd) == 0 && out_has("usage: bert glue"));
     snprintf(cmd, sizeof cmd, "%s bench --preset bert-bsae > out 2> err", bert);
     CHECK(shell(cmd) != 0 && err_has("unknown preset 'bert-bsae': did you mean bert-base?"));
     snprintf(cmd, sizeof cmd, "%s train_demo --model bert-lagre > out 2> err", bert);

@@ -147,6 +147,11 @@ int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "serve")) serve_with_passive_waiting(argv);
     keep_standard_streams();
     signals_start();   /* first, before any thread: stop signals go to one thread, never a handler (core/common.h) */
+    if (argc >= 3 && !strcmp(argv[1], "help")) {   /* bert help COMMAND: the command's own help */
+        char *help_args[] = {(char *)"--help", NULL};
+        for (int i = 0; i < NCOMMANDS; i++)
+            if (!strcmp(argv[2], COMMANDS[i].name)) return check_writes(argv[2], COMMANDS[i].run(1, help_args));
+    }
     if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         print_help(stdout);
         return argc < 2 ? 2 : 0;

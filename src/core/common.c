@@ -614,6 +614,12 @@ int suggest_names(const char *word, size_t len, const char *const *names, int n,
         if (dist < best) best = dist, npicked = 0;
         if (npicked < 3) picked[npicked++] = i;
     }
+    /* none close: the names the word begins (--input: --input_file), for a word long enough */
+    for (int i = 0; npicked == 0 && letters >= 3 && i < n; i++)
+        if (strlen(names[i]) > len && !strncmp(names[i], word, len)) {
+            for (int j = i; j < n && npicked < 3; j++)
+                if (strlen(names[j]) > len && !strncmp(names[j], word, len)) picked[npicked++] = j;
+        }
     if (npicked == 0 || outn == 0) return 0;
     size_t used = (size_t)snprintf(out, outn, "did you mean ");
     for (int k = 0; k < npicked && used < outn; k++)

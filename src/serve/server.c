@@ -135,7 +135,7 @@ static int encode_request(Server *s, const ServeRequest *q, Encoded *e, char *ms
         const int len = embed_encode(s->em.tok, &scratch, q->text_a[i], strlen(q->text_a[i]), T, ids, &full, &err);
         if (len < 0) status = 500, snprintf(msg, size, "%s", err.msg);
         else if (!truncate && full > T)
-            status = 413, snprintf(msg, size, "input %d has %d tokens, more than the model's %d (truncate: false)", i,
+            status = 413, snprintf(msg, size, "input %d has %d tokens, more than the server's --max_seq_length %d (truncate: false)", i,
                                    full, T);
         e->rows[i] = (ServeRow){.ids = ids, .length = len, .normalize = normalize, .out = e->vectors + (size_t)i * H};
         e->tokens += len;
