@@ -66,6 +66,12 @@ static void test_config_errors(void) {
     CHECK(bert_config_load("build/test_bad.json", &c, &err) == -1 && strstr(err.msg, "relu6"));
     write_text("build/test_bad.json", "{\"hidden_size\": 768,");
     CHECK(bert_config_load("build/test_bad.json", &c, &err) == -1 && strstr(err.msg, "JSON"));
+    /* a broken file says where, as the project's other JSON readers do (was "not a JSON object") */
+    write_text("build/test_bad.json", "{\"hidden_size\": 384,\n \"num_hidden_layers\": 6,");
+    CHECKF(bert_config_load("build/test_bad.json", &c, &err) == -1 &&
+               strstr(err.msg, "test_bad.json: not valid JSON at line 2, column 25"), "%s", err.msg);
+    write_text("build/test_bad.json", "[1, 2]");
+    CHECKF(bert_config_load("build/test_bad.json", &c, &err) == -1 && strstr(err.msg, "not a JSON object"), "%s", err.msg);
     /* issue 14, defect 12: trailing text refused; of duplicate keys the last wins (Python's
      * json, so HuggingFace); a trailing newline is fine */
     write_text("build/test_bad.json", "{\"hidden_size\": 256} junk");

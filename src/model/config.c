@@ -98,20 +98,21 @@ static int get_activation(const cJSON *root, Activation *dst, const char *path, 
 
 int bert_config_load(const char *path, BertConfig *cfg, BertError *err) {
     char *text = NULL;
-    if (read_file(path, &text, NULL, err) != 0) return -1;
+    size_t len = 0;
+    if (read_file(path, &text, &len, err) != 0) return -1;
     /* the whole file must be the object: trailing text is refused, as Python's json does */
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
-    if (!root && end && *end) {
+    if (!root) {
         cJSON *prefix = cJSON_Parse(text);   /* an object followed by junk, or just broken? */
         cJSON_Delete(prefix);
-        if (prefix) {
-            free(text);
-            return bert_fail(err, "%s: text after the JSON object", path);
-        }
+        int rc = prefix ? bert_fail(err, "%s: text after the JSON object", path)
+                        : json_fail_at(err, path, text, len, end);   /* where, as the other JSON readers say */
+        free(text);
+        return rc;
     }
     free(text);
-    if (!root || !cJSON_IsObject(root)) {
+    if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);
         return bert_fail(err, "%s: not a JSON object", path);
     }

@@ -29,12 +29,7 @@ static int parse_python(const char *text, size_t len, const char *name, cJSON **
     }
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
-    if (!root) {
-        size_t at = end && end >= text ? (size_t)(end - text) : 0, line = 1, col = 1;
-        if (at > len) at = len;
-        for (size_t i = 0; i < at; i++) text[i] == '\n' ? (line++, col = 1) : col++;
-        return bert_fail(err, "%s: not valid JSON at line %zu, column %zu (byte %zu)", name, line, col, at);
-    }
+    if (!root) return json_fail_at(err, name, text, len, end);
     *out = root;
     return 0;
 }
