@@ -285,6 +285,33 @@ static void test_pretrain_from_nvidia(void) {
     remove_tree(dir);
 }
 
+/* `bert convert RUN`, RUN a bert pretrain --output_dir, converts its newest complete checkpoint,
+ * as glue, squad and embed take that folder (it said "holds no weights"). */
+static void test_convert_run_folder(void) {
+    char run[200], out[256], cmd[2048], path[512];
+    snprintf(run, sizeof run, "/tmp/bert_test_convert_run_%d", (int)getpid());
+    snprintf(out, sizeof out, "%s_hf", run);
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p %s/ckpt_2 %s/ckpt_4 && cp " DIR "/hf/model.safetensors " DIR "/hf/config.json " DIR
+             "/hf/vocab.txt %s/ckpt_2 && echo '{}' > %s/ckpt_2/state.json && cp " DIR "/hf/model.safetensors %s/ckpt_4",
+             run, run, run, run, run);   /* ckpt_4: no state.json, being written */
+    CHECK(system(cmd) == 0);
+    snprintf(cmd, sizeof cmd, "%s convert %s -o %s > %s.log 2>&1", bert_bin, run, out, run);
+    int rc = system(cmd);
+    snprintf(path, sizeof path, "%s.log", run);
+    char *log = read_text(path);
+    CHECKF(rc == 0 && strstr(log, "ckpt_2"), "bert convert of a run folder:\n%s", log);
+    free(log);
+    BertModel *ref = open_model(DIR "/hf", NULL), *conv = rc == 0 ? open_model(out, NULL) : NULL;
+    check_same_weights(conv, ref, "converted run folder");
+    snprintf(path, sizeof path, "%s/vocab.txt", out);
+    CHECK(file_exists(path));
+    bert_model_free(ref), bert_model_free(conv);
+    snprintf(path, sizeof path, "%s.log", run);
+    unlink(path);
+    remove_tree(run), remove_tree(out);
+}
+
 static void test_bad_paths(void) {
     BertModel *m = NULL;
     BertError err;
@@ -320,6 +347,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_convert);
     RUN_TEST(test_convert_token_classifier);
     RUN_TEST(test_pretrain_from_nvidia);
+    RUN_TEST(test_convert_run_folder);
     RUN_TEST(test_bad_paths);
     return test_summary();
 }

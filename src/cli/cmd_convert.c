@@ -12,8 +12,8 @@ int cmd_convert(int argc, char **argv) {
     const char *init = NULL, *config = NULL, *vocab_file = NULL, *output_dir = NULL;
     const Flag flags[] = {
         {"init_checkpoint", FLAG_STRING, &init,
-         "the checkpoint (or give it as the argument): a folder, a .safetensors / .pt / .bin file, or a TensorFlow "
-         "prefix (bert_model.ckpt) or its .index"},
+         "the checkpoint (or give it as the argument): a folder, a .safetensors / .pt / .bin file, a TensorFlow "
+         "prefix (bert_model.ckpt) or its .index, or a bert pretrain --output_dir (its newest complete checkpoint)"},
         {"config_file", FLAG_STRING, &config,
          "its configuration; default config.json or bert_config.json beside it (HF's, Google's and NVIDIA's read alike)"},
         {"vocab_file", FLAG_STRING, &vocab_file, "vocab.txt to copy into the folder; default the checkpoint folder's"},
@@ -30,6 +30,8 @@ int cmd_convert(int argc, char **argv) {
     if (npos) init = positional[0];
     if (!init) return fprintf(stderr, "bert convert: the checkpoint to convert is required (bert convert IN -o DIR)\n"), 2;
     if (!output_dir) return fprintf(stderr, "bert convert: -o DIR (the folder to write) is required\n"), 2;
+    char newest[4096 + 64];   /* a bert pretrain run folder: its newest complete checkpoint, as glue and squad take it */
+    if (flags_init_checkpoint("convert", &init, newest, sizeof newest) != 0) return 1;
     BertConvertResult r;
     BertError err;
     if (bert_convert_checkpoint(init, config, vocab_file, output_dir, &r, &err) != 0)
