@@ -282,6 +282,26 @@ static void test_pretrain_from_nvidia(void) {
     char *config = read_text(path);
     CHECKF(strstr(config, "\"vocab_size\":\t40"), "the checkpoint's config: %s", config);
     free(config);
+    /* neither --config_file nor --bert_model: the config beside the weights, as every
+     * --init_checkpoint reads it (NVIDIA's bert_config.json; an HF folder's config.json); it
+     * was "give one of --config_file and --bert_model" */
+    static const char *const beside[] = {DIR "/nvidia/model.pt", DIR "/hf"};
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof cmd,
+                 "%s pretrain --input_dir %s --output_dir %s/beside%d --init_checkpoint %s --vocab_file " DIR
+                 "/nvidia/vocab.txt --max_seq_length %d --max_predictions_per_seq %d --train_batch_size 4 "
+                 "--max_steps 1 --disable_progress_bar --threads 1 > %s/log 2>&1", bert_bin, shards, dir, k,
+                 beside[k], T, P, dir);
+        rc = system(cmd);
+        snprintf(path, sizeof path, "%s/log", dir);
+        log = read_text(path);
+        CHECKF(rc == 0 && strstr(log, "weights from"), "pretrain from %s with its config beside it:\n%s", beside[k], log);
+        free(log);
+        snprintf(path, sizeof path, "%s/beside%d/ckpt_1/config.json", dir, k);
+        config = read_text(path);
+        CHECKF(config && strstr(config, "\"vocab_size\":\t40"), "%s: the checkpoint's config: %s", beside[k], config);
+        free(config);
+    }
     remove_tree(dir);
 }
 

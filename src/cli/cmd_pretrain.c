@@ -22,10 +22,14 @@ int cmd_pretrain(int argc, char **argv) {
     const Flag flags[] = {
         {"input_dir", FLAG_STRING, &o.input_dir, "folder of HDF5 shards ('training' in their names) (required)"},
         {"eval_dir", FLAG_STRING, &o.eval_dir, "held-out shards ('test' in their names); default --input_dir"},
-        {"config_file", FLAG_STRING, &o.config_file, "HuggingFace config.json of the model"},
+        {"config_file", FLAG_STRING, &o.config_file,
+         "HuggingFace config.json of the model; default, with --init_checkpoint, the config.json or bert_config.json "
+         "beside its weights"},
         {"bert_model", FLAG_STRING, &o.bert_model, "or a preset: bert-tiny, -mini, -small, -medium, -base, -large"},
         {"output_dir", FLAG_STRING, &o.output_dir, "checkpoints go to OUTPUT_DIR/ckpt_<step>/ (required)"},
-        {"init_checkpoint", FLAG_STRING, &o.init_checkpoint, "safetensors (HF names) to start from"},
+        {"init_checkpoint", FLAG_STRING, &o.init_checkpoint,
+         "the weights to start from: a model folder or a checkpoint file (safetensors, NVIDIA's .pt, HF's .bin, "
+         "TensorFlow)"},
         {"vocab_file", FLAG_STRING, &o.vocab_file,
          "the shards' vocabulary, copied into every checkpoint; default the resumed checkpoint's or --init_checkpoint's "
          "folder's vocab.txt, else the bundled bert-base-uncased one (prepare's default) when the model has its size"},
@@ -83,7 +87,8 @@ int cmd_pretrain(int argc, char **argv) {
          "seconds a process waits for the others before it ends the job (a rank died or hangs); default 1800"},
     };
     const FlagSpec spec = {"pretrain", "pretrain --input_dir SHARDS --output_dir OUT [--bert_model bert-base | "
-                                       "--config_file config.json] [flags]   (NVIDIA run_pretraining.py's flags)",
+                                       "--config_file config.json | --init_checkpoint MODEL] [flags]   (NVIDIA "
+                                       "run_pretraining.py's flags)",
                            flags, (int)(sizeof flags / sizeof flags[0]), 0, 0};
     int rc = flags_parse(&spec, argc, argv, NULL, NULL);
     if (rc) return rc > 0 ? 0 : 2;

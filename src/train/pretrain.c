@@ -54,7 +54,10 @@ void pretrain_default_options(PretrainOptions *o) {
 static int check_options(const PretrainOptions *o, BertError *err) {
     if (!o->input_dir) return bert_fail(err, "--input_dir is required (a folder of HDF5 shards)");
     if (!o->output_dir) return bert_fail(err, "--output_dir is required");
-    if (!o->config_file == !o->bert_model) return bert_fail(err, "give one of --config_file and --bert_model");
+    if (o->config_file && o->bert_model) return bert_fail(err, "give one of --config_file and --bert_model, not both");
+    if (!o->config_file && !o->bert_model && !o->init_checkpoint)
+        return bert_fail(err, "give one of --config_file and --bert_model (or --init_checkpoint, whose config.json or "
+                              "bert_config.json beside it then is the model's)");
     if (o->train_batch_size < 1 || o->gradient_accumulation_steps < 1)
         return bert_fail(err, "--train_batch_size and --gradient_accumulation_steps must be at least 1");
     if (o->train_batch_size % o->gradient_accumulation_steps != 0)
@@ -1189,10 +1192,22 @@ int pretrain_run(const PretrainOptions *o, PretrainSummary *sum, BertError *err)
     memset(sum, 0, sizeof *sum);
     sum->final_mlm_accuracy = NAN, sum->final_loss = NAN, sum->mean_loss = NAN;
     if (check_options(o, err) != 0) return -1;
+    /* neither --config_file nor --bert_model: the configuration beside --init_checkpoint's
+     * weights (config.json, else bert_config.json), as every other --init_checkpoint reads it */
+    PretrainOptions with_config = *o;
+    char weights[4096], config[4096];
+    if (!o->config_file && !o->bert_model) {
+        if (bert_checkpoint_locate(o->init_checkpoint, NULL, weights, sizeof weights, config, sizeof config, err) != 0)
+            return -1;
+        if (!config[0])
+            return bert_fail(err, "--init_checkpoint %s has no config.json or bert_config.json beside it: give "
+                                  "--config_file or --bert_model", o->init_checkpoint);
+        with_config.config_file = config;
+    }
     /* from here a stop signal (even one during the setup) ends the run after a step, with a
      * checkpoint */
     stop_signal_install();
-    const int rc = run_pretraining(o, sum, err);
+    const int rc = run_pretraining(&with_config, sum, err);
     stop_signal_restore();
     stop_signal_clear();
     return rc;

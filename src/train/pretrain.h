@@ -30,8 +30,9 @@ typedef struct {
     bool dynamic_masking;           /* new 80/10/10 masks each time a sequence is read */
     /* model */
     const char *config_file;        /* HF config.json, or */
-    const char *bert_model;         /* a preset name (bert-tiny ... bert-large) */
-    const char *init_checkpoint;    /* HF-named safetensors to start from */
+    const char *bert_model;         /* a preset name (bert-tiny ... bert-large); neither: the config.json
+                                     * or bert_config.json beside init_checkpoint's weights */
+    const char *init_checkpoint;    /* the weights to start from (any format model/bert.h reads) */
     /* the tokenizer the shards were made with, carried by every checkpoint (vocab.txt,
      * tokenizer_config.json) so that it is a model folder that stands alone: vocab_file NULL:
      * the resumed checkpoint's or --init_checkpoint's folder's vocab.txt, else the bundled
