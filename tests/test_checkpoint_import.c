@@ -211,6 +211,53 @@ static void test_convert(void) {
     bert_model_free(ref), bert_model_free(conv), bert_model_free(tf);
 }
 
+/* A convert that fails leaves nothing a retry trips on (it left model.safetensors and
+ * config.json without vocab.txt, and the retry said "model.safetensors exists"): the
+ * vocabulary is checked before anything is written, model.safetensors is written last, and a
+ * failure removes what it wrote and the folder it made, never a file that was there. */
+static void test_convert_failure_leaves_nothing(void) {
+    char out[256], path[512], vocab[300];
+    snprintf(out, sizeof out, "/tmp/bert_test_convert_fail_%d", (int)getpid());
+    snprintf(vocab, sizeof vocab, "%s.vocab", out);
+    char text[2048] = "";
+    for (int i = 0; i < 200; i++) snprintf(text + strlen(text), sizeof text - strlen(text), "t%d\n", i);
+    write_text(vocab, text);   /* 200 tokens: another model's vocabulary (the model has 40 rows) */
+    BertConvertResult r;
+    BertError err;
+    CHECKF(bert_convert_checkpoint(DIR "/hf", NULL, vocab, out, &r, &err) != 0 && strstr(err.msg, "not its vocabulary"),
+           "%s", err.msg);
+    CHECKF(!file_exists(out), "%s: left by a convert that failed on its vocabulary", out);
+    CHECK(bert_convert_checkpoint(DIR "/hf", NULL, "/nonexistent/vocab.txt", out, &r, &err) != 0 &&
+          strstr(err.msg, "/nonexistent/vocab.txt"));
+    CHECKF(!file_exists(out), "%s: left by a convert that failed on a missing vocabulary", out);
+    /* a folder that exists stays, with what it held; a file that cannot be written (config.json
+     * a folder) fails the run before model.safetensors */
+    mkdir(out, 0777);
+    snprintf(path, sizeof path, "%s/README", out);
+    write_text(path, "mine");
+    CHECK(bert_convert_checkpoint(DIR "/hf", NULL, vocab, out, &r, &err) != 0);
+    CHECK(file_exists(path));
+    snprintf(path, sizeof path, "%s/config.json", out);
+    CHECK(!file_exists(path));
+    mkdir(path, 0777);
+    CHECK(bert_convert_checkpoint(DIR "/hf", NULL, NULL, out, &r, &err) != 0 && strstr(err.msg, "config.json"));
+    snprintf(path, sizeof path, "%s/model.safetensors", out);
+    CHECKF(!file_exists(path), "%s written before config.json", path);
+    snprintf(path, sizeof path, "%s/vocab.txt", out);
+    CHECK(!file_exists(path));
+    snprintf(path, sizeof path, "%s/config.json", out);
+    rmdir(path);
+    /* the retry finishes the folder */
+    CHECKF(bert_convert_checkpoint(DIR "/hf", NULL, NULL, out, &r, &err) == 0, "%s", err.msg);
+    snprintf(path, sizeof path, "%s/vocab.txt", out);
+    CHECK(file_exists(path));
+    BertModel *ref = open_model(DIR "/hf", NULL), *conv = open_model(out, NULL);
+    check_same_weights(conv, ref, "converted after failures");
+    bert_model_free(ref), bert_model_free(conv);
+    unlink(vocab);
+    remove_tree(out);
+}
+
 /* A token classifier (no pooler) converts as one, with the label names its config gives. */
 static void test_convert_token_classifier(void) {
     char src[200], out[256], path[512];
@@ -366,6 +413,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_logits);
     RUN_TEST(test_convert);
     RUN_TEST(test_convert_token_classifier);
+    RUN_TEST(test_convert_failure_leaves_nothing);
     RUN_TEST(test_pretrain_from_nvidia);
     RUN_TEST(test_convert_run_folder);
     RUN_TEST(test_bad_paths);

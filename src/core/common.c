@@ -342,6 +342,15 @@ int atomic_commit(AtomicFile *af, BertError *err) {
     return af->direct ? 0 : atomic_publish(af->tmp_path, af->path, err);
 }
 
+int sync_folder(const char *dir, BertError *err) {
+    const int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return bert_fail(err, "cannot open %s to sync it: %s", dir, strerror(errno));
+    const int rc = fsync(fd), e = errno;
+    close(fd);
+    if (rc != 0 && e != EINVAL) return bert_fail(err, "cannot sync %s: %s", dir, strerror(e));
+    return 0;
+}
+
 void atomic_abort(AtomicFile *af) {
     if (af->fp) fclose(af->fp);
     af->fp = NULL;

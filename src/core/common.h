@@ -83,6 +83,10 @@ typedef struct {
  * resolved = path (which need not exist yet). */
 int resolve_output(const char *path, char *resolved, size_t n, BertError *err);
 
+/* A folder's entries (files created, renamed or removed in it) to stable storage, so that a file
+ * published after this call never outlives, in a crash, the ones published before it. A file
+ * system that cannot sync a folder (EINVAL) is not an error: nothing more can be done there. */
+int sync_folder(const char *dir, BertError *err);
 int atomic_open(AtomicFile *af, const char *path, BertError *err);  /* af->fp is ready */
 int atomic_commit(AtomicFile *af, BertError *err);                  /* flush, fsync, rename */
 void atomic_abort(AtomicFile *af);                                  /* close and unlink tmp */

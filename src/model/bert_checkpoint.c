@@ -2,11 +2,11 @@
  * folder or a path stands for, the configuration beside them, the vocabulary padding of
  * NVIDIA's checkpoints, and `bert convert`'s HF-named copy. */
 #include <dirent.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -241,15 +241,51 @@ static int write_config(const char *dir, const BertCheckpointInfo *info, const c
     return rc;
 }
 
-static int write_vocab(const char *dir, const char *vocab_file, int do_lower_case, const BertConfig *cfg,
-                       BertError *err) {
+/* The vocabulary to copy: its bytes (read now, so that nothing about it can fail once the
+ * folder is being written) and the casing to record. */
+static int read_vocab(const char *vocab_file, int do_lower_case, const BertConfig *cfg, char **text, size_t *len,
+                      bool *lower, BertError *err) {
     int tokens, cased;
     if (tokenizer_vocab_scan(vocab_file, &tokens, &cased, err) != 0) return -1;
     if (!bert_vocab_fits(tokens, cfg->vocab_size))
         return bert_fail(err, "the vocabulary %s has %d tokens but the model has %d rows: not its vocabulary",
                          vocab_file, tokens, cfg->vocab_size);
-    return tokenizer_folder_write(dir, vocab_file, do_lower_case >= 0 ? do_lower_case : !cased,
-                                  cfg->max_position_embeddings, err);
+    *lower = do_lower_case >= 0 ? do_lower_case : !cased;
+    return read_file(vocab_file, text, len, err);
+}
+
+/* The files bert convert writes, model.safetensors last: its presence says the folder is whole. */
+static const char *const CONVERT_FILES[] = {"config.json", "vocab.txt", "tokenizer_config.json", "model.safetensors"};
+enum { CONVERT_NFILES = (int)(sizeof CONVERT_FILES / sizeof *CONVERT_FILES) };
+
+/* Writes the folder: config.json and the tokenizer's files, their names synced, then
+ * model.safetensors. A failure removes what this run wrote (and the folders it made); a kill
+ * leaves no model.safetensors, so the folder is no model and running again finishes it. */
+static int write_converted(const char *output_dir, const BertModel *m, const bool *found,
+                           const BertCheckpointInfo *info, const char *architecture, BertHeads heads,
+                           const char *vocab, size_t vocab_len, bool lower, BertError *err) {
+    char created[4096], path[4096 + 32];
+    bool existed[CONVERT_NFILES];
+    for (int i = 0; i < CONVERT_NFILES; i++) {
+        snprintf(path, sizeof path, "%s/%s", output_dir, CONVERT_FILES[i]);
+        struct stat st;
+        existed[i] = lstat(path, &st) == 0;
+    }
+    if (make_dirs_created(output_dir, created, sizeof created, err) != 0) return -1;
+    int rc = write_config(output_dir, info, architecture, heads, err);
+    if (rc == 0 && vocab)
+        rc = tokenizer_folder_write_text(output_dir, vocab, vocab_len, lower, info->cfg.max_position_embeddings, err);
+    if (rc == 0) rc = sync_folder(output_dir, err);
+    snprintf(path, sizeof path, "%s/model.safetensors", output_dir);
+    if (rc == 0) rc = bert_save_tensors(m, found, path, err);
+    if (rc == 0) rc = sync_folder(output_dir, err);
+    if (rc == 0) return 0;
+    for (int i = 0; i < CONVERT_NFILES; i++) {   /* never a file that was there before */
+        snprintf(path, sizeof path, "%s/%s", output_dir, CONVERT_FILES[i]);
+        if (!existed[i]) unlink(path);
+    }
+    remove_created_dirs(output_dir, created);
+    return -1;
 }
 
 int bert_convert_checkpoint(const char *init_checkpoint, const char *config_file, const char *vocab_file,
@@ -258,29 +294,34 @@ int bert_convert_checkpoint(const char *init_checkpoint, const char *config_file
     char path[4096 + 32];
     snprintf(path, sizeof path, "%s/model.safetensors", output_dir);
     if (is_file(path)) return bert_fail(err, "%s exists: convert into another folder (nothing is overwritten)", path);
+    struct stat st;
+    if (stat(output_dir, &st) == 0 && !S_ISDIR(st.st_mode)) return bert_fail(err, "%s exists and is not a folder", output_dir);
     NamedTensors nt;
     BertCheckpointInfo *info = &r->source;
     if (inspect_open(init_checkpoint, config_file, info, &nt, err) != 0) return -1;
     r->format = ckpt_format_name(ckpt_file_format(nt.file));
     BertHeads heads = held_heads(&nt, &r->architecture);
+    /* everything is read and checked before anything is written: the vocabulary (given, else
+     * the checkpoint folder's), then the tensors */
+    TokenizerFolder folder;
+    tokenizer_folder_read(init_checkpoint, &folder);
+    if (!vocab_file && folder.vocab_file[0]) vocab_file = folder.vocab_file;
+    char *vocab = NULL;
+    size_t vocab_len = 0;
+    bool lower = true;
+    int rc = vocab_file ? read_vocab(vocab_file, folder.do_lower_case, &info->cfg, &vocab, &vocab_len, &lower, err) : 0;
     BertModel *m = NULL;
     bool *found = NULL;
-    int rc = bert_model_create_with_heads(&m, &info->cfg, heads, 1, 8, 0, err);
+    if (rc == 0) rc = bert_model_create_with_heads(&m, &info->cfg, heads, 1, 8, 0, err);
     if (rc == 0) {
         found = xcalloc((size_t)m->num_tensors, sizeof *found);
         rc = bert_load_named(m, &nt, 0, NULL, found, err);
     }
     bert_named_close(&nt);
-    if (rc == 0 && mkdir(output_dir, 0777) != 0 && errno != EEXIST)
-        rc = bert_fail(err, "cannot make %s: %s", output_dir, strerror(errno));
     for (int i = 0; rc == 0 && i < m->num_tensors; i++) r->tensors += found[i];
-    if (rc == 0) rc = bert_save_tensors(m, found, path, err);
-    if (rc == 0) rc = write_config(output_dir, info, r->architecture, heads, err);
+    if (rc == 0) rc = write_converted(output_dir, m, found, info, r->architecture, heads, vocab, vocab_len, lower, err);
     if (rc == 0) r->num_labels = heads.num_labels;
-    TokenizerFolder folder;   /* the vocabulary: given, else the checkpoint folder's */
-    tokenizer_folder_read(init_checkpoint, &folder);
-    if (!vocab_file && folder.vocab_file[0]) vocab_file = folder.vocab_file;
-    if (rc == 0 && vocab_file) rc = write_vocab(output_dir, vocab_file, folder.do_lower_case, &info->cfg, err);
+    free(vocab);
     free(found);
     bert_model_free(m);
     return rc;
