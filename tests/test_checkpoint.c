@@ -212,6 +212,63 @@ static void test_killed_prune_leaves_no_partial_checkpoint(void) {
     fs_remove_tree(dir, &err);
 }
 
+static void kill_when_moved_aside(const char *path) {
+    (void)path;
+    raise(SIGKILL);
+}
+
+/* A rerun of a step replaces its checkpoint in two renames: ckpt_<step> aside, then the new one
+ * in. A kill between them left only the hidden ".ckpt_<step>.old.<pid>", put back at the next
+ * save but not seen by resume, which took an older checkpoint (or none with --keep_checkpoints
+ * 1). Every listing now puts it back first: the newest checkpoint is there to resume. */
+static void test_killed_replace_leaves_the_step_resumable(void) {
+    char dir[4096], path[4200];
+    snprintf(dir, sizeof dir, "%s/killed_replace", root);
+    BertError err;
+    CheckpointHistory h = {0};
+    for (long step = 1; step <= 2; step++) {
+        WriterCtx c = {step, 0, 0};
+        CHECK(checkpoint_save(dir, step, 1, &h, write_files, &c, NULL, 0, &err) == 0);   /* ckpt_1 pruned */
+    }
+    checkpoint_history_free(&h);
+    pid_t pid = fork();
+    if (pid == 0) {   /* the rerun of step 2, killed with ckpt_2 aside */
+        WriterCtx c = {2, 0, 0};
+        test_hook_moved_aside = kill_when_moved_aside;
+        checkpoint_save(dir, 2, 1, NULL, write_files, &c, NULL, 0, &err);
+        _exit(4);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    CHECKF(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "the child was not killed between the renames: %d",
+           status);
+    long latest = -1;
+    CHECKF(checkpoint_find_latest(dir, "state.json", path, sizeof path, &latest, &err) == 1 && latest == 2,
+           "resume found step %ld", latest);
+    snprintf(path, sizeof path, "%s/ckpt_2/model.bin", dir);
+    char *weights = read_text(path);
+    CHECKF(!strcmp(weights, "weights of step 2\n"), "ckpt_2 holds '%s'", weights);
+    free(weights);
+    /* fine-tuning's names the same way */
+    snprintf(dir, sizeof dir, "%s/killed_replace_named", root);
+    WriterCtx c = {7, 0, 0};
+    CHECK(checkpoint_save_named(dir, "checkpoint-", 7, 0, NULL, write_files, &c, NULL, 0, &err) == 0);
+    pid = fork();
+    if (pid == 0) {
+        test_hook_moved_aside = kill_when_moved_aside;
+        checkpoint_save_named(dir, "checkpoint-", 7, 0, NULL, write_files, &c, NULL, 0, &err);
+        _exit(4);
+    }
+    waitpid(pid, &status, 0);
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    latest = -1;
+    CHECKF(checkpoint_find_latest_named(dir, "checkpoint-", "state.json", path, sizeof path, &latest, &err) == 1 &&
+               latest == 7, "fine-tuning's resume found step %ld", latest);
+    fs_remove_tree(dir, &err);
+    snprintf(dir, sizeof dir, "%s/killed_replace", root);
+    fs_remove_tree(dir, &err);
+}
+
 /* Issue 35, D5: the digests a checkpoint records of its files: zlib's CRC-32 (Python's
  * zlib.crc32 gives the same), and a changed byte, a truncation or a missing file found. */
 static void test_file_digests(void) {
@@ -409,6 +466,7 @@ int main(void) {
     RUN_TEST(test_read_json_errors);
     RUN_TEST(test_prunes_only_its_history);
     RUN_TEST(test_killed_prune_leaves_no_partial_checkpoint);
+    RUN_TEST(test_killed_replace_leaves_the_step_resumable);
     RUN_TEST(test_file_digests);
     RUN_TEST(test_stop_signal);
     RUN_TEST(test_logger_writes_from_its_first_record);

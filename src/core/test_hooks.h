@@ -21,6 +21,10 @@ long long test_work(void);
  * checkpoint.c): a test stops the process there to see what a kill leaves. */
 extern void (*test_hook_before_delete)(const char *path);
 #define TEST_HOOK_BEFORE_DELETE(path) (test_hook_before_delete ? test_hook_before_delete(path) : (void)0)
+/* Called with the hidden name a checkpoint being replaced by a rerun of its step was moved to,
+ * before its replacement takes its name (train/checkpoint.c): a test kills the process there. */
+extern void (*test_hook_moved_aside)(const char *path);
+#define TEST_HOOK_MOVED_ASIDE(path) (test_hook_moved_aside ? test_hook_moved_aside(path) : (void)0)
 /* Called before each int8 product of the encoder (model/bert_forward.c) with its weight, the
  * fp32 rows its input was quantized from (NULL where they are not kept: the feed-forward's
  * activation) and the quantized rows (q [rows, cols], scale [rows]): a test checks each
@@ -34,6 +38,7 @@ extern void (*test_hook_int8_input)(const float *weight, const float *x, const i
 #else
 #define TEST_COUNT_WORK(n) ((void)0)
 #define TEST_HOOK_BEFORE_DELETE(path) ((void)0)
+#define TEST_HOOK_MOVED_ASIDE(path) ((void)0)
 #define TEST_HOOK_INT8_INPUT(w, x, q, s, rows, cols) ((void)0)
 #define TEST_HOOK_INT8_SET() 0
 #endif

@@ -78,8 +78,10 @@ static int fsync_folder(const char *dir, BertError *err) {
 /* The hidden folders a killed process left: ".ckpt_<step>.tmp.<pid>" (a checkpoint being
  * written), ".ckpt_<step>.del.<pid>" (one being deleted) and ".ckpt_<step>.old.<pid>" (one
  * being replaced by a rerun of its step: put back when no ckpt_<step> took its place); the
- * same with another prefix. */
-static void remove_stale_temporaries(const char *output_dir, const char *prefix) {
+ * same with another prefix. With restore_only, the replaced ones are put back and nothing is
+ * deleted: what every listing does, so that a resume after a kill between a replacement's two
+ * renames finds that step's checkpoint, not an older one (or none). */
+static void restore_or_remove_stale(const char *output_dir, const char *prefix, bool restore_only) {
     DIR *d = opendir(output_dir);
     if (!d) return;
     const size_t n = strlen(prefix);
@@ -89,7 +91,7 @@ static void remove_stale_temporaries(const char *output_dir, const char *prefix)
         const long step = strtol(e->d_name + 1 + n, &end, 10);
         if (end == e->d_name + 1 + n || step < 0) continue;
         const bool old = !strncmp(end, ".old.", 5);
-        if (!old && strncmp(end, ".tmp.", 5) && strncmp(end, ".del.", 5)) continue;
+        if (!old && (restore_only || (strncmp(end, ".tmp.", 5) && strncmp(end, ".del.", 5)))) continue;
         long pid = strtol(end + 5, NULL, 10);
         if (pid <= 0 || (kill((pid_t)pid, 0) == 0 || errno == EPERM)) continue;  /* still running */
         char path[4096 + 256], final_path[4096 + 64];
@@ -98,9 +100,13 @@ static void remove_stale_temporaries(const char *output_dir, const char *prefix)
         struct stat st;
         if (old && stat(final_path, &st) != 0 && rename(path, final_path) == 0) continue;
         BertError ignored;
-        fs_remove_tree(path, &ignored);
+        if (!restore_only) fs_remove_tree(path, &ignored);
     }
     closedir(d);
+}
+
+static void remove_stale_temporaries(const char *output_dir, const char *prefix) {
+    restore_or_remove_stale(output_dir, prefix, false);
 }
 
 /* Deletes ckpt_<step>, renamed to a hidden name first: no folder named ckpt_<step> is ever
@@ -121,6 +127,7 @@ static int compare_steps(const void *a, const void *b) {
 
 int checkpoint_list_named(const char *output_dir, const char *prefix, long **steps, int *count, BertError *err) {
     *steps = NULL, *count = 0;
+    restore_or_remove_stale(output_dir, prefix, true);   /* a replaced checkpoint a kill left aside */
     DIR *d = opendir(output_dir);
     if (!d) return errno == ENOENT ? 0 : bert_fail(err, "cannot open %s: %s", output_dir, strerror(errno));
     int cap = 0;
@@ -180,12 +187,14 @@ int checkpoint_save_named(const char *output_dir, const char *prefix, long step,
         return -1;
     }
     /* A checkpoint of the same step (a rerun) is replaced: moved aside first, so that some
-     * complete ckpt_<step> exists at every moment but the instant between the renames. */
+     * complete ckpt_<step> exists at every moment but the instant between the renames; a kill
+     * in that instant leaves it aside, and every listing (resume's) puts it back. */
     char old[4096 + 16] = "";
     struct stat st;
     if (stat(final_path, &st) == 0) {
         snprintf(old, sizeof old, "%s/.%s%ld.old.%ld", output_dir, prefix, step, (long)getpid());
         if (rename(final_path, old) != 0) return bert_fail(err, "cannot move %s aside: %s", final_path, strerror(errno));
+        TEST_HOOK_MOVED_ASIDE(old);   /* a kill here: the next listing puts it back */
     }
     if (rename(tmp, final_path) != 0) {
         int e = errno;

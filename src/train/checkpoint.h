@@ -40,7 +40,9 @@ void checkpoint_history_free(CheckpointHistory *h);
  * more than keep_last (keep_last <= 0 or written NULL: nothing is deleted). The newest, just
  * written, is never deleted. The folder's path goes to saved_path when non-NULL. The hidden
  * folders of processes that no longer run (being written, deleted or replaced when killed) are
- * removed first (one being replaced is put back when nothing took its name). */
+ * removed first (one being replaced is put back when nothing took its name; every listing
+ * below puts it back too, so a resume after a kill between the replacement's two renames finds
+ * that step). */
 int checkpoint_save(const char *output_dir, long step, int keep_last, CheckpointHistory *written,
                     CheckpointWriter write, void *ctx, char *saved_path, size_t saved_path_len, BertError *err);
 
