@@ -379,6 +379,44 @@ static void test_convert_run_folder(void) {
     remove_tree(run), remove_tree(out);
 }
 
+/* Checkpoint tensors the model does not use are named in one warning, as transformers does
+ * ("Some weights of the model checkpoint ... were not used"): a config.json of one layer
+ * beside two layers' weights loaded without a word. What transformers passes over quietly
+ * stays quiet: the pre-training heads when the model has none, optimizer slots (NVIDIA's,
+ * TensorFlow's), position_ids, HF's tied decoder bias. */
+static void test_unused_tensors_warn(void) {
+    char dir[200], cmd[3072], path[512];
+    snprintf(dir, sizeof dir, "/tmp/bert_test_unused_%d", (int)getpid());
+    snprintf(cmd, sizeof cmd, "mkdir -p %s/one && cp " DIR "/hf/model.safetensors " DIR "/hf/vocab.txt %s/one && "
+             "sed 's/\"num_hidden_layers\": 2/\"num_hidden_layers\": 1/' " DIR "/hf/config.json > %s/one/config.json",
+             dir, dir, dir);
+    CHECK(system(cmd) == 0);
+    snprintf(cmd, sizeof cmd, "%s convert %s/one -o %s/one_hf > %s/log 2>&1", bert_bin, dir, dir, dir);
+    int rc = system(cmd);
+    snprintf(path, sizeof path, "%s/log", dir);
+    char *log = read_text(path);
+    CHECKF(rc == 0 && strstr(log, "warning: ") && strstr(log, "16 of its tensors are not used by the model") &&
+               strstr(log, "bert.encoder.layer.1.") && strstr(log, "has 1 encoder layers but the weights at least 2"),
+           "a one-layer config beside two layers' weights:\n%s", log);
+    free(log);
+    static const char *const quiet[] = {
+        "convert " DIR "/nvidia/model.pt -o %s/nv > /dev/null",   /* NVIDIA's names and optimizer state */
+        "convert " DIR "/tf -o %s/tf > /dev/null",   /* TensorFlow's optimizer slots, global_step */
+        "convert " DIR "/hf_bin -o %s/bin > /dev/null",   /* HF's .bin: position_ids, the tied decoder bias */
+        "embed --init_checkpoint " DIR "/hf < /dev/null > %s/embeddings",   /* the pre-training heads unused */
+    };
+    for (size_t k = 0; k < sizeof quiet / sizeof *quiet; k++) {
+        char args[1024];
+        snprintf(args, sizeof args, quiet[k], dir);
+        snprintf(cmd, sizeof cmd, "%s %s 2> %s/log", bert_bin, args, dir);
+        rc = system(cmd);
+        log = read_text(path);
+        CHECKF(rc == 0 && !strstr(log, "warning"), "bert %s:\n%s", args, log);
+        free(log);
+    }
+    remove_tree(dir);
+}
+
 static void test_bad_paths(void) {
     BertModel *m = NULL;
     BertError err;
@@ -416,6 +454,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_convert_failure_leaves_nothing);
     RUN_TEST(test_pretrain_from_nvidia);
     RUN_TEST(test_convert_run_folder);
+    RUN_TEST(test_unused_tensors_warn);
     RUN_TEST(test_bad_paths);
     return test_summary();
 }

@@ -9,7 +9,8 @@
  * "bert." prefix (BertModel vs BertForPreTraining), LayerNorm "gamma"/"beta", and
  * cls.predictions.decoder.bias for cls.predictions.bias. The tied decoder weight, if present,
  * is ignored (it is the word embedding). Tensors unknown to the model (position_ids, other
- * heads, optimizer state) are ignored, as HF does. A missing encoder tensor is an error;
+ * heads, optimizer state) are ignored, as HF does; any other unused tensor (encoder layers past
+ * the configuration's, names of another model) gets a warning. A missing encoder tensor is an error;
  * missing heads are initialised, so an encoder-only checkpoint loads for fine-tuning. */
 #include <dirent.h>
 #include <stdio.h>
@@ -164,16 +165,59 @@ static int read_tensor(const NamedTensors *nt, int i, const BertParamInfo *t, fl
     return rc;
 }
 
+/* Checkpoint tensors a model passes over as transformers does, without a word: another task's
+ * heads (a pre-trained checkpoint's cls.* when fine-tuning, a fine-tuned classifier's head when
+ * embedding; transformers only logs those, at info level, when the checkpoint's class differs
+ * from the model's) and the pooler of a model without one (HF's token-classification and QA
+ * models list it in _keys_to_ignore_on_load_unexpected). The tied decoder weight is a cls.*
+ * tensor; optimizer slots, global_step and position_ids are named "" by the reader. */
+static bool unused_is_expected(const char *name) {
+    if (!strncmp(name, "bert.", 5)) name += 5;
+    static const char *const heads[] = {"cls.", "classifier.", "qa_outputs.", "pooler."};
+    for (size_t i = 0; i < sizeof heads / sizeof *heads; i++)
+        if (!strncmp(name, heads[i], strlen(heads[i]))) return true;
+    return false;
+}
+
+/* One line on stderr naming the checkpoint tensors the model did not use (transformers' "Some
+ * weights of the model checkpoint ... were not used"): how many, the first three, and when
+ * they are encoder layers past the configuration's, that the configuration has fewer layers
+ * than the weights (a config.json of another model beside them loaded 4 of 6 layers unsaid). */
+static void warn_unused(const BertModel *m, const NamedTensors *nt, const bool *used) {
+    int count = 0, layers = 0;
+    char first[3 * NAME_LEN + 16] = "";
+    for (int i = 0; i < nt->n; i++) {
+        const char *name = nt->names[i];
+        if (used[i] || !name[0] || unused_is_expected(name)) continue;
+        if (++count <= 3)
+            snprintf(first + strlen(first), sizeof first - strlen(first), "%s%s", count > 1 ? ", " : "",
+                     ckpt_file_tensor(nt->file, i).name);
+        const char *layer = strstr(name, "encoder.layer.");
+        int k;
+        if (layer && sscanf(layer, "encoder.layer.%d.", &k) == 1 && k >= m->cfg.num_hidden_layers && k + 1 > layers)
+            layers = k + 1;
+    }
+    if (!count) return;
+    char why[200] = "";
+    if (layers)
+        snprintf(why, sizeof why, "; the configuration has %d encoder layers but the weights at least %d: is it "
+                                  "their configuration?", m->cfg.num_hidden_layers, layers);
+    fprintf(stderr, "warning: %s: %d of its tensors are not used by the model (%s%s)%s\n", ckpt_file_path(nt->file),
+            count, first, count > 3 ? ", ..." : "", why);
+}
+
 /* found (optional, one per model tensor): whether the checkpoint held it. */
 int bert_load_named(BertModel *m, const NamedTensors *nt, uint64_t head_seed, int *num_initialised, bool *found,
                       BertError *err) {
     m->params16_stale = true;
     int initialised = 0, rc = 0;
+    bool *used = xcalloc((size_t)nt->n + 1, sizeof *used);   /* per checkpoint tensor */
     for (int i = 0; i < m->num_tensors && rc == 0; i++) {
         const BertParamInfo *t = &m->info[i];
         int k = bert_named_find(nt, t->name);
         if (found) found[i] = k >= 0;
-        if (k >= 0) {   /* read into the host's view of the tensor's backend memory */
+        if (k >= 0) {
+            used[k] = true;   /* read into the host's view of the tensor's backend memory */
             float *host = k_map(t->data, sizeof(float) * t->numel, false);
             rc = read_tensor(nt, k, t, host, err);
             k_unmap(t->data, host, sizeof(float) * t->numel, rc == 0);
@@ -190,6 +234,8 @@ int bert_load_named(BertModel *m, const NamedTensors *nt, uint64_t head_seed, in
             rc = bert_fail(err, "%s: missing tensor '%s' (required by the encoder)", ckpt_file_path(nt->file), t->name);
         }
     }
+    if (rc == 0) warn_unused(m, nt, used);
+    free(used);
     if (num_initialised) *num_initialised = initialised;
     return rc;
 }
