@@ -474,6 +474,39 @@ static void test_multi_label_end_to_end(void) {
     remove_tree(root);
 }
 
+/* Every file the run reads is read and checked before any work: a bad validation or test
+ * file fails at once, naming its line, no step trained and no output folder made (it was
+ * found only after the whole training, leaving a model and no all_results.json). */
+static void test_bad_files_fail_before_training(void) {
+    const char *root = TMP "/early";
+    char init[256], out[300];
+    write_tiny_checkpoint(root, init, sizeof init);
+    snprintf(out, sizeof out, "%s/out", root);
+    write_text(TMP "/early/dev_mixed.csv", "sentence1,sentence2,label\na,b,neutral\nc,d,mixed\n");
+    write_text(TMP "/early/dev_unlabelled.csv", "sentence1,sentence2\na,b\n");
+    write_text(TMP "/early/test_short.csv", "sentence1,sentence2\na,b\nc\n");
+    const struct { const char *dev, *test, *message; } cases[] = {
+        {TMP "/early/dev_mixed.csv", NULL, "dev_mixed.csv:3: the label 'mixed' is not one of the 3 labels"},
+        {TMP "/early/dev_unlabelled.csv", NULL, "dev_unlabelled.csv: no column \"label\""},
+        {NULL, TMP "/early/test_short.csv", "test_short.csv:3: 1 cells, the header has 2"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        ClassifyOptions o;
+        ClassifyResult r;
+        BertError err;
+        tiny_options(&o, init, out, "multiclass", "csv");
+        o.ft.do_eval = o.ft.do_predict = true, o.ft.num_train_epochs = 2;
+        if (cases[k].dev) o.validation_file = cases[k].dev;
+        if (cases[k].test) o.test_file = cases[k].test;
+        const int rc = classify_run(&o, &r, &err);
+        CHECKF(rc != 0 && strstr(err.msg, cases[k].message), "case %zu: rc %d: %s", k, rc, rc ? err.msg : "");
+        CHECKF(r.train.steps == 0 && !file_exists(out), "case %zu: %ld steps trained, the output folder %s", k,
+               r.train.steps, file_exists(out) ? "made" : "not made");
+        remove_tree(out);
+    }
+    remove_tree(root);
+}
+
 /* The command as a user runs it: run_classification.py's flags, --bf16 where the CPU has
  * bf16 instructions (else the run says so and stops); contradicting flags refused. */
 static char bert_bin[512];
@@ -521,6 +554,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_single_label_end_to_end);
     RUN_TEST(test_regression_end_to_end);
     RUN_TEST(test_multi_label_end_to_end);
+    RUN_TEST(test_bad_files_fail_before_training);
     RUN_TEST(test_classify_command);
     remove_tree(TMP);
     return test_summary();

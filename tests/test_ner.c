@@ -517,6 +517,39 @@ static void test_ner_end_to_end(void) {
     remove_tree(root);
 }
 
+/* Every file the run reads is read and checked before any work: a bad validation or test
+ * file fails at once, naming its line, no step trained and no output folder made (it was
+ * found only after the whole training, leaving a model and no all_results.json). */
+static void test_bad_files_fail_before_training(void) {
+    const char *root = "/tmp/bert_test_ner_early";
+    char init[256], out[300];
+    write_tiny_checkpoint(root, init, sizeof init);
+    snprintf(out, sizeof out, "%s/out", root);
+    write_text("/tmp/bert_test_ner_early/dev_size.txt", "Paris B-LOC\nis O\nbig B-SIZE\n");
+    write_text("/tmp/bert_test_ner_early/dev_untagged.txt", "Paris B-LOC\n\nis\n");
+    write_text("/tmp/bert_test_ner_early/test_bad.txt", "Paris\nis\n\nbig B-SIZE\n");
+    const struct { const char *dev, *test, *message; } cases[] = {
+        {"/tmp/bert_test_ner_early/dev_size.txt", NULL, "dev_size.txt:3: tag B-SIZE is not one of the 5 labels"},
+        {"/tmp/bert_test_ner_early/dev_untagged.txt", NULL, "dev_untagged.txt:3: \"is\": a word without a tag"},
+        {NULL, "/tmp/bert_test_ner_early/test_bad.txt", "test_bad.txt:4: tag B-SIZE is not one of the 5 labels"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        NerOptions o;
+        NerResult r;
+        BertError err;
+        tiny_options(&o, init, out);
+        o.ft.do_eval = o.ft.do_predict = true, o.ft.num_train_epochs = 2;
+        if (cases[k].dev) o.validation_file = cases[k].dev;
+        if (cases[k].test) o.test_file = cases[k].test;
+        const int rc = ner_run(&o, &r, &err);
+        CHECKF(rc != 0 && strstr(err.msg, cases[k].message), "case %zu: rc %d: %s", k, rc, rc ? err.msg : "");
+        CHECKF(r.train.steps == 0 && !file_exists(out), "case %zu: %ld steps trained, the output folder %s", k,
+               r.train.steps, file_exists(out) ? "made" : "not made");
+        remove_tree(out);
+    }
+    remove_tree(root);
+}
+
 /* The command, as a user runs it: the flags named after run_ner.py's, --bf16 where the CPU
  * has bf16 instructions (else the run says so and stops), a bad --metric_mode refused. */
 static char bert_bin[512];
@@ -561,6 +594,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_token_head_draw);
     RUN_TEST(test_token_head_training_gradient);
     RUN_TEST(test_ner_end_to_end);
+    RUN_TEST(test_bad_files_fail_before_training);
     RUN_TEST(test_ner_command);
     return test_summary();
 }

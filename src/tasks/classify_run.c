@@ -25,24 +25,8 @@ void classify_default_options(ClassifyOptions *o) {
     o->ft.max_seq_length = 128, o->ft.eval_batch_size = 32;
 }
 
-typedef struct {
-    const ClassifyOptions *o;
-    ClsColumns columns;            /* the options' with the problem the run settled on */
-    ClsLabels labels;              /* none for regression */
-    int num_labels;                /* the head's outputs: the labels, or 1 */
-    const ClsExamples *train_e;
-    const GlueFeatures *train_f;
-    Tokenizer *tok;
-    Vocab *vocab;
-    Finetuner *ft;
-    Logger *log;
-    GlueBatchInputs in;
-    int32_t *class_labels;         /* [max_batch] */
-    float *targets;                /* [max_batch, num_labels] */
-    bool quiet;                    /* evaluating during training: finetune.c logs it */
-} Run;
-
-/* A file read into examples and features. */
+/* A file read into examples (the table they point into) and, once the tokenizer is there,
+ * features. */
 typedef struct {
     ClsTable table;
     ClsExamples e;
@@ -54,25 +38,45 @@ static void loaded_free(Loaded *d) {
     glue_features_free(&d->f), cls_examples_free(&d->e), cls_table_free(&d->table);
 }
 
-static int load_file(Run *r, const char *path, bool need_labels, Loaded *d, BertError *err) {
-    memset(d, 0, sizeof *d);
+typedef struct {
+    const ClassifyOptions *o;
+    ClsColumns columns;            /* the options' with the problem the run settled on */
+    ClsLabels labels;              /* none for regression */
+    int num_labels;                /* the head's outputs: the labels, or 1 */
+    Loaded train, dev, test;       /* the files the run reads, each read and checked before any work */
+    Tokenizer *tok;
+    Vocab *vocab;
+    Finetuner *ft;
+    Logger *log;
+    GlueBatchInputs in;
+    int32_t *class_labels;         /* [max_batch] */
+    float *targets;                /* [max_batch, num_labels] */
+} Run;
+
+/* A file's rows as examples: the text columns there, and with need_labels every row's
+ * label(s) one of the run's (an error names the file and line). */
+static int read_examples(Run *r, const char *path, bool need_labels, Loaded *d, BertError *err) {
     int rc = cls_format(path, r->o->format, &d->format, err);
     if (rc == 0) rc = cls_read_table(path, d->format, &d->table, err);
     if (rc == 0) rc = cls_examples(&d->table, path, &r->columns, &r->labels, need_labels, &d->e, err);
+    return rc;
+}
+
+/* The examples tokenized into features. */
+static int make_features(Run *r, const char *path, Loaded *d, BertError *err) {
     const GlueExamples view = {.n = d->e.n, .text_a = d->e.text_a, .text_b = d->e.text_b};
-    if (rc == 0) rc = glue_features(&view, r->tok, r->o->ft.max_seq_length, &d->f, err);
-    if (rc == 0 && d->f.truncated && !r->quiet)
+    if (glue_features(&view, r->tok, r->o->ft.max_seq_length, &d->f, err) != 0) return -1;
+    if (d->f.truncated)
         logger_print(r->log, "%s: %ld of %d examples cut to --max_seq_length %d", path, d->f.truncated, d->e.n,
                      r->o->ft.max_seq_length);
-    if (rc) loaded_free(d);
-    return rc;
+    return 0;
 }
 
 /* The fine-tuner's batches (train/finetune.h): training rows with the problem's labels. */
 static BertBatch training_batch(void *ctx, const int *rows, int n) {
     Run *r = ctx;
-    const ClsExamples *e = r->train_e;
-    BertBatch b = glue_batch(r->train_f, rows, n, &r->in);
+    const ClsExamples *e = &r->train.e;
+    BertBatch b = glue_batch(&r->train.f, rows, n, &r->in);
     const int NL = r->num_labels;
     for (int i = 0; i < n; i++) {
         r->class_labels[i] = e->label[rows[i]];
@@ -133,27 +137,21 @@ static int write_text(const char *path, const char *text, BertError *err) {
 
 /* The validation file's scores (caller frees), NULL on an error. */
 static char *dev_scores(Run *r, ClassifyResult *res, BertError *err) {
-    Loaded d;
     Predicted p = {0};
-    if (load_file(r, r->o->validation_file, true, &d, err) != 0) return NULL;
     char *json = NULL;
-    if (predict(r, &d, &p, err) == 0) {
-        cls_score(r->columns.problem, &d.e, p.label, p.value, p.multi, &res->dev);
-        res->evaluated = true, res->eval_examples = d.e.n, res->eval_seconds = p.seconds;
+    if (predict(r, &r->dev, &p, err) == 0) {
+        cls_score(r->columns.problem, &r->dev.e, p.label, p.value, p.multi, &res->dev);
+        res->evaluated = true, res->eval_examples = r->dev.e.n, res->eval_seconds = p.seconds;
         json = cls_scores_json(&res->dev);
     }
-    predicted_free(&p), loaded_free(&d);
+    predicted_free(&p);
     return json;
 }
 
 /* Evaluation during training (finetune.h's hook): the scores only. */
 static char *evaluate_during_training(void *ctx, BertError *err) {
-    Run *r = ctx;
     ClassifyResult scratch = {0};
-    r->quiet = true;
-    char *json = dev_scores(r, &scratch, err);
-    r->quiet = false;
-    return json;
+    return dev_scores(ctx, &scratch, err);
 }
 
 /* The score that picks the best model (--save_best): accuracy (single-label), Pearson's r
@@ -250,25 +248,24 @@ static void write_jsonl(Run *r, const Loaded *d, const Predicted *p, FILE *fp) {
 }
 
 static int predict_test(Run *r, ClassifyResult *res, BertError *err) {
-    Loaded d;
+    Loaded *d = &r->test;
     Predicted p = {0};
-    int rc = load_file(r, r->o->test_file, false, &d, err);
-    if (rc) return rc;
-    if ((rc = predict(r, &d, &p, err)) == 0) {
-        const bool jsonl = d.format == CLS_FORMAT_JSONL;
+    int rc = make_features(r, r->o->test_file, d, err);   /* now: a large file's features only while used */
+    if (rc == 0 && (rc = predict(r, d, &p, err)) == 0) {
+        const bool jsonl = d->format == CLS_FORMAT_JSONL;
         snprintf(res->predictions, sizeof res->predictions, "%s/predict_results.%s", r->o->ft.output_dir,
                  jsonl ? "jsonl" : "tsv");
         AtomicFile af;
         if ((rc = atomic_open(&af, res->predictions, err)) == 0) {
-            if (jsonl) write_jsonl(r, &d, &p, af.fp);
-            else write_tsv(r, &d, &p, af.fp);
+            if (jsonl) write_jsonl(r, d, &p, af.fp);
+            else write_tsv(r, d, &p, af.fp);
             rc = atomic_commit(&af, err);
         }
-        res->predicted = rc == 0 ? d.e.n : 0;
-        if (rc == 0) logger_print(r->log, "test predictions: %s (%d rows)", res->predictions, d.e.n);
+        res->predicted = rc == 0 ? d->e.n : 0;
+        if (rc == 0) logger_print(r->log, "test predictions: %s (%d rows)", res->predictions, d->e.n);
         else res->predictions[0] = '\0';
     }
-    predicted_free(&p), loaded_free(&d);
+    predicted_free(&p), glue_features_free(&d->f);
     return rc;
 }
 
@@ -316,18 +313,18 @@ static int labels_from_config(Run *r, BertError *err) {
     return rc;
 }
 
-/* The run's labels: --labels, else the training file's, else the model's. */
-static int choose_labels(Run *r, const Loaded *train, BertError *err) {
+/* The run's labels: --labels, else the training file's (its table read), else the model's. */
+static int choose_labels(Run *r, const ClsTable *train, BertError *err) {
     const ClassifyOptions *o = r->o;
     if (o->ft.do_train || o->labels) {
         int rc = 0;
         if (r->columns.problem == CLS_REGRESSION) r->num_labels = 1;
         else if (o->labels) rc = cls_labels_parse(o->labels, &r->labels, err);
         else {
-            const int col = cls_column(&train->table, o->columns.label_column ? o->columns.label_column : "label");
+            const int col = cls_column(train, o->columns.label_column ? o->columns.label_column : "label");
             rc = col < 0 ? bert_fail(err, "%s: no column \"%s\" (--label_column_name)", o->train_file,
                                      o->columns.label_column ? o->columns.label_column : "label")
-                         : cls_labels_collect(&train->table, o->train_file, col, r->columns.problem,
+                         : cls_labels_collect(train, o->train_file, col, r->columns.problem,
                                               o->columns.label_separator ? o->columns.label_separator : ",", &r->labels, err);
         }
         if (r->columns.problem != CLS_REGRESSION) r->num_labels = r->labels.n;
@@ -336,7 +333,7 @@ static int choose_labels(Run *r, const Loaded *train, BertError *err) {
     return labels_from_config(r, err);
 }
 
-/* Before any work: the flags, the model folder's defaults and every data file the run reads. */
+/* Before any work: the flags, the model folder's defaults and that the data files are there. */
 static int check_options(const ClassifyOptions *o, FinetuneInputs *in, BertError *err) {
     if (o->columns.problem == CLS_REGRESSION && o->labels) return bert_fail(err, "--labels with --do_regression");
     if (o->columns.label_separator && !o->columns.label_separator[0]) return bert_fail(err, "--label_separator is empty");
@@ -356,11 +353,27 @@ static int check_options(const ClassifyOptions *o, FinetuneInputs *in, BertError
     return 0;
 }
 
+/* Every data file the run will read, read whole and checked (columns, labels, cells) before
+ * the output folder is made: a bad validation or test row ended a whole training run in an
+ * error, with a model left and no all_results.json. The labels come first: the training
+ * file's, --labels or the model's. */
+static int read_inputs(Run *r, BertError *err) {
+    const ClassifyOptions *o = r->o;
+    int rc = 0;
+    if (o->ft.do_train && (rc = cls_format(o->train_file, o->format, &r->train.format, err)) == 0)
+        rc = cls_read_table(o->train_file, r->train.format, &r->train.table, err);
+    if (rc == 0) rc = choose_labels(r, &r->train.table, err);
+    if (rc == 0 && o->ft.do_train)
+        rc = cls_examples(&r->train.table, o->train_file, &r->columns, &r->labels, true, &r->train.e, err);
+    if (rc == 0 && o->ft.do_eval) rc = read_examples(r, o->validation_file, true, &r->dev, err);
+    if (rc == 0 && o->ft.do_predict) rc = read_examples(r, o->test_file, false, &r->test, err);
+    return rc;
+}
+
 /* Trains on the training file and saves the model with its labels. */
-static int train(Run *r, Loaded *d, ClassifyResult *res, BertError *err) {
-    r->train_e = &d->e, r->train_f = &d->f;
+static int train(Run *r, ClassifyResult *res, BertError *err) {
     char *extra = task_config_json(r);
-    const FinetuneData fd = {.n_rows = d->e.n, .rows = "examples", .make_batch = training_batch,
+    const FinetuneData fd = {.n_rows = r->train.e.n, .rows = "examples", .make_batch = training_batch,
                              .evaluate = evaluate_during_training, .metric = main_metric(r->columns.problem),
                              .config_json = extra, .ctx = r, .log = r->log};
     int rc = finetune_train(r->ft, &fd, &res->train, err);
@@ -372,19 +385,13 @@ static int train(Run *r, Loaded *d, ClassifyResult *res, BertError *err) {
     return rc;
 }
 
-/* The vocabulary, tokenizer, training data and labels, and the model with its head. */
-static int open_run(Run *r, const FinetuneInputs *in, Loaded *train_d, BertError *err) {
+/* The training and validation features, and the model with its head. */
+static int open_run(Run *r, const FinetuneInputs *in, BertError *err) {
     const ClassifyOptions *o = r->o;
     int rc = 0;
-    ClsFormat format;
-    if (rc == 0 && o->ft.do_train && (rc = cls_format(o->train_file, o->format, &format, err)) == 0)
-        rc = cls_read_table(o->train_file, format, &train_d->table, err);
-    if (rc == 0) rc = choose_labels(r, train_d, err);
-    if (rc == 0 && o->ft.do_train) {
-        cls_table_free(&train_d->table);   /* read again with the examples and features */
-        rc = load_file(r, o->train_file, true, train_d, err);
-    }
-    const long total_steps = rc == 0 && o->ft.do_train ? finetune_total_steps(&o->ft, train_d->e.n) : 1;
+    if (o->ft.do_train) rc = make_features(r, o->train_file, &r->train, err);
+    if (rc == 0 && o->ft.do_eval) rc = make_features(r, o->validation_file, &r->dev, err);
+    const long total_steps = rc == 0 && o->ft.do_train ? finetune_total_steps(&o->ft, r->train.e.n) : 1;
     const int max_batch = finetune_max_batch(&o->ft);
     char what[4600] = "";
     if (rc == 0)
@@ -400,6 +407,12 @@ static int open_run(Run *r, const FinetuneInputs *in, Loaded *train_d, BertError
     return rc;
 }
 
+static void run_free(Run *r) {
+    glue_batch_inputs_free(&r->in), free(r->class_labels), free(r->targets);
+    loaded_free(&r->train), loaded_free(&r->dev), loaded_free(&r->test), cls_labels_free(&r->labels);
+    finetune_close(r->ft);
+}
+
 int classify_run(const ClassifyOptions *opts, ClassifyResult *res, BertError *err) {
     memset(res, 0, sizeof *res);
     FinetuneInputs in;
@@ -409,13 +422,16 @@ int classify_run(const ClassifyOptions *opts, ClassifyResult *res, BertError *er
     resolved.ft.vocab_file = in.vocab_file, resolved.ft.do_lower_case = in.do_lower_case;
     if (o->ft.threads > 0) omp_set_num_threads(o->ft.threads);
     Run r = {.o = o, .columns = o->columns};
-    Loaded train_d = {0};
+    if (read_inputs(&r, err) != 0) {   /* nothing made yet */
+        run_free(&r);
+        return -1;
+    }
     TaskSession session;
     int rc = task_session_open(&session, &o->ft, &in, 100, err);
     r.log = session.log, r.vocab = session.vocab, r.tok = session.tok;
-    if (rc == 0) rc = open_run(&r, &in, &train_d, err);
+    if (rc == 0) rc = open_run(&r, &in, err);
     res->problem = r.columns.problem, res->num_labels = r.num_labels;
-    if (rc == 0 && o->ft.do_train) rc = train(&r, &train_d, res, err);
+    if (rc == 0 && o->ft.do_train) rc = train(&r, res, err);
     const bool stopped = res->train.stopped_by_signal != 0;   /* after a checkpoint: nothing more is written */
     if (rc == 0 && !stopped && o->ft.do_eval) rc = evaluate(&r, res, err);
     const double predict_start = now_seconds();
@@ -428,9 +444,7 @@ int classify_run(const ClassifyOptions *opts, ClassifyResult *res, BertError *er
         rc = finetune_write_results(o->ft.output_dir, &fr, now_seconds() - session.start, err);
         free(scores);
     }
-    glue_batch_inputs_free(&r.in), free(r.class_labels), free(r.targets);
-    loaded_free(&train_d), cls_labels_free(&r.labels);
-    finetune_close(r.ft);
+    run_free(&r);
     task_session_close(&session, o->ft.output_dir, rc);
     return rc;
 }

@@ -46,25 +46,28 @@ static BertBatch make_batch(const NerFeatures *f, const int *rows, int n, bool l
 typedef struct {
     const NerOptions *o;
     NerLabels labels;
-    const NerFeatures *train_f;
+    NerData train, dev, test;      /* the files the run reads, each read and checked before any work */
+    NerFeatures train_f, dev_f;
     Tokenizer *tok;
     Vocab *vocab;
     Finetuner *ft;
     Logger *log;
     BatchBuffers buf;
-    bool quiet;   /* evaluating during training: finetune.c logs it */
 } Run;
 
 static BertBatch training_batch(void *ctx, const int *rows, int n) {
     Run *r = ctx;
-    return make_batch(r->train_f, rows, n, true, &r->buf);
+    return make_batch(&r->train_f, rows, n, true, &r->buf);
 }
 
-/* A data file read, its tags checked against the labels, and its features. */
-static int load_file(Run *r, const char *path, bool allow_untagged, NerData *d, NerFeatures *f, BertError *err) {
-    if (ner_read_conll(path, allow_untagged, d, err) || ner_check_tags(d, &r->labels, path, err)) return -1;
+/* A data file read and its tags checked against the run's labels (an error names the line). */
+static int read_checked(Run *r, const char *path, bool allow_untagged, NerData *d, BertError *err) {
+    return ner_read_conll(path, allow_untagged, d, err) || ner_check_tags(d, &r->labels, path, err) ? -1 : 0;
+}
+
+/* A file's features: its words' pieces and labels. */
+static int make_features(Run *r, const char *path, const NerData *d, NerFeatures *f, BertError *err) {
     if (ner_features(d, &r->labels, r->tok, r->o->ft.max_seq_length, r->o->label_all_tokens, f, err)) return -1;
-    if (r->quiet) return 0;
     logger_print(r->log, "%s: %d sentences, %ld words", path, d->n_sentences, d->n_words);
     if (f->truncated)
         logger_print(r->log, "%s: %ld sentences cut to --max_seq_length %d (%ld words without a piece, predicted O)",
@@ -147,24 +150,18 @@ static int write_json(const char *dir, const char *name, const char *json, BertE
 
 /* The validation file's scores (caller frees), NULL on an error. */
 static char *dev_scores(Run *r, NerResult *res, BertError *err) {
-    NerData d;
-    NerFeatures f = {0};
-    int *pred = NULL, rc = load_file(r, r->o->validation_file, false, &d, &f, err);
-    if (rc == 0) pred = xmalloc(sizeof(int) * (size_t)d.n_words), rc = predict(r, &d, &f, pred, &res->eval_seconds, err);
-    if (rc == 0) rc = score(r, &d, pred, &res->dev, err);
-    if (rc == 0) res->evaluated = true, res->eval_sentences = d.n_sentences;
-    free(pred), ner_features_free(&f), ner_data_free(&d);
+    int *pred = xmalloc(sizeof(int) * (size_t)r->dev.n_words);
+    int rc = predict(r, &r->dev, &r->dev_f, pred, &res->eval_seconds, err);
+    if (rc == 0) rc = score(r, &r->dev, pred, &res->dev, err);
+    if (rc == 0) res->evaluated = true, res->eval_sentences = r->dev.n_sentences;
+    free(pred);
     return rc == 0 ? ner_scores_json(&res->dev) : NULL;
 }
 
 /* Evaluation during training (finetune.h's hook): the scores only; the entity F1 decides. */
 static char *evaluate_during_training(void *ctx, BertError *err) {
-    Run *r = ctx;
     NerResult scratch = {0};
-    r->quiet = true;
-    char *json = dev_scores(r, &scratch, err);
-    r->quiet = false;
-    return json;
+    return dev_scores(ctx, &scratch, err);
 }
 
 static int evaluate(Run *r, NerResult *res, BertError *err) {
@@ -193,24 +190,24 @@ static int write_predictions(Run *r, const NerData *d, const int *pred, BertErro
 }
 
 static int predict_test(Run *r, NerResult *res, BertError *err) {
-    NerData d;
-    NerFeatures f = {0};
+    const NerData *d = &r->test;
+    NerFeatures f = {0};   /* now: a large file's features only while used */
     double seconds;
-    int *pred = NULL, rc = load_file(r, r->o->test_file, true, &d, &f, err);
-    if (rc == 0) pred = xmalloc(sizeof(int) * (size_t)d.n_words), rc = predict(r, &d, &f, pred, &seconds, err);
-    if (rc == 0) rc = write_predictions(r, &d, pred, err);
+    int *pred = NULL, rc = make_features(r, r->o->test_file, d, &f, err);
+    if (rc == 0) pred = xmalloc(sizeof(int) * (size_t)d->n_words), rc = predict(r, d, &f, pred, &seconds, err);
+    if (rc == 0) rc = write_predictions(r, d, pred, err);
     if (rc == 0) {
-        res->predicted_sentences = d.n_sentences;
-        logger_print(r->log, "test predictions: %s/predictions.txt (%d sentences)", r->o->ft.output_dir, d.n_sentences);
+        res->predicted_sentences = d->n_sentences;
+        logger_print(r->log, "test predictions: %s/predictions.txt (%d sentences)", r->o->ft.output_dir, d->n_sentences);
     }
-    if (rc == 0 && d.untagged == 0 && (rc = score(r, &d, pred, &res->test, err)) == 0) {
+    if (rc == 0 && d->untagged == 0 && (rc = score(r, d, pred, &res->test, err)) == 0) {
         res->test_scored = true;
         char *json = ner_scores_json(&res->test);
         logger_print(r->log, "test %s: %s", r->o->test_file, json);
         rc = write_json(r->o->ft.output_dir, "predict_results.json", json, err);
         free(json);
     }
-    free(pred), ner_features_free(&f), ner_data_free(&d);
+    free(pred), ner_features_free(&f);
     return rc;
 }
 
@@ -240,7 +237,7 @@ static int choose_labels(const NerOptions *o, const NerData *train, NerLabels *o
     return labels_from_config(&o->ft, out, err);
 }
 
-/* Before any work: the flags, the model folder's defaults and every data file the run reads. */
+/* Before any work: the flags, the model folder's defaults and that the data files are there. */
 static int check_options(const NerOptions *o, FinetuneInputs *in, BertError *err) {
     if (finetune_prepare_args(&o->ft, in, err) != 0) return -1;
     const bool wanted[3] = {o->ft.do_train, o->ft.do_eval, o->ft.do_predict};
@@ -258,10 +255,24 @@ static int check_options(const NerOptions *o, FinetuneInputs *in, BertError *err
     return 0;
 }
 
-static int train(Run *r, const NerFeatures *f, NerResult *res, BertError *err) {
-    r->train_f = f;
+/* Every data file the run will read, read whole and checked (a tag on every word where one
+ * is needed, every tag one of the labels) before the output folder is made: a bad validation
+ * or test file ended a whole training run in an error, with a model left and no
+ * all_results.json. The labels come first: --labels, the training file's tags or the model's. */
+static int read_inputs(Run *r, BertError *err) {
+    const NerOptions *o = r->o;
+    int rc = 0;
+    if (o->ft.do_train) rc = ner_read_conll(o->train_file, false, &r->train, err);
+    if (rc == 0) rc = choose_labels(o, &r->train, &r->labels, err);
+    if (rc == 0 && o->ft.do_train) rc = ner_check_tags(&r->train, &r->labels, o->train_file, err);
+    if (rc == 0 && o->ft.do_eval) rc = read_checked(r, o->validation_file, false, &r->dev, err);
+    if (rc == 0 && o->ft.do_predict) rc = read_checked(r, o->test_file, true, &r->test, err);
+    return rc;
+}
+
+static int train(Run *r, NerResult *res, BertError *err) {
     char *extra = task_config_json(&r->labels);
-    const FinetuneData d = {.n_rows = f->n, .rows = "sentences", .make_batch = training_batch,
+    const FinetuneData d = {.n_rows = r->train_f.n, .rows = "sentences", .make_batch = training_batch,
                             .evaluate = evaluate_during_training, .metric = "f1", .config_json = extra, .ctx = r,
                             .log = r->log};
     int rc = finetune_train(r->ft, &d, &res->train, err);
@@ -273,6 +284,13 @@ static int train(Run *r, const NerFeatures *f, NerResult *res, BertError *err) {
     return rc;
 }
 
+static void run_free(Run *r) {
+    free(r->buf.ids), free(r->buf.mask), free(r->buf.labels);
+    ner_features_free(&r->train_f), ner_features_free(&r->dev_f);
+    ner_data_free(&r->train), ner_data_free(&r->dev), ner_data_free(&r->test), ner_labels_free(&r->labels);
+    finetune_close(r->ft);
+}
+
 int ner_run(const NerOptions *opts, NerResult *res, BertError *err) {
     memset(res, 0, sizeof *res);
     FinetuneInputs in;
@@ -282,19 +300,17 @@ int ner_run(const NerOptions *opts, NerResult *res, BertError *err) {
     resolved.ft.vocab_file = in.vocab_file, resolved.ft.do_lower_case = in.do_lower_case;
     if (o->ft.threads > 0) omp_set_num_threads(o->ft.threads);
     Run r = {.o = o};
-    NerData train_d = {0};
-    NerFeatures train_f = {0};
+    if (read_inputs(&r, err) != 0) {   /* nothing made yet */
+        run_free(&r);
+        return -1;
+    }
+    res->num_labels = r.labels.n;
     TaskSession session;
     int rc = task_session_open(&session, &o->ft, &in, 100, err);
     r.log = session.log, r.vocab = session.vocab, r.tok = session.tok;
-    if (rc == 0 && o->ft.do_train) rc = ner_read_conll(o->train_file, false, &train_d, err);
-    if (rc == 0) rc = choose_labels(o, &train_d, &r.labels, err);
-    if (rc == 0) res->num_labels = r.labels.n;
-    if (rc == 0 && o->ft.do_train) {
-        ner_data_free(&train_d);   /* read again with the checks and the features */
-        rc = load_file(&r, o->train_file, false, &train_d, &train_f, err);
-    }
-    const long total_steps = rc == 0 && o->ft.do_train ? finetune_total_steps(&o->ft, train_f.n) : 1;
+    if (rc == 0 && o->ft.do_train) rc = make_features(&r, o->train_file, &r.train, &r.train_f, err);
+    if (rc == 0 && o->ft.do_eval) rc = make_features(&r, o->validation_file, &r.dev, &r.dev_f, err);
+    const long total_steps = rc == 0 && o->ft.do_train ? finetune_total_steps(&o->ft, r.train_f.n) : 1;
     const int max_batch = finetune_max_batch(&o->ft);
     char what[4600] = "";
     if (rc == 0)
@@ -305,7 +321,7 @@ int ner_run(const NerOptions *opts, NerResult *res, BertError *err) {
         r.buf = (BatchBuffers){xcalloc(cells, 4), xcalloc(cells, 4), xcalloc(cells, 4)};
         logger_print(r.log, "ner: %d labels; weights %s; %d threads", r.labels.n, what, omp_get_max_threads());
     }
-    if (rc == 0 && o->ft.do_train) rc = train(&r, &train_f, res, err);
+    if (rc == 0 && o->ft.do_train) rc = train(&r, res, err);
     const bool stopped = res->train.stopped_by_signal != 0;   /* after a checkpoint: nothing more is written */
     if (rc == 0 && !stopped && o->ft.do_eval) rc = evaluate(&r, res, err);
     const double predict_start = now_seconds();
@@ -319,9 +335,7 @@ int ner_run(const NerOptions *opts, NerResult *res, BertError *err) {
         rc = finetune_write_results(o->ft.output_dir, &fr, now_seconds() - session.start, err);
         free(scores);
     }
-    free(r.buf.ids), free(r.buf.mask), free(r.buf.labels);
-    ner_features_free(&train_f), ner_data_free(&train_d), ner_labels_free(&r.labels);
-    finetune_close(r.ft);
+    run_free(&r);
     task_session_close(&session, o->ft.output_dir, rc);
     return rc;
 }
