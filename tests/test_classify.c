@@ -114,6 +114,42 @@ static void test_jsonl_cells(void) {
     cls_table_free(&t);
 }
 
+/* A list label without --multi_label: refused naming the file, the line and the flag (it
+ * was taken for one label, its items joined by the table's internal separator, "a\x1fb"). */
+static void test_list_label_needs_multi_label(void) {
+    const char *path = TMP "/lists.jsonl";
+    write_text(path, "{\"text\": \"hello\", \"labels\": \"a\"}\n{\"text\": \"hi\", \"labels\": [\"a\", \"b\"]}\n"
+                     "{\"text\": \"hey\", \"labels\": []}\n");
+    ClsTable t;
+    ClsLabels l;
+    ClsExamples e;
+    BertError err;
+    CHECKF(cls_read_table(path, CLS_FORMAT_JSONL, &t, &err) == 0, "%s", err.msg);
+    CHECKF(cls_labels_collect(&t, path, 1, CLS_SINGLE_LABEL, ",", &l, &err) != 0 &&
+               strstr(err.msg, "lists.jsonl:2: \"labels\" is a list: a row's labels as a list need --multi_label"),
+           "%s", err.msg);
+    CHECK(cls_labels_parse("a,b", &l, &err) == 0);
+    const ClsColumns single = {.label_column = "labels"}, regression = {.label_column = "labels", .problem = CLS_REGRESSION};
+    CHECKF(cls_examples(&t, path, &single, &l, true, &e, &err) != 0 && strstr(err.msg, "lists.jsonl:2:") &&
+               strstr(err.msg, "--multi_label"), "%s", err.msg);
+    cls_labels_free(&l), cls_table_free(&t);
+    /* a regression target in a list (it was read as the number) */
+    write_text(path, "{\"text\": \"hello\", \"labels\": 0.5}\n{\"text\": \"hi\", \"labels\": [1.5]}\n");
+    CHECKF(cls_read_table(path, CLS_FORMAT_JSONL, &t, &err) == 0, "%s", err.msg);
+    CHECKF(cls_examples(&t, path, &regression, NULL, true, &e, &err) != 0 && strstr(err.msg, "lists.jsonl:2:") &&
+               strstr(err.msg, "--multi_label"), "%s", err.msg);
+    cls_table_free(&t);
+    /* an empty list: the same (it said "an empty label") */
+    write_text(path, "{\"text\": \"hello\", \"labels\": \"a\"}\n{\"text\": \"hey\", \"labels\": []}\n");
+    CHECKF(cls_read_table(path, CLS_FORMAT_JSONL, &t, &err) == 0, "%s", err.msg);
+    CHECKF(cls_labels_collect(&t, path, 1, CLS_SINGLE_LABEL, ",", &l, &err) != 0 &&
+               strstr(err.msg, "lists.jsonl:2: \"labels\" is an empty list: a row's labels as a list need --multi_label"),
+           "%s", err.msg);
+    /* with --multi_label both are labels (none for []) */
+    CHECKF(cls_labels_collect(&t, path, 1, CLS_MULTI_LABEL, ",", &l, &err) == 0 && l.n == 1, "%s", err.msg);
+    cls_labels_free(&l), cls_table_free(&t);
+}
+
 /* ---- labels and examples ---- */
 
 static void test_labels_and_examples(void) {
@@ -547,6 +583,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_csv_quoting_as_python);
     RUN_TEST(test_reader_errors);
     RUN_TEST(test_jsonl_cells);
+    RUN_TEST(test_list_label_needs_multi_label);
     RUN_TEST(test_labels_and_examples);
     RUN_TEST(test_metrics_match_sklearn);
     RUN_TEST(test_bce_matches_torch);

@@ -308,6 +308,15 @@ static int split_labels(const char *cell, bool is_list, ClsProblem p, const char
     return n;
 }
 
+/* A JSON list is a multi-label row's labels. Without --multi_label it is refused, not taken
+ * for one label made of its items joined by the list's internal separator. */
+static int refuse_list(const ClsTable *t, const char *path, int i, int col, ClsProblem p, BertError *err) {
+    const size_t at = (size_t)i * t->n_cols + col;
+    if (p == CLS_MULTI_LABEL || !t->is_list[at]) return 0;
+    return bert_fail(err, "%s:%d: \"%s\" is %s: a row's labels as a list need --multi_label", path, t->line[i],
+                     t->names[col], t->cell[at][0] ? "a list" : "an empty list");
+}
+
 static bool is_integer(const char *s, long long *v) {
     char *end;
     errno = 0;
@@ -333,6 +342,7 @@ int cls_labels_collect(const ClsTable *t, const char *path, int col, ClsProblem 
     for (int i = 0; rc == 0 && i < t->n_rows; i++) {
         const char *cell = t->cell[(size_t)i * t->n_cols + col];
         if (!cell) rc = bert_fail(err, "%s:%d: no label", path, t->line[i]);
+        else rc = refuse_list(t, path, i, col, p, err);
         char *copy = NULL, **items = NULL;
         const int n = rc ? 0 : split_labels(cell, t->is_list[(size_t)i * t->n_cols + col], p, sep, &copy, &items);
         for (int k = 0; rc == 0 && k < n; k++) {
@@ -385,6 +395,7 @@ static int row_labels(const ClsTable *t, const char *path, int i, int col, const
     const char *cell = t->cell[(size_t)i * t->n_cols + col];
     const int line = t->line[i];
     if (!cell) return bert_fail(err, "%s:%d: no label", path, line);
+    if (refuse_list(t, path, i, col, c->problem, err) != 0) return -1;
     if (c->problem == CLS_REGRESSION) {
         char *end;
         e->value[i] = strtof(cell, &end);

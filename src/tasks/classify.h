@@ -9,8 +9,8 @@
  *              a record with another number of cells than the header is an error.
  *   JSONL      one JSON object a line (blank lines skipped); the columns are the first
  *              object's keys. Strings are cells as they are, numbers as JSON writes them,
- *              true/false as "true"/"false", an array (a multi-label row's labels) as a list;
- *              null or a missing key: no value.
+ *              true/false as "true"/"false", an array (a multi-label row's labels) as a list
+ *              (a list label of another problem is an error); null or a missing key: no value.
  * Every error names the file and the line.
  *
  * Labels: --labels fixes the list and its order; otherwise the training file's distinct
