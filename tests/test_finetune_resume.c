@@ -18,6 +18,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "model/bert.h"
 #include "model/config.h"
 #include "test.h"
@@ -276,6 +278,52 @@ static void test_resume_is_exact(void) {
     free(err);
 }
 
+/* The DLLogger records' step_loss of each step (--log_freq 1) in loss[step]; the records read. */
+static int step_losses(const char *name, double *loss, int max_step) {
+    char *log = text_of(name);
+    int n = 0;
+    for (const char *p = log; p && (p = strstr(p, "\"step\":[")); p++) {
+        const char *comma = strchr(p, ','), *v = strstr(p, "\"step_loss\":"), *eol = strchr(p, '\n');
+        const long step = comma ? strtol(comma + 1, NULL, 10) : -1;
+        if (!v || (eol && v > eol) || step < 1 || step > max_step) continue;
+        loss[step] = strtod(v + 12, NULL), n++;
+    }
+    free(log);
+    return n;
+}
+
+static double results_number(const char *name, const char *key) {
+    char *text = text_of(name);
+    cJSON *j = text ? cJSON_Parse(text) : NULL;
+    const cJSON *v = cJSON_GetObjectItem(j, key);
+    const double x = cJSON_IsNumber(v) ? v->valuedouble : NAN;
+    cJSON_Delete(j), free(text);
+    return x;
+}
+
+/* all_results.json's train_loss is the mean of the run's step losses, as HF Trainer's
+ * (tr_loss / global_step), not the last step's; a resumed run's, of the steps it trained. */
+static void test_train_loss_is_the_mean(void) {
+    int rc = run(GLUE_ARGS " --output_dir loss_all --max_steps 12 --save_steps 4 --log_freq 1 --json-summary loss.json",
+                 rte, vocab);
+    CHECKF(rc == 0, "glue: %d", rc);
+    if (rc) show_output();
+    double loss[13] = {0}, all = 0, last4 = 0;
+    CHECKF(step_losses("loss.json", loss, 12) == 12, "not 12 step_loss records");
+    for (int k = 1; k <= 12; k++) all += loss[k];
+    for (int k = 9; k <= 12; k++) last4 += loss[k];
+    const double got = results_number("loss_all/all_results.json", "train_loss");
+    CHECKF(fabs(got - all / 12) <= 1e-12 * fabs(all / 12) && got != loss[12],
+           "train_loss %.17g: the mean of the 12 steps is %.17g, the last step's %.17g", got, all / 12, loss[12]);
+    /* resumed at step 8: the mean of steps 9..12 (the same losses: the resume is exact) */
+    rc = run(GLUE_ARGS " --output_dir loss_resumed --max_steps 12 --resume_from_checkpoint loss_all/checkpoint-8", rte,
+             vocab);
+    CHECKF(rc == 0, "glue resumed: %d", rc);
+    const double resumed = results_number("loss_resumed/all_results.json", "train_loss");
+    CHECKF(fabs(resumed - last4 / 4) <= 1e-12 * fabs(last4 / 4), "resumed train_loss %.17g: steps 9..12's mean %.17g",
+           resumed, last4 / 4);
+}
+
 /* Flag combinations that cannot work fail before any work, naming the flag. */
 static void test_flag_checks(void) {
     const struct { const char *flags, *message; } cases[] = {
@@ -307,6 +355,7 @@ int main(int argc, char **argv) {
     RUN_TEST(test_eval_steps_and_best);
     RUN_TEST(test_save_total_limit);
     RUN_TEST(test_resume_is_exact);
+    RUN_TEST(test_train_loss_is_the_mean);
     remove_tree(dir);
     return test_summary();
 }

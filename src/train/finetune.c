@@ -575,14 +575,18 @@ int finetune_train(Finetuner *f, const FinetuneData *d, FinetuneTrainResult *res
     Progress progress = {.start = now_seconds(), .first_step = trainer_steps_done(f->trainer)};
     if (o->save_steps > 0) stop_signal_install();   /* a stop signal: a checkpoint, then 0 */
     bool stop = false;
+    double loss_sum = 0;   /* over this run's optimizer steps, for train_loss */
+    long loss_steps = 0;
     while (rc == 0 && !stop && trainer_steps_done(f->trainer) < f->o.total_steps) {
         TrainerStep s;
         rc = trainer_step(f->trainer, &hooks, &s, err);
         if (rc != 0) break;
         res->train_sequences += s.sequences, res->final_loss = s.loss;
+        if (!s.skipped) loss_sum += s.loss, loss_steps++;
         report(f, d, &progress, e.epoch, &s);
         if (!s.skipped) rc = after_step(&e, &stop, err);
     }
+    res->mean_loss = loss_steps ? loss_sum / (double)loss_steps : NAN;
     if (o->save_steps > 0) stop_signal_restore(), stop_signal_clear();
     res->steps = trainer_steps_done(f->trainer), res->train_seconds = now_seconds() - progress.start;
     res->skipped_steps = trainer_skipped_steps(f->trainer), res->loss_scale = trainer_loss_scale(f->trainer);
@@ -620,7 +624,7 @@ int finetune_write_results(const char *dir, const FinetuneResults *r, double com
     if (r->train) {
         add_timing(root, "train", r->train->train_sequences, r->train->train_seconds);
         cJSON_AddNumberToObject(root, "train_steps", (double)r->train->steps);
-        cJSON_AddNumberToObject(root, "train_loss", r->train->final_loss);
+        cJSON_AddNumberToObject(root, "train_loss", r->train->mean_loss);   /* NaN (no step in this run): null */
     }
     cJSON *metrics = r->eval_json ? cJSON_Parse(r->eval_json) : NULL, *item;
     cJSON_ArrayForEach(item, metrics) {   /* the task's metrics, HF's eval_ prefix */

@@ -141,7 +141,9 @@ typedef struct {
     long steps, train_sequences;   /* sequences: those of this process's steps (a resumed run's since it resumed) */
     long skipped_steps;        /* fp16: steps skipped for an overflow */
     double loss_scale;         /* fp16: the scale at the end (1 otherwise) */
-    double train_seconds, final_loss;
+    double train_seconds, final_loss;   /* final_loss: the last step's */
+    double mean_loss;          /* all_results.json's train_loss: the mean loss of this run's optimizer steps (a
+                                  resumed run's since it resumed; fp16's skipped steps not counted); NAN: none */
     long resumed_step;         /* the checkpoint's step a resumed run started from (0: none) */
     long evaluations;          /* evaluations during training (eval_steps) */
     long best_step;            /* the best evaluation's step (0: none) and its metric */
@@ -197,7 +199,8 @@ typedef struct {
 } FinetuneResults;
 
 /* dir/all_results.json, written atomically, under HF Trainer's keys: train_runtime,
- * train_samples, train_steps, train_samples_per_second, train_loss; eval_<metric> for each of
+ * train_samples, train_steps, train_samples_per_second, train_loss (the mean loss of the run's
+ * steps, FinetuneTrainResult's mean_loss, as HF's is its steps' mean); eval_<metric> for each of
  * the task's metrics, eval_runtime, eval_samples, eval_samples_per_second; the same for
  * predict_; peak_memory_mb (the process's peak resident memory) and runtime (the whole
  * command). Each command writes one, whatever --do_* it ran. */
