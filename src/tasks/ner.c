@@ -97,22 +97,40 @@ void ner_data_free(NerData *d) {
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
+/* name as the next id; false (nothing added) when it is a label already. */
+static bool labels_add(NerLabels *l, const char *name) {
+    bool added;
+    StrMapEntry *e = strmap_intern(&l->index, name, strlen(name), &added);
+    if (!added) return false;
+    e->value = l->n;
+    l->name[l->n++] = xstrdup(name);
+    return true;
+}
+
+static void labels_init(NerLabels *l, size_t capacity) {
+    memset(l, 0, sizeof *l);
+    l->name = xmalloc(sizeof(char *) * (capacity > 0 ? capacity : 1));
+    strmap_init(&l->index, capacity, true);
+}
+
 int ner_labels_from_data(const NerData *d, NerLabels *out, BertError *err) {
     memset(out, 0, sizeof *out);
-    char **all = xmalloc(sizeof(char *) * (size_t)d->n_words);
+    StrMap seen;   /* the distinct tags, then sorted: not every word's tag sorted */
+    strmap_init(&seen, 64, false);
     for (long i = 0; i < d->n_words; i++) {
         if (!d->tag[i]) {
-            free(all);
+            strmap_free(&seen);
             return bert_fail(err, "line %ld: \"%s\" has no tag: the label list needs every word tagged", d->line[i],
                              d->word[i]);
         }
-        all[i] = d->tag[i];
+        strmap_intern(&seen, d->tag[i], strlen(d->tag[i]), NULL);
     }
-    qsort(all, (size_t)d->n_words, sizeof(char *), cmp_str);
-    out->name = xmalloc(sizeof(char *) * (size_t)d->n_words);
-    for (long i = 0; i < d->n_words; i++)
-        if (i == 0 || strcmp(all[i], all[i - 1])) out->name[out->n++] = xstrdup(all[i]);
-    free(all);
+    const char **sorted = xmalloc(sizeof(char *) * (seen.n + 1));
+    for (size_t k = 0; k < seen.n; k++) sorted[k] = seen.entries[k].key;   /* borrowed: NUL-terminated in d */
+    qsort(sorted, seen.n, sizeof(char *), cmp_str);
+    labels_init(out, seen.n);
+    for (size_t k = 0; k < seen.n; k++) labels_add(out, sorted[k]);
+    free(sorted), strmap_free(&seen);
     return 0;
 }
 
@@ -120,27 +138,31 @@ int ner_labels_read(const char *path, NerLabels *out, BertError *err) {
     memset(out, 0, sizeof *out);
     NerData d;
     if (ner_read_conll(path, true, &d, err)) return -1;   /* one label a line: the words */
-    out->name = xmalloc(sizeof(char *) * (size_t)d.n_words);
+    labels_init(out, (size_t)d.n_words);
     int rc = 0;
     for (long i = 0; i < d.n_words && rc == 0; i++) {
         if (d.tag[i]) rc = bert_fail(err, "%s:%ld: one label a line, not \"%s ...\"", path, d.line[i], d.word[i]);
-        else if (ner_label_id(out, d.word[i]) >= 0) rc = bert_fail(err, "%s:%ld: label %s given twice", path, d.line[i], d.word[i]);
-        else out->name[out->n++] = xstrdup(d.word[i]);
+        else if (!labels_add(out, d.word[i])) rc = bert_fail(err, "%s:%ld: label %s given twice", path, d.line[i], d.word[i]);
     }
     ner_data_free(&d);
     if (rc) ner_labels_free(out);
     return rc;
 }
 
+void ner_labels_from_names(char *const *names, int n, NerLabels *out) {
+    labels_init(out, (size_t)n);
+    for (int k = 0; k < n; k++)
+        if (!labels_add(out, names[k])) out->name[out->n++] = xstrdup(names[k]);   /* its id kept, the first one found */
+}
+
 int ner_label_id(const NerLabels *l, const char *tag) {
-    for (int k = 0; tag && k < l->n; k++)
-        if (!strcmp(l->name[k], tag)) return k;
-    return -1;
+    const StrMapEntry *e = tag ? strmap_find(&l->index, tag, strlen(tag)) : NULL;
+    return e ? (int)e->value : -1;
 }
 
 void ner_labels_free(NerLabels *l) {
     for (int k = 0; k < l->n; k++) free(l->name[k]);
-    free(l->name);
+    free(l->name), strmap_free(&l->index);
     memset(l, 0, sizeof *l);
 }
 

@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "core/common.h"
+#include "core/strmap.h"
 #include "text/tokenizer.h"
 
 typedef struct {
@@ -46,13 +47,16 @@ void ner_data_free(NerData *d);
 typedef struct {
     int n;
     char **name;   /* in label-id order */
+    StrMap index;  /* name -> id: a word's label found in one hash lookup */
 } NerLabels;
 
 /* The sorted distinct tags of d (every word must have one). */
 int ner_labels_from_data(const NerData *d, NerLabels *out, BertError *err);
 /* A labels file: one label a line, blank lines skipped, no duplicates. */
 int ner_labels_read(const char *path, NerLabels *out, BertError *err);
-int ner_label_id(const NerLabels *l, const char *tag);   /* -1 if absent */
+/* From names in id order (a model's id2label); a repeated name keeps its first id. */
+void ner_labels_from_names(char *const *names, int n, NerLabels *out);
+int ner_label_id(const NerLabels *l, const char *tag);   /* -1 if absent (or tag NULL) */
 void ner_labels_free(NerLabels *l);
 /* Every tag of d is one of the labels (a clear error naming the file's line if not). */
 int ner_check_tags(const NerData *d, const NerLabels *l, const char *path, BertError *err);

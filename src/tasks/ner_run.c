@@ -225,8 +225,12 @@ static int labels_from_config(const FinetuneArgs *a, NerLabels *out, BertError *
     else if (stat(a->init_checkpoint, &st) == 0 && S_ISDIR(st.st_mode)) snprintf(path, sizeof path, "%s/config.json", a->init_checkpoint);
     else return bert_fail(err, "--labels: needed to evaluate or predict without --do_train from a weights file");
     BertError why;
-    if (bert_config_labels(path, &out->name, &out->n, &why) != 0)
-        return bert_fail(err, "%s: give --labels", why.msg);
+    char **names;
+    int n;
+    if (bert_config_labels(path, &names, &n, &why) != 0) return bert_fail(err, "%s: give --labels", why.msg);
+    ner_labels_from_names(names, n, out);
+    for (int k = 0; k < n; k++) free(names[k]);
+    free(names);
     return 0;
 }
 
