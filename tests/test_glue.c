@@ -18,6 +18,7 @@
 #include "tasks/glue.h"
 #include "tasks/glue_run.h"
 #include "tasks/infer_bench.h"
+#include "train/checkpoint.h"
 
 #define VOCAB "data/vocab/bert-base-uncased-vocab.txt"
 
@@ -235,6 +236,63 @@ static void test_glue_fp16_loss_scaling(void) {
     remove_tree(root);
 }
 
+/* What a kill at each deletion would leave: every checkpoint-<step> folder of hook_dir whole
+ * (trainer_state.json there, and every file it lists with its size and CRC-32). */
+static const char *hook_dir;
+static int hook_deletions, hook_partial;
+static BertError hook_error;   /* the last part found missing */
+
+static void check_checkpoints_whole(const char *path) {
+    (void)path;
+    hook_deletions++;
+    long *steps;
+    int n;
+    BertError err;
+    if (checkpoint_list_named(hook_dir, "checkpoint-", &steps, &n, &err) != 0) return;
+    for (int i = 0; i < n; i++) {
+        char dir[512];
+        snprintf(dir, sizeof dir, "%s/checkpoint-%ld", hook_dir, steps[i]);
+        cJSON *state = NULL;
+        if (checkpoint_read_json(dir, "trainer_state.json", &state, &err) != 0 ||
+            checkpoint_verify_files(dir, cJSON_GetObjectItem(state, "files"), &err) != 0)
+            hook_partial++, hook_error = err;
+        cJSON_Delete(state);
+    }
+    free(steps);
+}
+
+/* --overwrite_output_dir deletes an earlier run's checkpoint-<step> folders: each moved aside
+ * first (as the pruning of --save_total_limit does), so a kill at any point of the deletion
+ * leaves no checkpoint-<step> with files missing, which --resume_from_checkpoint took and
+ * failed on (they were deleted in place). */
+static void test_overwrite_deletes_checkpoints_whole(void) {
+    const char *root = "/tmp/bert_test_glue_overwrite";
+    char init[256], out[300];
+    write_tiny_checkpoint(root, init, sizeof init);
+    snprintf(out, sizeof out, "%s/out", root);
+    GlueOptions o;
+    GlueResult r;
+    BertError err;
+    tiny_rte_options(&o, init, out);
+    o.ft.do_eval = false, o.ft.skip_checkpoint = false, o.ft.max_steps = 4, o.ft.save_steps = 2;
+    o.ft.save_total_limit = 0;
+    CHECKF(glue_run(&o, &r, &err) == 0, "%s", err.msg);
+    long *steps;
+    int n = 0;
+    CHECK(checkpoint_list_named(out, "checkpoint-", &steps, &n, &err) == 0 && n == 2);
+    free(steps);
+    o.ft.save_steps = 0, o.ft.overwrite_output_dir = true;   /* a fresh run into the folder */
+    hook_dir = out, hook_deletions = hook_partial = 0;
+    test_hook_before_delete = check_checkpoints_whole;
+    CHECKF(glue_run(&o, &r, &err) == 0, "%s", err.msg);
+    test_hook_before_delete = NULL;
+    CHECKF(hook_deletions >= 2 * 6 && hook_partial == 0, "%d deletions; %d times a checkpoint-<step> with files missing "
+           "(%s)", hook_deletions, hook_partial, hook_error.msg);
+    CHECK(checkpoint_list_named(out, "checkpoint-", &steps, &n, &err) == 0 && n == 0);
+    free(steps);
+    remove_tree(root);
+}
+
 /* A tiny model with the real vocabulary, trained a few steps by `bert glue` on the fixture. */
 static void test_glue_end_to_end(void) {
     char root[96];   /* per process: two runs of the suite never share it */
@@ -380,6 +438,7 @@ int main(void) {
     RUN_TEST(test_bad_files);
     RUN_TEST(test_glue_end_to_end);
     RUN_TEST(test_glue_fp16_loss_scaling);
+    RUN_TEST(test_overwrite_deletes_checkpoints_whole);
     RUN_TEST(test_infer_bench_modes);
     tokenizer_free(tok), vocab_free(vocab);
     cJSON_Delete(expected);

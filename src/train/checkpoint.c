@@ -109,9 +109,9 @@ static void remove_stale_temporaries(const char *output_dir, const char *prefix)
     restore_or_remove_stale(output_dir, prefix, false);
 }
 
-/* Deletes ckpt_<step>, renamed to a hidden name first: no folder named ckpt_<step> is ever
- * incomplete, even when a kill stops the deletion half-way (issue 35, D9). */
-static int remove_checkpoint(const char *output_dir, const char *prefix, long step, BertError *err) {
+/* Renamed to a hidden name first: no folder named <prefix><step> is ever incomplete, even when
+ * a kill stops the deletion half-way (issue 35, D9). */
+int checkpoint_remove_named(const char *output_dir, const char *prefix, long step, BertError *err) {
     char path[4096 + 64], hidden[4096 + 96];
     snprintf(path, sizeof path, "%s/%s%ld", output_dir, prefix, step);
     snprintf(hidden, sizeof hidden, "%s/.%s%ld.del.%ld", output_dir, prefix, step, (long)getpid());
@@ -212,7 +212,7 @@ int checkpoint_save_named(const char *output_dir, const char *prefix, long step,
     int drop = written->count - keep_last;
     if (drop <= 0) return 0;
     int rc = 0;
-    for (int i = 0; rc == 0 && i < drop; i++) rc = remove_checkpoint(output_dir, prefix, written->steps[i], err);
+    for (int i = 0; rc == 0 && i < drop; i++) rc = checkpoint_remove_named(output_dir, prefix, written->steps[i], err);
     memmove(written->steps, written->steps + drop, sizeof(long) * (size_t)(written->count - drop));
     written->count -= drop;
     return rc;

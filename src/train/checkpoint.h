@@ -55,6 +55,10 @@ int checkpoint_save_named(const char *output_dir, const char *prefix, long step,
 int checkpoint_find_latest_named(const char *output_dir, const char *prefix, const char *required_file, char *path,
                                  size_t path_len, long *step, BertError *err);
 int checkpoint_list_named(const char *output_dir, const char *prefix, long **steps, int *count, BertError *err);
+/* Deletes OUTPUT_DIR/<prefix><step> (absent: nothing to do) as a save's pruning does: renamed
+ * to ".<prefix><step>.del.<pid>" before its files go, so that a kill part-way never leaves a
+ * <prefix><step> with some of its files (the next save removes what is left). */
+int checkpoint_remove_named(const char *output_dir, const char *prefix, long step, BertError *err);
 
 /* The newest complete checkpoint in output_dir: returns 1 and fills path and step, 0 when
  * there is none (or output_dir does not exist), -1 on an error reading the folder. A

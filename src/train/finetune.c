@@ -440,25 +440,23 @@ static int restore_checkpoint(Epochs *e, const char *dir, BertError *err) {
     return rc;
 }
 
-/* resume_from_checkpoint: the folder named, or "" the newest complete one in output_dir (none:
- * a fresh start, said). The output_dir's checkpoints up to it count as this run's. */
 /* A fresh run's start (--overwrite_output_dir: finetune_prepare_args refuses it otherwise): an
- * earlier run's checkpoints deleted, so that no later --resume_from_checkpoint takes one. */
+ * earlier run's checkpoints deleted, so that no later --resume_from_checkpoint takes one; each
+ * moved aside before its files go, as a save's pruning does, so a kill part-way leaves no
+ * checkpoint-<step> with files missing for a resume to take. */
 static int remove_old_checkpoints(Epochs *e, BertError *err) {
     const char *out = e->f->o.output_dir;
     long *steps;
     int count, rc = out ? checkpoint_list_named(out, CHECKPOINT_PREFIX, &steps, &count, err) : 0;
     if (!out || rc != 0) return rc;
-    for (int i = 0; rc == 0 && i < count; i++) {
-        char dir[4096 + 64];
-        snprintf(dir, sizeof dir, "%s/" CHECKPOINT_PREFIX "%ld", out, steps[i]);
-        rc = fs_remove_tree(dir, err);
-    }
+    for (int i = 0; rc == 0 && i < count; i++) rc = checkpoint_remove_named(out, CHECKPOINT_PREFIX, steps[i], err);
     if (rc == 0 && count) logger_print(e->d->log, "%s: %d checkpoints of an earlier run deleted", out, count);
     free(steps);
     return rc;
 }
 
+/* resume_from_checkpoint: the folder named, or "" the newest complete one in output_dir (none:
+ * a fresh start, said). The output_dir's checkpoints up to it count as this run's. */
 static int resume(Epochs *e, BertError *err) {
     const FinetuneOptions *o = &e->f->o;
     char dir[4096 + 64];
