@@ -262,6 +262,8 @@ static void test_resume_is_exact(void) {
     char expect[64];
     snprintf(expect, sizeof expect, "resumed at step %ld\n", stopped_at);
     CHECKF(strstr(out, expect), "%s", out);
+    snprintf(expect, sizeof expect, " step 120 (%ld this run), ", 120 - stopped_at);   /* not "120 steps" */
+    CHECKF(strstr(out, expect), "%s", out);
     free(out);
     CHECKF(same("stopped/model.safetensors", "straight/model.safetensors"),
            "stopped at step %ld and resumed: the final model differs from the uninterrupted run's", stopped_at);

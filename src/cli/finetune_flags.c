@@ -103,7 +103,10 @@ int finetune_flags_tokenizer(const char *command, const FinetuneArgs *a, char *v
 
 void finetune_print_training(const char *prefix, const char *rows, const FinetuneTrainResult *t, bool fp16) {
     if (!t->steps) return;
-    printf("%s %ld steps, %ld %s in %.1f s (%.1f %s/s), final loss %.4f\n", prefix, t->steps, t->train_sequences, rows,
+    char steps[96];   /* a resumed run: its own steps apart from the step it reached */
+    if (t->resumed_step) snprintf(steps, sizeof steps, "step %ld (%ld this run)", t->steps, t->steps - t->resumed_step);
+    else snprintf(steps, sizeof steps, "%ld steps", t->steps);
+    printf("%s %s, %ld %s in %.1f s (%.1f %s/s), final loss %.4f\n", prefix, steps, t->train_sequences, rows,
            t->train_seconds, t->train_sequences / t->train_seconds, rows, t->final_loss);
     if (fp16)
         printf("%s fp16: %ld steps skipped for overflow, loss scale %g at the end\n", prefix, t->skipped_steps,
