@@ -146,7 +146,34 @@ static void test_temporaries(void) {
     waitpid(pid, &status, 0);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     CHECK(count_dir(dir, ".bert-tmp.") == 0 && count_dir(dir, "x_training_0.hdf5") == 1);
-    unlink(out), rmdir(dir);
+    unlink(out);
+    /* as many live temporaries as a `bert shard` of 400 + 200 shards, every other one
+     * published: SIGTERM removes all that are left (a list of 256 dropped the rest, and
+     * SIGTERM left them) and none of the outputs */
+    pid = fork();
+    if (pid == 0) {
+        signals_start();
+        static char tmp[600][4096 + 320];
+        for (int i = 0; i < 600; i++) {
+            atomic_tmp_name(out, tmp[i], sizeof tmp[i]);
+            FILE *f = fopen(tmp[i], "w");
+            if (!f || fclose(f) != 0) _exit(3);
+        }
+        for (int i = 0; i < 600; i += 2) {
+            char published[300];
+            snprintf(published, sizeof published, "%s/out_%03d", dir, i);
+            if (atomic_publish(tmp[i], published, &err) != 0) _exit(4);
+        }
+        kill(getpid(), SIGTERM);
+        sleep(10);
+        _exit(5);
+    }
+    waitpid(pid, &status, 0);
+    CHECKF(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM, "status %d", status);
+    const int left = count_dir(dir, ".bert-tmp."), published = count_dir(dir, "out_");
+    CHECKF(left == 0 && published == 300, "after SIGTERM: %d of 300 temporaries left, %d of 300 outputs", left,
+           published);
+    remove_tree(dir);
 }
 
 static int atomic_write_text(const char *path, const char *text, BertError *err) {

@@ -107,31 +107,64 @@ int reset_peak_rss(void) {
  * remove them before the process ends (signals_start); those of processes that
  * died anyway (SIGKILL) are removed the next time a file is written in that folder. */
 
-enum { MAX_LIVE_TEMPORARIES = 256, TMP_NAME_MAX = 4096 + 320, MAX_SCANNED_DIRS = 64 };
-static char live_names[MAX_LIVE_TEMPORARIES][TMP_NAME_MAX];
-static volatile sig_atomic_t live_used[MAX_LIVE_TEMPORARIES];
+enum { TMP_NAME_MAX = 4096 + 320, MAX_SCANNED_DIRS = 64 };
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 static char scanned_dirs[MAX_SCANNED_DIRS][4096];
 static int scanned_count;
 
+/* The live temporaries: a set of names that grows as needed (open addressing, linear
+ * probing), so none is ever dropped. A fixed list of 256 dropped the rest, which SIGTERM then
+ * left behind: `bert shard` into 400 training and 200 test shards holds 600. Guarded by
+ * live_lock, which the signal thread also takes (die_of_signal) and keeps while the process
+ * ends, so no name is added or freed while it removes them. */
+static char **live_slots;       /* NULL: an empty slot */
+static size_t live_capacity;    /* a power of two, or 0 */
+static size_t live_count;
+
+static size_t name_hash(const char *s) {   /* FNV-1a */
+    size_t h = 14695981039346656037ull & SIZE_MAX;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * (size_t)1099511628211ull;
+    return h;
+}
+
+/* The slot holding name, or the empty slot where it would go. */
+static size_t live_slot_of(const char *name) {
+    const size_t mask = live_capacity - 1;
+    size_t i = name_hash(name) & mask;
+    while (live_slots[i] && strcmp(live_slots[i], name) != 0) i = (i + 1) & mask;
+    return i;
+}
+
 static void forget_temporary(const char *tmp_path) {
     pthread_mutex_lock(&live_lock);
-    for (int i = 0; i < MAX_LIVE_TEMPORARIES; i++)
-        if (live_used[i] && strcmp(live_names[i], tmp_path) == 0) {
-            live_used[i] = 0;
-            break;
+    size_t i = live_capacity ? live_slot_of(tmp_path) : 0;
+    if (live_capacity && live_slots[i]) {
+        free(live_slots[i]);
+        live_slots[i] = NULL;
+        live_count--;
+        /* backward-shift deletion: every name after the hole stays reachable from its home */
+        const size_t mask = live_capacity - 1;
+        for (size_t j = (i + 1) & mask; live_slots[j]; j = (j + 1) & mask) {
+            const size_t home = name_hash(live_slots[j]) & mask;
+            if (((j - home) & mask) >= ((j - i) & mask)) live_slots[i] = live_slots[j], live_slots[j] = NULL, i = j;
         }
+    }
     pthread_mutex_unlock(&live_lock);
 }
 
 static void remember_temporary(const char *tmp_path) {
     pthread_mutex_lock(&live_lock);
-    for (int i = 0; i < MAX_LIVE_TEMPORARIES; i++)
-        if (!live_used[i]) {
-            snprintf(live_names[i], TMP_NAME_MAX, "%s", tmp_path);
-            live_used[i] = 1;
-            break;
-        }
+    if ((live_count + 1) * 4 > live_capacity * 3) {   /* at most three quarters full */
+        char **old = live_slots;
+        const size_t old_capacity = live_capacity;
+        live_capacity = old_capacity ? 2 * old_capacity : 64;
+        live_slots = xcalloc(live_capacity, sizeof *live_slots);
+        for (size_t k = 0; k < old_capacity; k++)
+            if (old[k]) live_slots[live_slot_of(old[k])] = old[k];
+        free(old);
+    }
+    const size_t i = live_slot_of(tmp_path);
+    if (!live_slots[i]) live_slots[i] = xstrdup(tmp_path), live_count++;
     pthread_mutex_unlock(&live_lock);
 }
 
@@ -149,9 +182,12 @@ static int signals_started;          /* in this process (a forked child starts a
 static pthread_mutex_t signals_lock = PTHREAD_MUTEX_INITIALIZER;
 static int (*stop_handler)(int sig); /* read and written with __atomic builtins */
 
+/* Removes the live temporaries and keeps their lock: the process is about to end, and no
+ * other thread may add one (and create it after this) or free a name being read. */
 static void remove_live_temporaries(void) {
-    for (int i = 0; i < MAX_LIVE_TEMPORARIES; i++)
-        if (live_used[i]) unlink(live_names[i]);
+    pthread_mutex_lock(&live_lock);
+    for (size_t i = 0; i < live_capacity; i++)
+        if (live_slots[i]) unlink(live_slots[i]);
 }
 
 /* The signal's default action (the process ends by it), its temporaries removed first. */
