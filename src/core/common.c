@@ -319,6 +319,17 @@ int atomic_publish(const char *tmp_path, const char *path, BertError *err) {
     return 0;
 }
 
+int fsync_path(const char *path, int flags, BertError *err) {
+    int fd = open(path, flags | O_CLOEXEC);
+    if (fd < 0) return bert_fail(err, "cannot open %s to sync it: %s", path, strerror(errno));
+    int rc = fsync(fd);
+    int e = errno;
+    close(fd);
+    /* some file systems cannot sync a folder (EINVAL): nothing more can be done there */
+    if (rc != 0 && e != EINVAL) return bert_fail(err, "cannot sync %s: %s", path, strerror(e));
+    return 0;
+}
+
 int resolve_output(const char *path, char *resolved, size_t n, BertError *err) {
     struct stat st;
     if (strlen(path) >= n) return bert_fail(err, "output path too long: %s", path);

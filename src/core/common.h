@@ -95,6 +95,10 @@ void atomic_abort(AtomicFile *af);                                  /* close and
 void atomic_tmp_name(const char *path, char *out, size_t outlen);
 int atomic_publish(const char *tmp_path, const char *path, BertError *err);
 void atomic_tmp_discard(const char *tmp_path);   /* unlink a temporary that will not be published */
+/* Opens path (open(2)'s flags: O_RDONLY, or O_RDONLY | O_DIRECTORY for a folder) and fsyncs it:
+ * a file written by a library that never syncs (libhdf5) before atomic_publish, a folder after
+ * its entries changed. A file system that cannot sync a folder (EINVAL) is not an error. */
+int fsync_path(const char *path, int flags, BertError *err);
 /* Temporaries are "<dir>/.bert-tmp.<pid>.<n>" (hidden, without the output's name: no reader
  * that picks files by name takes one). After signals_start, SIGTERM, SIGINT and SIGHUP remove
  * the live ones before the process ends; a later write in the same folder removes those of

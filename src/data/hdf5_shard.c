@@ -2,6 +2,7 @@
 #include "data/hdf5_shard.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <hdf5.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -309,6 +310,13 @@ int hdf5_shard_finish(Hdf5ShardWriter *w, BertError *err) {
     w->file = -1;
     if (bad) {
         bert_fail(err, "cannot finish writing %s (disk full?)", w->tmp_path);
+        hdf5_shard_abort(w);
+        return -1;
+    }
+    /* libhdf5 never fsyncs: the file is synced here, as every other output is, before the
+     * rename makes it the shard (else a crash could publish a shard whose data never reached
+     * the disk) */
+    if (fsync_path(w->tmp_path, O_RDONLY, err) != 0) {
         hdf5_shard_abort(w);
         return -1;
     }

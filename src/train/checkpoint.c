@@ -34,17 +34,6 @@ static long checkpoint_step_of(const char *prefix, const char *name) {
     return step;
 }
 
-static int fsync_path(const char *path, int flags, BertError *err) {
-    int fd = open(path, flags | O_CLOEXEC);
-    if (fd < 0) return bert_fail(err, "cannot open %s to sync it: %s", path, strerror(errno));
-    int rc = fsync(fd);
-    int e = errno;
-    close(fd);
-    /* some file systems cannot sync a folder (EINVAL): nothing more can be done there */
-    if (rc != 0 && e != EINVAL) return bert_fail(err, "cannot sync %s: %s", path, strerror(e));
-    return 0;
-}
-
 static int remove_entry(const char *path, const struct stat *st, int type, struct FTW *ftw) {
     (void)st, (void)ftw;
     TEST_HOOK_BEFORE_DELETE(path);

@@ -108,7 +108,8 @@ static void json_first_line(Logger *l, const char *line) {
         return;
     }
     errno = 0;
-    if (fputs(line, l->json) < 0 || fflush(l->json) != 0) {
+    /* a new log is synced before it is renamed over the old one, as every output is */
+    if (fputs(line, l->json) < 0 || fflush(l->json) != 0 || (replace && fsync(fileno(l->json)) != 0 && errno != EINVAL)) {
         const int e = errno ? errno : EIO;
         if (replace) atomic_tmp_discard(tmp);   /* the old log stays as it was */
         json_failed(l, strerror(e));
