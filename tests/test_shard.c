@@ -2,7 +2,9 @@
  * fixtures from tools/make_corpus_fixtures.py), determinism of the seeded order, and bad
  * input: too few documents, missing input, unwritable output, blank and invalid lines. */
 #include <dirent.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "data/corpus.h"
@@ -275,7 +277,43 @@ static void test_no_test_shards(void) {
     free(dir);
 }
 
+/* More shards than the process may open files: each shard is closed once written and all are
+ * published at the end. Every output was held open until the end, so past the limit of open
+ * files (1024 by default; prepare may ask for 2^20 shards) the run failed with "Too many open
+ * files" after all of pass 2. Here 200 + 40 shards under a limit of 64, in a child process. */
+static void test_more_shards_than_open_files(void) {
+    char *dir = make_tmpdir();
+    ShardOptions opt = shard_default_options();
+    opt.input_files = FIXTURE_INPUTS;
+    opt.n_input_files = 2;
+    opt.output_dir = dir;
+    opt.n_training_shards = 200;
+    opt.n_test_shards = 40;
+    opt.n_threads = 2;
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct rlimit lim = {64, 64};
+        if (setrlimit(RLIMIT_NOFILE, &lim) != 0) _exit(2);
+        BertError err;
+        if (shard_corpus(&opt, NULL, &err) != 0) {
+            fprintf(stderr, "    shard under 64 open files: %s\n", err.msg);
+            _exit(1);
+        }
+        _exit(0);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %d", status);
+    CHECKF(count_files(dir) == 240, "%d of 240 shards", count_files(dir));
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) CHECKF(strncmp(e->d_name, ".bert-tmp.", 10), "left %s", e->d_name);
+    if (d) closedir(d);
+    remove_tree(dir);
+    free(dir);
+}
+
 int main(void) {
+    RUN_TEST(test_more_shards_than_open_files);   /* forks: before this process runs OpenMP threads (libgomp) */
     RUN_TEST(test_nvidia_parity);
     RUN_TEST(test_seeded_order);
     RUN_TEST(test_bad_input);

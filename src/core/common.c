@@ -375,7 +375,7 @@ int atomic_open(AtomicFile *af, const char *path, BertError *err) {
     return 0;
 }
 
-int atomic_commit(AtomicFile *af, BertError *err) {
+int atomic_close(AtomicFile *af, BertError *err) {
     int bad = ferror(af->fp);
     if (fflush(af->fp) != 0) bad = 1;
     if (!bad && fsync(fileno(af->fp)) != 0 && errno != EINVAL) bad = 1;
@@ -386,6 +386,11 @@ int atomic_commit(AtomicFile *af, BertError *err) {
         if (!af->direct) atomic_tmp_discard(af->tmp_path);
         return bert_fail(err, "error writing %s: %s", af->path, strerror(e));
     }
+    return 0;
+}
+
+int atomic_commit(AtomicFile *af, BertError *err) {
+    if (atomic_close(af, err) != 0) return -1;
     return af->direct ? 0 : atomic_publish(af->tmp_path, af->path, err);
 }
 

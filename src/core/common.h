@@ -89,6 +89,11 @@ int resolve_output(const char *path, char *resolved, size_t n, BertError *err);
 int sync_folder(const char *dir, BertError *err);
 int atomic_open(AtomicFile *af, const char *path, BertError *err);  /* af->fp is ready */
 int atomic_commit(AtomicFile *af, BertError *err);                  /* flush, fsync, rename */
+/* Flush, fsync and close, keeping the temporary (af->tmp_path) for a later
+ * atomic_publish(af->tmp_path, af->path) (nothing to publish when af->direct): for a writer of
+ * many files that publishes them together and cannot hold them all open. On an error the
+ * temporary is removed. */
+int atomic_close(AtomicFile *af, BertError *err);
 void atomic_abort(AtomicFile *af);                                  /* close and unlink tmp */
 /* For writers that open files by name themselves (libhdf5): the temporary name to write,
  * and the rename that publishes it. */

@@ -452,6 +452,14 @@ static int write_shard(const Shard *s, const DocTable *docs, const int *fds,
     return rc;
 }
 
+/* A shard written, synced and closed, waiting to be published: its temporary and its output.
+ * Only the names are kept, not the file, so a million shards need no million open files
+ * (holding every shard open until the end failed past the usual limit of 1024 descriptors,
+ * after the whole of pass 2 had run). */
+typedef struct {
+    char *tmp_path, *path;   /* NULL: nothing to publish (not written, or a device written through) */
+} WrittenShard;
+
 static int write_all_shards(const ShardOptions *opt, const Shard *train, const Shard *test,
                             const DocTable *docs, const SentenceSplitter *sp, ShardStats *st,
                             BertError *err) {
@@ -461,8 +469,7 @@ static int write_all_shards(const ShardOptions *opt, const Shard *train, const S
         free(fds);
         return -1;
     }
-    AtomicFile *files = xcalloc((size_t)n_all, sizeof *files);
-    bool *opened = xcalloc((size_t)n_all, sizeof *opened);
+    WrittenShard *written = xcalloc((size_t)n_all, sizeof *written);
     int failed = 0, shards_done = 0;
     long long bytes = 0;
     BertError first_err = {{0}};
@@ -478,11 +485,14 @@ static int write_all_shards(const ShardOptions *opt, const Shard *train, const S
 #pragma omp atomic read
         stop = failed;
         if (stop) continue;
-        rc = atomic_open(&files[i], path, &e);
+        AtomicFile af;
+        rc = atomic_open(&af, path, &e);
         if (rc == 0) {
-            opened[i] = true;
-            setvbuf(files[i].fp, NULL, _IOFBF, 1 << 20);
-            rc = write_shard(is_test ? &test[idx] : &train[idx], docs, fds, sp, &files[i], &bytes, &e);
+            setvbuf(af.fp, NULL, _IOFBF, 1 << 20);
+            rc = write_shard(is_test ? &test[idx] : &train[idx], docs, fds, sp, &af, &bytes, &e);
+            if (rc != 0) atomic_abort(&af);
+            else rc = atomic_close(&af, &e);   /* on an error it removed the temporary */
+            if (rc == 0 && !af.direct) written[i] = (WrittenShard){xstrdup(af.tmp_path), xstrdup(af.path)};
         }
         if (rc == 0 && opt->progress) {
             int done;
@@ -504,16 +514,17 @@ static int write_all_shards(const ShardOptions *opt, const Shard *train, const S
             }
         }
     }
-    for (int i = 0; i < n_all && !failed; i++) { /* publish only when every shard is whole */
-        opened[i] = false; /* committed or, on failure, already cleaned up by atomic_commit */
-        if (atomic_commit(&files[i], &first_err) != 0) failed = 1;
+    for (int i = 0; i < n_all; i++) { /* published only when every shard is whole */
+        if (written[i].tmp_path) {
+            if (failed) atomic_tmp_discard(written[i].tmp_path);
+            else if (atomic_publish(written[i].tmp_path, written[i].path, &first_err) != 0) failed = 1;   /* it removed the temporary */
+        }
+        free(written[i].tmp_path);
+        free(written[i].path);
     }
-    for (int i = 0; i < n_all; i++)
-        if (opened[i]) atomic_abort(&files[i]);
     for (int f = 0; f < opt->n_input_files; f++) close(fds[f]);
     free(fds);
-    free(files);
-    free(opened);
+    free(written);
     st->output_bytes = bytes;
     if (failed) return bert_fail(err, "%s", first_err.msg);
     return 0;
