@@ -456,6 +456,53 @@ static void test_prepare_text_as_a_user(void) {
     CHECK(shell(cmd) == 0);
 }
 
+/* bert prepare's casing is its vocabulary's, as pretrain infers and records it (its
+ * tokenizer_config.json): a cased vocabulary writes cased ids under hdf5_lower_case_0_...,
+ * said on stderr; --do_lower_case still wins. It lower-cased by default: a cased model was
+ * pre-trained on lower-cased text, then fine-tuned cased. */
+static void test_casing_from_the_vocabulary(void) {
+    char tmp[] = "/tmp/bert-prepare-casing-XXXXXX", cmd[8192], path[512];
+    if (!mkdtemp(tmp)) { CHECK(0); return; }
+    char *cwd = getcwd(NULL, 0);
+    snprintf(cmd, sizeof cmd, "cp tests/data/pretraining/docs_b1.txt %s/my_book.txt", tmp);
+    CHECK(shell(cmd) == 0);
+    const char *hdf5 = "hdf5_lower_case_%d_seq_len_128_max_pred_20_masked_lm_prob_0.15_random_seed_12345_dupe_factor_1/"
+                       "my_book/my_book_training_0.hdf5";
+    for (int lower = 0; lower < 2; lower++) {
+        snprintf(cmd, sizeof cmd, "cd %s && %s prepare --text my_book.txt --phase2_max_seq_length 0 --dupe_factor 1 "
+                                  "--vocab_file %s/data/vocab/bert-base-cased-vocab.txt --output_dir p%d %s > out 2> err",
+                 tmp, bert, cwd, lower, lower ? "--do_lower_case" : "");
+        CHECK(shell(cmd) == 0);
+        snprintf(path, sizeof path, "%s/err", tmp);
+        char *err = read_text(path);
+        CHECKF(lower ? strstr(err, "warning: --do_lower_case true, but the vocabulary") != NULL
+                     : strstr(err, "prepare: note: keeping the case, as the vocabulary") != NULL, "%s", err);
+        free(err);
+        char shard[1024];
+        snprintf(path, sizeof path, "%s/p%d/", tmp, lower);
+        snprintf(shard, sizeof shard, "%s", path);
+        snprintf(shard + strlen(shard), sizeof shard - strlen(shard), hdf5, lower);
+        PretrainingShard s;
+        BertError e;
+        CHECKF(hdf5_shard_load(shard, &s, &e) == 0, "%s", e.msg);
+        /* the masked tokens (as they were in the text, not the random ones put in their place)
+         * hold capitals, or none */
+        Vocab *vocab;
+        CHECK(vocab_load(&vocab, "data/vocab/bert-base-cased-vocab.txt", &e) == 0);
+        long capitals = 0;
+        for (size_t i = 0; i < s.n * (size_t)s.max_predictions_per_seq; i++) {
+            const char *t = vocab_token(vocab, s.masked_lm_ids[i]);
+            for (; t && *t != '[' && *t; t++) capitals += *t >= 'A' && *t <= 'Z';
+        }
+        CHECKF(lower ? capitals == 0 : capitals > 0, "%ld upper-case letters in the masked tokens", capitals);
+        vocab_free(vocab);
+        pretraining_shard_free(&s);
+    }
+    free(cwd);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
+    CHECK(shell(cmd) == 0);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     if (test_bert_binary(argv[0], bert, sizeof bert) != 0) return 1;
@@ -469,5 +516,6 @@ int main(int argc, char **argv) {
     RUN_TEST(test_shard_counts_from_the_data);
     RUN_TEST(test_dataset_named_after_the_inputs);
     RUN_TEST(test_prepare_text_as_a_user);
+    RUN_TEST(test_casing_from_the_vocabulary);
     return test_summary();
 }

@@ -13,6 +13,7 @@
 #include "test_util.h"
 
 #define VOCAB "data/vocab/bert-base-uncased-vocab.txt"
+#define CASED_VOCAB "data/vocab/bert-base-cased-vocab.txt"
 
 static char bert[1024], dir[64];
 
@@ -244,6 +245,33 @@ static bool err_has_quiet(const char *text) {
     return has;
 }
 
+/* Without --do_lower_case, the casing is the vocabulary's, as every command that reads a model
+ * infers it (and pretrain records it): a cased vocabulary keeps the case, said on stderr; the
+ * flag still wins. Both lower-cased by default before, so a cased model's data was prepared
+ * lower-cased. create_pretraining_data the same (Google's script always defaults to true). */
+static void test_casing_from_the_vocabulary(void) {
+    char *out;
+    CHECK(run_on("Hello World\n", "tokenize --vocab_file " CASED_VOCAB, &out) == 0);
+    CHECKF(out && !strcmp(out, "Hello World\n"), "got '%s'", out);
+    free(out);
+    char *err = slurp("err");
+    CHECKF(err && strstr(err, "keeping the case, as the vocabulary " CASED_VOCAB " has upper-case tokens"), "%s", err);
+    free(err);
+    CHECK(run_on("Hello World\n", "tokenize --vocab_file " CASED_VOCAB " --do_lower_case", &out) == 0);
+    CHECKF(out && !strcmp(out, "hello world\n"), "got '%s'", out);
+    free(out);
+    CHECK(run_on("Hello World\n", "tokenize --vocab_file " VOCAB, &out) == 0);
+    CHECKF(out && !strcmp(out, "hello world\n"), "got '%s'", out);
+    free(out);
+    write_file("doc.txt", "Hello World.\nAnother Sentence.\n\nA Second Document.\nWith Two.\n", 63);
+    CHECK(run("create_pretraining_data --input_file doc.txt --output_file c.hdf5 --dupe_factor 1 --vocab_file "
+              CASED_VOCAB) == 0);
+    CHECK(err_has("keeping the case"));
+    CHECK(run("create_pretraining_data --input_file doc.txt --output_file c.hdf5 --dupe_factor 1 --do_lower_case=false "
+              "--quiet --vocab_file " VOCAB) == 0);
+    CHECK(err_has("warning: --do_lower_case false, but the vocabulary " VOCAB " has no upper-case tokens"));
+}
+
 /* Issue 14, defect 11: failures that were silent, empty, buried or hung now say one clear
  * line each. */
 static void test_messages(void) {
@@ -267,6 +295,7 @@ static void test_messages(void) {
                               "mkfifo books/b.txt && timeout 60 %s format books books -o all.txt > out 2> err", bert);
     CHECK(shell(cmd) == 1 && err_has("not a regular file"));
     /* a full disk under create_pretraining_data: one line, not HDF5's 23-line error stack
+     * (--do_lower_case given: no note of the casing chosen)
      * (the file-size limit stands in for the full disk: writes fail with EFBIG) */
     char *text = malloc(1 << 20);
     size_t n = 0;
@@ -275,7 +304,7 @@ static void test_messages(void) {
     write_file("big.txt", text, n);
     free(text);
     snprintf(cmd, sizeof cmd, "(trap '' XFSZ; ulimit -f 64; %s create_pretraining_data --input_file big.txt "
-                              "--output_file full.hdf5 --vocab_file " VOCAB " --dupe_factor 2 > out 2> err)", bert);
+                              "--output_file full.hdf5 --vocab_file " VOCAB " --do_lower_case --dupe_factor 2 > out 2> err)", bert);
     CHECK(shell(cmd) == 1 && err_has("cannot write"));
     char *err = slurp("err");
     CHECKF(err && !strstr(err, "HDF5-DIAG") && strchr(err, '\n') == strrchr(err, '\n'), "stderr: %s", err);
@@ -419,6 +448,7 @@ int main(int argc, char **argv) {
     if (system(link) != 0) return 1;
     RUN_TEST(test_output_formats);
     RUN_TEST(test_long_lines_and_threads);
+    RUN_TEST(test_casing_from_the_vocabulary);
     RUN_TEST(test_bad_flags_and_files);
     RUN_TEST(test_vocab_command);
     RUN_TEST(test_hostile_flags_and_inputs);

@@ -52,11 +52,12 @@ int cmd_create_pretraining_data(int argc, char **argv) {
     long long seed = opt.random_seed;
     int max_chars = 200;
     bool quiet = false;
+    int lower = FLAG_UNSET;
     const Flag flags[] = {
         {"input_file", FLAG_STRING, &input_file, "input text, one sentence per line, blank line between documents (comma-separated, globs)"},
         {"output_file", FLAG_STRING, &output_file, "output HDF5 shard (comma-separated: instances dealt round-robin)"},
         {"vocab_file", FLAG_STRING, &vocab_file, "WordPiece vocabulary (vocab.txt)"},
-        {"do_lower_case", FLAG_BOOL, &opt.do_lower_case, "lower-case and strip accents (uncased models); default true"},
+        {"do_lower_case", FLAG_TRIBOOL, &lower, "lower-case and strip accents (uncased models); default from the vocabulary: true when no token holds an upper-case letter (Google's script: always true), as pretrain records it"},
         {"do_whole_word_mask", FLAG_BOOL, &opt.do_whole_word_mask, "mask all WordPieces of a word together; default false"},
         {"max_seq_length", FLAG_INT, &opt.max_seq_length, "tokens per instance; default 128"},
         {"max_predictions_per_seq", FLAG_INT, &opt.max_predictions_per_seq, "masked positions per instance; default 20"},
@@ -91,6 +92,7 @@ int cmd_create_pretraining_data(int argc, char **argv) {
         fprintf(stderr, "bert create_pretraining_data: %s\n", err.msg);
         return 2;
     }
+    if (flags_vocab_casing("create_pretraining_data", vocab_file, lower, quiet, &opt.do_lower_case) != 0) return 1;
     Vocab *vocab;
     if (vocab_load(&vocab, vocab_file, &err) != 0) {
         fprintf(stderr, "bert create_pretraining_data: %s\n", err.msg);

@@ -37,6 +37,7 @@ int cmd_prepare(int argc, char **argv) {
     char *wiki = NULL, *books = NULL, *formatted = NULL, *text = NULL;
     const char *steps = "format,shard,hdf5", *text_documents = "blank_line";
     long long seed = o.base.random_seed;
+    int lower = FLAG_UNSET;
     const Flag flags[] = {
         {"text", FLAG_STRING, &text, "plain-text files, comma-separated or listed after the flags: a blank line ends a document, a line break inside one is a space (hard-wrapped paragraphs joined); Project Gutenberg licence text left out"},
         {"text_documents", FLAG_STRING, &text_documents, "what a --text document is: blank_line (default: a blank line ends one) or file (each file one document, its paragraphs joined, as --books)"},
@@ -52,7 +53,7 @@ int cmd_prepare(int argc, char **argv) {
         {"fraction_test_set", FLAG_DOUBLE, &o.fraction_test_set, "share of sentences for the test shards; default 0.1"},
         {"max_shard_mb", FLAG_DOUBLE, &o.max_shard_mb, "more training shards if one would be bigger (bounds memory); default 256, 0 = off"},
         {"strip_gutenberg", FLAG_BOOL, &o.strip_gutenberg, "drop Project Gutenberg licence header/footer from books; default true"},
-        {"do_lower_case", FLAG_BOOL, &o.base.do_lower_case, "uncased; default true"},
+        {"do_lower_case", FLAG_TRIBOOL, &lower, "lower-case and strip accents (uncased models); default from the vocabulary: true when no token holds an upper-case letter (an uncased vocabulary), as pretrain records it"},
         {"do_whole_word_mask", FLAG_BOOL, &o.base.do_whole_word_mask, "default false"},
         {"random_seed", FLAG_INT64, &seed, "default 12345 (every shard uses it, as NVIDIA's recipe)"},
         {"dupe_factor", FLAG_INT, &o.base.dupe_factor, "default 5 (bertPrep.py)"},
@@ -103,6 +104,7 @@ int cmd_prepare(int argc, char **argv) {
         return 2;
     }
     for (int k = 0; k < n_files; k++) o.text[o.n_text++] = files[k];
+    if (o.do_hdf5 && flags_vocab_casing("prepare", o.vocab_file, lower, o.quiet, &o.base.do_lower_case) != 0) return 1;
     if (o.n_wikipedia + o.n_books + o.n_formatted + o.n_text == 0) {
         static char books_dir[4096];
         bundled_data_path("corpus/books", books_dir, sizeof books_dir);

@@ -29,11 +29,12 @@ static int split_commas(const char *list, char **storage, const char ***out) {
 
 int cmd_tokenize(int argc, char **argv) {
     const char *vocab_file = NULL, *never_split = NULL;
-    bool lower = true, ids = false, offsets = false, basic = false, bench = false;
+    bool ids = false, offsets = false, basic = false, bench = false;
+    int lower_flag = FLAG_UNSET;
     int max_chars = 100, threads = omp_get_max_threads(), block_kib = 4096, repeat = 3;
     Flag flags[] = {
         {"vocab_file", FLAG_STRING, &vocab_file, "vocab.txt, one token per line (required unless --basic)"},
-        {"do_lower_case", FLAG_BOOL, &lower, "uncased model: lower-case and strip accents (default true)"},
+        {"do_lower_case", FLAG_TRIBOOL, &lower_flag, "uncased model: lower-case and strip accents (default from the vocabulary: true when no token holds an upper-case letter; true with --basic and no vocabulary)"},
         {"ids", FLAG_BOOL, &ids, "print vocabulary ids instead of tokens"},
         {"max_input_chars_per_word", FLAG_INT, &max_chars, "longer words become [UNK] (default 100, as NVIDIA/HF; Google uses 200)"},
         {"never_split", FLAG_STRING, &never_split, "comma-separated tokens kept whole, e.g. [MASK],[CLS],[SEP]"},
@@ -58,6 +59,8 @@ int cmd_tokenize(int argc, char **argv) {
                 FLAGS_MAX_THREADS, MAX_BLOCK_KIB);
         return 2;
     }
+    bool lower = lower_flag != 0;   /* --basic without a vocabulary: lower-casing unless told not to */
+    if (vocab_file && flags_vocab_casing("tokenize", vocab_file, lower_flag, false, &lower) != 0) return 1;
     Vocab *vocab = NULL;
     BertError err;
     if (vocab_file && vocab_load(&vocab, vocab_file, &err) != 0) {

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "io/tokenizer_files.h"
 #include "kernels/backend.h"
 #include "kernels/kernels.h"
 #include "train/checkpoint.h"
@@ -242,5 +243,16 @@ int flags_init_checkpoint(const char *command, const char **path, char *buf, siz
     }
     if (rc == 1) fprintf(stderr, "bert %s: --init_checkpoint %s: the newest checkpoint, %s\n", command, *path, buf);
     *path = buf;
+    return 0;
+}
+
+int flags_vocab_casing(const char *command, const char *vocab_file, int flag, bool quiet, bool *lower) {
+    int tokens, cased;
+    BertError err;
+    if (tokenizer_vocab_scan(vocab_file, &tokens, &cased, &err) != 0)
+        return fprintf(stderr, "bert %s: --vocab_file %s\n", command, err.msg), 1;
+    char note[1024];
+    *lower = tokenizer_casing(flag, "--do_lower_case", NULL, vocab_file, cased, note, sizeof note);
+    if (note[0] && (!quiet || !strncmp(note, "warning:", 8))) fprintf(stderr, "bert %s: %s\n", command, note);
     return 0;
 }

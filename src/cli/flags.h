@@ -66,5 +66,12 @@ int flags_int8(const char *command);
  * ("bert glue: --init_checkpoint RUN: the newest checkpoint, RUN/ckpt_300"), and *path then
  * points into `buf`. 0, or 1 with the message on stderr. Called before anything reads *path. */
 int flags_init_checkpoint(const char *command, const char **path, char *buf, size_t size);
+/* The casing of a command that tokenizes with a vocabulary and no model folder (prepare,
+ * create_pretraining_data, tokenize): --do_lower_case when given (flag 1 or 0, a FLAG_TRIBOOL),
+ * else the vocabulary's (io/tokenizer_files.h's tokenizer_casing: lower-casing when no token
+ * holds an upper-case letter), as every command that reads a model infers it, so data is
+ * prepared with the casing pretrain records for the model. The choice is said on stderr unless
+ * quiet (a warning always). 0, or 1 with the message on stderr. */
+int flags_vocab_casing(const char *command, const char *vocab_file, int flag, bool quiet, bool *lower);
 
 #endif

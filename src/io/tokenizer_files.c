@@ -70,6 +70,11 @@ bool tokenizer_casing(int flag, const char *flag_name, const TokenizerFolder *fo
     }
     if (says >= 0) return says;
     const bool lower = vocab_cased == 0;
+    if (!folder) {   /* a command that tokenizes with a vocabulary alone (prepare, tokenize) */
+        snprintf(note, note_size, "note: %s, as the vocabulary %s %s upper-case tokens (%s true|false to choose)",
+                 lower ? "lower-casing" : "keeping the case", vocab_file, lower ? "has no" : "has", flag_name);
+        return lower;
+    }
     snprintf(note, note_size, "note: %s has no tokenizer_config.json saying do_lower_case: %s, as the vocabulary %s %s "
                               "upper-case tokens (%s true|false to choose)",
              folder ? folder->dir : "the model", lower ? "lower-casing" : "keeping the case", vocab_file,

@@ -33,7 +33,8 @@ int tokenizer_vocab_scan(const char *vocab_file, int *tokens, int *cased, BertEr
  * tokenizer_vocab_scan: lower-casing when it holds no upper-case token). `note` gets one line
  * for the user, "" when there is nothing to say: "warning: ..." for the flag contradicting the
  * folder or the vocabulary (the flag wins), "note: ..." for the casing taken from the
- * vocabulary for want of a tokenizer_config.json. `flag_name` names the flag in it ("--do_lower_case"). */
+ * vocabulary for want of a tokenizer_config.json (folder NULL: for want of the flag, a command without a model
+ * folder). `flag_name` names the flag in it ("--do_lower_case"). */
 bool tokenizer_casing(int flag, const char *flag_name, const TokenizerFolder *folder, const char *vocab_file,
                       int vocab_cased, char *note, size_t note_size);
 
