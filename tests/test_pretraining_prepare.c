@@ -188,6 +188,18 @@ static void test_bad_requests_are_clear_errors(void) {
     CHECK(prepare_run(&o, &st, &err) == -1);
     CHECKF(strstr(err.msg, "no-such-books-folder") != NULL, "%s", err.msg);
     remove_tree(WORK);
+    /* a vocabulary without [UNK] refused before anything runs: it failed at the hdf5 step,
+     * after formatting and sharding */
+    make_books();
+    PrepareOptions bad = small_options();
+    write_text("build/test_prepare_no_unk.txt", "[PAD]\n[CLS]\n[SEP]\nthe\n");
+    bad.vocab_file = "build/test_prepare_no_unk.txt";
+    CHECK(prepare_run(&bad, &st, &err) == -1);
+    CHECKF(strstr(err.msg, "build/test_prepare_no_unk.txt has no [UNK] token") != NULL, "%s", err.msg);
+    struct stat sb;
+    CHECKF(stat(WORK, &sb) != 0, "%s was made before the vocabulary was refused", WORK);
+    unlink("build/test_prepare_no_unk.txt");
+    remove_tree(WORK);
 }
 
 static void test_python_float_str(void) {

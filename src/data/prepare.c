@@ -476,17 +476,14 @@ static int list_hdf5_jobs(const PrepareOptions *o, const char *shard_dir, const 
     return n;
 }
 
-static int run_hdf5(const PrepareOptions *o, const char *shard_dir, const char *dataset, int n_train,
-                    int n_test, PrepareStats *st, BertError *err) {
+static int run_hdf5(const PrepareOptions *o, const Tokenizer *tok, const char *shard_dir, const char *dataset,
+                    int n_train, int n_test, PrepareStats *st, BertError *err) {
     int rank = o->rank, world = o->world_size;
     if (world <= 0) launcher_rank(&rank, &world);
     if (rank < 0 || rank >= world) return bert_fail(err, "rank %d is outside [0, %d)", rank, world);
     Hdf5Job *jobs;
     int n_jobs = list_hdf5_jobs(o, shard_dir, dataset, n_train, n_test, rank, world, st, &jobs, err);
     if (n_jobs < 0) return -1;
-    Vocab *vocab;
-    Tokenizer *tok = make_tokenizer(o, &vocab, err);
-    if (!tok) { free(jobs); return -1; }
     double total = 0;
     for (int k = 0; k < n_jobs; k++) {
         struct stat sb;
@@ -551,8 +548,6 @@ static int run_hdf5(const PrepareOptions *o, const char *shard_dir, const char *
     free(job_bytes);
     free(job_documents);
     free(jobs);
-    tokenizer_free(tok);
-    vocab_free(vocab);
     return failed ? -1 : 0;
 }
 
@@ -583,6 +578,11 @@ static int check_prepare_options(const PrepareOptions *o, BertError *err) {
 int prepare_run(const PrepareOptions *o, PrepareStats *st, BertError *err) {
     memset(st, 0, sizeof *st);
     if (check_prepare_options(o, err) != 0) return -1;
+    /* the vocabulary first: a bad one (no [UNK]) failed only at the hdf5 step, after
+     * formatting and sharding had run */
+    Vocab *vocab = NULL;
+    Tokenizer *tok = NULL;
+    if (o->do_hdf5 && !(tok = make_tokenizer(o, &vocab, err))) return -1;
     char dataset[1024];
     prepare_dataset_name(o, dataset, sizeof dataset);
     FormatJob *fjobs = xcalloc(PREPARE_MAX_SOURCES * 3, sizeof *fjobs);
@@ -625,8 +625,10 @@ int prepare_run(const PrepareOptions *o, PrepareStats *st, BertError *err) {
     }
     st->n_training_shards = n_train, st->n_test_shards = n_test;
     double t2 = now_seconds();
-    if (rc == 0 && o->do_hdf5) rc = run_hdf5(o, shard_dir, dataset, n_train, n_test, st, err);
+    if (rc == 0 && o->do_hdf5) rc = run_hdf5(o, tok, shard_dir, dataset, n_train, n_test, st, err);
     st->seconds_format = t1 - t0, st->seconds_shard = t2 - t1, st->seconds_hdf5 = now_seconds() - t2;
     free(fjobs);
+    tokenizer_free(tok);
+    vocab_free(vocab);
     return rc;
 }
