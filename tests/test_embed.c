@@ -93,6 +93,13 @@ static void test_command_writes_npy(void) {
     /* a missing model is a clear error */
     snprintf(cmd, sizeof cmd, "%s embed --init_checkpoint /nonexistent < /dev/null 2>/dev/null", bert_bin);
     CHECK(system(cmd) != 0);
+    /* a folder for a file: named with its flag (was "error reading tests/data") */
+    const char *flag[2] = {"--vocab_file", "--config_file"};
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof cmd, "%s embed --init_checkpoint %s %s tests/data < /dev/null 2>&1 | "
+                                  "grep -qx 'bert embed: %s tests/data: a folder, not a file'", bert_bin, DIR, flag[k], flag[k]);
+        CHECKF(system(cmd) == 0, "%s", cmd);
+    }
 }
 
 /* `bert embed --int8`: each normalised vector within the int8 model's bound of the reference

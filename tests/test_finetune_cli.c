@@ -330,6 +330,13 @@ static void test_inputs_checked_first(void) {
     CHECKF(rc == 1 && strstr(err, "--train_file nowhere.json") && seconds < 1.0 && !there("sq"), "rc %d, %.2f s: %s", rc,
            seconds, err);
     free(err);
+    /* a folder for classify's training file: named with its flag (was "--do_train needs no_test is a folder, not
+     * a file") */
+    rc = run(&seconds, "classify --init_checkpoint ft --output_dir cl/out --do_train --train_file no_test --max_seq_length 32");
+    err = text_of("err.txt");
+    CHECKF(rc == 1 && strstr(err, "bert classify: --train_file no_test: a folder, not a file\n") && !there("cl"), "rc %d: %s",
+           rc, err);
+    free(err);
     /* a run that fails after it made its folder (a bad row in dev.tsv) removes what it made */
     put("no_test/dev.tsv", "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tmaybe\n");
     rc = run(NULL, "%s --data_dir no_test --init_checkpoint ft --output_dir later/out --do_eval", GLUE);

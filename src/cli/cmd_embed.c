@@ -72,6 +72,10 @@ int cmd_embed(int argc, char **argv) {
     if (flags_init_checkpoint("embed", &init, init_checkpoint, sizeof init_checkpoint) != 0) return 1;
     char weights[4096], config_found[4096];
     BertError err;
+    /* named by their flags: read later, a folder was only "error reading FOLDER" */
+    if ((config && check_input_file(config, "--config_file", &err) != 0) ||
+        (vocab_file && check_input_file(vocab_file, "--vocab_file", &err) != 0))
+        return fprintf(stderr, "bert embed: %s\n", err.msg), 1;
     if (bert_checkpoint_locate(init, config, weights, sizeof weights, config_found, sizeof config_found, &err) != 0)
         return fprintf(stderr, "bert embed: --init_checkpoint %s\n", err.msg), 1;
     /* the casing: the flag, else what the model folder says (io/tokenizer_files.h) */

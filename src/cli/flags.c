@@ -249,8 +249,8 @@ int flags_init_checkpoint(const char *command, const char **path, char *buf, siz
 int flags_vocab_casing(const char *command, const char *vocab_file, int flag, bool quiet, bool *lower) {
     int tokens, cased;
     BertError err;
-    if (tokenizer_vocab_scan(vocab_file, &tokens, &cased, &err) != 0)
-        return fprintf(stderr, "bert %s: --vocab_file %s\n", command, err.msg), 1;
+    if (check_input_file(vocab_file, "--vocab_file", &err) != 0 || tokenizer_vocab_scan(vocab_file, &tokens, &cased, &err) != 0)
+        return fprintf(stderr, "bert %s: %s\n", command, err.msg), 1;
     char note[1024];
     *lower = tokenizer_casing(flag, "--do_lower_case", NULL, vocab_file, cased, note, sizeof note);
     if (note[0] && (!quiet || !strncmp(note, "warning:", 8))) fprintf(stderr, "bert %s: %s\n", command, note);

@@ -494,6 +494,11 @@ int file_set_find(const FileSet *s, const char *path) {
 int read_file(const char *path, char **data, size_t *len, BertError *err) {
     FILE *f = fopen(path, "rb");
     if (!f) return bert_fail(err, "cannot open %s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {   /* fopen opens a folder; reading it fails */
+        fclose(f);
+        return bert_fail(err, "%s: a folder, not a file", path);
+    }
     size_t cap = 1 << 16, n = 0;
     char *buf = xmalloc(cap + 1);
     for (;;) {
@@ -502,9 +507,9 @@ int read_file(const char *path, char **data, size_t *len, BertError *err) {
         n += got;
         if (got == 0) break;
     }
-    int bad = ferror(f);
+    int bad = ferror(f), e = errno;
     fclose(f);
-    if (bad) { free(buf); return bert_fail(err, "error reading %s", path); }
+    if (bad) { free(buf); return bert_fail(err, "error reading %s: %s", path, strerror(e)); }
     buf[n] = 0;
     *data = buf;
     if (len) *len = n;
@@ -570,7 +575,7 @@ void remove_created_dirs(const char *path, const char *created) {
 int check_input_file(const char *path, const char *what, BertError *err) {
     struct stat sb;
     if (stat(path, &sb) != 0) return bert_fail(err, "%s %s: %s", what, path, strerror(errno));
-    if (S_ISDIR(sb.st_mode)) return bert_fail(err, "%s %s is a folder, not a file", what, path);
+    if (S_ISDIR(sb.st_mode)) return bert_fail(err, "%s %s: a folder, not a file", what, path);
     FILE *f = fopen(path, "rb");
     if (!f) return bert_fail(err, "%s %s: cannot read it: %s", what, path, strerror(errno));
     fclose(f);

@@ -347,7 +347,7 @@ static int check_options(const ClassifyOptions *o, FinetuneInputs *in, BertError
         if (!file[k]) return bert_fail(err, "%s needs %s", flag[k], name[k]);
         char what[64];
         ClsFormat format;
-        snprintf(what, sizeof what, "%s needs", flag[k]);
+        snprintf(what, sizeof what, "%s", name[k]);   /* "--train_file F: a folder, not a file" */
         if (check_input_file(file[k], what, err) != 0 || cls_format(file[k], o->format, &format, err) != 0) return -1;
     }
     return 0;
