@@ -126,6 +126,17 @@ static void test_failed_or_killed_writer(void) {
     mkdir(path, 0777);
     CHECK(save(100, 3, 0) == 0 && file_exists(path));
     fs_remove_tree(path, &err);
+    /* a dead process's: removed when this machine's, left when another machine's (a folder
+     * shared between machines: its process id says nothing here) */
+    const pid_t dead = fork();
+    if (dead == 0) _exit(0);
+    waitpid(dead, NULL, 0);
+    char here[4096], elsewhere[4096];
+    snprintf(here, sizeof here, "%s/.ckpt_95.tmp.%ld.%s", root, (long)dead, this_host());
+    snprintf(elsewhere, sizeof elsewhere, "%s/.ckpt_96.tmp.%ld.%s.elsewhere", root, (long)dead, this_host());
+    mkdir(here, 0777), mkdir(elsewhere, 0777);
+    CHECK(save(110, 3, 0) == 0 && !file_exists(here) && file_exists(elsewhere));
+    fs_remove_tree(elsewhere, &err);
 }
 
 /* Issue 35, D1/D2: a save deletes only checkpoints of its own history, never another run's

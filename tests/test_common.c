@@ -173,6 +173,28 @@ static void test_temporaries(void) {
     const int left = count_dir(dir, ".bert-tmp."), published = count_dir(dir, "out_");
     CHECKF(left == 0 && published == 300, "after SIGTERM: %d of 300 temporaries left, %d of 300 outputs", left,
            published);
+    /* a dead process's temporary goes, named with this machine or (named before names carried
+     * it) without a machine; another machine's stays: in a folder shared between machines its
+     * process id says nothing here, and the process may be writing it now */
+    pid = fork();
+    if (pid == 0) _exit(0);
+    waitpid(pid, &status, 0);   /* a process id that no longer runs */
+    char mine[512], unnamed[512], elsewhere[512];
+    snprintf(mine, sizeof mine, "%s/.bert-tmp.%ld.7.%s", dir, (long)pid, this_host());
+    snprintf(unnamed, sizeof unnamed, "%s/.bert-tmp.%ld.8", dir, (long)pid);
+    snprintf(elsewhere, sizeof elsewhere, "%s/.bert-tmp.%ld.9.%s.elsewhere", dir, (long)pid, this_host());
+    write_text(mine, "x"), write_text(unnamed, "x"), write_text(elsewhere, "x");
+    pid = fork();
+    if (pid == 0) _exit(atomic_open(&af, out, &err) == 0 && atomic_commit(&af, &err) == 0 ? 0 : 1);
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECKF(!file_exists(mine) && !file_exists(unnamed) && file_exists(elsewhere),
+           "a dead process's temporaries: this machine's %s, unnamed %s, another machine's %s",
+           file_exists(mine) ? "kept" : "removed", file_exists(unnamed) ? "kept" : "removed",
+           file_exists(elsewhere) ? "kept" : "removed");
+    CHECK(temporary_owner_gone(pid, NULL) && temporary_owner_gone(pid, this_host()) &&
+          !temporary_owner_gone(pid, "another-machine") && !temporary_owner_gone((long)getpid(), NULL) &&
+          !temporary_owner_gone(1, NULL));
     remove_tree(dir);
 }
 

@@ -101,7 +101,7 @@ int reset_peak_rss(void) {
 }
 
 /* ---- temporary names: never mistaken for outputs, never left behind ----
- * A temporary is "<dir>/.bert-tmp.<pid>.<n>": hidden, and without the output's name, so no
+ * A temporary is "<dir>/.bert-tmp.<pid>.<n>.<host>": hidden, and without the output's name, so no
  * reader that picks files by name (NVIDIA's trainer takes every name containing "training")
  * takes a half-written one. Live temporaries are listed so that SIGTERM, SIGINT and SIGHUP
  * remove them before the process ends (signals_start); those of processes that
@@ -268,6 +268,26 @@ void signals_set_stop_handler(int (*handler)(int sig)) {
     __atomic_store_n(&stop_handler, handler, __ATOMIC_RELEASE);
 }
 
+/* This machine's name as temporaries carry it (gethostname; "localhost" if it has none), so
+ * that a process on another machine writing into the same shared folder never takes them for
+ * a dead process's: a process id means something only on its own machine. */
+static char host_name[256];
+static void read_host_name(void) {
+    if (gethostname(host_name, sizeof host_name - 1) != 0 || !host_name[0]) snprintf(host_name, sizeof host_name, "localhost");
+    for (char *c = host_name; *c; c++)
+        if (*c == '/' || (unsigned char)*c < 0x21) *c = '_';   /* a file name's part */
+}
+const char *this_host(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, read_host_name);
+    return host_name;
+}
+
+bool temporary_owner_gone(long pid, const char *host) {
+    if (host && *host && strcmp(host, this_host()) != 0) return false;   /* another machine's: not ours to judge */
+    return pid > 0 && pid != (long)getpid() && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
 /* Removes the temporaries of processes that no longer run from dir (once per folder). */
 static void remove_stale_temporaries(const char *dir) {
     static pid_t scanned_by;
@@ -283,8 +303,10 @@ static void remove_stale_temporaries(const char *dir) {
     DIR *d = opendir(dir);
     for (struct dirent *e; d && (e = readdir(d));) {
         if (strncmp(e->d_name, ".bert-tmp.", 10) != 0) continue;
-        long pid = strtol(e->d_name + 10, NULL, 10);
-        if (pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        char *rest;   /* <pid>.<n>.<host>, or <pid>.<n> as named before the host was added */
+        const long pid = strtol(e->d_name + 10, &rest, 10);
+        const char *host = *rest == '.' ? strchr(rest + 1, '.') : NULL;
+        if (!temporary_owner_gone(pid, host ? host + 1 : NULL)) continue;
         char stale[TMP_NAME_MAX];
         snprintf(stale, sizeof stale, "%s/%s", dir, e->d_name);
         unlink(stale);
@@ -300,7 +322,7 @@ void atomic_tmp_name(const char *path, char *out, size_t outlen) {
     else snprintf(dir, sizeof dir, ".");
     remove_stale_temporaries(dir);
     unsigned long n = __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED);
-    snprintf(out, outlen, "%s/.bert-tmp.%ld.%lu", strcmp(dir, "/") ? dir : "", (long)getpid(), n);
+    snprintf(out, outlen, "%s/.bert-tmp.%ld.%lu.%s", strcmp(dir, "/") ? dir : "", (long)getpid(), n, this_host());
     remember_temporary(out);
 }
 

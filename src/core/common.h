@@ -4,6 +4,7 @@
 #ifndef BERT_COMMON_H
 #define BERT_COMMON_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -98,6 +99,11 @@ void atomic_abort(AtomicFile *af);                                  /* close and
 /* For writers that open files by name themselves (libhdf5): the temporary name to write,
  * and the rename that publishes it. */
 void atomic_tmp_name(const char *path, char *out, size_t outlen);
+/* Temporaries' owners: this machine's name (names carry it), and whether the process pid of
+ * machine host (NULL or "": a name without one, this machine's) is gone: on this machine and
+ * no longer running; another machine's process is never judged gone (a shared folder). */
+const char *this_host(void);
+bool temporary_owner_gone(long pid, const char *host);
 int atomic_publish(const char *tmp_path, const char *path, BertError *err);
 void atomic_tmp_discard(const char *tmp_path);   /* unlink a temporary that will not be published */
 /* Opens path (open(2)'s flags: O_RDONLY, or O_RDONLY | O_DIRECTORY for a folder) and fsyncs it:

@@ -55,7 +55,7 @@ static int fsync_folder(const char *dir, BertError *err) {
     int rc = 0;
     for (struct dirent *e; rc == 0 && (e = readdir(d));) {
         if (e->d_name[0] == '.') continue;
-        char path[4096 + 256];
+        char path[4096 + 352 + 256];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         struct stat st;
         if (lstat(path, &st) == 0 && S_ISREG(st.st_mode)) rc = fsync_path(path, O_RDONLY, err);
@@ -64,8 +64,8 @@ static int fsync_folder(const char *dir, BertError *err) {
     return rc ? rc : fsync_path(dir, O_RDONLY | O_DIRECTORY, err);
 }
 
-/* The hidden folders a killed process left: ".ckpt_<step>.tmp.<pid>" (a checkpoint being
- * written), ".ckpt_<step>.del.<pid>" (one being deleted) and ".ckpt_<step>.old.<pid>" (one
+/* The hidden folders a killed process left: ".ckpt_<step>.tmp.<pid>.<host>" (a checkpoint being
+ * written), ".ckpt_<step>.del.<pid>.<host>" (one being deleted) and ".ckpt_<step>.old.<pid>.<host>" (one
  * being replaced by a rerun of its step: put back when no ckpt_<step> took its place); the
  * same with another prefix. With restore_only, the replaced ones are put back and nothing is
  * deleted: what every listing does, so that a resume after a kill between a replacement's two
@@ -81,8 +81,9 @@ static void restore_or_remove_stale(const char *output_dir, const char *prefix, 
         if (end == e->d_name + 1 + n || step < 0) continue;
         const bool old = !strncmp(end, ".old.", 5);
         if (!old && (restore_only || (strncmp(end, ".tmp.", 5) && strncmp(end, ".del.", 5)))) continue;
-        long pid = strtol(end + 5, NULL, 10);
-        if (pid <= 0 || (kill((pid_t)pid, 0) == 0 || errno == EPERM)) continue;  /* still running */
+        char *rest;   /* <pid>.<host>, or <pid> as named before the host was added */
+        const long pid = strtol(end + 5, &rest, 10);
+        if (!temporary_owner_gone(pid, *rest == '.' ? rest + 1 : NULL)) continue;   /* still running, or elsewhere */
         char path[4096 + 256], final_path[4096 + 64];
         snprintf(path, sizeof path, "%s/%s", output_dir, e->d_name);
         snprintf(final_path, sizeof final_path, "%s/%s%ld", output_dir, prefix, step);
@@ -101,9 +102,10 @@ static void remove_stale_temporaries(const char *output_dir, const char *prefix)
 /* Renamed to a hidden name first: no folder named <prefix><step> is ever incomplete, even when
  * a kill stops the deletion half-way (issue 35, D9). */
 int checkpoint_remove_named(const char *output_dir, const char *prefix, long step, BertError *err) {
-    char path[4096 + 64], hidden[4096 + 96];
+    char path[4096 + 64], hidden[4096 + 352];
     snprintf(path, sizeof path, "%s/%s%ld", output_dir, prefix, step);
-    snprintf(hidden, sizeof hidden, "%s/.%s%ld.del.%ld", output_dir, prefix, step, (long)getpid());
+    snprintf(hidden, sizeof hidden, "%s/.%s%ld.del.%ld.%s", output_dir, prefix, step, (long)getpid(),
+                 this_host());
     if (rename(path, hidden) != 0)
         return errno == ENOENT ? 0 : bert_fail(err, "cannot delete %s (moving it aside): %s", path, strerror(errno));
     return fs_remove_tree(hidden, err);
@@ -165,8 +167,9 @@ int checkpoint_save_named(const char *output_dir, const char *prefix, long step,
     if (step < 0) return bert_fail(err, "checkpoint step %ld is negative", step);
     if (make_dirs(output_dir, err) != 0) return -1;
     remove_stale_temporaries(output_dir, prefix);
-    char tmp[4096], final_path[4096];
-    snprintf(tmp, sizeof tmp, "%s/.%s%ld.tmp.%ld", output_dir, prefix, step, (long)getpid());
+    char tmp[4096 + 352], final_path[4096];
+    snprintf(tmp, sizeof tmp, "%s/.%s%ld.tmp.%ld.%s", output_dir, prefix, step, (long)getpid(),
+                 this_host());
     checkpoint_path(final_path, sizeof final_path, output_dir, prefix, step);
     if (fs_remove_tree(tmp, err) != 0) return -1;
     if (mkdir(tmp, 0777) != 0) return bert_fail(err, "cannot create %s: %s", tmp, strerror(errno));
@@ -178,10 +181,11 @@ int checkpoint_save_named(const char *output_dir, const char *prefix, long step,
     /* A checkpoint of the same step (a rerun) is replaced: moved aside first, so that some
      * complete ckpt_<step> exists at every moment but the instant between the renames; a kill
      * in that instant leaves it aside, and every listing (resume's) puts it back. */
-    char old[4096 + 16] = "";
+    char old[4096 + 352] = "";
     struct stat st;
     if (stat(final_path, &st) == 0) {
-        snprintf(old, sizeof old, "%s/.%s%ld.old.%ld", output_dir, prefix, step, (long)getpid());
+        snprintf(old, sizeof old, "%s/.%s%ld.old.%ld.%s", output_dir, prefix, step, (long)getpid(),
+                 this_host());
         if (rename(final_path, old) != 0) return bert_fail(err, "cannot move %s aside: %s", final_path, strerror(errno));
         TEST_HOOK_MOVED_ASIDE(old);   /* a kill here: the next listing puts it back */
     }
