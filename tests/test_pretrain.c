@@ -599,6 +599,21 @@ static void test_resume_is_exact(void) {
             if (p) pclose(p);
             CHECKF(strstr(text, "phase 1 already finished at step 8: nothing to do") && strstr(text, "rc=0"),
                    "bert pretrain on a finished phase said:\n%s", text);
+            /* --init_checkpoint a run folder: its newest complete checkpoint, with the
+             * configuration beside it, as every command takes a run folder */
+            char from[640];
+            snprintf(from, sizeof from, "%s_from_run", b);
+            snprintf(cmd, sizeof cmd, "%s pretrain --input_dir %s --init_checkpoint %s --output_dir %s "
+                     "--max_seq_length %d --max_predictions_per_seq %d --train_batch_size 4 --max_steps 1 "
+                     "--disable_progress_bar 2>&1; echo rc=$?", bert_bin, shards, b, from, (int)T, (int)P);
+            p = popen(cmd, "r");
+            got = p ? fread(text, 1, sizeof text - 1, p) : 0;
+            text[got] = '\0';
+            if (p) pclose(p);
+            char want[1400];
+            snprintf(want, sizeof want, "--init_checkpoint %s: the newest checkpoint, %s/ckpt_8", b, b);
+            CHECKF(strstr(text, want) && strstr(text, "rc=0"), "bert pretrain --init_checkpoint RUN said:\n%s", text);
+            remove_tree(from);
         }
     }
 }

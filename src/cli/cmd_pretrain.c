@@ -94,6 +94,10 @@ int cmd_pretrain(int argc, char **argv) {
     if (rc) return rc > 0 ? 0 : 2;
     if (flags_require(&spec, "input_dir,output_dir") != 0) return 2;
     if (flags_use_device("pretrain", device, tf32) != 0) return 2;
+    char init_checkpoint[4096];   /* a run folder: its newest complete checkpoint, as every command takes it */
+    if (o.init_checkpoint && flags_init_checkpoint("pretrain", &o.init_checkpoint, init_checkpoint,
+                                                   sizeof init_checkpoint) != 0)
+        return 2;
     if (bf16 + bf16_emulate + fp16 > 1) {
         fprintf(stderr, "bert pretrain: give one of --bf16, --bf16_emulate and --fp16\n");
         return 2;
