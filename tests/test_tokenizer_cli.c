@@ -263,7 +263,8 @@ static void test_casing_from_the_vocabulary(void) {
     CHECK(run_on("Hello World\n", "tokenize --vocab_file " VOCAB, &out) == 0);
     CHECKF(out && !strcmp(out, "hello world\n"), "got '%s'", out);
     free(out);
-    write_file("doc.txt", "Hello World.\nAnother Sentence.\n\nA Second Document.\nWith Two.\n", 63);
+    const char *doc = "Hello World.\nAnother Sentence.\n\nA Second Document.\nWith Two.\n";
+    write_file("doc.txt", doc, strlen(doc));
     CHECK(run("create_pretraining_data --input_file doc.txt --output_file c.hdf5 --dupe_factor 1 --vocab_file "
               CASED_VOCAB) == 0);
     CHECK(err_has("keeping the case"));
