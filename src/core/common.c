@@ -338,6 +338,18 @@ int atomic_publish(const char *tmp_path, const char *path, BertError *err) {
         return bert_fail(err, "cannot rename %s to %s: %s", tmp_path, path, strerror(e));
     }
     forget_temporary(tmp_path);
+    /* the rename itself to stable storage: the folder's entry, else a crash may bring back the
+     * old file or none though the output was reported written (a folder this process may
+     * write but not open, or a file system that cannot sync one: nothing more to do there) */
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (slash) snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    else snprintf(dir, sizeof dir, ".");
+    const int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    const int rc = fsync(fd), e = errno;
+    close(fd);
+    if (rc != 0 && e != EINVAL) return bert_fail(err, "cannot sync %s after writing %s: %s", dir, path, strerror(e));
     return 0;
 }
 
