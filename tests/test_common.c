@@ -255,25 +255,30 @@ static void test_special_outputs(void) {
  * the empty ones up to it, never a folder that existed or holds a file; check_input_file
  * names what is wrong. */
 static void test_created_dirs_and_inputs(void) {
-    const char *root = "/tmp/bert_test_created_dirs";
-    char path[256], created[256];
+    char root[96], path[256], created[256], at[256];   /* per process: two runs of the suite never share it */
+    snprintf(root, sizeof root, "/tmp/bert_test_created_dirs.%d", (int)getpid());
     BertError err;
     remove_tree(root);
     mkdir(root, 0777);
     snprintf(path, sizeof path, "%s/a/b/c/", root);
     CHECK(make_dirs_created(path, created, sizeof created, &err) == 0);
-    CHECKF(!strcmp(created, "/tmp/bert_test_created_dirs/a"), "%s", created);
+    snprintf(at, sizeof at, "%s/a", root);
+    CHECKF(!strcmp(created, at), "%s", created);
     remove_created_dirs(path, created);
-    CHECK(!file_exists("/tmp/bert_test_created_dirs/a") && file_exists(root));
+    CHECK(!file_exists(at) && file_exists(root));
     CHECK(make_dirs_created(path, created, sizeof created, &err) == 0);
-    write_text("/tmp/bert_test_created_dirs/a/b/kept.txt", "x");
+    char kept[256], c_dir[256];
+    snprintf(kept, sizeof kept, "%s/a/b/kept.txt", root), snprintf(c_dir, sizeof c_dir, "%s/a/b/c", root);
+    write_text(kept, "x");
     remove_created_dirs(path, created);   /* c goes; b holds a file, so b and a stay */
-    CHECK(!file_exists("/tmp/bert_test_created_dirs/a/b/c") && file_exists("/tmp/bert_test_created_dirs/a/b/kept.txt"));
+    CHECK(!file_exists(c_dir) && file_exists(kept));
     CHECK(make_dirs_created(root, created, sizeof created, &err) == 0 && created[0] == '\0');
     remove_created_dirs(root, created);   /* it existed: nothing made, nothing removed */
     CHECK(file_exists(root));
-    CHECKF(check_input_file("/tmp/bert_test_created_dirs/none.tsv", "--do_predict needs", &err) != 0 &&
-           strstr(err.msg, "--do_predict needs /tmp/bert_test_created_dirs/none.tsv: No such file"), "%s", err.msg);
+    char none[256], want[400];
+    snprintf(none, sizeof none, "%s/none.tsv", root);
+    snprintf(want, sizeof want, "--do_predict needs %s: No such file", none);
+    CHECKF(check_input_file(none, "--do_predict needs", &err) != 0 && strstr(err.msg, want), "%s", err.msg);
     /* a folder: named with the flag and said in one line ("--do_train needs cls is a folder, not a file" was
      * classify's, "error reading F" embed's) */
     char expected[256], *data = NULL;
@@ -281,7 +286,7 @@ static void test_created_dirs_and_inputs(void) {
     CHECKF(check_input_file(root, "--vocab_file", &err) != 0 && !strcmp(err.msg, expected), "%s", err.msg);
     snprintf(expected, sizeof expected, "%s: a folder, not a file", root);
     CHECKF(read_file(root, &data, NULL, &err) != 0 && !strcmp(err.msg, expected), "%s", err.msg);
-    CHECK(check_input_file("/tmp/bert_test_created_dirs/a/b/kept.txt", "--vocab_file", &err) == 0);
+    CHECK(check_input_file(kept, "--vocab_file", &err) == 0);
     remove_tree(root);
 }
 

@@ -266,8 +266,8 @@ static void check_checkpoints_whole(const char *path) {
  * leaves no checkpoint-<step> with files missing, which --resume_from_checkpoint took and
  * failed on (they were deleted in place). */
 static void test_overwrite_deletes_checkpoints_whole(void) {
-    const char *root = "/tmp/bert_test_glue_overwrite";
-    char init[256], out[300];
+    char root[96], init[256], out[300];   /* per process: two runs of the suite never share it */
+    snprintf(root, sizeof root, "/tmp/bert_test_glue_overwrite.%d", (int)getpid());
     write_tiny_checkpoint(root, init, sizeof init);
     snprintf(out, sizeof out, "%s/out", root);
     GlueOptions o;
