@@ -399,6 +399,13 @@ static void test_unused_tensors_warn(void) {
                strstr(log, "bert.encoder.layer.1.") && strstr(log, "has 1 encoder layers but the weights at least 2"),
            "a one-layer config beside two layers' weights:\n%s", log);
     free(log);
+    /* in a job of several processes, one line (rank 0's), not one per process */
+    snprintf(cmd, sizeof cmd, "OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=2 %s embed --init_checkpoint %s/one "
+             "< /dev/null > /dev/null 2> %s/log", bert_bin, dir, dir);
+    rc = system(cmd);
+    log = read_text(path);
+    CHECKF(rc == 0 && !strstr(log, "warning"), "rank 1 of 2:\n%s", log);
+    free(log);
     static const char *const quiet[] = {
         "convert " DIR "/nvidia/model.pt -o %s/nv > /dev/null",   /* NVIDIA's names and optimizer state */
         "convert " DIR "/tf -o %s/tf > /dev/null",   /* TensorFlow's optimizer slots, global_step */

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/launcher.h"
 #include "io/safetensors.h"
 #include "model/bert_internal.h"
 #include "model/config.h"
@@ -197,7 +198,9 @@ static void warn_unused(const BertModel *m, const NamedTensors *nt, const bool *
         if (layer && sscanf(layer, "encoder.layer.%d.", &k) == 1 && k >= m->cfg.num_hidden_layers && k + 1 > layers)
             layers = k + 1;
     }
-    if (!count) return;
+    int rank, world;
+    launcher_rank(&rank, &world);
+    if (!count || rank != 0) return;   /* one line per job, not one per process */
     char why[200] = "";
     if (layers)
         snprintf(why, sizeof why, "; the configuration has %d encoder layers but the weights at least %d: is it "
