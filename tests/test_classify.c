@@ -22,16 +22,6 @@
 #include "test_util.h"
 
 #define DATA "tests/data/classify/"
-/* A path under this process's temporary folder (per process: two runs of the suite at once
- * never share one), from a ring of buffers so that a few can be used in one expression. */
-static char tmp_root[64];
-static const char *tmp_path(const char *rest) {
-    static char ring[64][512];
-    static int next;
-    char *p = ring[next++ % 64];
-    snprintf(p, sizeof ring[0], "%s%s", tmp_root, rest);
-    return p;
-}
 
 static cJSON *read_json(const char *path) {
     char *text = read_text(path);
@@ -72,7 +62,7 @@ static void test_csv_quoting_as_python(void) {
 
 /* Each bad file is refused with its name and line and the trouble named. */
 static void expect_read_error(const char *text, ClsFormat format, const char *want1, const char *want2) {
-    const char *path = tmp_path("/bad.txt");
+    const char *path = test_tmp_path("/bad.txt");
     write_text(path, text);
     ClsTable t;
     BertError err;
@@ -83,7 +73,7 @@ static void expect_read_error(const char *text, ClsFormat format, const char *wa
 }
 
 static void test_reader_errors(void) {
-    mkdir(tmp_path(""), 0777);
+    mkdir(test_tmp_path(""), 0777);
     expect_read_error("", CLS_FORMAT_CSV, "bad.txt: empty", NULL);
     expect_read_error("\n\n", CLS_FORMAT_CSV, "bad.txt: empty", NULL);
     expect_read_error("text,label\n", CLS_FORMAT_CSV, "bad.txt: no rows", NULL);
@@ -107,7 +97,7 @@ static void test_reader_errors(void) {
 /* JSONL: strings, numbers as JSON writes them, lists, null and missing keys; the columns
  * are the first object's. */
 static void test_jsonl_cells(void) {
-    const char *path = tmp_path("/cells.jsonl");
+    const char *path = test_tmp_path("/cells.jsonl");
     write_text(path, "{\"text\": \"a\", \"label\": 3, \"tags\": [\"x\", 2]}\r\n\n"
                      "{\"label\": 0.25, \"text\": \"b\\n\", \"tags\": null, \"extra\": 1}\n"
                      "{\"text\": \"c\", \"label\": true}");
@@ -126,7 +116,7 @@ static void test_jsonl_cells(void) {
 /* A list label without --multi_label: refused naming the file, the line and the flag (it
  * was taken for one label, its items joined by the table's internal separator, "a\x1fb"). */
 static void test_list_label_needs_multi_label(void) {
-    const char *path = tmp_path("/lists.jsonl");
+    const char *path = test_tmp_path("/lists.jsonl");
     write_text(path, "{\"text\": \"hello\", \"labels\": \"a\"}\n{\"text\": \"hi\", \"labels\": [\"a\", \"b\"]}\n"
                      "{\"text\": \"hey\", \"labels\": []}\n");
     ClsTable t;
@@ -162,7 +152,7 @@ static void test_list_label_needs_multi_label(void) {
 /* ---- labels and examples ---- */
 
 static void test_labels_and_examples(void) {
-    const char *path = tmp_path("/l.csv");
+    const char *path = test_tmp_path("/l.csv");
     write_text(path, "sentence,label,topics\nx,10,a|b\ny,9,\nz,-1,b\nw,9,c|a\n");
     ClsTable t;
     ClsLabels l, m;
@@ -446,7 +436,7 @@ static void check_alone(const ClassifyOptions *trained, const ClassifyResult *r,
 }
 
 static void test_single_label_end_to_end(void) {
-    const char *root = tmp_path("/single");
+    const char *root = test_tmp_path("/single");
     char init[256], out[300], alone[300];
     write_tiny_checkpoint(root, init, sizeof init);
     snprintf(out, sizeof out, "%s/out", root), snprintf(alone, sizeof alone, "%s/alone", root);
@@ -467,7 +457,7 @@ static void test_single_label_end_to_end(void) {
 }
 
 static void test_regression_end_to_end(void) {
-    const char *root = tmp_path("/regression");
+    const char *root = test_tmp_path("/regression");
     char init[256], out[300], alone[300];
     write_tiny_checkpoint(root, init, sizeof init);
     snprintf(out, sizeof out, "%s/out", root), snprintf(alone, sizeof alone, "%s/alone", root);
@@ -489,7 +479,7 @@ static void test_regression_end_to_end(void) {
 /* JSONL lists, and the same rows as a CSV with "|" between labels: the same labels and the
  * same first step, bit for bit. */
 static void test_multi_label_end_to_end(void) {
-    const char *root = tmp_path("/multi");
+    const char *root = test_tmp_path("/multi");
     char init[256], out[300], alone[300];
     write_tiny_checkpoint(root, init, sizeof init);
     snprintf(out, sizeof out, "%s/out", root), snprintf(alone, sizeof alone, "%s/alone", root);
@@ -523,17 +513,17 @@ static void test_multi_label_end_to_end(void) {
  * file fails at once, naming its line, no step trained and no output folder made (it was
  * found only after the whole training, leaving a model and no all_results.json). */
 static void test_bad_files_fail_before_training(void) {
-    const char *root = tmp_path("/early");
+    const char *root = test_tmp_path("/early");
     char init[256], out[300];
     write_tiny_checkpoint(root, init, sizeof init);
     snprintf(out, sizeof out, "%s/out", root);
-    write_text(tmp_path("/early/dev_mixed.csv"), "sentence1,sentence2,label\na,b,neutral\nc,d,mixed\n");
-    write_text(tmp_path("/early/dev_unlabelled.csv"), "sentence1,sentence2\na,b\n");
-    write_text(tmp_path("/early/test_short.csv"), "sentence1,sentence2\na,b\nc\n");
+    write_text(test_tmp_path("/early/dev_mixed.csv"), "sentence1,sentence2,label\na,b,neutral\nc,d,mixed\n");
+    write_text(test_tmp_path("/early/dev_unlabelled.csv"), "sentence1,sentence2\na,b\n");
+    write_text(test_tmp_path("/early/test_short.csv"), "sentence1,sentence2\na,b\nc\n");
     const struct { const char *dev, *test, *message; } cases[] = {
-        {tmp_path("/early/dev_mixed.csv"), NULL, "dev_mixed.csv:3: the label 'mixed' is not one of the 3 labels"},
-        {tmp_path("/early/dev_unlabelled.csv"), NULL, "dev_unlabelled.csv: no column \"label\""},
-        {NULL, tmp_path("/early/test_short.csv"), "test_short.csv:3: 1 cells, the header has 2"},
+        {test_tmp_path("/early/dev_mixed.csv"), NULL, "dev_mixed.csv:3: the label 'mixed' is not one of the 3 labels"},
+        {test_tmp_path("/early/dev_unlabelled.csv"), NULL, "dev_unlabelled.csv: no column \"label\""},
+        {NULL, test_tmp_path("/early/test_short.csv"), "test_short.csv:3: 1 cells, the header has 2"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         ClassifyOptions o;
@@ -557,7 +547,7 @@ static void test_bad_files_fail_before_training(void) {
 static char bert_bin[512];
 
 static void test_classify_command(void) {
-    const char *root = tmp_path("/cmd");
+    const char *root = test_tmp_path("/cmd");
     char init[256], cmd[2048], path[512];
     write_tiny_checkpoint(root, init, sizeof init);
     const char *common = "--train_file " DATA "multiclass_train.csv --validation_file " DATA "multiclass_dev.csv "
@@ -588,8 +578,7 @@ static void test_classify_command(void) {
 int main(int argc, char **argv) {
     (void)argc;
     if (test_bert_binary(argv[0], bert_bin, sizeof bert_bin) != 0) return 1;
-    snprintf(tmp_root, sizeof tmp_root, "/tmp/bert_test_classify.%d", (int)getpid());
-    mkdir(tmp_root, 0777);
+    test_tmp_begin("bert_test_classify");
     RUN_TEST(test_csv_quoting_as_python);
     RUN_TEST(test_reader_errors);
     RUN_TEST(test_jsonl_cells);
@@ -603,6 +592,6 @@ int main(int argc, char **argv) {
     RUN_TEST(test_multi_label_end_to_end);
     RUN_TEST(test_bad_files_fail_before_training);
     RUN_TEST(test_classify_command);
-    remove_tree(tmp_path(""));
+    remove_tree(test_tmp_path(""));
     return test_summary();
 }

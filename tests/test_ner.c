@@ -21,16 +21,6 @@
 #include "test_util.h"
 #include "text/vocab.h"
 
-/* A path under this process's temporary folder (per process: two runs of the suite at once
- * never share one), from a ring of buffers so that a few can be used in one expression. */
-static char tmp_root[64];
-static const char *tmp_path(const char *rest) {
-    static char ring[64][512];
-    static int next;
-    char *p = ring[next++ % 64];
-    snprintf(p, sizeof ring[0], "%s%s", tmp_root, rest);
-    return p;
-}
 
 /* ---- the metric against seqeval (tools/make_ner_fixtures.py metric) ---- */
 
@@ -288,7 +278,7 @@ static void test_token_head_draw(void) {
     c.vocab_size = 64, c.hidden_size = 128, c.num_hidden_layers = 1, c.num_attention_heads = 2;
     c.intermediate_size = 128, c.max_position_embeddings = 16;
     const int NL = 64;
-    const char *path = tmp_path("/head_draw.safetensors");
+    const char *path = test_tmp_path("/head_draw.safetensors");
     BertModel *encoder = NULL, *m = NULL;
     CHECKF(bert_model_create_with_heads(&encoder, &c, (BertHeads){BERT_HEADS_NONE, 0}, 1, 8, 0, &err) == 0, "%s", err.msg);
     CHECKF(bert_model_create_with_heads(&m, &c, (BertHeads){BERT_HEADS_TOKEN_CLASSIFIER, NL}, 1, 8, 0, &err) == 0, "%s",
@@ -492,7 +482,7 @@ static char *read_in(const char *dir, const char *name) {
  * from its config.json) gives the same scores and predictions; bf16 (emulated: any CPU) takes
  * the same first step to within bf16's rounding. */
 static void test_ner_end_to_end(void) {
-    const char *root = tmp_path("/run");
+    const char *root = test_tmp_path("/run");
     char init[256], out[300], alone[300];
     write_tiny_checkpoint(root, init, sizeof init);
     snprintf(out, sizeof out, "%s/out", root), snprintf(alone, sizeof alone, "%s/alone", root);
@@ -530,7 +520,7 @@ static void test_ner_end_to_end(void) {
            eval ? eval : "no eval_results.json");
     NerData test, got;
     CHECK(ner_read_conll("tests/data/ner/test.txt", true, &test, &err) == 0);
-    CHECKF(ner_read_conll(tmp_path("/run/out/predictions.txt"), false, &got, &err) == 0, "%s", err.msg);
+    CHECKF(ner_read_conll(test_tmp_path("/run/out/predictions.txt"), false, &got, &err) == 0, "%s", err.msg);
     CHECK(got.n_sentences == test.n_sentences && got.n_words == test.n_words);
     for (long w = 0; w < got.n_words && got.n_words == test.n_words; w++)
         CHECKF(!strcmp(got.word[w], test.word[w]) && (!strcmp(got.tag[w], "O") || got.tag[w][1] == '-'),
@@ -549,8 +539,8 @@ static void test_ner_end_to_end(void) {
     CHECK(results && strstr(results, "\"f1\""));
     free(config), free(eval), free(pred), free(results);
     /* a validation tag outside the labels: the file and line */
-    write_text(tmp_path("/run/bad.txt"), "Paris B-LOC\nis O\nbig B-SIZE\n");
-    po.validation_file = tmp_path("/run/bad.txt"), po.ft.do_predict = false;
+    write_text(test_tmp_path("/run/bad.txt"), "Paris B-LOC\nis O\nbig B-SIZE\n");
+    po.validation_file = test_tmp_path("/run/bad.txt"), po.ft.do_predict = false;
     CHECKF(ner_run(&po, &pr, &err) != 0 && strstr(err.msg, "bad.txt:3") && strstr(err.msg, "B-SIZE"), "%s", err.msg);
     po.validation_file = NULL;
     CHECKF(ner_run(&po, &pr, &err) != 0 && strstr(err.msg, "--validation_file"), "%s", err.msg);
@@ -561,17 +551,17 @@ static void test_ner_end_to_end(void) {
  * file fails at once, naming its line, no step trained and no output folder made (it was
  * found only after the whole training, leaving a model and no all_results.json). */
 static void test_bad_files_fail_before_training(void) {
-    const char *root = tmp_path("/early");
+    const char *root = test_tmp_path("/early");
     char init[256], out[300];
     write_tiny_checkpoint(root, init, sizeof init);
     snprintf(out, sizeof out, "%s/out", root);
-    write_text(tmp_path("/early/dev_size.txt"), "Paris B-LOC\nis O\nbig B-SIZE\n");
-    write_text(tmp_path("/early/dev_untagged.txt"), "Paris B-LOC\n\nis\n");
-    write_text(tmp_path("/early/test_bad.txt"), "Paris\nis\n\nbig B-SIZE\n");
+    write_text(test_tmp_path("/early/dev_size.txt"), "Paris B-LOC\nis O\nbig B-SIZE\n");
+    write_text(test_tmp_path("/early/dev_untagged.txt"), "Paris B-LOC\n\nis\n");
+    write_text(test_tmp_path("/early/test_bad.txt"), "Paris\nis\n\nbig B-SIZE\n");
     const struct { const char *dev, *test, *message; } cases[] = {
-        {tmp_path("/early/dev_size.txt"), NULL, "dev_size.txt:3: tag B-SIZE is not one of the 5 labels"},
-        {tmp_path("/early/dev_untagged.txt"), NULL, "dev_untagged.txt:3: \"is\": a word without a tag"},
-        {NULL, tmp_path("/early/test_bad.txt"), "test_bad.txt:4: tag B-SIZE is not one of the 5 labels"},
+        {test_tmp_path("/early/dev_size.txt"), NULL, "dev_size.txt:3: tag B-SIZE is not one of the 5 labels"},
+        {test_tmp_path("/early/dev_untagged.txt"), NULL, "dev_untagged.txt:3: \"is\": a word without a tag"},
+        {NULL, test_tmp_path("/early/test_bad.txt"), "test_bad.txt:4: tag B-SIZE is not one of the 5 labels"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         NerOptions o;
@@ -595,7 +585,7 @@ static void test_bad_files_fail_before_training(void) {
 static char bert_bin[512];
 
 static void test_ner_command(void) {
-    const char *root = tmp_path("/cmd");
+    const char *root = test_tmp_path("/cmd");
     char init[256], cmd[2048];
     write_tiny_checkpoint(root, init, sizeof init);
     const char *common = "--train_file tests/data/ner/train.txt --validation_file tests/data/ner/dev.txt "
@@ -626,8 +616,7 @@ static void test_ner_command(void) {
 int main(int argc, char **argv) {
     (void)argc;
     if (test_bert_binary(argv[0], bert_bin, sizeof bert_bin) != 0) return 1;
-    snprintf(tmp_root, sizeof tmp_root, "/tmp/bert_test_ner.%d", (int)getpid());
-    mkdir(tmp_root, 0777);
+    test_tmp_begin("bert_test_ner");
     RUN_TEST(test_metric_matches_seqeval);
     RUN_TEST(test_metric_strict_refuses_foreign_prefix);
     RUN_TEST(test_conll_reader);
@@ -639,6 +628,6 @@ int main(int argc, char **argv) {
     RUN_TEST(test_ner_end_to_end);
     RUN_TEST(test_bad_files_fail_before_training);
     RUN_TEST(test_ner_command);
-    remove_tree(tmp_root);
+    remove_tree(test_tmp_root);
     return test_summary();
 }

@@ -14,6 +14,24 @@
 
 static inline bool file_exists(const char *path) { return access(path, F_OK) == 0; }
 
+/* A folder of this process's own for a test's files (/tmp/<name>.<pid>: two runs of the suite
+ * at once never share one), made by test_tmp_begin and removed by the test's remove_tree;
+ * test_tmp_path gives a path under it from a ring of buffers, so that several can be used in
+ * one expression. */
+static char test_tmp_root[96];
+static inline const char *test_tmp_begin(const char *name) {
+    snprintf(test_tmp_root, sizeof test_tmp_root, "/tmp/%s.%d", name, (int)getpid());
+    mkdir(test_tmp_root, 0777);
+    return test_tmp_root;
+}
+static inline const char *test_tmp_path(const char *rest) {
+    static char ring[64][512];
+    static int next;
+    char *p = ring[next++ % 64];
+    snprintf(p, sizeof ring[0], "%s%s", test_tmp_root, rest);
+    return p;
+}
+
 /* The absolute path of the program of the build a test binary belongs to: build/tests/x ->
  * <cwd>/bert, build-asan/tests/x -> <cwd>/build-asan/bert (so sanitized tests drive the
  * sanitized program). */
