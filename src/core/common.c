@@ -331,26 +331,29 @@ void atomic_tmp_discard(const char *tmp_path) {
     forget_temporary(tmp_path);
 }
 
-int atomic_publish(const char *tmp_path, const char *path, BertError *err) {
+int atomic_rename(const char *tmp_path, const char *path, BertError *err) {
     if (rename(tmp_path, path) != 0) {
         int e = errno;
         atomic_tmp_discard(tmp_path);
         return bert_fail(err, "cannot rename %s to %s: %s", tmp_path, path, strerror(e));
     }
     forget_temporary(tmp_path);
-    /* the rename itself to stable storage: the folder's entry, else a crash may bring back the
-     * old file or none though the output was reported written (a folder this process may
-     * write but not open, or a file system that cannot sync one: nothing more to do there) */
+    return 0;
+}
+
+int sync_folder_of(const char *path, BertError *err) {
     char dir[4096];
     const char *slash = strrchr(path, '/');
     if (slash) snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
     else snprintf(dir, sizeof dir, ".");
-    const int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    const int rc = fsync(fd), e = errno;
-    close(fd);
-    if (rc != 0 && e != EINVAL) return bert_fail(err, "cannot sync %s after writing %s: %s", dir, path, strerror(e));
-    return 0;
+    /* a folder this process may write in but not read (open): nothing more to do there */
+    return access(dir, R_OK) != 0 ? 0 : fsync_path(dir, O_RDONLY | O_DIRECTORY, err);
+}
+
+int atomic_publish(const char *tmp_path, const char *path, BertError *err) {
+    /* the rename itself to stable storage too: the folder's entry, else a crash may bring back
+     * the old file or none though the output was reported written */
+    return atomic_rename(tmp_path, path, err) != 0 ? -1 : sync_folder_of(path, err);
 }
 
 int fsync_path(const char *path, int flags, BertError *err) {
@@ -426,15 +429,6 @@ int atomic_close(AtomicFile *af, BertError *err) {
 int atomic_commit(AtomicFile *af, BertError *err) {
     if (atomic_close(af, err) != 0) return -1;
     return af->direct ? 0 : atomic_publish(af->tmp_path, af->path, err);
-}
-
-int sync_folder(const char *dir, BertError *err) {
-    const int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return bert_fail(err, "cannot open %s to sync it: %s", dir, strerror(errno));
-    const int rc = fsync(fd), e = errno;
-    close(fd);
-    if (rc != 0 && e != EINVAL) return bert_fail(err, "cannot sync %s: %s", dir, strerror(e));
-    return 0;
 }
 
 void atomic_abort(AtomicFile *af) {
@@ -715,11 +709,9 @@ int suggest_names(const char *word, size_t len, const char *const *names, int n,
         if (npicked < 3) picked[npicked++] = i;
     }
     /* none close: the names the word begins (--input: --input_file), for a word long enough */
-    for (int i = 0; npicked == 0 && letters >= 3 && i < n; i++)
-        if (strlen(names[i]) > len && !strncmp(names[i], word, len)) {
-            for (int j = i; j < n && npicked < 3; j++)
-                if (strlen(names[j]) > len && !strncmp(names[j], word, len)) picked[npicked++] = j;
-        }
+    if (npicked == 0 && letters >= 3)
+        for (int i = 0; i < n && npicked < 3; i++)
+            if (strlen(names[i]) > len && !strncmp(names[i], word, len)) picked[npicked++] = i;
     if (npicked == 0 || outn == 0) return 0;
     size_t used = (size_t)snprintf(out, outn, "did you mean ");
     for (int k = 0; k < npicked && used < outn; k++)

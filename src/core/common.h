@@ -84,10 +84,6 @@ typedef struct {
  * resolved = path (which need not exist yet). */
 int resolve_output(const char *path, char *resolved, size_t n, BertError *err);
 
-/* A folder's entries (files created, renamed or removed in it) to stable storage, so that a file
- * published after this call never outlives, in a crash, the ones published before it. A file
- * system that cannot sync a folder (EINVAL) is not an error: nothing more can be done there. */
-int sync_folder(const char *dir, BertError *err);
 int atomic_open(AtomicFile *af, const char *path, BertError *err);  /* af->fp is ready */
 int atomic_commit(AtomicFile *af, BertError *err);                  /* flush, fsync, rename */
 /* Flush, fsync and close, keeping the temporary (af->tmp_path) for a later
@@ -104,13 +100,20 @@ void atomic_tmp_name(const char *path, char *out, size_t outlen);
  * no longer running; another machine's process is never judged gone (a shared folder). */
 const char *this_host(void);
 bool temporary_owner_gone(long pid, const char *host);
+/* Renames the temporary to path and syncs path's folder (the new entry to stable storage); a
+ * failed rename removes the temporary. atomic_rename is the rename alone, for a writer that
+ * publishes many files into one folder and then syncs it once with sync_folder_of. */
 int atomic_publish(const char *tmp_path, const char *path, BertError *err);
+int atomic_rename(const char *tmp_path, const char *path, BertError *err);
+/* The folder holding path to stable storage (its entries: files created, renamed or removed in
+ * it); a folder this process cannot open, or a file system that cannot sync one, is passed over. */
+int sync_folder_of(const char *path, BertError *err);
 void atomic_tmp_discard(const char *tmp_path);   /* unlink a temporary that will not be published */
 /* Opens path (open(2)'s flags: O_RDONLY, or O_RDONLY | O_DIRECTORY for a folder) and fsyncs it:
  * a file written by a library that never syncs (libhdf5) before atomic_publish, a folder after
  * its entries changed. A file system that cannot sync a folder (EINVAL) is not an error. */
 int fsync_path(const char *path, int flags, BertError *err);
-/* Temporaries are "<dir>/.bert-tmp.<pid>.<n>" (hidden, without the output's name: no reader
+/* Temporaries are "<dir>/.bert-tmp.<pid>.<n>.<host>" (hidden, without the output's name: no reader
  * that picks files by name takes one). After signals_start, SIGTERM, SIGINT and SIGHUP remove
  * the live ones before the process ends; a later write in the same folder removes those of
  * processes that were killed. */

@@ -514,14 +514,18 @@ static int write_all_shards(const ShardOptions *opt, const Shard *train, const S
             }
         }
     }
+    char published[4096 + 64] = "";   /* one shard's path, for its folder */
     for (int i = 0; i < n_all; i++) { /* published only when every shard is whole */
         if (written[i].tmp_path) {
             if (failed) atomic_tmp_discard(written[i].tmp_path);
-            else if (atomic_publish(written[i].tmp_path, written[i].path, &first_err) != 0) failed = 1;   /* it removed the temporary */
+            else if (atomic_rename(written[i].tmp_path, written[i].path, &first_err) != 0) failed = 1;   /* it removed the temporary */
+            else if (!published[0]) snprintf(published, sizeof published, "%s", written[i].path);
         }
         free(written[i].tmp_path);
         free(written[i].path);
     }
+    /* the renames to stable storage: the shards' folder synced once, not once a shard */
+    if (!failed && published[0] && sync_folder_of(published, &first_err) != 0) failed = 1;
     for (int f = 0; f < opt->n_input_files; f++) close(fds[f]);
     free(fds);
     free(written);

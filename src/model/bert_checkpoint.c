@@ -258,8 +258,8 @@ static int read_vocab(const char *vocab_file, int do_lower_case, const BertConfi
 static const char *const CONVERT_FILES[] = {"config.json", "vocab.txt", "tokenizer_config.json", "model.safetensors"};
 enum { CONVERT_NFILES = (int)(sizeof CONVERT_FILES / sizeof *CONVERT_FILES) };
 
-/* Writes the folder: config.json and the tokenizer's files, their names synced, then
- * model.safetensors. A failure removes what this run wrote (and the folders it made); a kill
+/* Writes the folder: config.json and the tokenizer's files, then model.safetensors (each
+ * published with its folder synced: atomic_commit). A failure removes what this run wrote (and the folders it made); a kill
  * leaves no model.safetensors, so the folder is no model and running again finishes it. */
 static int write_converted(const char *output_dir, const BertModel *m, const bool *found,
                            const BertCheckpointInfo *info, const char *architecture, BertHeads heads,
@@ -275,10 +275,8 @@ static int write_converted(const char *output_dir, const BertModel *m, const boo
     int rc = write_config(output_dir, info, architecture, heads, err);
     if (rc == 0 && vocab)
         rc = tokenizer_folder_write_text(output_dir, vocab, vocab_len, lower, info->cfg.max_position_embeddings, err);
-    if (rc == 0) rc = sync_folder(output_dir, err);
     snprintf(path, sizeof path, "%s/model.safetensors", output_dir);
     if (rc == 0) rc = bert_save_tensors(m, found, path, err);
-    if (rc == 0) rc = sync_folder(output_dir, err);
     if (rc == 0) return 0;
     for (int i = 0; i < CONVERT_NFILES; i++) {   /* never a file that was there before */
         snprintf(path, sizeof path, "%s/%s", output_dir, CONVERT_FILES[i]);

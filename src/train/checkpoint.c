@@ -104,8 +104,7 @@ static void remove_stale_temporaries(const char *output_dir, const char *prefix)
 int checkpoint_remove_named(const char *output_dir, const char *prefix, long step, BertError *err) {
     char path[4096 + 64], hidden[4096 + 352];
     snprintf(path, sizeof path, "%s/%s%ld", output_dir, prefix, step);
-    snprintf(hidden, sizeof hidden, "%s/.%s%ld.del.%ld.%s", output_dir, prefix, step, (long)getpid(),
-                 this_host());
+    snprintf(hidden, sizeof hidden, "%s/.%s%ld.del.%ld.%s", output_dir, prefix, step, (long)getpid(), this_host());
     if (rename(path, hidden) != 0)
         return errno == ENOENT ? 0 : bert_fail(err, "cannot delete %s (moving it aside): %s", path, strerror(errno));
     return fs_remove_tree(hidden, err);
@@ -168,8 +167,7 @@ int checkpoint_save_named(const char *output_dir, const char *prefix, long step,
     if (make_dirs(output_dir, err) != 0) return -1;
     remove_stale_temporaries(output_dir, prefix);
     char tmp[4096 + 352], final_path[4096];
-    snprintf(tmp, sizeof tmp, "%s/.%s%ld.tmp.%ld.%s", output_dir, prefix, step, (long)getpid(),
-                 this_host());
+    snprintf(tmp, sizeof tmp, "%s/.%s%ld.tmp.%ld.%s", output_dir, prefix, step, (long)getpid(), this_host());
     checkpoint_path(final_path, sizeof final_path, output_dir, prefix, step);
     if (fs_remove_tree(tmp, err) != 0) return -1;
     if (mkdir(tmp, 0777) != 0) return bert_fail(err, "cannot create %s: %s", tmp, strerror(errno));
@@ -184,8 +182,7 @@ int checkpoint_save_named(const char *output_dir, const char *prefix, long step,
     char old[4096 + 352] = "";
     struct stat st;
     if (stat(final_path, &st) == 0) {
-        snprintf(old, sizeof old, "%s/.%s%ld.old.%ld.%s", output_dir, prefix, step, (long)getpid(),
-                 this_host());
+        snprintf(old, sizeof old, "%s/.%s%ld.old.%ld.%s", output_dir, prefix, step, (long)getpid(), this_host());
         if (rename(final_path, old) != 0) return bert_fail(err, "cannot move %s aside: %s", final_path, strerror(errno));
         TEST_HOOK_MOVED_ASIDE(old);   /* a kill here: the next listing puts it back */
     }
