@@ -273,6 +273,10 @@ static DropMask drop_mask(const KDropout *drop) {
 static uint32_t drop_counter0(const KDropout *drop, int n, int C) {
     return (uint32_t)((size_t)(drop->rows ? drop->rows[n] : n) * C);
 }
+/* x through the dropout at counter: kept and scaled, or 0 (every dropout's element). */
+static inline float dropped(DropMask d, uint64_t key, uint32_t counter, float x) {
+    return rng_bits32(key, counter) >= d.threshold ? x * d.scale : 0.0f;
+}
 
 void k_dropout_layernorm_forward(float *out, float *sum_out, float *mean, float *rstd, const float *a,
                                  const KDropout *drop, const float *residual, const float *w, const float *b, int N,
@@ -288,7 +292,7 @@ void k_dropout_layernorm_forward(float *out, float *sum_out, float *mean, float 
             const uint32_t counter0 = drop_counter0(drop, n, C);
 #pragma omp simd
             for (int c = 0; c < C; c++) {
-                const float v = rng_bits32(drop->key, counter0 + (uint32_t)c) >= d.threshold ? x[c] * d.scale : 0.0f;
+                const float v = dropped(d, drop->key, counter0 + (uint32_t)c, x[c]);
                 s[c] = r ? v + r[c] : v;
             }
             x = s;
@@ -331,8 +335,7 @@ void k_layernorm_dropout_backward(float *dinp, float *dinp_dropped, const KDropo
         }
         const uint32_t counter0 = drop_counter0(drop, n, C);
 #pragma omp simd
-        for (int c = 0; c < C; c++)
-            dd[c] = rng_bits32(drop->key, counter0 + (uint32_t)c) >= d.threshold ? dx[c] * d.scale : 0.0f;
+        for (int c = 0; c < C; c++) dd[c] = dropped(d, drop->key, counter0 + (uint32_t)c, dx[c]);
     }
     int nblocks = (C + COL_BLOCK - 1) / COL_BLOCK;
 #pragma omp parallel for schedule(static) if ((long)N * C >= PARALLEL_MIN_WORK)
@@ -490,25 +493,22 @@ void k_tanh_backward(float *dinp, const float *dout, const float *y, long n) {
 /* ---------------------------------------------------------------- dropout */
 
 void k_dropout(float *x, long n, float p, uint64_t key, uint32_t counter0) {
-    if (p <= 0.0f) return;
-    uint32_t threshold = rng_dropout_threshold(p);
-    float scale = 1.0f / (1.0f - p);
+    const DropMask d = drop_mask(&(KDropout){.p = p});
+    if (!d.on) return;
 #pragma omp parallel for simd schedule(static) if (n >= PARALLEL_MIN_WORK)
-    for (long i = 0; i < n; i++)
-        x[i] = rng_bits32(key, counter0 + (uint32_t)i) >= threshold ? x[i] * scale : 0.0f;
+    for (long i = 0; i < n; i++) x[i] = dropped(d, key, counter0 + (uint32_t)i, x[i]);
 }
 
 void k_dropout_rows(float *x, const int32_t *rows, int R, int C, float p, uint64_t key) {
-    if (p <= 0.0f) return;
-    uint32_t threshold = rng_dropout_threshold(p);
-    float scale = 1.0f / (1.0f - p);
+    const KDropout drop = {.p = p, .key = key, .rows = rows};
+    const DropMask d = drop_mask(&drop);
+    if (!d.on) return;
 #pragma omp parallel for schedule(static) if ((long)R * C >= PARALLEL_MIN_WORK)
     for (int k = 0; k < R; k++) {
         float *row = x + (size_t)k * C;
-        uint32_t counter0 = (uint32_t)((size_t)rows[k] * C);
+        const uint32_t counter0 = drop_counter0(&drop, k, C);
 #pragma omp simd
-        for (int c = 0; c < C; c++)
-            row[c] = rng_bits32(key, counter0 + (uint32_t)c) >= threshold ? row[c] * scale : 0.0f;
+        for (int c = 0; c < C; c++) row[c] = dropped(d, key, counter0 + (uint32_t)c, row[c]);
     }
 }
 

@@ -101,10 +101,14 @@ static DeviceDropout device_dropout(const KDropout *drop, int N) {
     if (drop->rows) d.rows = (const int32_t *)cuda_stage(0, drop->rows, sizeof(int32_t) * (size_t)N);
     return d;
 }
-/* Element c of row n through the dropout: the kept value scaled, or 0 (the CPU's k_dropout_rows). */
+/* x through the dropout at counter: the kept value scaled, or 0 (every dropout's element, as
+ * the CPU's). */
+__device__ static float dropped_at(const DeviceDropout &d, uint32_t counter, float x) {
+    return rng_bits32(d.key, counter) >= d.threshold ? x * d.scale : 0.0f;
+}
+/* Element c of row n: row n of the whole tensor, or row rows[n] (k_dropout_rows' counters). */
 __device__ static float dropped(const DeviceDropout &d, int n, int C, int c, float x) {
-    const uint32_t counter0 = (uint32_t)((size_t)(d.rows ? d.rows[n] : n) * C);
-    return rng_bits32(d.key, counter0 + (uint32_t)c) >= d.threshold ? x * d.scale : 0.0f;
+    return dropped_at(d, (uint32_t)((size_t)(d.rows ? d.rows[n] : n) * C) + (uint32_t)c, x);
 }
 
 /* One warp per row: the dropout and the residual add (into sum_out), the mean, the two-pass
@@ -380,34 +384,28 @@ extern "C" void k_tanh_backward(float *dinp, const float *dout, const float *y, 
 /* ---------------------------------------------------------------- dropout */
 
 /* The threshold and scale are computed on the host exactly as the CPU computes them (the same
- * double product, the same float division), so masks and kept values are the CPU's bits. */
-__global__ static void dropout(float *x, long n, uint32_t threshold, float scale, uint64_t key, uint32_t counter0) {
-    GRID_STRIDE(i, n) x[i] = rng_bits32(key, counter0 + (uint32_t)i) >= threshold ? x[i] * scale : 0.0f;
+ * double product, the same float division: device_dropout), so masks and kept values are the
+ * CPU's bits. */
+__global__ static void dropout(float *x, long n, DeviceDropout d, uint32_t counter0) {
+    GRID_STRIDE(i, n) x[i] = dropped_at(d, counter0 + (uint32_t)i, x[i]);
 }
 
-__global__ static void dropout_rows(float *x, const int32_t *rows, int R, int C, uint32_t threshold, float scale,
-                                    uint64_t key) {
-    GRID_STRIDE(i, (size_t)R * C) {
-        const size_t k = i / (size_t)C;
-        const int c = (int)(i % (size_t)C);
-        const uint32_t counter0 = (uint32_t)((size_t)rows[k] * C);   /* row rows[k] of the whole tensor */
-        x[i] = rng_bits32(key, counter0 + (uint32_t)c) >= threshold ? x[i] * scale : 0.0f;
-    }
+__global__ static void dropout_rows(float *x, int R, int C, DeviceDropout d) {
+    GRID_STRIDE(i, (size_t)R * C) x[i] = dropped(d, (int)(i / (size_t)C), C, (int)(i % (size_t)C), x[i]);
 }
 
 extern "C" void k_dropout(float *x, long n, float p, uint64_t key, uint32_t counter0) {
-    if (p <= 0.0f || n <= 0) return;
-    const uint32_t threshold = rng_dropout_threshold(p);
-    const float scale = 1.0f / (1.0f - p);
-    dropout<<<cuda_blocks((size_t)n), CUDA_THREADS>>>(x, n, threshold, scale, key, counter0);
+    const KDropout drop = {p, key, NULL};
+    const DeviceDropout d = device_dropout(&drop, n > 0 ? 1 : 0);   /* no rows to stage: 1 says "not empty" */
+    if (!d.on) return;
+    dropout<<<cuda_blocks((size_t)n), CUDA_THREADS>>>(x, n, d, counter0);
     CUDA_LAUNCHED();
 }
 
 extern "C" void k_dropout_rows(float *x, const int32_t *rows, int R, int C, float p, uint64_t key) {
-    if (p <= 0.0f || R <= 0 || C <= 0) return;
-    const uint32_t threshold = rng_dropout_threshold(p);
-    const float scale = 1.0f / (1.0f - p);
-    const int32_t *device_rows = (const int32_t *)cuda_stage(0, rows, sizeof(int32_t) * (size_t)R);
-    dropout_rows<<<cuda_blocks((size_t)R * C), CUDA_THREADS>>>(x, device_rows, R, C, threshold, scale, key);
+    const KDropout drop = {p, key, rows};
+    const DeviceDropout d = C > 0 ? device_dropout(&drop, R) : DeviceDropout{};   /* rows staged */
+    if (!d.on) return;
+    dropout_rows<<<cuda_blocks((size_t)R * C), CUDA_THREADS>>>(x, R, C, d);
     CUDA_LAUNCHED();
 }
