@@ -61,7 +61,7 @@ TEST_SRC := $(sort $(wildcard tests/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BERT     := $(if $(filter build,$(BUILD)),bert,$(BUILD)/bert)
 
-.PHONY: all test test-fast test-matrix install fuzz fuzz-build fuzz-replay clean cuda-check cuda-build cuda-test FORCE
+.PHONY: all test test-fast test-matrix install fuzz fuzz-build fuzz-replay clean cuda-check cuda-build cuda-test cuda-emulate FORCE
 # make GPU=cuda: also the CUDA backend, which ./bert loads from build-cuda/ on --device cuda
 all: $(BERT) $(TEST_BIN) $(if $(filter cuda,$(GPU)),build-cuda/libbert_cuda.so)
 
@@ -165,7 +165,7 @@ fuzz-replay: fuzz-build
 	@bash tests/fuzz/run.sh replay 0 $(FUZZ_TARGETS)
 
 clean:
-	rm -rf build build-asan build-openblas build-fuzz build-cuda bert
+	rm -rf build build-asan build-openblas build-fuzz build-cuda build-emu bert
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
@@ -212,3 +212,39 @@ build-cuda/%.o: %.cu
 	$(NVCC) $(NVCCFLAGS) -c -o $@ $<
 
 -include $(CUDA_OBJ:.o=.d)
+
+# The CUDA kernels without a GPU: the .cu files that need neither cuBLASLt nor NCCL, rewritten
+# for the host emulator (tests/cuda/emu/: a block's threads as fibers, wmma and the batched
+# cuBLAS products on the CPU) and compiled as C++ into build-emu/libbert_cuda_emu.so, whose
+# other kernels are the CPU backend's; `make cuda-emulate` runs the CUDA tests of those files
+# against it (tests/cuda/emu/run.sh: two schedules, the attention also fused; every thread of
+# every block is run: about 25 minutes in all). Not part of `make test`. docs/gpu.md, "Without a GPU".
+EMU_CU := attention layers_norm_act layers_rows optim
+EMU_TESTS := attention norm_act rows optim model
+EMU_CXXFLAGS := -std=c++17 -O2 -g -fPIC -ffp-contract=off -Wall -Wno-unused-parameter -Wno-unused-function -Wno-unknown-pragmas \
+	-Itests/cuda/emu/include -Isrc
+.PRECIOUS: build-emu/%.cpp
+build-emu/%.cpp: src/kernels/cuda/%.cu tests/cuda/emu/rewrite.py
+	@mkdir -p $(dir $@)
+	python3 tests/cuda/emu/rewrite.py $< $@
+build-emu/%.o: build-emu/%.cpp $(wildcard tests/cuda/emu/include/*.h) $(wildcard src/kernels/cuda/*.h src/kernels/cuda/*.cuh)
+	$(CXX) $(EMU_CXXFLAGS) -c -o $@ $<
+build-emu/runtime.o: tests/cuda/emu/runtime.cpp $(wildcard tests/cuda/emu/include/*.h)
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_CXXFLAGS) -c -o $@ $<
+build-emu/forward_cpu.o: tests/cuda/emu/forward_cpu.c src/kernels/backend_functions.h src/kernels/kernels.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -O2 -fPIC -Isrc -c -o $@ $<
+build-emu/libbert_cuda_emu.so: build-emu/runtime.o build-emu/forward_cpu.o $(EMU_CU:%=build-emu/%.o)
+	$(CXX) -shared -o $@ $^ -Wl,-Bsymbolic
+build-emu/test_cuda_%: tests/cuda/test_cuda_%.c tests/cuda/cuda_test.h tests/test.h $(BUILD)/libbert.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -rdynamic -o $@ $< -Wl,--whole-archive $(BUILD)/libbert.a -Wl,--no-whole-archive $(LDLIBS) -ldl
+# ./bert for the emulated library (its CPU kernels exported to it): BERT_CUDA_LIB=build-emu/
+# libbert_cuda_emu.so build-emu/bert COMMAND --device cuda runs a command on the emulated kernels
+build-emu/bert: $(BUILD)/src/cli/main.o $(BUILD)/libbert_cli.a $(BUILD)/libbert.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -rdynamic -o $@ $< -Wl,--whole-archive $(BUILD)/libbert_cli.a $(BUILD)/libbert.a \
+		-Wl,--no-whole-archive $(LDLIBS) $(BLAS_LIBS)
+cuda-emulate: build-emu/libbert_cuda_emu.so build-emu/bert $(EMU_TESTS:%=build-emu/test_cuda_%)
+	@bash tests/cuda/emu/run.sh $(EMU_TESTS)

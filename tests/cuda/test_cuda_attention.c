@@ -5,7 +5,8 @@
  * 128 and 200, 1, 2 and 12 heads of size 8 and 64, kv_len = T and < T, masks with holes, the
  * packed layout, dropout 0 and 0.1, fp32 and each 16-bit mode with the 16-bit QKV activation
  * given or not, and inference's forward without probabilities; and T = 512 with 16 heads of 64
- * (BERT-large's) in fp32, bf16 and fp16. Outputs are prefilled with 7 on
+ * (BERT-large's) in fp32, bf16 and fp16; and for the fused 16-bit kernels' tiles, lengths 17 to
+ * 129 with heads of 16, 32, 48 and 128 in each 16-bit mode. Outputs are prefilled with 7 on
  * both sides, so every element either backend leaves unwritten shows.
  *
  * Tolerances: per element, from the arithmetic (forward_tolerances and backward_tolerances say
@@ -502,10 +503,37 @@ static void test_attention_half(void) {
     }
 }
 
+/* The fused 16-bit kernels' tiling (BERT_CUDA_ATTENTION=fused: tiles of 32 query rows, 64 keys,
+ * 16 x 16 tensor-core fragments; d a multiple of 16 up to 128), with the 16-bit activation given
+ * as they need it, in each 16-bit mode: sequences shorter than a tile, across tile edges and
+ * kv_len below 16; heads of 16, 48 and 128 (the largest they take); fp16 at T = 512. The path
+ * without the switch runs them too, held to the same bounds. */
+static const Case FUSED_SHAPES[] = {
+    {1, 17, 1, 16, false, false, false, 0.0f, 0, true, false},
+    {3, 17, 2, 16, true, true, true, 0.0f, 0, true, true},      /* kv_len 5 in sequence 2 */
+    {3, 33, 2, 32, true, true, true, 0.1f, 0, true, false},
+    {2, 65, 3, 128, true, false, true, 0.1f, 0, true, false},
+    {2, 96, 2, 48, true, true, false, 0.0f, 0, true, false},
+    {3, 129, 1, 16, true, true, true, 0.1f, 0, true, false},
+};
+
+static void test_attention_fused_shapes(void) {
+    static const HalfMode modes[] = {HALF_BF16, HALF_BF16_EMULATED, HALF_FP16};
+    for (int m = 0; m < 3; m++)
+        for (size_t k = 0; k < sizeof FUSED_SHAPES / sizeof FUSED_SHAPES[0]; k++) {
+            Case c = FUSED_SHAPES[k];
+            c.half = modes[m];
+            run_case(&c, 400 + 10 * k + m);
+        }
+    const Case long_fp16 = {2, 512, 16, 64, true, true, true, 0.1f, HALF_FP16, true, false};
+    run_case(&long_fp16, 499);
+}
+
 int main(int argc, char **argv) {
     (void)cuda_close;   /* cuda_test.h's scalar-tolerance comparison: these take per-element tolerances */
     if (!cuda_open(argc, argv)) return test_summary();
     RUN_TEST(test_attention_fp32);
     RUN_TEST(test_attention_half);
+    RUN_TEST(test_attention_fused_shapes);
     return test_summary();
 }

@@ -361,7 +361,8 @@ static void weightsT_rows(const Attn &x, float *O, const void *W, const void *Y)
  *
  * Not yet verified on a GPU (written after the last device run): it runs only with
  * BERT_CUDA_ATTENTION=fused in the environment until tests/cuda/test_cuda_attention.c has
- * passed with it (scripts/gpu_check.sh runs that test both ways). */
+ * passed with it there (scripts/gpu_check.sh runs that test both ways; on the CPU's emulator,
+ * make cuda-emulate, it passes). */
 enum { FUSED_ROWS = 32, FUSED_WARPS = FUSED_ROWS / 16, FUSED_KEYS = 64, FUSED_MAX_T = 512, FUSED_MAX_D = 128 };
 
 /* A key count rounded up to whole tiles of FUSED_KEYS (a tile's score rows, the dense rows). */

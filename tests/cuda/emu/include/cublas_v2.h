@@ -1,0 +1,22 @@
+/* cuBLAS as the emulated attention.cu calls it: strided batched products (runtime.cpp). */
+#ifndef BERT_CUDA_EMU_CUBLAS_H
+#define BERT_CUDA_EMU_CUBLAS_H
+#include "cuda_runtime.h"
+typedef int cublasStatus_t;
+enum { CUBLAS_STATUS_SUCCESS = 0 };
+typedef void *cublasHandle_t;
+typedef enum { CUBLAS_OP_N, CUBLAS_OP_T } cublasOperation_t;
+typedef enum { CUDA_R_32F, CUDA_R_16F, CUDA_R_16BF } cudaDataType;
+typedef enum { CUBLAS_COMPUTE_32F } cublasComputeType_t;
+typedef enum { CUBLAS_GEMM_DEFAULT } cublasGemmAlgo_t;
+static inline const char *cublasGetStatusString(cublasStatus_t) { return "(emulated)"; }
+cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                                         int k, const float *alpha, const float *A, int lda, long long sa,
+                                         const float *B, int ldb, long long sb, const float *beta, float *C, int ldc,
+                                         long long sc, int count);
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                                          int k, const void *alpha, const void *A, cudaDataType at, int lda,
+                                          long long sa, const void *B, cudaDataType bt, int ldb, long long sb,
+                                          const void *beta, void *C, cudaDataType ct, int ldc, long long sc, int count,
+                                          cublasComputeType_t, cublasGemmAlgo_t);
+#endif

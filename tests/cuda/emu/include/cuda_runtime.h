@@ -1,0 +1,72 @@
+/* The CUDA runtime as the host emulator (tests/cuda/emu/runtime.cpp) gives it to the backend's
+ * .cu files compiled as C++ for the CPU: a block's threads are fibers, __syncthreads,
+ * __syncwarp and shuffles their scheduling points; memory is the host's. Only what the
+ * emulated files use. */
+#ifndef BERT_CUDA_EMU_RUNTIME_H
+#define BERT_CUDA_EMU_RUNTIME_H
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __restrict__
+#define __launch_bounds__(...)
+#define __shared__ static   /* one block runs at a time: a static is its block's */
+
+struct dim3 {
+    unsigned x, y, z;
+    constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+struct uint3 { unsigned x, y, z; };
+struct alignas(8) uint2 { unsigned x, y; };
+struct alignas(16) uint4 { unsigned x, y, z, w; };
+struct alignas(16) float4 { float x, y, z, w; };
+static inline uint2 make_uint2(unsigned x, unsigned y) { return uint2{x, y}; }
+static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
+static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
+
+extern uint3 blockIdx, threadIdx;
+extern dim3 blockDim, gridDim;
+float __shfl_xor_sync(unsigned mask, float v, int k);
+void __syncwarp(unsigned mask = 0xffffffffu);
+void __syncthreads(void);
+template <typename T> static inline T atomicAdd(T *p, T v) { const T old = *p; *p = old + v; return old; }
+
+/* the emulator's: the running block's dynamic shared memory, the calling thread's lane */
+void *emu_shared(void);
+int emu_lane(void);
+
+typedef int cudaError_t;
+enum { cudaSuccess = 0 };
+typedef void *cudaStream_t;
+enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice, cudaMemcpyDefault };
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize };
+static inline cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+static inline const char *cudaGetErrorString(cudaError_t) { return "(emulated)"; }
+template <typename F> static inline cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int) { return cudaSuccess; }
+cudaError_t cudaMalloc(void **p, size_t bytes);
+cudaError_t cudaMallocHost(void **p, size_t bytes);
+cudaError_t cudaFree(void *p);
+cudaError_t cudaFreeHost(void *p);
+template <typename T> static inline cudaError_t cudaMalloc(T **p, size_t bytes) { return cudaMalloc((void **)p, bytes); }
+template <typename T> static inline cudaError_t cudaMallocHost(T **p, size_t bytes) { return cudaMallocHost((void **)p, bytes); }
+static inline cudaError_t cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind) { memmove(d, s, n); return cudaSuccess; }
+static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind, cudaStream_t = 0) {
+    memmove(d, s, n);
+    return cudaSuccess;
+}
+static inline cudaError_t cudaMemset(void *d, int v, size_t n) { memset(d, v, n); return cudaSuccess; }
+static inline cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t = 0) { memset(d, v, n); return cudaSuccess; }
+
+/* k<<<grid, block, shared bytes, stream>>>(args), rewritten by rewrite.py */
+struct EmuLaunch { dim3 grid, block; size_t shared; };
+static inline EmuLaunch emu_config(dim3 g, dim3 b, size_t shared = 0, cudaStream_t = 0) { return EmuLaunch{g, b, shared}; }
+void emu_launch(EmuLaunch cfg, const char *kernel, void (*body)(void *), void *closure);
+template <typename F> static inline void emu_run(EmuLaunch cfg, const char *kernel, F f) {
+    emu_launch(cfg, kernel, [](void *c) { (*(F *)c)(); }, &f);
+}
+#endif

@@ -1,0 +1,284 @@
+/* The host emulator of the CUDA backend's kernels: the .cu files that need neither cuBLASLt nor
+ * NCCL (attention, layers_norm_act, layers_rows, optim; rewrite.py turns their launches into
+ * emu_run calls) compiled as C++ for the CPU, so that the CUDA tests (tests/cuda/) run their
+ * kernels' own code on a machine without a GPU (`make cuda-emulate`; docs/gpu.md).
+ *
+ * A launch runs its blocks one after the other; a block's threads are fibers (ucontext) that
+ * run until they reach __syncthreads, __syncwarp or a shuffle, and a barrier opens when every
+ * live thread of the block (warp) waits at it; waiting at different barriers is reported as a
+ * deadlock, a warp barrier with some lanes gone as an error. EMU_ORDER=1 runs the fibers in the
+ * reverse order (a read of another thread's write with no barrier between shows in one of the
+ * two orders: dynamic shared memory and the scratch buffers start as NaN bits, or with
+ * EMU_POISON=0x7f as 3.4e38, which a maximum does not pass over as it passes over NaN), EMU_MMA_ORDER
+ * 0/1/2 sums each wmma tile's 16 products forwards, backwards, or exactly and rounded once (the
+ * tensor cores' order is not documented: the tests' bounds must hold for any). */
+#include <cuda_runtime.h>
+#include <cublas_v2.h>
+#include <mma.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <ucontext.h>
+
+#include <vector>
+
+#include "kernels/cuda/cuda_blas.h"
+#include "kernels/cuda/cuda_common.h"
+#include "kernels/cuda/half_bits.cuh"
+
+uint3 blockIdx, threadIdx;
+dim3 blockDim, gridDim;
+
+static int fiber_order, mma_order, poison = 0xff;
+static long launches, threads_run, mma_calls, mma_computed;
+
+__attribute__((constructor)) static void emu_start(void) {
+    if (getenv("EMU_ORDER")) fiber_order = atoi(getenv("EMU_ORDER"));
+    if (getenv("EMU_MMA_ORDER")) mma_order = atoi(getenv("EMU_MMA_ORDER"));
+    if (getenv("EMU_POISON")) poison = (int)strtol(getenv("EMU_POISON"), NULL, 0);
+}
+__attribute__((destructor)) static void emu_report(void) {
+    if (getenv("EMU_REPORT"))
+        fprintf(stderr, "cuda emulator: %ld launches, %ld threads, %ld wmma products (%ld computed)\n", launches,
+                threads_run, mma_calls, mma_computed);
+}
+
+/* ---------------------------------------------------------------- fibers */
+
+enum State { RUNNABLE, AT_WARP, AT_BLOCK, DONE };
+struct Fiber {
+    ucontext_t context;
+    State state;
+    uint3 tid;
+    int lane, warp;
+    long mma_index;   /* this lane's wmma products so far in the block */
+};
+struct Tile { float a[256], b[256], c[256], d[256]; };   /* one warp call of mma_sync */
+struct Warp {
+    float shuffle[32];
+    std::vector<Tile> mma;   /* the warp's products in call order */
+};
+
+static const size_t STACK_BYTES = 1 << 20;
+static ucontext_t scheduler;
+static std::vector<Fiber> fibers;
+static std::vector<char *> stacks;
+static std::vector<Warp> warps;
+static unsigned char *dynamic_shared;   /* 1024-byte aligned, as the hardware's */
+static Fiber *running;
+static void (*kernel_body)(void *);
+static void *kernel_closure;
+static const char *kernel_name;
+
+static void fail(const char *what) {
+    fprintf(stderr, "cuda emulator: %s in kernel %s, block (%u, %u, %u), thread %u\n", what, kernel_name, blockIdx.x,
+            blockIdx.y, blockIdx.z, running ? running->tid.x : 0u);
+    abort();
+}
+
+static void wait_as(State s) {
+    Fiber *me = running;
+    me->state = s;
+    swapcontext(&me->context, &scheduler);
+    running = me, threadIdx = me->tid;
+}
+static void fiber_main(void) {
+    kernel_body(kernel_closure);
+    running->state = DONE;
+    swapcontext(&running->context, &scheduler);
+}
+
+void __syncthreads(void) { wait_as(AT_BLOCK); }
+void __syncwarp(unsigned mask) {
+    if (mask != 0xffffffffu) fail("__syncwarp with a partial mask");
+    wait_as(AT_WARP);
+}
+float __shfl_xor_sync(unsigned mask, float v, int k) {
+    if (mask != 0xffffffffu) fail("a shuffle with a partial mask");
+    Warp &w = warps[running->warp];
+    w.shuffle[running->lane] = v;
+    wait_as(AT_WARP);
+    const float r = w.shuffle[running->lane ^ k];
+    wait_as(AT_WARP);   /* every lane has read before the slots are written again */
+    return r;
+}
+void *emu_shared(void) { return dynamic_shared; }
+int emu_lane(void) { return running ? running->lane : 0; }
+
+/* Opens the barriers every live thread waits at; false if none can open. */
+static bool open_barriers(unsigned nt) {
+    unsigned live = 0, at_block = 0;
+    for (unsigned t = 0; t < nt; t++) live += fibers[t].state != DONE, at_block += fibers[t].state == AT_BLOCK;
+    bool opened = false;
+    for (unsigned w0 = 0; w0 < nt; w0 += 32) {
+        const unsigned w1 = w0 + 32 < nt ? w0 + 32 : nt;
+        unsigned warp_live = 0, waiting = 0;
+        for (unsigned t = w0; t < w1; t++) warp_live += fibers[t].state != DONE, waiting += fibers[t].state == AT_WARP;
+        if (!waiting || waiting != warp_live) continue;
+        if (warp_live != w1 - w0) fail("a warp barrier or shuffle with lanes that have returned");
+        for (unsigned t = w0; t < w1; t++) fibers[t].state = RUNNABLE;
+        opened = true;
+    }
+    if (!opened && at_block && at_block == live) {
+        for (unsigned t = 0; t < nt; t++)
+            if (fibers[t].state == AT_BLOCK) fibers[t].state = RUNNABLE;
+        opened = true;
+    }
+    return opened;
+}
+
+static void run_block(unsigned nt) {
+    if (fibers.size() < nt) fibers.resize(nt);
+    while (stacks.size() < nt) stacks.push_back((char *)malloc(STACK_BYTES));
+    warps.assign((nt + 31) / 32, Warp{});
+    for (unsigned t = 0; t < nt; t++) {
+        Fiber &f = fibers[t];
+        f.state = RUNNABLE, f.lane = (int)(t % 32), f.warp = (int)(t / 32), f.mma_index = 0;
+        f.tid = uint3{t % blockDim.x, t / blockDim.x % blockDim.y, t / (blockDim.x * blockDim.y)};
+        getcontext(&f.context);
+        f.context.uc_stack.ss_sp = stacks[t], f.context.uc_stack.ss_size = STACK_BYTES, f.context.uc_link = NULL;
+        makecontext(&f.context, fiber_main, 0);
+    }
+    for (;;) {
+        for (unsigned q = 0; q < nt; q++) {
+            Fiber &f = fibers[fiber_order == 1 ? nt - 1 - q : q];
+            if (f.state != RUNNABLE) continue;
+            running = &f, threadIdx = f.tid;
+            swapcontext(&scheduler, &f.context);
+        }
+        running = NULL;
+        unsigned done = 0;
+        for (unsigned t = 0; t < nt; t++) done += fibers[t].state == DONE;
+        if (done == nt) break;
+        if (!open_barriers(nt)) fail("deadlock: threads wait at different barriers");
+    }
+    threads_run += nt;
+}
+
+void emu_launch(EmuLaunch cfg, const char *kernel, void (*body)(void *), void *closure) {
+    gridDim = cfg.grid, blockDim = cfg.block;
+    kernel_name = kernel, kernel_body = body, kernel_closure = closure;
+    launches++;
+    const unsigned nt = cfg.block.x * cfg.block.y * cfg.block.z;
+    if (nt == 0 || nt > 1024) fail("a block of more than 1024 threads");
+    free(dynamic_shared);
+    if (posix_memalign((void **)&dynamic_shared, 1024, cfg.shared + 16)) fail("out of memory");
+    for (unsigned bz = 0; bz < cfg.grid.z; bz++)
+        for (unsigned by = 0; by < cfg.grid.y; by++)
+            for (unsigned bx = 0; bx < cfg.grid.x; bx++) {
+                blockIdx = uint3{bx, by, bz};
+                memset(dynamic_shared, poison, cfg.shared + 16);
+                run_block(nt);
+            }
+}
+
+/* ---------------------------------------------------------------- wmma */
+
+float emu_float(const __half *p) { return float_from_fp16_bits(p->bits); }
+float emu_float(const __nv_bfloat16 *p) { return float_from_bf16_bits(p->bits); }
+
+void emu_check_tile(const void *p, unsigned ld, size_t element_bytes) {
+    if ((uintptr_t)p % 32) fail("a wmma tile not 256-bit aligned");
+    if (ld * element_bytes % 16) fail("a wmma tile's rows not a multiple of 16 bytes apart");
+}
+
+void emu_mma(float *d, const float *a, const float *b, const float *c) {
+    mma_calls++;
+    std::vector<Tile> &calls = warps[running->warp].mma;
+    const size_t k = (size_t)running->mma_index++;
+    if (k < calls.size()) {   /* an earlier lane of the warp computed this call */
+        const Tile &t = calls[k];
+        if (memcmp(t.a, a, sizeof t.a) || memcmp(t.b, b, sizeof t.b) || memcmp(t.c, c, sizeof t.c))
+            fail("the lanes of a warp passed mma_sync different tiles");
+        memcpy(d, t.d, sizeof t.d);
+        return;
+    }
+    mma_computed++;
+    calls.emplace_back();
+    Tile &t = calls.back();
+    memcpy(t.a, a, sizeof t.a), memcpy(t.b, b, sizeof t.b), memcpy(t.c, c, sizeof t.c);
+    for (int i = 0; i < 16; i++)
+        for (int j = 0; j < 16; j++) {
+            float s = c[i * 16 + j];   /* the products of 16-bit values are exact in fp32 */
+            if (mma_order == 2) {
+                double exact = 0;
+                for (int q = 0; q < 16; q++) exact += (double)a[i * 16 + q] * b[q * 16 + j];
+                s = (float)((double)s + exact);
+            } else {
+                for (int q = 0; q < 16; q++) {
+                    const int r = mma_order == 1 ? 15 - q : q;
+                    s += a[i * 16 + r] * b[r * 16 + j];
+                }
+            }
+            t.d[i * 16 + j] = s;
+        }
+    memcpy(d, t.d, sizeof t.d);
+}
+
+/* ---------------------------------------------------------------- memory, cuBLAS */
+
+/* Device memory: exact-size allocations (AddressSanitizer sees an overrun) with cudaMalloc's
+ * 256-byte alignment, filled with NaN bits (a read of an unwritten element shows). */
+cudaError_t cudaMalloc(void **p, size_t bytes) {
+    if (posix_memalign(p, 256, bytes ? bytes : 1)) fail("out of memory");
+    memset(*p, poison, bytes);
+    return cudaSuccess;
+}
+/* cuda_scratch (memory.cu's): a fresh allocation each call. */
+void *cuda_scratch(int slot, size_t bytes) {
+    static void *slots[CUDA_SCRATCH_SLOTS];
+    free(slots[slot]);
+    cudaMalloc(&slots[slot], bytes);
+    return slots[slot];
+}
+const void *cuda_stage(int, const void *host, size_t) { return host; }
+cudaError_t cudaMallocHost(void **p, size_t bytes) { return cudaMalloc(p, bytes); }
+cudaError_t cudaFree(void *p) { free(p); return cudaSuccess; }
+cudaError_t cudaFreeHost(void *p) { free(p); return cudaSuccess; }
+cublasHandle_t cuda_cublas(void) { return NULL; }
+
+static float element(const void *p, cudaDataType t, size_t e) {
+    if (t == CUDA_R_32F) return ((const float *)p)[e];
+    const uint16_t bits = ((const uint16_t *)p)[e];
+    return t == CUDA_R_16F ? float_from_fp16_bits(bits) : float_from_bf16_bits(bits);
+}
+/* Column-major C = op(A) op(B) for each of count blocks, fp32 sums in k's order. */
+static cublasStatus_t batched(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha,
+                              const void *A, cudaDataType at, int lda, long long sa, const void *B, cudaDataType bt,
+                              int ldb, long long sb, float beta, float *C, int ldc, long long sc, int count) {
+    if (alpha != 1.0f || beta != 0.0f) {
+        fprintf(stderr, "cuda emulator: products with alpha 1 and beta 0 only\n");
+        abort();
+    }
+    const size_t ea = at == CUDA_R_32F ? 4 : 2, eb = bt == CUDA_R_32F ? 4 : 2;
+    for (int z = 0; z < count; z++) {
+        const char *a = (const char *)A + (size_t)z * sa * ea, *b = (const char *)B + (size_t)z * sb * eb;
+        float *c = C + (size_t)z * sc;
+        for (int j = 0; j < n; j++)
+            for (int i = 0; i < m; i++) {
+                float s = 0;
+                for (int p = 0; p < k; p++)
+                    s += element(a, at, ta == CUBLAS_OP_N ? (size_t)p * lda + i : (size_t)i * lda + p) *
+                         element(b, bt, tb == CUBLAS_OP_N ? (size_t)j * ldb + p : (size_t)p * ldb + j);
+                c[(size_t)j * ldc + i] = s;
+            }
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                                         int k, const float *alpha, const float *A, int lda, long long sa,
+                                         const float *B, int ldb, long long sb, const float *beta, float *C, int ldc,
+                                         long long sc, int count) {
+    return batched(ta, tb, m, n, k, *alpha, A, CUDA_R_32F, lda, sa, B, CUDA_R_32F, ldb, sb, *beta, C, ldc, sc, count);
+}
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                                          int k, const void *alpha, const void *A, cudaDataType at, int lda,
+                                          long long sa, const void *B, cudaDataType bt, int ldb, long long sb,
+                                          const void *beta, void *C, cudaDataType ct, int ldc, long long sc, int count,
+                                          cublasComputeType_t, cublasGemmAlgo_t) {
+    if (ct != CUDA_R_32F) {
+        fprintf(stderr, "cuda emulator: products with fp32 results only\n");
+        abort();
+    }
+    return batched(ta, tb, m, n, k, *(const float *)alpha, A, at, lda, sa, B, bt, ldb, sb, *(const float *)beta,
+                   (float *)C, ldc, sc, count);
+}
