@@ -213,14 +213,14 @@ build-cuda/%.o: %.cu
 
 -include $(CUDA_OBJ:.o=.d)
 
-# The CUDA kernels without a GPU: the .cu files that need neither cuBLASLt nor NCCL, rewritten
-# for the host emulator (tests/cuda/emu/: a block's threads as fibers, wmma and the batched
-# cuBLAS products on the CPU) and compiled as C++ into build-emu/libbert_cuda_emu.so, whose
-# other kernels are the CPU backend's; `make cuda-emulate` runs the CUDA tests of those files
+# The CUDA kernels without a GPU: the .cu files but memory.cu, lt_matmul.cu (cuBLASLt) and
+# collectives.cu (NCCL), rewritten for the host emulator (tests/cuda/emu/: a block's threads as
+# fibers, wmma and cuBLAS's products on the CPU, cuBLASLt finding no algorithm) and compiled as
+# C++ into build-emu/libbert_cuda_emu.so, whose other kernels (memory) are the CPU backend's; `make cuda-emulate` runs the CUDA tests of those files
 # against it (tests/cuda/emu/run.sh: two schedules, the attention also fused; every thread of
-# every block is run: about 25 minutes in all). Not part of `make test`. docs/gpu.md, "Without a GPU".
-EMU_CU := attention layers_norm_act layers_rows optim
-EMU_TESTS := attention norm_act rows optim model
+# every block is run: about 40 minutes in all). Not part of `make test`. docs/gpu.md, "Without a GPU".
+EMU_CU := attention layers_norm_act layers_rows linear optim
+EMU_TESTS := attention norm_act rows linear optim model
 EMU_CXXFLAGS := -std=c++17 -O2 -g -fPIC -ffp-contract=off -Wall -Wno-unused-parameter -Wno-unused-function -Wno-unknown-pragmas \
 	-Itests/cuda/emu/include -Isrc
 .PRECIOUS: build-emu/%.cpp

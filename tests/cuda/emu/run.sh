@@ -1,5 +1,5 @@
 #!/bin/bash
-# The CUDA tests named (attention norm_act rows optim model) against the emulated library
+# The CUDA tests named (attention norm_act rows linear optim model) against the emulated library
 # (make cuda-emulate builds both), each under two schedules of the emulator (runtime.cpp):
 #   A  threads in order, fresh memory NaN, each wmma tile's sums in order;
 #   B  threads in reverse order, fresh memory 3.4e38, each tile's sums exact and rounded once;

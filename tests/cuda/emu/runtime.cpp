@@ -1,7 +1,10 @@
-/* The host emulator of the CUDA backend's kernels: the .cu files that need neither cuBLASLt nor
- * NCCL (attention, layers_norm_act, layers_rows, optim; rewrite.py turns their launches into
- * emu_run calls) compiled as C++ for the CPU, so that the CUDA tests (tests/cuda/) run their
- * kernels' own code on a machine without a GPU (`make cuda-emulate`; docs/gpu.md).
+/* The host emulator of the CUDA backend's kernels: the .cu files other than memory.cu,
+ * lt_matmul.cu (cuBLASLt) and collectives.cu (NCCL), that is attention, layers_norm_act,
+ * layers_rows, linear and optim (rewrite.py turns their launches into emu_run calls), compiled
+ * as C++ for the CPU, so that the CUDA tests (tests/cuda/) run their kernels' own code on a
+ * machine without a GPU (`make cuda-emulate`; docs/gpu.md). cuBLAS is emulated (below), cuBLASLt
+ * finds no algorithm (linear.cu then calls plain cuBLAS), the device is one of compute
+ * capability 9.0.
  *
  * A launch runs its blocks one after the other; a block's threads are fibers (ucontext) that
  * run until they reach __syncthreads, __syncwarp or a shuffle, and a barrier opens when every
@@ -234,21 +237,48 @@ const void *cuda_stage(int, const void *host, size_t) { return host; }
 cudaError_t cudaMallocHost(void **p, size_t bytes) { return cudaMalloc(p, bytes); }
 cudaError_t cudaFree(void *p) { free(p); return cudaSuccess; }
 cudaError_t cudaFreeHost(void *p) { free(p); return cudaSuccess; }
-cublasHandle_t cuda_cublas(void) { return NULL; }
+/* cuBLASLt (lt_matmul.cu) is not emulated: it finds no algorithm, so linear.cu runs every
+ * product through plain cuBLAS, as where cuBLASLt has none on a GPU. */
+bool cuda_lt_forward(void *, cudaDataType, const void *, const void *, const float *, int, int, int, cudaDataType) {
+    return false;
+}
+bool cuda_lt_backward_enabled(void) { return false; }
+bool cuda_lt_gemm(bool, bool, int, int, int, const void *, int, const void *, int, float, float *, int, cudaDataType) {
+    return false;
+}
+void cuda_lt_notes(char *out, size_t n) { snprintf(out, n, "cuBLASLt not emulated: plain cuBLAS products"); }
 
-static float element(const void *p, cudaDataType t, size_t e) {
-    if (t == CUDA_R_32F) return ((const float *)p)[e];
+struct Handle { int math; };
+cublasStatus_t cublasCreate(cublasHandle_t *handle) {
+    *handle = new Handle{CUBLAS_DEFAULT_MATH};
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
+    ((Handle *)handle)->math = mode;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetStream(cublasHandle_t, cudaStream_t) { return CUBLAS_STATUS_SUCCESS; }
+
+/* TF32: an fp32 operand rounded to 10 mantissa bits, to nearest with ties away (cvt.rna.tf32). */
+static float tf32(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;
+    memcpy(&x, &u, 4);
+    return x;
+}
+static float element(const void *p, cudaDataType t, size_t e, bool tf32_operands) {
+    if (t == CUDA_R_32F) return tf32_operands ? tf32(((const float *)p)[e]) : ((const float *)p)[e];
     const uint16_t bits = ((const uint16_t *)p)[e];
     return t == CUDA_R_16F ? float_from_fp16_bits(bits) : float_from_bf16_bits(bits);
 }
-/* Column-major C = op(A) op(B) for each of count blocks, fp32 sums in k's order. */
-static cublasStatus_t batched(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha,
-                              const void *A, cudaDataType at, int lda, long long sa, const void *B, cudaDataType bt,
-                              int ldb, long long sb, float beta, float *C, int ldc, long long sc, int count) {
-    if (alpha != 1.0f || beta != 0.0f) {
-        fprintf(stderr, "cuda emulator: products with alpha 1 and beta 0 only\n");
-        abort();
-    }
+/* Column-major C = alpha op(A) op(B) + beta C for each of count blocks (C not read with beta 0),
+ * fp32 sums in k's order. */
+static cublasStatus_t products(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                               float alpha, const void *A, cudaDataType at, int lda, long long sa, const void *B,
+                               cudaDataType bt, int ldb, long long sb, float beta, float *C, int ldc, long long sc,
+                               int count) {
+    const bool tf32_operands = handle && (((Handle *)handle)->math & 0xf) == CUBLAS_TF32_TENSOR_OP_MATH;
     const size_t ea = at == CUDA_R_32F ? 4 : 2, eb = bt == CUDA_R_32F ? 4 : 2;
     for (int z = 0; z < count; z++) {
         const char *a = (const char *)A + (size_t)z * sa * ea, *b = (const char *)B + (size_t)z * sb * eb;
@@ -257,28 +287,46 @@ static cublasStatus_t batched(cublasOperation_t ta, cublasOperation_t tb, int m,
             for (int i = 0; i < m; i++) {
                 float s = 0;
                 for (int p = 0; p < k; p++)
-                    s += element(a, at, ta == CUBLAS_OP_N ? (size_t)p * lda + i : (size_t)i * lda + p) *
-                         element(b, bt, tb == CUBLAS_OP_N ? (size_t)j * ldb + p : (size_t)p * ldb + j);
-                c[(size_t)j * ldc + i] = s;
+                    s += element(a, at, ta == CUBLAS_OP_N ? (size_t)p * lda + i : (size_t)i * lda + p, tf32_operands) *
+                         element(b, bt, tb == CUBLAS_OP_N ? (size_t)j * ldb + p : (size_t)p * ldb + j, tf32_operands);
+                float &out = c[(size_t)j * ldc + i];
+                out = beta == 0.0f ? (alpha == 1.0f ? s : alpha * s) : alpha * s + beta * out;
             }
     }
     return CUBLAS_STATUS_SUCCESS;
 }
-cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
-                                         int k, const float *alpha, const float *A, int lda, long long sa,
-                                         const float *B, int ldb, long long sb, const float *beta, float *C, int ldc,
-                                         long long sc, int count) {
-    return batched(ta, tb, m, n, k, *alpha, A, CUDA_R_32F, lda, sa, B, CUDA_R_32F, ldb, sb, *beta, C, ldc, sc, count);
-}
-cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
-                                          int k, const void *alpha, const void *A, cudaDataType at, int lda,
-                                          long long sa, const void *B, cudaDataType bt, int ldb, long long sb,
-                                          const void *beta, void *C, cudaDataType ct, int ldc, long long sc, int count,
-                                          cublasComputeType_t, cublasGemmAlgo_t) {
+static void fp32_results_only(cudaDataType ct) {
     if (ct != CUDA_R_32F) {
         fprintf(stderr, "cuda emulator: products with fp32 results only\n");
         abort();
     }
-    return batched(ta, tb, m, n, k, *(const float *)alpha, A, at, lda, sa, B, bt, ldb, sb, *(const float *)beta,
-                   (float *)C, ldc, sc, count);
+}
+cublasStatus_t cublasSgemm(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                           const float *alpha, const float *A, int lda, const float *B, int ldb, const float *beta,
+                           float *C, int ldc) {
+    return products(handle, ta, tb, m, n, k, *alpha, A, CUDA_R_32F, lda, 0, B, CUDA_R_32F, ldb, 0, *beta, C, ldc, 0, 1);
+}
+cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                            const void *alpha, const void *A, cudaDataType at, int lda, const void *B, cudaDataType bt,
+                            int ldb, const void *beta, void *C, cudaDataType ct, int ldc, cublasComputeType_t,
+                            cublasGemmAlgo_t) {
+    fp32_results_only(ct);
+    return products(handle, ta, tb, m, n, k, *(const float *)alpha, A, at, lda, 0, B, bt, ldb, 0, *(const float *)beta,
+                    (float *)C, ldc, 0, 1);
+}
+cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                                         int k, const float *alpha, const float *A, int lda, long long sa,
+                                         const float *B, int ldb, long long sb, const float *beta, float *C, int ldc,
+                                         long long sc, int count) {
+    return products(handle, ta, tb, m, n, k, *alpha, A, CUDA_R_32F, lda, sa, B, CUDA_R_32F, ldb, sb, *beta, C, ldc, sc,
+                    count);
+}
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                                          int k, const void *alpha, const void *A, cudaDataType at, int lda,
+                                          long long sa, const void *B, cudaDataType bt, int ldb, long long sb,
+                                          const void *beta, void *C, cudaDataType ct, int ldc, long long sc, int count,
+                                          cublasComputeType_t, cublasGemmAlgo_t) {
+    fp32_results_only(ct);
+    return products(handle, ta, tb, m, n, k, *(const float *)alpha, A, at, lda, sa, B, bt, ldb, sb,
+                    *(const float *)beta, (float *)C, ldc, sc, count);
 }
