@@ -218,7 +218,7 @@ build-cuda/%.o: %.cu
 # fibers, wmma and cuBLAS's products on the CPU, cuBLASLt finding no algorithm) and compiled as
 # C++ into build-emu/libbert_cuda_emu.so, whose other kernels (memory) are the CPU backend's; `make cuda-emulate` runs the CUDA tests of those files
 # against it (tests/cuda/emu/run.sh: two schedules, the attention also fused; every thread of
-# every block is run: about 50 minutes in all). Not part of `make test`. docs/gpu.md, "Without a GPU".
+# every block is run: about 30 minutes in all). Not part of `make test`. docs/gpu.md, "Without a GPU".
 EMU_CU := attention layers_norm_act layers_rows linear optim
 EMU_TESTS := attention norm_act rows linear optim model
 EMU_CXXFLAGS := -std=c++17 -O2 -g -fPIC -ffp-contract=off -Wall -Wno-unused-parameter -Wno-unused-function -Wno-unknown-pragmas \

@@ -273,22 +273,31 @@ static float element(const void *p, cudaDataType t, size_t e, bool tf32_operands
     return t == CUDA_R_16F ? float_from_fp16_bits(bits) : float_from_bf16_bits(bits);
 }
 /* Column-major C = alpha op(A) op(B) + beta C for each of count blocks (C not read with beta 0),
- * fp32 sums in k's order. */
+ * fp32 sums in k's order. Each block's operands are converted once, into op(A) by rows and
+ * op(B) by columns (k contiguous), not once per product. */
 static cublasStatus_t products(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                                float alpha, const void *A, cudaDataType at, int lda, long long sa, const void *B,
                                cudaDataType bt, int ldb, long long sb, float beta, float *C, int ldc, long long sc,
                                int count) {
     const bool tf32_operands = handle && (((Handle *)handle)->math & 0xf) == CUBLAS_TF32_TENSOR_OP_MATH;
     const size_t ea = at == CUDA_R_32F ? 4 : 2, eb = bt == CUDA_R_32F ? 4 : 2;
+    std::vector<float> rows((size_t)m * k), cols((size_t)n * k);
     for (int z = 0; z < count; z++) {
         const char *a = (const char *)A + (size_t)z * sa * ea, *b = (const char *)B + (size_t)z * sb * eb;
         float *c = C + (size_t)z * sc;
+        for (int i = 0; i < m; i++)
+            for (int p = 0; p < k; p++)
+                rows[(size_t)i * k + p] =
+                    element(a, at, ta == CUBLAS_OP_N ? (size_t)p * lda + i : (size_t)i * lda + p, tf32_operands);
+        for (int j = 0; j < n; j++)
+            for (int p = 0; p < k; p++)
+                cols[(size_t)j * k + p] =
+                    element(b, bt, tb == CUBLAS_OP_N ? (size_t)j * ldb + p : (size_t)p * ldb + j, tf32_operands);
         for (int j = 0; j < n; j++)
             for (int i = 0; i < m; i++) {
+                const float *x = &rows[(size_t)i * k], *y = &cols[(size_t)j * k];
                 float s = 0;
-                for (int p = 0; p < k; p++)
-                    s += element(a, at, ta == CUBLAS_OP_N ? (size_t)p * lda + i : (size_t)i * lda + p, tf32_operands) *
-                         element(b, bt, tb == CUBLAS_OP_N ? (size_t)j * ldb + p : (size_t)p * ldb + j, tf32_operands);
+                for (int p = 0; p < k; p++) s += x[p] * y[p];
                 float &out = c[(size_t)j * ldc + i];
                 out = beta == 0.0f ? (alpha == 1.0f ? s : alpha * s) : alpha * s + beta * out;
             }
