@@ -213,14 +213,18 @@ build-cuda/%.o: %.cu
 
 -include $(CUDA_OBJ:.o=.d)
 
-# The CUDA kernels without a GPU: the .cu files but memory.cu, lt_matmul.cu (cuBLASLt) and
-# collectives.cu (NCCL), rewritten for the host emulator (tests/cuda/emu/: a block's threads as
-# fibers, wmma and cuBLAS's products on the CPU, cuBLASLt finding no algorithm) and compiled as
-# C++ into build-emu/libbert_cuda_emu.so, whose other kernels (memory) are the CPU backend's; `make cuda-emulate` runs the CUDA tests of those files
-# against it (tests/cuda/emu/run.sh: two schedules, the attention also fused; every thread of
-# every block is run: about 30 minutes in all). Not part of `make test`. docs/gpu.md, "Without a GPU".
-EMU_CU := attention layers_norm_act layers_rows linear optim
-EMU_TESTS := attention norm_act rows linear optim model
+# The CUDA library without a GPU: every .cu file rewritten for the host emulator
+# (tests/cuda/emu/: a block's threads as fibers, wmma, cuBLAS's and cuBLASLt's products on the
+# CPU, streams and events in call order) and compiled as C++ into build-emu/libbert_cuda_emu.so
+# (memory.cu's cuda_scratch made weak: the emulator's gives fresh NaN scratch each call), and
+# NCCL as MPI on the host buffers (build-emu/libnccl_emu.so, BERT_NCCL_LIB). `make cuda-emulate`
+# runs the CUDA tests against it (tests/cuda/emu/run.sh: two schedules, the attention also fused,
+# the products also on plain cuBLAS) and data-parallel pre-training over 2 processes on it
+# (tests/test_distributed.c with BERT_TEST_DEVICE=cuda) and the task commands on both devices
+# (tests/cuda/emu/commands.sh): about 40 minutes in all. Not part of
+# `make test`. docs/gpu.md, "Without a GPU".
+EMU_CU := attention layers_norm_act layers_rows linear optim memory lt_matmul collectives
+EMU_TESTS := attention norm_act rows linear optim collectives model
 EMU_CXXFLAGS := -std=c++17 -O2 -g -fPIC -ffp-contract=off -Wall -Wno-unused-parameter -Wno-unused-function -Wno-unknown-pragmas \
 	-Itests/cuda/emu/include -Isrc
 .PRECIOUS: build-emu/%.cpp
@@ -232,19 +236,21 @@ build-emu/%.o: build-emu/%.cpp $(wildcard tests/cuda/emu/include/*.h) $(wildcard
 build-emu/runtime.o: tests/cuda/emu/runtime.cpp $(wildcard tests/cuda/emu/include/*.h)
 	@mkdir -p $(dir $@)
 	$(CXX) $(EMU_CXXFLAGS) -c -o $@ $<
-build-emu/forward_cpu.o: tests/cuda/emu/forward_cpu.c src/kernels/backend_functions.h src/kernels/kernels.h
+build-emu/cublaslt.o: tests/cuda/emu/cublaslt.cpp $(wildcard tests/cuda/emu/include/*.h) src/kernels/cuda/half_bits.cuh
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 -O2 -fPIC -Isrc -c -o $@ $<
-build-emu/libbert_cuda_emu.so: build-emu/runtime.o build-emu/forward_cpu.o $(EMU_CU:%=build-emu/%.o)
+	$(CXX) $(EMU_CXXFLAGS) -c -o $@ $<
+build-emu/memory_weak.o: build-emu/memory.o
+	objcopy $$(nm $< | awk '$$2 == "T" && $$3 ~ /cuda_scratch/ {print "--weaken-symbol=" $$3}') $< $@
+build-emu/libbert_cuda_emu.so: build-emu/runtime.o build-emu/cublaslt.o \
+		$(patsubst %,build-emu/%.o,$(filter-out memory,$(EMU_CU))) build-emu/memory_weak.o
 	$(CXX) -shared -o $@ $^ -Wl,-Bsymbolic
+build-emu/libnccl_emu.so: tests/cuda/emu/nccl_mpi.cpp $(wildcard tests/cuda/emu/include/*.h) src/kernels/cuda/half_bits.cuh
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_CXXFLAGS) $(MPI_CFLAGS) -shared -o $@ $< $(MPI_LIBS)
 build-emu/test_cuda_%: tests/cuda/test_cuda_%.c tests/cuda/cuda_test.h tests/test.h $(BUILD)/libbert.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests -rdynamic -o $@ $< -Wl,--whole-archive $(BUILD)/libbert.a -Wl,--no-whole-archive $(LDLIBS) -ldl
-# ./bert for the emulated library (its CPU kernels exported to it): BERT_CUDA_LIB=build-emu/
-# libbert_cuda_emu.so build-emu/bert COMMAND --device cuda runs a command on the emulated kernels
-build-emu/bert: $(BUILD)/src/cli/main.o $(BUILD)/libbert_cli.a $(BUILD)/libbert.a
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -rdynamic -o $@ $< -Wl,--whole-archive $(BUILD)/libbert_cli.a $(BUILD)/libbert.a \
-		-Wl,--no-whole-archive $(LDLIBS) $(BLAS_LIBS)
-cuda-emulate: build-emu/libbert_cuda_emu.so build-emu/bert $(EMU_TESTS:%=build-emu/test_cuda_%)
-	@bash tests/cuda/emu/run.sh $(EMU_TESTS)
+	$(CC) $(CFLAGS) -Itests -o $@ $< $(BUILD)/libbert.a $(LDLIBS) -ldl
+# BERT_CUDA_LIB=build-emu/libbert_cuda_emu.so ./bert COMMAND --device cuda runs a command on it.
+cuda-emulate: build-emu/libbert_cuda_emu.so build-emu/libnccl_emu.so $(BERT) $(EMU_TESTS:%=build-emu/test_cuda_%) \
+		$(BUILD)/tests/test_distributed
+	@bash tests/cuda/emu/run.sh $(EMU_TESTS) distributed commands

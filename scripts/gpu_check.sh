@@ -166,6 +166,19 @@ if want compare; then
           --max_steps 40 --learning_rate 1e-4 --log_freq 10 --device $dev 2>&1 | grep -vE '^\s*$' | tail -n 6
       done
     done
+    # SQuAD from the same checkpoint on both devices (the repository's 26-question subset: training,
+    # prediction and the official metrics), and bench_infer on the GPU (the rest of the commands)
+    for dev in cpu cuda; do
+      echo "== squad 20 steps from the pre-trained bert-tiny --device $dev"
+      rm -rf "/tmp/squad_$dev"
+      timeout 120 $BERT squad --init_checkpoint $CKPT --output_dir "/tmp/squad_$dev" \
+        --train_file tests/data/squad/subset_v1.json --predict_file tests/data/squad/subset_v1.json --do_train \
+        --do_predict --do_eval --max_seq_length 128 --doc_stride 64 --train_batch_size 16 --max_steps 20 \
+        --learning_rate 1e-4 --device $dev 2>&1 | grep -E 'final loss|official|rror' | tail -n 3
+    done
+    echo "== bench_infer bert-base --bf16 --device cuda, batch 32, seq 128"
+    timeout 120 $BERT bench_infer --preset bert-base --batch 32 --max_seq_length 128 --latency_sequences 64 \
+      --device cuda --bf16 2>&1 | tail -n 3
     head -n 200 .devbundle/glue/MRPC/dev.tsv | cut -f4 > /tmp/sentences.txt 2>/dev/null
     for dev in cpu cuda; do
       timeout 60 $BERT embed --init_checkpoint $CKPT --device $dev --output /tmp/embed_$dev.npy < /tmp/sentences.txt \

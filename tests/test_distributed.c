@@ -12,6 +12,12 @@
  *    timeout instead of a hang.
  * Without mpirun on PATH every case says it was skipped.
  *
+ * BERT_TEST_DEVICE=cuda (with BERT_TEST_BERT, the bert to run, and BERT_CUDA_LIB) runs the
+ * cases that compare runs with --device cuda: `make cuda-emulate` runs them on the host
+ * emulator's CUDA library, whose NCCL is MPI (tests/cuda/emu/nccl_mpi.cpp), so that
+ * collectives.cu's buckets, tickets and parts meet two processes, which one GPU cannot give
+ * (NCCL refuses two ranks on one device). Those runs must say they went through NCCL.
+ *
  * The data is laid out so that the two runs see the same sequences: 2 shard files of exactly
  * one process's share of a step each (k micro-batches of 2 rows), every row with 2 masked
  * tokens (NVIDIA averages each micro-batch's loss over its masked tokens, so equal counts
@@ -42,6 +48,7 @@ enum { T = 24, P = 4, MICRO = 2, K = 2, ROWS = MICRO * K };
 
 static char root[256], shards[512], bert_bin[1024], config[600];
 static bool have_mpirun;
+static const char *device;   /* BERT_TEST_DEVICE: every run takes --device; NULL: the CPU's default */
 
 static void write_file(const char *path, int f, int rows) {
     Hdf5ShardWriter *w;
@@ -71,10 +78,18 @@ static int run_pretrain(int processes, const char *out, const char *extra, const
     snprintf(cmd, sizeof cmd,
              "%s%s pretrain --input_dir %s --config_file %s --output_dir %s --max_seq_length %d "
              "--max_predictions_per_seq %d --learning_rate 1e-2 --warmup_proportion 0.3 --seed 5 --threads 1 "
-             "--disable_progress_bar --json-summary %s.json %s > %s 2>&1",
-             launcher, bert_bin, shards, config, out, T, P, out, extra, log_out);
+             "--disable_progress_bar --json-summary %s.json %s%s %s > %s 2>&1",
+             launcher, bert_bin, shards, config, out, T, P, out, device ? "--device " : "", device ? device : "", extra,
+             log_out);
     int status = system(cmd);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    if (rc == 0 && device && (processes > 1 || getenv("BERT_DATA_PARALLEL_ALONE"))) {
+        char *text = read_text(log_out);
+        const bool nccl = strstr(text, "through the GPU's collectives (NCCL)") != NULL;
+        free(text);
+        CHECKF(nccl, "--device %s: the run did not go through the GPU's collectives (%s)", device, log_out);
+    }
+    return rc;
 }
 
 /* Norm-wise relative difference of two runs' final weights (sqrt(sum d^2 / sum w^2)). */
@@ -505,6 +520,8 @@ static void test_bench_allreduce(void) {
 int main(int argc, char **argv) {
     (void)argc;
     if (test_bert_binary(argv[0], bert_bin, sizeof bert_bin) != 0) return 1;
+    device = getenv("BERT_TEST_DEVICE");
+    if (device && getenv("BERT_TEST_BERT")) snprintf(bert_bin, sizeof bert_bin, "%s", getenv("BERT_TEST_BERT"));
     have_mpirun = system("command -v mpirun > /dev/null 2>&1") == 0;
     /* Under AddressSanitizer: OpenMPI's components are loaded with dlopen and unloaded by
      * MPI_Finalize, leaving allocations LeakSanitizer can neither attribute nor suppress by
@@ -532,6 +549,12 @@ int main(int argc, char **argv) {
     RUN_TEST(test_two_processes_equal_one);
     RUN_TEST(test_work_dealt_evenly);
     RUN_TEST(test_resume_two_processes);
+    if (device) {
+        /* the rest is the launcher's and the CPU's MPI (the emulated NCCL cannot time out) */
+        printf("  --device %s: the runs compared above only\n", device);
+        if (!getenv("BERT_KEEP_TEST_FILES")) remove_tree(root);
+        return test_summary();
+    }
     RUN_TEST(test_resume_uneven_shards_other_count);
     RUN_TEST(test_dead_or_hung_rank_ends_the_job);
     RUN_TEST(test_processes_with_other_flags_refused);

@@ -4,11 +4,14 @@
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "bench/device_peak.h"
 #include "bench/sgemm_peak.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "io/tokenizer_files.h"
+#include "kernels/backend.h"
 #include "model/config.h"
 #include "model/bert.h"
 #include "tasks/infer_bench.h"
@@ -21,8 +24,15 @@ static double linear_ops_per_row(const BertConfig *c) {
     return 2.0 * c->num_hidden_layers * c->hidden_size * (4.0 * c->hidden_size + 2.0 * c->intermediate_size);
 }
 
-/* The peak of the arithmetic the products run in, measured now (GFLOP/s; int8: GOP/s). */
-static double measure_peak(BertPrecision precision) {
+/* The peak of the arithmetic the products run in, measured now (GFLOP/s; int8: GOP/s): the
+ * CPU's, or on a GPU (--device cuda) its own products' on `rows` rows and a big square
+ * (bench/device_peak.h, as bert bench measures it there). */
+static double measure_peak(BertPrecision precision, int rows) {
+    if (strcmp(k_backend_name(), "cpu") != 0) {
+        DeviceGemmPeak d;
+        device_gemm_peak_measure(&d, precision == BERT_BF16 ? HALF_BF16 : -1, rows, 8192, 2.0);
+        return d.peak_gflops;
+    }
     if (precision == BERT_INT8) {
         Int8GemmPeak p;
         int8_gemm_peak_measure(&p, 0, 1.0);
@@ -174,7 +184,7 @@ int cmd_bench_infer(int argc, char **argv) {
     for (int i = 0; i < n_batches; i++) max_batch = batches[i] > max_batch ? batches[i] : max_batch;
     for (int i = 0; i < n_seqs; i++) top_seq = seqs[i] > top_seq ? seqs[i] : top_seq;
     const BertPrecision precision = bf16 ? BERT_BF16 : int8 ? BERT_INT8 : BERT_FP32;
-    const double peak = measure_peak(precision);   /* before the model: its buffers stay out of the peak RSS */
+    const double peak = measure_peak(precision, max_batch * top_seq);   /* before the model: its buffers stay out of the peak RSS */
     BertError err;
     BertConfig cfg;
     Vocab *v = NULL;
@@ -213,9 +223,10 @@ int cmd_bench_infer(int argc, char **argv) {
                    omp_get_max_threads(), plain_weights ? "plain" : "packed",
                    plain_weights || unfused ? "in two passes" : "fused");
         if (rc == 0 && !json && si == 0)
-            printf("bert bench_infer: the %s GEMM peak, measured now: %.1f %s (the linear layers' rate below is over "
-                   "the whole forward's time)\n", precision == BERT_BF16 ? "bf16" : precision == BERT_INT8 ? "int8" : "fp32",
-                   peak, precision == BERT_INT8 ? "GOP/s" : "GFLOP/s");
+            printf("bert bench_infer: the %s%s GEMM peak, measured now: %.1f %s (the linear layers' rate below is "
+                   "over the whole forward's time)\n", strcmp(k_backend_name(), "cpu") ? "device's " : "",
+                   precision == BERT_BF16 ? "bf16" : precision == BERT_INT8 ? "int8" : "fp32", peak,
+                   precision == BERT_INT8 ? "GOP/s" : "GFLOP/s");
         for (int bi = 0; rc == 0 && bi < n_batches; bi++)
             for (InferMode mode = INFER_PADDED; rc == 0 && mode <= (task ? INFER_PACKED : INFER_PADDED); mode++) {
                 InferTiming t;   /* batch 1 runs a part; at fixed shapes the three modes are one */

@@ -37,6 +37,10 @@ static inline bool cuda_open(int argc, char **argv) {
     return true;
 }
 
+/* Whether the library is the host emulator's (tests/cuda/emu: make cuda-emulate), where a test
+ * may take smaller sizes for what only a GPU's timing can show (it runs every thread in turn). */
+static inline bool cuda_test_emulated(void) { return dlsym(cuda_lib, "bert_cuda_emulator") != NULL; }
+
 /* n floats spread roughly uniformly over [-1.5 s, 1.5 s), the same for a seed. */
 static inline float *cuda_test_values(size_t n, uint64_t seed, float s) {
     float *x = malloc(sizeof(float) * (n + 1));

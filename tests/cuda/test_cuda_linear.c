@@ -393,24 +393,28 @@ static View view_of(const float *h, size_t n, int offset) {
     return v;
 }
 
-/* The products with every operand, result and bias 16, 32 and 64 bytes past the 256-byte
- * alignment: cuBLASLt's plans are keyed by the operands' alignment (its heuristic assumes 256
- * bytes unless told); fp32 and bf16, forward with a bias and the backward accumulating, against
- * the CPU within the sums' bound; under BERT_CUDA_LT_BACKWARD=1 (gpu_check.sh) the backward's
- * products take the same path. */
+/* The products with every operand and result at the 256-byte alignment or 64, 32 or 16 bytes
+ * past it, and the bias likewise, in an order that makes each plan key matter: cuBLASLt's plans
+ * are keyed by the operands' alignment (its heuristic assumes 256 bytes unless told) and by the
+ * bias's (which the heuristic reads), and a plan found for more alignment than a later call's
+ * pointers have must not serve that call (its algorithm may refuse or misread them: the host
+ * emulator's cuBLASLt refuses). So the operands go to 64 bytes with the bias still aligned,
+ * then the bias to 16 with the operands as before, then both lower. fp32 and bf16, forward with
+ * a bias and the backward accumulating, against the CPU within the sums' bound; under
+ * BERT_CUDA_LT_BACKWARD=1 (gpu_check.sh) the backward's products take the same path. */
 static void test_unaligned_views(void) {
     const int N = 33, C = 768, OC = 2304;
     const size_t ni = (size_t)N * C, nw = (size_t)OC * C, no = (size_t)N * OC;
     float *inp = cuda_test_values(ni, 81, 1.0f), *W = cuda_test_values(nw, 82, 0.05f);
     float *bias = cuda_test_values(OC, 83, 0.1f), *dout = cuda_test_values(no, 84, 0.01f);
     float *dinp0 = cuda_test_values(ni, 85, 0.02f), *dw0 = cuda_test_values(nw, 86, 0.01f);
-    const int offsets[3] = {4, 8, 16};
-    for (int o = 0; o < 3; o++)
+    const int offsets[5] = {0, 16, 16, 8, 4}, bias_offsets[5] = {0, 0, 4, 8, 16};   /* floats */
+    for (int o = 0; o < 5; o++)
         for (int half = 0; half < 2; half++) {
             const HalfMode m = HALF_BF16;
-            char what[96];
-            snprintf(what, sizeof what, "%s products from views %d bytes past the alignment", half ? "bf16" : "fp32",
-                     4 * offsets[o]);
+            char what[128];
+            snprintf(what, sizeof what, "%s products from views %d bytes past the alignment (the bias %d)",
+                     half ? "bf16" : "fp32", 4 * offsets[o], 4 * bias_offsets[o]);
             /* the operands as both sides multiply them: fp32, or the bf16 roundings widened */
             float *a = half ? rounded(m, inp, ni) : copy_of(inp, ni), *w = half ? rounded(m, W, nw) : copy_of(W, nw);
             float *g = half ? rounded(m, dout, no) : copy_of(dout, no);
@@ -421,7 +425,7 @@ static void test_unaligned_views(void) {
             float *zero_db = filled(OC, 0);
             backward_magnitudes(&Sdinp, &Sdw, &Sdb, g, a, w, dinp0, dw0, zero_db, N, C, OC);
             View d_inp = view_of(inp, ni, offsets[o]), d_W = view_of(W, nw, offsets[o]);
-            View d_bias = view_of(bias, OC, offsets[o]), d_out = view_of(want, no, offsets[o]);
+            View d_bias = view_of(bias, OC, bias_offsets[o]), d_out = view_of(want, no, offsets[o]);
             View d_dout = view_of(dout, no, offsets[o]), d_dinp = view_of(dinp0, ni, offsets[o]);
             View d_dw = view_of(dw0, nw, offsets[o]);
             if (!half) {

@@ -1,10 +1,10 @@
-/* The host emulator of the CUDA backend's kernels: the .cu files other than memory.cu,
- * lt_matmul.cu (cuBLASLt) and collectives.cu (NCCL), that is attention, layers_norm_act,
- * layers_rows, linear and optim (rewrite.py turns their launches into emu_run calls), compiled
- * as C++ for the CPU, so that the CUDA tests (tests/cuda/) run their kernels' own code on a
- * machine without a GPU (`make cuda-emulate`; docs/gpu.md). cuBLAS is emulated (below), cuBLASLt
- * finds no algorithm (linear.cu then calls plain cuBLAS), the device is one of compute
- * capability 9.0.
+/* The host emulator of the CUDA backend: every .cu file of src/kernels/cuda/ (rewrite.py turns
+ * their launches into emu_run calls) compiled as C++ for the CPU, with this runtime, cuBLAS
+ * (below), cuBLASLt (cublaslt.cpp) and NCCL over MPI (nccl_mpi.cpp, a library of its own), so
+ * that the CUDA tests (tests/cuda/) and the commands (./bert --device cuda) run the backend's own
+ * code on a machine without a GPU (`make cuda-emulate`; docs/gpu.md). The device is one of
+ * compute capability 9.0; device memory is host memory; streams and events keep no queue: each
+ * launch, copy and collective has run when its call returns.
  *
  * A launch runs its blocks one after the other; a block's threads are fibers (ucontext) that
  * run until they reach __syncthreads, __syncwarp or a shuffle, and a barrier opens when every
@@ -20,6 +20,7 @@
 #include <mma.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <ucontext.h>
 
 #include <vector>
@@ -27,6 +28,9 @@
 #include "kernels/cuda/cuda_blas.h"
 #include "kernels/cuda/cuda_common.h"
 #include "kernels/cuda/half_bits.cuh"
+
+/* the mark by which a test knows the library is this emulator (tests/cuda/cuda_test.h) */
+extern "C" { extern const int bert_cuda_emulator; const int bert_cuda_emulator = 1; }
 
 uint3 blockIdx, threadIdx;
 dim3 blockDim, gridDim;
@@ -226,28 +230,48 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
     memset(*p, poison, bytes);
     return cudaSuccess;
 }
-/* cuda_scratch (memory.cu's): a fresh allocation each call. */
+/* cuda_scratch: a fresh allocation each call, NaN again (a kernel that reads scratch it did not
+ * write in this call shows), in place of memory.cu's, which keeps a slot's buffer and its
+ * contents (its definition is made weak in the emulated library: Makefile). */
 void *cuda_scratch(int slot, size_t bytes) {
     static void *slots[CUDA_SCRATCH_SLOTS];
     free(slots[slot]);
     cudaMalloc(&slots[slot], bytes);
     return slots[slot];
 }
-const void *cuda_stage(int, const void *host, size_t) { return host; }
 cudaError_t cudaMallocHost(void **p, size_t bytes) { return cudaMalloc(p, bytes); }
 cudaError_t cudaFree(void *p) { free(p); return cudaSuccess; }
 cudaError_t cudaFreeHost(void *p) { free(p); return cudaSuccess; }
-/* cuBLASLt (lt_matmul.cu) is not emulated: it finds no algorithm, so linear.cu runs every
- * product through plain cuBLAS, as where cuBLASLt has none on a GPU. */
-bool cuda_lt_forward(void *, cudaDataType, const void *, const void *, const float *, int, int, int, cudaDataType) {
-    return false;
-}
-bool cuda_lt_backward_enabled(void) { return false; }
-bool cuda_lt_gemm(bool, bool, int, int, int, const void *, int, const void *, int, float, float *, int, cudaDataType) {
-    return false;
-}
-void cuda_lt_notes(char *out, size_t n) { snprintf(out, n, "cuBLASLt not emulated: plain cuBLAS products"); }
 
+/* ---------------------------------------------------------------- streams, events */
+
+struct EmuEvent { double ms; unsigned flags; };
+static double host_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return 1e3 * (double)t.tv_sec + 1e-6 * (double)t.tv_nsec;
+}
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) {
+    *e = new EmuEvent{host_ms(), flags};
+    return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t e) { delete e; return cudaSuccess; }
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) {
+    if (!e) fail("cudaEventRecord of no event");
+    e->ms = host_ms();
+    return cudaSuccess;
+}
+cudaError_t cudaEventQuery(cudaEvent_t e) { return e ? cudaSuccess : 400; }
+cudaError_t cudaEventSynchronize(cudaEvent_t e) { return e ? cudaSuccess : 400; }
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t stop) {
+    if ((start->flags | stop->flags) & cudaEventDisableTiming) fail("cudaEventElapsedTime of an event without timing");
+    *ms = (float)(stop->ms - start->ms);
+    return cudaSuccess;
+}
+static char streams_made;
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) { *s = &streams_made; return cudaSuccess; }
+cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t e, unsigned) { return e ? cudaSuccess : 400; }
 struct Handle { int math; };
 cublasStatus_t cublasCreate(cublasHandle_t *handle) {
     *handle = new Handle{CUBLAS_DEFAULT_MATH};
@@ -272,14 +296,28 @@ static float element(const void *p, cudaDataType t, size_t e, bool tf32_operands
     const uint16_t bits = ((const uint16_t *)p)[e];
     return t == CUDA_R_16F ? float_from_fp16_bits(bits) : float_from_bf16_bits(bits);
 }
+/* A dot product of k fp32 values in `order`: 0 forwards, 1 backwards, 2 the two halves each
+ * forwards and then added (split-K with fp32 partial sums). */
+static float dot(const float *x, const float *y, int k, int order) {
+    float s = 0, t = 0;
+    if (order == 1)
+        for (int p = k - 1; p >= 0; p--) s += x[p] * y[p];
+    else if (order == 2) {
+        for (int p = 0; p < k / 2; p++) s += x[p] * y[p];
+        for (int p = k / 2; p < k; p++) t += x[p] * y[p];
+        s += t;
+    } else
+        for (int p = 0; p < k; p++) s += x[p] * y[p];
+    return s;
+}
+
 /* Column-major C = alpha op(A) op(B) + beta C for each of count blocks (C not read with beta 0),
- * fp32 sums in k's order. Each block's operands are converted once, into op(A) by rows and
+ * fp32 sums in `order` (dot's). Each block's operands are converted once, into op(A) by rows and
  * op(B) by columns (k contiguous), not once per product. */
-static cublasStatus_t products(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                               float alpha, const void *A, cudaDataType at, int lda, long long sa, const void *B,
+static cublasStatus_t products(bool tf32_operands, int order, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                               int k, float alpha, const void *A, cudaDataType at, int lda, long long sa, const void *B,
                                cudaDataType bt, int ldb, long long sb, float beta, float *C, int ldc, long long sc,
                                int count) {
-    const bool tf32_operands = handle && (((Handle *)handle)->math & 0xf) == CUBLAS_TF32_TENSOR_OP_MATH;
     const size_t ea = at == CUDA_R_32F ? 4 : 2, eb = bt == CUDA_R_32F ? 4 : 2;
     std::vector<float> rows((size_t)m * k), cols((size_t)n * k);
     for (int z = 0; z < count; z++) {
@@ -295,15 +333,24 @@ static cublasStatus_t products(cublasHandle_t handle, cublasOperation_t ta, cubl
                     element(b, bt, tb == CUBLAS_OP_N ? (size_t)j * ldb + p : (size_t)p * ldb + j, tf32_operands);
         for (int j = 0; j < n; j++)
             for (int i = 0; i < m; i++) {
-                const float *x = &rows[(size_t)i * k], *y = &cols[(size_t)j * k];
-                float s = 0;
-                for (int p = 0; p < k; p++) s += x[p] * y[p];
+                const float s = dot(&rows[(size_t)i * k], &cols[(size_t)j * k], k, order);
                 float &out = c[(size_t)j * ldc + i];
                 out = beta == 0.0f ? (alpha == 1.0f ? s : alpha * s) : alpha * s + beta * out;
             }
     }
     return CUBLAS_STATUS_SUCCESS;
 }
+static bool tf32_math(cublasHandle_t handle) {
+    return handle && (((Handle *)handle)->math & 0xf) == CUBLAS_TF32_TENSOR_OP_MATH;
+}
+/* For the emulated cuBLASLt (cublaslt.cpp): C [m, n] (column-major, ld m) = op(A) op(B), fp32. */
+void emu_product(bool tf32_operands, int order, bool ta, bool tb, int m, int n, int k, const void *A, cudaDataType at,
+                 int lda, const void *B, cudaDataType bt, int ldb, float *C) {
+    products(tf32_operands, order, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, 1.0f, A, at,
+             lda, 0, B, bt, ldb, 0, 0.0f, C, m, 0, 1);
+}
+void emu_fail(const char *what) { fail(what); }
+int emu_mma_order(void) { return mma_order; }
 static void fp32_results_only(cudaDataType ct) {
     if (ct != CUDA_R_32F) {
         fprintf(stderr, "cuda emulator: products with fp32 results only\n");
@@ -313,21 +360,21 @@ static void fp32_results_only(cudaDataType ct) {
 cublasStatus_t cublasSgemm(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                            const float *alpha, const float *A, int lda, const float *B, int ldb, const float *beta,
                            float *C, int ldc) {
-    return products(handle, ta, tb, m, n, k, *alpha, A, CUDA_R_32F, lda, 0, B, CUDA_R_32F, ldb, 0, *beta, C, ldc, 0, 1);
+    return products(tf32_math(handle), 0, ta, tb, m, n, k, *alpha, A, CUDA_R_32F, lda, 0, B, CUDA_R_32F, ldb, 0, *beta, C, ldc, 0, 1);
 }
 cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                             const void *alpha, const void *A, cudaDataType at, int lda, const void *B, cudaDataType bt,
                             int ldb, const void *beta, void *C, cudaDataType ct, int ldc, cublasComputeType_t,
                             cublasGemmAlgo_t) {
     fp32_results_only(ct);
-    return products(handle, ta, tb, m, n, k, *(const float *)alpha, A, at, lda, 0, B, bt, ldb, 0, *(const float *)beta,
+    return products(tf32_math(handle), 0, ta, tb, m, n, k, *(const float *)alpha, A, at, lda, 0, B, bt, ldb, 0, *(const float *)beta,
                     (float *)C, ldc, 0, 1);
 }
 cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
                                          int k, const float *alpha, const float *A, int lda, long long sa,
                                          const float *B, int ldb, long long sb, const float *beta, float *C, int ldc,
                                          long long sc, int count) {
-    return products(handle, ta, tb, m, n, k, *alpha, A, CUDA_R_32F, lda, sa, B, CUDA_R_32F, ldb, sb, *beta, C, ldc, sc,
+    return products(tf32_math(handle), 0, ta, tb, m, n, k, *alpha, A, CUDA_R_32F, lda, sa, B, CUDA_R_32F, ldb, sb, *beta, C, ldc, sc,
                     count);
 }
 cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
@@ -336,6 +383,6 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation
                                           const void *beta, void *C, cudaDataType ct, int ldc, long long sc, int count,
                                           cublasComputeType_t, cublasGemmAlgo_t) {
     fp32_results_only(ct);
-    return products(handle, ta, tb, m, n, k, *(const float *)alpha, A, at, lda, sa, B, bt, ldb, sb,
+    return products(tf32_math(handle), 0, ta, tb, m, n, k, *(const float *)alpha, A, at, lda, sa, B, bt, ldb, sb,
                     *(const float *)beta, (float *)C, ldc, sc, count);
 }

@@ -41,14 +41,14 @@ void *emu_shared(void);
 int emu_lane(void);
 
 typedef int cudaError_t;
-enum { cudaSuccess = 0 };
+enum { cudaSuccess = 0, cudaErrorNotReady = 600 };
 typedef void *cudaStream_t;
 enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice, cudaMemcpyDefault };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize };
 static inline cudaError_t cudaGetLastError(void) { return cudaSuccess; }
 /* one device, compute capability 9.0 (an H100's or H200's) */
 enum cudaDeviceAttr { cudaDevAttrComputeCapabilityMajor, cudaDevAttrComputeCapabilityMinor };
-struct cudaDeviceProp { char name[256]; int major, minor; };
+struct cudaDeviceProp { char name[256]; int major, minor, multiProcessorCount; size_t totalGlobalMem; };
 static inline cudaError_t cudaGetDeviceCount(int *n) { *n = 1; return cudaSuccess; }
 static inline cudaError_t cudaGetDevice(int *d) { *d = 0; return cudaSuccess; }
 static inline cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int) {
@@ -58,9 +58,12 @@ static inline cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int) 
 static inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int) {
     memset(p, 0, sizeof *p);
     strcpy(p->name, "the host emulator (tests/cuda/emu)");
-    p->major = 9;
+    p->major = 9, p->multiProcessorCount = 1, p->totalGlobalMem = (size_t)1 << 30;
     return cudaSuccess;
 }
+static inline cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : 101; }
+static inline cudaError_t cudaRuntimeGetVersion(int *v) { *v = 0; return cudaSuccess; }
+static inline cudaError_t cudaDriverGetVersion(int *v) { *v = 0; return cudaSuccess; }
 static inline const char *cudaGetErrorString(cudaError_t) { return "(emulated)"; }
 template <typename F> static inline cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int) { return cudaSuccess; }
 cudaError_t cudaMalloc(void **p, size_t bytes);
@@ -76,6 +79,30 @@ static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cuda
 }
 static inline cudaError_t cudaMemset(void *d, int v, size_t n) { memset(d, v, n); return cudaSuccess; }
 static inline cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t = 0) { memset(d, v, n); return cudaSuccess; }
+
+/* Streams and events: every launch and copy has run when its call returns (one stream in
+ * effect, in the order of the calls), so a wait or a query finds the work done; an event keeps
+ * the host's clock at its record, for cudaEventElapsedTime. The stream-ordered allocator
+ * allocates and frees at once. */
+enum { cudaStreamNonBlocking = 1, cudaEventDisableTiming = 2 };
+typedef struct EmuEvent *cudaEvent_t;
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags);
+static inline cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, 0); }
+cudaError_t cudaEventDestroy(cudaEvent_t e);
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = 0);
+cudaError_t cudaEventQuery(cudaEvent_t e);
+cudaError_t cudaEventSynchronize(cudaEvent_t e);
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t stop);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags);
+cudaError_t cudaStreamDestroy(cudaStream_t s);
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags = 0);
+static inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+static inline cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+static inline cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t) { return cudaMalloc(p, bytes); }
+template <typename T> static inline cudaError_t cudaMallocAsync(T **p, size_t bytes, cudaStream_t s) {
+    return cudaMallocAsync((void **)p, bytes, s);
+}
+static inline cudaError_t cudaFreeAsync(void *p, cudaStream_t) { return cudaFree(p); }
 
 /* k<<<grid, block, shared bytes, stream>>>(args), rewritten by rewrite.py */
 struct EmuLaunch { dim3 grid, block; size_t shared; };
