@@ -6,7 +6,7 @@
  * compute capability 9.0; device memory is host memory; streams and events keep no queue: each
  * launch, copy and collective has run when its call returns.
  *
- * A launch runs its blocks one after the other; a block's threads are fibers (ucontext) that
+ * A launch runs its blocks one after the other; a block's threads are fibers (emu_switch) that
  * run until they reach __syncthreads, __syncwarp or a shuffle, and a barrier opens when every
  * live thread of the block (warp) waits at it; waiting at different barriers is reported as a
  * deadlock, a warp barrier with some lanes gone as an error. EMU_ORDER=1 runs the fibers in the
@@ -21,7 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
-#include <ucontext.h>
 
 #include <vector>
 
@@ -53,7 +52,7 @@ __attribute__((destructor)) static void emu_report(void) {
 
 enum State { RUNNABLE, AT_WARP, AT_BLOCK, DONE };
 struct Fiber {
-    ucontext_t context;
+    void *sp;   /* its stack pointer while switched out (emu_switch) */
     State state;
     uint3 tid;
     int lane, warp;
@@ -66,7 +65,7 @@ struct Warp {
 };
 
 static const size_t STACK_BYTES = 1 << 20;
-static ucontext_t scheduler;
+static void *scheduler_sp;
 static std::vector<Fiber> fibers;
 static std::vector<char *> stacks;
 static std::vector<Warp> warps;
@@ -82,16 +81,47 @@ static void fail(const char *what) {
     abort();
 }
 
+/* The switch between fibers (x86-64, System V): the callee-saved registers pushed on the stack
+ * being left, its pointer stored in *save, the other stack's registers popped. glibc's
+ * swapcontext does the same plus two system calls for the signal mask, which nothing here
+ * changes: a third of the emulator's time went to them. */
+extern "C" void emu_switch(void **save, void *to);
+#if !defined(__x86_64__)
+#error "the CUDA emulator's fiber switch is written for x86-64"
+#endif
+asm(".text\n"
+    ".p2align 4\n"
+    ".type emu_switch, @function\n"
+    "emu_switch:\n"
+    "    pushq %rbp\n    pushq %rbx\n    pushq %r12\n    pushq %r13\n    pushq %r14\n    pushq %r15\n"
+    "    movq %rsp, (%rdi)\n"
+    "    movq %rsi, %rsp\n"
+    "    popq %r15\n    popq %r14\n    popq %r13\n    popq %r12\n    popq %rbx\n    popq %rbp\n"
+    "    ret\n"
+    ".size emu_switch, .-emu_switch\n");
+
 static void wait_as(State s) {
     Fiber *me = running;
     me->state = s;
-    swapcontext(&me->context, &scheduler);
+    emu_switch(&me->sp, scheduler_sp);
     running = me, threadIdx = me->tid;
 }
+/* A fiber's first frame (entered by emu_switch's ret, as if called): it never returns. */
 static void fiber_main(void) {
     kernel_body(kernel_closure);
     running->state = DONE;
-    swapcontext(&running->context, &scheduler);
+    emu_switch(&running->sp, scheduler_sp);
+    abort();   /* a finished fiber is never switched to */
+}
+/* A new fiber's stack: six zero registers for emu_switch to pop, then fiber_main as the return
+ * address, then a null one for fiber_main's own frame (16-byte aligned as after a call). */
+static void *fresh_stack(char *stack) {
+    uintptr_t top = ((uintptr_t)stack + STACK_BYTES) & ~(uintptr_t)15;
+    void **sp = (void **)top;
+    *--sp = NULL;
+    *--sp = (void *)fiber_main;
+    for (int r = 0; r < 6; r++) *--sp = NULL;
+    return sp;
 }
 
 void __syncthreads(void) { wait_as(AT_BLOCK); }
@@ -141,16 +171,14 @@ static void run_block(unsigned nt) {
         Fiber &f = fibers[t];
         f.state = RUNNABLE, f.lane = (int)(t % 32), f.warp = (int)(t / 32), f.mma_index = 0;
         f.tid = uint3{t % blockDim.x, t / blockDim.x % blockDim.y, t / (blockDim.x * blockDim.y)};
-        getcontext(&f.context);
-        f.context.uc_stack.ss_sp = stacks[t], f.context.uc_stack.ss_size = STACK_BYTES, f.context.uc_link = NULL;
-        makecontext(&f.context, fiber_main, 0);
+        f.sp = fresh_stack(stacks[t]);
     }
     for (;;) {
         for (unsigned q = 0; q < nt; q++) {
             Fiber &f = fibers[fiber_order == 1 ? nt - 1 - q : q];
             if (f.state != RUNNABLE) continue;
             running = &f, threadIdx = f.tid;
-            swapcontext(&scheduler, &f.context);
+            emu_switch(&scheduler_sp, f.sp);
         }
         running = NULL;
         unsigned done = 0;
@@ -245,23 +273,38 @@ cudaError_t cudaFreeHost(void *p) { free(p); return cudaSuccess; }
 
 /* ---------------------------------------------------------------- streams, events */
 
-struct EmuEvent { double ms; unsigned flags; };
+struct EmuEvent { double ms; unsigned flags; bool queried; };
+static cudaError_t last_error;
+static int not_ready = -1;   /* EMU_NOT_READY */
+cudaError_t cudaGetLastError(void) {
+    const cudaError_t e = last_error;
+    last_error = cudaSuccess;
+    return e;
+}
 static double host_ms(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return 1e3 * (double)t.tv_sec + 1e-6 * (double)t.tv_nsec;
 }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) {
-    *e = new EmuEvent{host_ms(), flags};
+    *e = new EmuEvent{host_ms(), flags, true};
     return cudaSuccess;
 }
 cudaError_t cudaEventDestroy(cudaEvent_t e) { delete e; return cudaSuccess; }
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) {
     if (!e) fail("cudaEventRecord of no event");
-    e->ms = host_ms();
+    e->ms = host_ms(), e->queried = false;
     return cudaSuccess;
 }
-cudaError_t cudaEventQuery(cudaEvent_t e) { return e ? cudaSuccess : 400; }
+cudaError_t cudaEventQuery(cudaEvent_t e) {
+    if (!e) return 400;
+    if (not_ready < 0) not_ready = getenv("EMU_NOT_READY") && atoi(getenv("EMU_NOT_READY")) == 1;
+    if (not_ready && !e->queried) {
+        e->queried = true;
+        return last_error = cudaErrorNotReady;
+    }
+    return cudaSuccess;
+}
 cudaError_t cudaEventSynchronize(cudaEvent_t e) { return e ? cudaSuccess : 400; }
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t stop) {
     if ((start->flags | stop->flags) & cudaEventDisableTiming) fail("cudaEventElapsedTime of an event without timing");

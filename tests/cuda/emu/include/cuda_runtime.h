@@ -45,7 +45,8 @@ enum { cudaSuccess = 0, cudaErrorNotReady = 600 };
 typedef void *cudaStream_t;
 enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice, cudaMemcpyDefault };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize };
-static inline cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+/* the thread's last error, returned and cleared (runtime.cpp: a "not ready" query sets it) */
+cudaError_t cudaGetLastError(void);
 /* one device, compute capability 9.0 (an H100's or H200's) */
 enum cudaDeviceAttr { cudaDevAttrComputeCapabilityMajor, cudaDevAttrComputeCapabilityMinor };
 struct cudaDeviceProp { char name[256]; int major, minor, multiProcessorCount; size_t totalGlobalMem; };
@@ -64,7 +65,9 @@ static inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int) {
 static inline cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : 101; }
 static inline cudaError_t cudaRuntimeGetVersion(int *v) { *v = 0; return cudaSuccess; }
 static inline cudaError_t cudaDriverGetVersion(int *v) { *v = 0; return cudaSuccess; }
-static inline const char *cudaGetErrorString(cudaError_t) { return "(emulated)"; }
+static inline const char *cudaGetErrorString(cudaError_t e) {
+    return e == cudaSuccess ? "no error (emulated)" : e == cudaErrorNotReady ? "cudaErrorNotReady (emulated)" : "(emulated)";
+}
 template <typename F> static inline cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int) { return cudaSuccess; }
 cudaError_t cudaMalloc(void **p, size_t bytes);
 cudaError_t cudaMallocHost(void **p, size_t bytes);
@@ -81,7 +84,9 @@ static inline cudaError_t cudaMemset(void *d, int v, size_t n) { memset(d, v, n)
 static inline cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t = 0) { memset(d, v, n); return cudaSuccess; }
 
 /* Streams and events: every launch and copy has run when its call returns (one stream in
- * effect, in the order of the calls), so a wait or a query finds the work done; an event keeps
+ * effect, in the order of the calls), so a wait finds the work done; a query does too, but with
+ * EMU_NOT_READY=1 an event's first query after each record says cudaErrorNotReady (and leaves it
+ * as the last error, as the runtime does), so that a caller's polling path runs. An event keeps
  * the host's clock at its record, for cudaEventElapsedTime. The stream-ordered allocator
  * allocates and frees at once. */
 enum { cudaStreamNonBlocking = 1, cudaEventDisableTiming = 2 };
