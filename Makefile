@@ -221,7 +221,7 @@ build-cuda/%.o: %.cu
 # runs the CUDA tests against it (tests/cuda/emu/run.sh: two schedules, the attention also fused,
 # the products also on plain cuBLAS) and data-parallel pre-training over 2 processes on it
 # (tests/test_distributed.c with BERT_TEST_DEVICE=cuda) and the task commands on both devices
-# (tests/cuda/emu/commands.sh): about 40 minutes in all. Not part of
+# (tests/cuda/emu/commands.sh): about 30 minutes in all. Not part of
 # `make test`. docs/gpu.md, "Without a GPU".
 EMU_CU := attention layers_norm_act layers_rows linear optim memory lt_matmul collectives
 EMU_TESTS := attention norm_act rows linear optim collectives model

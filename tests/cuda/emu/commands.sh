@@ -1,7 +1,8 @@
 #!/bin/bash
-# The task commands with --device cuda on the emulated library against --device cpu, on the
+# The commands with --device cuda on the emulated library against --device cpu, on the
 # repository's small fixtures (a 2-layer, 16-wide model: tests/data/checkpoints/hf): squad, glue,
-# ner and classify fine-tune 6 steps and evaluate, embed encodes 8 sentences. The two devices
+# ner and classify fine-tune 6 steps and evaluate, pretrain runs 6 steps (fp32, fp16, and resumed
+# across the devices), embed encodes 8 sentences. The two devices
 # sum in other orders (fp32 both): the final losses agree to 1e-4 relative plus one unit of the
 # printed last digit (six steps of a small model move a rounding difference of ~1e-7 by far less
 # than that; a wrong mask, gradient or update moves them by more), the vectors to 1e-5;
@@ -10,7 +11,7 @@
 set -u
 R=$PWD
 B=$R/bert
-export BERT_CUDA_LIB=$R/build-emu/libbert_cuda_emu.so
+export BERT_CUDA_LIB=${EMU_LIB:-$R/build-emu/libbert_cuda_emu.so}   # EMU_LIB: another build of it (a planted fault)
 H=$R/tests/data/checkpoints/hf
 W=$(mktemp -d /tmp/bert_cuda_commands.XXXXXX)
 failed=()
@@ -22,6 +23,10 @@ declare -A args=(
   [classify]="--train_file $R/tests/data/classify/multiclass_train.csv --validation_file $R/tests/data/classify/multiclass_dev.csv"
 )
 final_loss() { grep -o 'final loss [-0-9.e]*' "$1" | tail -n 1 | awk '{print $3}'; }
+same() {   # same WHAT A B: two final losses within the bound above, else a failure
+  awk -v a="$2" -v b="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= 1e-4 * (a < 0 ? -a : a) + 1e-4) }' ||
+    failed+=("$1: final loss $2 vs $3")
+}
 for cmd in squad glue ner classify; do
   for dev in cpu cuda; do
     $B $cmd $common ${args[$cmd]} --output_dir "$W/${cmd}_$dev" --device $dev > "$W/${cmd}_$dev.log" 2>&1 ||
@@ -31,8 +36,45 @@ for cmd in squad glue ner classify; do
   echo "== $cmd: final loss $a (cpu) $b (cuda)"
   grep -hE '^\{|eval \{|official metrics' "$W/${cmd}_cpu.log" "$W/${cmd}_cuda.log" | sed 's/^/   /'
   grep -q 'seq/s\|sentences/s\|features/s\|sequences/s' "$W/${cmd}_cuda.log" || failed+=("$cmd: no progress on cuda")
-  awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= 1e-4 * (a < 0 ? -a : a) + 1e-4) }' ||
-    failed+=("$cmd: final loss $a (cpu) vs $b (cuda)")
+  same "$cmd" "$a" "$b"
+done
+# pre-training: a shard of the repository's sentences (Google's masking), a 2-layer 32-wide model
+# with the bundled vocabulary; fp32 and fp16 (dynamic loss scaling) on both devices, then 3 steps
+# on one device resumed for 3 on the other, against the straight runs
+V=$R/data/vocab/bert-base-uncased-vocab.txt
+mkdir -p "$W/shards"
+printf '{"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64}' > "$W/config.json"
+$B create_pretraining_data --input_file $R/tests/data/corpus/sentences_expected.txt --output_file "$W/shards/s_training_0.hdf5" \
+  --vocab_file $V --max_seq_length 64 --max_predictions_per_seq 10 --dupe_factor 1 --quiet || failed+=("create_pretraining_data")
+pretrain() {   # pretrain DEVICE OUT [flags]
+  local dev=$1 out=$2
+  shift 2
+  $B pretrain --input_dir "$W/shards" --config_file "$W/config.json" --vocab_file $V --output_dir "$out" \
+    --max_seq_length 64 --max_predictions_per_seq 10 --train_batch_size 8 --max_steps 6 --learning_rate 1e-3 \
+    --warmup_proportion 0.2 --num_steps_per_checkpoint 3 --threads 1 --disable_progress_bar \
+    --json-summary "$out.json" --device $dev "$@" >> "$out.log" 2>&1
+}
+# the last step's loss in full (the DLLogger file), for pre-training's tighter bound: its loss
+# of ~11 is mostly the vocabulary's entropy, so 4 printed decimals hide what six steps change
+step_loss() { grep -o '"step_loss": *[-0-9.e]*' "$1" | tail -n 1 | sed 's/.*: *//'; }
+close() {   # close WHAT A B: within 1e-5 relative (fp32 sums in other orders: ~1e-7 a step), else a failure
+  awk -v a="$2" -v b="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= 1e-5 * (a < 0 ? -a : a)) }' ||
+    failed+=("$1: last step loss $2 vs $3")
+}
+for prec in fp32 fp16; do
+  flags=$([ $prec = fp16 ] && echo --fp16)
+  for dev in cpu cuda; do pretrain $dev "$W/pt_${prec}_$dev" $flags || failed+=("pretrain $prec --device $dev"); done
+  a=$(step_loss "$W/pt_${prec}_cpu.json") b=$(step_loss "$W/pt_${prec}_cuda.json")
+  echo "== pretrain $prec: last step's loss $a (cpu) $b (cuda)"
+  close "pretrain $prec" "$a" "$b"
+done
+for pair in "cpu cuda" "cuda cpu"; do
+  set -- $pair
+  pretrain $1 "$W/pt_$1_$2" --steps_this_run 3 && pretrain $2 "$W/pt_$1_$2" --resume_from_checkpoint ||
+    failed+=("pretrain resumed from $1 on $2")
+  a=$(step_loss "$W/pt_fp32_$2.json") b=$(step_loss "$W/pt_$1_$2.json")
+  echo "== pretrain 3 steps on $1, resumed for 3 on $2: last step's loss $b ($2's straight run: $a)"
+  close "pretrain $1 then $2" "$a" "$b"
 done
 E=$R/tests/data/embed
 for dev in cpu cuda; do
