@@ -27,8 +27,8 @@ static double linear_ops_per_row(const BertConfig *c) {
 /* The peak of the arithmetic the products run in, measured now (GFLOP/s; int8: GOP/s): the
  * CPU's, or on a GPU (--device cuda) its own products' on `rows` rows and a big square
  * (bench/device_peak.h, as bert bench measures it there). */
-static double measure_peak(BertPrecision precision, int rows) {
-    if (strcmp(k_backend_name(), "cpu") != 0) {
+static double measure_peak(BertPrecision precision, int rows, bool gpu) {
+    if (gpu) {
         DeviceGemmPeak d;
         device_gemm_peak_measure(&d, precision == BERT_BF16 ? HALF_BF16 : -1, rows, 8192, 2.0);
         return d.peak_gflops;
@@ -184,7 +184,8 @@ int cmd_bench_infer(int argc, char **argv) {
     for (int i = 0; i < n_batches; i++) max_batch = batches[i] > max_batch ? batches[i] : max_batch;
     for (int i = 0; i < n_seqs; i++) top_seq = seqs[i] > top_seq ? seqs[i] : top_seq;
     const BertPrecision precision = bf16 ? BERT_BF16 : int8 ? BERT_INT8 : BERT_FP32;
-    const double peak = measure_peak(precision, max_batch * top_seq);   /* before the model: its buffers stay out of the peak RSS */
+    const bool gpu = strcmp(k_backend_name(), "cpu") != 0;
+    const double peak = measure_peak(precision, max_batch * top_seq, gpu);   /* before the model: out of the peak RSS */
     BertError err;
     BertConfig cfg;
     Vocab *v = NULL;
@@ -224,7 +225,7 @@ int cmd_bench_infer(int argc, char **argv) {
                    plain_weights || unfused ? "in two passes" : "fused");
         if (rc == 0 && !json && si == 0)
             printf("bert bench_infer: the %s%s GEMM peak, measured now: %.1f %s (the linear layers' rate below is "
-                   "over the whole forward's time)\n", strcmp(k_backend_name(), "cpu") ? "device's " : "",
+                   "over the whole forward's time)\n", gpu ? "device's " : "",
                    precision == BERT_BF16 ? "bf16" : precision == BERT_INT8 ? "int8" : "fp32", peak,
                    precision == BERT_INT8 ? "GOP/s" : "GFLOP/s");
         for (int bi = 0; rc == 0 && bi < n_batches; bi++)

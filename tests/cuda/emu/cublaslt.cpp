@@ -20,6 +20,7 @@
 
 void emu_product(bool tf32_operands, int order, bool ta, bool tb, int m, int n, int k, const void *A, cudaDataType at,
                  int lda, const void *B, cudaDataType bt, int ldb, float *C);
+float emu_element(const void *p, cudaDataType t, size_t e);
 void emu_fail(const char *what);
 int emu_mma_order(void);
 
@@ -173,11 +174,6 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtM
     return *found ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_SUPPORTED;
 }
 
-static float element(const void *p, cudaDataType t, size_t e) {
-    if (t == CUDA_R_32F) return ((const float *)p)[e];
-    const uint16_t bits = ((const uint16_t *)p)[e];
-    return t == CUDA_R_16F ? float_from_fp16_bits(bits) : float_from_bf16_bits(bits);
-}
 static void store(void *p, cudaDataType t, size_t e, float v) {
     if (t == CUDA_R_32F) ((float *)p)[e] = v;
     else ((uint16_t *)p)[e] = t == CUDA_R_16F ? fp16_from_float_bits(v) : bf16_from_float_bits(v);
@@ -210,8 +206,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
     for (int j = 0; j < n; j++)
         for (int i = 0; i < m; i++) {
             float v = falpha * s[(size_t)j * m + i];
-            if (fbeta != 0.0f) v += fbeta * element(C, c->type, (size_t)j * c->ld + i);
-            if (bias) v += element(desc->bias, bias_type, (size_t)i);
+            if (fbeta != 0.0f) v += fbeta * emu_element(C, c->type, (size_t)j * c->ld + i);
+            if (bias) v += emu_element(desc->bias, bias_type, (size_t)i);
             store(D, d->type, (size_t)j * d->ld + i, v);
         }
     return CUBLAS_STATUS_SUCCESS;

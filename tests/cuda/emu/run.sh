@@ -1,16 +1,16 @@
 #!/bin/bash
 # The CUDA tests named (attention norm_act rows linear optim collectives model; distributed:
 # tests/test_distributed.c's comparisons of 1 and 2 processes with --device cuda; commands: the
-# task commands on both devices, commands.sh) against the
-# emulated library (make cuda-emulate builds it, its NCCL over MPI, and the tests), each under
-# two schedules of the emulator (runtime.cpp):
+# commands on both devices, commands.sh) against the emulated library (make cuda-emulate builds
+# it, its NCCL over MPI, and the tests), each under two schedules of the emulator (runtime.cpp):
 #   A  threads in order, fresh memory NaN, each wmma tile's and each product's sums in order;
 #   B  threads in reverse order, fresh memory 3.4e38, each tile's sums exact and rounded once,
 #      cuBLASLt's first algorithm a split-K (cublaslt.cpp), each event's first query "not ready";
 # the attention and model tests also with BERT_CUDA_ATTENTION=fused, the products (and the
 # model's second run) also through cuBLASLt for the backward with the faster of 2 algorithms
-# kept (BERT_CUDA_LT_BACKWARD=1, BERT_CUDA_LT_ALGOS=2), and on plain cuBLAS alone (EMU_LT=0). A missing barrier shows in one
-# schedule or the other where its race changes a result the test checks.
+# kept (BERT_CUDA_LT_BACKWARD=1, BERT_CUDA_LT_ALGOS=2), and on plain cuBLAS alone (EMU_LT=0).
+# A missing barrier shows in one schedule or the other where its race changes a result the test
+# checks.
 set -u
 lib=$PWD/build-emu/libbert_cuda_emu.so
 export BERT_NCCL_LIB=$PWD/build-emu/libnccl_emu.so

@@ -249,7 +249,7 @@ void emu_mma(float *d, const float *a, const float *b, const float *c) {
     memcpy(d, t.d, sizeof t.d);
 }
 
-/* ---------------------------------------------------------------- memory, cuBLAS */
+/* ---------------------------------------------------------------- memory */
 
 /* Device memory: exact-size allocations (AddressSanitizer sees an overrun) with cudaMalloc's
  * 256-byte alignment, filled with NaN bits (a read of an unwritten element shows). */
@@ -315,6 +315,8 @@ static char streams_made;
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) { *s = &streams_made; return cudaSuccess; }
 cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
 cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t e, unsigned) { return e ? cudaSuccess : 400; }
+/* ---------------------------------------------------------------- cuBLAS */
+
 struct Handle { int math; };
 cublasStatus_t cublasCreate(cublasHandle_t *handle) {
     *handle = new Handle{CUBLAS_DEFAULT_MATH};
@@ -386,7 +388,9 @@ static cublasStatus_t products(bool tf32_operands, int order, cublasOperation_t 
 static bool tf32_math(cublasHandle_t handle) {
     return handle && (((Handle *)handle)->math & 0xf) == CUBLAS_TF32_TENSOR_OP_MATH;
 }
-/* For the emulated cuBLASLt (cublaslt.cpp): C [m, n] (column-major, ld m) = op(A) op(B), fp32. */
+/* For the emulated cuBLASLt (cublaslt.cpp): element e of an fp32 or 16-bit matrix as a float;
+ * C [m, n] (column-major, ld m) = op(A) op(B), fp32 sums in `order`. */
+float emu_element(const void *p, cudaDataType t, size_t e) { return element(p, t, e, false); }
 void emu_product(bool tf32_operands, int order, bool ta, bool tb, int m, int n, int k, const void *A, cudaDataType at,
                  int lda, const void *B, cudaDataType bt, int ldb, float *C) {
     products(tf32_operands, order, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, 1.0f, A, at,
@@ -403,25 +407,26 @@ static void fp32_results_only(cudaDataType ct) {
 cublasStatus_t cublasSgemm(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                            const float *alpha, const float *A, int lda, const float *B, int ldb, const float *beta,
                            float *C, int ldc) {
-    return products(tf32_math(handle), 0, ta, tb, m, n, k, *alpha, A, CUDA_R_32F, lda, 0, B, CUDA_R_32F, ldb, 0, *beta, C, ldc, 0, 1);
+    return products(tf32_math(handle), 0, ta, tb, m, n, k, *alpha, A, CUDA_R_32F, lda, 0, B, CUDA_R_32F, ldb, 0, *beta,
+                    C, ldc, 0, 1);
 }
 cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                             const void *alpha, const void *A, cudaDataType at, int lda, const void *B, cudaDataType bt,
                             int ldb, const void *beta, void *C, cudaDataType ct, int ldc, cublasComputeType_t,
                             cublasGemmAlgo_t) {
     fp32_results_only(ct);
-    return products(tf32_math(handle), 0, ta, tb, m, n, k, *(const float *)alpha, A, at, lda, 0, B, bt, ldb, 0, *(const float *)beta,
-                    (float *)C, ldc, 0, 1);
+    return products(tf32_math(handle), 0, ta, tb, m, n, k, *(const float *)alpha, A, at, lda, 0, B, bt, ldb, 0,
+                    *(const float *)beta, (float *)C, ldc, 0, 1);
 }
-cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
-                                         int k, const float *alpha, const float *A, int lda, long long sa,
+cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m,
+                                         int n, int k, const float *alpha, const float *A, int lda, long long sa,
                                          const float *B, int ldb, long long sb, const float *beta, float *C, int ldc,
                                          long long sc, int count) {
-    return products(tf32_math(handle), 0, ta, tb, m, n, k, *alpha, A, CUDA_R_32F, lda, sa, B, CUDA_R_32F, ldb, sb, *beta, C, ldc, sc,
-                    count);
+    return products(tf32_math(handle), 0, ta, tb, m, n, k, *alpha, A, CUDA_R_32F, lda, sa, B, CUDA_R_32F, ldb, sb,
+                    *beta, C, ldc, sc, count);
 }
-cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
-                                          int k, const void *alpha, const void *A, cudaDataType at, int lda,
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m,
+                                          int n, int k, const void *alpha, const void *A, cudaDataType at, int lda,
                                           long long sa, const void *B, cudaDataType bt, int ldb, long long sb,
                                           const void *beta, void *C, cudaDataType ct, int ldc, long long sc, int count,
                                           cublasComputeType_t, cublasGemmAlgo_t) {
