@@ -211,13 +211,14 @@ static void test_layernorm(void) {
 /* The dropout inside the LayerNorm (a sublayer's output): its backward against finite
  * differences (the masks fixed by the key: the function is smooth in a and the residual), and
  * both against the separate kernels they replace (k_dropout_rows on a, k_layernorm_forward; the
- * backward's copy and k_dropout_rows), bit for bit: rows NULL or a packed subset, with and
- * without a residual, sum_out separate or a itself, p 0 or 0.25, serial and parallel sizes. */
+ * backward's copy and k_dropout_rows; out16: k_to_half on out), bit for bit: rows NULL or a
+ * packed subset, with and without a residual, sum_out separate or a itself, p 0 or 0.25, out16
+ * NULL or in each 16-bit mode, serial and parallel sizes. */
 typedef struct { LnCtx ln; const KDropout *drop; } DropLnCtx;
 static double drop_ln_loss(void *p) {
     DropLnCtx *c = p;
-    k_dropout_layernorm_forward(c->ln.out, c->ln.sum, c->ln.mean, c->ln.rstd, c->ln.a, c->drop, c->ln.res, c->ln.w,
-                                c->ln.b, c->ln.N, c->ln.C, 1e-12f);
+    k_dropout_layernorm_forward_to(c->ln.out, NULL, HALF_BF16, c->ln.sum, c->ln.mean, c->ln.rstd, c->ln.a, c->drop,
+                                   c->ln.res, c->ln.w, c->ln.b, c->ln.N, c->ln.C, 1e-12f);
     return dot(c->ln.out, c->ln.r, (size_t)c->ln.N * c->ln.C);
 }
 
@@ -243,7 +244,8 @@ static void test_dropout_layernorm_gradients(void) {
 
 static bool same_floats(const float *x, const float *y, size_t n) { return !memcmp(x, y, sizeof(float) * n); }
 
-static void dropout_layernorm_case(int N, int C, const int32_t *rows, bool residual, bool in_place, float p) {
+static void dropout_layernorm_case(int N, int C, const int32_t *rows, bool residual, bool in_place, float p,
+                                   const HalfMode *round_to) {
     const size_t n = (size_t)N * C;
     float *a = malloc(sizeof(float) * n), *res = malloc(sizeof(float) * n), *w = malloc(sizeof(float) * C);
     float *b = malloc(sizeof(float) * C), *dy = malloc(sizeof(float) * n);
@@ -261,8 +263,15 @@ static void dropout_layernorm_case(int N, int C, const int32_t *rows, bool resid
     float *got_a = malloc(sizeof(float) * n), *got_sum = malloc(sizeof(float) * n), *got_out = malloc(sizeof(float) * n);
     memcpy(got_a, a, sizeof(float) * n);
     float *sum_out = in_place ? got_a : got_sum;
-    k_dropout_layernorm_forward(got_out, sum_out, got_mean, got_rstd, got_a, &drop, residual ? res : NULL, w, b, N, C,
-                                1e-12f);
+    uint16_t *got16 = round_to ? malloc(sizeof(uint16_t) * n) : NULL, *want16 = malloc(sizeof(uint16_t) * n);
+    const HalfMode mode = round_to ? *round_to : HALF_BF16;
+    k_dropout_layernorm_forward_to(got_out, got16, mode, sum_out, got_mean, got_rstd, got_a, &drop,
+                                   residual ? res : NULL, w, b, N, C, 1e-12f);
+    k_to_half(mode, want16, want_out, (long)n);
+    if (got16)
+        CHECKF(!memcmp(want16, got16, sizeof(uint16_t) * n), "forward N %d C %d mode %d: out16 not out rounded", N, C,
+               (int)mode);
+    free(got16), free(want16);
     const char *form = in_place ? "sum_out = a" : "sum_out separate";
     const float *sum_values = residual || p > 0 ? sum_out : got_a;   /* else the sum is a: sum_out not written */
     CHECKF(same_floats(want_out, got_out, n) && same_floats(want_sum, sum_values, n) &&
@@ -286,6 +295,8 @@ static void dropout_layernorm_case(int N, int C, const int32_t *rows, bool resid
     free(got_out), free(want_d), free(want_dd), free(got_d), free(got_dd), free(dw);
 }
 
+static const HalfMode MODES16[] = {HALF_BF16, HALF_BF16_EMULATED, HALF_FP16};
+
 static void test_dropout_layernorm_fused(void) {
     const int32_t rows[] = {0, 3, 4, 17, 40, 59, 60, 61, 63, 1000, 2, 1, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
     const int shapes[][2] = {{6, 70}, {24, 768}, {64, 768}};   /* the last two: parallel (N C >= 32768) */
@@ -295,7 +306,9 @@ static void test_dropout_layernorm_fused(void) {
             const bool use_rows = variant & 1, residual = variant & 2, in_place = variant & 4;
             const float p = variant & 8 ? 0.25f : 0.0f;
             if (use_rows && N > (int)(sizeof rows / sizeof rows[0])) continue;
-            dropout_layernorm_case(N, C, use_rows ? rows : NULL, residual, in_place, p);
+            const int rounding = (variant + s) % 4;   /* 0: no out16, else a mode */
+            dropout_layernorm_case(N, C, use_rows ? rows : NULL, residual, in_place, p,
+                                   rounding ? &MODES16[rounding - 1] : NULL);
         }
 }
 

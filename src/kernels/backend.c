@@ -202,15 +202,26 @@ static void older_dropout(float *x, const KDropout *drop, int N, int C) {
     if (drop->rows) cuda_table.k_dropout_rows(x, drop->rows, N, C, drop->p, drop->key);
     else cuda_table.k_dropout(x, (long)N * C, drop->p, drop->key, 0);
 }
-static void older_dropout_layernorm_forward(float *out, float *sum_out, float *mean, float *rstd, const float *a,
-                                            const KDropout *drop, const float *residual, const float *w,
-                                            const float *b, int N, int C, float eps) {
-    if (drop && drop->p > 0.0f) {
-        if (sum_out != a) cuda_table.k_copy(sum_out, a, (long)N * C);
-        older_dropout(sum_out, drop, N, C);
-        a = sum_out;
+/* k_dropout_layernorm_forward_to's forerunner (sessions 14 to 17, without out16), where the
+ * library has it */
+static void (*older_library_dropout_layernorm)(float *out, float *sum_out, float *mean, float *rstd, const float *a,
+                                               const KDropout *drop, const float *residual, const float *w,
+                                               const float *b, int N, int C, float eps);
+static void older_dropout_layernorm_forward_to(float *out, uint16_t *out16, HalfMode mode, float *sum_out, float *mean,
+                                               float *rstd, const float *a, const KDropout *drop,
+                                               const float *residual, const float *w, const float *b, int N, int C,
+                                               float eps) {
+    if (older_library_dropout_layernorm) {
+        older_library_dropout_layernorm(out, sum_out, mean, rstd, a, drop, residual, w, b, N, C, eps);
+    } else {
+        if (drop && drop->p > 0.0f) {
+            if (sum_out != a) cuda_table.k_copy(sum_out, a, (long)N * C);
+            older_dropout(sum_out, drop, N, C);
+            a = sum_out;
+        }
+        cuda_table.k_layernorm_forward(out, sum_out, mean, rstd, a, residual, w, b, N, C, eps);
     }
-    cuda_table.k_layernorm_forward(out, sum_out, mean, rstd, a, residual, w, b, N, C, eps);
+    if (out16) cuda_table.k_to_half(mode, out16, out, (long)N * C);
 }
 static void older_layernorm_dropout_backward(float *dinp, float *dinp_dropped, const KDropout *drop, float *dw,
                                              float *db, const float *dout, const float *inp, const float *mean,
@@ -220,9 +231,12 @@ static void older_layernorm_dropout_backward(float *dinp, float *dinp_dropped, c
     cuda_table.k_copy(dinp_dropped, dinp, (long)N * C);
     if (drop && drop->p > 0.0f) older_dropout(dinp_dropped, drop, N, C);
 }
-static void *older_library_stub(const char *name) {
+static void *older_library_stub(void *lib, const char *name) {
     if (!strcmp(name, "k_set_tf32")) return (void *)older_set_tf32;
-    if (!strcmp(name, "k_dropout_layernorm_forward")) return (void *)older_dropout_layernorm_forward;
+    if (!strcmp(name, "k_dropout_layernorm_forward_to")) {
+        *(void **)&older_library_dropout_layernorm = dlsym(lib, "k_dropout_layernorm_forward");
+        return (void *)older_dropout_layernorm_forward_to;
+    }
     if (!strcmp(name, "k_layernorm_dropout_backward")) return (void *)older_layernorm_dropout_backward;
     return NULL;
 }
@@ -239,7 +253,7 @@ static bool load_cuda(char *err, size_t errlen) {
     }
     KernelTable t;
 #define K_LOOKUP(name)                                                                                   \
-    if (!(*(void **)&t.name = dlsym(lib, #name)) && !(*(void **)&t.name = older_library_stub(#name))) {   \
+    if (!(*(void **)&t.name = dlsym(lib, #name)) && !(*(void **)&t.name = older_library_stub(lib, #name))) {   \
         snprintf(err, errlen, "--device cuda: %s lacks %s (built from another version of bert.c?)", path, #name); \
         dlclose(lib);                                                                                    \
         return false;                                                                                    \

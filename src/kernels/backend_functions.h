@@ -74,9 +74,9 @@
     KV(k_layernorm_backward, (float *dinp, float *dw, float *db, const float *dout, const float *inp, const \
         float *mean, const float *rstd, const float *w, int N, int C), (dinp, dw, db, dout, inp, mean, rstd, w, N, \
         C)) \
-    KV(k_dropout_layernorm_forward, (float *out, float *sum_out, float *mean, float *rstd, const float *a, const \
-        KDropout *drop, const float *residual, const float *w, const float *b, int N, int C, float eps), (out, \
-        sum_out, mean, rstd, a, drop, residual, w, b, N, C, eps)) \
+    KV(k_dropout_layernorm_forward_to, (float *out, uint16_t *out16, HalfMode mode, float *sum_out, float *mean, \
+        float *rstd, const float *a, const KDropout *drop, const float *residual, const float *w, const float *b, \
+        int N, int C, float eps), (out, out16, mode, sum_out, mean, rstd, a, drop, residual, w, b, N, C, eps)) \
     KV(k_layernorm_dropout_backward, (float *dinp, float *dinp_dropped, const KDropout *drop, float *dw, float \
         *db, const float *dout, const float *inp, const float *mean, const float *rstd, const float *w, int N, int \
         C), (dinp, dinp_dropped, drop, dw, db, dout, inp, mean, rstd, w, N, C)) \

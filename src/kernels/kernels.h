@@ -232,11 +232,13 @@ void k_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, 
 typedef struct { float p; uint64_t key; const int32_t *rows; } KDropout;
 /* sum = dropout(a) + residual (residual NULL: sum = dropout(a)), then out = LayerNorm(sum) as
  * k_layernorm_forward: the bits of k_dropout_rows on a, then k_layernorm_forward, in one pass
- * over the rows. sum_out is required when drop->p > 0 (it may alias a; a is not written
- * otherwise); drop NULL or p == 0: k_layernorm_forward. */
-void k_dropout_layernorm_forward(float *out, float *sum_out, float *mean, float *rstd, const float *a,
-                                 const KDropout *drop, const float *residual, const float *w, const float *b, int N,
-                                 int C, float eps);
+ * over the rows; and unless out16 is NULL, out rounded to 16 bits (mode) into out16 in the
+ * same pass: the next product's operand (the bits of k_to_half on out). sum_out is required
+ * when drop->p > 0 (it may alias a; a is not written otherwise); drop NULL or p == 0:
+ * k_layernorm_forward. */
+void k_dropout_layernorm_forward_to(float *out, uint16_t *out16, HalfMode mode, float *sum_out, float *mean,
+                                    float *rstd, const float *a, const KDropout *drop, const float *residual,
+                                    const float *w, const float *b, int N, int C, float eps);
 /* Its backward: k_layernorm_backward, and dinp_dropped = dropout(dinp) with drop's masks (the
  * gradient of a; dinp is the residual's), written in the same pass: the bits of a copy and
  * k_dropout_rows on it. dinp_dropped must not alias dinp; p == 0 (or drop NULL): a copy. */

@@ -171,8 +171,11 @@ static void layer_forward(BertModel *m, int l, const float *x, const int32_t *ma
     AttentionArgs args;
     bert_attention_args(m, &args, mask, l);
 
+    /* In 16 bits each LayerNorm also writes its output rounded, the next product's operand (h1_16,
+     * and the next layer's x16: this layer's past the first), which then takes its input NULL. */
+    const bool half = bert_is_half(m->precision);
     /* QKV where attention reads it: fp32, or rounded to 16 bits (attention's products' operands) */
-    bert_linear_forward_to(m, a->qkv, a->qkv16, x, a->x16, p->qkv_w, p->qkv_b, N, H, 3 * H);
+    bert_linear_forward_to(m, a->qkv, a->qkv16, half && l > 0 ? NULL : x, a->x16, p->qkv_w, p->qkv_b, N, H, 3 * H);
     /* inference keeps no probabilities (nothing reads them): their blocks stay in cache */
     k_attention_forward(a->ctx, bert_lean_forward(m) ? NULL : a->probs, a->qkv, &args);
     const int R = prune ? m->kept_count : N;
@@ -186,23 +189,26 @@ static void layer_forward(BertModel *m, int l, const float *x, const int32_t *ma
     /* each sublayer's output: its dropout, the residual and the LayerNorm in one pass */
     bert_linear_forward(m, a->attn_sum, a->ctx, a->ctx16, p->attn_out_w, p->attn_out_b, R, H, H);
     const KDropout attn_drop = bert_hidden_dropout_of(m, rows, l, SITE_ATTN_OUT);
-    k_dropout_layernorm_forward(a->h1, a->attn_sum, a->ln1_mean, a->ln1_rstd, a->attn_sum, &attn_drop, residual,
-                                p->ln1_w, p->ln1_b, R, H, c->layer_norm_eps);
+    k_dropout_layernorm_forward_to(a->h1, half ? a->h1_16 : NULL, bert_half_mode(m), a->attn_sum, a->ln1_mean,
+                                   a->ln1_rstd, a->attn_sum, &attn_drop, residual, p->ln1_w, p->ln1_b, R, H,
+                                   c->layer_norm_eps);
+    const float *h1 = half ? NULL : a->h1;
 
     /* the feed-forward's activation: into ffn_act (fp32), or into act16, the next product's
      * 16-bit input (mixed precision: the pre-activation kept in 16 bits, as the product
      * stores it, for GELU and its backward) */
-    const bool fused = bert_linear_gelu_forward(m, a->ffn_act, a->act16, a->h1, a->h1_16, p->ffn_in_w, p->ffn_in_b, R,
-                                                H, I);
+    const bool fused = bert_linear_gelu_forward(m, a->ffn_act, a->act16, h1, a->h1_16, p->ffn_in_w, p->ffn_in_b, R, H,
+                                                I);
     if (!fused) {
-        bert_linear_forward_to(m, a->ffn_pre, a->pre16, a->h1, a->h1_16, p->ffn_in_w, p->ffn_in_b, R, H, I);
+        bert_linear_forward_to(m, a->ffn_pre, a->pre16, h1, a->h1_16, p->ffn_in_w, p->ffn_in_b, R, H, I);
         bert_gelu_forward_to(m, a->ffn_act, a->act16, a->ffn_pre, a->pre16, (long)R * I);
     }
     /* ffn_act is NULL in 16 bits: the product reads act16, already rounded */
     bert_linear_forward(m, a->ffn_sum, a->ffn_act, a->act16, p->ffn_out_w, p->ffn_out_b, R, I, H);
     const KDropout ffn_drop = bert_hidden_dropout_of(m, rows, l, SITE_FFN_OUT);
-    k_dropout_layernorm_forward(a->out, a->ffn_sum, a->ln2_mean, a->ln2_rstd, a->ffn_sum, &ffn_drop, a->h1, p->ln2_w,
-                                p->ln2_b, R, H, c->layer_norm_eps);
+    uint16_t *next16 = half && l + 1 < c->num_hidden_layers ? m->act.layers[l + 1].x16 : NULL;
+    k_dropout_layernorm_forward_to(a->out, next16, bert_half_mode(m), a->ffn_sum, a->ln2_mean, a->ln2_rstd, a->ffn_sum,
+                                   &ffn_drop, a->h1, p->ln2_w, p->ln2_b, R, H, c->layer_norm_eps);
 }
 
 /* int8 (inference only): each product's input quantized by the kernel that produces it, in

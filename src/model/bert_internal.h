@@ -192,7 +192,7 @@ void bert_attention_args(const BertModel *m, AttentionArgs *a, const int32_t *ma
  * row k is full row rows[k] and gets that row's mask, so packed and pruned layouts draw the
  * same masks as the full one. Forward and backward (applied to the gradient) alike.
  * bert_hidden_dropout_of gives its arguments (the probability while training, else 0) for the
- * kernels that apply it in their own pass (k_dropout_layernorm_forward and its backward). */
+ * kernels that apply it in their own pass (k_dropout_layernorm_forward_to and its backward). */
 KDropout bert_hidden_dropout_of(const BertModel *m, const int32_t *rows, int layer, int site);
 void bert_hidden_dropout(const BertModel *m, float *x, int R, const int32_t *rows, int layer, int site);
 

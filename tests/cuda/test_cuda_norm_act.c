@@ -4,11 +4,12 @@
  *
  * Bit for bit where both run the same integer or float operations on the same values: the
  * conversions (every 16-bit pattern back, special and random floats there), dropout (masks and
- * kept values), tanh's backward, LayerNorm's residual sum. Elsewhere within a bound derived per
- * element from the arithmetic (U = 2^-24, float's unit roundoff):
+ * kept values), tanh's backward, LayerNorm's forward (its sums in the CPU's order). Elsewhere
+ * within a bound derived per element from the arithmetic (U = 2^-24, float's unit roundoff):
  * - a float sum of k terms in any order is within (k-1) U sum|terms| of the exact sum, so two
- *   orders are within 2 k U sum|terms| of each other (the warp's 32 strided sums and butterfly
- *   against the CPU's vectorised loop; row blocks against the CPU's column loop);
+ *   orders are within 2 k U sum|terms| of each other (the LayerNorm backward's warp of 32
+ *   strided sums and butterfly against the CPU's vectorised loop; row blocks against the CPU's
+ *   column loop);
  * - CUDA's erff, expf, tanhf are within 2 ulp of the exact value, glibc's (and libmvec's vector
  *   forms the CPU's loops call) within 4: ULPS = 6 ulp apart, and one ulp of v is at most
  *   2 U |v|; each later float operation on two differing inputs adds at most 2 U (one rounding
@@ -195,31 +196,12 @@ static void test_half_conversions(void) {
 
 /* ---------------------------------------------------------------- layernorm */
 
-/* Bounds on the forward's mean, rstd and out for one row x [C] (the sum), from the CPU's
- * results: the mean's sum in two orders (2 C U sum|x|) and its division (2 U |m|); the
- * variance's terms shifted by the mean's difference (2 sum|x - m| dm + C dm^2), their sums in
- * two orders and the division; rstd = 1/sqrt(v + eps) to first order dv / 2(v + eps) relative,
- * plus the sqrt and the division (4 U); out = (x - m) rs w + b: the mean's and rstd's
- * differences carried through, and 2 U for each of its four operations. */
-static void layernorm_row_bounds(double *bm, double *brs, double *bout, const float *x, const float *w,
-                                 const float *b, float m, float rs, int C, float eps) {
-    double sx = 0, sd = 0, sv = 0;
-    for (int c = 0; c < C; c++) {
-        sx += fabs(x[c]);
-        sd += fabs(x[c] - (double)m);
-        sv += ((double)x[c] - m) * ((double)x[c] - m);
-    }
-    const double dm = 2.0 * C * U * sx / C + 2 * U * fabs(m);
-    const double v = sv / C;
-    const double dv = (2 * sd * dm + C * dm * dm + 2.0 * (C + 2) * U * sv) / C + 2 * U * v;
-    const double rel_rs = dv / (2 * (v + eps)) + 4 * U;
-    *bm = SAFETY * dm;
-    *brs = SAFETY * rel_rs * fabs(rs);
-    for (int c = 0; c < C; c++) {
-        const double xhat = fabs((x[c] - (double)m) * rs), y = xhat * fabs(w[c]);
-        bout[c] = SAFETY * (fabs(w[c]) * (dm * rs + xhat * rel_rs) + 8 * U * (y + fabs(b[c])));
-    }
-}
+/* The forward sums each row in the CPU's order (kernels/cpu/layernorm_row.h: 64 interleaved
+ * lanes, then a fixed tree) with the CPU's float operations: the mean, rstd and out are the
+ * CPU's bits, for every C (the kernel keeps rows of up to 1024 values in registers, longer
+ * ones in memory: LN_CS covers each size it is compiled for, partial lanes and tails). */
+static const int LN_CS[] = {1, 17, 100, 200, 384, 768, 1000, 1024, 1500};
+enum { N_LN_CS = sizeof LN_CS / sizeof LN_CS[0] };
 
 typedef enum { SUM_SEPARATE, SUM_IN_PLACE, NO_RESIDUAL, NO_RESIDUAL_SUM_GIVEN } ResidualCase;
 static const char *const RESIDUAL_NAMES[] = {"residual, sum_out separate", "residual, sum_out = a",
@@ -267,28 +249,24 @@ static void layernorm_forward_case(int N, int C, ResidualCase rc) {
     const float *want_sum = residual ? sum : a;
     snprintf(what + at, sizeof what - at, "sum_out (or a)");
     same(what, want_sum, got_sum, nc, sizeof(float));
-    const float *x = residual ? sum : a;   /* the rows normalised */
-    double *bm = bounds(N), *brs = bounds(N), *bout = bounds(nc);
-    for (int n = 0; n < N; n++)
-        layernorm_row_bounds(&bm[n], &brs[n], bout + (size_t)n * C, x + (size_t)n * C, w, b, mean[n], rstd[n], C, eps);
     float *got_mean = cuda_copy_out(dmean, N), *got_rstd = cuda_copy_out(drstd, N), *got_out = cuda_copy_out(dout, nc);
     snprintf(what + at, sizeof what - at, "mean");
-    within(what, mean, got_mean, bm, N);
+    same(what, mean, got_mean, N, sizeof(float));
     snprintf(what + at, sizeof what - at, "rstd");
-    within(what, rstd, got_rstd, brs, N);
+    same(what, rstd, got_rstd, N, sizeof(float));
     snprintf(what + at, sizeof what - at, "out");
-    within(what, out, got_out, bout, nc);
+    same(what, out, got_out, nc, sizeof(float));
     cuda_release(da), cuda_release(dr), cuda_release(dw), cuda_release(db), cuda_release(dsum), cuda_release(dout);
     cuda_release(dmean), cuda_release(drstd);
     free(a), free(r), free(w), free(b), free(sum), free(out), free(mean), free(rstd), free(sum_cpu_input);
-    free(got_sum), free(got_mean), free(got_rstd), free(got_out), free(bm), free(brs), free(bout);
+    free(got_sum), free(got_mean), free(got_rstd), free(got_out);
 }
 
 static void test_layernorm_forward(void) {
     begin_test();
     for (int i = 0; i < N_NS; i++)
-        for (int j = 0; j < N_CS; j++)
-            for (int rc = 0; rc < 4; rc++) layernorm_forward_case(NS[i], CS[j], (ResidualCase)rc);
+        for (int j = 0; j < N_LN_CS; j++)
+            for (int rc = 0; rc < 4; rc++) layernorm_forward_case(NS[i], LN_CS[j], (ResidualCase)rc);
     end_test("layernorm forward");
 }
 
@@ -359,7 +337,7 @@ static void layernorm_backward_case(int N, int C) {
 static void test_layernorm_backward(void) {
     begin_test();
     for (int i = 0; i < N_NS; i++)
-        for (int j = 0; j < N_CS; j++) layernorm_backward_case(NS[i], CS[j]);
+        for (int j = 0; j < N_LN_CS; j++) layernorm_backward_case(NS[i], LN_CS[j]);
     end_test("layernorm backward");
 }
 
@@ -639,13 +617,13 @@ static void test_dropout_rows(void) {
     end_test("dropout_rows");
 }
 
-/* The dropout inside the LayerNorm (k_dropout_layernorm_forward, k_layernorm_dropout_backward):
+/* The dropout inside the LayerNorm (k_dropout_layernorm_forward_to, k_layernorm_dropout_backward):
  * the GPU's fused kernels against the GPU's separate ones (k_dropout_rows, k_layernorm_forward;
  * k_layernorm_backward, k_copy, k_dropout_rows), bit for bit (the same operations on each
  * element); the sum against the CPU's fused kernel bit for bit (the CPU's masks, one multiply
- * and one add each), the normalised rows within the LayerNorm's bounds above, and the backward's
- * masks the CPU's (zero exactly where the CPU's are). */
-static void dropout_layernorm_case(int N, int C, bool use_rows, bool residual, bool in_place, float p) {
+ * and one add each), the normalised rows and their 16-bit copy (out16, in rounding's mode; 0:
+ * none) the CPU's bits, and the backward's masks the CPU's (zero exactly where the CPU's are). */
+static void dropout_layernorm_case(int N, int C, bool use_rows, bool residual, bool in_place, float p, int rounding) {
     const size_t nc = (size_t)N * C;
     const float eps = 1e-12f;
     int32_t *rows = malloc(sizeof(int32_t) * (size_t)N);
@@ -659,7 +637,10 @@ static void dropout_layernorm_case(int N, int C, bool use_rows, bool residual, b
     /* the CPU's fused forward */
     float *cpu_a = floats(nc), *sum = floats(nc), *out = floats(nc), *mean = floats(N), *rstd = floats(N);
     memcpy(cpu_a, a, sizeof(float) * nc);
-    k_dropout_layernorm_forward(out, in_place ? cpu_a : sum, mean, rstd, cpu_a, &drop, res, w, b, N, C, eps);
+    const HalfMode mode = rounding ? MODES[rounding - 1] : HALF_BF16;
+    uint16_t *out16 = rounding ? malloc(sizeof(uint16_t) * nc) : NULL;
+    k_dropout_layernorm_forward_to(out, out16, mode, in_place ? cpu_a : sum, mean, rstd, cpu_a, &drop, res, w, b, N, C,
+                                   eps);
     const float *want_sum = in_place ? cpu_a : (residual || p > 0 ? sum : a);
     /* the GPU's, fused and separate */
     float *da = cuda_copy_in(a, sizeof(float) * nc), *da2 = cuda_copy_in(a, sizeof(float) * nc);
@@ -670,8 +651,9 @@ static void dropout_layernorm_case(int N, int C, bool use_rows, bool residual, b
     float *dmean = CUDA_FN(k_alloc)(sizeof(float) * N), *drstd = CUDA_FN(k_alloc)(sizeof(float) * N);
     float *dmean2 = CUDA_FN(k_alloc)(sizeof(float) * N), *drstd2 = CUDA_FN(k_alloc)(sizeof(float) * N);
     float *gpu_sum = in_place ? da : dsum;
-    CUDA_FN(k_dropout_layernorm_forward)(dout, gpu_sum, dmean, drstd, da, &drop, residual ? dr : NULL, dw, db, N, C,
-                                         eps);
+    uint16_t *d16 = rounding ? CUDA_FN(k_alloc)(sizeof(uint16_t) * nc) : NULL;
+    CUDA_FN(k_dropout_layernorm_forward_to)(dout, d16, mode, gpu_sum, dmean, drstd, da, &drop, residual ? dr : NULL, dw,
+                                            db, N, C, eps);
     CUDA_FN(k_copy)(dsum2, da2, (long)nc);
     if (use_rows) CUDA_FN(k_dropout_rows)(dsum2, rows, N, C, p, drop.key);
     else CUDA_FN(k_dropout)(dsum2, (long)nc, p, drop.key, 0);
@@ -691,12 +673,18 @@ static void dropout_layernorm_case(int N, int C, bool use_rows, bool residual, b
     same(what, got_out2, got_out, nc, sizeof(float));
     same(what, got_mean2, got_mean, N, sizeof(float));
     same(what, got_rstd2, got_rstd, N, sizeof(float));
-    double *bm = bounds(N), *brs = bounds(N), *bout = bounds(nc);
-    for (int n = 0; n < N; n++)
-        layernorm_row_bounds(&bm[n], &brs[n], bout + (size_t)n * C, want_sum + (size_t)n * C, w, b, mean[n], rstd[n],
-                             C, eps);
-    snprintf(what + at, sizeof what - at, "out against the CPU's");
-    within(what, out, got_out, bout, nc);
+    snprintf(what + at, sizeof what - at, "out, mean, rstd against the CPU's");
+    same(what, out, got_out, nc, sizeof(float));
+    same(what, mean, got_mean, N, sizeof(float));
+    same(what, rstd, got_rstd, N, sizeof(float));
+    if (rounding) {
+        uint16_t *got16 = malloc(sizeof(uint16_t) * nc);
+        CUDA_FN(k_download)(got16, d16, sizeof(uint16_t) * nc);
+        snprintf(what + at, sizeof what - at, "out16 (%s) against the CPU's", MODE_NAMES[rounding - 1]);
+        same(what, out16, got16, nc, sizeof(uint16_t));
+        free(got16), cuda_release(d16);
+    }
+    free(out16);
     /* the backward, at the CPU's sum and statistics (both sides read the same) */
     float *dx = cuda_copy_in(want_sum, sizeof(float) * nc), *dm = cuda_copy_in(mean, sizeof(float) * N);
     float *drs = cuda_copy_in(rstd, sizeof(float) * N);
@@ -736,7 +724,7 @@ static void dropout_layernorm_case(int N, int C, bool use_rows, bool residual, b
     cuda_release(gw), cuda_release(gb), cuda_release(gw2), cuda_release(gb2);
     free(rows), free(a), free(r), free(w), free(b), free(dy), free(cpu_a), free(sum), free(out), free(mean), free(rstd);
     free(got_sum), free(got_sum2), free(got_out), free(got_out2), free(got_mean), free(got_rstd), free(got_mean2);
-    free(got_rstd2), free(bm), free(brs), free(bout), free(zeros), free(cpu_dinp), free(cpu_drop), free(cpu_gw);
+    free(got_rstd2), free(zeros), free(cpu_dinp), free(cpu_drop), free(cpu_gw);
     free(cpu_gb), free(g1), free(g2), free(gd1), free(gd2), free(w1), free(w2), free(b1), free(b2);
 }
 
@@ -747,7 +735,8 @@ static void test_dropout_layernorm(void) {
     for (int i = 0; i < 3; i++)
         for (int j = 0; j < 2; j++)
             for (int v = 0; v < 8; v++)
-                for (int k = 0; k < 3; k++) dropout_layernorm_case(Ns[i], Cs[j], v & 1, v & 2, v & 4, ps[k]);
+                for (int k = 0; k < 3; k++)
+                    dropout_layernorm_case(Ns[i], Cs[j], v & 1, v & 2, v & 4, ps[k], (v + k + i) % 4);
     end_test("dropout layernorm");
 }
 

@@ -38,7 +38,7 @@
 #define k_linear_act_backward             cpu_k_linear_act_backward
 #define k_layernorm_forward               cpu_k_layernorm_forward
 #define k_layernorm_backward              cpu_k_layernorm_backward
-#define k_dropout_layernorm_forward       cpu_k_dropout_layernorm_forward
+#define k_dropout_layernorm_forward_to    cpu_k_dropout_layernorm_forward_to
 #define k_layernorm_dropout_backward      cpu_k_layernorm_dropout_backward
 #define k_gelu_forward                    cpu_k_gelu_forward
 #define k_gelu_backward                   cpu_k_gelu_backward

@@ -152,7 +152,7 @@ bool k_matmul_gelu_forward_packed(float *out, const float *inp, const void *pack
 
 bool k_matmul_gelu_forward_half_packed(uint16_t *out16, const float *inp, uint16_t *inp16, const void *packed,
                                        const float *bias, int N, int C, int OC, Activation act) {
-    halves_from_floats(HALF_BF16, inp16, inp, (long)N * C);
+    if (inp) halves_from_floats(HALF_BF16, inp16, inp, (long)N * C);
     return gemm_packed_post(false, N, OC, C, inp16, C, packed, bias, gemm_post(act), out16, true, OC);
 }
 
@@ -278,11 +278,11 @@ static inline float dropped(DropMask d, uint64_t key, uint32_t counter, float x)
     return rng_bits32(key, counter) >= d.threshold ? x * d.scale : 0.0f;
 }
 
-void k_dropout_layernorm_forward(float *out, float *sum_out, float *mean, float *rstd, const float *a,
-                                 const KDropout *drop, const float *residual, const float *w, const float *b, int N,
-                                 int C, float eps) {
+void k_dropout_layernorm_forward_to(float *out, uint16_t *out16, HalfMode mode, float *sum_out, float *mean,
+                                    float *rstd, const float *a, const KDropout *drop, const float *residual,
+                                    const float *w, const float *b, int N, int C, float eps) {
     const DropMask d = drop_mask(drop);
-    if (d.on && !sum_out) die("k_dropout_layernorm_forward: dropout needs sum_out");
+    if (d.on && !sum_out) die("k_dropout_layernorm_forward_to: dropout needs sum_out");
 #pragma omp parallel for schedule(static) if ((long)N * C >= PARALLEL_MIN_WORK)
     for (int n = 0; n < N; n++) {
         const float *x = a + (size_t)n * C;  /* no restrict: sum_out may alias a */
@@ -301,12 +301,14 @@ void k_dropout_layernorm_forward(float *out, float *sum_out, float *mean, float 
             x = s;
         }
         layernorm_row(out + (size_t)n * C, mean + n, rstd + n, x, w, b, C, eps);
+        /* the row rounded while in cache (C < 2^16: the conversion's own loop, no team) */
+        if (out16) halves_from_floats(mode, out16 + (size_t)n * C, out + (size_t)n * C, C);
     }
 }
 
 void k_layernorm_forward(float *out, float *sum_out, float *mean, float *rstd, const float *a, const float *residual,
                          const float *w, const float *b, int N, int C, float eps) {
-    k_dropout_layernorm_forward(out, sum_out, mean, rstd, a, NULL, residual, w, b, N, C, eps);
+    k_dropout_layernorm_forward_to(out, NULL, HALF_BF16, sum_out, mean, rstd, a, NULL, residual, w, b, N, C, eps);
 }
 
 void k_layernorm_dropout_backward(float *dinp, float *dinp_dropped, const KDropout *drop, float *dw, float *db,

@@ -7,9 +7,10 @@
  * - the activations use the same formulas (and constants) in the same order, compiled without
  *   fused multiply-adds (-fmad=false): they differ from the CPU only where CUDA's erff, expf
  *   and tanhf differ from libm's (a few ulp);
- * - row sums (LayerNorm's mean, variance and gradient dots) are in float as the CPU's, one warp
- *   per row (32 strided partial sums and a shuffle butterfly: another order than the CPU's
- *   vectorised loop, so a few ulp apart); column sums over rows (parameter gradients) are
+ * - LayerNorm's forward is the CPU's bits: a warp per row, the row's sums in the CPU's order
+ *   (64 interleaved lanes, then its tree, as shuffles); the backward's row dots are in float as
+ *   the CPU's, a warp per row (32 strided partial sums and a shuffle butterfly: another order
+ *   than the CPU's vectorised loop, so a few ulp apart); column sums over rows (parameter gradients) are
  *   deterministic: fixed row blocks summed in order, then the blocks in order, never atomics.
  *   k_gelu_backward_half_out16's bias gradient keeps the CPU's exact order (16 row slices).
  *
@@ -111,55 +112,112 @@ __device__ static float dropped(const DeviceDropout &d, int n, int C, int c, flo
     return dropped_at(d, (uint32_t)((size_t)(d.rows ? d.rows[n] : n) * C) + (uint32_t)c, x);
 }
 
-/* One warp per row: the dropout and the residual add (into sum_out), the mean, the two-pass
- * variance and the output, each element with the CPU's float operations in the CPU's order. */
-__global__ static void layernorm_forward(float *out, float *sum_out, float *mean, float *rstd, const float *a,
-                                         DeviceDropout drop, const float *residual, const float *w, const float *b,
-                                         int N, int C, float eps) {
+/* A row's sum in the CPU's order (kernels/cpu/layernorm_row.h's ln_sum): value c into lane
+ * c mod 64, each lane in order from 0, the 64 lanes then added as its tree. Warp lane i keeps
+ * the CPU's lanes i (lo) and i + 32 (hi); the tree's steps are xor shuffles, in which lane j and
+ * its partner add the same two values (addition commutes): every lane ends with the CPU's bits.
+ * (t[j] = (L[j] + L[16 + j]) + (L[32 + j] + L[48 + j]), then t[j] + t[j + w] for w = 8, 4, 2,
+ * then t[0] + t[1].) */
+__device__ static float cpu_lanes_total(float lo, float hi) {
+    float t = (lo + __shfl_xor_sync(0xffffffffu, lo, 16)) + (hi + __shfl_xor_sync(0xffffffffu, hi, 16));
+    for (int k = 8; k > 0; k >>= 1) t += __shfl_xor_sync(0xffffffffu, t, k);
+    return t;
+}
+
+/* The row's value c of the LayerNorm's input: a[c] through the dropout, plus the residual,
+ * stored into sum (NULL: a[c] itself). sum may be a: the lane reads a[c] before it writes it. */
+__device__ static float ln_input(const DeviceDropout &drop, int row, int C, int c, const float *x, const float *r,
+                                 float *sum) {
+    if (!sum) return x[c];
+    const float kept = drop.on ? dropped(drop, row, C, c, x[c]) : x[c];
+    const float v = r ? kept + r[c] : kept;
+    sum[c] = v;
+    return v;
+}
+/* y = (x - mean) rstd w + b (layernorm_row's operations, in its order), into out and, unless
+ * out16 is NULL, rounded into out16. */
+__device__ static void ln_store(float *out, uint16_t *out16, int mode, int c, float x, float m, float rs,
+                                const float *w, const float *b) {
+    const float y = (x - m) * rs * w[c] + b[c];
+    out[c] = y;
+    if (out16) out16[c] = half_from_float(mode, y);
+}
+
+/* One warp per row, the row held in registers (LN_VALUES per lane: the CPU lane's values c =
+ * 64 k + i and 64 k + 32 + i, k < K, so C <= 64 K; every load of the row issued before the
+ * first sum needs one): the dropout and the residual add (into sum_out), the mean, the
+ * two-pass variance and the output, with layernorm_row's float operations and sums in its
+ * order (cpu_lanes_total): the CPU's bits. K = 0: any C, the row read from memory each pass. */
+template <int K>
+__global__ static void layernorm_forward(float *out, uint16_t *out16, int mode, float *sum_out, float *mean,
+                                         float *rstd, const float *a, DeviceDropout drop, const float *residual,
+                                         const float *w, const float *b, int N, int C, float eps) {
     const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / WARP, lane = threadIdx.x % WARP;
     if (row >= N) return;   /* the whole warp */
-    const float *x = a + (size_t)row * C;   /* sum_out may alias a: each lane reads then writes its own elements */
-    float s = 0.0f;
-    if (residual || drop.on) {
-        const float *r = residual ? residual + (size_t)row * C : NULL;
-        float *sum = sum_out + (size_t)row * C;
-        for (int c = lane; c < C; c += WARP) {
-            const float kept = drop.on ? dropped(drop, row, C, c, x[c]) : x[c];
-            const float v = r ? kept + r[c] : kept;
-            sum[c] = v;
-            s += v;
-        }
-        x = sum;   /* read back below by the lane that wrote it */
-    } else {
-        for (int c = lane; c < C; c += WARP) s += x[c];
+    const size_t at = (size_t)row * C;
+    const float *x = a + at, *r = residual ? residual + at : NULL;
+    float *sum = residual || drop.on ? sum_out + at : NULL;
+    float *y = out + at;
+    uint16_t *y16 = out16 ? out16 + at : NULL;
+    const int n = K ? 2 * K : 2 * ((C + 63) / 64);   /* the lane's values, c = 32 j + lane (j even: lo) */
+    float v[K ? 2 * K : 1];
+    float lo = 0.0f, hi = 0.0f;
+#pragma unroll
+    for (int j = 0; j < n; j++) {
+        const int c = 32 * j + lane;
+        if (c >= C) break;
+        const float value = ln_input(drop, row, C, c, x, r, sum);
+        if (K) v[K ? j : 0] = value;
+        if (j % 2 == 0) lo += value;
+        else hi += value;
     }
-    const float m = warp_sum(s) / (float)C;
-    float v = 0.0f;   /* two-pass variance, as the CPU */
-    for (int c = lane; c < C; c += WARP) v += (x[c] - m) * (x[c] - m);
-    v = warp_sum(v) / (float)C;
-    const float rs = 1.0f / sqrtf(v + eps);
-    float *y = out + (size_t)row * C;
-    for (int c = lane; c < C; c += WARP) y[c] = (x[c] - m) * rs * w[c] + b[c];
+    const float m = cpu_lanes_total(lo, hi) / (float)C;
+    if (sum) x = sum;   /* K = 0 reads it back: the lane's own stores */
+    lo = 0.0f, hi = 0.0f;   /* two-pass variance, as the CPU */
+#pragma unroll
+    for (int j = 0; j < n; j++) {
+        const int c = 32 * j + lane;
+        if (c >= C) break;
+        const float d = (K ? v[K ? j : 0] : x[c]) - m;
+        if (j % 2 == 0) lo += d * d;
+        else hi += d * d;
+    }
+    const float rs = 1.0f / sqrtf(cpu_lanes_total(lo, hi) / (float)C + eps);
+#pragma unroll
+    for (int j = 0; j < n; j++) {
+        const int c = 32 * j + lane;
+        if (c >= C) break;
+        ln_store(y, y16, mode, c, K ? v[K ? j : 0] : x[c], m, rs, w, b);
+    }
     if (lane == 0) mean[row] = m, rstd[row] = rs;
 }
 
-extern "C" void k_dropout_layernorm_forward(float *out, float *sum_out, float *mean, float *rstd, const float *a,
-                                            const KDropout *drop, const float *residual, const float *w,
-                                            const float *b, int N, int C, float eps) {
+/* The row's registers by C: the smallest K with C <= 64 K of those compiled (BERT's 128 to
+ * 1024), K = 0 (the row from memory) past 1024. */
+extern "C" void k_dropout_layernorm_forward_to(float *out, uint16_t *out16, HalfMode mode, float *sum_out, float *mean,
+                                               float *rstd, const float *a, const KDropout *drop,
+                                               const float *residual, const float *w, const float *b, int N, int C,
+                                               float eps) {
     if (N <= 0) return;
     const DeviceDropout d = device_dropout(drop, N);
     if (d.on && !sum_out) {
-        fprintf(stderr, "bert: k_dropout_layernorm_forward: dropout needs sum_out\n");
+        fprintf(stderr, "bert: k_dropout_layernorm_forward_to: dropout needs sum_out\n");
         exit(1);
     }
-    layernorm_forward<<<(unsigned)((N + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK), CUDA_THREADS>>>(
-        out, sum_out, mean, rstd, a, d, residual, w, b, N, C, eps);
+    decltype(&layernorm_forward<0>) kernel = C <= 128   ? layernorm_forward<2>
+                                             : C <= 256 ? layernorm_forward<4>
+                                             : C <= 512 ? layernorm_forward<8>
+                                             : C <= 768 ? layernorm_forward<12>
+                                             : C <= 1024 ? layernorm_forward<16>
+                                                         : layernorm_forward<0>;
+    kernel<<<(unsigned)((N + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK), CUDA_THREADS>>>(
+        out, out16, (int)mode, sum_out, mean, rstd, a, d, residual, w, b, N, C, eps);
     CUDA_LAUNCHED();
 }
 
 extern "C" void k_layernorm_forward(float *out, float *sum_out, float *mean, float *rstd, const float *a,
                                     const float *residual, const float *w, const float *b, int N, int C, float eps) {
-    k_dropout_layernorm_forward(out, sum_out, mean, rstd, a, NULL, residual, w, b, N, C, eps);
+    k_dropout_layernorm_forward_to(out, NULL, HALF_BF16, sum_out, mean, rstd, a, NULL, residual, w, b, N, C, eps);
 }
 
 /* dw and db are column sums over N rows: COL_ROWS rows at a time into partials (one thread per
@@ -195,7 +253,11 @@ __global__ static void add_column_partials(float *dw, float *db, const float *pa
 }
 
 /* One warp per row: dinp = rs (dy w - mean(g) - xhat mean(g xhat)), g = dy w, as the CPU, and
- * dinp_dropped (unless NULL) = dinp through the dropout (a copy when it is off). */
+ * dinp_dropped (unless NULL) = dinp through the dropout (a copy when it is off). The lane's
+ * values c = 32 j + lane in order, then the butterfly (warp_sum). K > 0: C <= 32 K, g and x - m
+ * held in registers, every load of the row issued before the sums need them; K = 0: any C,
+ * the row read twice from memory; the same operations either way, the same bits. */
+template <int K>
 __global__ static void layernorm_backward_rows(float *dinp, float *dinp_dropped, DeviceDropout drop,
                                                const float *dout, const float *inp, const float *mean,
                                                const float *rstd, const float *w, int N, int C) {
@@ -203,20 +265,30 @@ __global__ static void layernorm_backward_rows(float *dinp, float *dinp_dropped,
     if (row >= N) return;
     const float *x = inp + (size_t)row * C, *dy = dout + (size_t)row * C;
     const float m = mean[row], rs = rstd[row];
+    const int n = K ? K : (C + WARP - 1) / WARP;
+    float g_at[K ? K : 1], d_at[K ? K : 1];   /* g and x - m */
     float sum_g = 0.0f, sum_gx = 0.0f;
-    for (int c = lane; c < C; c += WARP) {
-        const float g = dy[c] * w[c];
+#pragma unroll
+    for (int j = 0; j < n; j++) {
+        const int c = WARP * j + lane;
+        if (c >= C) break;
+        const float g = dy[c] * w[c], d = x[c] - m;
+        if (K) g_at[K ? j : 0] = g, d_at[K ? j : 0] = d;
         sum_g += g;
-        sum_gx += g * (x[c] - m) * rs;
+        sum_gx += g * d * rs;
     }
     sum_g = warp_sum(sum_g) / (float)C;
     sum_gx = warp_sum(sum_gx) / (float)C;
     float *dx = dinp + (size_t)row * C;
     float *dd = dinp_dropped ? dinp_dropped + (size_t)row * C : NULL;
-    for (int c = lane; c < C; c += WARP) {
-        const float g = rs * (dy[c] * w[c] - sum_g - (x[c] - m) * rs * sum_gx);
-        dx[c] = g;
-        if (dd) dd[c] = drop.on ? dropped(drop, row, C, c, g) : g;
+#pragma unroll
+    for (int j = 0; j < n; j++) {
+        const int c = WARP * j + lane;
+        if (c >= C) break;
+        const float g = K ? g_at[K ? j : 0] : dy[c] * w[c], d = K ? d_at[K ? j : 0] : x[c] - m;
+        const float v = rs * (g - sum_g - d * rs * sum_gx);
+        dx[c] = v;
+        if (dd) dd[c] = drop.on ? dropped(drop, row, C, c, v) : v;
     }
 }
 
@@ -236,8 +308,14 @@ extern "C" void k_layernorm_dropout_backward(float *dinp, float *dinp_dropped, c
     add_column_partials<<<dim3(col_blocks, 2), CUDA_THREADS>>>(dw, db, partial_w, partial_b, blocks, C);
     CUDA_LAUNCHED();
     const DeviceDropout d = dinp_dropped ? device_dropout(drop, N) : DeviceDropout{};
-    layernorm_backward_rows<<<(unsigned)((N + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK), CUDA_THREADS>>>(
-        dinp, dinp_dropped, d, dout, inp, mean, rstd, w, N, C);
+    decltype(&layernorm_backward_rows<0>) rows = C <= 128   ? layernorm_backward_rows<4>
+                                                 : C <= 256 ? layernorm_backward_rows<8>
+                                                 : C <= 512 ? layernorm_backward_rows<16>
+                                                 : C <= 768 ? layernorm_backward_rows<24>
+                                                 : C <= 1024 ? layernorm_backward_rows<32>
+                                                             : layernorm_backward_rows<0>;
+    rows<<<(unsigned)((N + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK), CUDA_THREADS>>>(dinp, dinp_dropped, d, dout, inp,
+                                                                                mean, rstd, w, N, C);
     CUDA_LAUNCHED();
 }
 
