@@ -478,8 +478,18 @@ static void check_attention_forward(HalfMode mode) {
     float *p16 = malloc(sizeof(float) * AB * AA * AT * AT);
     fill(qkv, N * 3 * AH, 51, 1.5f);
     AttentionArgs a32 = attention_args(false, mode, 0.0f), a16 = attention_args(true, mode, 0.0f);
-    k_attention_forward(ctx32, p32, qkv, &a32);
-    k_attention_forward(ctx16, p16, qkv, &a16);
+    /* k_attention_forward_to: in 16 bits ctx rounded into its out16 as k_to_half rounds it; in
+     * fp32 out16 not written */
+    uint16_t *out16 = malloc(sizeof(uint16_t) * N * AH), *want16 = malloc(sizeof(uint16_t) * N * AH);
+    memset(out16, 0x77, sizeof(uint16_t) * N * AH), memset(want16, 0x77, sizeof(uint16_t) * N * AH);
+    k_attention_forward_to(ctx32, out16, p32, qkv, &a32);
+    CHECKF(!memcmp(out16, want16, sizeof(uint16_t) * N * AH), "%s attention forward_to in fp32 wrote out16",
+           mode_name(mode));
+    k_attention_forward_to(ctx16, out16, p16, qkv, &a16);
+    k_to_half(mode, want16, ctx16, (long)(N * AH));
+    CHECKF(!memcmp(out16, want16, sizeof(uint16_t) * N * AH), "%s attention forward_to: out16 not ctx rounded",
+           mode_name(mode));
+    free(out16), free(want16);
     double worst = 0;
     for (int b = 0; b < AB; b++)
         for (int h = 0; h < AA; h++)

@@ -231,8 +231,20 @@ static void older_layernorm_dropout_backward(float *dinp, float *dinp_dropped, c
     cuda_table.k_copy(dinp_dropped, dinp, (long)N * C);
     if (drop && drop->p > 0.0f) older_dropout(dinp_dropped, drop, N, C);
 }
+static void older_attention_forward_to(float *ctx, uint16_t *ctx16, float *probs, const float *qkv,
+                                       const AttentionArgs *a) {
+    cuda_table.k_attention_forward(ctx, probs, qkv, a);
+    if (!ctx16 || !a->half) return;
+    long end = 0;   /* one pass over the rows up to the last sequence's end (what lies between is not read) */
+    for (int b = 0; b < a->B; b++) {
+        const long row = a->seq_row ? a->seq_row[b] : (long)b * a->T, rows = a->seq_rows ? a->seq_rows[b] : a->T;
+        if (row + rows > end) end = row + rows;
+    }
+    cuda_table.k_to_half(a->half_mode, ctx16, ctx, end * a->A * a->d);
+}
 static void *older_library_stub(void *lib, const char *name) {
     if (!strcmp(name, "k_set_tf32")) return (void *)older_set_tf32;
+    if (!strcmp(name, "k_attention_forward_to")) return (void *)older_attention_forward_to;
     if (!strcmp(name, "k_dropout_layernorm_forward_to")) {
         *(void **)&older_library_dropout_layernorm = dlsym(lib, "k_dropout_layernorm_forward");
         return (void *)older_dropout_layernorm_forward_to;

@@ -98,6 +98,8 @@
         const int32_t *types, int B, int T, int C), (dword, dpos, dtype, dout, ids, types, B, T, C)) \
     KV(k_attention_forward, (float *ctx, float *probs, const float *qkv, const AttentionArgs *a), (ctx, probs, \
         qkv, a)) \
+    KV(k_attention_forward_to, (float *ctx, uint16_t *ctx16, float *probs, const float *qkv, const AttentionArgs \
+        *a), (ctx, ctx16, probs, qkv, a)) \
     KV(k_attention_backward, (float *dqkv, const float *dctx, const float *qkv, const float *probs, const \
         AttentionArgs *a), (dqkv, dctx, qkv, probs, a)) \
     KV(k_xent_forward, (float *loss, float *row_loss, float *probs, const float *logits, const int32_t \

@@ -316,6 +316,10 @@ typedef struct {
  * kept for the backward; NULL (inference, no dropout): not kept, each block's scores stay in
  * the thread's scratch. */
 void k_attention_forward(float *ctx, float *probs, const float *qkv, const AttentionArgs *a);
+/* k_attention_forward, and with a->half and ctx16 not NULL each sequence's ctx rows also
+ * rounded to half_mode's format into ctx16 [rows, H]: the output product's operand (the bits of
+ * k_to_half on those rows), written as ctx is where the backend can. */
+void k_attention_forward_to(float *ctx, uint16_t *ctx16, float *probs, const float *qkv, const AttentionArgs *a);
 /* dqkv overwritten (rows of padded keys get 0). */
 void k_attention_backward(float *dqkv, const float *dctx, const float *qkv, const float *probs, const AttentionArgs *a);
 

@@ -171,13 +171,16 @@ static void layer_forward(BertModel *m, int l, const float *x, const int32_t *ma
     AttentionArgs args;
     bert_attention_args(m, &args, mask, l);
 
-    /* In 16 bits each LayerNorm also writes its output rounded, the next product's operand (h1_16,
-     * and the next layer's x16: this layer's past the first), which then takes its input NULL. */
-    const bool half = bert_is_half(m->precision);
+    /* In 16 bits each product's input is written rounded by the kernel before it, which then
+     * takes its fp32 input NULL: QKV's by the last layer's LayerNorm (but the first layer's),
+     * the attention output's by attention (but on the pruned layer's gathered rows), the first
+     * feed-forward's by LayerNorm 1, the second's by GELU. */
+    const bool half = bert_is_half(m->precision), ctx16_ready = half && !prune;
     /* QKV where attention reads it: fp32, or rounded to 16 bits (attention's products' operands) */
     bert_linear_forward_to(m, a->qkv, a->qkv16, half && l > 0 ? NULL : x, a->x16, p->qkv_w, p->qkv_b, N, H, 3 * H);
     /* inference keeps no probabilities (nothing reads them): their blocks stay in cache */
-    k_attention_forward(a->ctx, bert_lean_forward(m) ? NULL : a->probs, a->qkv, &args);
+    k_attention_forward_to(a->ctx, ctx16_ready ? a->ctx16 : NULL, bert_lean_forward(m) ? NULL : a->probs, a->qkv,
+                           &args);
     const int R = prune ? m->kept_count : N;
     const int32_t *rows = prune ? m->kept_full : layout_rows(m);   /* for the dropout masks */
     const float *residual = x;
@@ -187,7 +190,7 @@ static void layer_forward(BertModel *m, int l, const float *x, const int32_t *ma
         residual = m->act.kept_x;
     }
     /* each sublayer's output: its dropout, the residual and the LayerNorm in one pass */
-    bert_linear_forward(m, a->attn_sum, a->ctx, a->ctx16, p->attn_out_w, p->attn_out_b, R, H, H);
+    bert_linear_forward(m, a->attn_sum, ctx16_ready ? NULL : a->ctx, a->ctx16, p->attn_out_w, p->attn_out_b, R, H, H);
     const KDropout attn_drop = bert_hidden_dropout_of(m, rows, l, SITE_ATTN_OUT);
     k_dropout_layernorm_forward_to(a->h1, half ? a->h1_16 : NULL, bert_half_mode(m), a->attn_sum, a->ln1_mean,
                                    a->ln1_rstd, a->attn_sum, &attn_drop, residual, p->ln1_w, p->ln1_b, R, H,

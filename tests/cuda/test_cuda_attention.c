@@ -355,8 +355,26 @@ static float *filled(size_t n, float value) {
     return x;
 }
 
-/* The GPU's forward and backward on one set of arguments; outputs prefilled with 7. */
-typedef struct { float *ctx, *probs, *dqkv, *ctx_without_probs; } GpuOut;
+/* The GPU's forward and backward on one set of arguments; outputs prefilled with 7. In 16 bits
+ * the forward (k_attention_forward_to) also writes ctx16, prefilled with 0x7777: ctx16_ok says
+ * whether each sequence's rows there are the GPU's ctx rounded as the CPU rounds (k_to_half) and
+ * every other row untouched. */
+typedef struct { float *ctx, *probs, *dqkv, *ctx_without_probs; bool ctx16_ok; } GpuOut;
+
+static bool ctx16_is_ctx_rounded(const Problem *P, const AttentionArgs *ga, const float *ctx, const uint16_t *got16) {
+    const size_t H = (size_t)P->H, ng = (size_t)P->N * H;
+    uint16_t *want = malloc(sizeof(uint16_t) * ng);
+    for (size_t i = 0; i < ng; i++) want[i] = 0x7777;   /* then each sequence's rows */
+    for (int b = 0; b < ga->B; b++) {
+        const size_t row = ga->seq_row ? (size_t)ga->seq_row[b] : (size_t)b * ga->T;
+        const int rows = ga->seq_rows ? ga->seq_rows[b] : ga->T;
+        k_to_half(ga->half_mode, want + row * H, ctx + row * H, (long)(rows * H));
+    }
+    const bool ok = cuda_same("GPU ctx16 vs its ctx rounded (sequences' rows), others untouched", want, got16,
+                              sizeof(uint16_t) * ng);
+    free(want);
+    return ok;
+}
 
 static GpuOut gpu_run(const Problem *P, const AttentionArgs *ga, const float *qkv_host, const float *probs_cpu) {
     const size_t nq = (size_t)P->N * 3 * P->H, ng = (size_t)P->N * P->H, np = (size_t)P->c.B * P->c.A * P->c.T * P->c.T;
@@ -364,9 +382,20 @@ static GpuOut gpu_run(const Problem *P, const AttentionArgs *ga, const float *qk
     float *qkv = cuda_copy_in(qkv_host, sizeof(float) * nq), *dctx = cuda_copy_in(P->dctx, sizeof(float) * ng);
     float *ctx = cuda_copy_in(seven_g, sizeof(float) * ng), *probs = cuda_copy_in(zeros, sizeof(float) * np);
     float *dqkv = cuda_copy_in(seven_q, sizeof(float) * nq), *cpu_probs = cuda_copy_in(probs_cpu, sizeof(float) * np);
-    GpuOut o = {0};
-    CUDA_FN(k_attention_forward)(ctx, probs, qkv, ga);
-    o.ctx = cuda_copy_out(ctx, ng);
+    GpuOut o = {.ctx16_ok = true};
+    if (ga->half) {
+        uint16_t *fill16 = malloc(sizeof(uint16_t) * ng), *got16 = malloc(sizeof(uint16_t) * ng);
+        for (size_t i = 0; i < ng; i++) fill16[i] = 0x7777;
+        uint16_t *ctx16 = cuda_copy_in(fill16, sizeof(uint16_t) * ng);
+        CUDA_FN(k_attention_forward_to)(ctx, ctx16, probs, qkv, ga);
+        o.ctx = cuda_copy_out(ctx, ng);
+        CUDA_FN(k_download)(got16, ctx16, sizeof(uint16_t) * ng);
+        o.ctx16_ok = ctx16_is_ctx_rounded(P, ga, o.ctx, got16);
+        cuda_release(ctx16), free(fill16), free(got16);
+    } else {
+        CUDA_FN(k_attention_forward)(ctx, probs, qkv, ga);
+        o.ctx = cuda_copy_out(ctx, ng);
+    }
     o.probs = cuda_copy_out(probs, np);
     if (P->c.probs_null) {
         CUDA_FN(k_upload)(ctx, seven_g, sizeof(float) * ng);
@@ -418,7 +447,7 @@ static void run_case(const Case *c, uint64_t seed) {
     forward_tolerances(&P, probs, tol_ctx, smooth_ctx, tol_probs);
     backward_tolerances(&P, probs, tol_dqkv, smooth_dqkv);
     double w_ctx, w_probs, w_dqkv, w_np = 0;
-    bool ok = within("ctx", ctx, g.ctx, tol_ctx, ng, H, &w_ctx);
+    bool ok = within("ctx", ctx, g.ctx, tol_ctx, ng, H, &w_ctx) && g.ctx16_ok;
     ok &= within("probs", probs, g.probs, tol_probs, np, T, &w_probs);
     ok &= within("dqkv", dqkv, g.dqkv, tol_dqkv, nq, 3 * H, &w_dqkv);
     if (c->probs_null) {

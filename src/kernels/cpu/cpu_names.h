@@ -51,6 +51,7 @@
 #define k_embeddings_forward              cpu_k_embeddings_forward
 #define k_embeddings_backward             cpu_k_embeddings_backward
 #define k_attention_forward               cpu_k_attention_forward
+#define k_attention_forward_to            cpu_k_attention_forward_to
 #define k_attention_backward              cpu_k_attention_backward
 #define k_xent_forward                    cpu_k_xent_forward
 #define k_xent_backward                   cpu_k_xent_backward

@@ -301,8 +301,9 @@ void k_dropout_layernorm_forward_to(float *out, uint16_t *out16, HalfMode mode, 
             x = s;
         }
         layernorm_row(out + (size_t)n * C, mean + n, rstd + n, x, w, b, C, eps);
-        /* the row rounded while in cache (C < 2^16: the conversion's own loop, no team) */
-        if (out16) halves_from_floats(mode, out16 + (size_t)n * C, out + (size_t)n * C, C);
+        /* the row rounded while in cache, on this thread (halves_from_floats would open a
+         * parallel region per row) */
+        if (out16) rows_to_half(mode, out16 + (size_t)n * C, out + (size_t)n * C, 1, C, C);
     }
 }
 
@@ -1138,6 +1139,18 @@ void k_attention_forward(float *ctx, float *probs, const float *qkv, const Atten
         quantize_all(ctx, a);
     }
     free(scratch_all);
+}
+
+/* Here the rounding is a pass of its own after the heads, sequence by sequence (the product
+ * would make it otherwise: the same work); the GPU's kernels round as they write ctx. */
+void k_attention_forward_to(float *ctx, uint16_t *ctx16, float *probs, const float *qkv, const AttentionArgs *a) {
+    k_attention_forward(ctx, probs, qkv, a);
+    if (!ctx16 || !a->half) return;
+    const size_t H = (size_t)a->A * a->d;
+    for (int b = 0; b < a->B; b++) {
+        const size_t row = sequence_row(a, b);
+        halves_from_floats(a->half_mode, ctx16 + row * H, ctx + row * H, (long)(sequence_rows(a, b) * H));
+    }
 }
 
 void k_attention_backward(float *dqkv, const float *dctx, const float *qkv, const float *probs, const AttentionArgs *a) {

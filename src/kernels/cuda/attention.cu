@@ -79,6 +79,7 @@ typedef struct {
     const int32_t *kv_len, *mask, *seq_row, *seq_rows;
     const uint8_t *has_holes;
     const uint16_t *qkv16;   /* read in place of qkv (half only) */
+    uint16_t *ctx16;         /* forward, half: ctx rounded there too, as it is written; NULL: not */
     float scale;             /* 1 / sqrt(d) */
     bool dropout;
     uint32_t threshold;      /* rng_dropout_threshold(p) */
@@ -171,14 +172,17 @@ __global__ static void gather_operands(void *op, const float *qkv, const float *
 }
 
 /* ctx rows of each sequence from the dense [B A][n][d] product (rows past the sequence are
- * not there). */
+ * not there), and their 16-bit copy where a.ctx16 asks for it. */
 __global__ static void scatter_ctx(float *ctx, const float *dense, Attn a) {
     const int block = blockIdx.x, b = block / a.A, h = block % a.A;
     const Seq s = sequence(a, b);
     const float *src = dense + (size_t)block * (size_t)(a.n * a.d);
     DENSE_ELEMENTS(t, a) {
         const int i = t / a.d, c = t - i * a.d;
-        if (i < s.rows) ctx[(s.row0 + i) * a.H + (size_t)h * a.d + c] = src[t];
+        if (i >= s.rows) continue;
+        const size_t at = (s.row0 + i) * a.H + (size_t)h * a.d + c;
+        ctx[at] = src[t];
+        if (a.ctx16) a.ctx16[at] = half_bits(a.mode, src[t]);
     }
 }
 
@@ -463,9 +467,11 @@ __device__ __forceinline__ static void weights_by_rows(Frag *acc, const uint16_t
 
 /* A warp's 16 x d results (acc) through stage [16][d] (fp32, shared, the warp's own) into rows
  * r0 .. r0 + 15 of dst (row stride ld): rows from `rows` on are not written, rows from
- * `zero_from` on are written 0. */
-__device__ __forceinline__ static void store_warp_rows(float *dst, size_t ld, float *stage, Frag *acc, int d, int r0,
-                                                       int rows, int zero_from) {
+ * `zero_from` on are written 0; unless dst16 is NULL, each value also rounded (mode) into
+ * dst16's same place. */
+__device__ __forceinline__ static void store_warp_rows(float *dst, uint16_t *dst16, HalfMode mode, size_t ld,
+                                                       float *stage, Frag *acc, int d, int r0, int rows,
+                                                       int zero_from) {
     using namespace nvcuda;
 #pragma unroll
     for (int n = 0; n < FUSED_MAX_D / 16; n++)
@@ -473,7 +479,10 @@ __device__ __forceinline__ static void store_warp_rows(float *dst, size_t ld, fl
     __syncwarp();
     for (int e = threadIdx.x % WARP; e < 16 * d; e += WARP) {
         const int r = e / d, c = e - r * d, i = r0 + r;
-        if (i < rows) dst[(size_t)i * ld + c] = i < zero_from ? stage[e] : 0.0f;
+        if (i >= rows) continue;
+        const float v = i < zero_from ? stage[e] : 0.0f;
+        dst[(size_t)i * ld + c] = v;
+        if (dst16) dst16[(size_t)i * ld + c] = half_bits(mode, v);
     }
     __syncwarp();   /* the staging may be reused next */
 }
@@ -500,8 +509,9 @@ __global__ static void __launch_bounds__(FUSED_WARPS *WARP) fused_forward(float 
     weights_by_rows<T16>(out, pd, kv, a, s, h, 2, lp);   /* ctx = P_dropped V */
     /* this warp's staging rows: the score rows there are done (read before the product's first
      * barrier; with lp 0 none is read) */
-    store_warp_rows(ctx + s.row0 * a.H + (size_t)h * d, a.H, scores + warp * 16 * d, out, d, r0 + warp * 16, s.rows,
-                    s.rows);
+    const size_t at = s.row0 * a.H + (size_t)h * d;
+    store_warp_rows(ctx + at, a.ctx16 ? a.ctx16 + at : NULL, a.mode, a.H, scores + warp * 16 * d, out, d,
+                    r0 + warp * 16, s.rows, s.rows);
 }
 
 /* Whether the fused kernels take this call (see above). */
@@ -617,8 +627,8 @@ __global__ static void __launch_bounds__(FUSED_WARPS *WARP)
     weights_by_rows<T16>(out, ds, kv, a, s, h, 1, lp);   /* dQ = dS K */
     /* this warp's staging rows: the dP rows there are done (read before the product's first
      * barrier; with lp 0 none is read) */
-    store_warp_rows(dqkv + s.row0 * 3 * a.H + (size_t)h * d, 3 * (size_t)a.H, dp + warp * 16 * d, out, d,
-                    r0 + warp * 16, s.rows, s.rows);
+    store_warp_rows(dqkv + s.row0 * 3 * a.H + (size_t)h * d, NULL, a.mode, 3 * (size_t)a.H, dp + warp * 16 * d, out,
+                    d, r0 + warp * 16, s.rows, s.rows);
 }
 
 /* Shared memory of the keys kernel: Q and dctx tiles [FUSED_KEYS][d] (16-bit), the staging of
@@ -674,8 +684,8 @@ __global__ static void __launch_bounds__(FUSED_WARPS *WARP)
     }
     /* dK and dV of the keys from kv_len on: 0 */
     float *key_rows = dqkv + s.row0 * 3 * a.H + (size_t)h * d;
-    store_warp_rows(key_rows + 2 * (size_t)a.H, 3 * (size_t)a.H, stage, dv, d, wj0, s.rows, s.L);
-    store_warp_rows(key_rows + a.H, 3 * (size_t)a.H, stage, dk, d, wj0, s.rows, s.L);
+    store_warp_rows(key_rows + 2 * (size_t)a.H, NULL, a.mode, 3 * (size_t)a.H, stage, dv, d, wj0, s.rows, s.L);
+    store_warp_rows(key_rows + a.H, NULL, a.mode, 3 * (size_t)a.H, stage, dk, d, wj0, s.rows, s.L);
 }
 
 template <typename T16>
@@ -715,6 +725,7 @@ static Attn attn_from(const AttentionArgs *a) {
     x.seq_row = (const int32_t *)cuda_stage(6, a->seq_row, sizeof(int32_t) * a->B);
     x.seq_rows = (const int32_t *)cuda_stage(7, a->seq_rows, sizeof(int32_t) * a->B);
     x.qkv16 = a->half ? a->qkv16 : NULL;
+    x.ctx16 = NULL;
     x.scale = 1.0f / sqrtf((float)a->d);
     x.dropout = a->dropout_p > 0.0f;
     x.threshold = rng_dropout_threshold(a->dropout_p);
@@ -740,13 +751,15 @@ static void *operand_part(const Attn &x, void *op, int p) {
 
 static unsigned row_blocks(const Attn &x) { return (unsigned)(((size_t)x.B * x.A * x.n + ROWS - 1) / ROWS); }
 
-extern "C" void k_attention_forward(float *ctx, float *probs, const float *qkv, const AttentionArgs *a) {
+extern "C" void k_attention_forward_to(float *ctx, uint16_t *ctx16, float *probs, const float *qkv,
+                                       const AttentionArgs *a) {
     if (!probs && a->dropout_p > 0.0f) {
         fprintf(stderr, "bert: k_attention_forward: dropout needs the probabilities kept\n");
         exit(1);
     }
     if (attention_empty(a)) return;
-    const Attn x = attn_from(a);
+    Attn x = attn_from(a);
+    if (x.half) x.ctx16 = ctx16;
     if (fused_forward_ran(ctx, probs, x)) return;
     /* device scratch: slot 4 Q, K, V operands then the dense ctx; slot 2 scores; slot 3 P_dropped */
     const size_t ops_bytes = aligned(3 * operand_elems(x) * operand_bytes(x));
@@ -764,6 +777,10 @@ extern "C" void k_attention_forward(float *ctx, float *probs, const float *qkv, 
     weights_rows(x, ctx_dense, pd, operand_part(x, ops, 2));   /* ctx = P_dropped V */
     scatter_ctx<<<dense_grid(x, 1), DENSE_THREADS>>>(ctx, ctx_dense, x);
     CUDA_LAUNCHED();
+}
+
+extern "C" void k_attention_forward(float *ctx, float *probs, const float *qkv, const AttentionArgs *a) {
+    k_attention_forward_to(ctx, NULL, probs, qkv, a);
 }
 
 extern "C" void k_attention_backward(float *dqkv, const float *dctx, const float *qkv, const float *probs,

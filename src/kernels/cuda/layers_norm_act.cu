@@ -124,13 +124,14 @@ __device__ static float cpu_lanes_total(float lo, float hi) {
     return t;
 }
 
-/* The row's value c of the LayerNorm's input: a[c] through the dropout, plus the residual,
- * stored into sum (NULL: a[c] itself). sum may be a: the lane reads a[c] before it writes it. */
-__device__ static float ln_input(const DeviceDropout &drop, int row, int C, int c, const float *x, const float *r,
+/* The row's value c of the LayerNorm's input from xc = a[c] and rc = residual[c] (read when
+ * r is not NULL): a[c] through the dropout, plus the residual, stored into sum (NULL: a[c]
+ * itself). */
+__device__ static float ln_input(const DeviceDropout &drop, int row, int C, int c, float xc, const float *r, float rc,
                                  float *sum) {
-    if (!sum) return x[c];
-    const float kept = drop.on ? dropped(drop, row, C, c, x[c]) : x[c];
-    const float v = r ? kept + r[c] : kept;
+    if (!sum) return xc;
+    const float kept = drop.on ? dropped(drop, row, C, c, xc) : xc;
+    const float v = r ? kept + rc : kept;
     sum[c] = v;
     return v;
 }
@@ -143,11 +144,12 @@ __device__ static void ln_store(float *out, uint16_t *out16, int mode, int c, fl
     if (out16) out16[c] = half_from_float(mode, y);
 }
 
-/* One warp per row, the row held in registers (LN_VALUES per lane: the CPU lane's values c =
- * 64 k + i and 64 k + 32 + i, k < K, so C <= 64 K; every load of the row issued before the
- * first sum needs one): the dropout and the residual add (into sum_out), the mean, the
- * two-pass variance and the output, with layernorm_row's float operations and sums in its
- * order (cpu_lanes_total): the CPU's bits. K = 0: any C, the row read from memory each pass. */
+/* One warp per row, the row held in registers (the CPU lane's values c = 64 k + i and
+ * 64 k + 32 + i, k < K, so C <= 64 K; the row's a and residual values all loaded before the
+ * first store into sum_out, which may be a): the dropout and the residual add (into sum_out),
+ * the mean, the two-pass variance and the output, with layernorm_row's float operations and
+ * sums in its order (cpu_lanes_total): the CPU's bits. K = 0: any C, the row read from memory
+ * each pass (each lane its own elements, read before it writes them). */
 template <int K>
 __global__ static void layernorm_forward(float *out, uint16_t *out16, int mode, float *sum_out, float *mean,
                                          float *rstd, const float *a, DeviceDropout drop, const float *residual,
@@ -160,14 +162,20 @@ __global__ static void layernorm_forward(float *out, uint16_t *out16, int mode, 
     float *y = out + at;
     uint16_t *y16 = out16 ? out16 + at : NULL;
     const int n = K ? 2 * K : 2 * ((C + 63) / 64);   /* the lane's values, c = 32 j + lane (j even: lo) */
-    float v[K ? 2 * K : 1];
+    float v[K ? 2 * K : 1], rv[K ? 2 * K : 1];       /* (K = 0: unused) */
+#pragma unroll
+    for (int j = 0; j < (K ? n : 0); j++) {
+        const int c = 32 * j + lane, s = K ? j : 0;
+        if (c < C) v[s] = x[c], rv[s] = r ? r[c] : 0.0f;
+    }
     float lo = 0.0f, hi = 0.0f;
 #pragma unroll
     for (int j = 0; j < n; j++) {
-        const int c = 32 * j + lane;
+        const int c = 32 * j + lane, s = K ? j : 0;
         if (c >= C) break;
-        const float value = ln_input(drop, row, C, c, x, r, sum);
-        if (K) v[K ? j : 0] = value;
+        const float value = K ? ln_input(drop, row, C, c, v[s], r, rv[s], sum)
+                              : ln_input(drop, row, C, c, x[c], r, r ? r[c] : 0.0f, sum);
+        if (K) v[s] = value;
         if (j % 2 == 0) lo += value;
         else hi += value;
     }
