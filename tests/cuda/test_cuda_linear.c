@@ -24,8 +24,11 @@
 #include "cuda_test.h"
 
 typedef struct { int N, C, OC; } Shape;
+/* the last three: the bias gradient's 16 row slices long enough for whole chunks of the rows
+ * its kernel fetches ahead (64 to 1024 columns, 32 to 2560, then 16) */
 static const Shape SHAPES[] = {
     {1, 64, 3}, {7, 1000, 768}, {33, 64, 1000}, {128, 768, 2304}, {300, 3072, 768}, {300, 768, 3072},
+    {2100, 64, 768}, {1100, 32, 2304}, {600, 32, 3072},
 };
 enum { N_SHAPES = sizeof SHAPES / sizeof SHAPES[0] };
 

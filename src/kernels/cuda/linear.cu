@@ -120,11 +120,16 @@ __global__ static void slice_column_sums(float *partial, const float *x, int N, 
 
 /* The 16-bit backward's gradient: rounded into x16 and its columns summed as above (ROW_SLICES),
  * in one pass over x (the CPU's halves_and_column_sums), where a rounding pass and then the
- * sums would read x twice. */
+ * sums would read x twice. The CPU's order leaves a thread per (slice, column), 12,288 at
+ * bert-base's 768 columns: so blocks of SLICE_BLOCK threads, spread over every SM (256-thread
+ * blocks had 48 of them at work), and CHUNK rows fetched ahead, more the fewer the columns
+ * (slice_chunk). */
+enum { SLICE_BLOCK = 64 };
+template <int CHUNK>
 __global__ static void halves_and_slice_sums(uint16_t *x16, float *partial, const float *x, int N, int C, bool fp16) {
     const int c = blockIdx.x * blockDim.x + threadIdx.x, slice = blockIdx.y;
     if (c >= C) return;
-    partial[(size_t)slice * C + c] = ordered_sum(
+    partial[(size_t)slice * C + c] = ordered_sum<CHUNK>(
         0.0f, slice_row(N, slice, ROW_SLICES), slice_row(N, slice + 1, ROW_SLICES),
         [&](int n) { return x[(size_t)n * C + c]; },
         [&](int n, float v) {
@@ -269,9 +274,12 @@ extern "C" void k_matmul_backward_half(float *dinp, float *dweight, float *dbias
                                        bool accumulate_dinp, uint16_t *dout16, HalfMode mode) {
     if (dout && dbias && OC > 0) {   /* dbias from the fp32 values (N 0: + 0, as the CPU) */
         float *partial = (float *)cuda_scratch(0, sizeof(float) * ROW_SLICES * (size_t)OC);
-        const unsigned col_blocks = (unsigned)((OC + CUDA_THREADS - 1) / CUDA_THREADS);
-        halves_and_slice_sums<<<dim3(col_blocks, ROW_SLICES), CUDA_THREADS>>>(dout16, partial, dout, N, OC,
-                                                                              mode == HALF_FP16);
+        const dim3 grid((unsigned)((OC + SLICE_BLOCK - 1) / SLICE_BLOCK), ROW_SLICES);
+        /* about 4 MB of loads in flight at most: 64 rows a thread to 1024 columns, 32 to 2560 */
+        decltype(&halves_and_slice_sums<16>) kernel = OC <= 1024   ? halves_and_slice_sums<64>
+                                                      : OC <= 2560 ? halves_and_slice_sums<32>
+                                                                   : halves_and_slice_sums<16>;
+        kernel<<<grid, SLICE_BLOCK>>>(dout16, partial, dout, N, OC, mode == HALF_FP16);
         CUDA_LAUNCHED();
         add_slice_sums<<<cuda_blocks((size_t)OC), CUDA_THREADS>>>(dbias, partial, OC, ROW_SLICES);
         CUDA_LAUNCHED();

@@ -8,7 +8,8 @@
  * on memory latency, not bandwidth. Here each thread fetches ORDERED_CHUNK rows' terms into
  * registers before adding any of them: the same additions in the same order, the same bits
  * (the CUDA files are built without contraction, -fmad=false), several times the loads in
- * flight. */
+ * flight. Where the threads are fewest (a 768-column gradient's 16 x 768), a caller takes more
+ * rows a fetch (the template's CHUNK): a full memory pipe wants some megabytes in flight. */
 #ifndef BERT_KERNELS_CUDA_ORDERED_SUM_CUH
 #define BERT_KERNELS_CUDA_ORDERED_SUM_CUH
 
@@ -17,17 +18,17 @@ enum { ORDERED_CHUNK = 16 };
 /* acc + term(n0) + ... + term(n1 - 1), added one at a time in that order (the plain loop's
  * bits), where term(n) = finish(n, fetch(n)): fetch only reads memory (a row's loads, into a
  * value of its own type), finish computes the term from them and may store (a rounded copy
- * of it). A chunk's fetches all come before its finishes, so stores never hold the next loads
- * back, and an element stored where it was fetched from is read first. */
-template <typename Fetch, typename Finish>
+ * of it). A chunk's CHUNK fetches all come before its finishes, so stores never hold the next
+ * loads back, and an element stored where it was fetched from is read first. */
+template <int CHUNK = ORDERED_CHUNK, typename Fetch, typename Finish>
 __device__ static inline float ordered_sum(float acc, int n0, int n1, Fetch fetch, Finish finish) {
     int n = n0;
-    for (; n + ORDERED_CHUNK <= n1; n += ORDERED_CHUNK) {
-        decltype(fetch(n)) f[ORDERED_CHUNK];
+    for (; n + CHUNK <= n1; n += CHUNK) {
+        decltype(fetch(n)) f[CHUNK];
 #pragma unroll
-        for (int j = 0; j < ORDERED_CHUNK; j++) f[j] = fetch(n + j);
+        for (int j = 0; j < CHUNK; j++) f[j] = fetch(n + j);
 #pragma unroll
-        for (int j = 0; j < ORDERED_CHUNK; j++) acc += finish(n + j, f[j]);
+        for (int j = 0; j < CHUNK; j++) acc += finish(n + j, f[j]);
     }
     for (; n < n1; n++) acc += finish(n, fetch(n));
     return acc;
