@@ -76,8 +76,10 @@ static void check_embeddings(EmbShape s, uint64_t seed) {
 }
 
 static void test_embeddings(void) {
+    /* the last two: lists longer than the 64 rows the GPU fetches ahead (a type's, a frequent
+     * id's), and 40 sequences (the position gradient's 16 ahead) */
     const EmbShape shapes[] = {{1, 1, 1, 1, 1}, {1, 5, 1, 3, 2}, {2, 3, 17, 7, 2}, {3, 50, 768, 2000, 2},
-                               {2, 64, 33, 30522, 3}, {8, 128, 768, 30522, 2}};
+                               {2, 64, 33, 30522, 3}, {8, 128, 768, 30522, 2}, {40, 16, 70, 100, 2}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) check_embeddings(shapes[i], 100 + 10 * i);
 }
 

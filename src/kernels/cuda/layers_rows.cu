@@ -18,6 +18,7 @@
 #include <stdlib.h>
 
 #include "kernels/cuda/cuda_common.h"
+#include "kernels/cuda/ordered_sum.cuh"
 
 extern "C" {
 #include "kernels/kernels.h"
@@ -108,23 +109,26 @@ static RowLists stage_row_lists(int slot, const int32_t *keys, int n) {
 }
 
 /* dst[row[l], c] += src[member[m], c] for m over list l in order: one thread per (list, column),
- * the sum kept in a register, which rounds each addition to float as the CPU's += does. */
+ * the sum kept in a register, which rounds each addition to float as the CPU's += does. The
+ * order leaves few threads where the lists are few and long (the token-type table: 2 lists of
+ * half the batch's rows, 2 x 768 threads at bert-base; the word table's [MASK] row, a tenth of
+ * them): so a warp a block (spread over the SMs) and LIST_CHUNK rows fetched ahead
+ * (ordered_sum: the same additions in the same order). */
+enum { LIST_CHUNK = 64 };
 __global__ static void add_row_lists(float *dst, const float *src, const int32_t *lists, int count, int C) {
     const int c = row_column(C);
     if (c < 0) return;
     const int l = blockIdx.x;
     const int32_t *start = lists, *row = lists + count + 1, *member = row + count;
     float *d = dst + (size_t)row[l] * C + c;
-    float acc = *d;
-#pragma unroll 4
-    for (int m = start[l]; m < start[l + 1]; m++) acc += src[(size_t)member[m] * C + c];
-    *d = acc;
+    *d = ordered_sum<LIST_CHUNK>(*d, start[l], start[l + 1], [&](int m) { return src[(size_t)member[m] * C + c]; });
 }
 
 static void scatter_add_by_key(int slot, float *dst, const float *src, const int32_t *keys, int n, int C) {
     if (n <= 0 || C <= 0) return;
     const RowLists lists = stage_row_lists(slot, keys, n);
-    add_row_lists<<<row_grid(lists.count, C), row_threads(C)>>>(dst, src, lists.device, lists.count, C);
+    add_row_lists<<<dim3((unsigned)lists.count, (unsigned)((C + 31) / 32)), 32>>>(dst, src, lists.device, lists.count,
+                                                                                 C);
     CUDA_LAUNCHED();
 }
 
@@ -157,10 +161,7 @@ __global__ static void position_grad(float *dpos, const float *dout, int B, int 
     if (c < 0) return;
     const int t = blockIdx.x;
     float *d = dpos + (size_t)t * C + c;
-    float acc = *d;
-#pragma unroll 4
-    for (int b = 0; b < B; b++) acc += dout[((size_t)b * T + t) * C + c];
-    *d = acc;
+    *d = ordered_sum(*d, 0, B, [&](int b) { return dout[((size_t)b * T + t) * C + c]; });
 }
 
 /* The CPU adds row n's gradient into each table's row in n order; the three tables are

@@ -35,9 +35,9 @@ __device__ static inline float ordered_sum(float acc, int n0, int n1, Fetch fetc
 }
 
 /* The same with the term loaded as it is: term(n) reads memory only. */
-template <typename Term>
+template <int CHUNK = ORDERED_CHUNK, typename Term>
 __device__ static inline float ordered_sum(float acc, int n0, int n1, Term term) {
-    return ordered_sum(acc, n0, n1, term, [](int, float t) { return t; });
+    return ordered_sum<CHUNK>(acc, n0, n1, term, [](int, float t) { return t; });
 }
 
 /* Column sums in slices: the rows split into `slices` fixed slices (slice s: rows slice_row(N, s)
