@@ -250,14 +250,16 @@ __global__ static void layernorm_column_partials(float *partial_w, float *partia
     partial_b[(size_t)blk * C + c] = ab;
 }
 
-/* blockIdx.y 0: dw's partials, 1: db's (a thread each: twice the loads in flight) */
+/* blockIdx.y 0: dw's partials, 1: db's (a thread each: twice the loads in flight); 2 C threads
+ * in all, so a warp a block (spread over the SMs) and 64 partials fetched ahead (N / 32 of them:
+ * 256 at 64 x 128 rows) */
 __global__ static void add_column_partials(float *dw, float *db, const float *partial_w, const float *partial_b,
                                            int blocks, int C) {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
     const float *partial = blockIdx.y == 0 ? partial_w : partial_b;
     float *sum = blockIdx.y == 0 ? dw : db;
-    sum[c] += ordered_sum(0.0f, 0, blocks, [&](int blk) { return partial[(size_t)blk * C + c]; });
+    sum[c] += ordered_sum<64>(0.0f, 0, blocks, [&](int blk) { return partial[(size_t)blk * C + c]; });
 }
 
 /* One warp per row: dinp = rs (dy w - mean(g) - xhat mean(g xhat)), g = dy w, as the CPU, and
@@ -313,7 +315,7 @@ extern "C" void k_layernorm_dropout_backward(float *dinp, float *dinp_dropped, c
     layernorm_column_partials<<<dim3(col_blocks, (unsigned)blocks), CUDA_THREADS>>>(partial_w, partial_b, dout, inp,
                                                                                    mean, rstd, N, C, rows_per_block);
     CUDA_LAUNCHED();
-    add_column_partials<<<dim3(col_blocks, 2), CUDA_THREADS>>>(dw, db, partial_w, partial_b, blocks, C);
+    add_column_partials<<<dim3((unsigned)((C + WARP - 1) / WARP), 2), WARP>>>(dw, db, partial_w, partial_b, blocks, C);
     CUDA_LAUNCHED();
     const DeviceDropout d = dinp_dropped ? device_dropout(drop, N) : DeviceDropout{};
     decltype(&layernorm_backward_rows<0>) rows = C <= 128   ? layernorm_backward_rows<4>

@@ -20,8 +20,8 @@ enum { ORDERED_CHUNK = 16 };
  * value of its own type), finish computes the term from them and may store (a rounded copy
  * of it). A chunk's CHUNK fetches all come before its finishes, so stores never hold the next
  * loads back, and an element stored where it was fetched from is read first. */
-template <int CHUNK = ORDERED_CHUNK, typename Fetch, typename Finish>
-__device__ static inline float ordered_sum(float acc, int n0, int n1, Fetch fetch, Finish finish) {
+template <int CHUNK = ORDERED_CHUNK, typename Acc, typename Fetch, typename Finish>
+__device__ static inline Acc ordered_sum(Acc acc, int n0, int n1, Fetch fetch, Finish finish) {
     int n = n0;
     for (; n + CHUNK <= n1; n += CHUNK) {
         decltype(fetch(n)) f[CHUNK];
@@ -34,10 +34,11 @@ __device__ static inline float ordered_sum(float acc, int n0, int n1, Fetch fetc
     return acc;
 }
 
-/* The same with the term loaded as it is: term(n) reads memory only. */
-template <int CHUNK = ORDERED_CHUNK, typename Term>
-__device__ static inline float ordered_sum(float acc, int n0, int n1, Term term) {
-    return ordered_sum<CHUNK>(acc, n0, n1, term, [](int, float t) { return t; });
+/* The same with the term loaded as it is: term(n) reads memory only. (Acc: the sum's type, a
+ * float, or the losses' double.) */
+template <int CHUNK = ORDERED_CHUNK, typename Acc, typename Term>
+__device__ static inline Acc ordered_sum(Acc acc, int n0, int n1, Term term) {
+    return ordered_sum<CHUNK>(acc, n0, n1, term, [](int, auto t) { return t; });
 }
 
 /* Column sums in slices: the rows split into `slices` fixed slices (slice s: rows slice_row(N, s)
