@@ -73,10 +73,13 @@ template <bool LAMB> __device__ static float squared_value(const TensorJob &t, s
 /* partial[c] = chunk c's sum of squares (of x, or of LAMB's u) in the CPU's order: a block of
  * LANES threads per chunk of K_SUM_CHUNK floats, lane j summing elements j, j + 16, ... in order
  * as the CPU's lane j does; then thread 0 adds the lanes in order and the tail (the last
- * len % 16 elements) after them, as block_sum_squares does. */
-enum { BATCH = 8 };
+ * len % 16 elements) after them, as block_sum_squares does. A lane's 4,096 elements are loaded
+ * BATCH at a time ahead of their additions (the order unchanged): LAMB's four operands 8 at a
+ * time, a plain sum of squares (the gradient's and the weights' norms: one operand, a wait on
+ * memory per batch) 32. */
 template <bool LAMB>
 __global__ static void chunk_sums(double *partial, const TensorJob *jobs, int count, size_t chunks) {
+    enum { BATCH = LAMB ? 8 : 32 };
     __shared__ double lane[LANES];
     const int j = threadIdx.x;
     for (size_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
