@@ -200,8 +200,13 @@ __global__ static void layernorm_forward(float *out, uint16_t *out16, int mode, 
     if (lane == 0) mean[row] = m, rstd[row] = rs;
 }
 
-/* The row's registers by C: the smallest K with C <= 64 K of those compiled (BERT's 128 to
- * 1024), K = 0 (the row from memory) past 1024. */
+/* The row kernels' instances by the row's width C (width_class): rows of up to 128, 256, 512, 768
+ * and 1024 values held in registers (BERT's widths), wider ones read from memory (K = 0). */
+static int width_class(int C) { return C <= 128 ? 0 : C <= 256 ? 1 : C <= 512 ? 2 : C <= 768 ? 3 : C <= 1024 ? 4 : 5; }
+static decltype(&layernorm_forward<0>) const LN_FORWARD[] = {layernorm_forward<2>,  layernorm_forward<4>,
+                                                             layernorm_forward<8>,  layernorm_forward<12>,
+                                                             layernorm_forward<16>, layernorm_forward<0>};
+
 extern "C" void k_dropout_layernorm_forward_to(float *out, uint16_t *out16, HalfMode mode, float *sum_out, float *mean,
                                                float *rstd, const float *a, const KDropout *drop,
                                                const float *residual, const float *w, const float *b, int N, int C,
@@ -212,12 +217,7 @@ extern "C" void k_dropout_layernorm_forward_to(float *out, uint16_t *out16, Half
         fprintf(stderr, "bert: k_dropout_layernorm_forward_to: dropout needs sum_out\n");
         exit(1);
     }
-    decltype(&layernorm_forward<0>) kernel = C <= 128   ? layernorm_forward<2>
-                                             : C <= 256 ? layernorm_forward<4>
-                                             : C <= 512 ? layernorm_forward<8>
-                                             : C <= 768 ? layernorm_forward<12>
-                                             : C <= 1024 ? layernorm_forward<16>
-                                                         : layernorm_forward<0>;
+    const auto kernel = LN_FORWARD[width_class(C)];
     kernel<<<(unsigned)((N + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK), CUDA_THREADS>>>(
         out, out16, (int)mode, sum_out, mean, rstd, a, d, residual, w, b, N, C, eps);
     CUDA_LAUNCHED();
@@ -302,6 +302,10 @@ __global__ static void layernorm_backward_rows(float *dinp, float *dinp_dropped,
     }
 }
 
+static decltype(&layernorm_backward_rows<0>) const LN_BACKWARD_ROWS[] = {
+    layernorm_backward_rows<4>,  layernorm_backward_rows<8>,  layernorm_backward_rows<16>,
+    layernorm_backward_rows<24>, layernorm_backward_rows<32>, layernorm_backward_rows<0>};
+
 extern "C" void k_layernorm_dropout_backward(float *dinp, float *dinp_dropped, const KDropout *drop, float *dw,
                                              float *db, const float *dout, const float *inp, const float *mean,
                                              const float *rstd, const float *w, int N, int C) {
@@ -318,12 +322,7 @@ extern "C" void k_layernorm_dropout_backward(float *dinp, float *dinp_dropped, c
     add_column_partials<<<dim3((unsigned)((C + WARP - 1) / WARP), 2), WARP>>>(dw, db, partial_w, partial_b, blocks, C);
     CUDA_LAUNCHED();
     const DeviceDropout d = dinp_dropped ? device_dropout(drop, N) : DeviceDropout{};
-    decltype(&layernorm_backward_rows<0>) rows = C <= 128   ? layernorm_backward_rows<4>
-                                                 : C <= 256 ? layernorm_backward_rows<8>
-                                                 : C <= 512 ? layernorm_backward_rows<16>
-                                                 : C <= 768 ? layernorm_backward_rows<24>
-                                                 : C <= 1024 ? layernorm_backward_rows<32>
-                                                             : layernorm_backward_rows<0>;
+    const auto rows = LN_BACKWARD_ROWS[width_class(C)];
     rows<<<(unsigned)((N + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK), CUDA_THREADS>>>(dinp, dinp_dropped, d, dout, inp,
                                                                                 mean, rstd, w, N, C);
     CUDA_LAUNCHED();
