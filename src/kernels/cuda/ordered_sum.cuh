@@ -9,7 +9,11 @@
  * registers before adding any of them: the same additions in the same order, the same bits
  * (the CUDA files are built without contraction, -fmad=false), several times the loads in
  * flight. Where the threads are fewest (a 768-column gradient's 16 x 768), a caller takes more
- * rows a fetch (the template's CHUNK): a full memory pipe wants some megabytes in flight. */
+ * rows a fetch (the template's CHUNK): a full memory pipe wants some megabytes in flight. What
+ * the compiler keeps in flight is its choice: where a store follows each fetch (a rounded copy)
+ * the whole chunk (sm_90's SASS: 64 loads, then the additions); where only additions follow,
+ * it interleaves them from 16 to 21 loads on (cuobjdump of add_row_lists, mean_in_order,
+ * chunk_sums), still several times the plain loop's 4. */
 #ifndef BERT_KERNELS_CUDA_ORDERED_SUM_CUH
 #define BERT_KERNELS_CUDA_ORDERED_SUM_CUH
 
