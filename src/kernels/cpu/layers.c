@@ -1141,15 +1141,17 @@ void k_attention_forward(float *ctx, float *probs, const float *qkv, const Atten
     free(scratch_all);
 }
 
-/* Here the rounding is a pass of its own after the heads, sequence by sequence (the product
- * would make it otherwise: the same work); the GPU's kernels round as they write ctx. */
+/* Here the rounding is a pass of its own after the heads, a sequence a thread (the product
+ * would make it otherwise: the same work; halves_from_floats per sequence would open a
+ * parallel region each); the GPU's kernels round as they write ctx. */
 void k_attention_forward_to(float *ctx, uint16_t *ctx16, float *probs, const float *qkv, const AttentionArgs *a) {
     k_attention_forward(ctx, probs, qkv, a);
     if (!ctx16 || !a->half) return;
-    const size_t H = (size_t)a->A * a->d;
+    const int H = a->A * a->d;
+#pragma omp parallel for schedule(dynamic, 1) if ((long)a->B * a->T * H >= PARALLEL_MIN_WORK)
     for (int b = 0; b < a->B; b++) {
         const size_t row = sequence_row(a, b);
-        halves_from_floats(a->half_mode, ctx16 + row * H, ctx + row * H, (long)(sequence_rows(a, b) * H));
+        rows_to_half(a->half_mode, ctx16 + row * H, ctx + row * H, sequence_rows(a, b), H, H);
     }
 }
 
