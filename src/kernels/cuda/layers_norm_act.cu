@@ -107,9 +107,15 @@ static DeviceDropout device_dropout(const KDropout *drop, int N) {
 __device__ static float dropped_at(const DeviceDropout &d, uint32_t counter, float x) {
     return rng_bits32(d.key, counter) >= d.threshold ? x * d.scale : 0.0f;
 }
-/* Element c of row n: row n of the whole tensor, or row rows[n] (k_dropout_rows' counters). */
+/* The first counter of row n's mask: row n of the whole tensor, or row rows[n] (k_dropout_rows'
+ * counters). A row kernel takes it once, before its stores (which, as far as the compiler
+ * knows, could change rows[n]: read per element, it was a dependent load after each store). */
+__device__ static uint32_t row_counter0(const DeviceDropout &d, int n, int C) {
+    return (uint32_t)((size_t)(d.rows ? d.rows[n] : n) * C);
+}
+/* Element c of row n. */
 __device__ static float dropped(const DeviceDropout &d, int n, int C, int c, float x) {
-    return dropped_at(d, (uint32_t)((size_t)(d.rows ? d.rows[n] : n) * C) + (uint32_t)c, x);
+    return dropped_at(d, row_counter0(d, n, C) + (uint32_t)c, x);
 }
 
 /* A row's sum in the CPU's order (kernels/cpu/layernorm_row.h's ln_sum): value c into lane
@@ -127,19 +133,19 @@ __device__ static float cpu_lanes_total(float lo, float hi) {
 /* The row's value c of the LayerNorm's input from xc = a[c] and rc = residual[c] (read when
  * r is not NULL): a[c] through the dropout, plus the residual, stored into sum (NULL: a[c]
  * itself). */
-__device__ static float ln_input(const DeviceDropout &drop, int row, int C, int c, float xc, const float *r, float rc,
-                                 float *sum) {
+__device__ static float ln_input(const DeviceDropout &drop, uint32_t counter0, int c, float xc, const float *r,
+                                 float rc, float *sum) {
     if (!sum) return xc;
-    const float kept = drop.on ? dropped(drop, row, C, c, xc) : xc;
+    const float kept = drop.on ? dropped_at(drop, counter0 + (uint32_t)c, xc) : xc;
     const float v = r ? kept + rc : kept;
     sum[c] = v;
     return v;
 }
 /* y = (x - mean) rstd w + b (layernorm_row's operations, in its order), into out and, unless
  * out16 is NULL, rounded into out16. */
-__device__ static void ln_store(float *out, uint16_t *out16, int mode, int c, float x, float m, float rs,
-                                const float *w, const float *b) {
-    const float y = (x - m) * rs * w[c] + b[c];
+__device__ static void ln_store(float *out, uint16_t *out16, int mode, int c, float x, float m, float rs, float wc,
+                                float bc) {
+    const float y = (x - m) * rs * wc + bc;
     out[c] = y;
     if (out16) out16[c] = half_from_float(mode, y);
 }
@@ -163,6 +169,7 @@ __global__ static void layernorm_forward(float *out, uint16_t *out16, int mode, 
     uint16_t *y16 = out16 ? out16 + at : NULL;
     const int n = K ? 2 * K : 2 * ((C + 63) / 64);   /* the lane's values, c = 32 j + lane (j even: lo) */
     float v[K ? 2 * K : 1], rv[K ? 2 * K : 1];       /* (K = 0: unused) */
+    const uint32_t counter0 = drop.on ? row_counter0(drop, row, C) : 0;
 #pragma unroll
     for (int j = 0; j < (K ? n : 0); j++) {
         const int c = 32 * j + lane, s = K ? j : 0;
@@ -173,14 +180,20 @@ __global__ static void layernorm_forward(float *out, uint16_t *out16, int mode, 
     for (int j = 0; j < n; j++) {
         const int c = 32 * j + lane, s = K ? j : 0;
         if (c >= C) break;
-        const float value = K ? ln_input(drop, row, C, c, v[s], r, rv[s], sum)
-                              : ln_input(drop, row, C, c, x[c], r, r ? r[c] : 0.0f, sum);
+        const float value = K ? ln_input(drop, counter0, c, v[s], r, rv[s], sum)
+                              : ln_input(drop, counter0, c, x[c], r, r ? r[c] : 0.0f, sum);
         if (K) v[s] = value;
         if (j % 2 == 0) lo += value;
         else hi += value;
     }
     const float m = cpu_lanes_total(lo, hi) / (float)C;
     if (sum) x = sum;   /* K = 0 reads it back: the lane's own stores */
+    float wv[K ? 2 * K : 1], bv[K ? 2 * K : 1];   /* w and b, in flight while the variance is summed */
+#pragma unroll
+    for (int j = 0; j < (K ? n : 0); j++) {
+        const int c = 32 * j + lane, s = K ? j : 0;
+        if (c < C) wv[s] = w[c], bv[s] = b[c];
+    }
     lo = 0.0f, hi = 0.0f;   /* two-pass variance, as the CPU */
 #pragma unroll
     for (int j = 0; j < n; j++) {
@@ -195,7 +208,8 @@ __global__ static void layernorm_forward(float *out, uint16_t *out16, int mode, 
     for (int j = 0; j < n; j++) {
         const int c = 32 * j + lane;
         if (c >= C) break;
-        ln_store(y, y16, mode, c, K ? v[K ? j : 0] : x[c], m, rs, w, b);
+        const int s = K ? j : 0;
+        ln_store(y, y16, mode, c, K ? v[s] : x[c], m, rs, K ? wv[s] : w[c], K ? bv[s] : b[c]);
     }
     if (lane == 0) mean[row] = m, rstd[row] = rs;
 }
@@ -275,15 +289,24 @@ __global__ static void layernorm_backward_rows(float *dinp, float *dinp_dropped,
     if (row >= N) return;
     const float *x = inp + (size_t)row * C, *dy = dout + (size_t)row * C;
     const float m = mean[row], rs = rstd[row];
+    const uint32_t counter0 = drop.on ? row_counter0(drop, row, C) : 0;
     const int n = K ? K : (C + WARP - 1) / WARP;
-    float g_at[K ? K : 1], d_at[K ? K : 1];   /* g and x - m */
+    /* the row's dy, x and w, loaded first (a loop of loads alone: the compiler keeps them
+     * ahead, where mixed with the sums it issued three and waited), then g and x - m in
+     * their place */
+    float g_at[K ? K : 1], d_at[K ? K : 1], w_at[K ? K : 1];
+#pragma unroll
+    for (int j = 0; j < (K ? n : 0); j++) {
+        const int c = WARP * j + lane, s = K ? j : 0;
+        if (c < C) g_at[s] = dy[c], d_at[s] = x[c], w_at[s] = w[c];
+    }
     float sum_g = 0.0f, sum_gx = 0.0f;
 #pragma unroll
     for (int j = 0; j < n; j++) {
-        const int c = WARP * j + lane;
+        const int c = WARP * j + lane, s = K ? j : 0;
         if (c >= C) break;
-        const float g = dy[c] * w[c], d = x[c] - m;
-        if (K) g_at[K ? j : 0] = g, d_at[K ? j : 0] = d;
+        const float g = K ? g_at[s] * w_at[s] : dy[c] * w[c], d = (K ? d_at[s] : x[c]) - m;
+        if (K) g_at[s] = g, d_at[s] = d;
         sum_g += g;
         sum_gx += g * d * rs;
     }
@@ -298,7 +321,7 @@ __global__ static void layernorm_backward_rows(float *dinp, float *dinp_dropped,
         const float g = K ? g_at[K ? j : 0] : dy[c] * w[c], d = K ? d_at[K ? j : 0] : x[c] - m;
         const float v = rs * (g - sum_g - d * rs * sum_gx);
         dx[c] = v;
-        if (dd) dd[c] = drop.on ? dropped(drop, row, C, c, v) : v;
+        if (dd) dd[c] = drop.on ? dropped_at(drop, counter0 + (uint32_t)c, v) : v;
     }
 }
 
