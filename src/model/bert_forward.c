@@ -172,9 +172,9 @@ static void layer_forward(BertModel *m, int l, const float *x, const int32_t *ma
     bert_attention_args(m, &args, mask, l);
 
     /* In 16 bits each product's input is written rounded by the kernel before it, which then
-     * takes its fp32 input NULL: QKV's by the last layer's LayerNorm (but the first layer's),
-     * the attention output's by attention (but on the pruned layer's gathered rows), the first
-     * feed-forward's by LayerNorm 1, the second's by GELU. */
+     * takes its fp32 input NULL: QKV's by the previous layer's LayerNorm 2 (all but the first
+     * layer), the attention output's by attention (but on the pruned layer's gathered rows), the
+     * first feed-forward's by LayerNorm 1, the second's by GELU. */
     const bool half = bert_is_half(m->precision), ctx16_ready = half && !prune;
     /* QKV where attention reads it: fp32, or rounded to 16 bits (attention's products' operands) */
     bert_linear_forward_to(m, a->qkv, a->qkv16, half && l > 0 ? NULL : x, a->x16, p->qkv_w, p->qkv_b, N, H, 3 * H);

@@ -10,8 +10,9 @@
  * - LayerNorm's forward is the CPU's bits: a warp per row, the row's sums in the CPU's order
  *   (64 interleaved lanes, then its tree, as shuffles); the backward's row dots are in float as
  *   the CPU's, a warp per row (32 strided partial sums and a shuffle butterfly: another order
- *   than the CPU's vectorised loop, so a few ulp apart); column sums over rows (parameter gradients) are
- *   deterministic: fixed row blocks summed in order, then the blocks in order, never atomics.
+ *   than the CPU's vectorised loop, so a few ulp apart); column sums over rows (parameter
+ *   gradients) are deterministic: fixed row blocks summed in order, then the blocks in order,
+ *   never atomics.
  *   k_gelu_backward_half_out16's bias gradient keeps the CPU's exact order (16 row slices).
  *
  * Scratch: cuda_stage slot 0 (dropout rows), cuda_scratch slot 0 (column partial sums). */
@@ -197,18 +198,17 @@ __global__ static void layernorm_forward(float *out, uint16_t *out16, int mode, 
     lo = 0.0f, hi = 0.0f;   /* two-pass variance, as the CPU */
 #pragma unroll
     for (int j = 0; j < n; j++) {
-        const int c = 32 * j + lane;
+        const int c = 32 * j + lane, s = K ? j : 0;
         if (c >= C) break;
-        const float d = (K ? v[K ? j : 0] : x[c]) - m;
+        const float d = (K ? v[s] : x[c]) - m;
         if (j % 2 == 0) lo += d * d;
         else hi += d * d;
     }
     const float rs = 1.0f / sqrtf(cpu_lanes_total(lo, hi) / (float)C + eps);
 #pragma unroll
     for (int j = 0; j < n; j++) {
-        const int c = 32 * j + lane;
+        const int c = 32 * j + lane, s = K ? j : 0;
         if (c >= C) break;
-        const int s = K ? j : 0;
         ln_store(y, y16, mode, c, K ? v[s] : x[c], m, rs, K ? wv[s] : w[c], K ? bv[s] : b[c]);
     }
     if (lane == 0) mean[row] = m, rstd[row] = rs;
@@ -316,9 +316,9 @@ __global__ static void layernorm_backward_rows(float *dinp, float *dinp_dropped,
     float *dd = dinp_dropped ? dinp_dropped + (size_t)row * C : NULL;
 #pragma unroll
     for (int j = 0; j < n; j++) {
-        const int c = WARP * j + lane;
+        const int c = WARP * j + lane, s = K ? j : 0;
         if (c >= C) break;
-        const float g = K ? g_at[K ? j : 0] : dy[c] * w[c], d = K ? d_at[K ? j : 0] : x[c] - m;
+        const float g = K ? g_at[s] : dy[c] * w[c], d = K ? d_at[s] : x[c] - m;
         const float v = rs * (g - sum_g - d * rs * sum_gx);
         dx[c] = v;
         if (dd) dd[c] = drop.on ? dropped_at(drop, counter0 + (uint32_t)c, v) : v;

@@ -123,7 +123,7 @@ __global__ static void slice_column_sums(float *partial, const float *x, int N, 
  * sums would read x twice. The CPU's order leaves a thread per (slice, column), 12,288 at
  * bert-base's 768 columns: so blocks of SLICE_BLOCK threads, spread over every SM (256-thread
  * blocks had 48 of them at work), and CHUNK rows fetched ahead, more the fewer the columns
- * (slice_chunk). */
+ * (the choice in k_matmul_backward_half). */
 enum { SLICE_BLOCK = 64 };
 template <int CHUNK>
 __global__ static void halves_and_slice_sums(uint16_t *x16, float *partial, const float *x, int N, int C, bool fp16) {
