@@ -361,7 +361,8 @@ static void weightsT_rows(const Attn &x, float *O, const void *W, const void *Y)
  * probabilities), then ctx = P_dropped V on tensor cores, written to ctx's rows. No dense
  * operands, score or probability blocks in device memory, and one launch instead of five.
  * Runs in half mode with the 16-bit QKV activation given, d a multiple of 16 up to 128, T up to
- * 512 (the score rows of a tile fit in shared memory); otherwise the path above runs.
+ * 512 (the score rows of a tile fit in shared memory) and the activations 16-byte aligned (the
+ * tiles move 16 bytes a thread at a time); otherwise the path above runs.
  *
  * Not yet verified on a GPU (written after the last device run): it runs only with
  * BERT_CUDA_ATTENTION=fused in the environment until tests/cuda/test_cuda_attention.c has
@@ -384,13 +385,24 @@ static size_t fused_smem_bytes(int max_lp, int d) {
            sizeof(uint16_t) * (FUSED_ROWS + FUSED_KEYS) * (size_t)d;
 }
 
+/* Two values rounded to 16 bits, the first in the low half (the lower address). */
+__device__ __forceinline__ static uint32_t half_pair(HalfMode mode, float lo, float hi) {
+    return (uint32_t)half_bits(mode, lo) | (uint32_t)half_bits(mode, hi) << 16;
+}
+
 /* rows [r0, r0 + count) of part (0 Q, 1 K, 2 V) of head h into dst [count][d] (16-bit bits),
- * rows from `valid` on zero (past the sequence or kv_len: zero operands add nothing). */
+ * rows from `valid` on zero (past the sequence or kv_len: zero operands add nothing). 16 bytes
+ * (8 values) a thread at a time, one division per 8 values: d is a multiple of 16 and qkv16
+ * 16-byte aligned (fused_takes), so every row of the head starts 16-byte aligned. */
 __device__ static void load_rows16(uint16_t *dst, const Attn &a, const Seq &s, int h, int part, int r0, int count,
                                    int valid) {
-    for (int e = threadIdx.x; e < count * a.d; e += blockDim.x) {
-        const int r = e / a.d, c = e - r * a.d, i = r0 + r;
-        dst[e] = i < valid ? a.qkv16[(s.row0 + i) * 3 * a.H + (size_t)part * a.H + (size_t)h * a.d + c] : 0;
+    const unsigned per_row = (unsigned)a.d / 8, n = (unsigned)count * per_row;
+    const size_t stride = 3 * (size_t)a.H / 8;   /* a row of qkv16 in 16-byte vectors */
+    const uint4 *src = (const uint4 *)(a.qkv16 + (size_t)part * a.H + (size_t)h * a.d);
+    for (unsigned e = threadIdx.x; e < n; e += blockDim.x) {
+        const unsigned r = e / per_row, c = e - r * per_row;
+        const int i = r0 + (int)r;
+        ((uint4 *)dst)[e] = i < valid ? src[(s.row0 + i) * stride + c] : make_uint4(0, 0, 0, 0);
     }
 }
 
@@ -408,13 +420,20 @@ typedef nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> Fra
 
 /* out [FUSED_ROWS][lp] fp32 (row stride lp) = rows [FUSED_ROWS][d] (16-bit, shared) times the
  * transposed rows of part (1 K, 2 V) below kv_len, FUSED_KEYS keys at a time through kv
- * (shared); each warp its own 16 rows (S = Q K^T, dP = dctx V^T). */
+ * (shared); each warp its own 16 rows (S = Q K^T, dP = dctx V^T), held in fragments for every
+ * key tile (loaded from shared memory once, not once per 16 keys; unrolled to the compile-time
+ * count, as weights_by_rows' results). */
 template <typename T16>
 __device__ __forceinline__ static void rows_by_keys(float *out, const uint16_t *rows, uint16_t *kv, const Attn &a,
                                                     const Seq &s, int h, int part, int lp) {
     using namespace nvcuda;
     const int warp = threadIdx.x / WARP, d = a.d;
     const T16 *rows16 = (const T16 *)rows, *kv16 = (const T16 *)kv;
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, T16, wmma::row_major> ra[FUSED_MAX_D / 16];
+    __syncthreads();   /* rows written by the whole block */
+#pragma unroll
+    for (int k = 0; k < FUSED_MAX_D / 16; k++)
+        if (k < d / 16) wmma::load_matrix_sync(ra[k], rows16 + warp * 16 * d + k * 16, d);
     for (int k0 = 0; k0 < lp; k0 += FUSED_KEYS) {
         __syncthreads();
         load_rows16(kv, a, s, h, part, k0, FUSED_KEYS, s.L);
@@ -422,12 +441,12 @@ __device__ __forceinline__ static void rows_by_keys(float *out, const uint16_t *
         for (int n = 0; n < FUSED_KEYS / 16; n++) {
             Frag acc;
             wmma::fill_fragment(acc, 0.0f);
-            for (int k = 0; k < d; k += 16) {
-                wmma::fragment<wmma::matrix_a, 16, 16, 16, T16, wmma::row_major> ra;
+#pragma unroll
+            for (int k = 0; k < FUSED_MAX_D / 16; k++) {
+                if (k >= d / 16) continue;
                 wmma::fragment<wmma::matrix_b, 16, 16, 16, T16, wmma::col_major> kb;   /* the keys' rows transposed */
-                wmma::load_matrix_sync(ra, rows16 + warp * 16 * d + k, d);
-                wmma::load_matrix_sync(kb, kv16 + n * 16 * d + k, d);
-                wmma::mma_sync(acc, ra, kb, acc);
+                wmma::load_matrix_sync(kb, kv16 + n * 16 * d + k * 16, d);
+                wmma::mma_sync(acc, ra[k], kb, acc);
             }
             wmma::store_matrix_sync(out + warp * 16 * lp + k0 + n * 16, acc, lp, wmma::mem_row_major);
         }
@@ -468,7 +487,8 @@ __device__ __forceinline__ static void weights_by_rows(Frag *acc, const uint16_t
 /* A warp's 16 x d results (acc) through stage [16][d] (fp32, shared, the warp's own) into rows
  * r0 .. r0 + 15 of dst (row stride ld): rows from `rows` on are not written, rows from
  * `zero_from` on are written 0; unless dst16 is NULL, each value also rounded (mode) into
- * dst16's same place. */
+ * dst16's same place. Four values a lane at a time (16-byte stores, 8 into dst16): d and ld are
+ * multiples of 16 and dst, dst16 16-byte aligned (fused_takes). */
 __device__ __forceinline__ static void store_warp_rows(float *dst, uint16_t *dst16, HalfMode mode, size_t ld,
                                                        float *stage, Frag *acc, int d, int r0, int rows,
                                                        int zero_from) {
@@ -477,12 +497,14 @@ __device__ __forceinline__ static void store_warp_rows(float *dst, uint16_t *dst
     for (int n = 0; n < FUSED_MAX_D / 16; n++)
         if (n < d / 16) wmma::store_matrix_sync(stage + n * 16, acc[n], d, wmma::mem_row_major);
     __syncwarp();
-    for (int e = threadIdx.x % WARP; e < 16 * d; e += WARP) {
-        const int r = e / d, c = e - r * d, i = r0 + r;
+    const unsigned per_row = (unsigned)d / 4;
+    for (unsigned e = threadIdx.x % WARP; e < 16 * per_row; e += WARP) {
+        const unsigned r = e / per_row, c = 4 * (e - r * per_row);
+        const int i = r0 + (int)r;
         if (i >= rows) continue;
-        const float v = i < zero_from ? stage[e] : 0.0f;
-        dst[(size_t)i * ld + c] = v;
-        if (dst16) dst16[(size_t)i * ld + c] = half_bits(mode, v);
+        const float4 v = i < zero_from ? ((const float4 *)stage)[e] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        *(float4 *)(dst + (size_t)i * ld + c) = v;
+        if (dst16) *(uint2 *)(dst16 + (size_t)i * ld + c) = make_uint2(half_pair(mode, v.x, v.y), half_pair(mode, v.z, v.w));
     }
     __syncwarp();   /* the staging may be reused next */
 }
@@ -523,8 +545,12 @@ static bool fused_wanted(void) {
     }
     return wanted;
 }
-static bool fused_takes(const Attn &x) {
-    return fused_wanted() && x.half && x.qkv16 && x.d % 16 == 0 && x.d <= FUSED_MAX_D && x.T <= FUSED_MAX_T;
+/* out and in: the fp32 activations the kernels write and read (ctx; dqkv and dctx), accessed 16
+ * bytes at a time as qkv16 and ctx16 are (the model's views are 64-byte aligned). */
+static bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+static bool fused_takes(const Attn &x, const float *out, const float *in) {
+    return fused_wanted() && x.half && x.qkv16 && x.d % 16 == 0 && x.d <= FUSED_MAX_D && x.T <= FUSED_MAX_T &&
+           aligned16(x.qkv16) && aligned16(x.ctx16) && aligned16(out) && aligned16(in);
 }
 
 /* kernel's dynamic shared memory raised to bytes where past the default 48 KiB (once per size
@@ -548,7 +574,7 @@ template <typename T16> static void launch_fused(float *ctx, float *probs, const
 }
 
 static bool fused_forward_ran(float *ctx, float *probs, const Attn &x) {
-    if (!fused_takes(x)) return false;
+    if (!fused_takes(x, ctx, NULL)) return false;
     if (Wmma16<__half>::ok(x.mode)) launch_fused<__half>(ctx, probs, x);
     else launch_fused<__nv_bfloat16>(ctx, probs, x);
     return true;
@@ -576,12 +602,22 @@ static bool fused_forward_ran(float *ctx, float *probs, const Attn &x) {
  * like it, not yet run on a GPU. */
 
 /* rows [r0, r0 + count) of dctx's head h rounded to 16 bits into dst [count][d], rows past the
- * sequence zero (gather_operands' part 3). */
+ * sequence zero (gather_operands' part 3). Eight values a thread at a time (two 16-byte loads,
+ * one 16-byte store): dctx 16-byte aligned (fused_takes). */
 __device__ static void load_dctx16(uint16_t *dst, const float *dctx, const Attn &a, const Seq &s, int h, int r0,
                                    int count) {
-    for (int e = threadIdx.x; e < count * a.d; e += blockDim.x) {
-        const int r = e / a.d, c = e - r * a.d, i = r0 + r;
-        dst[e] = i < s.rows ? half_bits(a.mode, dctx[(s.row0 + i) * a.H + (size_t)h * a.d + c]) : 0;
+    const unsigned per_row = (unsigned)a.d / 8, n = (unsigned)count * per_row;
+    for (unsigned e = threadIdx.x; e < n; e += blockDim.x) {
+        const unsigned r = e / per_row, c = e - r * per_row;
+        const int i = r0 + (int)r;
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if (i < s.rows) {
+            const float4 *src = (const float4 *)(dctx + (s.row0 + i) * a.H + (size_t)h * a.d) + 2 * c;
+            const float4 x = src[0], y = src[1];
+            v = make_uint4(half_pair(a.mode, x.x, x.y), half_pair(a.mode, x.z, x.w), half_pair(a.mode, y.x, y.y),
+                           half_pair(a.mode, y.z, y.w));
+        }
+        ((uint4 *)dst)[e] = v;
     }
 }
 
@@ -706,7 +742,7 @@ static void launch_fused_backward(float *dqkv, const float *dctx, const float *p
 }
 
 static bool fused_backward_ran(float *dqkv, const float *dctx, const float *probs, const Attn &x) {
-    if (!fused_takes(x)) return false;
+    if (!fused_takes(x, dqkv, dctx)) return false;
     if (Wmma16<__half>::ok(x.mode)) launch_fused_backward<__half>(dqkv, dctx, probs, x);
     else launch_fused_backward<__nv_bfloat16>(dqkv, dctx, probs, x);
     return true;

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A CUDA backend file (.cu) as C++ for the host emulator (runtime.cpp): each launch
 `kernel<<<grid, block[, shared[, stream]]>>>(args)` becomes
-`emu_run(emu_config(grid, block[, shared[, stream]]), "kernel", [&] { kernel(args); })`, and an
+`emu_run(emu_config(grid, block[, shared[, stream]]), "kernel", &kernel, [&] { kernel(args); })`, and an
 `extern __shared__` array the running block's dynamic shared memory. Nothing else changes: the
 includes find the emulator's stand-ins for the CUDA headers first (tests/cuda/emu/include).
 Usage: rewrite.py IN.cu OUT.cpp"""
@@ -31,7 +31,8 @@ while True:
             break
         p += 1
     kernel = m.group(1) + (m.group(2) or '')
-    out.append(f'emu_run(emu_config({text[m.end():close]}), "{m.group(1)}", [&] {{ {kernel}{text[args_start:p + 1]}; }})')
+    out.append(f'emu_run(emu_config({text[m.end():close]}), "{m.group(1)}", &{kernel}, '
+               f'[&] {{ {kernel}{text[args_start:p + 1]}; }})')
     at, count = p + 1, count + 1
 open(dst, 'w').write(f'#line 1 "{src}"\n' + ''.join(out))
 print(f'{src}: {count} launches, {shared} dynamic shared arrays', file=sys.stderr)

@@ -14,7 +14,9 @@
  * two orders: dynamic shared memory and the scratch buffers start as NaN bits, or with
  * EMU_POISON=0x7f as 3.4e38, which a maximum does not pass over as it passes over NaN), EMU_MMA_ORDER
  * 0/1/2 sums each wmma tile's 16 products forwards, backwards, or exactly and rounded once (the
- * tensor cores' order is not documented: the tests' bounds must hold for any). */
+ * tensor cores' order is not documented: the tests' bounds must hold for any). A launch the
+ * hardware would refuse (shared memory, block and grid sizes: check_launch) stops the run, as a
+ * misaligned access does (the library is compiled with -fsanitize=alignment: Makefile). */
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
 #include <mma.h>
@@ -22,6 +24,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include <map>
 #include <vector>
 
 #include "kernels/cuda/cuda_blas.h"
@@ -189,12 +192,48 @@ static void run_block(unsigned nt) {
     threads_run += nt;
 }
 
-void emu_launch(EmuLaunch cfg, const char *kernel, void (*body)(void *), void *closure) {
+/* Dynamic shared memory: 48 KiB a block unless the kernel was allowed more by
+ * cudaFuncSetAttribute, at most 227 KiB on compute capability 9.0 (sm_80: 163 KiB); the launch
+ * fails past either, on the hardware as here. */
+enum : size_t { SHARED_DEFAULT = 48 << 10, SHARED_OPT_IN_MAX = 227 << 10 };
+static std::map<const void *, size_t> shared_allowed;
+
+cudaError_t emu_func_set_attribute(const void *kernel, cudaFuncAttribute attr, int value) {
+    if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize) return cudaSuccess;
+    if (value < 0 || (size_t)value > SHARED_OPT_IN_MAX) {
+        fprintf(stderr, "cuda emulator: cudaFuncSetAttribute: %d bytes of dynamic shared memory, past the "
+                        "device's %zu\n", value, (size_t)SHARED_OPT_IN_MAX);
+        abort();
+    }
+    shared_allowed[kernel] = (size_t)value;
+    return cudaSuccess;
+}
+
+static void refuse(const char *what) {
+    fprintf(stderr, "cuda emulator: the launch of kernel %s refused: %s\n", kernel_name, what);
+    abort();
+}
+static void check_launch(const EmuLaunch &cfg, const void *address) {
+    const unsigned nt = cfg.block.x * cfg.block.y * cfg.block.z;
+    if (nt == 0 || nt > 1024) refuse("a block of no threads or of more than 1024");
+    if (cfg.grid.x == 0 || cfg.grid.y == 0 || cfg.grid.z == 0) refuse("a launch of an empty grid");
+    if (cfg.grid.x > 0x7fffffffu || cfg.grid.y > 65535 || cfg.grid.z > 65535) refuse("a grid past the device's limits");
+    const auto allowed = shared_allowed.find(address);
+    const size_t limit = allowed == shared_allowed.end() ? (size_t)SHARED_DEFAULT : allowed->second;
+    if (cfg.shared > limit) {
+        char what[160];
+        snprintf(what, sizeof what, "%zu bytes of dynamic shared memory, past the %zu the kernel is allowed",
+                 cfg.shared, limit);
+        refuse(what);
+    }
+}
+
+void emu_launch(EmuLaunch cfg, const char *kernel, const void *address, void (*body)(void *), void *closure) {
     gridDim = cfg.grid, blockDim = cfg.block;
     kernel_name = kernel, kernel_body = body, kernel_closure = closure;
     launches++;
+    check_launch(cfg, address);
     const unsigned nt = cfg.block.x * cfg.block.y * cfg.block.z;
-    if (nt == 0 || nt > 1024) fail("a block of more than 1024 threads");
     free(dynamic_shared);
     if (posix_memalign((void **)&dynamic_shared, 1024, cfg.shared + 16)) fail("out of memory");
     for (unsigned bz = 0; bz < cfg.grid.z; bz++)

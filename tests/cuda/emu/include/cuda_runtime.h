@@ -26,6 +26,8 @@ struct alignas(8) uint2 { unsigned x, y; };
 struct alignas(16) uint4 { unsigned x, y, z, w; };
 struct alignas(16) float4 { float x, y, z, w; };
 static inline uint2 make_uint2(unsigned x, unsigned y) { return uint2{x, y}; }
+static inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
+static inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
 static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
 static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
 
@@ -68,7 +70,11 @@ static inline cudaError_t cudaDriverGetVersion(int *v) { *v = 0; return cudaSucc
 static inline const char *cudaGetErrorString(cudaError_t e) {
     return e == cudaSuccess ? "no error (emulated)" : e == cudaErrorNotReady ? "cudaErrorNotReady (emulated)" : "(emulated)";
 }
-template <typename F> static inline cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int) { return cudaSuccess; }
+/* the hardware's limits on dynamic shared memory are checked at each launch (runtime.cpp) */
+cudaError_t emu_func_set_attribute(const void *kernel, cudaFuncAttribute attr, int value);
+template <typename F> static inline cudaError_t cudaFuncSetAttribute(F *kernel, cudaFuncAttribute attr, int value) {
+    return emu_func_set_attribute(reinterpret_cast<const void *>(kernel), attr, value);
+}
 cudaError_t cudaMalloc(void **p, size_t bytes);
 cudaError_t cudaMallocHost(void **p, size_t bytes);
 cudaError_t cudaFree(void *p);
@@ -109,11 +115,12 @@ template <typename T> static inline cudaError_t cudaMallocAsync(T **p, size_t by
 }
 static inline cudaError_t cudaFreeAsync(void *p, cudaStream_t) { return cudaFree(p); }
 
-/* k<<<grid, block, shared bytes, stream>>>(args), rewritten by rewrite.py */
+/* k<<<grid, block, shared bytes, stream>>>(args), rewritten by rewrite.py (the kernel's address:
+ * its shared memory allowance, cudaFuncSetAttribute's) */
 struct EmuLaunch { dim3 grid, block; size_t shared; };
 static inline EmuLaunch emu_config(dim3 g, dim3 b, size_t shared = 0, cudaStream_t = 0) { return EmuLaunch{g, b, shared}; }
-void emu_launch(EmuLaunch cfg, const char *kernel, void (*body)(void *), void *closure);
-template <typename F> static inline void emu_run(EmuLaunch cfg, const char *kernel, F f) {
-    emu_launch(cfg, kernel, [](void *c) { (*(F *)c)(); }, &f);
+void emu_launch(EmuLaunch cfg, const char *kernel, const void *address, void (*body)(void *), void *closure);
+template <typename K, typename F> static inline void emu_run(EmuLaunch cfg, const char *kernel, K *address, F f) {
+    emu_launch(cfg, kernel, reinterpret_cast<const void *>(address), [](void *c) { (*(F *)c)(); }, &f);
 }
 #endif
