@@ -242,9 +242,14 @@ static void older_attention_forward_to(float *ctx, uint16_t *ctx16, float *probs
     }
     cuda_table.k_to_half(a->half_mode, ctx16, ctx, end * a->A * a->d);
 }
+static bool older_attention_keeps_probs(const AttentionArgs *a) {
+    (void)a;
+    return true;   /* libraries before it kept the probabilities */
+}
 static void *older_library_stub(void *lib, const char *name) {
     if (!strcmp(name, "k_set_tf32")) return (void *)older_set_tf32;
     if (!strcmp(name, "k_attention_forward_to")) return (void *)older_attention_forward_to;
+    if (!strcmp(name, "k_attention_keeps_probs")) return (void *)older_attention_keeps_probs;
     if (!strcmp(name, "k_dropout_layernorm_forward_to")) {
         *(void **)&older_library_dropout_layernorm = dlsym(lib, "k_dropout_layernorm_forward");
         return (void *)older_dropout_layernorm_forward_to;

@@ -312,9 +312,10 @@ typedef struct {
      * left unwritten (by whole sequences they are; otherwise they are written) */
     bool ctx_q8_only;
 } AttentionArgs;
-/* probs: [B, A, T, T] blocks (row stride kv_len[b]) of softmax probabilities before dropout,
- * kept for the backward; NULL (inference, no dropout): not kept, each block's scores stay in
- * the thread's scratch. */
+/* probs: [B, A, T, T] floats kept for the backward: blocks (row stride kv_len[b]) of softmax
+ * probabilities before dropout where k_attention_keeps_probs says so, else the backend's own
+ * state, from which its backward recomputes them; NULL (inference, no dropout): not kept, each
+ * block's scores stay in the thread's scratch. */
 void k_attention_forward(float *ctx, float *probs, const float *qkv, const AttentionArgs *a);
 /* k_attention_forward, and with a->half and ctx16 not NULL each sequence's ctx rows also
  * rounded to half_mode's format into ctx16 [rows, H]: the output product's operand (the bits of
@@ -322,6 +323,12 @@ void k_attention_forward(float *ctx, float *probs, const float *qkv, const Atten
 void k_attention_forward_to(float *ctx, uint16_t *ctx16, float *probs, const float *qkv, const AttentionArgs *a);
 /* dqkv overwritten (rows of padded keys get 0). */
 void k_attention_backward(float *dqkv, const float *dctx, const float *qkv, const float *probs, const AttentionArgs *a);
+/* Whether k_attention_forward leaves a's probabilities in probs (the CPU backend: always) or a
+ * state of the backend's own (the CUDA backend's fused attention: each score row's maximum and
+ * 1 / sum, recomputing the probabilities in the backward rather than writing and reading them).
+ * The backward reads probs as the forward left it either way; tests compare it where it holds
+ * the probabilities. */
+bool k_attention_keeps_probs(const AttentionArgs *a);
 
 /* Softmax cross-entropy over rows of logits [*, V]. row_index maps compact row k to the
  * logits row it reads (NULL = k). Forward stores each row's loss in row_loss[M] and its

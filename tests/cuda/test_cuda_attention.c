@@ -1,7 +1,11 @@
 /* The CUDA backend's attention (src/kernels/cuda/attention.cu) against the CPU backend's
  * (src/kernels/cpu/layers.c) on the same inputs: ctx and the kept probabilities of the forward
  * (same layout on both), dqkv of the backward (run on the CPU's probabilities on both sides, so
- * that its comparison measures the backward alone), over batch sizes 1..3, sequence lengths 1, 7,
+ * that its comparison measures the backward alone; where the GPU keeps a state of its own in
+ * place of the probabilities, k_attention_keeps_probs false, as the fused kernels do, its
+ * backward runs from that state, the probabilities are not compared, and dqkv holds the
+ * forward's errors too, well inside the bounds that allow every 16-bit rounding of P and dS to
+ * flip), over batch sizes 1..3, sequence lengths 1, 7,
  * 128 and 200, 1, 2 and 12 heads of size 8 and 64, kv_len = T and < T, masks with holes, the
  * packed layout, dropout 0 and 0.1, fp32 and each 16-bit mode with the 16-bit QKV activation
  * given or not, and inference's forward without probabilities; and T = 512 with 16 heads of 64
@@ -58,7 +62,7 @@ typedef struct {
     float *qkv, *dctx;          /* inputs */
     float *qkv_op, *dctx_op;    /* the same rounded to 16 bits (half), else copies */
     uint16_t *qkv16;
-    bool skewed;                /* every device buffer one element past its allocation's alignment */
+    int skewed;                 /* device buffers one element past their allocations' alignment (SKEW_*) */
     AttentionArgs args;         /* the CPU's */
     float scale, keep_scale;
     uint32_t threshold;
@@ -252,8 +256,13 @@ static void forward_tolerances(const Problem *P, const float *probs, double *tol
  *   dQ_ic = sum_j dS16_ij k_jc: G(L) sum_j |dS16 k| + sum_j ddS_ij |k_jc|;
  *   dK_jc = sum_i dS16_ij q_ic over the sequence's rows: G(rows) sum_i |dS16 q| + sum_i ddS_ij |q_ic|;
  *   dV_jc = sum_i pd16_ij g_ic: pd16 the same on both sides: G(rows) sum_i |pd16 g|;
- *   dK, dV of keys from kv_len on: exactly 0. */
-static void backward_tolerances(const Problem *P, const float *probs, double *tol, double *smooth_tol) {
+ *   dK, dV of keys from kv_len on: exactly 0.
+ * Where the GPU recomputes P from its forward's state (tol_p not NULL: the forward's bound on p,
+ * tol_probs), its p differs from the CPU's by e = tol_p / 2 (forward_tolerances' margin taken
+ * out): dot by sum_j e |dPd| more, dS by e |dPd - dot| scale more, and dV by the dropped e's
+ * sum, sum_i e_ij ks |g_ic|, and a flip of each pd16 (spacing(pd) |g_ic|). */
+static void backward_tolerances(const Problem *P, const float *probs, const double *tol_p, double *tol,
+                                double *smooth_tol) {
     const Case *c = &P->c;
     const int T = c->T, d = c->d, H = P->H, H3 = 3 * H, half = c->half;
     const double f = exact_factor(P);
@@ -263,12 +272,14 @@ static void backward_tolerances(const Problem *P, const float *probs, double *to
         double *ads = malloc(sizeof(double) * rows * L + 1), *dds = malloc(sizeof(double) * rows * L + 1);
         double *apd = malloc(sizeof(double) * rows * L + 1), *ddpd = malloc(sizeof(double) * (L + 1));
         double *dpd = malloc(sizeof(double) * (L + 1)), *flip = malloc(sizeof(double) * rows * L + 1);
+        double *epd = malloc(sizeof(double) * rows * L + 1), *pflip = malloc(sizeof(double) * rows * L + 1);
         for (int h = 0; h < c->A; h++) {
             const int block = b * c->A + h;
             const size_t hd = (size_t)h * d;
             for (int i = 0; i < rows; i++) {
                 const float *g = P->dctx_op + (row0 + i) * H + hd, *p = probs + (size_t)block * T * T + (size_t)i * L;
                 double dot = 0, dot_abs = 0, ddot = 0;
+                const double *ep = tol_p ? tol_p + (size_t)block * T * T + (size_t)i * L : NULL;
                 for (int j = 0; j < L; j++) {
                     const float *v = P->qkv_op + (row0 + j) * H3 + 2 * H + hd;
                     double s = 0, sa = 0;
@@ -277,15 +288,20 @@ static void backward_tolerances(const Problem *P, const float *probs, double *to
                     const double ks = c->dropout > 0 ? P->keep_scale : 1.0;
                     dpd[j] = keep ? s * ks : 0;
                     ddpd[j] = keep ? ks * G(d) * sa + 2 * U * fabs(dpd[j]) : 0;
-                    dot += p[j] * dpd[j], dot_abs += p[j] * fabs(dpd[j]), ddot += p[j] * ddpd[j];
+                    const double e = ep ? ep[j] / 2 : 0;
+                    dot += p[j] * dpd[j], dot_abs += p[j] * fabs(dpd[j]), ddot += p[j] * ddpd[j] + e * fabs(dpd[j]);
                     const float pd = dropped(P, block, i, j, p[j]);
                     apd[(size_t)i * L + j] = fabs(half >= 0 ? host_round((HalfMode)half, pd) : pd);
+                    epd[(size_t)i * L + j] = keep ? e * ks * (1 + 4 * U) : 0;
+                    pflip[(size_t)i * L + j] = ep && pd != 0 ? spacing(half, pd) : 0;
                 }
                 ddot += G(L) * dot_abs;
                 for (int j = 0; j < L; j++) {
                     const double ds = p[j] * (dpd[j] - dot) * P->scale;
+                    const double e = ep ? ep[j] / 2 : 0;
                     ads[(size_t)i * L + j] = fabs(ds) * (half >= 0 ? 1 + ldexp(1.0, -7) : 1);
-                    dds[(size_t)i * L + j] = p[j] * P->scale * (ddpd[j] + ddot) + 8 * U * fabs(ds);
+                    dds[(size_t)i * L + j] = p[j] * P->scale * (ddpd[j] + ddot) + 8 * U * fabs(ds) +
+                                             e * fabs(dpd[j] - dot) * P->scale * (1 + 4 * U);
                     flip[(size_t)i * L + j] = ds != 0 ? spacing(half, ds) : 0;
                 }
                 for (int e = 0; e < d; e++) {   /* dQ */
@@ -302,21 +318,23 @@ static void backward_tolerances(const Problem *P, const float *probs, double *to
             }
             for (int j = 0; j < rows; j++)   /* dK, dV */
                 for (int e = 0; e < d; e++) {
-                    double k_abs = 0, k_smooth = 0, k_flips = 0, v_abs = 0;
+                    double k_abs = 0, k_smooth = 0, k_flips = 0, v_abs = 0, v_smooth = 0, v_flips = 0;
                     for (int i = 0; j < L && i < rows; i++) {
                         const double q = fabs(P->qkv_op[(row0 + i) * H3 + hd + e]);
                         const double g = fabs(P->dctx_op[(row0 + i) * H + hd + e]);
                         k_abs += ads[(size_t)i * L + j] * q, k_smooth += dds[(size_t)i * L + j] * q;
                         k_flips += flip[(size_t)i * L + j] * q;
                         v_abs += apd[(size_t)i * L + j] * g;
+                        v_smooth += epd[(size_t)i * L + j] * g, v_flips += pflip[(size_t)i * L + j] * g;
                     }
                     const size_t at_k = (row0 + j) * H3 + H + hd + e, at_v = at_k + H;
                     smooth_tol[at_k] = f * (G(rows) * k_abs + k_smooth);
                     tol[at_k] = smooth_tol[at_k] + f * k_flips;
-                    smooth_tol[at_v] = tol[at_v] = f * G(rows) * v_abs;
+                    smooth_tol[at_v] = f * (G(rows) * v_abs + v_smooth);
+                    tol[at_v] = smooth_tol[at_v] + f * v_flips;
                 }
         }
-        free(ads), free(dds), free(apd), free(ddpd), free(dpd), free(flip);
+        free(ads), free(dds), free(apd), free(ddpd), free(dpd), free(flip), free(epd), free(pflip);
     }
 }
 
@@ -360,7 +378,8 @@ static float *filled(size_t n, float value) {
  * the forward (k_attention_forward_to) also writes ctx16, prefilled with 0x7777: ctx16_ok says
  * whether each sequence's rows there are the GPU's ctx rounded as the CPU rounds (k_to_half) and
  * every other row untouched. */
-typedef struct { float *ctx, *probs, *dqkv, *ctx_without_probs; bool ctx16_ok; } GpuOut;
+/* keeps_probs: k_attention_keeps_probs (else probs holds the backend's own state, not compared) */
+typedef struct { float *ctx, *probs, *dqkv, *ctx_without_probs; bool ctx16_ok, keeps_probs; } GpuOut;
 
 static bool ctx16_is_ctx_rounded(const Problem *P, const AttentionArgs *ga, const float *ctx, const uint16_t *got16) {
     const size_t H = (size_t)P->H, ng = (size_t)P->N * H;
@@ -377,6 +396,10 @@ static bool ctx16_is_ctx_rounded(const Problem *P, const AttentionArgs *ga, cons
     return ok;
 }
 
+/* Which device buffers a case skews: the fp32 ones and ctx16 (the fused kernels then move them a
+ * value at a time), the 16-bit QKV (the fused kernels then do not take the call). */
+enum { SKEW_FLOATS = 1, SKEW_QKV16 = 2 };
+
 /* A device copy of host's bytes, one element of elem bytes past the allocation's start when
  * skewed (release it with skewed_release). */
 static void *skewed_copy_in(const void *host, size_t bytes, size_t elem, bool skewed) {
@@ -392,13 +415,13 @@ static void skewed_release(void *dev, size_t elem, bool skewed) { cuda_release((
 
 static GpuOut gpu_run(const Problem *P, const AttentionArgs *ga, const float *qkv_host, const float *probs_cpu) {
     const size_t nq = (size_t)P->N * 3 * P->H, ng = (size_t)P->N * P->H, np = (size_t)P->c.B * P->c.A * P->c.T * P->c.T;
-    const bool sk = P->skewed;
+    const bool sk = P->skewed & SKEW_FLOATS;
     const size_t F = sizeof(float);
     float *seven_q = filled(nq, 7.0f), *seven_g = filled(ng, 7.0f), *zeros = filled(np, 0.0f);
     float *qkv = skewed_copy_in(qkv_host, F * nq, F, sk), *dctx = skewed_copy_in(P->dctx, F * ng, F, sk);
     float *ctx = skewed_copy_in(seven_g, F * ng, F, sk), *probs = skewed_copy_in(zeros, F * np, F, sk);
     float *dqkv = skewed_copy_in(seven_q, F * nq, F, sk), *cpu_probs = skewed_copy_in(probs_cpu, F * np, F, sk);
-    GpuOut o = {.ctx16_ok = true};
+    GpuOut o = {.ctx16_ok = true, .keeps_probs = CUDA_FN(k_attention_keeps_probs)(ga)};
     if (ga->half) {
         uint16_t *fill16 = malloc(sizeof(uint16_t) * ng), *got16 = malloc(sizeof(uint16_t) * ng);
         for (size_t i = 0; i < ng; i++) fill16[i] = 0x7777;
@@ -418,7 +441,8 @@ static GpuOut gpu_run(const Problem *P, const AttentionArgs *ga, const float *qk
         CUDA_FN(k_attention_forward)(ctx, NULL, qkv, ga);
         o.ctx_without_probs = cuda_copy_out(ctx, ng);
     }
-    CUDA_FN(k_attention_backward)(dqkv, dctx, qkv, cpu_probs, ga);
+    /* from the CPU's probabilities (the backward alone), or from the forward's own state */
+    CUDA_FN(k_attention_backward)(dqkv, dctx, qkv, o.keeps_probs ? cpu_probs : probs, ga);
     o.dqkv = cuda_copy_out(dqkv, nq);
     skewed_release(qkv, F, sk), skewed_release(dctx, F, sk), skewed_release(ctx, F, sk);
     skewed_release(probs, F, sk), skewed_release(dqkv, F, sk), skewed_release(cpu_probs, F, sk);
@@ -428,12 +452,13 @@ static GpuOut gpu_run(const Problem *P, const AttentionArgs *ga, const float *qk
 
 static void free_gpu_out(GpuOut *o) { free(o->ctx), free(o->probs), free(o->dqkv), free(o->ctx_without_probs); }
 
-/* skewed: every device buffer one element past its allocation's alignment, where the fused
- * kernels' 16-byte accesses must not go (the path above runs) */
-static void run_case_on(const Case *c, uint64_t seed, bool skewed) {
+/* skewed (SKEW_*): device buffers one element past their allocations' alignment, where the
+ * fused kernels' 16-byte accesses must not go */
+static void run_case_on(const Case *c, uint64_t seed, int skewed) {
     char name[160];
     describe(c, name, sizeof name);
-    if (skewed) strncat(name, " skewed", sizeof name - strlen(name) - 1);
+    if (skewed & SKEW_FLOATS) strncat(name, " skewed-fp32", sizeof name - strlen(name) - 1);
+    if (skewed & SKEW_QKV16) strncat(name, " skewed-qkv16", sizeof name - strlen(name) - 1);
     Problem P;
     make_problem(&P, c, seed);
     P.skewed = skewed;
@@ -455,7 +480,7 @@ static void run_case_on(const Case *c, uint64_t seed, bool skewed) {
     uint16_t *qkv16_dev = NULL;
     float *nan_qkv = NULL;
     if (c->qkv16) {
-        qkv16_dev = skewed_copy_in(P.qkv16, sizeof(uint16_t) * nq, sizeof(uint16_t), skewed);
+        qkv16_dev = skewed_copy_in(P.qkv16, sizeof(uint16_t) * nq, sizeof(uint16_t), skewed & SKEW_QKV16);
         ga.qkv16 = qkv16_dev;
         nan_qkv = filled(nq, NAN);
     }
@@ -465,10 +490,11 @@ static void run_case_on(const Case *c, uint64_t seed, bool skewed) {
     double *tol_dqkv = calloc(nq, sizeof(double)), *smooth_ctx = calloc(ng, sizeof(double));
     double *smooth_dqkv = calloc(nq, sizeof(double));
     forward_tolerances(&P, probs, tol_ctx, smooth_ctx, tol_probs);
-    backward_tolerances(&P, probs, tol_dqkv, smooth_dqkv);
+    backward_tolerances(&P, probs, g.keeps_probs ? NULL : tol_probs, tol_dqkv, smooth_dqkv);
     double w_ctx, w_probs, w_dqkv, w_np = 0;
     bool ok = within("ctx", ctx, g.ctx, tol_ctx, ng, H, &w_ctx) && g.ctx16_ok;
-    ok &= within("probs", probs, g.probs, tol_probs, np, T, &w_probs);
+    w_probs = 0;
+    if (g.keeps_probs) ok &= within("probs", probs, g.probs, tol_probs, np, T, &w_probs);
     ok &= within("dqkv", dqkv, g.dqkv, tol_dqkv, nq, 3 * H, &w_dqkv);
     if (c->probs_null) {
         ok &= within("ctx (probs NULL)", ctx_np, g.ctx_without_probs, tol_ctx, ng, H, &w_np);
@@ -499,7 +525,7 @@ static void run_case_on(const Case *c, uint64_t seed, bool skewed) {
     CHECKF(ok, "%s", name);
 
     free_gpu_out(&g);
-    if (qkv16_dev) skewed_release(qkv16_dev, sizeof(uint16_t), skewed);
+    if (qkv16_dev) skewed_release(qkv16_dev, sizeof(uint16_t), skewed & SKEW_QKV16);
     free(nan_qkv), free(ctx), free(probs), free(dqkv), free(ctx_np), free(tol_ctx), free(tol_probs), free(tol_dqkv);
     free(smooth_ctx), free(smooth_dqkv);
     free_problem(&P);
@@ -531,7 +557,7 @@ static const Case HALF_SHAPES[] = {
     {2, 200, 12, 64, false, false, false, 0.0f, 0, false, true},
 };
 
-static void run_case(const Case *c, uint64_t seed) { run_case_on(c, seed, false); }
+static void run_case(const Case *c, uint64_t seed) { run_case_on(c, seed, 0); }
 
 static void test_attention_fp32(void) {
     for (size_t k = 0; k < sizeof FP32_CASES / sizeof FP32_CASES[0]; k++) run_case(&FP32_CASES[k], 100 + k);
@@ -580,10 +606,13 @@ static void test_attention_fused_shapes(void) {
 }
 
 /* A fused shape on buffers off the 16-byte alignment (the model's views are 64-byte aligned):
- * results within the CPU's bounds, no misaligned access (the emulator stops at one). */
+ * the fp32 ones (the fused kernels move them a value at a time), and all (the 16-bit QKV too:
+ * the path above); results within the CPU's bounds, no misaligned access (the emulator stops at
+ * one). */
 static void test_attention_fused_skewed(void) {
     const Case c = {2, 33, 2, 32, true, true, true, 0.1f, HALF_BF16, true, false};
-    run_case_on(&c, 470, true);
+    run_case_on(&c, 470, SKEW_FLOATS);
+    run_case_on(&c, 471, SKEW_FLOATS | SKEW_QKV16);
 }
 
 int main(int argc, char **argv) {

@@ -1155,6 +1155,11 @@ void k_attention_forward_to(float *ctx, uint16_t *ctx16, float *probs, const flo
     }
 }
 
+bool k_attention_keeps_probs(const AttentionArgs *a) {
+    (void)a;
+    return true;   /* the backward reads the probabilities; recomputing them would cost T T d a block */
+}
+
 void k_attention_backward(float *dqkv, const float *dctx, const float *qkv, const float *probs, const AttentionArgs *a) {
     const int B = a->B, T = a->T, A = a->A, H = A * a->d, nthreads = omp_get_max_threads();
     const bool parallel = (long)B * A * T * T * a->d >= PARALLEL_MIN_WORK;

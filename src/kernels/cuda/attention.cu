@@ -37,8 +37,9 @@
  * differs. cuBLAS GEMMs are deterministic; everything runs on the default stream.
  *
  * In 16-bit mode with the 16-bit QKV given, BERT_CUDA_ATTENTION=fused runs the same arithmetic as
- * one fused forward kernel and two fused backward kernels instead (below; opt-in until run on a
- * GPU). */
+ * one fused forward kernel and two fused backward kernels instead, which keep each score row's
+ * maximum and 1 / sum in place of its probabilities and recompute them in the backward
+ * (k_attention_keeps_probs false; below; opt-in until run on a GPU). */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <math.h>
@@ -80,6 +81,7 @@ typedef struct {
     const uint8_t *has_holes;
     const uint16_t *qkv16;   /* read in place of qkv (half only) */
     uint16_t *ctx16;         /* forward, half: ctx rounded there too, as it is written; NULL: not */
+    bool vec;                /* fused path: its fp32 activations (and ctx16) 16-byte aligned */
     float scale;             /* 1 / sqrt(d) */
     bool dropout;
     uint32_t threshold;      /* rng_dropout_threshold(p) */
@@ -203,31 +205,53 @@ __global__ static void scatter_dqkv(float *dqkv, const float *dense, Attn a) {
 
 /* ---------------------------------------------------------------- row kernels */
 
+/* The fused path's state for its backward, in the probabilities' buffer ([B A T T] floats, T >= 2):
+ * each score row's scaled maximum and 1 / sum, [B A T][2]. */
+__device__ __forceinline__ static void row_stats_store(float *stats, const Attn &a, int block, int i, float mx,
+                                                       float inv) {
+    float *at = stats + 2 * ((size_t)block * a.T + i);
+    at[0] = mx, at[1] = inv;
+}
+__device__ __forceinline__ static float2 row_stats_load(const float *stats, const Attn &a, int block, int i) {
+    const float *at = stats + 2 * ((size_t)block * a.T + i);
+    return make_float2(at[0], at[1]);
+}
+
+/* Key j's score as the softmax takes it: -inf where masked (probability exactly 0). */
+__device__ __forceinline__ static float masked_score(const Seq &s, int j, float score) {
+    return s.mask && !s.mask[j] ? -INFINITY : score;
+}
+/* The exponential of a masked score less its row's scaled maximum (times the row's 1 / sum: the
+ * probability): the forward's operation, which the fused backward repeats on the same scores for
+ * the same bits (-fmad=false: nothing contracted differently in the two places). */
+__device__ __forceinline__ static float softmax_exp(const Attn &a, float x, float mx) { return expf(x * a.scale - mx); }
+
 /* One warp's score row srow (query i of block `block`, keys < L; L = 0 for rows past the
  * sequence): the CPU's softmax_rows_scaled (masked keys -inf before the maximum, so
  * probability exactly 0; the maximum of the scaled scores is the scaled maximum, as there),
  * the probabilities kept in probs (block (b, h) at (b A + h) T T, row stride L; NULL: not
- * kept), the CPU's dropout, and each dropped probability handed to store(j, value). The
- * exponentials are kept in srow between the passes. */
+ * kept) or the row's scaled maximum and 1 / sum in stats (the fused path's; NULL: not kept),
+ * the CPU's dropout, and each dropped probability handed to store(j, value). The exponentials
+ * are kept in srow between the passes. */
 template <typename Store>
-__device__ static void softmax_row(float *srow, float *probs, const Attn &a, const Seq &s, int block, int i, int L,
-                                   Store store) {
+__device__ static void softmax_row(float *srow, float *probs, float *stats, const Attn &a, const Seq &s, int block,
+                                   int i, int L, Store store) {
     const int lane = threadIdx.x % WARP;
     if (L <= 0) return;
     float mx = -INFINITY;
     for (int j = lane; j < L; j += WARP) {
-        const float x = s.mask && !s.mask[j] ? -INFINITY : srow[j];
+        const float x = masked_score(s, j, srow[j]);
         mx = x > mx ? x : mx;
     }
     mx = warp_max(mx) * a.scale;
     float sum = 0.0f;
     for (int j = lane; j < L; j += WARP) {
-        const float x = s.mask && !s.mask[j] ? -INFINITY : srow[j];
-        const float e = expf(x * a.scale - mx);
+        const float e = softmax_exp(a, masked_score(s, j, srow[j]), mx);
         srow[j] = e;
         sum += e;
     }
     const float inv = 1.0f / warp_sum(sum);
+    if (stats && lane == 0) row_stats_store(stats, a, block, i, mx, inv);
     float *p_out = probs ? probs + (size_t)block * a.T * a.T + (size_t)i * L : NULL;
     for (int j = lane; j < L; j += WARP) {
         const float p = srow[j] * inv;
@@ -248,7 +272,7 @@ __global__ static void softmax_rows(float *probs, void *pd_op, float *scores, At
     const Seq s = sequence(a, b);
     const int L = i < s.rows ? s.L : 0;   /* rows past the sequence: only zeros */
     const size_t orow = row * n;
-    softmax_row(scores + row * n, probs, a, s, block, i, L,
+    softmax_row(scores + row * n, probs, NULL, a, s, block, i, L,
                 [&](int j, float pd) { store_operand(a, pd_op, orow + j, pd); });
     for (int j = L + lane; j < n; j += WARP) store_operand(a, pd_op, orow + j, 0.0f);
 }
@@ -358,11 +382,12 @@ static void weightsT_rows(const Attn &x, float *O, const void *W, const void *Y)
  * arithmetic as the path above: S = Q K^T on tensor cores (wmma, 16-bit operands, fp32 sums)
  * into shared memory, the softmax of softmax_rows on those rows (the same float operations in
  * the same order: its masks, probabilities, dropout counters and rounding of the dropped
- * probabilities), then ctx = P_dropped V on tensor cores, written to ctx's rows. No dense
- * operands, score or probability blocks in device memory, and one launch instead of five.
- * Runs in half mode with the 16-bit QKV activation given, d a multiple of 16 up to 128, T up to
- * 512 (the score rows of a tile fit in shared memory) and the activations 16-byte aligned (the
- * tiles move 16 bytes a thread at a time); otherwise the path above runs.
+ * probabilities), then ctx = P_dropped V on tensor cores, written to ctx's rows. For the
+ * backward it keeps each row's scaled maximum and 1 / sum (row_stats_store), not the
+ * probabilities. No dense operands, score or probability blocks in device memory, and one
+ * launch instead of five. Runs where fused_fits says (half mode with the 16-bit QKV activation
+ * given, d a multiple of 16 up to 128, T from 2 to 512: the score rows of a tile fit in shared
+ * memory); otherwise the path above runs.
  *
  * Not yet verified on a GPU (written after the last device run): it runs only with
  * BERT_CUDA_ATTENTION=fused in the environment until tests/cuda/test_cuda_attention.c has
@@ -406,12 +431,12 @@ __device__ static void load_rows16(uint16_t *dst, const Attn &a, const Seq &s, i
     }
 }
 
-/* softmax_row on one score row in shared memory, the dropped probabilities into prow (16-bit,
- * zero from L to lp). */
-__device__ static void fused_softmax_row(float *srow, uint16_t *prow, float *probs, const Attn &a, const Seq &s,
+/* softmax_row on one score row in shared memory, the row's statistics into stats (unless NULL),
+ * the dropped probabilities into prow (16-bit, zero from L to lp). */
+__device__ static void fused_softmax_row(float *srow, uint16_t *prow, float *stats, const Attn &a, const Seq &s,
                                          int block, int i, int lp) {
     const int lane = threadIdx.x % WARP, L = i < s.rows ? s.L : 0;
-    softmax_row(srow, probs, a, s, block, i, L, [&](int j, float pd) { prow[j] = half_bits(a.mode, pd); });
+    softmax_row(srow, NULL, stats, a, s, block, i, L, [&](int j, float pd) { prow[j] = half_bits(a.mode, pd); });
     for (int j = L + lane; j < lp; j += WARP) prow[j] = 0;
 }
 
@@ -487,30 +512,38 @@ __device__ __forceinline__ static void weights_by_rows(Frag *acc, const uint16_t
 /* A warp's 16 x d results (acc) through stage [16][d] (fp32, shared, the warp's own) into rows
  * r0 .. r0 + 15 of dst (row stride ld): rows from `rows` on are not written, rows from
  * `zero_from` on are written 0; unless dst16 is NULL, each value also rounded (mode) into
- * dst16's same place. Four values a lane at a time (16-byte stores, 8 into dst16): d and ld are
- * multiples of 16 and dst, dst16 16-byte aligned (fused_takes). */
+ * dst16's same place. With vec four values a lane at a time (16-byte stores, 8 into dst16: d
+ * and ld are multiples of 16, dst and dst16 16-byte aligned), else one. */
 __device__ __forceinline__ static void store_warp_rows(float *dst, uint16_t *dst16, HalfMode mode, size_t ld,
                                                        float *stage, Frag *acc, int d, int r0, int rows,
-                                                       int zero_from) {
+                                                       int zero_from, bool vec) {
     using namespace nvcuda;
 #pragma unroll
     for (int n = 0; n < FUSED_MAX_D / 16; n++)
         if (n < d / 16) wmma::store_matrix_sync(stage + n * 16, acc[n], d, wmma::mem_row_major);
     __syncwarp();
-    const unsigned per_row = (unsigned)d / 4;
+    const unsigned width = vec ? 4 : 1, per_row = (unsigned)d / width;
     for (unsigned e = threadIdx.x % WARP; e < 16 * per_row; e += WARP) {
-        const unsigned r = e / per_row, c = 4 * (e - r * per_row);
+        const unsigned r = e / per_row, c = width * (e - r * per_row);
         const int i = r0 + (int)r;
         if (i >= rows) continue;
-        const float4 v = i < zero_from ? ((const float4 *)stage)[e] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        *(float4 *)(dst + (size_t)i * ld + c) = v;
-        if (dst16) *(uint2 *)(dst16 + (size_t)i * ld + c) = make_uint2(half_pair(mode, v.x, v.y), half_pair(mode, v.z, v.w));
+        float *out = dst + (size_t)i * ld + c;
+        uint16_t *out16 = dst16 ? dst16 + (size_t)i * ld + c : NULL;
+        if (vec) {
+            const float4 v = i < zero_from ? ((const float4 *)stage)[e] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            *(float4 *)out = v;
+            if (out16) *(uint2 *)out16 = make_uint2(half_pair(mode, v.x, v.y), half_pair(mode, v.z, v.w));
+        } else {
+            const float v = i < zero_from ? stage[e] : 0.0f;
+            *out = v;
+            if (out16) *out16 = half_bits(mode, v);
+        }
     }
     __syncwarp();   /* the staging may be reused next */
 }
 
 template <typename T16>
-__global__ static void __launch_bounds__(FUSED_WARPS *WARP) fused_forward(float *ctx, float *probs, Attn a,
+__global__ static void __launch_bounds__(FUSED_WARPS *WARP) fused_forward(float *ctx, float *stats, Attn a,
                                                                           int max_lp) {
     using namespace nvcuda;
     extern __shared__ __align__(128) unsigned char smem[];
@@ -526,14 +559,14 @@ __global__ static void __launch_bounds__(FUSED_WARPS *WARP) fused_forward(float 
     rows_by_keys<T16>(scores, q, kv, a, s, h, 1, lp);   /* S = Q K^T */
     __syncwarp();
     for (int r = warp * 16; r < warp * 16 + 16; r++)   /* each warp its own 16 rows */
-        fused_softmax_row(scores + r * lp, pd + r * lp, probs, a, s, block, r0 + r, lp);
+        fused_softmax_row(scores + r * lp, pd + r * lp, stats, a, s, block, r0 + r, lp);
     Frag out[FUSED_MAX_D / 16];
     weights_by_rows<T16>(out, pd, kv, a, s, h, 2, lp);   /* ctx = P_dropped V */
     /* this warp's staging rows: the score rows there are done (read before the product's first
      * barrier; with lp 0 none is read) */
     const size_t at = s.row0 * a.H + (size_t)h * d;
     store_warp_rows(ctx + at, a.ctx16 ? a.ctx16 + at : NULL, a.mode, a.H, scores + warp * 16 * d, out, d,
-                    r0 + warp * 16, s.rows, s.rows);
+                    r0 + warp * 16, s.rows, s.rows, a.vec);
 }
 
 /* Whether the fused kernels take this call (see above). */
@@ -545,13 +578,38 @@ static bool fused_wanted(void) {
     }
     return wanted;
 }
-/* out and in: the fp32 activations the kernels write and read (ctx; dqkv and dctx), accessed 16
- * bytes at a time as qkv16 and ctx16 are (the model's views are 64-byte aligned). */
+
 static bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
-static bool fused_takes(const Attn &x, const float *out, const float *in) {
-    return fused_wanted() && x.half && x.qkv16 && x.d % 16 == 0 && x.d <= FUSED_MAX_D && x.T <= FUSED_MAX_T &&
-           aligned16(x.qkv16) && aligned16(x.ctx16) && aligned16(out) && aligned16(in);
+
+/* The most dynamic shared memory a block may be given on this device (227 KiB on sm_90, 163 on
+ * sm_80). */
+static size_t shared_memory_limit(void) {
+    static int limit = -1;
+    if (limit < 0) {
+        int device = 0;
+        CUDA_CHECK(cudaGetDevice(&device));
+        CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    }
+    return (size_t)limit;
 }
+
+static size_t fused_rows_smem_bytes(int max_lp, int d);
+static size_t fused_keys_smem_bytes(int d);
+
+/* The fused path's conditions, on the arguments alone (the forward and the backward must decide
+ * alike: the forward's state is the backward's): half with the 16-bit QKV given 16-byte aligned
+ * (its tiles move 16 bytes at a time), d a multiple of 16 up to 128, T from 2 (the state, two
+ * floats a row, fits in the probabilities' T T floats a block) to 512, and every kernel's
+ * shared memory within the device's. */
+static bool fused_fits(bool half, const uint16_t *qkv16, int d, int T) {
+    if (!half || !qkv16 || !aligned16(qkv16) || d % 16 || d > FUSED_MAX_D || T < 2 || T > FUSED_MAX_T) return false;
+    const int max_lp = round_to_keys(T);
+    size_t most = fused_smem_bytes(max_lp, d);
+    if (fused_rows_smem_bytes(max_lp, d) > most) most = fused_rows_smem_bytes(max_lp, d);
+    if (fused_keys_smem_bytes(d) > most) most = fused_keys_smem_bytes(d);
+    return most <= shared_memory_limit();
+}
+static bool fused_takes(const Attn &x) { return fused_wanted() && fused_fits(x.half, x.qkv16, x.d, x.T); }
 
 /* kernel's dynamic shared memory raised to bytes where past the default 48 KiB (once per size
  * reached; *allowed: what the kernel has been given so far). */
@@ -563,20 +621,23 @@ template <typename Kernel> static void allow_shared_memory(Kernel kernel, size_t
 
 static size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
-template <typename T16> static void launch_fused(float *ctx, float *probs, const Attn &x) {
+template <typename T16> static void launch_fused(float *ctx, float *stats, const Attn &x) {
     const int max_lp = round_to_keys(x.T);
     const size_t bytes = fused_smem_bytes(max_lp, x.d);
     static size_t allowed = 48 << 10;
     allow_shared_memory(fused_forward<T16>, bytes, &allowed);
     const dim3 grid((unsigned)(x.B * x.A), (unsigned)((x.T + FUSED_ROWS - 1) / FUSED_ROWS));
-    fused_forward<T16><<<grid, FUSED_WARPS * WARP, bytes>>>(ctx, probs, x, max_lp);
+    fused_forward<T16><<<grid, FUSED_WARPS * WARP, bytes>>>(ctx, stats, x, max_lp);
     CUDA_LAUNCHED();
 }
 
+/* probs: where the forward leaves its state (each row's statistics), NULL: none kept */
 static bool fused_forward_ran(float *ctx, float *probs, const Attn &x) {
-    if (!fused_takes(x, ctx, NULL)) return false;
-    if (Wmma16<__half>::ok(x.mode)) launch_fused<__half>(ctx, probs, x);
-    else launch_fused<__nv_bfloat16>(ctx, probs, x);
+    if (!fused_takes(x)) return false;
+    Attn v = x;
+    v.vec = aligned16(ctx) && aligned16(x.ctx16);
+    if (Wmma16<__half>::ok(x.mode)) launch_fused<__half>(ctx, probs, v);
+    else launch_fused<__nv_bfloat16>(ctx, probs, v);
     return true;
 }
 
@@ -584,28 +645,40 @@ static bool fused_forward_ran(float *ctx, float *probs, const Attn &x) {
  *
  * The backward in two kernels with the arithmetic of the path above (every operand rounded as
  * the CPU rounds it, fp32 sums on tensor cores through wmma, softmax_backward_rows' float
- * operations on each score row) and without its gathers, dense fp32 blocks and scatters:
+ * operations on each score row) and without its gathers, dense blocks and scatters, nor the
+ * probabilities: the forward kept each score row's scaled maximum and 1 / sum (8 bytes a row,
+ * in the probabilities' buffer), and both kernels recompute S = Q K^T with the forward's wmma
+ * sums and P = expf(s scale - max) / sum with the forward's operations, so the forward's
+ * probabilities, bit for bit:
  *
- *   rows   one thread block per (block (b, h), tile of FUSED_ROWS query rows): dP = dctx V^T
- *          into shared memory, each row's dropout and dS as softmax_backward_rows computes
- *          them, the dropped probabilities and dS stored as 16-bit dense blocks [B A][np][np]
- *          (the keys kernel sums them over every query row), and dQ = dS K into dqkv's Q rows;
- *   keys   one thread block per (block (b, h), tile of FUSED_ROWS key rows): dV = P_dropped^T
- *          dctx and dK = dS^T Q over the sequence's query rows in 16-row steps (a fixed order:
- *          no atomics), into dqkv's K and V rows (0 for keys from kv_len on).
+ *   rows   one thread block per (block (b, h), tile of FUSED_ROWS query rows): S and dP =
+ *          dctx V^T into shared memory, each row's P, dropout, sum(P dP) (kept for the keys
+ *          kernel, 4 bytes a row) and dS as softmax_backward_rows computes them, and dQ = dS K
+ *          into dqkv's Q rows;
+ *   keys   one thread block per (block (b, h), tile of FUSED_ROWS key rows), each warp 16 keys:
+ *          over the sequence's query rows, FUSED_KEYS at a time, the tile's S and dP for its
+ *          keys, P, the dropout and dS from the rows kernel's sums, then dV += P_dropped^T dctx
+ *          and dK += dS^T Q in 16-row steps (a fixed order: no atomics), into dqkv's K and V
+ *          rows (0 for keys from kv_len on).
  *
- * The rows kernel writes its tiles' dense rows up to lp (kv_len rounded up to FUSED_KEYS: zeros
- * past kv_len, whole rows of zeros past the sequence); the keys kernel reads rows below the
- * sequence's length rounded up to 16 (inside the rows kernel's tiles) and, for key slices that
- * start below kv_len, columns below kv_len rounded up to 16 (below lp): nothing unwritten, the
- * zero padding meeting zero Q and dctx rows. Same conditions and switch as the fused forward;
- * like it, not yet run on a GPU. */
+ * Per score element nothing goes through device memory (the dense blocks took 16 bytes each:
+ * the probabilities written and read, P_dropped and dS written and read); S and dP are computed
+ * twice (tensor cores' time, not memory's). A key's S in the keys kernel is the rows kernel's
+ * sum (the same fragments' layout, the same k order). Same conditions and switch as the fused
+ * forward; like it, not yet run on a GPU. */
 
 /* rows [r0, r0 + count) of dctx's head h rounded to 16 bits into dst [count][d], rows past the
- * sequence zero (gather_operands' part 3). Eight values a thread at a time (two 16-byte loads,
- * one 16-byte store): dctx 16-byte aligned (fused_takes). */
+ * sequence zero (gather_operands' part 3). With a.vec eight values a thread at a time (two
+ * 16-byte loads, one 16-byte store), else one. */
 __device__ static void load_dctx16(uint16_t *dst, const float *dctx, const Attn &a, const Seq &s, int h, int r0,
                                    int count) {
+    if (!a.vec) {
+        for (int e = threadIdx.x; e < count * a.d; e += blockDim.x) {
+            const int r = e / a.d, c = e - r * a.d, i = r0 + r;
+            dst[e] = i < s.rows ? half_bits(a.mode, dctx[(s.row0 + i) * a.H + (size_t)h * a.d + c]) : 0;
+        }
+        return;
+    }
     const unsigned per_row = (unsigned)a.d / 8, n = (unsigned)count * per_row;
     for (unsigned e = threadIdx.x; e < n; e += blockDim.x) {
         const unsigned r = e / per_row, c = e - r * per_row;
@@ -621,75 +694,133 @@ __device__ static void load_dctx16(uint16_t *dst, const float *dctx, const Attn 
     }
 }
 
-/* softmax_backward_rows on one row: grow holds dP (fp32, shared), overwritten by the dropped
- * dP; the dropped probabilities into pd_out and dS into ds_row (shared) and ds_out, all 16-bit,
- * zero from L to lp. */
-__device__ static void fused_softmax_backward_row(float *grow, uint16_t *ds_row, uint16_t *pd_out, uint16_t *ds_out,
-                                                  const float *probs, const Attn &a, const Seq &s, int block, int i,
-                                                  int lp) {
+/* Key j's dS and dropped probability for query row i (keys < L) from its score and dP:
+ * softmax_backward_row's operations, P recomputed from the row's statistics. */
+__device__ __forceinline__ static void score_gradient(float *pd, float *ds, const Attn &a, const Seq &s, int block,
+                                                      int i, int j, float score, float dp, float2 st, float dot) {
+    const float p = softmax_exp(a, masked_score(s, j, score), st.x) * st.y;
+    float g = dp, dropped = p;
+    if (a.dropout) {
+        const bool keep = kept(a, block, i, j);
+        g = keep ? g * a.keep_scale : 0.0f;
+        dropped = keep ? p * a.keep_scale : 0.0f;
+    }
+    *pd = dropped;
+    *ds = p * (g - dot) * a.scale;
+}
+
+/* One query row of the rows kernel: srow holds S, grow dP (fp32, shared); P recomputed into srow
+ * and the dropped dP into grow, sum(P dP) into dots, dS into ds_row (16-bit, shared, zero from L
+ * to lp). */
+__device__ static void fused_backward_row(float *srow, float *grow, uint16_t *ds_row, float *dots, const float *stats,
+                                          const Attn &a, const Seq &s, int block, int i, int lp) {
     const int lane = threadIdx.x % WARP, L = i < s.rows ? s.L : 0;
-    softmax_backward_row(
-        grow, probs, a, block, i, L, [&](int j, float pd) { pd_out[j] = half_bits(a.mode, pd); },
-        [&](int j, float ds) {
-            const uint16_t bits = half_bits(a.mode, ds);
-            ds_row[j] = bits;
-            ds_out[j] = bits;
-        });
-    for (int j = L + lane; j < lp; j += WARP) ds_row[j] = 0, pd_out[j] = 0, ds_out[j] = 0;
+    if (L > 0) {
+        const float2 st = row_stats_load(stats, a, block, i);
+        float dot = 0.0f;
+        for (int j = lane; j < L; j += WARP) {
+            const float p = softmax_exp(a, masked_score(s, j, srow[j]), st.x) * st.y;
+            float g = grow[j];
+            if (a.dropout) g = kept(a, block, i, j) ? g * a.keep_scale : 0.0f;
+            srow[j] = p, grow[j] = g;
+            dot += p * g;
+        }
+        dot = warp_sum(dot);
+        if (lane == 0) dots[(size_t)block * a.T + i] = dot;
+        for (int j = lane; j < L; j += WARP) ds_row[j] = half_bits(a.mode, srow[j] * (grow[j] - dot) * a.scale);
+    }
+    for (int j = L + lane; j < lp; j += WARP) ds_row[j] = 0;
+}
+
+/* Shared memory of the rows kernel: S then P [FUSED_ROWS][max_lp] and dP [FUSED_ROWS][max_lp or
+ * d] (fp32; dP's rows later the staging of dQ), dS [FUSED_ROWS][max_lp], Q and dctx
+ * [FUSED_ROWS][d], a K or V tile [FUSED_KEYS][d] (16-bit). */
+static size_t fused_rows_smem_bytes(int max_lp, int d) {
+    return sizeof(float) * ((size_t)FUSED_ROWS * max_lp + fused_scores_floats(max_lp, d)) +
+           sizeof(uint16_t) * ((size_t)FUSED_ROWS * max_lp + (size_t)(2 * FUSED_ROWS + FUSED_KEYS) * d);
 }
 
 template <typename T16>
 __global__ static void __launch_bounds__(FUSED_WARPS *WARP)
-    fused_backward_rows(float *dqkv, uint16_t *pd_dense, uint16_t *ds_dense, const float *dctx, const float *probs,
-                        Attn a, int max_lp, int np) {
+    fused_backward_rows(float *dqkv, float *dots, const float *dctx, const float *stats, Attn a, int max_lp) {
     using namespace nvcuda;
     extern __shared__ __align__(128) unsigned char smem[];
     const int block = blockIdx.x, b = block / a.A, h = block % a.A, r0 = blockIdx.y * FUSED_ROWS;
     const Seq s = sequence(a, b);
     if (r0 >= s.rows) return;
     const int warp = threadIdx.x / WARP, d = a.d, lp = round_to_keys(s.L);
-    float *dp = (float *)smem;   /* [FUSED_ROWS][lp], later [FUSED_ROWS][d] */
+    float *sp = (float *)smem;                            /* [FUSED_ROWS][lp] */
+    float *dp = sp + (size_t)FUSED_ROWS * max_lp;         /* [FUSED_ROWS][lp], later [FUSED_ROWS][d] */
     uint16_t *ds = (uint16_t *)(dp + fused_scores_floats(max_lp, d));   /* [FUSED_ROWS][lp] */
-    uint16_t *g = ds + (size_t)FUSED_ROWS * max_lp, *kv = g + (size_t)FUSED_ROWS * d;
+    uint16_t *q = ds + (size_t)FUSED_ROWS * max_lp, *g = q + (size_t)FUSED_ROWS * d, *kv = g + (size_t)FUSED_ROWS * d;
 
+    load_rows16(q, a, s, h, 0, r0, FUSED_ROWS, s.rows);
     load_dctx16(g, dctx, a, s, h, r0, FUSED_ROWS);
+    rows_by_keys<T16>(sp, q, kv, a, s, h, 1, lp);   /* S = Q K^T, as the forward */
     rows_by_keys<T16>(dp, g, kv, a, s, h, 2, lp);   /* dP = dctx V^T */
     __syncwarp();
-    uint16_t *pd_block = pd_dense + (size_t)block * np * np, *ds_block = ds_dense + (size_t)block * np * np;
     for (int r = warp * 16; r < warp * 16 + 16; r++)   /* each warp its own 16 rows */
-        fused_softmax_backward_row(dp + r * lp, ds + r * lp, pd_block + (size_t)(r0 + r) * np,
-                                   ds_block + (size_t)(r0 + r) * np, probs, a, s, block, r0 + r, lp);
+        fused_backward_row(sp + r * lp, dp + r * lp, ds + r * lp, dots, stats, a, s, block, r0 + r, lp);
     Frag out[FUSED_MAX_D / 16];
     weights_by_rows<T16>(out, ds, kv, a, s, h, 1, lp);   /* dQ = dS K */
     /* this warp's staging rows: the dP rows there are done (read before the product's first
      * barrier; with lp 0 none is read) */
     store_warp_rows(dqkv + s.row0 * 3 * a.H + (size_t)h * d, NULL, a.mode, 3 * (size_t)a.H, dp + warp * 16 * d, out,
-                    d, r0 + warp * 16, s.rows, s.rows);
+                    d, r0 + warp * 16, s.rows, s.rows, a.vec);
 }
 
-/* Shared memory of the keys kernel: Q and dctx tiles [FUSED_KEYS][d] (16-bit), the staging of
- * dK or dV [FUSED_ROWS][d] (fp32). */
+/* Shared memory of the keys kernel: S and dP tiles [FUSED_KEYS][FUSED_ROWS] and the staging of
+ * dK or dV [FUSED_ROWS][d] (fp32); P_dropped and dS tiles [FUSED_KEYS][FUSED_ROWS], the block's K
+ * and V rows [FUSED_ROWS][d], Q and dctx tiles [FUSED_KEYS][d] (16-bit). */
 static size_t fused_keys_smem_bytes(int d) {
-    return sizeof(uint16_t) * 2 * FUSED_KEYS * (size_t)d + sizeof(float) * FUSED_ROWS * (size_t)d;
+    return sizeof(float) * (2 * (size_t)FUSED_KEYS * FUSED_ROWS + (size_t)FUSED_ROWS * d) +
+           sizeof(uint16_t) * (2 * (size_t)FUSED_KEYS * FUSED_ROWS + 2 * (size_t)(FUSED_ROWS + FUSED_KEYS) * d);
+}
+
+/* A warp's 16 keys' scores (rows of part 0, Q) or dP (rows dctx, part 2 V) for `tiles` x 16
+ * query rows: out [tiles 16][FUSED_ROWS] fp32 at the warp's 16 columns = rows [.][d] (16-bit)
+ * times the transposed key rows keys [16][d] (16-bit), fragments as rows_by_keys lays them. */
+template <typename T16>
+__device__ __forceinline__ static void tile_by_keys(float *out, const uint16_t *rows, const uint16_t *keys, int d,
+                                                    int tiles) {
+    using namespace nvcuda;
+    const int warp = threadIdx.x / WARP;
+    for (int t = 0; t < tiles; t++) {
+        Frag acc;
+        wmma::fill_fragment(acc, 0.0f);
+#pragma unroll
+        for (int k = 0; k < FUSED_MAX_D / 16; k++) {
+            if (k >= d / 16) continue;
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, T16, wmma::row_major> ra;
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, T16, wmma::col_major> kb;
+            wmma::load_matrix_sync(ra, (const T16 *)rows + t * 16 * d + k * 16, d);
+            wmma::load_matrix_sync(kb, (const T16 *)keys + k * 16, d);
+            wmma::mma_sync(acc, ra, kb, acc);
+        }
+        wmma::store_matrix_sync(out + t * 16 * FUSED_ROWS + warp * 16, acc, FUSED_ROWS, wmma::mem_row_major);
+    }
 }
 
 template <typename T16>
 __global__ static void __launch_bounds__(FUSED_WARPS *WARP)
-    fused_backward_keys(float *dqkv, const uint16_t *pd_dense, const uint16_t *ds_dense, const float *dctx, Attn a,
-                        int np) {
+    fused_backward_keys(float *dqkv, const float *dctx, const float *stats, const float *dots, Attn a) {
     using namespace nvcuda;
     extern __shared__ __align__(128) unsigned char smem[];
     const int block = blockIdx.x, b = block / a.A, h = block % a.A, j0 = blockIdx.y * FUSED_ROWS;
     const Seq s = sequence(a, b);
     if (j0 >= s.rows) return;
-    const int warp = threadIdx.x / WARP, d = a.d, wj0 = j0 + warp * 16;
+    const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP, d = a.d, wj0 = j0 + warp * 16;
     const bool active = wj0 < s.L;   /* keys from kv_len on got no attention: dK = dV = 0 */
-    uint16_t *q = (uint16_t *)smem, *g = q + (size_t)FUSED_KEYS * d;   /* [FUSED_KEYS][d] each */
-    float *stage = (float *)(g + (size_t)FUSED_KEYS * d) + warp * 16 * d;
+    float *st = (float *)smem, *dpt = st + FUSED_KEYS * FUSED_ROWS;   /* [FUSED_KEYS][FUSED_ROWS] each */
+    float *stage = dpt + FUSED_KEYS * FUSED_ROWS + warp * 16 * d;     /* [16][d] a warp */
+    uint16_t *pdt = (uint16_t *)(dpt + FUSED_KEYS * FUSED_ROWS + (size_t)FUSED_ROWS * d);
+    uint16_t *dst = pdt + FUSED_KEYS * FUSED_ROWS;                    /* [FUSED_KEYS][FUSED_ROWS] each */
+    uint16_t *kk = dst + FUSED_KEYS * FUSED_ROWS, *vv = kk + (size_t)FUSED_ROWS * d;   /* [FUSED_ROWS][d] each */
+    uint16_t *q = vv + (size_t)FUSED_ROWS * d, *g = q + (size_t)FUSED_KEYS * d;        /* [FUSED_KEYS][d] each */
     const T16 *q16 = (const T16 *)q, *g16 = (const T16 *)g;
-    const T16 *pd_block = (const T16 *)pd_dense + (size_t)block * np * np + wj0;
-    const T16 *ds_block = (const T16 *)ds_dense + (size_t)block * np * np + wj0;
 
+    load_rows16(kk, a, s, h, 1, j0, FUSED_ROWS, s.L);
+    load_rows16(vv, a, s, h, 2, j0, FUSED_ROWS, s.L);
     Frag dk[FUSED_MAX_D / 16], dv[FUSED_MAX_D / 16];
 #pragma unroll
     for (int n = 0; n < FUSED_MAX_D / 16; n++)
@@ -702,49 +833,63 @@ __global__ static void __launch_bounds__(FUSED_WARPS *WARP)
         load_dctx16(g, dctx, a, s, h, i0, FUSED_KEYS);
         __syncthreads();
         if (!active) continue;
-        for (int k = 0; k < FUSED_KEYS && i0 + k < rows16; k += 16) {
-            /* P_dropped^T and dS^T [16 keys][16 query rows]: the dense rows read as columns */
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, T16, wmma::col_major> pt, st;
-            wmma::load_matrix_sync(pt, pd_block + (size_t)(i0 + k) * np, np);
-            wmma::load_matrix_sync(st, ds_block + (size_t)(i0 + k) * np, np);
+        const int tiles = (rows16 - i0 < FUSED_KEYS ? rows16 - i0 : FUSED_KEYS) / 16;
+        tile_by_keys<T16>(st, q, kk + warp * 16 * d, d, tiles);    /* S, as the forward */
+        tile_by_keys<T16>(dpt, g, vv + warp * 16 * d, d, tiles);   /* dP */
+        __syncwarp();
+        for (int e = lane; e < tiles * 16 * 16; e += WARP) {   /* the warp's [tiles 16][16] */
+            const int r = e / 16, c = e % 16, i = i0 + r, j = wj0 + c, at = r * FUSED_ROWS + warp * 16 + c;
+            float pd = 0.0f, ds = 0.0f;
+            if (i < s.rows && j < s.L)
+                score_gradient(&pd, &ds, a, s, block, i, j, st[at], dpt[at], row_stats_load(stats, a, block, i),
+                               dots[(size_t)block * a.T + i]);
+            pdt[at] = half_bits(a.mode, pd), dst[at] = half_bits(a.mode, ds);
+        }
+        __syncwarp();
+        for (int t = 0; t < tiles; t++) {
+            /* P_dropped^T and dS^T [16 keys][16 query rows]: the tiles' rows read as columns */
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, T16, wmma::col_major> pt, sT;
+            wmma::load_matrix_sync(pt, (const T16 *)pdt + t * 16 * FUSED_ROWS + warp * 16, FUSED_ROWS);
+            wmma::load_matrix_sync(sT, (const T16 *)dst + t * 16 * FUSED_ROWS + warp * 16, FUSED_ROWS);
 #pragma unroll
             for (int n = 0; n < FUSED_MAX_D / 16; n++) {
                 if (n >= d / 16) continue;
                 wmma::fragment<wmma::matrix_b, 16, 16, 16, T16, wmma::row_major> gb, qb;
-                wmma::load_matrix_sync(gb, g16 + k * d + n * 16, d);
-                wmma::load_matrix_sync(qb, q16 + k * d + n * 16, d);
+                wmma::load_matrix_sync(gb, g16 + t * 16 * d + n * 16, d);
+                wmma::load_matrix_sync(qb, q16 + t * 16 * d + n * 16, d);
                 wmma::mma_sync(dv[n], pt, gb, dv[n]);
-                wmma::mma_sync(dk[n], st, qb, dk[n]);
+                wmma::mma_sync(dk[n], sT, qb, dk[n]);
             }
         }
     }
     /* dK and dV of the keys from kv_len on: 0 */
     float *key_rows = dqkv + s.row0 * 3 * a.H + (size_t)h * d;
-    store_warp_rows(key_rows + 2 * (size_t)a.H, NULL, a.mode, 3 * (size_t)a.H, stage, dv, d, wj0, s.rows, s.L);
-    store_warp_rows(key_rows + a.H, NULL, a.mode, 3 * (size_t)a.H, stage, dk, d, wj0, s.rows, s.L);
+    store_warp_rows(key_rows + 2 * (size_t)a.H, NULL, a.mode, 3 * (size_t)a.H, stage, dv, d, wj0, s.rows, s.L, a.vec);
+    store_warp_rows(key_rows + a.H, NULL, a.mode, 3 * (size_t)a.H, stage, dk, d, wj0, s.rows, s.L, a.vec);
 }
 
 template <typename T16>
-static void launch_fused_backward(float *dqkv, const float *dctx, const float *probs, const Attn &x) {
-    const int max_lp = round_to_keys(x.T), np = max_lp;
-    const size_t dense = aligned(sizeof(uint16_t) * (size_t)x.B * x.A * np * np);
-    char *w = (char *)cuda_scratch(3, 2 * dense);   /* slot 3: P_dropped and dS, as the path above */
-    uint16_t *pd = (uint16_t *)w, *ds = (uint16_t *)(w + dense);
-    const size_t rows_bytes = fused_smem_bytes(max_lp, x.d), keys_bytes = fused_keys_smem_bytes(x.d);
+static void launch_fused_backward(float *dqkv, const float *dctx, const float *stats, const Attn &x) {
+    const int max_lp = round_to_keys(x.T);
+    float *dots = (float *)cuda_scratch(3, sizeof(float) * (size_t)x.B * x.A * x.T);   /* slot 3: sum(P dP) a row */
+    const size_t rows_bytes = fused_rows_smem_bytes(max_lp, x.d), keys_bytes = fused_keys_smem_bytes(x.d);
     static size_t rows_allowed = 48 << 10, keys_allowed = 48 << 10;
     allow_shared_memory(fused_backward_rows<T16>, rows_bytes, &rows_allowed);
     allow_shared_memory(fused_backward_keys<T16>, keys_bytes, &keys_allowed);
     const dim3 grid((unsigned)(x.B * x.A), (unsigned)((x.T + FUSED_ROWS - 1) / FUSED_ROWS));
-    fused_backward_rows<T16><<<grid, FUSED_WARPS * WARP, rows_bytes>>>(dqkv, pd, ds, dctx, probs, x, max_lp, np);
+    fused_backward_rows<T16><<<grid, FUSED_WARPS * WARP, rows_bytes>>>(dqkv, dots, dctx, stats, x, max_lp);
     CUDA_LAUNCHED();
-    fused_backward_keys<T16><<<grid, FUSED_WARPS * WARP, keys_bytes>>>(dqkv, pd, ds, dctx, x, np);
+    fused_backward_keys<T16><<<grid, FUSED_WARPS * WARP, keys_bytes>>>(dqkv, dctx, stats, dots, x);
     CUDA_LAUNCHED();
 }
 
+/* probs: the fused forward's state (each row's statistics) */
 static bool fused_backward_ran(float *dqkv, const float *dctx, const float *probs, const Attn &x) {
-    if (!fused_takes(x, dqkv, dctx)) return false;
-    if (Wmma16<__half>::ok(x.mode)) launch_fused_backward<__half>(dqkv, dctx, probs, x);
-    else launch_fused_backward<__nv_bfloat16>(dqkv, dctx, probs, x);
+    if (!fused_takes(x)) return false;
+    Attn v = x;
+    v.vec = aligned16(dqkv) && aligned16(dctx);
+    if (Wmma16<__half>::ok(x.mode)) launch_fused_backward<__half>(dqkv, dctx, probs, v);
+    else launch_fused_backward<__nv_bfloat16>(dqkv, dctx, probs, v);
     return true;
 }
 
@@ -762,6 +907,7 @@ static Attn attn_from(const AttentionArgs *a) {
     x.seq_rows = (const int32_t *)cuda_stage(7, a->seq_rows, sizeof(int32_t) * a->B);
     x.qkv16 = a->half ? a->qkv16 : NULL;
     x.ctx16 = NULL;
+    x.vec = false;
     x.scale = 1.0f / sqrtf((float)a->d);
     x.dropout = a->dropout_p > 0.0f;
     x.threshold = rng_dropout_threshold(a->dropout_p);
@@ -813,6 +959,10 @@ extern "C" void k_attention_forward_to(float *ctx, uint16_t *ctx16, float *probs
     weights_rows(x, ctx_dense, pd, operand_part(x, ops, 2));   /* ctx = P_dropped V */
     scatter_ctx<<<dense_grid(x, 1), DENSE_THREADS>>>(ctx, ctx_dense, x);
     CUDA_LAUNCHED();
+}
+
+extern "C" bool k_attention_keeps_probs(const AttentionArgs *a) {
+    return !(fused_wanted() && fused_fits(a->half, a->half ? a->qkv16 : NULL, a->d, a->T));
 }
 
 extern "C" void k_attention_forward(float *ctx, float *probs, const float *qkv, const AttentionArgs *a) {
