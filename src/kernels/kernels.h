@@ -326,8 +326,9 @@ void k_attention_backward(float *dqkv, const float *dctx, const float *qkv, cons
 /* Whether k_attention_forward leaves a's probabilities in probs (the CPU backend: always) or a
  * state of the backend's own (the CUDA backend's fused attention: each score row's maximum and
  * 1 / sum, recomputing the probabilities in the backward rather than writing and reading them).
- * The backward reads probs as the forward left it either way; tests compare it where it holds
- * the probabilities. */
+ * Either way the backward takes probs as that backend's forward left it, with the forward's
+ * arguments and qkv (qkv16) unchanged since; tests compare probs where it holds the
+ * probabilities. */
 bool k_attention_keeps_probs(const AttentionArgs *a);
 
 /* Softmax cross-entropy over rows of logits [*, V]. row_index maps compact row k to the

@@ -168,6 +168,14 @@ static double spacing(int half, double x) {
     return half == HALF_FP16 ? ldexp(fabs(x), -10) + ldexp(1.0, -24) : ldexp(fabs(x), -7);
 }
 
+/* Whether a value within e of x may round to 16 bits (half) other than x does: x - e or x + e
+ * rounds elsewhere. */
+static bool may_round_apart(int half, float x, double e) {
+    if (half < 0) return false;
+    const float r = host_round((HalfMode)half, x);
+    return host_round((HalfMode)half, (float)(x - e)) != r || host_round((HalfMode)half, (float)(x + e)) != r;
+}
+
 static bool host_kept(const Problem *P, int block, int i, int j) {
     const uint32_t base = (uint32_t)(((size_t)block * P->c.T + i) * P->c.T);
     return rng_bits32(P->args.dropout_key, base + (uint32_t)j) >= P->threshold;
@@ -258,9 +266,10 @@ static void forward_tolerances(const Problem *P, const float *probs, double *tol
  *   dV_jc = sum_i pd16_ij g_ic: pd16 the same on both sides: G(rows) sum_i |pd16 g|;
  *   dK, dV of keys from kv_len on: exactly 0.
  * Where the GPU recomputes P from its forward's state (tol_p not NULL: the forward's bound on p,
- * tol_probs), its p differs from the CPU's by e = tol_p / 2 (forward_tolerances' margin taken
- * out): dot by sum_j e |dPd| more, dS by e |dPd - dot| scale more, and dV by the dropped e's
- * sum, sum_i e_ij ks |g_ic|, and a flip of each pd16 (spacing(pd) |g_ic|). */
+ * tol_probs), its p differs from the CPU's by e = tol_p / exact_factor (forward_tolerances' margin
+ * taken out): dot by sum_j e |dPd| more, dS by e |dPd - dot| scale more, and dV by the dropped
+ * e's sum, sum_i e_ij ks |g_ic|, and by spacing(pd) |g_ic| where pd16 may round the other way
+ * (pd within e ks of a rounding boundary: rounding pd -/+ e ks moves it). */
 static void backward_tolerances(const Problem *P, const float *probs, const double *tol_p, double *tol,
                                 double *smooth_tol) {
     const Case *c = &P->c;
@@ -279,7 +288,7 @@ static void backward_tolerances(const Problem *P, const float *probs, const doub
             for (int i = 0; i < rows; i++) {
                 const float *g = P->dctx_op + (row0 + i) * H + hd, *p = probs + (size_t)block * T * T + (size_t)i * L;
                 double dot = 0, dot_abs = 0, ddot = 0;
-                const double *ep = tol_p ? tol_p + (size_t)block * T * T + (size_t)i * L : NULL;
+                const double *ep = tol_p && f > 0 ? tol_p + (size_t)block * T * T + (size_t)i * L : NULL;
                 for (int j = 0; j < L; j++) {
                     const float *v = P->qkv_op + (row0 + j) * H3 + 2 * H + hd;
                     double s = 0, sa = 0;
@@ -288,17 +297,18 @@ static void backward_tolerances(const Problem *P, const float *probs, const doub
                     const double ks = c->dropout > 0 ? P->keep_scale : 1.0;
                     dpd[j] = keep ? s * ks : 0;
                     ddpd[j] = keep ? ks * G(d) * sa + 2 * U * fabs(dpd[j]) : 0;
-                    const double e = ep ? ep[j] / 2 : 0;
+                    const double e = ep ? ep[j] / f : 0;
                     dot += p[j] * dpd[j], dot_abs += p[j] * fabs(dpd[j]), ddot += p[j] * ddpd[j] + e * fabs(dpd[j]);
                     const float pd = dropped(P, block, i, j, p[j]);
                     apd[(size_t)i * L + j] = fabs(half >= 0 ? host_round((HalfMode)half, pd) : pd);
-                    epd[(size_t)i * L + j] = keep ? e * ks * (1 + 4 * U) : 0;
-                    pflip[(size_t)i * L + j] = ep && pd != 0 ? spacing(half, pd) : 0;
+                    const double ed = keep ? e * ks * (1 + 4 * U) : 0;
+                    epd[(size_t)i * L + j] = ed;
+                    pflip[(size_t)i * L + j] = ed > 0 && may_round_apart(half, pd, ed) ? spacing(half, pd) : 0;
                 }
                 ddot += G(L) * dot_abs;
                 for (int j = 0; j < L; j++) {
                     const double ds = p[j] * (dpd[j] - dot) * P->scale;
-                    const double e = ep ? ep[j] / 2 : 0;
+                    const double e = ep ? ep[j] / f : 0;
                     ads[(size_t)i * L + j] = fabs(ds) * (half >= 0 ? 1 + ldexp(1.0, -7) : 1);
                     dds[(size_t)i * L + j] = p[j] * P->scale * (ddpd[j] + ddot) + 8 * U * fabs(ds) +
                                              e * fabs(dpd[j] - dot) * P->scale * (1 + 4 * U);

@@ -779,12 +779,17 @@ static size_t fused_keys_smem_bytes(int d) {
 
 /* A warp's 16 keys' scores (rows of part 0, Q) or dP (rows dctx, part 2 V) for `tiles` x 16
  * query rows: out [tiles 16][FUSED_ROWS] fp32 at the warp's 16 columns = rows [.][d] (16-bit)
- * times the transposed key rows keys [16][d] (16-bit), fragments as rows_by_keys lays them. */
+ * times the transposed key rows keys [16][d] (16-bit), fragments as rows_by_keys lays them (the
+ * keys' held across the tiles). */
 template <typename T16>
 __device__ __forceinline__ static void tile_by_keys(float *out, const uint16_t *rows, const uint16_t *keys, int d,
                                                     int tiles) {
     using namespace nvcuda;
     const int warp = threadIdx.x / WARP;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, T16, wmma::col_major> kb[FUSED_MAX_D / 16];
+#pragma unroll
+    for (int k = 0; k < FUSED_MAX_D / 16; k++)
+        if (k < d / 16) wmma::load_matrix_sync(kb[k], (const T16 *)keys + k * 16, d);
     for (int t = 0; t < tiles; t++) {
         Frag acc;
         wmma::fill_fragment(acc, 0.0f);
@@ -792,10 +797,8 @@ __device__ __forceinline__ static void tile_by_keys(float *out, const uint16_t *
         for (int k = 0; k < FUSED_MAX_D / 16; k++) {
             if (k >= d / 16) continue;
             wmma::fragment<wmma::matrix_a, 16, 16, 16, T16, wmma::row_major> ra;
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, T16, wmma::col_major> kb;
             wmma::load_matrix_sync(ra, (const T16 *)rows + t * 16 * d + k * 16, d);
-            wmma::load_matrix_sync(kb, (const T16 *)keys + k * 16, d);
-            wmma::mma_sync(acc, ra, kb, acc);
+            wmma::mma_sync(acc, ra, kb[k], acc);
         }
         wmma::store_matrix_sync(out + t * 16 * FUSED_ROWS + warp * 16, acc, FUSED_ROWS, wmma::mem_row_major);
     }
