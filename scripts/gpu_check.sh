@@ -18,7 +18,7 @@
 # 4. peer: the same shapes in PyTorch + transformers on the same GPU (bench/bench_pytorch.py)
 # Logs go to $OUT (at most 8 files come back).
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-/tmp/gpu_check}
 WHAT=" ${*:-all} "   # one or more sections
 mkdir -p "$OUT" /tmp/devlib
@@ -207,6 +207,10 @@ if want speed; then
     echo "== bench bert-base --bf16 --device cuda, batch 16, seq 512 (phase 2's shape)"
     timeout 150 $BERT bench --preset bert-base --batch 16 --seq 512 --preds 80 --steps 10 --warmup 2 --device cuda \
       --bf16 2>&1 | grep -E '^(gemm|train|inference)'
+    # where the fused attention's recomputed probabilities save most (16 bytes per score element)
+    echo "== bench bert-base --bf16 --device cuda with BERT_CUDA_ATTENTION=fused, batch 16, seq 512"
+    BERT_CUDA_ATTENTION=fused timeout 150 $BERT bench --preset bert-base --batch 16 --seq 512 --preds 80 --steps 10 \
+      --warmup 2 --device cuda --bf16 2>&1 | grep -E '^(gemm|train|inference)|error|bert bench'
     echo "== bench bert-large --bf16 --device cuda, batch 16, seq 512 (phase 2's shape)"
     timeout 150 $BERT bench --preset bert-large --batch 16 --seq 512 --preds 80 --steps 10 --warmup 2 --device cuda \
       --bf16 2>&1 | grep -E '^(gemm|train|inference)'
