@@ -225,6 +225,11 @@ __device__ __forceinline__ static float masked_score(const Seq &s, int j, float 
  * probability): the forward's operation, which the fused backward repeats on the same scores for
  * the same bits (-fmad=false: nothing contracted differently in the two places). */
 __device__ __forceinline__ static float softmax_exp(const Attn &a, float x, float mx) { return expf(x * a.scale - mx); }
+/* dS of a score from its probability p, its dP after the dropout and its row's sum(P dP): one
+ * expression wherever dS is computed (the fused backward computes each twice: the same bits). */
+__device__ __forceinline__ static float score_grad(const Attn &a, float p, float g, float dot) {
+    return p * (g - dot) * a.scale;
+}
 
 /* One warp's score row srow (query i of block `block`, keys < L; L = 0 for rows past the
  * sequence): the CPU's softmax_rows_scaled (masked keys -inf before the maximum, so
@@ -301,7 +306,7 @@ __device__ static void softmax_backward_row(float *g, const float *probs, const 
         dot += p[j] * gj;
     }
     dot = warp_sum(dot);
-    for (int j = lane; j < L; j += WARP) store_ds(j, p[j] * (g[j] - dot) * a.scale);
+    for (int j = lane; j < L; j += WARP) store_ds(j, score_grad(a, p[j], g[j], dot));
 }
 
 /* One warp per dense row (block, i) of dP = dctx V^T (fp32, in dp): the forward's dropout on
@@ -694,11 +699,16 @@ __device__ static void load_dctx16(uint16_t *dst, const float *dctx, const Attn 
     }
 }
 
+/* Key j's probability from its score and its row's statistics: the forward's operations. */
+__device__ __forceinline__ static float recomputed_p(const Attn &a, const Seq &s, int j, float score, float2 st) {
+    return softmax_exp(a, masked_score(s, j, score), st.x) * st.y;
+}
+
 /* Key j's dS and dropped probability for query row i (keys < L) from its score and dP:
  * softmax_backward_row's operations, P recomputed from the row's statistics. */
 __device__ __forceinline__ static void score_gradient(float *pd, float *ds, const Attn &a, const Seq &s, int block,
                                                       int i, int j, float score, float dp, float2 st, float dot) {
-    const float p = softmax_exp(a, masked_score(s, j, score), st.x) * st.y;
+    const float p = recomputed_p(a, s, j, score, st);
     float g = dp, dropped = p;
     if (a.dropout) {
         const bool keep = kept(a, block, i, j);
@@ -706,7 +716,7 @@ __device__ __forceinline__ static void score_gradient(float *pd, float *ds, cons
         dropped = keep ? p * a.keep_scale : 0.0f;
     }
     *pd = dropped;
-    *ds = p * (g - dot) * a.scale;
+    *ds = score_grad(a, p, g, dot);
 }
 
 /* One query row of the rows kernel: srow holds S, grow dP (fp32, shared); P recomputed into srow
@@ -719,7 +729,7 @@ __device__ static void fused_backward_row(float *srow, float *grow, uint16_t *ds
         const float2 st = row_stats_load(stats, a, block, i);
         float dot = 0.0f;
         for (int j = lane; j < L; j += WARP) {
-            const float p = softmax_exp(a, masked_score(s, j, srow[j]), st.x) * st.y;
+            const float p = recomputed_p(a, s, j, srow[j], st);
             float g = grow[j];
             if (a.dropout) g = kept(a, block, i, j) ? g * a.keep_scale : 0.0f;
             srow[j] = p, grow[j] = g;
@@ -727,7 +737,7 @@ __device__ static void fused_backward_row(float *srow, float *grow, uint16_t *ds
         }
         dot = warp_sum(dot);
         if (lane == 0) dots[(size_t)block * a.T + i] = dot;
-        for (int j = lane; j < L; j += WARP) ds_row[j] = half_bits(a.mode, srow[j] * (grow[j] - dot) * a.scale);
+        for (int j = lane; j < L; j += WARP) ds_row[j] = half_bits(a.mode, score_grad(a, srow[j], grow[j], dot));
     }
     for (int j = L + lane; j < lp; j += WARP) ds_row[j] = 0;
 }
@@ -769,11 +779,12 @@ __global__ static void __launch_bounds__(FUSED_WARPS *WARP)
                     d, r0 + warp * 16, s.rows, s.rows, a.vec);
 }
 
-/* Shared memory of the keys kernel: S and dP tiles [FUSED_KEYS][FUSED_ROWS] and the staging of
- * dK or dV [FUSED_ROWS][d] (fp32); P_dropped and dS tiles [FUSED_KEYS][FUSED_ROWS], the block's K
- * and V rows [FUSED_ROWS][d], Q and dctx tiles [FUSED_KEYS][d] (16-bit). */
+/* Shared memory of the keys kernel: S and dP tiles [FUSED_KEYS][FUSED_ROWS], the staging of dK
+ * or dV [FUSED_ROWS][d], the query tile's row statistics and sums [FUSED_KEYS][3] (fp32); P_dropped
+ * and dS tiles [FUSED_KEYS][FUSED_ROWS], the block's K and V rows [FUSED_ROWS][d], Q and dctx
+ * tiles [FUSED_KEYS][d] (16-bit). */
 static size_t fused_keys_smem_bytes(int d) {
-    return sizeof(float) * (2 * (size_t)FUSED_KEYS * FUSED_ROWS + (size_t)FUSED_ROWS * d) +
+    return sizeof(float) * (2 * (size_t)FUSED_KEYS * FUSED_ROWS + (size_t)FUSED_ROWS * d + 3 * FUSED_KEYS) +
            sizeof(uint16_t) * (2 * (size_t)FUSED_KEYS * FUSED_ROWS + 2 * (size_t)(FUSED_ROWS + FUSED_KEYS) * d);
 }
 
@@ -816,7 +827,9 @@ __global__ static void __launch_bounds__(FUSED_WARPS *WARP)
     const bool active = wj0 < s.L;   /* keys from kv_len on got no attention: dK = dV = 0 */
     float *st = (float *)smem, *dpt = st + FUSED_KEYS * FUSED_ROWS;   /* [FUSED_KEYS][FUSED_ROWS] each */
     float *stage = dpt + FUSED_KEYS * FUSED_ROWS + warp * 16 * d;     /* [16][d] a warp */
-    uint16_t *pdt = (uint16_t *)(dpt + FUSED_KEYS * FUSED_ROWS + (size_t)FUSED_ROWS * d);
+    float2 *row_st = (float2 *)(dpt + FUSED_KEYS * FUSED_ROWS + (size_t)FUSED_ROWS * d);   /* [FUSED_KEYS] */
+    float *row_dot = (float *)(row_st + FUSED_KEYS);                                        /* [FUSED_KEYS] */
+    uint16_t *pdt = (uint16_t *)(row_dot + FUSED_KEYS);
     uint16_t *dst = pdt + FUSED_KEYS * FUSED_ROWS;                    /* [FUSED_KEYS][FUSED_ROWS] each */
     uint16_t *kk = dst + FUSED_KEYS * FUSED_ROWS, *vv = kk + (size_t)FUSED_ROWS * d;   /* [FUSED_ROWS][d] each */
     uint16_t *q = vv + (size_t)FUSED_ROWS * d, *g = q + (size_t)FUSED_KEYS * d;        /* [FUSED_KEYS][d] each */
@@ -834,6 +847,10 @@ __global__ static void __launch_bounds__(FUSED_WARPS *WARP)
         __syncthreads();
         load_rows16(q, a, s, h, 0, i0, FUSED_KEYS, s.rows);
         load_dctx16(g, dctx, a, s, h, i0, FUSED_KEYS);
+        for (int r = threadIdx.x; r < FUSED_KEYS && i0 + r < s.rows; r += blockDim.x) {   /* each row's, once */
+            row_st[r] = row_stats_load(stats, a, block, i0 + r);
+            row_dot[r] = dots[(size_t)block * a.T + i0 + r];
+        }
         __syncthreads();
         if (!active) continue;
         const int tiles = (rows16 - i0 < FUSED_KEYS ? rows16 - i0 : FUSED_KEYS) / 16;
@@ -844,8 +861,7 @@ __global__ static void __launch_bounds__(FUSED_WARPS *WARP)
             const int r = e / 16, c = e % 16, i = i0 + r, j = wj0 + c, at = r * FUSED_ROWS + warp * 16 + c;
             float pd = 0.0f, ds = 0.0f;
             if (i < s.rows && j < s.L)
-                score_gradient(&pd, &ds, a, s, block, i, j, st[at], dpt[at], row_stats_load(stats, a, block, i),
-                               dots[(size_t)block * a.T + i]);
+                score_gradient(&pd, &ds, a, s, block, i, j, st[at], dpt[at], row_st[r], row_dot[r]);
             pdt[at] = half_bits(a.mode, pd), dst[at] = half_bits(a.mode, ds);
         }
         __syncwarp();
