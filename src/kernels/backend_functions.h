@@ -103,6 +103,7 @@
     KV(k_attention_backward, (float *dqkv, const float *dctx, const float *qkv, const float *probs, const \
         AttentionArgs *a), (dqkv, dctx, qkv, probs, a)) \
     KR(bool, k_attention_keeps_probs, (const AttentionArgs *a), (a)) \
+    KR(size_t, k_attention_state_floats, (const AttentionArgs *a), (a)) \
     KV(k_xent_forward, (float *loss, float *row_loss, float *probs, const float *logits, const int32_t \
         *row_index, const int32_t *labels, int M, int V), (loss, row_loss, probs, logits, row_index, labels, M, V)) \
     KV(k_xent_backward, (float *probs_to_dlogits, const int32_t *labels, int M, int V, float scale), \

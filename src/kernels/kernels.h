@@ -312,10 +312,10 @@ typedef struct {
      * left unwritten (by whole sequences they are; otherwise they are written) */
     bool ctx_q8_only;
 } AttentionArgs;
-/* probs: [B, A, T, T] floats kept for the backward: blocks (row stride kv_len[b]) of softmax
- * probabilities before dropout where k_attention_keeps_probs says so, else the backend's own
- * state, from which its backward recomputes them; NULL (inference, no dropout): not kept, each
- * block's scores stay in the thread's scratch. */
+/* probs: k_attention_state_floats(a) floats kept for the backward: [B, A, T, T] blocks (row
+ * stride kv_len[b]) of softmax probabilities before dropout where k_attention_keeps_probs says
+ * so, else the backend's own state, from which its backward recomputes them; NULL (inference, no
+ * dropout): not kept, each block's scores stay in the thread's scratch. */
 void k_attention_forward(float *ctx, float *probs, const float *qkv, const AttentionArgs *a);
 /* k_attention_forward, and with a->half and ctx16 not NULL each sequence's ctx rows also
  * rounded to half_mode's format into ctx16 [rows, H]: the output product's operand (the bits of
@@ -330,6 +330,12 @@ void k_attention_backward(float *dqkv, const float *dctx, const float *qkv, cons
  * arguments and qkv (qkv16) unchanged since; tests compare probs where it holds the
  * probabilities. */
 bool k_attention_keeps_probs(const AttentionArgs *a);
+/* The floats of probs k_attention_forward needs for a's shape (B, T, A, d, half: the pointers
+ * need not be set) and for every call within it (B' <= B, T' <= T, the same A, d and half, any
+ * buffers): B A T T where the backend keeps the probabilities, less where it keeps a state of its
+ * own (the CUDA backend's fused path: 2 B A T). The model sizes each layer's probs by it at its
+ * largest batch, once per layout. */
+size_t k_attention_state_floats(const AttentionArgs *a);
 
 /* Softmax cross-entropy over rows of logits [*, V]. row_index maps compact row k to the
  * logits row it reads (NULL = k). Forward stores each row's loss in row_loss[M] and its

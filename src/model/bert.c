@@ -111,10 +111,21 @@ static void *take_bytes(Arena *a, size_t bytes) {
 static float *take(Arena *a, size_t n) { return take_bytes(a, n * sizeof(float)); }
 static uint16_t *take16(Arena *a, size_t n) { return take_bytes(a, n * sizeof(uint16_t)); }
 
+/* The floats each layer keeps of attention for the backward at any batch up to the largest
+ * (none forward-only): the backend's say (k_attention_state_floats), on the arguments
+ * bert_attention_args gives */
+static size_t attention_state_floats(const BertModel *m) {
+    if (m->mode == BERT_MODE_FORWARD_ONLY) return 0;
+    const BertConfig *c = &m->cfg;
+    const AttentionArgs a = {.B = m->max_batch, .T = m->max_seq, .A = c->num_attention_heads,
+                             .d = c->hidden_size / c->num_attention_heads, .half = bert_attention_half(m)};
+    return k_attention_state_floats(&a);
+}
+
 static void layout_activations(Arena *a, Activations *v, const BertModel *m) {
     const BertConfig *c = &m->cfg;
     const size_t B = m->max_batch, T = m->max_seq, N = B * T, H = c->hidden_size, I = c->intermediate_size;
-    const size_t BP = B * (size_t)m->max_preds, A = c->num_attention_heads, V = c->vocab_size;
+    const size_t BP = B * (size_t)m->max_preds, V = c->vocab_size, state = attention_state_floats(m);
     v->emb_sum = take(a, N * H), v->emb_mean = take(a, N), v->emb_rstd = take(a, N), v->emb_out = take(a, N * H);
     for (int l = 0; l < c->num_hidden_layers; l++) {
         LayerActs *L = &v->layers[l];
@@ -129,7 +140,7 @@ static void layout_activations(Arena *a, Activations *v, const BertModel *m) {
             *L = *first;
             continue;
         }
-        L->qkv = own ? take(a, N * 3 * H) : first->qkv, L->probs = take(a, m->mode == BERT_MODE_FORWARD_ONLY ? 0 : B * A * T * T);
+        L->qkv = own ? take(a, N * 3 * H) : first->qkv, L->probs = take(a, state);
         L->ctx = own ? take(a, N * H) : first->ctx;
         L->attn_sum = take(a, N * H), L->ln1_mean = take(a, N), L->ln1_rstd = take(a, N);
         L->h1 = own ? take(a, N * H) : first->h1;

@@ -139,7 +139,7 @@ void bert_attention_args(const BertModel *m, AttentionArgs *a, const int32_t *ma
                          .d = c->hidden_size / c->num_attention_heads, .kv_len = m->kv_len, .mask = mask,
                          .has_holes = m->has_holes,
                          .seq_row = m->unpadded ? m->seq_row : NULL, .seq_rows = m->unpadded ? m->seq_rows : NULL,
-                         .half = bert_is_half(m->precision) || bert_int8_bf16_attention(m)};
+                         .half = bert_attention_half(m)};
     if (a->half) a->half_mode = bert_half_mode(m), a->qkv16 = m->act.layers[layer].qkv16;
     if (m->training) {
         a->dropout_p = c->attention_probs_dropout_prob;

@@ -33,7 +33,8 @@ typedef struct {
 /* Activations of one encoder layer kept for backward (N = B*T rows). */
 typedef struct {
     float *qkv;                 /* [N, 3H] */
-    float *probs;               /* [B, A, T, T] softmax before dropout */
+    float *probs;               /* [B, A, T, T] softmax before dropout, or the backend's own state
+                                   (k_attention_state_floats) */
     float *ctx;                 /* [N, H] attention output before the projection */
     float *attn_sum;            /* [N, H] dropout(ctx Wo + bo) + x: LayerNorm 1's input */
     float *ln1_mean, *ln1_rstd; /* [N] */
@@ -239,6 +240,10 @@ static inline bool bert_is_half(BertPrecision p) { return p == BERT_BF16 || p ==
 /* int8 runs attention as native bf16 runs it (its products in bf16, on the QKV product's
  * output stored in bf16) where the CPU has bf16 instructions; in fp32 where not. */
 static inline bool bert_int8_bf16_attention(const BertModel *m) { return m->precision == BERT_INT8 && m->int8_bf16; }
+/* attention's products in 16 bits (AttentionArgs.half) */
+static inline bool bert_attention_half(const BertModel *m) {
+    return bert_is_half(m->precision) || bert_int8_bf16_attention(m);
+}
 /* The kernels' 16-bit format for the model's precision (not FP32). */
 static inline HalfMode bert_half_mode(const BertModel *m) {
     return m->precision == BERT_FP16 ? HALF_FP16 : m->precision == BERT_BF16_EMULATED ? HALF_BF16_EMULATED : HALF_BF16;

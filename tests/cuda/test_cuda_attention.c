@@ -18,9 +18,10 @@
  *   - T = 1: one key, so the probability is expf(0) / expf(0) = 1 exactly on both sides, ctx and
  *     dV are single exact products, and dS = 1 (dP - 1 dP) scale = 0: everything exact;
  *   - probabilities of masked keys (exactly 0), dK and dV rows of keys from kv_len on (0);
- *   - the GPU with the 16-bit activation given vs rounding qkv itself: bit for bit (its rounding
- *     is the CPU's k_to_half, which made the given activation; the inputs include ties and
- *     fp16 subnormals), and the qkv it must not read then holds NaN;
+ *   - the GPU with the 16-bit activation given vs rounding qkv itself: bit for bit, on either
+ *     path (its rounding is the CPU's k_to_half, which made the given activation; the inputs
+ *     include ties and fp16 subnormals), and the qkv it must not read then holds NaN;
+ *   - the forward's writes within k_attention_state_floats' count (a guard of sevens past it);
  *   - the GPU's ctx without probabilities vs with them: bit for bit (the same arithmetic).
  * Each case prints one line: the worst error over its tolerance for ctx, probs and dqkv (a
  * margin), and in half mode the fraction of elements past the flip-free bound (see
@@ -389,7 +390,8 @@ static float *filled(size_t n, float value) {
  * whether each sequence's rows there are the GPU's ctx rounded as the CPU rounds (k_to_half) and
  * every other row untouched. */
 /* keeps_probs: k_attention_keeps_probs (else probs holds the backend's own state, not compared) */
-typedef struct { float *ctx, *probs, *dqkv, *ctx_without_probs; bool ctx16_ok, keeps_probs; } GpuOut;
+/* state_ok: state_within_its_floats */
+typedef struct { float *ctx, *probs, *dqkv, *ctx_without_probs; bool ctx16_ok, keeps_probs, state_ok; } GpuOut;
 
 static bool ctx16_is_ctx_rounded(const Problem *P, const AttentionArgs *ga, const float *ctx, const uint16_t *got16) {
     const size_t H = (size_t)P->H, ng = (size_t)P->N * H;
@@ -406,8 +408,8 @@ static bool ctx16_is_ctx_rounded(const Problem *P, const AttentionArgs *ga, cons
     return ok;
 }
 
-/* Which device buffers a case skews: the fp32 ones and ctx16 (the fused kernels then move them a
- * value at a time), the 16-bit QKV (the fused kernels then do not take the call). */
+/* Which device buffers a case skews: the fp32 ones and ctx16, the 16-bit QKV (the fused kernels
+ * then move them a value at a time). */
 enum { SKEW_FLOATS = 1, SKEW_QKV16 = 2 };
 
 /* A device copy of host's bytes, one element of elem bytes past the allocation's start when
@@ -423,13 +425,28 @@ static void *skewed_copy_in(const void *host, size_t bytes, size_t elem, bool sk
 }
 static void skewed_release(void *dev, size_t elem, bool skewed) { cuda_release((char *)dev - (skewed ? elem : 0)); }
 
+/* Floats past the probabilities' B A T T that the forward must leave alone too */
+enum { PROBS_GUARD = 64 };
+
+/* Whether the forward left every float of probs from k_attention_state_floats' count on (through
+ * PROBS_GUARD past B A T T) as they were, and the count covers what it keeps. */
+static bool state_within_its_floats(const float *probs, size_t state, size_t np, bool keeps_probs) {
+    size_t touched = 0;
+    for (size_t i = state; i < np + PROBS_GUARD; i++) touched += probs[i] != 7.0f;
+    if (touched || (keeps_probs && state < np))
+        printf("    the forward's state: %zu floats said (of %zu), %zu written past them%s\n", state, np, touched,
+               keeps_probs && state < np ? ", too few for the probabilities kept" : "");
+    return !touched && !(keeps_probs && state < np);
+}
+
 static GpuOut gpu_run(const Problem *P, const AttentionArgs *ga, const float *qkv_host, const float *probs_cpu) {
     const size_t nq = (size_t)P->N * 3 * P->H, ng = (size_t)P->N * P->H, np = (size_t)P->c.B * P->c.A * P->c.T * P->c.T;
     const bool sk = P->skewed & SKEW_FLOATS;
-    const size_t F = sizeof(float);
-    float *seven_q = filled(nq, 7.0f), *seven_g = filled(ng, 7.0f), *zeros = filled(np, 0.0f);
+    const size_t F = sizeof(float), state = CUDA_FN(k_attention_state_floats)(ga);
+    float *seven_q = filled(nq, 7.0f), *seven_g = filled(ng, 7.0f), *zeros = filled(np + PROBS_GUARD, 7.0f);
+    for (size_t i = 0; i < state && i < np; i++) zeros[i] = 0.0f;   /* sevens from the state's end on */
     float *qkv = skewed_copy_in(qkv_host, F * nq, F, sk), *dctx = skewed_copy_in(P->dctx, F * ng, F, sk);
-    float *ctx = skewed_copy_in(seven_g, F * ng, F, sk), *probs = skewed_copy_in(zeros, F * np, F, sk);
+    float *ctx = skewed_copy_in(seven_g, F * ng, F, sk), *probs = skewed_copy_in(zeros, F * (np + PROBS_GUARD), F, sk);
     float *dqkv = skewed_copy_in(seven_q, F * nq, F, sk), *cpu_probs = skewed_copy_in(probs_cpu, F * np, F, sk);
     GpuOut o = {.ctx16_ok = true, .keeps_probs = CUDA_FN(k_attention_keeps_probs)(ga)};
     if (ga->half) {
@@ -445,7 +462,8 @@ static GpuOut gpu_run(const Problem *P, const AttentionArgs *ga, const float *qk
         CUDA_FN(k_attention_forward)(ctx, probs, qkv, ga);
         o.ctx = cuda_copy_out(ctx, ng);
     }
-    o.probs = cuda_copy_out(probs, np);
+    o.probs = cuda_copy_out(probs, np + PROBS_GUARD);
+    o.state_ok = state_within_its_floats(o.probs, state, np, o.keeps_probs);
     if (P->c.probs_null) {
         CUDA_FN(k_upload)(ctx, seven_g, F * ng);
         CUDA_FN(k_attention_forward)(ctx, NULL, qkv, ga);
@@ -502,7 +520,7 @@ static void run_case_on(const Case *c, uint64_t seed, int skewed) {
     forward_tolerances(&P, probs, tol_ctx, smooth_ctx, tol_probs);
     backward_tolerances(&P, probs, g.keeps_probs ? NULL : tol_probs, tol_dqkv, smooth_dqkv);
     double w_ctx, w_probs, w_dqkv, w_np = 0;
-    bool ok = within("ctx", ctx, g.ctx, tol_ctx, ng, H, &w_ctx) && g.ctx16_ok;
+    bool ok = within("ctx", ctx, g.ctx, tol_ctx, ng, H, &w_ctx) && g.ctx16_ok && g.state_ok;
     w_probs = 0;
     if (g.keeps_probs) ok &= within("probs", probs, g.probs, tol_probs, np, T, &w_probs);
     ok &= within("dqkv", dqkv, g.dqkv, tol_dqkv, nq, 3 * H, &w_dqkv);
@@ -510,11 +528,8 @@ static void run_case_on(const Case *c, uint64_t seed, int skewed) {
         ok &= within("ctx (probs NULL)", ctx_np, g.ctx_without_probs, tol_ctx, ng, H, &w_np);
         ok &= cuda_same("GPU ctx without probs vs with", g.ctx, g.ctx_without_probs, sizeof(float) * ng);
     }
-    /* the GPU rounding qkv itself must give the same bits; with BERT_CUDA_ATTENTION=fused the
-     * run with qkv16 takes the fused kernel and the one without the gathers and cuBLAS: two
-     * implementations, each held to the CPU's bounds above, not to each other's bits */
-    const char *attention_env = getenv("BERT_CUDA_ATTENTION");
-    if (c->qkv16 && !(attention_env && !strcmp(attention_env, "fused"))) {
+    /* the GPU rounding qkv itself must give the same bits (on either path: both take the same one) */
+    if (c->qkv16) {
         AttentionArgs gb = ga;
         gb.qkv16 = NULL;
         GpuOut r = gpu_run(&P, &gb, P.qkv, probs);
@@ -592,7 +607,7 @@ static void test_attention_half(void) {
 
 /* The fused 16-bit kernels' tiling (BERT_CUDA_ATTENTION=fused: tiles of 32 query rows, 64 keys,
  * 16 x 16 tensor-core fragments; d a multiple of 16 up to 128), with the 16-bit activation given
- * as they need it, in each 16-bit mode: sequences shorter than a tile, across tile edges and
+ * (and, in run_case_on, not), in each 16-bit mode: sequences shorter than a tile, across tile edges and
  * kv_len below 16; heads of 16, 32, 48 and 128 (the largest they take). The path without the
  * switch runs them too, held to the same bounds; T = 512 (their largest shared memory) is
  * test_attention_half's bf16 case. */
@@ -616,18 +631,52 @@ static void test_attention_fused_shapes(void) {
 }
 
 /* A fused shape on buffers off the 16-byte alignment (the model's views are 64-byte aligned):
- * the fp32 ones (the fused kernels move them a value at a time), and all (the 16-bit QKV too:
- * the path above); results within the CPU's bounds, no misaligned access (the emulator stops at
- * one). */
+ * the fp32 ones, and all (the 16-bit QKV too); the fused kernels move them a value at a time;
+ * results within the CPU's bounds, no misaligned access (the emulator stops at one). */
 static void test_attention_fused_skewed(void) {
     const Case c = {2, 33, 2, 32, true, true, true, 0.1f, HALF_BF16, true, false};
     run_case_on(&c, 470, SKEW_FLOATS);
     run_case_on(&c, 471, SKEW_FLOATS | SKEW_QKV16);
 }
 
+/* k_attention_state_floats' promise, by which the model sizes each layer's buffer once, at its
+ * largest batch: every call within that shape (B' <= B, T' <= T) needs no more, where it needs
+ * B' A T' T' floats if the probabilities are kept and 2 B' A T' where the fused path's state is
+ * (that the forward writes no more than the count says is held in every case above). Over
+ * lengths about the fused path's edges (1, 2, 64, 512, 513), heads it takes and heads it does not
+ * (d 8, 144, 40), in fp32 and in 16 bits. */
+static void test_attention_state_floats(void) {
+    static const int lengths[] = {1, 2, 3, 17, 64, 65, 128, 384, 512, 513};
+    static const int heads[][2] = {{2, 8}, {12, 64}, {16, 64}, {2, 128}, {1, 144}, {3, 48}, {2, 40}};
+    int bad = 0, fused_shapes = 0;
+    for (int half = 0; half < 2; half++)
+        for (size_t h = 0; h < sizeof heads / sizeof heads[0]; h++)
+            for (size_t k = 0; k < sizeof lengths / sizeof lengths[0]; k++) {
+                const int A = heads[h][0], d = heads[h][1], T = lengths[k], B = 3;
+                const AttentionArgs most = {.B = B, .T = T, .A = A, .d = d, .half = half};
+                const size_t said = CUDA_FN(k_attention_state_floats)(&most);
+                for (int b = 1; b <= B; b++)
+                    for (int t = 1; t <= T; t++) {
+                        const AttentionArgs a = {.B = b, .T = t, .A = A, .d = d, .half = half};
+                        const bool keeps = CUDA_FN(k_attention_keeps_probs)(&a);
+                        const size_t need = keeps ? (size_t)b * A * t * t : 2 * (size_t)b * A * t;
+                        const size_t own = CUDA_FN(k_attention_state_floats)(&a);
+                        fused_shapes += !keeps;
+                        if (own >= need && said >= own) continue;
+                        if (bad++ < 5)
+                            printf("    %s A=%d d=%d: B=%d T=%d needs %zu floats (%s), said %zu, at B=%d T=%d %zu\n",
+                                   half ? "16-bit" : "fp32", A, d, b, t, need, keeps ? "probabilities" : "state",
+                                   own, B, T, said);
+                    }
+            }
+    printf("    %d shapes short of their state; %d took the backend's own state\n", bad, fused_shapes);
+    CHECK(bad == 0);
+}
+
 int main(int argc, char **argv) {
     (void)cuda_close;   /* cuda_test.h's scalar-tolerance comparison: these take per-element tolerances */
     if (!cuda_open(argc, argv)) return test_summary();
+    RUN_TEST(test_attention_state_floats);
     RUN_TEST(test_attention_fp32);
     RUN_TEST(test_attention_half);
     RUN_TEST(test_attention_fused_shapes);

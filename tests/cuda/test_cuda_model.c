@@ -119,6 +119,22 @@ static float *lamb_step(BertModel *m, const float *grads, double *grad_norm) {
     return w;
 }
 
+/* The models' bytes: the same layout on both backends (the CPU's reference precisions pack no
+ * weights, nor does the GPU), but for each layer's attention state, which the model takes as the
+ * backend in use says (k_attention_state_floats): the CPU's B A T T probabilities, the GPU's
+ * the same or, on its fused path, 2 B A T floats. Called with the CUDA backend in use. */
+static bool state_bytes_as_said(const BertModel *mc, const BertModel *mg, const BertConfig *cfg, bool half) {
+    const AttentionArgs shape = {.B = B, .T = T, .A = cfg->num_attention_heads,
+                                 .d = cfg->hidden_size / cfg->num_attention_heads, .half = half};
+    const size_t kept = (size_t)B * shape.A * T * T, gpu = k_attention_state_floats(&shape);
+    const size_t per_layer = (kept * sizeof(float) + 63) / 64 * 64 - (gpu * sizeof(float) + 63) / 64 * 64;
+    const size_t want = (size_t)cfg->num_hidden_layers * per_layer;
+    const size_t got = bert_model_bytes(mc) - bert_model_bytes(mg);
+    printf("    attention state a layer: cpu %zu floats, cuda %zu (%s); the models' bytes differ by %zu (want %zu)\n",
+           kept, gpu, k_attention_keeps_probs(&shape) ? "probabilities" : "its own", got, want);
+    return bert_model_bytes(mc) >= bert_model_bytes(mg) && got == want;
+}
+
 static void compare(const char *preset, BertPrecision cpu_precision, BertPrecision gpu_precision, double rel4) {
     Batch x;
     make_batch(&x, 30522);
@@ -136,6 +152,7 @@ static void compare(const char *preset, BertPrecision cpu_precision, BertPrecisi
         CHECKF(fabs(cpu.loss - gpu.loss) <= rel * fabs(cpu.loss), "loss %.7g vs %.7g", cpu.loss, gpu.loss);
         CHECK(cuda_close("NSP logits", cpu.nsp, gpu.nsp, B * 2, rel, rel));
         CHECK(gradients_close(mg, cpu.grads, gpu.grads, rel));
+        CHECK(state_bytes_as_said(mc, mg, &cfg, gpu_precision != BERT_FP32));
         /* the optimizer step from the CPU's gradients on both backends (the GPU's model first:
          * the backend in use is the CUDA one until switched back) */
         double norm_gpu = 0, norm_cpu = -1;

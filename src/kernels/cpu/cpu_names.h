@@ -54,6 +54,7 @@
 #define k_attention_forward_to            cpu_k_attention_forward_to
 #define k_attention_backward              cpu_k_attention_backward
 #define k_attention_keeps_probs           cpu_k_attention_keeps_probs
+#define k_attention_state_floats          cpu_k_attention_state_floats
 #define k_xent_forward                    cpu_k_xent_forward
 #define k_xent_backward                   cpu_k_xent_backward
 #define k_mse_forward                     cpu_k_mse_forward

@@ -1160,6 +1160,10 @@ bool k_attention_keeps_probs(const AttentionArgs *a) {
     return true;   /* the backward reads the probabilities; recomputing them would cost T T d a block */
 }
 
+size_t k_attention_state_floats(const AttentionArgs *a) {
+    return a->B <= 0 || a->T <= 0 || a->A <= 0 ? 0 : (size_t)a->B * a->A * a->T * a->T;
+}
+
 void k_attention_backward(float *dqkv, const float *dctx, const float *qkv, const float *probs, const AttentionArgs *a) {
     const int B = a->B, T = a->T, A = a->A, H = A * a->d, nthreads = omp_get_max_threads();
     const bool parallel = (long)B * A * T * T * a->d >= PARALLEL_MIN_WORK;

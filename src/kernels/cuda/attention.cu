@@ -36,7 +36,7 @@
  * the CPU: products of two 16-bit values are exact in fp32, so only the order of the sums
  * differs. cuBLAS GEMMs are deterministic; everything runs on the default stream.
  *
- * In 16-bit mode with the 16-bit QKV given, BERT_CUDA_ATTENTION=fused runs the same arithmetic as
+ * In 16-bit mode, BERT_CUDA_ATTENTION=fused runs the same arithmetic as
  * one fused forward kernel and two fused backward kernels instead, which keep each score row's
  * maximum and 1 / sum in place of its probabilities and recompute them in the backward
  * (k_attention_keeps_probs false; below; opt-in until run on a GPU). */
@@ -80,6 +80,8 @@ typedef struct {
     const int32_t *kv_len, *mask, *seq_row, *seq_rows;
     const uint8_t *has_holes;
     const uint16_t *qkv16;   /* read in place of qkv (half only) */
+    const float *qkv;        /* fused path: the fp32 QKV, rounded as it is read where qkv16 is NULL */
+    bool vec16;              /* fused path: qkv16 given and 16-byte aligned */
     uint16_t *ctx16;         /* forward, half: ctx rounded there too, as it is written; NULL: not */
     bool vec;                /* fused path: its fp32 activations (and ctx16) 16-byte aligned */
     float scale;             /* 1 / sqrt(d) */
@@ -390,9 +392,8 @@ static void weightsT_rows(const Attn &x, float *O, const void *W, const void *Y)
  * probabilities), then ctx = P_dropped V on tensor cores, written to ctx's rows. For the
  * backward it keeps each row's scaled maximum and 1 / sum (row_stats_store), not the
  * probabilities. No dense operands, score or probability blocks in device memory, and one
- * launch instead of five. Runs where fused_fits says (half mode with the 16-bit QKV activation
- * given, d a multiple of 16 up to 128, T from 2 to 512: the score rows of a tile fit in shared
- * memory); otherwise the path above runs.
+ * launch instead of five. Runs where fused_fits says (half mode, d a multiple of 16 up to 128, T
+ * from 2 to 512: the score rows of a tile fit in shared memory); otherwise the path above runs.
  *
  * Not yet verified on a GPU (written after the last device run): it runs only with
  * BERT_CUDA_ATTENTION=fused in the environment until tests/cuda/test_cuda_attention.c has
@@ -421,11 +422,23 @@ __device__ __forceinline__ static uint32_t half_pair(HalfMode mode, float lo, fl
 }
 
 /* rows [r0, r0 + count) of part (0 Q, 1 K, 2 V) of head h into dst [count][d] (16-bit bits),
- * rows from `valid` on zero (past the sequence or kv_len: zero operands add nothing). 16 bytes
- * (8 values) a thread at a time, one division per 8 values: d is a multiple of 16 and qkv16
- * 16-byte aligned (fused_takes), so every row of the head starts 16-byte aligned. */
+ * rows from `valid` on zero (past the sequence or kv_len: zero operands add nothing). With
+ * a.vec16 16 bytes (8 values) a thread at a time, one division per 8 values: d is a multiple of
+ * 16 and qkv16 16-byte aligned, so every row of the head starts 16-byte aligned; otherwise a
+ * value at a time, from qkv16 or from qkv rounded as gather_operands rounds it. */
 __device__ static void load_rows16(uint16_t *dst, const Attn &a, const Seq &s, int h, int part, int r0, int count,
                                    int valid) {
+    if (!a.vec16) {
+        const unsigned n = (unsigned)count * (unsigned)a.d;
+        const size_t head = (size_t)part * a.H + (size_t)h * a.d;
+        for (unsigned e = threadIdx.x; e < n; e += blockDim.x) {
+            const unsigned r = e / (unsigned)a.d, c = e - r * (unsigned)a.d;
+            const int i = r0 + (int)r;
+            const size_t at = (s.row0 + i) * 3 * (size_t)a.H + head + c;
+            dst[e] = i >= valid ? (uint16_t)0 : a.qkv16 ? a.qkv16[at] : half_bits(a.mode, a.qkv[at]);
+        }
+        return;
+    }
     const unsigned per_row = (unsigned)a.d / 8, n = (unsigned)count * per_row;
     const size_t stride = 3 * (size_t)a.H / 8;   /* a row of qkv16 in 16-byte vectors */
     const uint4 *src = (const uint4 *)(a.qkv16 + (size_t)part * a.H + (size_t)h * a.d);
@@ -601,20 +614,20 @@ static size_t shared_memory_limit(void) {
 static size_t fused_rows_smem_bytes(int max_lp, int d);
 static size_t fused_keys_smem_bytes(int d);
 
-/* The fused path's conditions, on the arguments alone (the forward and the backward must decide
- * alike: the forward's state is the backward's): half with the 16-bit QKV given 16-byte aligned
- * (its tiles move 16 bytes at a time), d a multiple of 16 up to 128, T from 2 (the state, two
- * floats a row, fits in the probabilities' T T floats a block) to 512, and every kernel's
- * shared memory within the device's. */
-static bool fused_fits(bool half, const uint16_t *qkv16, int d, int T) {
-    if (!half || !qkv16 || !aligned16(qkv16) || d % 16 || d > FUSED_MAX_D || T < 2 || T > FUSED_MAX_T) return false;
+/* The fused path's conditions, on the shape alone (the forward and the backward must decide
+ * alike: the forward's state is the backward's; and k_attention_state_floats sizes that state
+ * before any call): half, d a multiple of 16 up to 128, T from 2 to 512, and every kernel's
+ * shared memory within the device's, which grows with T (so a T that fits is taken at every
+ * shorter length from 2). */
+static bool fused_fits(bool half, int d, int T) {
+    if (!half || d % 16 || d > FUSED_MAX_D || T < 2 || T > FUSED_MAX_T) return false;
     const int max_lp = round_to_keys(T);
     size_t most = fused_smem_bytes(max_lp, d);
     if (fused_rows_smem_bytes(max_lp, d) > most) most = fused_rows_smem_bytes(max_lp, d);
     if (fused_keys_smem_bytes(d) > most) most = fused_keys_smem_bytes(d);
     return most <= shared_memory_limit();
 }
-static bool fused_takes(const Attn &x) { return fused_wanted() && fused_fits(x.half, x.qkv16, x.d, x.T); }
+static bool fused_takes(const Attn &x) { return fused_wanted() && fused_fits(x.half, x.d, x.T); }
 
 /* kernel's dynamic shared memory raised to bytes where past the default 48 KiB (once per size
  * reached; *allowed: what the kernel has been given so far). */
@@ -637,9 +650,10 @@ template <typename T16> static void launch_fused(float *ctx, float *stats, const
 }
 
 /* probs: where the forward leaves its state (each row's statistics), NULL: none kept */
-static bool fused_forward_ran(float *ctx, float *probs, const Attn &x) {
+static bool fused_forward_ran(float *ctx, float *probs, const float *qkv, const Attn &x) {
     if (!fused_takes(x)) return false;
     Attn v = x;
+    v.qkv = qkv, v.vec16 = x.qkv16 && aligned16(x.qkv16);
     v.vec = aligned16(ctx) && aligned16(x.ctx16);
     if (Wmma16<__half>::ok(x.mode)) launch_fused<__half>(ctx, probs, v);
     else launch_fused<__nv_bfloat16>(ctx, probs, v);
@@ -903,9 +917,10 @@ static void launch_fused_backward(float *dqkv, const float *dctx, const float *s
 }
 
 /* probs: the fused forward's state (each row's statistics) */
-static bool fused_backward_ran(float *dqkv, const float *dctx, const float *probs, const Attn &x) {
+static bool fused_backward_ran(float *dqkv, const float *dctx, const float *qkv, const float *probs, const Attn &x) {
     if (!fused_takes(x)) return false;
     Attn v = x;
+    v.qkv = qkv, v.vec16 = x.qkv16 && aligned16(x.qkv16);
     v.vec = aligned16(dqkv) && aligned16(dctx);
     if (Wmma16<__half>::ok(x.mode)) launch_fused_backward<__half>(dqkv, dctx, probs, v);
     else launch_fused_backward<__nv_bfloat16>(dqkv, dctx, probs, v);
@@ -926,7 +941,7 @@ static Attn attn_from(const AttentionArgs *a) {
     x.seq_rows = (const int32_t *)cuda_stage(7, a->seq_rows, sizeof(int32_t) * a->B);
     x.qkv16 = a->half ? a->qkv16 : NULL;
     x.ctx16 = NULL;
-    x.vec = false;
+    x.vec = false, x.vec16 = false, x.qkv = NULL;
     x.scale = 1.0f / sqrtf((float)a->d);
     x.dropout = a->dropout_p > 0.0f;
     x.threshold = rng_dropout_threshold(a->dropout_p);
@@ -961,7 +976,7 @@ extern "C" void k_attention_forward_to(float *ctx, uint16_t *ctx16, float *probs
     if (attention_empty(a)) return;
     Attn x = attn_from(a);
     if (x.half) x.ctx16 = ctx16;
-    if (fused_forward_ran(ctx, probs, x)) return;
+    if (fused_forward_ran(ctx, probs, qkv, x)) return;
     /* device scratch: slot 4 Q, K, V operands then the dense ctx; slot 2 scores; slot 3 P_dropped */
     const size_t ops_bytes = aligned(3 * operand_elems(x) * operand_bytes(x));
     char *work = (char *)cuda_scratch(4, ops_bytes + sizeof(float) * operand_elems(x));
@@ -981,7 +996,16 @@ extern "C" void k_attention_forward_to(float *ctx, uint16_t *ctx16, float *probs
 }
 
 extern "C" bool k_attention_keeps_probs(const AttentionArgs *a) {
-    return !(fused_wanted() && fused_fits(a->half, a->half ? a->qkv16 : NULL, a->d, a->T));
+    return !(fused_wanted() && fused_fits(a->half, a->d, a->T));
+}
+
+/* Kept probabilities, B A T T floats; the fused path's state, 2 B A T, at every shape it takes
+ * up to a's (fused_fits), and where a shorter one falls to the path above (T = 1) its B A T T is
+ * within that too. */
+extern "C" size_t k_attention_state_floats(const AttentionArgs *a) {
+    if (attention_empty(a)) return 0;
+    const size_t blocks = (size_t)a->B * a->A, T = (size_t)a->T;
+    return k_attention_keeps_probs(a) ? blocks * T * T : blocks * 2 * T;
 }
 
 extern "C" void k_attention_forward(float *ctx, float *probs, const float *qkv, const AttentionArgs *a) {
@@ -992,7 +1016,7 @@ extern "C" void k_attention_backward(float *dqkv, const float *dctx, const float
                                      const AttentionArgs *a) {
     if (attention_empty(a)) return;
     const Attn x = attn_from(a);
-    if (fused_backward_ran(dqkv, dctx, probs, x)) return;
+    if (fused_backward_ran(dqkv, dctx, qkv, probs, x)) return;
     /* device scratch: slot 4 Q, K, V, dctx operands then the dense dQ, dK, dV; slot 2 dP;
      * slot 3 P_dropped and dS operands */
     const size_t ops_bytes = aligned(4 * operand_elems(x) * operand_bytes(x));
