@@ -125,6 +125,7 @@
     KR(float, k_read_scalar, (const float *x), (x)) \
     KV(k_wait, (void), ()) \
     KR(void *, k_alloc, (size_t bytes), (bytes)) \
+    KR(size_t, k_memory_bytes, (void), ()) \
     KV(k_free, (void *p), (p)) \
     KV(k_upload, (void *dst, const void *host_src, size_t bytes), (dst, host_src, bytes)) \
     KV(k_download, (void *host_dst, const void *src, size_t bytes), (host_dst, src, bytes)) \

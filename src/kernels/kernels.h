@@ -384,6 +384,9 @@ void k_wait(void);
  * GPU backend allocates device memory and stages. Pointers into this memory may be passed
  * around (to kernels, to the collectives) but are dereferenced only by the backend. */
 void *k_alloc(size_t bytes);   /* zeroed, 64-byte aligned; exits with a message when memory runs out */
+/* The backend's memory in all, in bytes (the machine's for the CPU backend, the device's for a
+ * GPU's), for refusing up front what cannot fit; 0 where unknown. */
+size_t k_memory_bytes(void);
 void k_free(void *p);
 void k_upload(void *dst, const void *host_src, size_t bytes);
 void k_download(void *host_dst, const void *src, size_t bytes);

@@ -388,12 +388,12 @@ int bert_model_create_with_heads(BertModel **out, const BertConfig *cfg, BertHea
     /* Buffers that each fit can still add up past the machine (100,000 layers): refuse with
      * the total instead of meeting the OOM killer half-way through the allocations. */
     const double need = ((double)m->num_params * 2 + (double)m->act_floats) * sizeof(float);
-    const double ram = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-    if (ram > 0 && need > ram) {
+    const double memory = (double)k_memory_bytes();   /* the machine's, or the device's */
+    if (memory > 0 && need > memory) {
         bert_model_free(m);
         return bert_fail(err, "bert_model_create: the model needs %.1f GiB for parameters, gradients and activations "
-                              "(batch %d x seq %d); this machine has %.1f GiB", need / 1073741824.0, max_batch, max_seq,
-                         ram / 1073741824.0);
+                              "(batch %d x seq %d), more than the %.1f GiB there is (the machine's, or on a GPU the "
+                              "device's)", need / 1073741824.0, max_batch, max_seq, memory / 1073741824.0);
     }
     m->info = xcalloc(m->num_tensors, sizeof(BertParamInfo));
     m->half_fresh = xcalloc(m->num_tensors, sizeof(bool));

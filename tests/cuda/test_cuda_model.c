@@ -18,6 +18,9 @@
  * update kernels) on each backend from the same gradients (the CPU's, uploaded to the GPU's
  * model): the optimizer's kernels do the CPU's float operations in the CPU's order, so the
  * gradient norm and every updated weight are the same bits. */
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "cuda_test.h"
 
 #include "kernels/backend.h"
@@ -179,9 +182,61 @@ static void test_tiny_fp32(void) { compare("bert-tiny", BERT_FP32, BERT_FP32, 1e
 static void test_base_fp32(void) { compare("bert-base", BERT_FP32, BERT_FP32, 1e-3); }
 static void test_base_bf16(void) { compare("bert-base", BERT_BF16_EMULATED, BERT_BF16, 5e-2); }
 
+/* The child of test_out_of_memory (this binary run again with --alloc-beyond, a process of its
+ * own: CUDA's state does not survive a fork): 2^60 bytes asked of the device; returns 0 only if
+ * it got them. */
+static int alloc_beyond(void) {
+    char why[512];
+    if (!k_backend_use("cuda", why, sizeof why)) { printf("%s\n", why); return 2; }
+    void *p = k_alloc((size_t)1 << 60);
+    printf("k_alloc gave 2^60 bytes at %p\n", p);
+    return 0;
+}
+
+/* Memory the device cannot give: a model needing more than k_memory_bytes (400,000 bert-tiny
+ * layers, 0.6 TB of parameters and gradients) refused at creation with the figure; an
+ * allocation past it ends the process with what was asked and what is free, not only CUDA's
+ * error name. */
+static void test_out_of_memory(void) {
+    char why[512], self[4096], cmd[8300], out[2048] = "";
+    if (!k_backend_use("cuda", why, sizeof why)) { printf("    %s\n", why); CHECK(false); return; }
+    const size_t memory = k_memory_bytes();
+    BertConfig c;
+    BertError err;
+    BertModel *m = NULL;
+    CHECK(bert_config_preset("bert-tiny", &c, &err) == 0);
+    c.num_hidden_layers = 400000;
+    const bool refused = bert_model_create(&m, &c, 1, 8, 1, &err) == -1 && m == NULL;
+    printf("    device memory %.1f GiB; the model: %s\n", memory / 1073741824.0, refused ? err.msg : "made");
+    CHECK(memory > 0 && refused && strstr(err.msg, "more than the") != NULL);
+    bert_model_free(m);
+    k_backend_use("cpu", NULL, 0);
+
+    const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    CHECK(n > 0);
+    if (n <= 0) return;
+    self[n] = 0;
+    snprintf(cmd, sizeof cmd, "'%s' '%s' --alloc-beyond 2>&1", self, getenv("BERT_CUDA_LIB"));
+    FILE *child = popen(cmd, "r");
+    CHECK(child != NULL);
+    if (!child) return;
+    const size_t got = fread(out, 1, sizeof out - 1, child);
+    out[got] = 0;
+    const int status = pclose(child);
+    printf("    2^60 bytes asked: exit %d, \"%.*s\"\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+           (int)strcspn(out, "\n"), out);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+    CHECKF(strstr(out, "out of memory") && strstr(out, "GiB asked") && strstr(out, "free of"), "message: %s", out);
+}
+
 int main(int argc, char **argv) {
+    if (argc > 2 && !strcmp(argv[2], "--alloc-beyond")) {
+        setenv("BERT_CUDA_LIB", argv[1], 1);
+        return alloc_beyond();
+    }
     if (!cuda_open(argc, argv)) return test_summary();
     setenv("BERT_CUDA_LIB", argc > 1 ? argv[1] : "build-cuda/libbert_cuda.so", 0);
+    RUN_TEST(test_out_of_memory);
     RUN_TEST(test_fp32);
     RUN_TEST(test_bf16);
     RUN_TEST(test_tiny_fp32);

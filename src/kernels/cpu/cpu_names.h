@@ -70,6 +70,7 @@
 #define k_read_scalar                     cpu_k_read_scalar
 #define k_wait                            cpu_k_wait
 #define k_alloc                           cpu_k_alloc
+#define k_memory_bytes                    cpu_k_memory_bytes
 #define k_free                            cpu_k_free
 #define k_upload                          cpu_k_upload
 #define k_download                        cpu_k_download

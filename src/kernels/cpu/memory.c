@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/common.h"
 #include "kernels/kernels.h"
@@ -19,6 +20,11 @@ void *k_alloc(size_t bytes) {
     uintptr_t p = ((uintptr_t)(base + sizeof(void *)) + ALIGN - 1) / ALIGN * ALIGN;
     memcpy((void *)(p - sizeof(void *)), &base, sizeof base);
     return (void *)p;
+}
+
+size_t k_memory_bytes(void) {
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
 }
 
 void k_free(void *p) {

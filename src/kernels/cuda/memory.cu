@@ -9,11 +9,29 @@ extern "C" {
 #include "kernels/kernels.h"
 }
 
+static double gib(size_t bytes) { return bytes / 1073741824.0; }
+
 extern "C" void *k_alloc(size_t bytes) {
     void *p = NULL;
-    CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 1));   /* 256-byte aligned */
+    const cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);   /* 256-byte aligned */
+    if (e == cudaErrorMemoryAllocation) {   /* what was asked and what is left, not only the error's name */
+        size_t free_bytes = 0, total = 0;
+        (void)cudaGetLastError();
+        CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+        fprintf(stderr, "bert: the GPU is out of memory: %.2f GiB asked, %.2f GiB free of %.2f (a smaller batch, "
+                        "with --gradient_accumulation_steps for the same global batch)\n", gib(bytes),
+                gib(free_bytes), gib(total));
+        exit(1);
+    }
+    CUDA_CHECK(e);
     CUDA_CHECK(cudaMemset(p, 0, bytes ? bytes : 1));
     return p;
+}
+
+extern "C" size_t k_memory_bytes(void) {
+    size_t free_bytes = 0, total = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+    return total;
 }
 
 extern "C" void k_free(void *p) {

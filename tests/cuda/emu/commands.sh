@@ -2,12 +2,12 @@
 # The commands with --device cuda on the emulated library against --device cpu, on the
 # repository's small fixtures: squad, glue, ner and classify fine-tune a 2-layer, 16-wide model
 # (tests/data/checkpoints/hf) 6 steps and evaluate; pretrain runs a 2-layer, 32-wide one 6 steps
-# (fp32, fp16, and 3 + 3 resumed across the devices); embed encodes 8 sentences. The two devices
-# sum in other orders (fp32 both; ~1e-7 relative a step): the fine-tunes' final losses agree to
-# 1e-4 relative plus one unit of the printed last digit, the pre-training's last step (read in
-# full from its DLLogger file) to 1e-5 relative, the vectors to 1e-5 (a wrong mask, gradient,
-# product or update moves them by more: EMU_LIB=a planted build); the dev metrics are printed
-# side by side (a near tie may go the other way on one example).
+# (fp32, fp16, fp16 with the fused attention, and 3 + 3 resumed across the devices); embed encodes
+# 8 sentences. The two devices sum in other orders (fp32 both; ~1e-7 relative a step): the
+# fine-tunes' final losses agree to 1e-4 relative plus one unit of the printed last digit, the
+# pre-training's last step (read in full from its DLLogger file) to 1e-5 relative, the vectors to
+# 1e-5 (a wrong mask, gradient, product or update moves them by more: EMU_LIB=a planted build);
+# the dev metrics are printed side by side (a near tie may go the other way on one example).
 # Usage (make cuda-emulate): tests/cuda/emu/commands.sh; exit 1 if any run fails or differs.
 set -u
 R=$PWD
@@ -69,6 +69,12 @@ for prec in fp32 fp16; do
   echo "== pretrain $prec: last step's loss $a (cpu) $b (cuda)"
   close "pretrain $prec" "$a" "$b"
 done
+# the fused attention (BERT_CUDA_ATTENTION=fused, opt-in until its GPU run) on the fp16 run: the
+# probabilities recomputed in the backward, from the state the model now sizes by the backend's say
+(export BERT_CUDA_ATTENTION=fused; pretrain cuda "$W/pt_fp16_fused" --fp16) || failed+=("pretrain fp16 fused")
+a=$(step_loss "$W/pt_fp16_cpu.json") b=$(step_loss "$W/pt_fp16_fused.json")
+echo "== pretrain fp16 with BERT_CUDA_ATTENTION=fused: last step's loss $a (cpu) $b (cuda)"
+close "pretrain fp16 fused" "$a" "$b"
 for pair in "cpu cuda" "cuda cpu"; do
   set -- $pair
   pretrain $1 "$W/pt_$1_$2" --steps_this_run 3 && pretrain $2 "$W/pt_$1_$2" --resume_from_checkpoint ||

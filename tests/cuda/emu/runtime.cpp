@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <map>
 #include <vector>
@@ -290,11 +291,21 @@ void emu_mma(float *d, const float *a, const float *b, const float *c) {
 
 /* ---------------------------------------------------------------- memory */
 
+static cudaError_t last_error;   /* cudaGetLastError's */
+
 /* Device memory: exact-size allocations (AddressSanitizer sees an overrun) with cudaMalloc's
  * 256-byte alignment, filled with NaN bits (a read of an unwritten element shows). */
 cudaError_t cudaMalloc(void **p, size_t bytes) {
-    if (posix_memalign(p, 256, bytes ? bytes : 1)) fail("out of memory");
+    if (posix_memalign(p, 256, bytes ? bytes : 1)) {
+        *p = NULL;
+        return last_error = cudaErrorMemoryAllocation;
+    }
     memset(*p, poison, bytes);
+    return cudaSuccess;
+}
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total) {
+    const long page = sysconf(_SC_PAGESIZE);
+    *total = (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)page, *free_bytes = (size_t)sysconf(_SC_AVPHYS_PAGES) * (size_t)page;
     return cudaSuccess;
 }
 /* cuda_scratch: a fresh allocation each call, NaN again (a kernel that reads scratch it did not
@@ -303,7 +314,7 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
 void *cuda_scratch(int slot, size_t bytes) {
     static void *slots[CUDA_SCRATCH_SLOTS];
     free(slots[slot]);
-    cudaMalloc(&slots[slot], bytes);
+    if (cudaMalloc(&slots[slot], bytes) != cudaSuccess) fail("out of memory");
     return slots[slot];
 }
 cudaError_t cudaMallocHost(void **p, size_t bytes) { return cudaMalloc(p, bytes); }
@@ -313,7 +324,6 @@ cudaError_t cudaFreeHost(void *p) { free(p); return cudaSuccess; }
 /* ---------------------------------------------------------------- streams, events */
 
 struct EmuEvent { double ms; unsigned flags; bool queried; };
-static cudaError_t last_error;
 static int not_ready = -1;   /* EMU_NOT_READY */
 cudaError_t cudaGetLastError(void) {
     const cudaError_t e = last_error;

@@ -45,7 +45,7 @@ void *emu_shared(void);
 int emu_lane(void);
 
 typedef int cudaError_t;
-enum { cudaSuccess = 0, cudaErrorNotReady = 600 };
+enum { cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaErrorNotReady = 600 };
 typedef void *cudaStream_t;
 enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice, cudaMemcpyDefault };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize };
@@ -68,10 +68,13 @@ static inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int) {
     return cudaSuccess;
 }
 static inline cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : 101; }
+/* the device's memory is the host's */
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total);
 static inline cudaError_t cudaRuntimeGetVersion(int *v) { *v = 0; return cudaSuccess; }
 static inline cudaError_t cudaDriverGetVersion(int *v) { *v = 0; return cudaSuccess; }
 static inline const char *cudaGetErrorString(cudaError_t e) {
-    return e == cudaSuccess ? "no error (emulated)" : e == cudaErrorNotReady ? "cudaErrorNotReady (emulated)" : "(emulated)";
+    return e == cudaSuccess ? "no error (emulated)" : e == cudaErrorNotReady ? "cudaErrorNotReady (emulated)"
+         : e == cudaErrorMemoryAllocation ? "out of memory (emulated)" : "(emulated)";
 }
 /* the hardware's limits on dynamic shared memory are checked at each launch (runtime.cpp) */
 cudaError_t emu_func_set_attribute(const void *kernel, cudaFuncAttribute attr, int value);
