@@ -186,6 +186,13 @@ if want compare; then
     done
     python3 -c "import numpy as n; a=n.load('/tmp/embed_cpu.npy'); b=n.load('/tmp/embed_cuda.npy'); \
 print('== embed', a.shape, 'cpu vs cuda: max |diff|', float(abs(a-b).max()), 'min cosine', float((a*b).sum(1).min()))"
+    # the server on each device: the same sentences as /v1/embeddings requests, four at once
+    for dev in cpu cuda; do
+      timeout 120 bash tests/cuda/serve_embed.sh "$BERT" $CKPT $dev /tmp/sentences.txt /tmp/serve_$dev.json ||
+        echo "== serve --device $dev failed"
+    done
+    python3 -c "import json, numpy as n; a=n.array(json.load(open('/tmp/serve_cpu.json'))); \
+b=n.array(json.load(open('/tmp/serve_cuda.json'))); print('== serve /v1/embeddings', a.shape, 'in 4 requests at once, cpu vs cuda: max |diff|', float(abs(a-b).max()))"
   } > "$OUT/compare.log" 2>&1
   cat "$OUT/compare.log"
   took compare

@@ -3,7 +3,7 @@
 # repository's small fixtures: squad, glue, ner and classify fine-tune a 2-layer, 16-wide model
 # (tests/data/checkpoints/hf) 6 steps and evaluate; pretrain runs a 2-layer, 32-wide one 6 steps
 # (fp32, fp16, fp16 with the fused attention, and 3 + 3 resumed across the devices); embed encodes
-# 8 sentences. The two devices sum in other orders (fp32 both; ~1e-7 relative a step): the
+# 8 sentences, and serve answers them as /v1/embeddings requests (tests/cuda/serve_embed.sh). The two devices sum in other orders (fp32 both; ~1e-7 relative a step): the
 # fine-tunes' final losses agree to 1e-4 relative plus one unit of the printed last digit, the
 # pre-training's last step (read in full from its DLLogger file) to 1e-5 relative, the vectors to
 # 1e-5 (a wrong mask, gradient, product or update moves them by more: EMU_LIB=a planted build);
@@ -98,6 +98,17 @@ a, b = floats('$W/embed_cpu.npy'), floats('$W/embed_cuda.npy')
 print(max(abs(x - y) for x, y in zip(a, b)) if len(a) == len(b) and a else 'inf')")
 echo "== embed: 8 sentences, largest difference $diff"
 awk -v d="$diff" 'BEGIN { exit !(d != "inf" && d <= 1e-5) }' || failed+=("embed: vectors differ by $diff")
+# the server: the same sentences as /v1/embeddings requests, four at once, on each device
+for dev in cpu cuda; do
+  bash "$R/tests/cuda/serve_embed.sh" "$B" "$E" $dev "$E/sentences.txt" "$W/serve_$dev.json" || failed+=("serve --device $dev")
+done
+diff=$(python3 -c "
+import json
+try: a, b = json.load(open('$W/serve_cpu.json')), json.load(open('$W/serve_cuda.json'))
+except Exception: a, b = [], []
+print(max(abs(x - y) for u, v in zip(a, b) for x, y in zip(u, v)) if a and len(a) == len(b) else 'inf')")
+echo "== serve: /v1/embeddings in 4 requests at once, largest difference $diff"
+awk -v d="$diff" 'BEGIN { exit !(d != "inf" && d <= 1e-5) }' || failed+=("serve: vectors differ by $diff")
 rm -rf "$W"
 if [ ${#failed[@]} -gt 0 ]; then echo "commands: FAILED: ${failed[*]}"; exit 1; fi
 echo "commands: every task on the emulated GPU as on the CPU"
