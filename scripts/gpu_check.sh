@@ -5,7 +5,7 @@
 # backend, the Debian libraries they load, a small prepared corpus), then on the device, carrying
 # .devbundle and build-cuda:
 #   bash scripts/gpu_check.sh [all | kernels compare speed peer minilm ...]   (default all: over the
-#   10 minutes a call may take; two calls: "kernels compare speed" (~8 min), then "peer minilm")
+#   10 minutes a call may take; two calls: "kernels compare speed" (~9 min), then "peer minilm")
 # PRETRAIN_CPU=0 skips the CPU side of the pre-training comparison (deterministic: compare with
 # bench/results/gpu/reference/); PEER_FP32=1 adds PyTorch's fp32 (and TF32) eager runs.
 # 1. kernels: every CUDA kernel against the CPU backend's on the same inputs (tests/cuda/)
@@ -234,6 +234,12 @@ if want speed; then
     echo "== kernel profile: bench bert-base --bf16 --device cuda, batch 64, seq 128"
     timeout 150 $BERT bench --preset bert-base --batch 64 --seq 128 --steps 3 --warmup 1 --mode train --device cuda \
       --bf16 --kernel_profile 2>&1 | grep -E '^(gemm|kernels|train)|error|bert bench'
+    # and with the fused attention, where its tests passed above (the profile the next speed work reads)
+    if grep -q '^== build-cuda/test_cuda_attention with BERT_CUDA_ATTENTION=fused exit 0' "$OUT/kernels.log" 2>/dev/null; then
+      echo "== kernel profile: bench bert-base --bf16 --device cuda with BERT_CUDA_ATTENTION=fused, batch 64, seq 128"
+      BERT_CUDA_ATTENTION=fused timeout 100 $BERT bench --preset bert-base --batch 64 --seq 128 --steps 3 --warmup 1 \
+        --mode train --device cuda --bf16 --kernel_profile 2>&1 | grep -E '^(gemm|kernels|train)|error|bert bench'
+    fi
     # the same with every product on cuBLASLt (the backward's too) and each shape's fastest of its
     # 8 best algorithms (timed), and the step with that and the fused attention
     echo "== products with BERT_CUDA_LT_BACKWARD=1 BERT_CUDA_LT_ALGOS=8: bench bert-base --bf16 --device cuda --gemm_shapes"
