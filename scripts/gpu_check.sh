@@ -187,6 +187,7 @@ if want compare; then
     python3 -c "import numpy as n; a=n.load('/tmp/embed_cpu.npy'); b=n.load('/tmp/embed_cuda.npy'); \
 print('== embed', a.shape, 'cpu vs cuda: max |diff|', float(abs(a-b).max()), 'min cosine', float((a*b).sum(1).min()))"
     # the server on each device: the same sentences as /v1/embeddings requests, four at once
+    rm -f /tmp/serve_cpu.json /tmp/serve_cuda.json
     for dev in cpu cuda; do
       timeout 120 bash tests/cuda/serve_embed.sh "$BERT" $CKPT $dev /tmp/sentences.txt /tmp/serve_$dev.json ||
         echo "== serve --device $dev failed"
@@ -235,7 +236,8 @@ if want speed; then
     timeout 150 $BERT bench --preset bert-base --batch 64 --seq 128 --steps 3 --warmup 1 --mode train --device cuda \
       --bf16 --kernel_profile 2>&1 | grep -E '^(gemm|kernels|train)|error|bert bench'
     # and with the fused attention, where its tests passed above (the profile the next speed work reads)
-    if grep -q '^== build-cuda/test_cuda_attention with BERT_CUDA_ATTENTION=fused exit 0' "$OUT/kernels.log" 2>/dev/null; then
+    if grep -q '^== build-cuda/test_cuda_attention with BERT_CUDA_ATTENTION=fused exit 0' "$OUT/kernels.log" 2>/dev/null &&
+      grep -q '^== build-cuda/test_cuda_model with BERT_CUDA_ATTENTION=fused exit 0' "$OUT/kernels.log"; then
       echo "== kernel profile: bench bert-base --bf16 --device cuda with BERT_CUDA_ATTENTION=fused, batch 64, seq 128"
       BERT_CUDA_ATTENTION=fused timeout 100 $BERT bench --preset bert-base --batch 64 --seq 128 --steps 3 --warmup 1 \
         --mode train --device cuda --bf16 --kernel_profile 2>&1 | grep -E '^(gemm|kernels|train)|error|bert bench'

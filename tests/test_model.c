@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "io/safetensors.h"
+#include "kernels/kernels.h"
 #include "model/config.h"
 #include "model/bert.h"
 #include "model/bert_views.h"
@@ -778,6 +779,52 @@ static void test_bad_batch_rejected(void) {
     fixture_close(&f);
 }
 
+/* bert-base at seq 512, its bytes at batch B (nothing allocated but the weights: the activations
+ * are taken at the first forward), in fp32 or 16 bits. */
+static double bytes_at(int B, bool half) {
+    BertConfig c;
+    BertError err;
+    BertModel *m = NULL;
+    if (bert_config_preset("bert-base", &c, &err) != 0 || bert_model_create(&m, &c, B, 512, 80, &err) != 0) return -1;
+    if (half && bert_set_precision(m, BERT_BF16_EMULATED, &err) != 0) return bert_model_free(m), -1;
+    const double bytes = (double)bert_model_bytes(m);
+    bert_model_free(m);
+    return bytes;
+}
+
+/* A batch whose fp32 activations pass the memory there is while its 16-bit ones fit: the model
+ * is made (its creation counts 16 bits' layout, the least), a forward in fp32 refused with the
+ * figures before taking any of it, and in 16 bits the model counted within the memory (a GPU
+ * model switched to bf16 before its first forward never holds fp32's larger layout). */
+static void test_activations_refused_at_forward(void) {
+    const double memory = (double)k_memory_bytes();
+    const double f1 = bytes_at(1, false), f2 = bytes_at(2, false), h1 = bytes_at(1, true), h2 = bytes_at(2, true);
+    CHECK(memory > 0 && f1 > 0 && f2 > f1 && h1 > 0 && h2 > h1);
+    const double per32 = f2 - f1, per16 = h2 - h1;
+    const int B = (int)((memory - (f1 - per32)) / per32) + 1;   /* fp32's bytes just past the memory */
+    const double b16 = h1 + (B - 1) * per16;
+    printf("    memory %.1f GiB; batch %d x 512: fp32 %.1f GiB, 16 bits %.1f GiB\n", memory / 1073741824.0, B,
+           (f1 + (B - 1) * per32) / 1073741824.0, b16 / 1073741824.0);
+    if (b16 >= memory || (double)B * 12 * 512 * 512 >= 4294967295.0) {
+        TEST_SKIP("this machine's memory takes no batch between the two layouts' needs");
+        return;
+    }
+    BertConfig c;
+    BertError err;
+    BertModel *m = NULL;
+    CHECK(bert_config_preset("bert-base", &c, &err) == 0);
+    CHECKF(bert_model_create(&m, &c, B, 512, 80, &err) == 0, "%s", err.msg);
+    if (!m) return;
+    int32_t ids[8] = {101, 7, 8, 9, 10, 11, 12, 102}, types[8] = {0}, mask[8] = {1, 1, 1, 1, 1, 1, 1, 1}, nsp[1] = {0};
+    const BertBatch b = bert_pretraining_batch(1, 8, 0, ids, types, mask, NULL, NULL, nsp);
+    CHECK(isnan(bert_forward(m, &b, false, 0)));
+    CHECKF(strstr(bert_last_error(m), "more than the") && strstr(bert_last_error(m), "fp32"), "message: %s",
+           bert_last_error(m));
+    CHECK(bert_set_precision(m, BERT_BF16_EMULATED, &err) == 0);
+    CHECKF((double)bert_model_bytes(m) < memory, "16 bits: %zu bytes", bert_model_bytes(m));
+    bert_model_free(m);
+}
+
 /* Configs too big to allocate are refused with a message, before any size_t sum of the
  * layout can wrap round to a small allocation (vocab x hidden alone is 2^62 floats here). */
 static void test_impossible_model_refused(void) {
@@ -1039,6 +1086,7 @@ int main(void) {
     RUN_TEST(test_grad_norm);
     RUN_TEST(test_bad_batch_rejected);
     RUN_TEST(test_impossible_model_refused);
+    RUN_TEST(test_activations_refused_at_forward);
     RUN_TEST(test_inference_without_labels);
     RUN_TEST(test_flops_formula);
     RUN_TEST(test_task_heads_fixture);

@@ -273,44 +273,79 @@ static void allocate_packed_weights(BertModel *m) {
     m->packed_bytes = total;
 }
 
-/* Lays the activations out again for the model's precision (16 bits share some fp32 buffers
- * between layers and add their own); their contents are lost. */
-static void allocate_activations(BertModel *m) {
-    Arena a = {0};
-    layout_activations(&a, &m->act, m);   /* count */
-    m->act_floats = a.cursor / sizeof(float);
-    k_free(m->act_memory);
-    m->act_memory = k_alloc(m->act_floats * sizeof(float));
-    a = (Arena){.base = (char *)m->act_memory};
+/* The activations' sizes for the model's precision and mode: the layouts' counting passes. */
+static void count_activations(BertModel *m) {
+    Arena a = {0}, q = {0};
     layout_activations(&a, &m->act, m);
-    k_free(m->act16_memory), k_free(m->params16);
-    m->act16_memory = NULL, m->params16 = NULL, m->act16_len = 0;
-    if (!bert_is_half(m->precision)) {
-        for (int l = 0; l < m->cfg.num_hidden_layers; l++) {
-            LayerActs *L = &m->act.layers[l];
-            L->x16 = L->ctx16 = L->h1_16 = L->act16 = L->pre16 = L->qkv16 = NULL;
-            L->x8 = L->ctx8 = L->h1_8 = L->act8 = (Rows8){0};
-        }
-        Activations *v = &m->act;
-        v->cls_in16 = v->pooled16 = v->mlm_in16 = v->mlm_ln16 = v->seq_out16 = v->cls_dropped16 = NULL;
-        v->tok_dropped16 = v->dout16 = NULL;
-        if (m->precision != BERT_INT8) return;
-        Arena q = {0};
-        layout_int8_activations(&q, &m->act, m);
-        m->act16_len = q.cursor / sizeof(uint16_t);   /* 64-byte multiples */
-        m->act16_memory = k_alloc(q.cursor);
-        q = (Arena){.base = (char *)m->act16_memory};
-        layout_int8_activations(&q, &m->act, m);
-        return;
+    m->act_floats = a.cursor / sizeof(float);
+    if (bert_is_half(m->precision)) layout_half_activations(&q, &m->act, m);
+    else if (m->precision == BERT_INT8) layout_int8_activations(&q, &m->act, m);
+    m->act16_len = q.cursor / sizeof(uint16_t);   /* 64-byte multiples */
+}
+
+/* Lays the activations out again for the model's precision and mode (16 bits share some fp32
+ * buffers between layers and add their own), their contents lost: the memory is released now
+ * and taken at the next forward (bert_place_activations), so that a model made in fp32 and
+ * switched to 16 bits before its first forward never holds fp32's larger layout (a GPU's
+ * allocations take their memory at once; a batch that fits in 16 bits may not in fp32). */
+static void relayout_activations(BertModel *m) {
+    k_free(m->act_memory), k_free(m->act16_memory), k_free(m->params16);
+    m->act_memory = NULL, m->act16_memory = NULL, m->params16 = NULL;
+    count_activations(m);
+    m->act_placed = false;
+}
+
+/* Only the 16-bit layout's views: fp32 and int8 have none of the others. */
+static void clear_half_views(Activations *v, int layers) {
+    for (int l = 0; l < layers; l++) {
+        LayerActs *L = &v->layers[l];
+        L->x16 = L->ctx16 = L->h1_16 = L->act16 = L->pre16 = L->qkv16 = NULL;
+        L->x8 = L->ctx8 = L->h1_8 = L->act8 = (Rows8){0};
     }
-    Arena h = {0};
-    layout_half_activations(&h, &m->act, m);
-    m->act16_len = h.cursor / sizeof(uint16_t);
+    v->cls_in16 = v->pooled16 = v->mlm_in16 = v->mlm_ln16 = v->seq_out16 = v->cls_dropped16 = NULL;
+    v->tok_dropped16 = v->dout16 = NULL;
+}
+
+/* The activations' bytes in the 16-bit layout (with the 16-bit weights), the least a training
+ * model lays out; the model's counts left as they were. */
+static size_t least_activation_bytes(BertModel *m) {
+    const BertPrecision kept = m->precision;
+    m->precision = BERT_BF16;
+    count_activations(m);
+    const size_t bytes = m->act_floats * sizeof(float) + (m->act16_len + m->num_params) * sizeof(uint16_t);
+    m->precision = kept;
+    count_activations(m);
+    return bytes;
+}
+
+bool bert_place_activations(BertModel *m) {
+    if (m->act_placed) return true;
+    const double need = (double)bert_model_bytes(m), memory = (double)k_memory_bytes();
+    if (memory > 0 && need > memory) {
+        snprintf(m->error, sizeof m->error, "the model needs %.1f GiB in %s (parameters, gradients, activations; batch "
+                 "%d x seq %d), more than the %.1f GiB there is (the machine's, or on a GPU the device's): a smaller "
+                 "batch, with --gradient_accumulation_steps for the same global batch", need / 1073741824.0,
+                 bert_precision_name(m->precision), m->max_batch, m->max_seq, memory / 1073741824.0);
+        return false;
+    }
+    m->act_memory = k_alloc(m->act_floats * sizeof(float));
+    Arena a = {.base = (char *)m->act_memory};
+    layout_activations(&a, &m->act, m);
+    m->act_placed = true;
+    if (!bert_is_half(m->precision)) {
+        clear_half_views(&m->act, m->cfg.num_hidden_layers);
+        if (m->precision != BERT_INT8) return true;
+        m->act16_memory = k_alloc(m->act16_len * sizeof(uint16_t));
+        Arena q = {.base = (char *)m->act16_memory};
+        layout_int8_activations(&q, &m->act, m);
+        return true;
+    }
     m->act16_memory = k_alloc(m->act16_len * sizeof(uint16_t));
-    h = (Arena){.base = (char *)m->act16_memory};
+    Arena h = {.base = (char *)m->act16_memory};
     layout_half_activations(&h, &m->act, m);
     m->params16 = k_alloc(m->num_params * sizeof(uint16_t));
     memset(m->half_fresh, 0, sizeof(bool) * (size_t)m->num_tensors);   /* none of it made yet */
+    return true;
 }
 
 /* ---------------------------------------------------------------- create / free */
@@ -382,18 +417,17 @@ int bert_model_create_with_heads(BertModel **out, const BertConfig *cfg, BertHea
     layout_params(&lo, &m->p, cfg, heads);  /* count */
     m->num_tensors = lo.count;
     m->num_params = lo.cursor;
-    Arena a = {0};
-    layout_activations(&a, &m->act, m);   /* count */
-    m->act_floats = a.cursor / sizeof(float);
     /* Buffers that each fit can still add up past the machine (100,000 layers): refuse with
-     * the total instead of meeting the OOM killer half-way through the allocations. */
-    const double need = ((double)m->num_params * 2 + (double)m->act_floats) * sizeof(float);
+     * the total instead of meeting the OOM killer half-way through the allocations. The
+     * activations' layout is the precision's and the mode's, set after this: here the least of
+     * them (16 bits'); bert_place_activations checks the one it takes. */
+    const double need = (double)m->num_params * 2 * sizeof(float) + (double)least_activation_bytes(m);
     const double memory = (double)k_memory_bytes();   /* the machine's, or the device's */
     if (memory > 0 && need > memory) {
         bert_model_free(m);
-        return bert_fail(err, "bert_model_create: the model needs %.1f GiB for parameters, gradients and activations "
-                              "(batch %d x seq %d), more than the %.1f GiB there is (the machine's, or on a GPU the "
-                              "device's)", need / 1073741824.0, max_batch, max_seq, memory / 1073741824.0);
+        return bert_fail(err, "bert_model_create: the model needs at least %.1f GiB for parameters, gradients and "
+                              "activations (batch %d x seq %d), more than the %.1f GiB there is (the machine's, or "
+                              "on a GPU the device's)", need / 1073741824.0, max_batch, max_seq, memory / 1073741824.0);
     }
     m->info = xcalloc(m->num_tensors, sizeof(BertParamInfo));
     m->half_fresh = xcalloc(m->num_tensors, sizeof(bool));
@@ -408,7 +442,7 @@ int bert_model_create_with_heads(BertModel **out, const BertConfig *cfg, BertHea
         m->info[i].grad = m->grads + m->info[i].offset;
     }
 
-    allocate_activations(m);
+    relayout_activations(m);   /* the memory taken at the first forward */
 
     const size_t N = (size_t)max_batch * max_seq, BP = (size_t)max_batch * max_predictions;
     m->kv_len = xcalloc(max_batch, sizeof(int32_t));
@@ -536,7 +570,8 @@ void bert_zero_grad(BertModel *m) { k_zero(m->grads, (long)m->num_params); }
 
 size_t bert_model_bytes(const BertModel *m) {
     return (m->num_params * 2 + m->act_floats) * sizeof(float) +
-           (m->params16 ? m->num_params : 0) * sizeof(uint16_t) + m->act16_len * sizeof(uint16_t) + m->packed_bytes;
+           (bert_is_half(m->precision) ? m->num_params : 0) * sizeof(uint16_t) + m->act16_len * sizeof(uint16_t) +
+           m->packed_bytes;
 }
 
 size_t bert_nonfinite_params(const BertModel *m, const char **first_tensor) {
@@ -582,7 +617,7 @@ int bert_set_precision(BertModel *m, BertPrecision precision, BertError *err) {
                                 (precision == BERT_INT8) != (m->precision == BERT_INT8);
     m->precision = precision;
     m->int8_bf16 = precision == BERT_INT8 && k_bf16_native_available();
-    if (layout_changes) allocate_activations(m);
+    if (layout_changes) relayout_activations(m);
     free_packed_weights(m);
     if (precision == BERT_BF16 || precision == BERT_INT8) allocate_packed_weights(m);   /* fp32's at the first inference */
     m->params16_stale = true;
@@ -658,7 +693,7 @@ void bert_set_mode(BertModel *m, BertMode mode) {
     const bool sharing_changes = (m->mode == BERT_MODE_FORWARD_ONLY) != (mode == BERT_MODE_FORWARD_ONLY);
     m->mode = mode;
     if (sharing_changes)
-        allocate_activations(m);   /* the layers' buffers shared, or each its own again; the packed weights
+        relayout_activations(m);   /* the layers' buffers shared, or each its own again; the packed weights
                                       stay valid, the plain 16-bit copies are made again as read */
     m->backward_ready = false;     /* the last forward's kept activations are the old mode's */
 }

@@ -374,6 +374,10 @@ static float token_classifier_forward(BertModel *m, const float *seq_out) {
 
 float bert_forward(BertModel *m, const BertBatch *b, bool training, uint64_t dropout_seed) {
     BertError err;
+    if (!bert_place_activations(m)) {
+        m->backward_ready = false;
+        return NAN;
+    }
     if (bert_batch_validate(m, b, &err)) {
         snprintf(m->error, sizeof m->error, "%s", err.msg);
         m->backward_ready = false;

@@ -112,6 +112,7 @@ struct BertModel {
     Activations act;
     float *act_memory;
     size_t act_floats;
+    bool act_placed;            /* act_memory (and act16_memory, params16) taken and the views in it */
     /* derived from the current batch */
     int32_t *kv_len, *zero_types, *mlm_src_row, *mlm_slot, *mlm_label, *nsp_label;
     uint8_t *has_holes;
@@ -216,6 +217,11 @@ void bert_linear_forward_to(BertModel *m, float *out, uint16_t *out16, const flo
 void bert_gelu_forward_to(BertModel *m, float *out, uint16_t *out16, const float *pre, const uint16_t *pre16, long n);
 bool bert_linear_gelu_forward(BertModel *m, float *out, uint16_t *out16, const float *inp, uint16_t *inp16,
                               const float *weight, const float *bias, int N, int C, int OC);
+/* The activations' memory taken and their views laid out in it, where a layout change (creation,
+ * bert_set_precision, bert_set_mode) left them to be: bert_forward's first step. false (m->error
+ * set, nothing taken) where the model would need more than the backend's memory. */
+bool bert_place_activations(BertModel *m);
+
 void bert_linear_forward(BertModel *m, float *out, const float *inp, uint16_t *inp16, const float *weight,
                          const float *bias, int N, int C, int OC);
 void bert_linear_backward(BertModel *m, float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,

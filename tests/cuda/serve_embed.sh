@@ -1,15 +1,17 @@
 #!/bin/bash
-# bert serve on a device answering OpenAI's /v1/embeddings: the texts split over 4 requests sent
-# at once (the dynamic batcher's forwards then mix requests), the vectors written in the texts'
+# bert serve on a device answering OpenAI's /v1/embeddings: the file's non-empty lines split over
+# 4 requests sent at once (the dynamic batcher's forwards then mix requests), the vectors written in the texts'
 # order to OUT as a JSON list of lists. tests/cuda/emu/commands.sh (the emulated GPU) and
 # scripts/gpu_check.sh compare (the device) hold --device cuda's answers to --device cpu's by it.
 # Usage: serve_embed.sh BERT MODEL_DIR DEVICE TEXTS OUT; exit 1 (the server's log printed) if the
 # server does not start or a request fails.
 set -u
 bert=$1 model=$2 device=$3 texts=$4 out=$5
+grep -q . "$texts" || { echo "serve_embed: $texts has no text"; exit 1; }
 log=$(mktemp /tmp/serve_embed.XXXXXX)
 "$bert" serve --init_checkpoint "$model" --port 0 --device "$device" > "$log" 2>&1 &
 pid=$!
+trap 'kill "$pid" 2>/dev/null; rm -f "$log"' EXIT
 port=""
 for _ in $(seq 600); do   # up to 2 minutes for the model to load (the emulator is slow)
   port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$log" | grep -o '[0-9]*$')
@@ -46,5 +48,4 @@ fi
 kill "$pid" 2>/dev/null
 wait "$pid" 2>/dev/null
 [ $rc -eq 0 ] || { echo "serve_embed: bert serve --device $device failed; its log:"; cat "$log"; }
-rm -f "$log"
 exit $rc

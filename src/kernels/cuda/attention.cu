@@ -207,8 +207,8 @@ __global__ static void scatter_dqkv(float *dqkv, const float *dense, Attn a) {
 
 /* ---------------------------------------------------------------- row kernels */
 
-/* The fused path's state for its backward, in the probabilities' buffer ([B A T T] floats, T >= 2):
- * each score row's scaled maximum and 1 / sum, [B A T][2]. */
+/* The fused path's state for its backward, in the probabilities' buffer (k_attention_state_floats'
+ * 2 B A T floats): each score row's scaled maximum and 1 / sum, [B A T][2]. */
 __device__ __forceinline__ static void row_stats_store(float *stats, const Attn &a, int block, int i, float mx,
                                                        float inv) {
     float *at = stats + 2 * ((size_t)block * a.T + i);

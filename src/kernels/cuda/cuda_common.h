@@ -18,6 +18,10 @@
         }                                                                                         \
     } while (0)
 
+/* cudaMalloc of bytes (at least 1) into *p; where the device has too little, the process ends with
+ * what was asked, what is free and in all, and what to do, not only CUDA's error name. */
+void cuda_malloc(void **p, size_t bytes);
+
 /* After a launch: its configuration error now, its execution errors at the next synchronising call. */
 #define CUDA_LAUNCHED() CUDA_CHECK(cudaGetLastError())
 

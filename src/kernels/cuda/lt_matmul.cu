@@ -32,7 +32,7 @@ static cublasLtHandle_t lt_handle(void) {
 enum { LT_WORKSPACE = 32 << 20 };
 static void *lt_workspace(void) {
     static void *w = NULL;
-    if (!w) CUDA_CHECK(cudaMalloc(&w, LT_WORKSPACE));
+    if (!w) cuda_malloc(&w, LT_WORKSPACE);
     return w;
 }
 
@@ -218,7 +218,7 @@ static void *timing_output(size_t bytes) {
     static size_t size = 0;
     if (bytes > size) {
         if (buffer) CUDA_CHECK(cudaFree(buffer));
-        CUDA_CHECK(cudaMalloc(&buffer, bytes));
+        cuda_malloc(&buffer, bytes);
         size = bytes;
     }
     return buffer;

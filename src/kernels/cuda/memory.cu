@@ -11,10 +11,9 @@ extern "C" {
 
 static double gib(size_t bytes) { return bytes / 1073741824.0; }
 
-extern "C" void *k_alloc(size_t bytes) {
-    void *p = NULL;
-    const cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);   /* 256-byte aligned */
-    if (e == cudaErrorMemoryAllocation) {   /* what was asked and what is left, not only the error's name */
+void cuda_malloc(void **p, size_t bytes) {
+    const cudaError_t e = cudaMalloc(p, bytes ? bytes : 1);   /* 256-byte aligned */
+    if (e == cudaErrorMemoryAllocation) {
         size_t free_bytes = 0, total = 0;
         (void)cudaGetLastError();
         CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
@@ -24,6 +23,11 @@ extern "C" void *k_alloc(size_t bytes) {
         exit(1);
     }
     CUDA_CHECK(e);
+}
+
+extern "C" void *k_alloc(size_t bytes) {
+    void *p = NULL;
+    cuda_malloc(&p, bytes);
     CUDA_CHECK(cudaMemset(p, 0, bytes ? bytes : 1));
     return p;
 }
@@ -85,7 +89,7 @@ static void *grow(void **p, size_t *cap, size_t bytes) {
     if (bytes > *cap) {
         if (*p) CUDA_CHECK(cudaFree(*p));
         *cap = bytes + bytes / 2 + 256;
-        CUDA_CHECK(cudaMalloc(p, *cap));
+        cuda_malloc(p, *cap);
     }
     return *p;
 }

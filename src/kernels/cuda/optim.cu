@@ -126,7 +126,7 @@ static void *scratch(size_t bytes) {
     if (bytes > cap) {
         if (p) CUDA_CHECK(cudaFree(p));
         cap = bytes * 2;
-        CUDA_CHECK(cudaMalloc(&p, cap));
+        cuda_malloc(&p, cap);
     }
     return p;
 }

@@ -98,7 +98,7 @@ a, b = floats('$W/embed_cpu.npy'), floats('$W/embed_cuda.npy')
 print(max(abs(x - y) for x, y in zip(a, b)) if len(a) == len(b) and a else 'inf')")
 echo "== embed: 8 sentences, largest difference $diff"
 awk -v d="$diff" 'BEGIN { exit !(d != "inf" && d <= 1e-5) }' || failed+=("embed: vectors differ by $diff")
-# the server: the same sentences as /v1/embeddings requests, four at once, on each device
+# the server: the same sentences (but the empty line) as /v1/embeddings requests, four at once, on each device
 for dev in cpu cuda; do
   bash "$R/tests/cuda/serve_embed.sh" "$B" "$E" $dev "$E/sentences.txt" "$W/serve_$dev.json" || failed+=("serve --device $dev")
 done
