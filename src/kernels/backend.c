@@ -242,19 +242,13 @@ static void older_attention_forward_to(float *ctx, uint16_t *ctx16, float *probs
     }
     cuda_table.k_to_half(a->half_mode, ctx16, ctx, end * a->A * a->d);
 }
-static bool older_attention_keeps_probs(const AttentionArgs *a) {
-    (void)a;
-    return true;   /* libraries before it kept the probabilities */
-}
-static size_t older_attention_state_floats(const AttentionArgs *a) {
-    return a->B <= 0 || a->T <= 0 || a->A <= 0 ? 0 : (size_t)a->B * a->A * a->T * a->T;
-}
 static size_t older_memory_bytes(void) { return 0; }   /* unknown: no check up front */
 static void *older_library_stub(void *lib, const char *name) {
     if (!strcmp(name, "k_set_tf32")) return (void *)older_set_tf32;
     if (!strcmp(name, "k_attention_forward_to")) return (void *)older_attention_forward_to;
-    if (!strcmp(name, "k_attention_keeps_probs")) return (void *)older_attention_keeps_probs;
-    if (!strcmp(name, "k_attention_state_floats")) return (void *)older_attention_state_floats;
+    /* libraries before these kept the probabilities, as the CPU backend keeps them */
+    if (!strcmp(name, "k_attention_keeps_probs")) return (void *)cpu_k_attention_keeps_probs;
+    if (!strcmp(name, "k_attention_state_floats")) return (void *)cpu_k_attention_state_floats;
     if (!strcmp(name, "k_memory_bytes")) return (void *)older_memory_bytes;
     if (!strcmp(name, "k_dropout_layernorm_forward_to")) {
         *(void **)&older_library_dropout_layernorm = dlsym(lib, "k_dropout_layernorm_forward");

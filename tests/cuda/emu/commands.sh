@@ -3,11 +3,12 @@
 # repository's small fixtures: squad, glue, ner and classify fine-tune a 2-layer, 16-wide model
 # (tests/data/checkpoints/hf) 6 steps and evaluate; pretrain runs a 2-layer, 32-wide one 6 steps
 # (fp32, fp16, fp16 with the fused attention, and 3 + 3 resumed across the devices); embed encodes
-# 8 sentences, and serve answers them as /v1/embeddings requests (tests/cuda/serve_embed.sh). The two devices sum in other orders (fp32 both; ~1e-7 relative a step): the
-# fine-tunes' final losses agree to 1e-4 relative plus one unit of the printed last digit, the
-# pre-training's last step (read in full from its DLLogger file) to 1e-5 relative, the vectors to
-# 1e-5 (a wrong mask, gradient, product or update moves them by more: EMU_LIB=a planted build);
-# the dev metrics are printed side by side (a near tie may go the other way on one example).
+# 8 sentences, and serve answers them as /v1/embeddings requests (tests/cuda/serve_embed.sh). The
+# two devices sum in other orders (fp32 both; ~1e-7 relative a step): the fine-tunes' final losses
+# agree to 1e-4 relative plus one unit of the printed last digit, the pre-training's last step (read
+# in full from its DLLogger file) to 1e-5 relative, the vectors to 1e-5 (a wrong mask, gradient,
+# product or update moves them by more: EMU_LIB=a planted build); the dev metrics are printed side
+# by side (a near tie may go the other way on one example).
 # Usage (make cuda-emulate): tests/cuda/emu/commands.sh; exit 1 if any run fails or differs.
 set -u
 R=$PWD

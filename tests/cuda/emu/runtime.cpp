@@ -305,7 +305,8 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
 }
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total) {
     const long page = sysconf(_SC_PAGESIZE);
-    *total = (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)page, *free_bytes = (size_t)sysconf(_SC_AVPHYS_PAGES) * (size_t)page;
+    *total = (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)page;
+    *free_bytes = (size_t)sysconf(_SC_AVPHYS_PAGES) * (size_t)page;
     return cudaSuccess;
 }
 /* cuda_scratch: a fresh allocation each call, NaN again (a kernel that reads scratch it did not
