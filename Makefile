@@ -61,7 +61,7 @@ TEST_SRC := $(sort $(wildcard tests/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BERT     := $(if $(filter build,$(BUILD)),bert,$(BUILD)/bert)
 
-.PHONY: all test test-fast test-matrix install fuzz fuzz-build fuzz-replay clean cuda-check cuda-build cuda-test cuda-emulate cuda-sass FORCE
+.PHONY: all test test-fast test-matrix install fuzz fuzz-build fuzz-replay clean cuda-check cuda-check-12 cuda-build cuda-test cuda-emulate cuda-sass FORCE
 # make GPU=cuda: also the CUDA backend, which ./bert loads from build-cuda/ on --device cuda
 all: $(BERT) $(TEST_BIN) $(if $(filter cuda,$(GPU)),build-cuda/libbert_cuda.so)
 
@@ -165,7 +165,7 @@ fuzz-replay: fuzz-build
 	@bash tests/fuzz/run.sh replay 0 $(FUZZ_TARGETS)
 
 clean:
-	rm -rf build build-asan build-openblas build-fuzz build-cuda build-emu bert
+	rm -rf build build-asan build-openblas build-fuzz build-cuda build-cuda12 build-emu bert
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
@@ -185,6 +185,22 @@ cuda-check:
 	@if [ -z "$(NVCC)" ]; then echo "cuda-check: no nvcc: run bash scripts/install-cuda-toolchain.sh (or set NVCC=)" >&2; exit 1; fi
 	@$(MAKE) --no-print-directory $(CUDA_OBJ)
 	@echo "cuda-check: $(words $(CUDA_SRC)) CUDA files compiled for sm_80 and sm_90 with $(NVCC)"
+
+# `make GPU=cuda cuda-check-12`: every .cu file compiled against CUDA 12.1's runtime and cuBLAS
+# headers (the oldest CUDA 12 the backend is written for), which scripts/install-cuda-toolchain.sh
+# --cuda12-headers unpacks from PyPI: an API of CUDA 13 used, or one 12.1 lacks, fails here.
+# nvcc stays 13's (PyPI's CUDA 12 compiler wheels hold ptxas alone), so this checks the API, not
+# CUDA 12's compiler. Objects go to build-cuda12/ and are not used.
+CUDA12_HEADERS := .cuda-toolchain/cu12-headers
+cuda-check-12:
+	@if [ -z "$(NVCC)" ] || [ ! -f $(CUDA12_HEADERS)/include/cuda_runtime_api.h ]; then echo "cuda-check-12: run \
+	  bash scripts/install-cuda-toolchain.sh --cuda12-headers" >&2; exit 1; fi
+	@mkdir -p build-cuda12
+	@for f in $(CUDA_SRC); do $(NVCC) $(filter-out -MMD -MP $(CUDA_ARCHS),$(NVCCFLAGS)) -I$(CUDA12_HEADERS)/include \
+	  -gencode arch=compute_80,code=sm_80 -c -o build-cuda12/$$(basename $$f .cu).o $$f || exit 1; done
+	@printf '#include <cuda_runtime.h>\n#include <cublasLt.h>\nstatic_assert(CUDART_VERSION == 12010 && CUBLAS_VER_MAJOR == 12, "not 12.1");\n' | \
+	  $(NVCC) -std=c++17 -I$(CUDA12_HEADERS)/include -x cu -c -o /dev/null - || exit 1
+	@echo "cuda-check-12: $(words $(CUDA_SRC)) CUDA files compiled against CUDA 12.1's runtime and cuBLAS headers"
 
 # `make GPU=cuda cuda-sass`: each CUDA file's Hopper machine code (build-cuda/sass/*.sass, by
 # cuobjdump) and ptxas's registers, stack and spills per kernel: what the compiler made of a
@@ -209,8 +225,13 @@ cuda-sass:
 # library's, linked in) and compare the two on the same inputs (tests/cuda/test_cuda_*.c; each
 # passes with a message where no GPU is present). The tests are built here with the rest of
 # the project and run on a GPU machine (scripts/gpu_check.sh).
+# cuBLAS by its development link where the toolkit has one (an installed CUDA 12 or 13: the
+# version the library was compiled for), else by the file PyPI's wheel holds (libcublas.so.13).
 CUDA_LIBDIRS := $(wildcard $(dir $(NVCC))../lib $(dir $(NVCC))../lib64)
-CUDA_LIBS := $(addprefix -L,$(CUDA_LIBDIRS)) -l:libcublas.so.13 -l:libcublasLt.so.13
+CUBLAS_DEV := $(firstword $(wildcard $(addsuffix /libcublas.so,$(CUDA_LIBDIRS))))
+CUBLAS_SO := $(notdir $(firstword $(wildcard $(addsuffix /libcublas.so.[0-9]*,$(CUDA_LIBDIRS)))))
+CUDA_LIBS := $(addprefix -L,$(CUDA_LIBDIRS)) $(if $(CUBLAS_DEV),-lcublas -lcublasLt,\
+  $(if $(CUBLAS_SO),-l:$(CUBLAS_SO) -l:$(subst libcublas,libcublasLt,$(CUBLAS_SO)),-lcublas -lcublasLt))
 build-cuda/libbert_cuda.so: $(CUDA_OBJ)
 	$(NVCC) -shared $(CUDA_ARCHS) -o $@ $^ -Xlinker -Bsymbolic $(CUDA_LIBS)
 

@@ -6,9 +6,28 @@
 # kernels compile to, for reading what the compiler did without a GPU),
 # unpacked into .cuda-toolchain/ (about 320 MB, ignored by git). Idempotent. A machine with CUDA
 # installed needs none of this: the Makefile uses its nvcc (NVCC=...).
+# --cuda12-headers: also CUDA 12.1's runtime and cuBLAS headers (nvidia-cuda-runtime-cu12 and
+# nvidia-cublas-cu12, their libraries dropped: 4 MB kept) in .cuda-toolchain/cu12-headers/, for
+# `make GPU=cuda cuda-check-12` (the backend's API use against the oldest CUDA 12 it supports).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEST=.cuda-toolchain
+if [ "${1:-}" = --cuda12-headers ]; then
+  bash "$0"   # the compiler first (a new compiler replaces $DEST as a whole)
+  H=$DEST/cu12-headers
+  if [ -f "$H/include/cuda_runtime_api.h" ] && [ -f "$H/include/cublasLt.h" ]; then
+    echo "install-cuda-toolchain: CUDA 12.1 headers present in $H"
+    exit 0
+  fi
+  rm -rf "$H.tmp" && mkdir -p "$H.tmp/include"
+  python3 -m pip install --quiet --no-deps --target "$H.tmp/wheels" "nvidia-cuda-runtime-cu12==12.1.105" \
+    "nvidia-cublas-cu12==12.1.3.1"
+  cp -a "$H.tmp/wheels/nvidia/cuda_runtime/include/." "$H.tmp/wheels/nvidia/cublas/include/." "$H.tmp/include/"
+  rm -rf "$H.tmp/wheels" "$H.tmp/include/__init__.py" "$H.tmp/include/__pycache__" "$H"
+  mv "$H.tmp" "$H"
+  echo "install-cuda-toolchain: CUDA 12.1 headers in $H (make GPU=cuda cuda-check-12)"
+  exit 0
+fi
 VERSION=13.5.37
 # cuBLAS for the products: the version of the CUDA 13.0 toolkit seen on the GPU machines, so that
 # the backend links against no symbol their libcublas lacks (it is loaded from the machine's
