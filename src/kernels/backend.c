@@ -243,6 +243,10 @@ static void older_attention_forward_to(float *ctx, uint16_t *ctx16, float *probs
     cuda_table.k_to_half(a->half_mode, ctx16, ctx, end * a->A * a->d);
 }
 static size_t older_memory_bytes(void) { return 0; }   /* unknown: no check up front */
+static void older_to_half_each(HalfMode mode, uint16_t *const *dst, const float *const *src, const size_t *n,
+                               int count) {   /* a launch per tensor, as before */
+    for (int i = 0; i < count; i++) cuda_table.k_to_half(mode, dst[i], src[i], (long)n[i]);
+}
 static void *older_library_stub(void *lib, const char *name) {
     if (!strcmp(name, "k_set_tf32")) return (void *)older_set_tf32;
     if (!strcmp(name, "k_attention_forward_to")) return (void *)older_attention_forward_to;
@@ -250,6 +254,7 @@ static void *older_library_stub(void *lib, const char *name) {
     if (!strcmp(name, "k_attention_keeps_probs")) return (void *)cpu_k_attention_keeps_probs;
     if (!strcmp(name, "k_attention_state_floats")) return (void *)cpu_k_attention_state_floats;
     if (!strcmp(name, "k_memory_bytes")) return (void *)older_memory_bytes;
+    if (!strcmp(name, "k_to_half_each")) return (void *)older_to_half_each;
     if (!strcmp(name, "k_dropout_layernorm_forward_to")) {
         *(void **)&older_library_dropout_layernorm = dlsym(lib, "k_dropout_layernorm_forward");
         return (void *)older_dropout_layernorm_forward_to;

@@ -36,6 +36,8 @@
         mode), (dinp, dweight, dbias, dout, inp16, weight, N, C, OC, accumulate_dinp, dout16, mode)) \
     KV(k_to_half, (HalfMode mode, uint16_t *dst, const float *src, long n), (mode, dst, src, n)) \
     KV(k_from_half, (HalfMode mode, float *dst, const uint16_t *src, long n), (mode, dst, src, n)) \
+    KV(k_to_half_each, (HalfMode mode, uint16_t *const *dst, const float *const *src, const size_t *n, int count), \
+        (mode, dst, src, n, count)) \
     KR(bool, k_bf16_native_available, (void), ()) \
     KR(bool, k_set_tf32, (bool on), (on)) \
     KR(int, k_int8_support, (void), ()) \

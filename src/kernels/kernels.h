@@ -96,6 +96,10 @@ void k_matmul_backward_half(float *dinp, float *dweight, float *dbias, const flo
  * and back (exact; an fp16 NaN made quiet). The two bf16 modes are the same format here. */
 void k_to_half(HalfMode mode, uint16_t *dst, const float *src, long n);
 void k_from_half(HalfMode mode, float *dst, const uint16_t *src, long n);
+/* k_to_half on each of count tensors (dst[i] = src[i] rounded, n[i] values; the same bits) in
+ * one call: a model's weights' 16-bit copies after each update, which a GPU converts in one
+ * launch (bert-base has 74 such tensors, each otherwise a launch of its own). */
+void k_to_half_each(HalfMode mode, uint16_t *const *dst, const float *const *src, const size_t *n, int count);
 /* Whether HALF_BF16 products can run here (bf16 instructions), and what runs them. */
 bool k_bf16_native_available(void);
 void k_bf16_describe(char *out, size_t n);

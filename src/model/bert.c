@@ -430,6 +430,7 @@ int bert_model_create_with_heads(BertModel **out, const BertConfig *cfg, BertHea
     }
     m->info = xcalloc(m->num_tensors, sizeof(BertParamInfo));
     m->half_fresh = xcalloc(m->num_tensors, sizeof(bool));
+    m->half_used = xcalloc(m->num_tensors, sizeof(bool));
     m->params = k_alloc(m->num_params * sizeof(float));   /* backend memory */
     m->grads = k_alloc(m->num_params * sizeof(float));
     lo = (Layout){.info = m->info, .base = m->params};
@@ -473,7 +474,7 @@ int bert_model_create_with_heads(BertModel **out, const BertConfig *cfg, BertHea
 void bert_model_free(BertModel *m) {
     if (!m) return;
     free(m->p.layers), free(m->g.layers), free(m->act.layers);
-    free(m->info), free(m->half_fresh), k_free(m->params), k_free(m->grads), k_free(m->act_memory);
+    free(m->info), free(m->half_fresh), free(m->half_used), k_free(m->params), k_free(m->grads), k_free(m->act_memory);
     free(m->kv_len), free(m->has_holes), free(m->zero_types);
     free(m->mlm_src_row), free(m->mlm_slot), free(m->mlm_label), free(m->nsp_label);
     free(m->seq_row), free(m->seq_rows), free(m->full_row), free(m->row_map), free(m->out_map);
@@ -620,6 +621,7 @@ int bert_set_precision(BertModel *m, BertPrecision precision, BertError *err) {
     free_packed_weights(m);
     if (precision == BERT_BF16 || precision == BERT_INT8) allocate_packed_weights(m);   /* fp32's at the first inference */
     m->params16_stale = true;
+    memset(m->half_used, 0, sizeof(bool) * (size_t)m->num_tensors);   /* the new precision's products will say */
     m->backward_ready = false;   /* the activations may have moved */
     return 0;
 }
@@ -632,7 +634,7 @@ static const uint16_t *half_weight(BertModel *m, const float *weight, int C, int
         const BertParamInfo *t = &m->info[i];
         if (m->half_fresh[i] || t->data >= end || t->data + t->numel <= weight) continue;
         k_to_half(bert_half_mode(m), m->params16 + (t->data - m->params), t->data, (long)t->numel);
-        m->half_fresh[i] = true;
+        m->half_fresh[i] = m->half_used[i] = true;
     }
     return m->params16 + (weight - m->params);
 }
@@ -648,10 +650,32 @@ static size_t max_packed_numel(const BertModel *m) {
     return most;
 }
 
+/* A training model's 16-bit copies after an update: every tensor whose copy a product has read
+ * since the precision was set (the same each step), remade in one call (k_to_half_each: on a
+ * GPU one launch, where half_weight's one tensor at a time took a launch each), the same bits. */
+static void remake_used_half_copies(BertModel *m) {
+    if (!bert_is_half(m->precision) || m->mode == BERT_MODE_FORWARD_ONLY || !m->params16) return;
+    int count = 0;
+    for (int i = 0; i < m->num_tensors; i++) count += m->half_used[i];
+    if (count == 0) return;
+    uint16_t **dst = xmalloc(sizeof(uint16_t *) * (size_t)count);
+    const float **src = xmalloc(sizeof(float *) * (size_t)count);
+    size_t *n = xmalloc(sizeof(size_t) * (size_t)count);
+    for (int i = 0, k = 0; i < m->num_tensors; i++) {
+        if (!m->half_used[i]) continue;
+        const BertParamInfo *t = &m->info[i];
+        dst[k] = m->params16 + (t->data - m->params), src[k] = t->data, n[k++] = t->numel;
+        m->half_fresh[i] = true;
+    }
+    k_to_half_each(bert_half_mode(m), dst, src, n, count);
+    free(dst), free(src), free(n);
+}
+
 void bert_refresh_weights(BertModel *m) {
     if (fp32_packs(m) && !m->packed_allocated) allocate_packed_weights(m);
     if (!m->params16_stale || (m->precision == BERT_FP32 && !fp32_packs(m))) return;
     memset(m->half_fresh, 0, sizeof(bool) * (size_t)m->num_tensors);
+    remake_used_half_copies(m);
     /* a forward-only model reads the packed copies only (or, on a shape the packed product
      * does not run, the plain copy, made then): they are rounded through one scratch */
     uint16_t *scratch = NULL;

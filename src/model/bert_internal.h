@@ -161,6 +161,8 @@ struct BertModel {
     size_t act16_len;
     bool params16_stale;
     bool *half_fresh;
+    bool *half_used;    /* a product has read the tensor's copy since the precision was set:
+                           remade in one call after each update (bert_refresh_weights) */
     /* bert_set_packed_weights: the encoder's, pooler's and MLM transform's weights also
      * packed for the forward product (k_pack_weight, k_pack_weight_f32), one allocation,
      * remade with params16 (native bf16) or at an inference forward (fp32), when

@@ -194,6 +194,40 @@ static void test_half_conversions(void) {
     end_test("16-bit conversions");
 }
 
+/* k_to_half_each: many tensors in one call (a model's weights' copies after an update), each
+ * the CPU's bits: sizes around the launch's chunks (8192 values) and empty ones, sources and
+ * destinations at odd offsets in one buffer, and nothing written between the destinations. */
+static void test_half_conversions_each(void) {
+    begin_test();
+    enum { COUNT = 9, GAP = 5 };
+    const size_t n[COUNT] = {1000, 0, 1, 8191, 8192, 8193, 3 * 8192 + 5, 0, 17};
+    size_t at[COUNT], total = 0;
+    for (int i = 0; i < COUNT; i++) at[i] = total + (size_t)(i % 3), total = at[i] + n[i] + GAP;
+    float *x = cuda_test_values(total, 61, 2.0f);
+    for (int i = 0; i < N_SPECIAL; i++) x[at[6] + (size_t)i] = bits_float(SPECIAL_BITS[i]);
+    float *dx = cuda_copy_in(x, sizeof(float) * total);
+    uint16_t *want = malloc(sizeof(uint16_t) * total), *d16 = CUDA_FN(k_alloc)(sizeof(uint16_t) * total);
+    for (int m = 0; m < 3; m++) {
+        for (size_t i = 0; i < total; i++) want[i] = 0xabcd;   /* the gaps stay so */
+        CUDA_FN(k_upload)(d16, want, sizeof(uint16_t) * total);
+        uint16_t *dst[COUNT], *ddst[COUNT];
+        const float *src[COUNT], *dsrc[COUNT];
+        for (int i = 0; i < COUNT; i++)
+            dst[i] = want + at[i], src[i] = x + at[i], ddst[i] = d16 + at[i], dsrc[i] = dx + at[i];
+        k_to_half_each(MODES[m], dst, src, n, COUNT);
+        CUDA_FN(k_to_half_each)(MODES[m], ddst, dsrc, n, COUNT);
+        uint16_t *got = halves_out(d16, total);
+        char what[64];
+        snprintf(what, sizeof what, "k_to_half_each %s, %d tensors", MODE_NAMES[m], COUNT);
+        same(what, want, got, total, sizeof(uint16_t));
+        free(got);
+    }
+    /* none at all */
+    CUDA_FN(k_to_half_each)(HALF_BF16, NULL, NULL, NULL, 0);
+    cuda_release(dx), cuda_release(d16), free(x), free(want);
+    end_test("16-bit conversions of many tensors in one call");
+}
+
 /* ---------------------------------------------------------------- layernorm */
 
 /* The forward sums each row in the CPU's order (kernels/cpu/layernorm_row.h: 64 interleaved
@@ -744,6 +778,7 @@ static void test_dropout_layernorm(void) {
 int main(int argc, char **argv) {
     if (!cuda_open(argc, argv)) return test_summary();
     RUN_TEST(test_half_conversions);
+    RUN_TEST(test_half_conversions_each);
     RUN_TEST(test_layernorm_forward);
     RUN_TEST(test_layernorm_backward);
     RUN_TEST(test_gelu);

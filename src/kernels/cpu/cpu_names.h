@@ -18,6 +18,7 @@
 #define k_matmul_backward_half            cpu_k_matmul_backward_half
 #define k_to_half                         cpu_k_to_half
 #define k_from_half                       cpu_k_from_half
+#define k_to_half_each                    cpu_k_to_half_each
 #define k_bf16_native_available           cpu_k_bf16_native_available
 #define k_bf16_describe                   cpu_k_bf16_describe
 #define k_set_tf32                        cpu_k_set_tf32

@@ -108,6 +108,9 @@ void k_matmul_backward(float *dinp, float *dweight, float *dbias, const float *d
 
 void k_to_half(HalfMode mode, uint16_t *dst, const float *src, long n) { halves_from_floats(mode, dst, src, n); }
 void k_from_half(HalfMode mode, float *dst, const uint16_t *src, long n) { floats_from_halves(mode, dst, src, n); }
+void k_to_half_each(HalfMode mode, uint16_t *const *dst, const float *const *src, const size_t *n, int count) {
+    for (int i = 0; i < count; i++) halves_from_floats(mode, dst[i], src[i], (long)n[i]);
+}
 bool k_bf16_native_available(void) { return gemm_bf16_native_available(); }
 void k_bf16_describe(char *out, size_t n) { gemm_bf16_describe(out, n); }
 bool k_set_tf32(bool on) { return !on; }   /* no TF32 on the CPU: its fp32 products are fp32 */

@@ -1,4 +1,5 @@
-/* The CUDA backend's reductions and updates on parameter memory (kernels.h). Every sum has the
+/* The CUDA backend's reductions and updates on parameter memory (kernels.h), and the weights'
+ * 16-bit copies after an update (k_to_half_each). Every sum has the
  * CPU backend's order (chunks of K_SUM_CHUNK floats, 16 interleaved lanes each, the lanes and
  * then the chunks added in order), and the element-wise updates are the same float operations
  * compiled without contraction into fused multiply-adds (-fmad=false, as the CPU build's
@@ -9,6 +10,7 @@
 #include <string.h>
 
 #include "kernels/cuda/cuda_common.h"
+#include "kernels/cuda/half_bits.cuh"
 
 extern "C" {
 #include "core/rng.h"
@@ -24,6 +26,7 @@ enum { LANES = 16 };
  * binary search of the tensors' first chunk numbers. */
 struct TensorJob {
     float *w, *m, *v;   /* w: the x of a sum of squares, and LAMB's w (both only read) */
+    uint16_t *half;     /* k_to_half_each: w's 16-bit copy */
     const float *g;
     size_t n;           /* floats, > 0 */
     size_t first;       /* the tensor's first chunk among the call's */
@@ -290,6 +293,36 @@ extern "C" void k_adamw_update_each(float *const *w, float *const *m, float *con
         j->w = w[i], j->m = m[i], j->v = v[i], j->g = g[i], j->adamw = args[i];
     }
     updates_each<false>(table, jobs, chunks);
+}
+
+/* k_to_half_each: each tensor's 16-bit copy (a model's weights after an update) in one launch
+ * over the tensors' chunks, as the updates; the conversion is k_to_half's (layers_norm_act.cu,
+ * half_bits.cuh: the CPU's bits), a value at a time (the weights' copies are read-bound: 4 bytes
+ * in, 2 out). */
+__global__ static void chunk_halves(int fp16, const TensorJob *jobs, int count, size_t chunks) {
+    for (size_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
+        const TensorJob t = *job_of(jobs, count, chunk);
+        const size_t begin = (chunk - t.first) * UPDATE_CHUNK;
+        const size_t end = begin + UPDATE_CHUNK < t.n ? begin + UPDATE_CHUNK : t.n;
+        for (size_t k = begin + threadIdx.x; k < end; k += blockDim.x)
+            t.half[k] = fp16 ? fp16_from_float_bits(t.w[k]) : bf16_from_float_bits(t.w[k]);
+    }
+}
+
+extern "C" void k_to_half_each(HalfMode mode, uint16_t *const *dst, const float *const *src, const size_t *n,
+                               int count) {
+    int jobs;
+    size_t chunks;
+    TensorJob *table = job_table(n, count, UPDATE_CHUNK, &jobs, &chunks);
+    for (int i = 0, t = 0; i < count; i++) {
+        if (!n[i]) continue;
+        TensorJob *j = &table[t++];   /* w only read */
+        j->w = const_cast<float *>(src[i]), j->half = dst[i];
+    }
+    if (chunks == 0) return;
+    const TensorJob *device_jobs = (const TensorJob *)cuda_stage(0, table, sizeof(TensorJob) * (size_t)jobs);
+    chunk_halves<<<chunk_grid(chunks), CUDA_THREADS>>>(mode == HALF_FP16, device_jobs, jobs, chunks);
+    CUDA_LAUNCHED();
 }
 
 extern "C" void k_lamb_update(float *w, const float *m, const float *v, size_t n, float ratio, const LambArgs *a) {
