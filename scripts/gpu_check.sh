@@ -75,10 +75,13 @@ if [[ "$WHAT" == *" peer_warm "* ]]; then
   warm_lane 0 2 & WARM_PIDS+=($!)
   warm_lane 1 3 4 & WARM_PIDS+=($!)
 fi
-# before anything is timed: the compilations end, by WARM_UNTIL seconds (default 400) at the latest
+# before anything is timed: the compilations end, given WARM_GRACE more seconds (default 30) at
+# most (the call's 10 minutes are the speed section's first: what is unfinished is compiled in the
+# peer section as without peer_warm)
 stop_warm() {
   [ ${#WARM_PIDS[@]} -gt 0 ] || return 0
-  while [ "$SECONDS" -lt "${WARM_UNTIL:-400}" ] && kill -0 "${WARM_PIDS[@]}" 2>/dev/null; do sleep 2; done
+  local until=$((SECONDS + ${WARM_GRACE:-30}))
+  while [ "$SECONDS" -lt "$until" ] && kill -0 "${WARM_PIDS[@]}" 2>/dev/null; do sleep 2; done
   if kill -0 "${WARM_PIDS[@]}" 2>/dev/null; then
     echo "gpu_check: peer_warm stopped at ${SECONDS}s, unfinished" >> /tmp/peer_warm.log
     kill "${WARM_PIDS[@]}" 2>/dev/null
