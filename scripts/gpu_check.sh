@@ -17,10 +17,10 @@
 #    ($OUT/pretrain_mini_cuda.json: its curve against bench/results/gpu/reference/'s CPU one)
 # 3. speed: bert bench --device cuda (bert-base and bert-large, fp32 and bf16)
 # 4. peer: the same shapes in PyTorch + transformers on the same GPU (bench/bench_pytorch.py)
-# peer_warm: torch.compile's compilations of the peer's shapes made in the background while the
-#    untimed sections 1 and 2 run (stopped before 3), into caches a later call on the same machine
-#    reads (.devcache/): the peer section's runs then load their compiled graphs and kernels instead
-#    of spending a minute or more of device time each compiling them
+# peer_warm: torch.compile's compilations of the peer's shapes made in the background while section
+#    2 runs (its rates then not timings; stopped 30 s after it, before 3), into caches a later call
+#    on the same machine reads (.devcache/): the peer section's runs then load their compiled graphs
+#    and kernels instead of spending a minute or more of device time each compiling them
 # Logs go to $OUT (at most 8 files come back).
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -57,37 +57,50 @@ took() { echo "gpu_check: $1 done at ${SECONDS}s" | tee -a "$OUT/device.txt"; }
   } > "$OUT/device.txt" 2>&1
 cat "$OUT/device.txt"
 
+# peer_warm: started after the kernels section (whose CPU side takes the 16 cores, and whose
+# tests' timeouts would read as failures), alongside compare; two lanes (bert-large's two shapes,
+# bert-base's three), one shape at a time each: at most ~40 GB of the GPU a lane, 4 compile threads
 WARM_PIDS=()
-if [[ "$WHAT" == *" peer_warm "* ]]; then
-  # two lanes (bert-large's two shapes; bert-base's three), each compiling one shape at a time:
-  # at most ~40 GB of the GPU each, 4 compile threads each beside the tests' CPU side
-  warm_lane() {   # warm_lane INDEX... (of PEER_COMPILED)
-    for i in "$@"; do
-      local c=${PEER_COMPILED[$i]} t0=$SECONDS status
-      TORCHINDUCTOR_COMPILE_THREADS=4 timeout 240 python3 bench/bench_pytorch.py --device cuda --attn sdpa \
-        --steps 1 --warmup 0 $(peer_flags "$c") > "/tmp/peer_warm_$i.log" 2>&1
-      status=$?
-      echo "gpu_check: peer_warm ${c%%|*} ${c#*|}: exit $status after $((SECONDS - t0))s" >> /tmp/peer_warm.log
-      [ $status = 0 ] || tail -n 3 "/tmp/peer_warm_$i.log" >> /tmp/peer_warm.log
-    done
-  }
+warm_lane() {   # warm_lane INDEX... (of PEER_COMPILED)
+  for i in "$@"; do
+    local c=${PEER_COMPILED[$i]} t0=$SECONDS status
+    # two timed steps after one warm-up: any second compilation the peer's run makes is made here too
+    TORCHINDUCTOR_COMPILE_THREADS=4 timeout 240 python3 bench/bench_pytorch.py --device cuda --attn sdpa \
+      --steps 2 --warmup 1 $(peer_flags "$c") > "/tmp/peer_warm_$i.log" 2>&1
+    status=$?
+    echo "gpu_check: peer_warm ${c%%|*} ${c#*|}: exit $status after $((SECONDS - t0))s" >> /tmp/peer_warm.log
+    [ $status = 0 ] || tail -n 3 "/tmp/peer_warm_$i.log" >> /tmp/peer_warm.log
+  done
+}
+start_warm() {
+  [[ "$WHAT" == *" peer_warm "* ]] || return 0
   rm -f /tmp/peer_warm.log
+  echo "gpu_check: peer_warm started at ${SECONDS}s" > /tmp/peer_warm.log
   warm_lane 0 2 & WARM_PIDS+=($!)
   warm_lane 1 3 4 & WARM_PIDS+=($!)
-fi
+}
+# a process and everything it started, children first
+process_tree() {
+  local child
+  for child in $(ps -o pid= --ppid "$1" 2>/dev/null); do process_tree "$child"; done
+  echo "$1"
+}
 # before anything is timed: the compilations end, given WARM_GRACE more seconds (default 30) at
 # most (the call's 10 minutes are the speed section's first: what is unfinished is compiled in the
-# peer section as without peer_warm)
+# peer section as without peer_warm), and every process they started is gone (the GPU's memory free)
 stop_warm() {
   [ ${#WARM_PIDS[@]} -gt 0 ] || return 0
-  local until=$((SECONDS + ${WARM_GRACE:-30}))
+  local until=$((SECONDS + ${WARM_GRACE:-30})) pids lane
   while [ "$SECONDS" -lt "$until" ] && kill -0 "${WARM_PIDS[@]}" 2>/dev/null; do sleep 2; done
   if kill -0 "${WARM_PIDS[@]}" 2>/dev/null; then
     echo "gpu_check: peer_warm stopped at ${SECONDS}s, unfinished" >> /tmp/peer_warm.log
-    kill "${WARM_PIDS[@]}" 2>/dev/null
-    pkill -f bench/bench_pytorch.py; pkill -f compile_worker
-    sleep 2
-    pkill -9 -f bench/bench_pytorch.py; pkill -9 -f compile_worker
+    pids=$(for lane in "${WARM_PIDS[@]}"; do process_tree "$lane"; done)
+    kill $pids 2>/dev/null
+    pkill -f '_inductor[./]compile_worker'   # a worker pool its python left behind, if any
+    until=$((SECONDS + 10))
+    while [ "$SECONDS" -lt "$until" ] && kill -0 $pids 2>/dev/null; do sleep 1; done
+    kill -9 $pids 2>/dev/null
+    pkill -9 -f '_inductor[./]compile_worker'
   fi
   wait "${WARM_PIDS[@]}" 2>/dev/null
   WARM_PIDS=()
@@ -123,8 +136,10 @@ if want kernels; then
   took kernels
 fi
 
+start_warm
 if want compare; then
   {
+    [ ${#WARM_PIDS[@]} -gt 0 ] && echo "(peer_warm compiles PyTorch's runs beside this section: its rates are not timings)"
     for prec in "" --bf16; do
       for dev in cpu cuda; do
         echo "== bench bert-mini $prec --device $dev"

@@ -10,10 +10,11 @@
 # nvidia-cublas-cu12, their libraries dropped: 4 MB kept) in .cuda-toolchain/cu12-headers/, for
 # `make GPU=cuda cuda-check-12` (the backend's API use against the oldest CUDA 12 it supports).
 set -euo pipefail
+SELF=$(realpath "$0")
 cd "$(dirname "$0")/.."
 DEST=.cuda-toolchain
 if [ "${1:-}" = --cuda12-headers ]; then
-  bash "$0"   # the compiler first (a new compiler replaces $DEST as a whole)
+  bash "$SELF"   # the compiler first (a new compiler replaces $DEST as a whole)
   H=$DEST/cu12-headers
   if [ -f "$H/include/cuda_runtime_api.h" ] && [ -f "$H/include/cublasLt.h" ]; then
     echo "install-cuda-toolchain: CUDA 12.1 headers present in $H"
