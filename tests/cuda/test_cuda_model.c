@@ -17,7 +17,9 @@
  * Then one LAMB step (optim/optimizer.h, as the trainer takes it: the multi-tensor norm and
  * update kernels) on each backend from the same gradients (the CPU's, uploaded to the GPU's
  * model): the optimizer's kernels do the CPU's float operations in the CPU's order, so the
- * gradient norm and every updated weight are the same bits. */
+ * gradient norm and every updated weight are the same bits. After it, an inference forward of
+ * the updated model (its 16-bit copies remade in one call) equals a fresh model's given the
+ * updated weights bit for bit, and the CPU's within the forward's bound. */
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -122,6 +124,40 @@ static float *lamb_step(BertModel *m, const float *grads, double *grad_norm) {
     return w;
 }
 
+/* After an update the weights' 16-bit copies are remade (bert_refresh_weights: on the GPU the
+ * tensors a product has read, in one k_to_half_each launch) before the next forward reads them:
+ * the updated model m's inference forward against a fresh model given the same weights w (its
+ * copies made as the products first read them, a launch each), bit for bit on one backend (the
+ * same kernels on the same operands, the same layout and alignments, so the same plans). A copy
+ * left stale, or one made from other bytes, moves the loss. Returns the loss, NAN on failure. */
+static float forward_after_update(const char *preset, BertPrecision precision, BertModel *m, const float *w,
+                                  const Batch *x) {
+    const BertBatch b = bert_pretraining_batch(B, T, P, x->ids, x->types, x->mask, x->positions, x->labels, x->nsp);
+    bert_params_changed(m);
+    const float updated = bert_forward(m, &b, false, rng_key(6, 1));
+    float nsp_updated[B * 2], nsp_fresh[B * 2];
+    bert_read_nsp_logits(m, nsp_updated);
+    BertConfig cfg;
+    BertError err;
+    BertModel *fresh = NULL;
+    if (bert_config_preset(preset, &cfg, &err) != 0 || bert_model_create(&fresh, &cfg, B, T, P, &err) != 0 ||
+        bert_set_precision(fresh, precision, &err) != 0) {
+        printf("    %s\n", err.msg);
+        bert_model_free(fresh);
+        return NAN;
+    }
+    k_upload(bert_params(fresh), w, sizeof(float) * bert_num_parameters(fresh));
+    bert_params_changed(fresh);
+    const float again = bert_forward(fresh, &b, false, rng_key(6, 1));
+    bert_read_nsp_logits(fresh, nsp_fresh);
+    bert_model_free(fresh);
+    printf("    after the step: the updated model's loss %.9g, a fresh model with its weights %.9g\n", updated, again);
+    const bool same = memcmp(&updated, &again, sizeof updated) == 0 && !memcmp(nsp_updated, nsp_fresh, sizeof nsp_fresh);
+    CHECKF(same, "%s %s: the forward after an update differs from a fresh model's with the same weights", preset,
+           bert_precision_name(precision));
+    return same ? updated : NAN;
+}
+
 /* The models' bytes: the same layout on both backends (the CPU's reference precisions pack no
  * weights, nor does the GPU), but for each layer's attention state, which the model takes as the
  * backend in use says (k_attention_state_floats): the CPU's B A T T probabilities, the GPU's
@@ -160,15 +196,24 @@ static void compare(const char *preset, BertPrecision cpu_precision, BertPrecisi
          * the backend in use is the CUDA one until switched back) */
         double norm_gpu = 0, norm_cpu = -1;
         float *w_gpu = lamb_step(mg, cpu.grads, &norm_gpu);
+        const float after_gpu = w_gpu ? forward_after_update(preset, gpu_precision, mg, w_gpu, &x) : NAN;
         bert_model_free(mg);
         free(gpu.grads);
         k_backend_use("cpu", NULL, 0);
         float *w_cpu = lamb_step(mc, cpu.grads, &norm_cpu);
         CHECKF(w_gpu && w_cpu && norm_cpu == norm_gpu, "LAMB's gradient norm: cpu %.17g cuda %.17g", norm_cpu,
                norm_gpu);
-        if (w_gpu && w_cpu)
+        if (w_gpu && w_cpu) {
             CHECKF(cuda_same("weights after a LAMB step", w_cpu, w_gpu, sizeof(float) * bert_num_parameters(mc)),
                    "%s: one LAMB step from the same gradients differs", preset);
+            /* and the CPU's forward after its step: the loss within the forward's bound */
+            const BertBatch b = bert_pretraining_batch(B, T, P, x.ids, x.types, x.mask, x.positions, x.labels, x.nsp);
+            bert_params_changed(mc);
+            const float after_cpu = bert_forward(mc, &b, false, rng_key(6, 1));
+            printf("    loss after the step: cpu %.7f cuda %.7f\n", after_cpu, after_gpu);
+            CHECKF(fabs(after_cpu - after_gpu) <= rel * fabs(after_cpu), "loss after the step %.7g vs %.7g",
+                   after_cpu, after_gpu);
+        }
         free(w_gpu), free(w_cpu);
     }
     k_backend_use("cpu", NULL, 0);
