@@ -175,7 +175,13 @@ clean:
 # need no CUDA. -fmad=false: no contraction into fused multiply-adds, as the CPU build (-std=c11)
 # has none, so the element-wise kernels give the CPU backend's bits.
 GPU ?= none
-NVCC ?= $(firstword $(wildcard .cuda-toolchain/nvidia/cu13/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
+# nvcc: the one install-cuda-toolchain.sh unpacked, else the PATH's, else an installed toolkit's
+# ($CUDA_HOME, /usr/local/cuda: NVIDIA's installers leave it off the PATH)
+NVCC ?= $(firstword $(wildcard .cuda-toolchain/nvidia/cu13/bin/nvcc) $(shell command -v nvcc 2>/dev/null) \
+  $(wildcard $(CUDA_HOME)/bin/nvcc /usr/local/cuda/bin/nvcc))
+NVCC_FOUND = @if [ -z "$(NVCC)" ]; then echo "make GPU=cuda: no nvcc (looked in .cuda-toolchain/, on the PATH, in \
+  \$$CUDA_HOME/bin and /usr/local/cuda/bin): install NVIDIA's CUDA toolkit (12 or 13), or run bash \
+  scripts/install-cuda-toolchain.sh, or name it with NVCC=/path/to/nvcc" >&2; exit 1; fi
 CUDA_ARCHS ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
 NVCCFLAGS := -std=c++17 -O3 -fmad=false -Isrc $(CUDA_ARCHS) -Xcompiler -fPIC,-Wall,-Wextra,-Wno-unused-parameter -MMD -MP
 CUDA_SRC := $(sort $(wildcard src/kernels/cuda/*.cu))
@@ -233,6 +239,7 @@ CUBLAS_SO := $(notdir $(firstword $(wildcard $(addsuffix /libcublas.so.[0-9]*,$(
 CUDA_LIBS := $(addprefix -L,$(CUDA_LIBDIRS)) $(if $(CUBLAS_DEV),-lcublas -lcublasLt,\
   $(if $(CUBLAS_SO),-l:$(CUBLAS_SO) -l:$(subst libcublas,libcublasLt,$(CUBLAS_SO)),-lcublas -lcublasLt))
 build-cuda/libbert_cuda.so: $(CUDA_OBJ)
+	$(NVCC_FOUND)
 	$(NVCC) -shared $(CUDA_ARCHS) -o $@ $^ -Xlinker -Bsymbolic $(CUDA_LIBS)
 
 CUDA_TEST_SRC := $(sort $(wildcard tests/cuda/test_cuda_*.c))
@@ -246,6 +253,7 @@ cuda-test: cuda-build
 	@for t in $(CUDA_TEST_BIN); do echo "== $$t"; OMP_NUM_THREADS=$${OMP_NUM_THREADS:-4} $$t build-cuda/libbert_cuda.so || exit 1; done
 
 build-cuda/%.o: %.cu
+	$(NVCC_FOUND)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c -o $@ $<
 
