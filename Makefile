@@ -182,7 +182,10 @@ NVCC ?= $(firstword $(wildcard .cuda-toolchain/nvidia/cu13/bin/nvcc) $(shell com
 NVCC_FOUND = @if [ -z "$(NVCC)" ]; then echo "make GPU=cuda: no nvcc (looked in .cuda-toolchain/, on the PATH, in \
   \$$CUDA_HOME/bin and /usr/local/cuda/bin): install NVIDIA's CUDA toolkit (12 or 13), or run bash \
   scripts/install-cuda-toolchain.sh, or name it with NVCC=/path/to/nvcc" >&2; exit 1; fi
-CUDA_ARCHS ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+# machine code for Ampere (sm_80, which Ada's sm_86/89 run too) and Hopper, and compute_90 PTX,
+# which the driver compiles at the first run for a GPU newer than both (Blackwell: sm_100, sm_120)
+CUDA_ARCHS ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+  -gencode arch=compute_90,code=compute_90
 NVCCFLAGS := -std=c++17 -O3 -fmad=false -Isrc $(CUDA_ARCHS) -Xcompiler -fPIC,-Wall,-Wextra,-Wno-unused-parameter -MMD -MP
 CUDA_SRC := $(sort $(wildcard src/kernels/cuda/*.cu))
 CUDA_OBJ := $(CUDA_SRC:%.cu=build-cuda/%.o)
@@ -190,7 +193,7 @@ CUDA_OBJ := $(CUDA_SRC:%.cu=build-cuda/%.o)
 cuda-check:
 	@if [ -z "$(NVCC)" ]; then echo "cuda-check: no nvcc: run bash scripts/install-cuda-toolchain.sh (or set NVCC=)" >&2; exit 1; fi
 	@$(MAKE) --no-print-directory $(CUDA_OBJ)
-	@echo "cuda-check: $(words $(CUDA_SRC)) CUDA files compiled for sm_80 and sm_90 with $(NVCC)"
+	@echo "cuda-check: $(words $(CUDA_SRC)) CUDA files compiled for sm_80 and sm_90 (and compute_90 PTX) with $(NVCC)"
 
 # `make GPU=cuda cuda-check-12`: every .cu file compiled against CUDA 12.1's runtime and cuBLAS
 # headers (the oldest CUDA 12 the backend is written for), which scripts/install-cuda-toolchain.sh
@@ -252,7 +255,12 @@ cuda-build: cuda-check build-cuda/libbert_cuda.so $(CUDA_TEST_BIN)
 cuda-test: cuda-build
 	@for t in $(CUDA_TEST_BIN); do echo "== $$t"; OMP_NUM_THREADS=$${OMP_NUM_THREADS:-4} $$t build-cuda/libbert_cuda.so || exit 1; done
 
-build-cuda/%.o: %.cu
+# the nvcc and flags build-cuda/ was compiled with, as $(BUILD)'s: a change rebuilds its objects
+CUDA_FLAGS_STAMP := build-cuda/nvcc_flags
+$(CUDA_FLAGS_STAMP): FORCE
+	@mkdir -p build-cuda
+	@echo '$(NVCC) $(NVCCFLAGS)' | cmp -s - $@ || echo '$(NVCC) $(NVCCFLAGS)' > $@
+build-cuda/%.o: %.cu $(CUDA_FLAGS_STAMP)
 	$(NVCC_FOUND)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c -o $@ $<

@@ -202,7 +202,7 @@ void flags_usage(const FlagSpec *spec, FILE *out) {
 }
 
 int flags_use_device(const char *command, const char *device, bool tf32) {
-    char err[512];
+    char err[1024];
     if (!k_backend_use(device, err, sizeof err)) {
         fprintf(stderr, "bert %s: %s\n", command, err);
         return 2;

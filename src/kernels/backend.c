@@ -296,9 +296,14 @@ static bool load_cuda(char *err, size_t errlen) {
     *(void **)&cuda_notes = dlsym(lib, "k_cuda_notes");
     if (!cuda_profile_begin || !cuda_profile_end || !cuda_profile_collect) cuda_profile_begin = NULL;
     find_collectives(lib);
+    /* why the library cannot run here (no driver, an older one, no GPU, one it has no code for);
+     * an older library has no k_cuda_check: no GPU is then all it can say */
+    int (*check)(char *why, size_t n);
+    *(void **)&check = dlsym(lib, "k_cuda_check");
+    char why[768] = "no CUDA GPU is visible to this process (nvidia-smi?)";
     if (!devices || devices() < 1) {
-        snprintf(err, errlen, "--device cuda: %s", devices ? "no CUDA GPU is visible to this process (nvidia-smi?)"
-                                                           : "the CUDA backend library lacks k_cuda_devices");
+        if (check) check(why, sizeof why);
+        snprintf(err, errlen, "--device cuda: %s", devices ? why : "the CUDA backend library lacks k_cuda_devices");
         dlclose(lib);
         return false;
     }
@@ -310,6 +315,11 @@ static bool load_cuda(char *err, size_t errlen) {
     if (use_device && use_device(launcher_local_rank() % devices()) != 0) {
         snprintf(err, errlen, "--device cuda: cannot use GPU %d of %d (local rank %d)",
                  launcher_local_rank() % devices(), devices(), launcher_local_rank());
+        dlclose(lib);
+        return false;
+    }
+    if (check && check(why, sizeof why) != 0) {
+        snprintf(err, errlen, "--device cuda: %s", why);
         dlclose(lib);
         return false;
     }

@@ -27,13 +27,24 @@ static inline void *cuda_fn(const char *name) {
 }
 #define CUDA_FN(name) ((__typeof__(&name))cuda_fn(#name))
 
-/* Loads the library; false (the caller skips, passing) without it or without a GPU. */
+/* Loads the library; false (the caller skips, passing) without it or without a GPU, saying why. A
+ * GPU the library cannot run on (k_cuda_check: compute capability, no code for it) is a failure. */
 static inline bool cuda_open(int argc, char **argv) {
     const char *path = argc > 1 ? argv[1] : "build-cuda/libbert_cuda.so";
     cuda_lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!cuda_lib) { printf("  skip: %s\n", dlerror()); return false; }
     int (*devices)(void) = (int (*)(void))cuda_fn("k_cuda_devices");
-    if (devices() < 1) { printf("  skip: no CUDA device\n"); return false; }
+    int (*check)(char *, size_t) = (int (*)(char *, size_t))cuda_fn("k_cuda_check");
+    char why[768];
+    if (devices() < 1) {
+        check(why, sizeof why);
+        printf("  skip: %s\n", why);
+        return false;
+    }
+    if (check(why, sizeof why) != 0) {
+        printf("  FAIL: %s\n", why);
+        exit(1);
+    }
     return true;
 }
 

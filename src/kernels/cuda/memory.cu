@@ -74,6 +74,64 @@ extern "C" int k_cuda_devices(void) {
     return n;
 }
 
+/* A kernel that does nothing: whether its attributes can be read says whether the library holds
+ * code this GPU runs. */
+__global__ static void code_probe(void) {}
+
+static void cuda_version(char *out, size_t n, int v) { snprintf(out, n, "%d.%d", v / 1000, v % 1000 / 10); }
+
+/* Whether this process can run the library's kernels on its GPU (the current one): 0, or -1
+ * with the reason, which --device cuda stops with (kernels/backend.c). Not part of kernels.h.
+ * The reasons: no driver, or one older than the CUDA runtime linked into the library (which
+ * counts no GPU then); no GPU visible; compute capability below 8.0 (bf16 tensor cores; the
+ * library is built for sm_80 and later); a GPU the library holds no code for (its machine code
+ * is sm_80's and sm_90's, its PTX compute_90's, which the driver compiles for a newer GPU at the
+ * first run, or refuses if the PTX is newer than the driver). */
+extern "C" int k_cuda_check(char *why, size_t n) {
+    int count = 0, runtime = 0, driver = 0;
+    char rv[16], dv[16];
+    cudaRuntimeGetVersion(&runtime), cudaDriverGetVersion(&driver);
+    cuda_version(rv, sizeof rv, runtime), cuda_version(dv, sizeof dv, driver);
+    const cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count < 1) {
+        (void)cudaGetLastError();
+        if (driver == 0 && runtime > 0)
+            snprintf(why, n, "no NVIDIA driver is loaded (%s): nvidia-smi says whether the machine has one",
+                     cudaGetErrorString(e));
+        else if (driver < runtime)
+            snprintf(why, n, "the NVIDIA driver supports CUDA %s, older than the CUDA %s runtime this library was "
+                     "built with (%s): build it with the machine's CUDA (make GPU=cuda NVCC=/usr/local/cuda-%s/bin/nvcc) "
+                     "or update the driver", dv, rv, cudaGetErrorString(e), dv);
+        else
+            snprintf(why, n, "no CUDA GPU is visible to this process (%s): nvidia-smi lists the machine's, "
+                     "CUDA_VISIBLE_DEVICES chooses among them", e != cudaSuccess ? cudaGetErrorString(e) : "none counted");
+        return -1;
+    }
+    int device = 0;
+    cudaDeviceProp p;
+    if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&p, device) != cudaSuccess) {
+        snprintf(why, n, "cannot read the GPU's properties (%s)", cudaGetErrorString(cudaGetLastError()));
+        return -1;
+    }
+    if (p.major < 8) {
+        snprintf(why, n, "GPU %d, %s, has compute capability %d.%d: the CUDA backend needs 8.0 or newer (Ampere, "
+                 "Ada, Hopper, Blackwell: bf16 tensor cores)", device, p.name, p.major, p.minor);
+        return -1;
+    }
+    cudaFuncAttributes attributes;
+    const cudaError_t image = cudaFuncGetAttributes(&attributes, code_probe);
+    if (image != cudaSuccess) {
+        (void)cudaGetLastError();
+        snprintf(why, n, "GPU %d, %s (sm_%d%d), cannot run this library's code (%s): it holds sm_80 and sm_90 "
+                 "machine code and compute_90 PTX (CUDA %s), which a driver (here CUDA %s) compiles for newer GPUs if "
+                 "it is at least as new; build for this GPU: make GPU=cuda CUDA_ARCHS=\"-gencode "
+                 "arch=compute_%d%d,code=sm_%d%d\"", device, p.name, p.major, p.minor, cudaGetErrorString(image), rv,
+                 dv, p.major, p.minor, p.major, p.minor);
+        return -1;
+    }
+    return 0;
+}
+
 /* Makes GPU `ordinal` this process's, before anything is allocated (backend.c: the launcher's
  * local rank, so that a node's processes take its GPUs in turn). 0, or -1 if it cannot. */
 extern "C" int k_cuda_use_device(int ordinal) {

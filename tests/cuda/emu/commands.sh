@@ -3,7 +3,8 @@
 # repository's small fixtures: squad, glue, ner and classify fine-tune a 2-layer, 16-wide model
 # (tests/data/checkpoints/hf) 6 steps and evaluate; pretrain runs a 2-layer, 32-wide one 6 steps
 # (fp32, fp16, fp16 with the fused attention, and 3 + 3 resumed across the devices); embed encodes
-# 8 sentences, and serve answers them as /v1/embeddings requests (tests/cuda/serve_embed.sh). The
+# 8 sentences, and serve answers them as /v1/embeddings requests (tests/cuda/serve_embed.sh);
+# machines the library cannot run on are refused with the reason (the emulator told so). The
 # two devices sum in other orders (fp32 both; ~1e-7 relative a step): the fine-tunes' final losses
 # agree to 1e-4 relative plus one unit of the printed last digit, the pre-training's last step (read
 # in full from its DLLogger file) to 1e-5 relative, the vectors to 1e-5 (a wrong mask, gradient,
@@ -110,6 +111,17 @@ except Exception: a, b = [], []
 print(max(abs(x - y) for u, v in zip(a, b) for x, y in zip(u, v)) if a and len(a) == len(b) else 'inf')")
 echo "== serve: /v1/embeddings in 4 requests at once, largest difference $diff"
 awk -v d="$diff" 'BEGIN { exit !(d != "inf" && d <= 1e-5) }' || failed+=("serve: vectors differ by $diff")
+# machines the library cannot run on (the emulator told so: tests/cuda/emu/include/cuda_runtime.h):
+# each command stops at once with exit 2 and says why, not a CUDA error at the first kernel
+declare -A refusal=([EMU_SM=75]="compute capability 7.5" [EMU_NO_IMAGE=1]="cannot run this library's code"
+                    [EMU_DEVICES=0]="no CUDA GPU is visible" [EMU_DRIVER=12040]="driver supports CUDA 12.4")
+for machine in "${!refusal[@]}"; do
+  env "$machine" $B embed --init_checkpoint $E --device cuda --output "$W/refused.npy" < $E/sentences.txt > "$W/refused.log" 2>&1
+  status=$?
+  echo "== embed --device cuda with $machine: exit $status, $(head -c 120 "$W/refused.log")..."
+  [ $status = 2 ] && grep -q "${refusal[$machine]}" "$W/refused.log" && [ ! -e "$W/refused.npy" ] ||
+    failed+=("$machine: exit $status, $(head -n 1 "$W/refused.log")")
+done
 rm -rf "$W"
 if [ ${#failed[@]} -gt 0 ]; then echo "commands: FAILED: ${failed[*]}"; exit 1; fi
 echo "commands: every task on the emulated GPU as on the CPU"

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define __global__
@@ -45,36 +46,57 @@ void *emu_shared(void);
 int emu_lane(void);
 
 typedef int cudaError_t;
-enum { cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaErrorNotReady = 600 };
+enum { cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaErrorInsufficientDriver = 35, cudaErrorNoDevice = 100,
+       cudaErrorNoKernelImageForDevice = 209, cudaErrorNotReady = 600 };
 typedef void *cudaStream_t;
 enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice, cudaMemcpyDefault };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize };
 /* the thread's last error, returned and cleared (runtime.cpp: a "not ready" query sets it) */
 cudaError_t cudaGetLastError(void);
-/* one device, compute capability 9.0 (an H100's or H200's) */
+/* one device, compute capability 9.0 (an H100's or H200's). The machines a library cannot run on,
+ * for k_cuda_check's messages: EMU_SM=75 (a GPU of compute capability 7.5), EMU_NO_IMAGE=1 (one
+ * the library holds no code for), EMU_DEVICES=0 (none visible), EMU_DRIVER=12040 (a CUDA 12.4
+ * driver under a CUDA 13.0 runtime: no device counted, as the real runtime refuses) */
 enum cudaDeviceAttr { cudaDevAttrComputeCapabilityMajor, cudaDevAttrComputeCapabilityMinor,
                       cudaDevAttrMaxSharedMemoryPerBlockOptin };
 struct cudaDeviceProp { char name[256]; int major, minor, multiProcessorCount; size_t totalGlobalMem; };
-static inline cudaError_t cudaGetDeviceCount(int *n) { *n = 1; return cudaSuccess; }
+static inline int emu_env(const char *name, int otherwise) { const char *v = getenv(name); return v ? atoi(v) : otherwise; }
+static inline int emu_sm(void) { return emu_env("EMU_SM", 90); }
+static inline cudaError_t cudaRuntimeGetVersion(int *v) { *v = getenv("EMU_DRIVER") ? 13000 : 0; return cudaSuccess; }
+static inline cudaError_t cudaDriverGetVersion(int *v) { *v = emu_env("EMU_DRIVER", 0); return cudaSuccess; }
+static inline cudaError_t cudaGetDeviceCount(int *n) {
+    int runtime = 0, driver = 0;
+    cudaRuntimeGetVersion(&runtime), cudaDriverGetVersion(&driver);
+    *n = driver < runtime ? 0 : emu_env("EMU_DEVICES", 1);
+    return driver < runtime ? cudaErrorInsufficientDriver : *n < 1 ? cudaErrorNoDevice : cudaSuccess;
+}
 static inline cudaError_t cudaGetDevice(int *d) { *d = 0; return cudaSuccess; }
 static inline cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int) {
-    *v = a == cudaDevAttrComputeCapabilityMajor ? 9 : a == cudaDevAttrMaxSharedMemoryPerBlockOptin ? 227 << 10 : 0;
+    *v = a == cudaDevAttrComputeCapabilityMajor ? emu_sm() / 10 : a == cudaDevAttrComputeCapabilityMinor ? emu_sm() % 10
+       : a == cudaDevAttrMaxSharedMemoryPerBlockOptin ? 227 << 10 : 0;
     return cudaSuccess;
 }
 static inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int) {
     memset(p, 0, sizeof *p);
     strcpy(p->name, "the host emulator (tests/cuda/emu)");
-    p->major = 9, p->multiProcessorCount = 1, p->totalGlobalMem = (size_t)1 << 30;
+    p->major = emu_sm() / 10, p->minor = emu_sm() % 10, p->multiProcessorCount = 1, p->totalGlobalMem = (size_t)1 << 30;
     return cudaSuccess;
+}
+struct cudaFuncAttributes { int maxThreadsPerBlock; };
+template <typename F> static inline cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *a, F *) {
+    a->maxThreadsPerBlock = 1024;
+    return emu_env("EMU_NO_IMAGE", 0) ? cudaErrorNoKernelImageForDevice : cudaSuccess;
 }
 static inline cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : 101; }
 /* the device's memory is the host's */
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total);
-static inline cudaError_t cudaRuntimeGetVersion(int *v) { *v = 0; return cudaSuccess; }
-static inline cudaError_t cudaDriverGetVersion(int *v) { *v = 0; return cudaSuccess; }
 static inline const char *cudaGetErrorString(cudaError_t e) {
     return e == cudaSuccess ? "no error (emulated)" : e == cudaErrorNotReady ? "cudaErrorNotReady (emulated)"
-         : e == cudaErrorMemoryAllocation ? "out of memory (emulated)" : "(emulated)";
+         : e == cudaErrorMemoryAllocation ? "out of memory (emulated)"
+         : e == cudaErrorInsufficientDriver ? "CUDA driver version is insufficient for CUDA runtime version (emulated)"
+         : e == cudaErrorNoDevice ? "no CUDA-capable device is detected (emulated)"
+         : e == cudaErrorNoKernelImageForDevice ? "no kernel image is available for execution on the device (emulated)"
+         : "(emulated)";
 }
 /* the hardware's limits on dynamic shared memory are checked at each launch (runtime.cpp) */
 cudaError_t emu_func_set_attribute(const void *kernel, cudaFuncAttribute attr, int value);
