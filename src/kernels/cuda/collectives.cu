@@ -29,14 +29,15 @@ extern "C" {
 typedef struct NcclCommOpaque *NcclComm;
 typedef struct { char internal[128]; } NcclUniqueId;
 typedef int NcclResult;
-enum { NCCL_SUCCESS = 0, NCCL_IN_PROGRESS = 7 };
+enum { NCCL_SUCCESS = 0, NCCL_INVALID_USAGE = 5, NCCL_IN_PROGRESS = 7 };
 enum { NCCL_FLOAT16 = 6, NCCL_FLOAT32 = 7, NCCL_BFLOAT16 = 9 };
 enum { NCCL_SUM = 0 };
 #if defined(__has_include)
 #if __has_include(<nccl.h>)
 #include <nccl.h>
 static_assert(sizeof(NcclUniqueId) == sizeof(ncclUniqueId), "ncclUniqueId's size");
-static_assert(NCCL_SUCCESS == (int)ncclSuccess && NCCL_IN_PROGRESS == (int)ncclInProgress, "ncclResult_t");
+static_assert(NCCL_SUCCESS == (int)ncclSuccess && NCCL_INVALID_USAGE == (int)ncclInvalidUsage &&
+              NCCL_IN_PROGRESS == (int)ncclInProgress, "ncclResult_t");
 static_assert(NCCL_FLOAT16 == (int)ncclFloat16 && NCCL_FLOAT32 == (int)ncclFloat32 && NCCL_BFLOAT16 == (int)ncclBfloat16,
               "ncclDataType_t");
 static_assert(NCCL_SUM == (int)ncclSum, "ncclRedOp_t");
@@ -151,8 +152,14 @@ extern "C" bool k_collectives_open(const void *id, int rank, int size, char *err
     if (r != NCCL_SUCCESS) {
         int version = 0;
         nccl.get_version(&version);
-        snprintf(err, errlen, "ncclCommInitRank (rank %d of %d, NCCL %d): %s", rank, size, version,
-                 nccl.get_error_string(r));
+        int device = -1, devices = 0;
+        cudaGetDevice(&device), cudaGetDeviceCount(&devices);
+        /* the usual cause of "invalid usage": more processes on a node than GPUs (NCCL refuses two
+         * processes on one GPU; bert.c gives local rank r GPU r modulo those visible) */
+        snprintf(err, errlen, "ncclCommInitRank (rank %d of %d, NCCL %d, this process on GPU %d of the %d it sees): "
+                 "%s%s", rank, size, version, device, devices, nccl.get_error_string(r),
+                 r == NCCL_INVALID_USAGE ? "; two processes on one GPU? one process per GPU (NCCL_DEBUG=WARN says more)"
+                                         : "");
         group = NULL;
         return false;
     }

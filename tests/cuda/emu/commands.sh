@@ -116,7 +116,7 @@ awk -v d="$diff" 'BEGIN { exit !(d != "inf" && d <= 1e-5) }' || failed+=("serve:
 declare -A refusal=([EMU_SM=75]="compute capability 7.5" [EMU_NO_IMAGE=1]="cannot run this library's code"
                     [EMU_DEVICES=0]="no CUDA GPU is visible" [EMU_DRIVER=12040]="driver supports CUDA 12.4")
 for machine in "${!refusal[@]}"; do
-  env "$machine" $B embed --init_checkpoint $E --device cuda --output "$W/refused.npy" < $E/sentences.txt > "$W/refused.log" 2>&1
+  env $machine $B embed --init_checkpoint $E --device cuda --output "$W/refused.npy" < $E/sentences.txt > "$W/refused.log" 2>&1
   status=$?
   echo "== embed --device cuda with $machine: exit $status, $(head -c 120 "$W/refused.log")..."
   [ $status = 2 ] && grep -q "${refusal[$machine]}" "$W/refused.log" && [ ! -e "$W/refused.npy" ] ||

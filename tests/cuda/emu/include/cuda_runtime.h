@@ -53,10 +53,12 @@ enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpy
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize };
 /* the thread's last error, returned and cleared (runtime.cpp: a "not ready" query sets it) */
 cudaError_t cudaGetLastError(void);
-/* one device, compute capability 9.0 (an H100's or H200's). The machines a library cannot run on,
- * for k_cuda_check's messages: EMU_SM=75 (a GPU of compute capability 7.5), EMU_NO_IMAGE=1 (one
- * the library holds no code for), EMU_DEVICES=0 (none visible), EMU_DRIVER=12040 (a CUDA 12.4
- * driver under a CUDA 13.0 runtime: no device counted, as the real runtime refuses) */
+/* A node of EMU_DEVICES GPUs (default 8, so that a test's processes each take one, as on a GPU
+ * node), each of them the host, of compute capability 9.0 (an H100's or H200's). The machines a
+ * library cannot run on, for k_cuda_check's messages: EMU_SM=75 (a GPU of compute capability
+ * 7.5), EMU_NO_IMAGE=1 (one the library holds no code for), EMU_DEVICES=0 (none visible),
+ * EMU_DRIVER=12040 (a CUDA 12.4 driver under a CUDA 13.0 runtime: no device counted, as the real
+ * runtime refuses) */
 enum cudaDeviceAttr { cudaDevAttrComputeCapabilityMajor, cudaDevAttrComputeCapabilityMinor,
                       cudaDevAttrMaxSharedMemoryPerBlockOptin };
 struct cudaDeviceProp { char name[256]; int major, minor, multiProcessorCount; size_t totalGlobalMem; };
@@ -67,10 +69,11 @@ static inline cudaError_t cudaDriverGetVersion(int *v) { *v = emu_env("EMU_DRIVE
 static inline cudaError_t cudaGetDeviceCount(int *n) {
     int runtime = 0, driver = 0;
     cudaRuntimeGetVersion(&runtime), cudaDriverGetVersion(&driver);
-    *n = driver < runtime ? 0 : emu_env("EMU_DEVICES", 1);
+    *n = driver < runtime ? 0 : emu_env("EMU_DEVICES", 8);
     return driver < runtime ? cudaErrorInsufficientDriver : *n < 1 ? cudaErrorNoDevice : cudaSuccess;
 }
-static inline cudaError_t cudaGetDevice(int *d) { *d = 0; return cudaSuccess; }
+inline int *emu_current_device(void) { static int current = 0; return &current; }   /* one for the library */
+static inline cudaError_t cudaGetDevice(int *d) { *d = *emu_current_device(); return cudaSuccess; }
 static inline cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int) {
     *v = a == cudaDevAttrComputeCapabilityMajor ? emu_sm() / 10 : a == cudaDevAttrComputeCapabilityMinor ? emu_sm() % 10
        : a == cudaDevAttrMaxSharedMemoryPerBlockOptin ? 227 << 10 : 0;
@@ -87,7 +90,13 @@ template <typename F> static inline cudaError_t cudaFuncGetAttributes(cudaFuncAt
     a->maxThreadsPerBlock = 1024;
     return emu_env("EMU_NO_IMAGE", 0) ? cudaErrorNoKernelImageForDevice : cudaSuccess;
 }
-static inline cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : 101; }
+static inline cudaError_t cudaSetDevice(int d) {
+    int n = 0;
+    cudaGetDeviceCount(&n);
+    if (d < 0 || d >= n) return 101;   /* cudaErrorInvalidDevice */
+    *emu_current_device() = d;
+    return cudaSuccess;
+}
 /* the device's memory is the host's */
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total);
 static inline const char *cudaGetErrorString(cudaError_t e) {
