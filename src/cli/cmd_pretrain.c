@@ -108,6 +108,7 @@ int cmd_pretrain(int argc, char **argv) {
     }
     o.allreduce_wire = wire_fp16 ? COMM_WIRE_FP16 : wire_bf16 ? COMM_WIRE_BF16 : COMM_WIRE_FP32;
     o.precision = bf16 ? BERT_BF16 : bf16_emulate ? BERT_BF16_EMULATED : fp16 ? BERT_FP16 : BERT_FP32;
+    flags_note_gpu_fp32("pretrain", o.precision == BERT_FP32, tf32);
     o.max_steps = (long)max_steps, o.steps_this_run = (long)steps_this_run, o.seed = (long)seed;
     if (resume_step != LLONG_MIN && resume_step < 0) {
         fprintf(stderr, "bert pretrain: --resume_step %lld: a checkpoint's step is >= 0 (leave it out for the newest)\n",

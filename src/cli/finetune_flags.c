@@ -83,6 +83,7 @@ int finetune_flags_finish(const char *command, FinetuneArgs *a, const FinetuneFl
         return 2;
     }
     const int rc = flags_use_device(command, st->device, st->tf32);
+    if (!rc && a->do_train) flags_note_gpu_fp32(command, a->precision == BERT_FP32, st->tf32);
     return rc || !st->int8 ? rc : flags_int8(command);
 }
 

@@ -201,6 +201,12 @@ void flags_usage(const FlagSpec *spec, FILE *out) {
         }
 }
 
+void flags_note_gpu_fp32(const char *command, bool fp32, bool tf32) {
+    if (fp32 && !tf32 && strcmp(k_backend_name(), "cpu") != 0)
+        fprintf(stderr, "bert %s: note: fp32 on the GPU is true fp32, off the tensor cores: --bf16 or --fp16 for "
+                        "mixed precision (as NVIDIA's recipe trains), or --tf32 for fp32 on tensor cores\n", command);
+}
+
 int flags_use_device(const char *command, const char *device, bool tf32) {
     char err[1024];
     if (!k_backend_use(device, err, sizeof err)) {

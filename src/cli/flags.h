@@ -58,6 +58,9 @@ void flags_usage(const FlagSpec *spec, FILE *out);
 /* Selects device's backend (NULL: the CPU) for command, with TF32 products or without: 0, or 2
  * with the reason printed. */
 int flags_use_device(const char *command, const char *device, bool tf32);
+/* After flags_use_device, for a command that trains: on a GPU, fp32 without --tf32 runs its
+ * products in true fp32, off the tensor cores (several times slower than --bf16): said once. */
+void flags_note_gpu_fp32(const char *command, bool fp32, bool tf32);
 /* For --int8, after flags_use_device: 2 with the message on stderr where the backend has no
  * int8 products; else 0, having said once per process where they run without VNNI (slower). */
 int flags_int8(const char *command);

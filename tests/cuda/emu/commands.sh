@@ -69,6 +69,9 @@ for prec in fp32 fp16; do
   for dev in cpu cuda; do pretrain $dev "$W/pt_${prec}_$dev" $flags || failed+=("pretrain $prec --device $dev"); done
   a=$(step_loss "$W/pt_${prec}_cpu.json") b=$(step_loss "$W/pt_${prec}_cuda.json")
   echo "== pretrain $prec: last step's loss $a (cpu) $b (cuda)"
+  # fp32 on a GPU is said to be off the tensor cores, once; on the CPU, or in fp16, nothing
+  notes=$(grep -c 'true fp32, off the tensor cores' "$W/pt_${prec}_cuda.log" "$W/pt_${prec}_cpu.log" | cut -d: -f2 | tr '\n' ' ')
+  [ "$notes" = "$([ $prec = fp32 ] && echo '1 0 ' || echo '0 0 ')" ] || failed+=("pretrain $prec: the fp32 note (cuda, cpu): $notes")
   close "pretrain $prec" "$a" "$b"
 done
 # the fused attention (BERT_CUDA_ATTENTION=fused, opt-in until its GPU run) on the fp16 run: the
