@@ -19,6 +19,7 @@ BUILD_PKGS=(
 TEST_PKGS=(
   python3 python3-numpy python3-torch python3-h5py   # reference oracles (tools/, tests that read shards)
   libcurl4-openssl-dev     # tests/test_serve.c: a real HTTP client against bert serve, many threads at once
+  xz-utils procps          # tests/check_gpu_script.sh: the device script's xz and ps, rehearsed
 )
 
 missing=()

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test binary in each given build folder (and, for the first folder, the
-# Python interoperability tests in tests/py), the layering check (tests/check_layers.sh),
+# Python interoperability tests in tests/py), the layering check (tests/check_layers.sh), the
+# device script's rehearsal (tests/check_gpu_script.sh),
 # then prints one summary line.
 # Exit status is non-zero if anything failed.
 set -u
@@ -49,6 +50,8 @@ done
 run_one "tests/check_layers.sh" bash tests/check_layers.sh
 # make install, and a C program built against the installed library with pkg-config
 run_one "tests/check_install.sh" bash tests/check_install.sh
+# scripts/gpu_check.sh rehearsed without a GPU: every command line's flags parse, no shell error
+run_one "tests/check_gpu_script.sh" bash tests/check_gpu_script.sh
 # the fuzz targets' seed corpora, replayed once each (make fuzz-build builds them)
 for t in build-fuzz/fuzz_*; do
     [ -x "$t" ] || continue
