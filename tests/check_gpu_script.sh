@@ -14,15 +14,8 @@
 #   can-fail   a copy with one flag misspelt fails the commands check (so this cannot pass by
 #              calling nothing)
 # Prints each check, then "N passed, N failed"; exit 1 on any failure.
-set -u
-cd "$(dirname "$0")/.."
-repo=$PWD
-root=$(mktemp -d)
-trap 'rm -rf "$root"' EXIT
-passed=0; failed=0
-ok() { passed=$((passed + 1)); echo "  ok   $1"; }
-fail() { failed=$((failed + 1)); echo "  FAIL $1"; [ $# -lt 2 ] || printf '%s\n' "$2" | head -n 20 | sed 's/^/    /'; }
-[ -x ./bert ] || { echo "  FAIL no ./bert: build first (make)"; echo "0 passed, 1 failed"; exit 1; }
+source "$(dirname "$0")/check_common.sh"
+[ -x ./bert ] || { fail "no ./bert: build first (make)"; summary; exit; }
 
 # rehearse DIR SCRIPT: the scratch layout in DIR, SCRIPT run there; DIR/calls.log and DIR/run.log
 rehearse() {
@@ -87,5 +80,4 @@ if grep -q "refused (exit 2): bert pretrain .*unknown flag '--disable_progress_b
   ok "can-fail: a misspelt flag is refused ($(grep -c '^refused' "$root/p/calls.log") lines)"
 else fail "can-fail: the planted --disable_progress_barr went unnoticed" "$(head -n 5 "$root/p/calls.log")"; fi
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+summary

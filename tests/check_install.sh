@@ -2,17 +2,7 @@
 # `make install` as a user of the library meets it: installed into a scratch root, a C program
 # (tests/data/install/use_bert.c) compiled from another folder with the installed headers and
 # `pkg-config --cflags --libs bert`, run on a model folder; the installed program runs there too.
-set -u
-cd "$(dirname "$0")/.."
-repo=$PWD
-root=$(mktemp -d)
-trap 'rm -rf "$root"' EXIT
-passed=0; failed=0
-check() {  # description, command...
-    local what=$1; shift
-    if "$@" > "$root/out" 2>&1; then passed=$((passed + 1)); echo "  ok   $what"
-    else failed=$((failed + 1)); echo "  FAIL $what"; sed 's/^/    /' "$root/out"; fi
-}
+source "$(dirname "$0")/check_common.sh"
 check "make install into a scratch root" make --no-print-directory install DESTDIR="$root" PREFIX=/opt/bert
 check "headers, library and bert.pc in place" test -f "$root/opt/bert/include/bert/model/bert.h" \
     -a -f "$root/opt/bert/lib/libbert.a" -a -f "$root/opt/bert/lib/pkgconfig/bert.pc" \
@@ -23,5 +13,4 @@ check "a C program compiles against the installed library" sh -c \
     "cd '$root/work' && cc -std=c11 -O1 '$repo/tests/data/install/use_bert.c' \$(pkg-config --define-variable=prefix=$root/opt/bert --cflags --libs bert) -o use_bert"
 check "and runs a model" sh -c "cd '$root/work' && ./use_bert '$repo/tests/data/checkpoints/hf' | grep -q 'hidden 16, \[CLS\] output\[0\] finite'"
 check "the installed program runs from another folder" sh -c "cd '$root/work' && '$root/opt/bert/bin/bert' --version | grep -q bert"
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+summary
