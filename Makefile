@@ -175,10 +175,14 @@ clean:
 # need no CUDA. -fmad=false: no contraction into fused multiply-adds, as the CPU build (-std=c11)
 # has none, so the element-wise kernels give the CPU backend's bits.
 GPU ?= none
-# nvcc: the one install-cuda-toolchain.sh unpacked, else the PATH's, else an installed toolkit's
-# ($CUDA_HOME, /usr/local/cuda: NVIDIA's installers leave it off the PATH)
-NVCC ?= $(firstword $(wildcard .cuda-toolchain/nvidia/cu13/bin/nvcc) $(shell command -v nvcc 2>/dev/null) \
-  $(wildcard $(CUDA_HOME)/bin/nvcc /usr/local/cuda/bin/nvcc))
+# nvcc: the one install-cuda-toolchain.sh unpacked (CUDA 13: what it builds needs a CUDA 13
+# driver, 580 or later), else the PATH's, else $CUDA_HOME's or /usr/local/cuda's (NVIDIA's
+# installers leave it off the PATH); NVCC= names another (a CUDA 12 toolkit for a CUDA 12
+# driver). Looked up once (:=), not at each use.
+ifeq ($(origin NVCC),undefined)
+NVCC := $(firstword $(wildcard .cuda-toolchain/nvidia/cu13/bin/nvcc) $(shell command -v nvcc 2>/dev/null) \
+  $(if $(CUDA_HOME),$(wildcard $(CUDA_HOME)/bin/nvcc)) $(wildcard /usr/local/cuda/bin/nvcc))
+endif
 NVCC_FOUND = @if [ -z "$(NVCC)" ]; then echo "make GPU=cuda: no nvcc (looked in .cuda-toolchain/, on the PATH, in \
   \$$CUDA_HOME/bin and /usr/local/cuda/bin): install NVIDIA's CUDA toolkit (12 or 13), or run bash \
   scripts/install-cuda-toolchain.sh, or name it with NVCC=/path/to/nvcc" >&2; exit 1; fi

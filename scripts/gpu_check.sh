@@ -24,15 +24,18 @@
 # Logs go to $OUT (at most 8 files come back).
 set -u
 cd "$(dirname "$0")/.." || exit 1
-OUT=${OUT:-/tmp/gpu_check}
+# the scratch folder (the runs' outputs, the bundle's libraries): /tmp on the device;
+# tests/check_gpu_script.sh's rehearsal gives its own
+T=${GPU_CHECK_TMP:-/tmp}
+OUT=${OUT:-$T/gpu_check}
 WHAT=" ${*:-all} "   # one or more sections
-mkdir -p "$OUT" /tmp/devlib
+mkdir -p "$OUT" $T/devlib
 for f in .devbundle/bert .devbundle/libs.tar.xz build-cuda/libbert_cuda.so; do
   [ -f "$f" ] || { echo "gpu_check: $f is missing: carry .devbundle and build-cuda (made by scripts/gpu_bundle.sh)" |
     tee "$OUT/device.txt"; exit 1; }
 done
-tar -C /tmp/devlib -xJf .devbundle/libs.tar.xz
-export LD_LIBRARY_PATH=/tmp/devlib/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+tar -C $T/devlib -xJf .devbundle/libs.tar.xz
+export LD_LIBRARY_PATH=$T/devlib/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export BERT_CUDA_LIB=$PWD/build-cuda/libbert_cuda.so
 # NCCL for the collectives: the image's PyTorch wheel brings one (nvidia-nccl)
 NCCL_DIR=$(python3 -c "import nvidia.nccl as n, os; print(os.path.join(list(n.__path__)[0], 'lib'))" 2>/dev/null || true)
@@ -66,16 +69,16 @@ warm_lane() {   # warm_lane INDEX... (of PEER_COMPILED)
     local c=${PEER_COMPILED[$i]} t0=$SECONDS status
     # two timed steps after one warm-up: any second compilation the peer's run makes is made here too
     TORCHINDUCTOR_COMPILE_THREADS=4 timeout 240 python3 bench/bench_pytorch.py --device cuda --attn sdpa \
-      --steps 2 --warmup 1 $(peer_flags "$c") > "/tmp/peer_warm_$i.log" 2>&1
+      --steps 2 --warmup 1 $(peer_flags "$c") > "$T/peer_warm_$i.log" 2>&1
     status=$?
-    echo "gpu_check: peer_warm ${c%%|*} ${c#*|}: exit $status after $((SECONDS - t0))s" >> /tmp/peer_warm.log
-    [ $status = 0 ] || tail -n 3 "/tmp/peer_warm_$i.log" >> /tmp/peer_warm.log
+    echo "gpu_check: peer_warm ${c%%|*} ${c#*|}: exit $status after $((SECONDS - t0))s" >> $T/peer_warm.log
+    [ $status = 0 ] || tail -n 3 "$T/peer_warm_$i.log" >> $T/peer_warm.log
   done
 }
 start_warm() {
   [[ "$WHAT" == *" peer_warm "* ]] || return 0
-  rm -f /tmp/peer_warm.log
-  echo "gpu_check: peer_warm started at ${SECONDS}s" > /tmp/peer_warm.log
+  rm -f $T/peer_warm.log
+  echo "gpu_check: peer_warm started at ${SECONDS}s" > $T/peer_warm.log
   warm_lane 0 2 & WARM_PIDS+=($!)
   warm_lane 1 3 4 & WARM_PIDS+=($!)
 }
@@ -93,7 +96,7 @@ stop_warm() {
   local until=$((SECONDS + ${WARM_GRACE:-30})) pids lane
   while [ "$SECONDS" -lt "$until" ] && kill -0 "${WARM_PIDS[@]}" 2>/dev/null; do sleep 2; done
   if kill -0 "${WARM_PIDS[@]}" 2>/dev/null; then
-    echo "gpu_check: peer_warm stopped at ${SECONDS}s, unfinished" >> /tmp/peer_warm.log
+    echo "gpu_check: peer_warm stopped at ${SECONDS}s, unfinished" >> $T/peer_warm.log
     pids=$(for lane in "${WARM_PIDS[@]}"; do process_tree "$lane"; done)
     kill $pids 2>/dev/null
     pkill -f '_inductor[./]compile_worker'   # a worker pool its python left behind, if any
@@ -104,7 +107,7 @@ stop_warm() {
   fi
   wait "${WARM_PIDS[@]}" 2>/dev/null
   WARM_PIDS=()
-  cat /tmp/peer_warm.log | tee -a "$OUT/device.txt"
+  cat $T/peer_warm.log | tee -a "$OUT/device.txt"
 }
 
 if want kernels; then
@@ -166,8 +169,8 @@ if want compare; then
     }
     for dev in $([ "${PRETRAIN_CPU:-1}" = 0 ] && echo cuda || echo cpu cuda); do
       echo "== pretrain bert-tiny 60 steps --device $dev"
-      rm -rf "/tmp/pt_$dev"
-      pretrain_tiny $dev "/tmp/pt_$dev" | tee "/tmp/pt_$dev.log" | tail -n 20
+      rm -rf "$T/pt_$dev"
+      pretrain_tiny $dev "$T/pt_$dev" | tee "$T/pt_$dev.log" | tail -n 20
     done
     # the data-parallel path on one GPU: NCCL in a group of one. fp32 buckets: a mean over one
     # process is the gradient itself, so the same bytes as the plain run; a bf16 wire rounds
@@ -176,59 +179,59 @@ if want compare; then
              "bf16_wire|--allreduce_post_accumulation --allreduce_post_accumulation_bf16"; do
       name=${v%%|*}
       echo "== pretrain bert-tiny 60 steps --device cuda through NCCL in a group of one: $name"
-      rm -rf "/tmp/pt_nccl_$name"
-      BERT_DATA_PARALLEL_ALONE=1 pretrain_tiny cuda "/tmp/pt_nccl_$name" ${v#*|} > "/tmp/pt_nccl_$name.log"
-      grep -E 'data parallel|step 60/|final loss|rror|bert:|NCCL' "/tmp/pt_nccl_$name.log" | head -n 6
+      rm -rf "$T/pt_nccl_$name"
+      BERT_DATA_PARALLEL_ALONE=1 pretrain_tiny cuda "$T/pt_nccl_$name" ${v#*|} > "$T/pt_nccl_$name.log"
+      grep -E 'data parallel|step 60/|final loss|rror|bert:|NCCL' "$T/pt_nccl_$name.log" | head -n 6
       # a library without collectives (the fallback after a failed kernel test) would take MPI's path
-      grep -q 'through the GPU.s collectives (NCCL)' "/tmp/pt_nccl_$name.log" ||
+      grep -q 'through the GPU.s collectives (NCCL)' "$T/pt_nccl_$name.log" ||
         echo "  FAIL: this run did not go through NCCL"
       if [ "$name" = bf16_wire ]; then   # rounded gradients: the final loss, not the bytes
-        echo "  final loss $(grep -o 'final loss [0-9.]*' "/tmp/pt_nccl_$name.log") against the plain run's $(grep -o 'final loss [0-9.]*' /tmp/pt_cuda.log)"
+        echo "  final loss $(grep -o 'final loss [0-9.]*' "$T/pt_nccl_$name.log") against the plain run's $(grep -o 'final loss [0-9.]*' $T/pt_cuda.log)"
       else
-        same_checkpoint /tmp/pt_cuda "/tmp/pt_nccl_$name"
+        same_checkpoint $T/pt_cuda "$T/pt_nccl_$name"
       fi
     done
     echo "== exact resume on the GPU: 30 steps, then resumed to 60"
-    rm -rf /tmp/pt_resume
-    pretrain_tiny cuda /tmp/pt_resume --steps_this_run 30 | grep -E 'final loss|rror' | head -n 3
-    pretrain_tiny cuda /tmp/pt_resume --resume_from_checkpoint | grep -E 'resum|step 60/|final loss|rror' | head -n 4
-    same_checkpoint /tmp/pt_cuda /tmp/pt_resume
+    rm -rf $T/pt_resume
+    pretrain_tiny cuda $T/pt_resume --steps_this_run 30 | grep -E 'final loss|rror' | head -n 3
+    pretrain_tiny cuda $T/pt_resume --resume_from_checkpoint | grep -E 'resum|step 60/|final loss|rror' | head -n 4
+    same_checkpoint $T/pt_cuda $T/pt_resume
     echo "== resumed across devices: 30 steps on one, 30 on the other (final losses against the GPU's straight run)"
     for pair in "cpu cuda" "cuda cpu"; do
       set -- $pair
-      rm -rf "/tmp/pt_$1_$2"
-      pretrain_tiny $1 "/tmp/pt_$1_$2" --steps_this_run 30 | grep -E 'rror' | head -n 3
-      echo "  $1 then $2: $(pretrain_tiny $2 "/tmp/pt_$1_$2" --resume_from_checkpoint | grep -E 'final loss|rror' | head -n 2)"
+      rm -rf "$T/pt_$1_$2"
+      pretrain_tiny $1 "$T/pt_$1_$2" --steps_this_run 30 | grep -E 'rror' | head -n 3
+      echo "  $1 then $2: $(pretrain_tiny $2 "$T/pt_$1_$2" --resume_from_checkpoint | grep -E 'final loss|rror' | head -n 2)"
     done
-    echo "  the GPU's straight run: $(grep -h 'final loss' /tmp/pt_cuda.log | tail -n 1)"
+    echo "  the GPU's straight run: $(grep -h 'final loss' $T/pt_cuda.log | tail -n 1)"
     # mixed precision: bf16, and fp16 with dynamic loss scaling (the CPU's references of these and of
     # the fp32 runs above: bench/results/gpu/reference/, made with --device cpu)
     for prec in --bf16 --fp16; do
       for dev in $([ "${PRETRAIN_CPU:-1}" = 0 ] && echo cuda || echo cpu cuda); do
         echo "== pretrain bert-tiny 60 steps $prec --device $dev"
-        rm -rf "/tmp/pt_$dev$prec"
-        pretrain_tiny $dev "/tmp/pt_$dev$prec" $prec | grep -E 'step (10|30|60)/|final loss|rror' | head -n 5
+        rm -rf "$T/pt_$dev$prec"
+        pretrain_tiny $dev "$T/pt_$dev$prec" $prec | grep -E 'step (10|30|60)/|final loss|rror' | head -n 5
       done
     done
     # TF32 (the GPU's only): its losses within TF32's rounding of the fp32 run's above
-    echo "== pretrain bert-tiny 60 steps --tf32 --device cuda (against the fp32 run's: $(grep -h 'final loss' /tmp/pt_cuda.log | tail -n 1))"
-    rm -rf /tmp/pt_cuda_tf32
-    pretrain_tiny cuda /tmp/pt_cuda_tf32 --tf32 | grep -E 'step (10|30|60)/|final loss|rror' | head -n 5
+    echo "== pretrain bert-tiny 60 steps --tf32 --device cuda (against the fp32 run's: $(grep -h 'final loss' $T/pt_cuda.log | tail -n 1))"
+    rm -rf $T/pt_cuda_tf32
+    pretrain_tiny cuda $T/pt_cuda_tf32 --tf32 | grep -E 'step (10|30|60)/|final loss|rror' | head -n 5
     echo "== pretrain bert-mini 100 steps --device cuda (curve: $OUT/pretrain_mini_cuda.json)"
-    rm -rf /tmp/pt_mini
-    timeout 200 $BERT pretrain --input_dir "$P1" --bert_model bert-mini --output_dir /tmp/pt_mini \
+    rm -rf $T/pt_mini
+    timeout 200 $BERT pretrain --input_dir "$P1" --bert_model bert-mini --output_dir $T/pt_mini \
       --train_batch_size 64 --gradient_accumulation_steps 2 --max_steps 100 --learning_rate 2e-3 \
       --warmup_proportion 0.1 --num_steps_per_checkpoint 100 --log_freq 1 --eval_steps 100 --eval_batches 10 \
       --disable_progress_bar --json-summary "$OUT/pretrain_mini_cuda.json" --device cuda 2>&1 | tail -n 4
     # fine-tuning and embeddings from the CUDA run's checkpoint, on both devices
-    CKPT=/tmp/pt_cuda/ckpt_60
+    CKPT=$T/pt_cuda/ckpt_60
     for task in MRPC STS-B; do
       [ -d .devbundle/glue/$task ] || continue
       for dev in cpu cuda; do
         echo "== glue $task 40 steps from the pre-trained bert-tiny --device $dev"
-        rm -rf "/tmp/glue_${task}_$dev"
+        rm -rf "$T/glue_${task}_$dev"
         timeout 120 $BERT glue --task_name "$task" --data_dir .devbundle/glue/$task --init_checkpoint $CKPT \
-          --output_dir "/tmp/glue_${task}_$dev" --do_train --do_eval --max_seq_length 128 --train_batch_size 32 \
+          --output_dir "$T/glue_${task}_$dev" --do_train --do_eval --max_seq_length 128 --train_batch_size 32 \
           --max_steps 40 --learning_rate 1e-4 --log_freq 10 --device $dev 2>&1 | grep -vE '^\s*$' | tail -n 6
       done
     done
@@ -236,8 +239,8 @@ if want compare; then
     # prediction and the official metrics), and bench_infer on the GPU (the rest of the commands)
     for dev in cpu cuda; do
       echo "== squad 20 steps from the pre-trained bert-tiny --device $dev"
-      rm -rf "/tmp/squad_$dev"
-      timeout 120 $BERT squad --init_checkpoint $CKPT --output_dir "/tmp/squad_$dev" \
+      rm -rf "$T/squad_$dev"
+      timeout 120 $BERT squad --init_checkpoint $CKPT --output_dir "$T/squad_$dev" \
         --train_file tests/data/squad/subset_v1.json --predict_file tests/data/squad/subset_v1.json --do_train \
         --do_predict --do_eval --max_seq_length 128 --doc_stride 64 --train_batch_size 16 --max_steps 20 \
         --learning_rate 1e-4 --device $dev 2>&1 | grep -E 'final loss|official|rror' | tail -n 3
@@ -245,21 +248,21 @@ if want compare; then
     echo "== bench_infer bert-base --bf16 --device cuda, batch 32, seq 128"
     timeout 120 $BERT bench_infer --preset bert-base --batch 32 --max_seq_length 128 --latency_sequences 64 \
       --device cuda --bf16 2>&1 | tail -n 3
-    head -n 200 .devbundle/glue/MRPC/dev.tsv | cut -f4 > /tmp/sentences.txt 2>/dev/null
+    head -n 200 .devbundle/glue/MRPC/dev.tsv | cut -f4 > $T/sentences.txt 2>/dev/null
     for dev in cpu cuda; do
-      timeout 60 $BERT embed --init_checkpoint $CKPT --device $dev --output /tmp/embed_$dev.npy < /tmp/sentences.txt \
+      timeout 60 $BERT embed --init_checkpoint $CKPT --device $dev --output $T/embed_$dev.npy < $T/sentences.txt \
         2>&1 | tail -n 1
     done
-    python3 -c "import numpy as n; a=n.load('/tmp/embed_cpu.npy'); b=n.load('/tmp/embed_cuda.npy'); \
+    python3 -c "import numpy as n; a=n.load('$T/embed_cpu.npy'); b=n.load('$T/embed_cuda.npy'); \
 print('== embed', a.shape, 'cpu vs cuda: max |diff|', float(abs(a-b).max()), 'min cosine', float((a*b).sum(1).min()))"
     # the server on each device: the same sentences as /v1/embeddings requests, four at once
-    rm -f /tmp/serve_cpu.json /tmp/serve_cuda.json
+    rm -f $T/serve_cpu.json $T/serve_cuda.json
     for dev in cpu cuda; do
-      timeout 120 bash tests/cuda/serve_embed.sh "$BERT" $CKPT $dev /tmp/sentences.txt /tmp/serve_$dev.json ||
+      timeout 120 bash tests/cuda/serve_embed.sh "$BERT" $CKPT $dev $T/sentences.txt $T/serve_$dev.json ||
         echo "== serve --device $dev failed"
     done
-    python3 -c "import json, numpy as n; a=n.array(json.load(open('/tmp/serve_cpu.json'))); \
-b=n.array(json.load(open('/tmp/serve_cuda.json'))); print('== serve /v1/embeddings', a.shape, 'in 4 requests at once, cpu vs cuda: max |diff|', float(abs(a-b).max()))"
+    python3 -c "import json, numpy as n; a=n.array(json.load(open('$T/serve_cpu.json'))); \
+b=n.array(json.load(open('$T/serve_cuda.json'))); print('== serve /v1/embeddings', a.shape, 'in 4 requests at once, cpu vs cuda: max |diff|', float(abs(a-b).max()))"
   } > "$OUT/compare.log" 2>&1
   cat "$OUT/compare.log"
   took compare
@@ -344,13 +347,13 @@ fi
 #    bench/results/gpu/reference/glue_mrpc_minilm_cpu.log
 if [[ "$WHAT" == *" minilm "* ]] || { want all && [ -d .devminilm ]; }; then
   {
-    mkdir -p /tmp/devminilm && cp .devminilm/model/*.json .devminilm/model/vocab.txt /tmp/devminilm/
-    xz -dc .devminilm/model/model.safetensors.xz > /tmp/devminilm/model.safetensors
+    mkdir -p $T/devminilm && cp .devminilm/model/*.json .devminilm/model/vocab.txt $T/devminilm/
+    xz -dc .devminilm/model/model.safetensors.xz > $T/devminilm/model.safetensors
     for seed in 1 2 3; do
       echo "== glue MRPC all-MiniLM-L6-v2 (bf16 weights, MRPC's rows), 3 epochs, seed $seed --device cuda"
-      rm -rf "/tmp/glue_minilm_$seed"
-      timeout 120 $BERT glue --task_name MRPC --data_dir .devminilm/glue --init_checkpoint /tmp/devminilm \
-        --output_dir "/tmp/glue_minilm_$seed" --do_train --do_eval --max_seq_length 128 --train_batch_size 32 \
+      rm -rf "$T/glue_minilm_$seed"
+      timeout 120 $BERT glue --task_name MRPC --data_dir .devminilm/glue --init_checkpoint $T/devminilm \
+        --output_dir "$T/glue_minilm_$seed" --do_train --do_eval --max_seq_length 128 --train_batch_size 32 \
         --learning_rate 5e-5 --num_train_epochs 3 --seed $seed --log_freq 50 --device cuda 2>&1 | grep -vE '^\s*$' | tail -n 5
     done
   } > "$OUT/minilm.log" 2>&1

@@ -1,6 +1,6 @@
 # What the tests/check_*.sh scripts share (sourced first): the repository root as the working
 # folder ($repo), a scratch folder removed at exit ($root), and the checks counted: ok WHAT,
-# fail WHAT [DETAILS] (the details' first 20 lines indented), check WHAT COMMAND... (ok or fail
+# fail WHAT [DETAILS] (the details indented), check WHAT COMMAND... (ok or fail
 # by its exit status, its output the details), then summary (the "N passed, N failed" line and
 # the exit status).
 set -u
@@ -10,7 +10,7 @@ root=$(mktemp -d)
 trap 'rm -rf "$root"' EXIT
 passed=0; failed=0
 ok() { passed=$((passed + 1)); echo "  ok   $1"; }
-fail() { failed=$((failed + 1)); echo "  FAIL $1"; [ $# -lt 2 ] || printf '%s\n' "$2" | head -n 20 | sed 's/^/    /'; }
+fail() { failed=$((failed + 1)); echo "  FAIL $1"; [ $# -lt 2 ] || printf '%s\n' "$2" | sed 's/^/    /'; }
 check() {
     local what=$1; shift
     if "$@" > "$root/out" 2>&1; then ok "$what"; else fail "$what" "$(cat "$root/out")"; fi

@@ -50,7 +50,8 @@ exit 0
 EOF
   chmod +x "$dir/.devbundle/bert"
   : > "$dir/calls.log"
-  (cd "$dir" && OUT="$dir/out" PRETRAIN_CPU=1 timeout 300 bash scripts/gpu_check.sh peer_warm kernels compare speed minilm peer \
+  mkdir -p "$dir/tmp"
+  (cd "$dir" && GPU_CHECK_TMP="$dir/tmp" OUT="$dir/out" PRETRAIN_CPU=1 timeout 300 bash scripts/gpu_check.sh peer_warm kernels compare speed minilm peer \
     > "$dir/run.log" 2>&1)
 }
 
@@ -60,7 +61,8 @@ done
 
 rehearse "$root/r" scripts/gpu_check.sh
 status=$?
-errors=$(grep -E 'unbound variable|command not found|syntax error|No such file' "$root/r/run.log" |
+# the script's own output and each section's log (some sections print a digest of theirs)
+errors=$(cat "$root/r/run.log" "$root/r/out"/*.log | grep -E 'unbound variable|command not found|syntax error|No such file' |
   grep -vE '(nvidia-smi|nvcc): command not found|/tmp/(embed|serve)_(cpu|cuda)' || true)
 if [ $status = 0 ] && [ -z "$errors" ]; then ok "runs: the rehearsal exits 0 (its log: $(wc -l < "$root/r/run.log") lines)"
 else fail "runs: exit $status" "$errors"; fi

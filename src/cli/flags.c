@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "core/launcher.h"
 #include "io/tokenizer_files.h"
 #include "kernels/backend.h"
 #include "kernels/kernels.h"
@@ -202,7 +203,9 @@ void flags_usage(const FlagSpec *spec, FILE *out) {
 }
 
 void flags_note_gpu_fp32(const char *command, bool fp32, bool tf32) {
-    if (fp32 && !tf32 && strcmp(k_backend_name(), "cpu") != 0)
+    int rank, world;
+    launcher_rank(&rank, &world);   /* said by the first process of a job, not by each */
+    if (fp32 && !tf32 && rank == 0 && strcmp(k_backend_name(), "cpu") != 0)
         fprintf(stderr, "bert %s: note: fp32 on the GPU is true fp32, off the tensor cores: --bf16 or --fp16 for "
                         "mixed precision (as NVIDIA's recipe trains), or --tf32 for fp32 on tensor cores\n", command);
 }

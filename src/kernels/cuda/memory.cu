@@ -82,11 +82,12 @@ static void cuda_version(char *out, size_t n, int v) { snprintf(out, n, "%d.%d",
 
 /* Whether this process can run the library's kernels on its GPU (the current one): 0, or -1
  * with the reason, which --device cuda stops with (kernels/backend.c). Not part of kernels.h.
- * The reasons: no driver, or one older than the CUDA runtime linked into the library (which
- * counts no GPU then); no GPU visible; compute capability below 8.0 (bf16 tensor cores; the
- * library is built for sm_80 and later); a GPU the library holds no code for (its machine code
- * is sm_80's and sm_90's, its PTX compute_90's, which the driver compiles for a newer GPU at the
- * first run, or refuses if the PTX is newer than the driver). */
+ * The reasons: no driver, or one of an older major version than the CUDA runtime linked into the
+ * library (which then counts no GPU; an older minor version of the same major runs it); no GPU
+ * visible; compute capability below 8.0 (bf16 tensor cores; the library is built for sm_80 and
+ * later); a GPU the library holds no code for (machine code for sm_80 and sm_90, and compute_90
+ * PTX, which a driver at least as new as the toolkit compiles for a newer GPU at the first run);
+ * PTX the driver is too old for; or a GPU that cannot start a context (busy, exclusive, full). */
 extern "C" int k_cuda_check(char *why, size_t n) {
     int count = 0, runtime = 0, driver = 0;
     char rv[16], dv[16];
@@ -98,10 +99,11 @@ extern "C" int k_cuda_check(char *why, size_t n) {
         if (driver == 0 && runtime > 0)
             snprintf(why, n, "no NVIDIA driver is loaded (%s): nvidia-smi says whether the machine has one",
                      cudaGetErrorString(e));
-        else if (driver < runtime)
-            snprintf(why, n, "the NVIDIA driver supports CUDA %s, older than the CUDA %s runtime this library was "
-                     "built with (%s): build it with the machine's CUDA (make GPU=cuda NVCC=/usr/local/cuda-%s/bin/nvcc) "
-                     "or update the driver", dv, rv, cudaGetErrorString(e), dv);
+        else if (e == cudaErrorInsufficientDriver)
+            snprintf(why, n, "the NVIDIA driver supports CUDA %s, an older major version than the CUDA %s runtime "
+                     "this library was built with (%s): build it with the machine's CUDA (make GPU=cuda "
+                     "NVCC=/usr/local/cuda-%d/bin/nvcc, or CUDA_HOME=) or update the driver", dv, rv,
+                     cudaGetErrorString(e), driver / 1000);
         else
             snprintf(why, n, "no CUDA GPU is visible to this process (%s): nvidia-smi lists the machine's, "
                      "CUDA_VISIBLE_DEVICES chooses among them", e != cudaSuccess ? cudaGetErrorString(e) : "none counted");
@@ -118,18 +120,25 @@ extern "C" int k_cuda_check(char *why, size_t n) {
                  "Ada, Hopper, Blackwell: bf16 tensor cores)", device, p.name, p.major, p.minor);
         return -1;
     }
+    /* the first call that needs the GPU's context and this module's code */
     cudaFuncAttributes attributes;
-    const cudaError_t image = cudaFuncGetAttributes(&attributes, code_probe);
-    if (image != cudaSuccess) {
-        (void)cudaGetLastError();
-        snprintf(why, n, "GPU %d, %s (sm_%d%d), cannot run this library's code (%s): it holds sm_80 and sm_90 "
-                 "machine code and compute_90 PTX (CUDA %s), which a driver (here CUDA %s) compiles for newer GPUs if "
-                 "it is at least as new; build for this GPU: make GPU=cuda CUDA_ARCHS=\"-gencode "
-                 "arch=compute_%d%d,code=sm_%d%d\"", device, p.name, p.major, p.minor, cudaGetErrorString(image), rv,
-                 dv, p.major, p.minor, p.major, p.minor);
-        return -1;
-    }
-    return 0;
+    const cudaError_t probe = cudaFuncGetAttributes(&attributes, code_probe);
+    if (probe == cudaSuccess) return 0;
+    (void)cudaGetLastError();
+    if (probe == cudaErrorNoKernelImageForDevice || probe == cudaErrorInvalidDeviceFunction)
+        snprintf(why, n, "GPU %d, %s (sm_%d%d), has no code in this library (%s): it holds sm_80 and sm_90 machine "
+                 "code, and compute_90 PTX for newer GPUs; build for this one: make GPU=cuda CUDA_ARCHS=\"-gencode "
+                 "arch=compute_%d%d,code=sm_%d%d\"", device, p.name, p.major, p.minor, cudaGetErrorString(probe),
+                 p.major, p.minor, p.major, p.minor);
+    else if (probe == cudaErrorUnsupportedPtxVersion || probe == cudaErrorInvalidPtx)
+        snprintf(why, n, "GPU %d, %s (sm_%d%d), runs this library only through its PTX, which the driver (CUDA %s) "
+                 "is older than (the library's CUDA: %s; %s): build with the machine's CUDA (NVCC= or CUDA_HOME=), "
+                 "for this GPU (CUDA_ARCHS=\"-gencode arch=compute_%d%d,code=sm_%d%d\"), or update the driver", device,
+                 p.name, p.major, p.minor, dv, rv, cudaGetErrorString(probe), p.major, p.minor, p.major, p.minor);
+    else
+        snprintf(why, n, "GPU %d, %s (sm_%d%d), cannot start (%s): nvidia-smi shows whether it is busy, full or "
+                 "in an exclusive compute mode", device, p.name, p.major, p.minor, cudaGetErrorString(probe));
+    return -1;
 }
 
 /* Makes GPU `ordinal` this process's, before anything is allocated (backend.c: the launcher's

@@ -115,15 +115,22 @@ print(max(abs(x - y) for u, v in zip(a, b) for x, y in zip(u, v)) if a and len(a
 echo "== serve: /v1/embeddings in 4 requests at once, largest difference $diff"
 awk -v d="$diff" 'BEGIN { exit !(d != "inf" && d <= 1e-5) }' || failed+=("serve: vectors differ by $diff")
 # machines the library cannot run on (the emulator told so: tests/cuda/emu/include/cuda_runtime.h):
-# each command stops at once with exit 2 and says why, not a CUDA error at the first kernel
-declare -A refusal=([EMU_SM=75]="compute capability 7.5" [EMU_NO_IMAGE=1]="cannot run this library's code"
-                    [EMU_DEVICES=0]="no CUDA GPU is visible" [EMU_DRIVER=12040]="driver supports CUDA 12.4")
-for machine in "${!refusal[@]}"; do
+# each command stops at once with exit 2 and says why, not a CUDA error at the first kernel; and
+# the device's own (a CUDA 13.0 driver under the library's 13.5 runtime) runs
+declare -A refusal=([EMU_SM=75]="compute capability 7.5" [EMU_PROBE_ERROR=209]="has no code in this library"
+                    [EMU_PROBE_ERROR=222]="the driver (CUDA 0.0) is older than" [EMU_PROBE_ERROR=46]="cannot start"
+                    [EMU_DEVICES=0]="no CUDA GPU is visible" [EMU_DRIVER=12040]="driver supports CUDA 12.4, an older major")
+for machine in "${!refusal[@]}" EMU_DRIVER=13000; do
+  rm -f "$W/refused.npy"
   env $machine $B embed --init_checkpoint $E --device cuda --output "$W/refused.npy" < $E/sentences.txt > "$W/refused.log" 2>&1
   status=$?
   echo "== embed --device cuda with $machine: exit $status, $(head -c 120 "$W/refused.log")..."
-  [ $status = 2 ] && grep -q "${refusal[$machine]}" "$W/refused.log" && [ ! -e "$W/refused.npy" ] ||
-    failed+=("$machine: exit $status, $(head -n 1 "$W/refused.log")")
+  if [ $machine = EMU_DRIVER=13000 ]; then   # the device's: a 13.0 driver under the 13.5 runtime runs
+    [ $status = 0 ] && [ -s "$W/refused.npy" ] || failed+=("$machine: exit $status, $(tail -n 1 "$W/refused.log")")
+  else
+    [ $status = 2 ] && grep -q "${refusal[$machine]}" "$W/refused.log" && [ ! -e "$W/refused.npy" ] ||
+      failed+=("$machine: exit $status, $(head -n 1 "$W/refused.log")")
+  fi
 done
 rm -rf "$W"
 if [ ${#failed[@]} -gt 0 ]; then echo "commands: FAILED: ${failed[*]}"; exit 1; fi

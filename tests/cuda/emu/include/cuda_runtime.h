@@ -46,8 +46,9 @@ void *emu_shared(void);
 int emu_lane(void);
 
 typedef int cudaError_t;
-enum { cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaErrorInsufficientDriver = 35, cudaErrorNoDevice = 100,
-       cudaErrorNoKernelImageForDevice = 209, cudaErrorNotReady = 600 };
+enum { cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaErrorInsufficientDriver = 35, cudaErrorDevicesUnavailable = 46,
+       cudaErrorInvalidDeviceFunction = 98, cudaErrorNoDevice = 100, cudaErrorNoKernelImageForDevice = 209,
+       cudaErrorInvalidPtx = 218, cudaErrorUnsupportedPtxVersion = 222, cudaErrorNotReady = 600 };
 typedef void *cudaStream_t;
 enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice, cudaMemcpyDefault };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize };
@@ -56,21 +57,23 @@ cudaError_t cudaGetLastError(void);
 /* A node of EMU_DEVICES GPUs (default 8, so that a test's processes each take one, as on a GPU
  * node), each of them the host, of compute capability 9.0 (an H100's or H200's). The machines a
  * library cannot run on, for k_cuda_check's messages: EMU_SM=75 (a GPU of compute capability
- * 7.5), EMU_NO_IMAGE=1 (one the library holds no code for), EMU_DEVICES=0 (none visible),
- * EMU_DRIVER=12040 (a CUDA 12.4 driver under a CUDA 13.0 runtime: no device counted, as the real
- * runtime refuses) */
+ * 7.5), EMU_PROBE_ERROR=209 (one the library holds no code for; 222: PTX newer than the driver;
+ * 46: a GPU that cannot start a context), EMU_DEVICES=0 (none visible), EMU_DRIVER=12040 (a
+ * CUDA 12.4 driver under the CUDA 13.5 runtime: an older major version, so no device counted, as
+ * the real runtime refuses; EMU_DRIVER=13000, an older minor version, runs, as the device's) */
 enum cudaDeviceAttr { cudaDevAttrComputeCapabilityMajor, cudaDevAttrComputeCapabilityMinor,
                       cudaDevAttrMaxSharedMemoryPerBlockOptin };
 struct cudaDeviceProp { char name[256]; int major, minor, multiProcessorCount; size_t totalGlobalMem; };
 static inline int emu_env(const char *name, int otherwise) { const char *v = getenv(name); return v ? atoi(v) : otherwise; }
 static inline int emu_sm(void) { return emu_env("EMU_SM", 90); }
-static inline cudaError_t cudaRuntimeGetVersion(int *v) { *v = getenv("EMU_DRIVER") ? 13000 : 0; return cudaSuccess; }
+static inline cudaError_t cudaRuntimeGetVersion(int *v) { *v = getenv("EMU_DRIVER") ? 13050 : 0; return cudaSuccess; }
 static inline cudaError_t cudaDriverGetVersion(int *v) { *v = emu_env("EMU_DRIVER", 0); return cudaSuccess; }
 static inline cudaError_t cudaGetDeviceCount(int *n) {
     int runtime = 0, driver = 0;
     cudaRuntimeGetVersion(&runtime), cudaDriverGetVersion(&driver);
-    *n = driver < runtime ? 0 : emu_env("EMU_DEVICES", 8);
-    return driver < runtime ? cudaErrorInsufficientDriver : *n < 1 ? cudaErrorNoDevice : cudaSuccess;
+    const bool refused = driver / 1000 < runtime / 1000;   /* minor version compatibility within a major */
+    *n = refused ? 0 : emu_env("EMU_DEVICES", 8);
+    return refused ? cudaErrorInsufficientDriver : *n < 1 ? cudaErrorNoDevice : cudaSuccess;
 }
 inline int *emu_current_device(void) { static int current = 0; return &current; }   /* one for the library */
 static inline cudaError_t cudaGetDevice(int *d) { *d = *emu_current_device(); return cudaSuccess; }
@@ -88,7 +91,7 @@ static inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int) {
 struct cudaFuncAttributes { int maxThreadsPerBlock; };
 template <typename F> static inline cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *a, F *) {
     a->maxThreadsPerBlock = 1024;
-    return emu_env("EMU_NO_IMAGE", 0) ? cudaErrorNoKernelImageForDevice : cudaSuccess;
+    return emu_env("EMU_PROBE_ERROR", cudaSuccess);
 }
 static inline cudaError_t cudaSetDevice(int d) {
     int n = 0;
@@ -105,6 +108,8 @@ static inline const char *cudaGetErrorString(cudaError_t e) {
          : e == cudaErrorInsufficientDriver ? "CUDA driver version is insufficient for CUDA runtime version (emulated)"
          : e == cudaErrorNoDevice ? "no CUDA-capable device is detected (emulated)"
          : e == cudaErrorNoKernelImageForDevice ? "no kernel image is available for execution on the device (emulated)"
+         : e == cudaErrorUnsupportedPtxVersion ? "the provided PTX was compiled with an unsupported toolchain (emulated)"
+         : e == cudaErrorDevicesUnavailable ? "CUDA-capable device(s) is/are busy or unavailable (emulated)"
          : "(emulated)";
 }
 /* the hardware's limits on dynamic shared memory are checked at each launch (runtime.cpp) */
