@@ -190,6 +190,9 @@ NVCC_FOUND = @if [ -z "$(NVCC)" ]; then echo "make GPU=cuda: no nvcc (looked in 
 # which the driver compiles at the first run for a GPU newer than both (Blackwell: sm_100, sm_120)
 CUDA_ARCHS ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
   -gencode arch=compute_90,code=compute_90
+comma := ,
+# what CUDA_ARCHS compiles for, as cuda-check reports it: sm_80 sm_90 compute_90
+CUDA_TARGETS = $(patsubst code=%,%,$(filter code=%,$(subst $(comma), ,$(CUDA_ARCHS))))
 NVCCFLAGS := -std=c++17 -O3 -fmad=false -Isrc $(CUDA_ARCHS) -Xcompiler -fPIC,-Wall,-Wextra,-Wno-unused-parameter -MMD -MP
 CUDA_SRC := $(sort $(wildcard src/kernels/cuda/*.cu))
 CUDA_OBJ := $(CUDA_SRC:%.cu=build-cuda/%.o)
@@ -197,7 +200,7 @@ CUDA_OBJ := $(CUDA_SRC:%.cu=build-cuda/%.o)
 cuda-check:
 	@if [ -z "$(NVCC)" ]; then echo "cuda-check: no nvcc: run bash scripts/install-cuda-toolchain.sh (or set NVCC=)" >&2; exit 1; fi
 	@$(MAKE) --no-print-directory $(CUDA_OBJ)
-	@echo "cuda-check: $(words $(CUDA_SRC)) CUDA files compiled for sm_80 and sm_90 (and compute_90 PTX) with $(NVCC)"
+	@echo "cuda-check: $(words $(CUDA_SRC)) CUDA files compiled for $(CUDA_TARGETS) with $(NVCC)"
 
 # `make GPU=cuda cuda-check-12`: every .cu file compiled against CUDA 12.1's runtime and cuBLAS
 # headers (the oldest CUDA 12 the backend is written for), which scripts/install-cuda-toolchain.sh
