@@ -232,30 +232,45 @@ extern "C" double k_lamb_moments(float *m, float *v, const float *g, const float
 
 /* The updates: a block of CUDA_THREADS per chunk of UPDATE_CHUNK floats (element-wise, so any
  * chunking gives the same bits; small chunks spread the large tensors over every SM). The
- * element's float operations are the CPU's, in its order. */
-enum { UPDATE_CHUNK = 1 << 13 };
+ * element's float operations are the CPU's, in its order. Each thread loads UPDATE_BATCH
+ * elements' operands before it computes and stores any: the stores to w, m and v could alias
+ * later loads as far as the compiler knows, so element by element it would wait on memory two
+ * or three times per element (sm_90's code), one load in flight. */
+enum { UPDATE_CHUNK = 1 << 13, UPDATE_BATCH = 4 };
 template <bool LAMB>
 __global__ static void chunk_updates(const TensorJob *jobs, int count, size_t chunks) {
+    const size_t step = blockDim.x;
     for (size_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
         const TensorJob t = *job_of(jobs, count, chunk);   /* a copy: the stores cannot alias it */
         const size_t begin = (chunk - t.first) * UPDATE_CHUNK;
         const size_t end = begin + UPDATE_CHUNK < t.n ? begin + UPDATE_CHUNK : t.n;
         float *w = t.w, *m = t.m, *v = t.v;
         const float *g = t.g;
-        if (LAMB) {
-            const LambArgs a = t.lamb;
-            const float ratio = t.ratio;
-            for (size_t k = begin + threadIdx.x; k < end; k += blockDim.x) {
-                const float u = (m[k] / a.bc1) / (sqrtf(v[k] / a.bc2) + a.eps) + a.weight_decay * w[k];
-                w[k] -= ratio * u;
+        for (size_t k0 = begin + threadIdx.x; k0 < end; k0 += UPDATE_BATCH * step) {
+            float wb[UPDATE_BATCH], mb[UPDATE_BATCH], vb[UPDATE_BATCH], gb[UPDATE_BATCH];
+#pragma unroll
+            for (int b = 0; b < UPDATE_BATCH; b++) {
+                const size_t k = k0 + b * step;
+                if (k >= end) break;
+                wb[b] = w[k], mb[b] = m[k], vb[b] = v[k];
+                if (!LAMB) gb[b] = g[k];
             }
-        } else {
-            const AdamWArgs a = t.adamw;
-            for (size_t k = begin + threadIdx.x; k < end; k += blockDim.x) {
-                const float grad = g[k] * a.clip_scale;
-                m[k] = m[k] * a.beta1 + grad * (1.0f - a.beta1);
-                v[k] = v[k] * a.beta2 + grad * grad * (1.0f - a.beta2);
-                w[k] = w[k] * a.decay_factor - a.step_size * (m[k] / (sqrtf(v[k]) / a.bc2_sqrt + a.eps));
+#pragma unroll
+            for (int b = 0; b < UPDATE_BATCH; b++) {
+                const size_t k = k0 + b * step;
+                if (k >= end) break;
+                if (LAMB) {
+                    const LambArgs a = t.lamb;
+                    const float u = (mb[b] / a.bc1) / (sqrtf(vb[b] / a.bc2) + a.eps) + a.weight_decay * wb[b];
+                    w[k] = wb[b] - t.ratio * u;
+                } else {
+                    const AdamWArgs a = t.adamw;
+                    const float grad = gb[b] * a.clip_scale;
+                    const float m_new = mb[b] * a.beta1 + grad * (1.0f - a.beta1);
+                    const float v_new = vb[b] * a.beta2 + grad * grad * (1.0f - a.beta2);
+                    m[k] = m_new, v[k] = v_new;
+                    w[k] = wb[b] * a.decay_factor - a.step_size * (m_new / (sqrtf(v_new) / a.bc2_sqrt + a.eps));
+                }
             }
         }
     }
@@ -297,15 +312,24 @@ extern "C" void k_adamw_update_each(float *const *w, float *const *m, float *con
 
 /* k_to_half_each: each tensor's 16-bit copy (a model's weights after an update) in one launch
  * over the tensors' chunks, as the updates; the conversion is k_to_half's (layers_norm_act.cu,
- * half_bits.cuh: the CPU's bits), a value at a time (the weights' copies are read-bound: 4 bytes
- * in, 2 out). */
+ * half_bits.cuh: the CPU's bits), a value at a time, eight loads ahead (the weights' copies are
+ * read-bound: 4 bytes in, 2 out). */
 __global__ static void chunk_halves(int fp16, const TensorJob *jobs, int count, size_t chunks) {
+    enum { BATCH = 8 };   /* loads in flight per thread (the stores could alias them) */
+    const size_t step = blockDim.x;
     for (size_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
         const TensorJob t = *job_of(jobs, count, chunk);
         const size_t begin = (chunk - t.first) * UPDATE_CHUNK;
         const size_t end = begin + UPDATE_CHUNK < t.n ? begin + UPDATE_CHUNK : t.n;
-        for (size_t k = begin + threadIdx.x; k < end; k += blockDim.x)
-            t.half[k] = fp16 ? fp16_from_float_bits(t.w[k]) : bf16_from_float_bits(t.w[k]);
+        for (size_t k0 = begin + threadIdx.x; k0 < end; k0 += BATCH * step) {
+            float x[BATCH];
+#pragma unroll
+            for (int b = 0; b < BATCH; b++)
+                if (k0 + b * step < end) x[b] = t.w[k0 + b * step];
+#pragma unroll
+            for (int b = 0; b < BATCH; b++)
+                if (k0 + b * step < end) t.half[k0 + b * step] = fp16 ? fp16_from_float_bits(x[b]) : bf16_from_float_bits(x[b]);
+        }
     }
 }
 
