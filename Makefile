@@ -218,22 +218,22 @@ cuda-check-12:
 	  $(NVCC) -std=c++17 -I$(CUDA12_HEADERS)/include -x cu -c -o /dev/null - || exit 1
 	@echo "cuda-check-12: $(words $(CUDA_SRC)) CUDA files compiled against CUDA 12.1's runtime and cuBLAS headers"
 
-# `make GPU=cuda cuda-sass`: each CUDA file's Hopper machine code (build-cuda/sass/*.sass, by
+# `make GPU=cuda cuda-sass`: each CUDA file's Hopper machine code (build-sass/*.sass, by
 # cuobjdump) and ptxas's registers, stack and spills per kernel: what the compiler made of a
 # kernel (how many loads it keeps in flight, what it reloads) can be read without a GPU.
 CUOBJDUMP := $(firstword $(wildcard $(dir $(NVCC))cuobjdump) $(shell command -v cuobjdump 2>/dev/null))
 cuda-sass:
 	@if [ -z "$(NVCC)" ] || [ -z "$(CUOBJDUMP)" ]; then \
 	  echo "cuda-sass: no nvcc or cuobjdump: run bash scripts/install-cuda-toolchain.sh" >&2; exit 1; fi
-	@mkdir -p build-cuda/sass
+	@mkdir -p build-sass
 	@for f in $(CUDA_SRC); do b=$$(basename $$f .cu); \
 	  $(NVCC) $(filter-out -MMD -MP $(CUDA_ARCHS),$(NVCCFLAGS)) -gencode arch=compute_90,code=sm_90 -Xptxas -v \
-	    -c -o build-cuda/sass/$$b.o $$f 2>&1 | awk -v file=$$b '/Compiling entry/ {match($$0, /function .[^ ]+/); \
+	    -c -o build-sass/$$b.o $$f 2>&1 | awk -v file=$$b '/Compiling entry/ {match($$0, /function .[^ ]+/); \
 	    k = substr($$0, RSTART + 10, RLENGTH - 11)} /spill stores/ {s = $$0} /Used [0-9]+ registers/ \
 	    {match($$0, /Used [0-9]+ registers/); printf "%-16s %-14s %s | %s\n", file, substr($$0, RSTART + 5, RLENGTH - 15) \
 	    " registers", k, s}' | sed -E 's/\| *([0-9]+) bytes stack frame, ([0-9]+) bytes spill stores, ([0-9]+) bytes spill loads/| stack \1 B, spills: \2 B stored, \3 B loaded/'; \
-	  PATH="$(dir $(CUOBJDUMP)):$$PATH" $(CUOBJDUMP) -sass build-cuda/sass/$$b.o > build-cuda/sass/$$b.sass; done
-	@echo "cuda-sass: build-cuda/sass/*.sass (sm_90)"
+	  PATH="$(dir $(CUOBJDUMP)):$$PATH" $(CUOBJDUMP) -sass build-sass/$$b.o > build-sass/$$b.sass; done
+	@echo "cuda-sass: build-sass/*.sass (sm_90)"
 
 # The CUDA backend as a shared library (the CUDA runtime linked in statically, cuBLAS from the
 # machine's CUDA at run time; -Bsymbolic: its functions call each other, not a program's

@@ -65,3 +65,17 @@ if [ -n "${BASELINE:-}" ]; then
   git worktree remove --force "$base"
 fi
 du -sh .devbundle
+# what the first device call carries: the working tree git sees (tracked and unignored files),
+# .devbundle and build-cuda; the tool takes 64 MiB a call
+mib() {   # mib PATH...: the working tree git sees and the files under the paths, in MiB
+  { git ls-files -z -co --exclude-standard | xargs -0 stat -c %s 2>/dev/null
+    [ $# -eq 0 ] || find "$@" -type f -exec stat -c %s {} +; } | awk '{ s += $1 } END { printf "%.1f", s / 1048576 }'
+}
+first=$(mib .devbundle build-cuda)
+echo "gpu_bundle: the first call carries $first MiB (the working tree, .devbundle, build-cuda; at most 64)"
+awk -v c="$first" 'BEGIN { exit !(c > 62) }' && echo "gpu_bundle: WARNING: near or over the 64 MiB a call carries" >&2
+if [ -d .devminilm ]; then   # the second: on the machine still warm, or on a fresh one (docs/gpu.md)
+  echo "gpu_bundle: the second call carries $(mib .devminilm) MiB on a warm machine, $(mib .devminilm .devbundle/bert \
+.devbundle/libs.tar.xz build-cuda/libbert_cuda.so) MiB on a fresh one (over 64: there, peer alone, carrying nothing)"
+fi
+exit 0

@@ -11,6 +11,8 @@
 #              tools (nvidia-smi, nvcc)
 #   commands   every command the device run uses was called (bench, pretrain, glue, squad, embed,
 #              bench_infer, serve) and each line's flags parse
+#   peer alone the peer section runs with nothing carried (a machine gone cold before the second
+#              call)
 #   can-fail   a copy with one flag misspelt fails the commands check (so this cannot pass by
 #              calling nothing)
 # Prints each check, then "N passed, N failed"; exit 1 on any failure.
@@ -75,6 +77,15 @@ refused=$(grep -v '^ok ' "$root/r/calls.log" || true)
 calls=$(wc -l < "$root/r/calls.log")
 if [ -z "$missing" ] && [ -z "$refused" ] && [ "$calls" -ge 40 ]; then ok "commands: $calls command lines, every flag parses"
 else fail "commands: $calls lines; never called:${missing:- none}" "$refused"; fi
+
+# a machine gone cold before the second call: the peer alone, with nothing carried
+mkdir -p "$root/cold/scripts" "$root/cold/bench" "$root/cold/tools" "$root/cold/tmp"
+cp scripts/gpu_check.sh "$root/cold/scripts/" && cp bench/*.py "$root/cold/bench/" && cp tools/torch_bert.py "$root/cold/tools/"
+(cd "$root/cold" && GPU_CHECK_TMP="$root/cold/tmp" OUT="$root/cold/out" timeout 120 bash scripts/gpu_check.sh peer \
+  > "$root/cold/run.log" 2>&1)
+status=$?
+if [ $status = 0 ] && grep -q 'gpu_check: peer done' "$root/cold/run.log"; then ok "peer alone: runs with nothing carried"
+else fail "peer alone: exit $status" "$(tail -n 5 "$root/cold/run.log")"; fi
 
 sed 's/--disable_progress_bar/--disable_progress_barr/' scripts/gpu_check.sh > "$root/planted.sh"
 rehearse "$root/p" "$root/planted.sh"
