@@ -198,7 +198,7 @@ CUDA_SRC := $(sort $(wildcard src/kernels/cuda/*.cu))
 CUDA_OBJ := $(CUDA_SRC:%.cu=build-cuda/%.o)
 
 cuda-check:
-	@if [ -z "$(NVCC)" ]; then echo "cuda-check: no nvcc: run bash scripts/install-cuda-toolchain.sh (or set NVCC=)" >&2; exit 1; fi
+	$(NVCC_FOUND)
 	@$(MAKE) --no-print-directory $(CUDA_OBJ)
 	@echo "cuda-check: $(words $(CUDA_SRC)) CUDA files compiled for $(CUDA_TARGETS) with $(NVCC)"
 

@@ -32,16 +32,13 @@ WHAT=" ${*:-all} "   # one or more sections
 mkdir -p "$OUT" $T/devlib
 # PyTorch's sections alone (peer, peer_warm: the image's PyTorch) need nothing carried, so that a
 # machine gone cold before the second call still runs the peer
-bundle=.devbundle/libs.tar.xz
-if [[ "$(echo $WHAT | tr ' ' '\n' | grep -vxE 'peer|peer_warm')" != "" ]]; then
+if echo $WHAT | tr ' ' '\n' | grep -qvxE 'peer|peer_warm'; then
   for f in .devbundle/bert .devbundle/libs.tar.xz build-cuda/libbert_cuda.so; do
     [ -f "$f" ] || { echo "gpu_check: $f is missing: carry .devbundle and build-cuda (made by scripts/gpu_bundle.sh)" |
       tee "$OUT/device.txt"; exit 1; }
   done
-elif [ ! -f "$bundle" ]; then
-  bundle=""
 fi
-[ -z "$bundle" ] || tar -C $T/devlib -xJf "$bundle"
+[ ! -f .devbundle/libs.tar.xz ] || tar -C $T/devlib -xJf .devbundle/libs.tar.xz
 export LD_LIBRARY_PATH=$T/devlib/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export BERT_CUDA_LIB=$PWD/build-cuda/libbert_cuda.so
 # NCCL for the collectives: the image's PyTorch wheel brings one (nvidia-nccl)

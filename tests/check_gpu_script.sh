@@ -19,16 +19,22 @@
 source "$(dirname "$0")/check_common.sh"
 [ -x ./bert ] || { fail "no ./bert: build first (make)"; summary; exit; }
 
+# script_tree DIR SCRIPT: the repository's files the script reads, SCRIPT as scripts/gpu_check.sh, in DIR
+script_tree() {
+  local dir=$1 script=$2
+  mkdir -p "$dir"/{scripts,bench,tools,tmp}
+  cp "$script" "$dir/scripts/gpu_check.sh"
+  cp bench/*.py "$dir/bench/"
+  cp tools/torch_bert.py "$dir/tools/"
+}
+
 # rehearse DIR SCRIPT: the scratch layout in DIR, SCRIPT run there; DIR/calls.log and DIR/run.log
 rehearse() {
   local dir=$1 script=$2
-  mkdir -p "$dir"/{scripts,tests/cuda,tests/data/squad,build-cuda,.devbundle/glue/MRPC,.devminilm/model,.devminilm/glue}
+  script_tree "$dir" "$script"
+  mkdir -p "$dir"/{tests/cuda,tests/data/squad,build-cuda,.devbundle/glue/MRPC,.devminilm/model,.devminilm/glue}
   mkdir -p "$dir/.devbundle/prep/hdf5_lower_case_1_seq_len_128_max_pred_20/books"
-  cp "$script" "$dir/scripts/gpu_check.sh"
-  mkdir -p "$dir/bench" "$dir/tools"
-  cp tools/torch_bert.py "$dir/tools/"
   cp tests/cuda/serve_embed.sh "$dir/tests/cuda/"
-  cp bench/*.py "$dir/bench/"
   cp tests/data/squad/subset_v1.json "$dir/tests/data/squad/"
   touch "$dir/build-cuda/libbert_cuda.so"
   for t in tests/cuda/test_cuda_*.c; do   # the CUDA tests, as stand-ins that pass
@@ -52,7 +58,6 @@ exit 0
 EOF
   chmod +x "$dir/.devbundle/bert"
   : > "$dir/calls.log"
-  mkdir -p "$dir/tmp"
   (cd "$dir" && GPU_CHECK_TMP="$dir/tmp" OUT="$dir/out" PRETRAIN_CPU=1 timeout 300 bash scripts/gpu_check.sh peer_warm kernels compare speed minilm peer \
     > "$dir/run.log" 2>&1)
 }
@@ -79,8 +84,7 @@ if [ -z "$missing" ] && [ -z "$refused" ] && [ "$calls" -ge 40 ]; then ok "comma
 else fail "commands: $calls lines; never called:${missing:- none}" "$refused"; fi
 
 # a machine gone cold before the second call: the peer alone, with nothing carried
-mkdir -p "$root/cold/scripts" "$root/cold/bench" "$root/cold/tools" "$root/cold/tmp"
-cp scripts/gpu_check.sh "$root/cold/scripts/" && cp bench/*.py "$root/cold/bench/" && cp tools/torch_bert.py "$root/cold/tools/"
+script_tree "$root/cold" scripts/gpu_check.sh
 (cd "$root/cold" && GPU_CHECK_TMP="$root/cold/tmp" OUT="$root/cold/out" timeout 120 bash scripts/gpu_check.sh peer \
   > "$root/cold/run.log" 2>&1)
 status=$?
